@@ -1,0 +1,23 @@
+// FpModeGuard: for its lifetime, the calling thread's x86 MXCSR is set to round to
+// nearest even with flush-to-zero and denormals-are-zero off; the caller's mode is
+// restored on destruction. Every host kernel entry point holds one, so results do not
+// depend on the FP mode of the thread that calls (docs/numerics.md, "FP mode").
+// Not copyable; use on the thread whose mode it changes.
+#pragma once
+
+#include <cstdint>
+
+namespace tandem {
+
+class FpModeGuard {
+ public:
+  FpModeGuard() noexcept;
+  ~FpModeGuard();
+  FpModeGuard(const FpModeGuard&) = delete;
+  FpModeGuard& operator=(const FpModeGuard&) = delete;
+
+ private:
+  uint32_t saved_ = 0;
+};
+
+}  // namespace tandem

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs everything Tandem needs to build and test on Debian 12, from Debian packages.
+# Idempotent; needs root (or sudo). The CUDA compiler is taken from /usr/local/cuda when
+# present (NVIDIA's toolkit), otherwise Debian's nvidia-cuda-toolkit (non-free) is tried.
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+PKGS=(cmake ninja-build g++ pkg-config git ca-certificates
+      libtbb-dev libxsimd-dev libisal-dev libgtest-dev
+      nlohmann-json3-dev libcli11-dev python3)
+missing=()
+for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "install-deps: no nvcc found; trying Debian's nvidia-cuda-toolkit (non-free)" >&2
+  $SUDO apt-get install -y -qq nvidia-cuda-toolkit || {
+    echo "install-deps: could not install a CUDA compiler: enable Debian's non-free" \
+         "component or install NVIDIA's CUDA Toolkit (12.x+) in /usr/local/cuda" >&2
+    exit 1
+  }
+fi
+echo "install-deps: all dependencies present"

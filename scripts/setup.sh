@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The README's first command: installs dependencies, builds Release into build/, and runs
+# the main job on the hardware present.
+set -euo pipefail
+source "$(dirname "$0")/env.sh"
+"$TANDEM_ROOT/scripts/install-deps.sh"
+configure_and_build "$TANDEM_ROOT/build" -DCMAKE_BUILD_TYPE=Release
+"$TANDEM_ROOT/scripts/main-job.sh"

@@ -1,0 +1,43 @@
+// tandem-demo: steps the toy problems with every algorithm and state format using the
+// scalar reference step, and prints the loss reached and the bytes per parameter.
+#include <cstdio>
+
+#include "tandem/types.h"
+#include "tools/toy_problem.h"
+
+int main() {
+  using namespace tandem;
+  auto lsq = toy::LeastSquares(100, 400, 10.0, 3);
+  auto logi = toy::Logistic(100, 400, 5);
+  struct Algo {
+    Algorithm algo;
+    double lr;
+    HyperParams h;
+  };
+  HyperParams lion;
+  lion.beta2 = 0.99;
+  HyperParams sgd;
+  sgd.momentum = 0.9;
+  const Algo algos[] = {{Algorithm::kAdamW, 2e-2, {}}, {Algorithm::kLion, 3e-3, lion},
+                        {Algorithm::kSGD, 5e-2, sgd}};
+  const StateFormats formats[] = {
+      {MasterFormat::kF32, MomentFormat::kF32, MomentFormat::kF32},
+      {MasterFormat::kBF16Ecc16, MomentFormat::kQ8, MomentFormat::kQ8},
+      {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8},
+      {MasterFormat::kBF16, MomentFormat::kQ8, MomentFormat::kQ8},
+  };
+  std::printf("Tandem demo: 400 reference steps on two toy problems (CPU, scalar reference)\n\n");
+  std::printf("%-6s %-32s %10s %14s %14s\n", "algo", "formats", "bytes/param", "least-squares",
+              "logistic");
+  for (const Algo& a : algos) {
+    for (StateFormats f : formats) {
+      if (!HasVariance(a.algo)) f.variance = MomentFormat::kF32;
+      toy::RunConfig cfg{a.algo, a.h, f, a.lr, 400};
+      const double bytes = double(StateBytes(a.algo, a.h, f, 1 << 20)) / double(1 << 20);
+      std::printf("%-6s %-32s %10.4f %14.6f %14.6f\n", Name(a.algo), Name(f).c_str(), bytes,
+                  toy::Train(*lsq, cfg), toy::Train(*logi, cfg));
+    }
+  }
+  std::printf("\nbytes/param counts master (bf16 weight included) + moments + group scales.\n");
+  return 0;
+}
