@@ -66,6 +66,8 @@ struct HyperParams {
   double momentum = 0.0;      // SGD; [0, 1]; 0 disables the momentum buffer
   double dampening = 0.0;     // SGD; [0, 1]
   bool nesterov = false;      // SGD; needs momentum > 0 and dampening == 0
+
+  friend bool operator==(const HyperParams&, const HyperParams&) = default;
 };
 
 // Stable names used in tools, JSON and error messages: "f32", "bf16", "f16"; "adamw",
