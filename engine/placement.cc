@@ -1,0 +1,79 @@
+#include "tandem/placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "tandem/error.h"
+#include "tandem/types.h"
+
+namespace tandem {
+
+const char* Name(PlacementPolicy p) noexcept {
+  switch (p) {
+    case PlacementPolicy::kBackwardOrder: return "backward_order";
+    case PlacementPolicy::kForwardOrder: return "forward_order";
+    case PlacementPolicy::kLargestFirst: return "largest_first";
+  }
+  return "?";
+}
+
+PlacementPolicy ParsePlacementPolicy(std::string_view s) {
+  for (PlacementPolicy p : {PlacementPolicy::kBackwardOrder, PlacementPolicy::kForwardOrder,
+                            PlacementPolicy::kLargestFirst})
+    if (s == Name(p)) return p;
+  throw Error(ErrorKind::kInvalidArgument,
+              "unknown placement policy '" + std::string(s) +
+                  "' (expected backward_order, forward_order or largest_first)");
+}
+
+Placement ComputePlacement(const std::vector<uint64_t>& numels, double fraction,
+                           PlacementPolicy policy) {
+  if (!(fraction >= 0.0 && fraction <= 1.0))
+    throw Error(ErrorKind::kInvalidArgument,
+                "offload_fraction must be in [0, 1], got " + std::to_string(fraction));
+  Placement p;
+  p.tensors.resize(numels.size());
+  for (size_t i = 0; i < numels.size(); ++i) {
+    p.tensors[i].numel = numels[i];
+    p.tensors[i].device_count = numels[i];
+    p.total += numels[i];
+  }
+  p.target = fraction >= 1.0 ? p.total
+                             : static_cast<uint64_t>(std::llround(fraction * double(p.total)));
+  std::vector<size_t> order(numels.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  switch (policy) {
+    case PlacementPolicy::kBackwardOrder: std::reverse(order.begin(), order.end()); break;
+    case PlacementPolicy::kForwardOrder: break;
+    case PlacementPolicy::kLargestFirst:
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return numels[a] > numels[b]; });
+      break;
+    default:
+      throw Error(ErrorKind::kInvalidArgument, "unknown placement policy value " +
+                                                   std::to_string(static_cast<int>(policy)));
+  }
+  uint64_t need = p.target;
+  for (size_t i : order) {
+    if (need == 0) break;
+    TensorPlacement& t = p.tensors[i];
+    if (t.numel <= need) {  // offload the whole tensor
+      t.device_count = 0;
+      need -= t.numel;
+      continue;
+    }
+    // Cut inside this tensor at the group boundary nearest to numel - need.
+    const uint64_t g = kQuantGroup;
+    const uint64_t ideal = t.numel - need;
+    uint64_t cut = (ideal + g / 2) / g * g;
+    cut = std::min(cut, t.numel);
+    t.device_count = cut;
+    need = 0;
+  }
+  for (const TensorPlacement& t : p.tensors) p.offloaded += t.host_count();
+  return p;
+}
+
+}  // namespace tandem

@@ -1,0 +1,160 @@
+// HybridOptimizer: one optimizer whose step runs a chosen fraction of the parameters on
+// the GPU and the rest on the host, with the copies between them hidden behind the work.
+//
+// Usage (C++; docs/user_guide.md has a complete example):
+//
+//   std::vector<tandem::TensorSpec> specs = ...;   // name, numel, dtypes, param/grad pointers
+//   tandem::OptimizerConfig cfg;
+//   cfg.formats = {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
+//   cfg.offload_fraction = 0.5;
+//   tandem::HybridOptimizer opt(specs, cfg);        // state initialised from the params
+//   for (...) { backward(); opt.Step(lr, {.max_grad_norm = 1.0}); }
+//
+// Thread safety: one thread at a time may call the non-const methods of one optimizer
+// (Step, GradReady, WaitParam, Restore). Const methods may run concurrently with each other
+// but not with Step.
+//
+// Failure: every method throws tandem::Error. A Step that throws, or that finds a
+// non-finite gradient, leaves every parameter and every state as it was before the call
+// (device and host); the optimizer stays usable.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/placement.h"
+#include "tandem/snapshot.h"
+#include "tandem/types.h"
+
+namespace tandem {
+
+// One parameter tensor handed to the optimizer. The optimizer does not own the buffers;
+// they must stay valid (and keep their size) for the optimizer's lifetime.
+struct TensorSpec {
+  std::string name;               // unique; used in errors and checkpoints
+  uint64_t numel = 0;             // may be 0
+  DType param_dtype = DType::kBF16;
+  DType grad_dtype = DType::kBF16;
+  void* param = nullptr;          // device pointer (GPU mode) or host pointer (host mode)
+  const void* grad = nullptr;     // same memory space as param
+  uint32_t group = 0;             // index into OptimizerConfig::groups
+};
+
+enum class ExecutionMode : uint8_t {
+  kAuto = 0,  // GPU mode when a CUDA device is present, otherwise host mode
+  kGpu = 1,   // parameters and gradients live on the GPU; offloaded state on the host
+  kHost = 2,  // everything in host memory, stepped by the host kernels (no GPU needed)
+};
+
+struct OptimizerConfig {
+  Algorithm algorithm = Algorithm::kAdamW;
+  // Per-group hyper-parameters; TensorSpec::group indexes this. Must not be empty.
+  std::vector<HyperParams> groups{HyperParams{}};
+  StateFormats formats;  // default: fp32 master and moments
+  // Fraction of all elements whose state lives in pinned host memory and is stepped by
+  // the host, in [0, 1]. Ignored (treated as 1) in host mode.
+  double offload_fraction = 0.0;
+  PlacementPolicy placement = PlacementPolicy::kBackwardOrder;
+  ExecutionMode mode = ExecutionMode::kAuto;
+  int host_threads = 0;               // 0: all cores
+  uint64_t chunk_elements = 1 << 21;  // offload pipeline chunk; multiple of 32, >= 32
+  int pipeline_slots = 4;             // pinned gradient slots in flight, >= 2
+  // The caller's CUDA stream (a cudaStream_t, as void*); nullptr is the legacy default
+  // stream. Step orders itself after the work already queued there and queues the hot
+  // kernel on it; parameters are final on it when Step returns.
+  void* cuda_stream = nullptr;
+};
+
+struct StepOptions {
+  double max_grad_norm = 0.0;  // > 0: clip the global L2 norm to this; 0: no clipping
+  double loss_scale = 1.0;     // gradients are divided by this (finite, > 0)
+};
+
+struct StepResult {
+  bool applied = false;     // false when skipped for a non-finite gradient
+  double grad_norm = 0.0;   // global L2 norm of the unscaled gradients (NaN/Inf if skipped)
+  int64_t step = 0;         // the optimizer's step count after this call
+};
+
+// Bytes held by the optimizer itself (not the caller's parameters and gradients), by
+// category. docs/user_guide.md gives the closed-form formula each field follows.
+struct MemoryReport {
+  struct Bytes {
+    uint64_t master = 0;      // fp32 masters or the bf16 part (0 where it aliases the param)
+    uint64_t correction = 0;  // ecc8 / ecc16 arrays
+    uint64_t momentum = 0;    // m codes or fp32 values
+    uint64_t variance = 0;    // v codes or fp32 values
+    uint64_t scales = 0;      // q8 group scales
+    uint64_t staging = 0;     // pinned gradient slots and parameter staging slots
+    uint64_t metadata = 0;    // kernel tables and reduction scratch
+    uint64_t total() const {
+      return master + correction + momentum + variance + scales + staging + metadata;
+    }
+  };
+  Bytes device;  // GPU memory
+  Bytes host;    // pinned (GPU mode) or ordinary (host mode) host memory
+};
+
+// Busy time of each stage of the last Step, in milliseconds (wall clock on the host,
+// CUDA events on the GPU), and the whole step as the caller saw it.
+struct StageTimes {
+  double prepass_ms = 0;    // gradient norm and non-finite check
+  double gpu_update_ms = 0; // fused kernel over the hot elements
+  double d2h_ms = 0;        // gradient copies down (sum of copy durations)
+  double host_update_ms = 0;// host kernels over the offloaded elements
+  double h2d_ms = 0;        // parameter copies up
+  double step_ms = 0;       // Step() call, start to return
+  uint64_t chunks = 0;      // offload pipeline chunks run
+};
+
+class HybridOptimizer {
+ public:
+  // Validates every spec (null or mismatched pointers, dtypes, groups, duplicate names),
+  // the configuration and the hyper-parameters, computes the placement, allocates the
+  // state and initialises the masters from the current parameter values (moments zero).
+  HybridOptimizer(std::vector<TensorSpec> tensors, OptimizerConfig config);
+  ~HybridOptimizer();
+  HybridOptimizer(const HybridOptimizer&) = delete;
+  HybridOptimizer& operator=(const HybridOptimizer&) = delete;
+
+  // One optimizer step with learning rate lr (finite, >= 0). Gradients must be final
+  // (on cuda_stream in GPU mode). Checks all gradients first; on a non-finite value it
+  // changes nothing and returns applied = false.
+  StepResult Step(double lr, const StepOptions& options = {});
+
+  // Early start: tells the optimizer that tensor i's gradient is final on cuda_stream
+  // (in backward order), so its offloaded part can start copying down before Step.
+  // Step must follow after all gradients are ready. Calling it is optional.
+  void GradReady(size_t tensor_index);
+
+  // Makes `stream` (a cudaStream_t as void*, nullptr = legacy default) wait until tensor
+  // i's parameter of the last Step is final on the GPU; a no-op in host mode.
+  void WaitParam(size_t tensor_index, void* stream) const;
+
+  ExecutionMode mode() const;  // kGpu or kHost
+  const Placement& placement() const;
+  MemoryReport memory() const;
+  StageTimes last_step_times() const;
+  int64_t step_count() const;
+  size_t tensor_count() const;
+
+  // The whole state, placement-independent (for checkpoints: tandem/checkpoint.h).
+  OptimizerSnapshot Snapshot() const;
+  // Replaces the state with `s` after checking that it matches this optimizer's tensors,
+  // formats and algorithm (Error(kInvalidArgument) naming the mismatch; nothing changed).
+  // Writes the restored master weights to the parameters.
+  void Restore(const OptimizerSnapshot& s);
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Whether this process can use a CUDA device (never throws).
+bool CudaDeviceAvailable();
+
+}  // namespace tandem

@@ -1,0 +1,46 @@
+// CudaTransport: the Transport of GPU mode. Downloads run on one non-blocking stream and
+// uploads on another, so both PCIe directions and the compute stream work at once. Each
+// copy is bracketed by timing events; a ticket names the copy's end event.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "offload/transport.h"
+
+namespace tandem::offload {
+
+class CudaTransport : public Transport {
+ public:
+  explicit CudaTransport(cudaStream_t compute);
+  ~CudaTransport() override;
+
+  void DownloadsAfterComputeStream() override;
+  Ticket Download(void* dst, const void* src, size_t bytes) override;
+  Ticket Upload(void* dst, const void* src, size_t bytes) override;
+  void Wait(Ticket t) override;
+  void ComputeStreamAfterUploads() override;
+  void StreamWaitFor(Ticket t, void* stream) override;
+  void Drain() noexcept override;
+  double DownloadBusyMs() override;
+  double UploadBusyMs() override;
+  void ResetTimes() override;
+
+ private:
+  struct Copy {
+    cudaEvent_t start = nullptr, end = nullptr;
+    bool upload = false;
+  };
+  Ticket Enqueue(bool upload, void* dst, const void* src, size_t bytes);
+  Copy& Slot(Ticket t) { return ring_[t % ring_.size()]; }
+  double BusyMs(bool upload);
+
+  cudaStream_t compute_, down_ = nullptr, up_ = nullptr;
+  cudaEvent_t fence_ = nullptr;
+  std::vector<Copy> ring_;
+  Ticket next_ = 1;
+  Ticket first_of_step_ = 1;
+};
+
+}  // namespace tandem::offload

@@ -1,0 +1,103 @@
+#include "offload/host_transport.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "tandem/error.h"
+
+namespace tandem::offload {
+
+HostTransport::HostTransport() {
+  owner_.push_back(0);
+  down_.worker = std::thread([this] { Work(down_, 'D'); });
+  up_.worker = std::thread([this] { Work(up_, 'U'); });
+}
+
+HostTransport::~HostTransport() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  down_.worker.join();
+  up_.worker.join();
+}
+
+Ticket HostTransport::Enqueue(Queue& q, void* dst, const void* src, size_t bytes, char tag) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Ticket t = next_ticket_++;
+  owner_.push_back(static_cast<Ticket>(tag));
+  q.pending.push_back({t, dst, src, bytes, fail_at_ != 0 && t == fail_at_});
+  cv_.notify_all();
+  return t;
+}
+
+Ticket HostTransport::Download(void* dst, const void* src, size_t bytes) {
+  return Enqueue(down_, dst, src, bytes, 'D');
+}
+Ticket HostTransport::Upload(void* dst, const void* src, size_t bytes) {
+  return Enqueue(up_, dst, src, bytes, 'U');
+}
+
+void HostTransport::Work(Queue& q, char tag) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !q.pending.empty(); });
+    if (q.pending.empty()) return;  // stop_ with nothing left
+    const Copy c = q.pending.front();
+    const int delay = delay_us_;
+    lock.unlock();
+    const auto t0 = std::chrono::steady_clock::now();
+    if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
+    if (!c.fail && c.bytes > 0) std::memcpy(c.dst, c.src, c.bytes);
+    const auto t1 = std::chrono::steady_clock::now();
+    lock.lock();
+    q.pending.pop_front();
+    q.busy_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
+    if (c.fail && q.failed == 0) q.failed = c.ticket;
+    q.done_upto = c.ticket;
+    log_.push_back(std::string(1, tag) + std::to_string(c.ticket));
+    cv_.notify_all();
+  }
+}
+
+void HostTransport::Wait(Ticket t) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (t == 0 || t >= next_ticket_)
+    throw Error(ErrorKind::kInternal, "HostTransport::Wait: unknown ticket " + std::to_string(t));
+  Queue& q = owner_[t] == 'D' ? down_ : up_;
+  cv_.wait(lock, [&] { return q.done_upto >= t; });
+  if (q.failed != 0 && q.failed <= t) {
+    const Ticket f = q.failed;
+    q.failed = 0;  // reported once; the queue is usable again
+    throw Error(ErrorKind::kCuda, std::string("injected failure of ") +
+                                      (owner_[t] == 'D' ? "download" : "upload") + " copy " +
+                                      std::to_string(f));
+  }
+}
+
+void HostTransport::Drain() noexcept {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return down_.pending.empty() && up_.pending.empty(); });
+  down_.failed = up_.failed = 0;
+}
+
+double HostTransport::DownloadBusyMs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return down_.busy_ms;
+}
+double HostTransport::UploadBusyMs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return up_.busy_ms;
+}
+void HostTransport::ResetTimes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  down_.busy_ms = up_.busy_ms = 0;
+}
+
+std::vector<std::string> HostTransport::CompletionLog() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return log_;
+}
+
+}  // namespace tandem::offload

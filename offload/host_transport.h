@@ -1,0 +1,71 @@
+// HostTransport: a Transport whose "device" is ordinary host memory; each queue is a
+// worker thread doing memcpy in FIFO order. Used by host-side tests of the pipeline and
+// available for fault injection: FailCopy(n) makes the n-th enqueued copy (1-based,
+// counting both queues) fail with Error(kCuda, "injected ..."), and SetDelayUs() slows
+// every copy down to expose ordering bugs.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "offload/transport.h"
+
+namespace tandem::offload {
+
+class HostTransport : public Transport {
+ public:
+  HostTransport();
+  ~HostTransport() override;
+
+  void DownloadsAfterComputeStream() override {}
+  Ticket Download(void* dst, const void* src, size_t bytes) override;
+  Ticket Upload(void* dst, const void* src, size_t bytes) override;
+  void Wait(Ticket t) override;
+  void ComputeStreamAfterUploads() override {}
+  void StreamWaitFor(Ticket t, void*) override { Wait(t); }
+  void Drain() noexcept override;
+  double DownloadBusyMs() override;
+  double UploadBusyMs() override;
+  void ResetTimes() override;
+
+  // Test hooks.
+  void FailCopy(uint64_t nth) { fail_at_ = nth; }
+  void SetDelayUs(int us) { delay_us_ = us; }
+  // Order in which copies completed, as "D<ticket>" / "U<ticket>".
+  std::vector<std::string> CompletionLog();
+  uint64_t copies_enqueued() const { return next_ticket_ - 1; }
+
+ private:
+  struct Copy {
+    Ticket ticket;
+    void* dst;
+    const void* src;
+    size_t bytes;
+    bool fail;
+  };
+  struct Queue {
+    std::deque<Copy> pending;
+    Ticket done_upto = 0;     // every ticket of this queue <= done_upto has finished
+    Ticket failed = 0;        // first failed ticket of this queue (0: none)
+    double busy_ms = 0;
+    std::thread worker;
+  };
+  Ticket Enqueue(Queue& q, void* dst, const void* src, size_t bytes, char tag);
+  void Work(Queue& q, char tag);
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  Queue down_, up_;
+  std::vector<Ticket> owner_;  // ticket -> 'D' or 'U'
+  std::vector<std::string> log_;
+  Ticket next_ticket_ = 1;
+  uint64_t fail_at_ = 0;
+  int delay_us_ = 0;
+};
+
+}  // namespace tandem::offload

@@ -1,0 +1,92 @@
+#include "offload/memory.h"
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <utility>
+
+#include "tandem/error.h"
+
+namespace tandem::offload {
+namespace {
+std::atomic<int> g_fail_kind{-1};
+std::atomic<int> g_fail_countdown{0};
+
+bool InjectedFailure(MemKind kind) {
+  if (g_fail_kind.load() != static_cast<int>(kind)) return false;
+  if (--g_fail_countdown == 0) {
+    g_fail_kind = -1;
+    return true;
+  }
+  return false;
+}
+}  // namespace
+
+const char* Name(MemKind k) {
+  switch (k) {
+    case MemKind::kDevice: return "device";
+    case MemKind::kPinned: return "pinned host";
+    case MemKind::kHost: return "host";
+  }
+  return "?";
+}
+
+void FailAllocationForTesting(MemKind kind, int nth) {
+  g_fail_kind = nth > 0 ? static_cast<int>(kind) : -1;
+  g_fail_countdown = nth;
+}
+
+Slab::Slab(MemKind kind, uint64_t bytes, const std::string& what) : kind_(kind), bytes_(bytes) {
+  if (bytes == 0) return;
+  const std::string desc = std::string(Name(kind)) + " allocation of " + std::to_string(bytes) +
+                           " bytes for " + what;
+  if (InjectedFailure(kind)) {
+    bytes_ = 0;
+    throw Error(ErrorKind::kOutOfMemory, desc + " failed (injected)");
+  }
+  cudaError_t err = cudaSuccess;
+  switch (kind) {
+    case MemKind::kDevice: err = cudaMalloc(&ptr_, bytes); break;
+    case MemKind::kPinned: err = cudaHostAlloc(&ptr_, bytes, cudaHostAllocDefault); break;
+    case MemKind::kHost:
+      ptr_ = std::aligned_alloc(kSlabAlign, Aligned(bytes));
+      if (ptr_ == nullptr) err = cudaErrorMemoryAllocation;
+      break;
+  }
+  if (err != cudaSuccess || ptr_ == nullptr) {
+    ptr_ = nullptr;
+    bytes_ = 0;
+    if (kind != MemKind::kHost) cudaGetLastError();  // clear the sticky-free error state
+    throw Error(ErrorKind::kOutOfMemory,
+                desc + " failed: " + (kind == MemKind::kHost ? "aligned_alloc returned null"
+                                                             : cudaGetErrorString(err)));
+  }
+}
+
+Slab::~Slab() { Release(); }
+
+Slab::Slab(Slab&& o) noexcept
+    : kind_(o.kind_), ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+
+Slab& Slab::operator=(Slab&& o) noexcept {
+  if (this != &o) {
+    Release();
+    kind_ = o.kind_;
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
+void Slab::Release() noexcept {
+  if (ptr_ == nullptr) return;
+  switch (kind_) {
+    case MemKind::kDevice: cudaFree(ptr_); break;
+    case MemKind::kPinned: cudaFreeHost(ptr_); break;
+    case MemKind::kHost: std::free(ptr_); break;
+  }
+  ptr_ = nullptr;
+}
+
+}  // namespace tandem::offload

@@ -1,0 +1,93 @@
+#include "offload/pipeline.h"
+
+#include <chrono>
+#include <string>
+
+#include "tandem/error.h"
+
+namespace tandem::offload {
+
+Pipeline::Pipeline(Transport* transport, std::vector<void*> grad_slots,
+                   std::vector<void*> param_slots)
+    : transport_(transport),
+      grad_slots_(std::move(grad_slots)),
+      param_slots_(std::move(param_slots)),
+      param_slot_ticket_(param_slots_.size(), 0) {
+  if (grad_slots_.size() < 2)
+    throw Error(ErrorKind::kInvalidArgument, "offload pipeline needs >= 2 gradient slots, got " +
+                                                 std::to_string(grad_slots_.size()));
+  if (!param_slots_.empty() && param_slots_.size() != grad_slots_.size())
+    throw Error(ErrorKind::kInvalidArgument, "offload pipeline: parameter slots (" +
+                                                 std::to_string(param_slots_.size()) +
+                                                 ") must match gradient slots");
+}
+
+void Pipeline::Run(std::vector<OffloadChunk>& chunks, const StepScalars* scalars,
+                   const HostStepFn& host_step, std::vector<Ticket>* last_upload,
+                   PipelineTimes* times) {
+  using Clock = std::chrono::steady_clock;
+  const auto t_start = Clock::now();
+  double host_ms = 0;
+  const size_t n = chunks.size(), k = grad_slots_.size();
+  transport_->ResetTimes();
+  size_t applied = 0;
+  std::vector<Ticket> down(n, 0);
+  auto enqueue_download = [&](size_t i) {
+    OffloadChunk& c = chunks[i];
+    if (c.host_grad == nullptr && c.grad_bytes > 0)
+      down[i] = transport_->Download(grad_slots_[i % k], c.device_grad, c.grad_bytes);
+  };
+  try {
+    // Note [Uploads read the state]: an upload may read the host state itself (the bf16
+    // master that is the weight); the previous Run's uploads must finish before this
+    // Run's host updates write that state again.
+    if (last_run_upload_ != 0) transport_->Wait(last_run_upload_);
+    transport_->DownloadsAfterComputeStream();
+    for (size_t i = 0; i < n && i < k; ++i) enqueue_download(i);
+    for (size_t i = 0; i < n; ++i) {
+      OffloadChunk& c = chunks[i];
+      const size_t slot = i % k;
+      if (down[i] != 0) transport_->Wait(down[i]);
+      StepSpan span = c.span;
+      span.grad = c.host_grad != nullptr ? c.host_grad : grad_slots_[slot];
+      const void* up_src = c.param_source;
+      if (up_src == nullptr && c.param_bytes > 0) {
+        if (param_slots_.empty())
+          throw Error(ErrorKind::kInternal, "chunk needs a parameter staging slot");
+        if (param_slot_ticket_[slot] != 0) transport_->Wait(param_slot_ticket_[slot]);
+        span.param = param_slots_[slot];
+        up_src = param_slots_[slot];
+      } else {
+        span.param = nullptr;
+      }
+      const auto h0 = Clock::now();
+      host_step(scalars[c.scalar_index], span);
+      host_ms += std::chrono::duration<double, std::milli>(Clock::now() - h0).count();
+      ++applied;
+      if (c.param_bytes > 0) {
+        const Ticket up = transport_->Upload(c.device_param, up_src, c.param_bytes);
+        if (c.param_source == nullptr) param_slot_ticket_[slot] = up;
+        if (last_upload != nullptr) (*last_upload)[c.tensor] = up;
+        last_run_upload_ = up;
+      }
+      // The slot chunk i used is free again: start the download that reuses it.
+      if (i + k < n) enqueue_download(i + k);
+    }
+    transport_->ComputeStreamAfterUploads();
+  } catch (const Error& e) {
+    transport_->Drain();
+    last_run_upload_ = 0;
+    for (Ticket& t : param_slot_ticket_) t = 0;
+    throw Error(e.kind(), std::string(e.what()) + " (offload pipeline: " +
+                              std::to_string(applied) + " of " + std::to_string(n) +
+                              " chunks applied)");
+  }
+  if (times != nullptr) {
+    times->host_ms = host_ms;
+    times->wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_start).count();
+    times->d2h_ms = transport_->DownloadBusyMs();
+    times->h2d_ms = transport_->UploadBusyMs();
+  }
+}
+
+}  // namespace tandem::offload

@@ -1,0 +1,346 @@
+// HybridOptimizer in host mode, which runs the whole hybrid path (placement, chunked
+// pipeline, staging, per-tensor parts) over host memory. The offload fraction, placement
+// policy, chunk size and thread count never change one bit of the result.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/reference_step.h"
+#include "engine/tensor_state.h"
+#include "offload/memory.h"
+#include "offload/state_layout.h"
+#include "tandem/error.h"
+#include "tandem/optimizer.h"
+#include "tests/offload/hybrid_fixture.h"
+
+namespace tandem {
+namespace {
+
+using testing::Model;
+
+struct Setup {
+  Algorithm algo;
+  StateFormats formats;
+  DType param, grad;
+};
+
+OptimizerConfig Config(const Setup& s, double fraction, PlacementPolicy pol, uint64_t chunk,
+                       int threads) {
+  OptimizerConfig c;
+  c.algorithm = s.algo;
+  c.formats = s.formats;
+  c.offload_fraction = fraction;
+  c.placement = pol;
+  c.chunk_elements = chunk;
+  c.host_threads = threads;
+  c.mode = ExecutionMode::kHost;
+  c.pipeline_slots = 3;
+  HyperParams g0, g1;
+  g0.weight_decay = 0.01;
+  g1.lr_scale = 0.5;
+  g1.beta2 = 0.99;
+  if (s.algo == Algorithm::kSGD) {
+    g0.momentum = g1.momentum = 0.9;
+    g1.nesterov = true;
+  }
+  c.groups = {g0, g1};
+  return c;
+}
+
+// Runs `steps` steps and returns the snapshot and the final parameters.
+std::pair<OptimizerSnapshot, std::vector<std::vector<uint8_t>>> Run(const Setup& s,
+                                                                    const OptimizerConfig& c,
+                                                                    int steps,
+                                                                    bool early = false) {
+  Model m;
+  m.param_dtype = s.param;
+  m.grad_dtype = s.grad;
+  m.Init(7);
+  HybridOptimizer opt(m.Specs(2), c);
+  for (int t = 1; t <= steps; ++t) {
+    m.FillGrads(t);
+    if (early)
+      for (size_t i = m.sizes.size(); i-- > 0;) opt.GradReady(i);
+    const StepResult r = opt.Step(1e-3 * (1.0 + 0.01 * t), {.max_grad_norm = 5.0});
+    EXPECT_TRUE(r.applied);
+  }
+  return {opt.Snapshot(), m.params};
+}
+
+const Setup kSetups[] = {
+    {Algorithm::kAdamW, {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8},
+     DType::kBF16, DType::kBF16},
+    {Algorithm::kAdamW, {MasterFormat::kF32, MomentFormat::kF32, MomentFormat::kF32},
+     DType::kF32, DType::kF32},
+    {Algorithm::kAdam, {MasterFormat::kF32, MomentFormat::kQ8, MomentFormat::kF32},
+     DType::kBF16, DType::kF16},
+    {Algorithm::kLion, {MasterFormat::kBF16Ecc16, MomentFormat::kQ8, MomentFormat::kF32},
+     DType::kF16, DType::kBF16},
+    {Algorithm::kSGD, {MasterFormat::kBF16, MomentFormat::kQ8, MomentFormat::kF32},
+     DType::kBF16, DType::kF32},
+};
+
+TEST(HybridHost, BitIdenticalAcrossFractionsPoliciesChunksAndThreads) {
+  for (const Setup& s : kSetups) {
+    const auto base = Run(s, Config(s, 0.0, PlacementPolicy::kBackwardOrder, 4096, 1), 20);
+    const bool full_sweep = &s == &kSetups[0];
+    for (double f : {0.25, 0.5, 0.75, 1.0}) {
+      for (PlacementPolicy pol : {PlacementPolicy::kBackwardOrder, PlacementPolicy::kForwardOrder,
+                                  PlacementPolicy::kLargestFirst}) {
+        for (uint64_t chunk : {uint64_t{64}, uint64_t{4096}}) {
+          for (int threads : {1, 2}) {
+            if (!full_sweep && (chunk != 64 || threads != 2 ||
+                                pol != PlacementPolicy::kBackwardOrder))
+              continue;
+            const auto got = Run(s, Config(s, f, pol, chunk, threads), 20);
+            ASSERT_EQ(got.second, base.second)
+                << Name(s.algo) << " " << Name(s.formats) << " params differ at f=" << f << " "
+                << Name(pol) << " chunk=" << chunk << " threads=" << threads;
+            ASSERT_TRUE(got.first == base.first) << "state differs at f=" << f;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(HybridHost, EqualsTheScalarReference) {
+  const Setup s = kSetups[0];
+  const OptimizerConfig c = Config(s, 0.5, PlacementPolicy::kBackwardOrder, 96, 2);
+  const auto got = Run(s, c, 5);
+  Model m;
+  m.Init(7);
+  std::vector<TensorState> ref;
+  auto specs = m.Specs(2);
+  for (const TensorSpec& sp : specs) {
+    std::vector<float> w(sp.numel);
+    for (size_t i = 0; i < sp.numel; ++i)
+      w[i] = num::Bf16ToF32(reinterpret_cast<const uint16_t*>(sp.param)[i]);
+    ref.emplace_back(s.algo, c.groups[sp.group], s.formats, w.data(), sp.numel);
+  }
+  for (int t = 1; t <= 5; ++t) {
+    m.FillGrads(t);
+    double ss = 0;
+    for (size_t k = 0; k < specs.size(); ++k)
+      for (size_t i = 0; i < specs[k].numel; ++i) {
+        const double g = num::Bf16ToF32(reinterpret_cast<const uint16_t*>(specs[k].grad)[i]);
+        ss += g * g;
+      }
+    const double norm = std::sqrt(ss);
+    const double mul = norm > 5.0 ? 5.0 / (norm + 1e-6) : 1.0;
+    for (size_t k = 0; k < specs.size(); ++k) {
+      const StepScalars sc =
+          ComputeStepScalars(s.algo, c.groups[specs[k].group], 1e-3 * (1.0 + 0.01 * t), t, mul);
+      ReferenceStep(sc, ref[k].Span(0, specs[k].numel, specs[k].grad, DType::kBF16,
+                                    specs[k].param, DType::kBF16));
+    }
+  }
+  for (size_t k = 0; k < specs.size(); ++k) {
+    EXPECT_EQ(got.first.tensors[k].master_bf16, ref[k].master_bf16) << k;
+    EXPECT_EQ(got.first.tensors[k].ecc8, ref[k].ecc8) << k;
+    EXPECT_EQ(got.first.tensors[k].m_codes, ref[k].m_codes) << k;
+    EXPECT_EQ(got.first.tensors[k].v_scales, ref[k].v_scales) << k;
+    EXPECT_EQ(got.second[k], m.params[k]) << k;
+  }
+}
+
+TEST(HybridHost, EarlyStartGivesTheSameBits) {
+  const Setup s = kSetups[0];
+  const OptimizerConfig c = Config(s, 0.6, PlacementPolicy::kBackwardOrder, 128, 2);
+  const auto plain = Run(s, c, 6, false);
+  const auto early = Run(s, c, 6, true);
+  EXPECT_EQ(plain.second, early.second);
+  EXPECT_TRUE(plain.first == early.first);
+}
+
+TEST(HybridHost, NonFiniteGradientChangesNothing) {
+  for (float bad : {NAN, INFINITY}) {
+    Model m;
+    m.Init(7);
+    const Setup s = kSetups[0];
+    HybridOptimizer opt(m.Specs(2), Config(s, 0.5, PlacementPolicy::kBackwardOrder, 64, 2));
+    m.FillGrads(1);
+    ASSERT_TRUE(opt.Step(1e-3).applied);
+    const OptimizerSnapshot before = opt.Snapshot();
+    const auto params_before = m.params;
+    m.FillGrads(2);
+    Model::Store(m.grads[7].data(), m.grad_dtype, 8000, bad);  // in an offloaded tensor
+    const StepResult r = opt.Step(1e-3);
+    EXPECT_FALSE(r.applied);
+    EXPECT_TRUE(std::isinf(r.grad_norm));
+    EXPECT_EQ(r.step, 1);
+    EXPECT_EQ(opt.step_count(), 1);
+    EXPECT_TRUE(opt.Snapshot() == before);
+    EXPECT_EQ(m.params, params_before);
+    m.FillGrads(3);
+    EXPECT_TRUE(opt.Step(1e-3).applied);  // and it goes on
+  }
+}
+
+TEST(HybridHost, ReportsTheGlobalNormAndClips) {
+  Model m;
+  m.grad_dtype = DType::kF32;
+  m.Init(7);
+  const Setup s{Algorithm::kSGD, {}, DType::kBF16, DType::kF32};
+  OptimizerConfig c = Config(s, 0.5, PlacementPolicy::kBackwardOrder, 64, 2);
+  HybridOptimizer opt(m.Specs(2), c);
+  m.FillGrads(1);
+  double ss = 0;
+  for (auto& g : m.grads)
+    for (size_t i = 0; i < g.size() / 4; ++i) ss += double(reinterpret_cast<float*>(g.data())[i]) *
+                                                     reinterpret_cast<float*>(g.data())[i];
+  const StepResult r = opt.Step(0.1, {.max_grad_norm = 0.0, .loss_scale = 4.0});
+  EXPECT_NEAR(r.grad_norm, std::sqrt(ss) / 4.0, 1e-9 * std::sqrt(ss));
+}
+
+void ExpectInvalid(const std::function<void()>& fn, const char* needle) {
+  try {
+    fn();
+    FAIL() << "no error; expected one mentioning '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(HybridHost, BadInputIsRejectedWithAClearError) {
+  Model m;
+  m.Init(7);
+  const Setup s = kSetups[0];
+  const OptimizerConfig good = Config(s, 0.5, PlacementPolicy::kBackwardOrder, 64, 2);
+  auto with = [&](auto edit) {
+    auto specs = m.Specs(2);
+    OptimizerConfig c = good;
+    edit(specs, c);
+    HybridOptimizer opt(specs, c);
+  };
+  ExpectInvalid([&] { with([](auto& sp, auto&) { sp[2].grad = nullptr; }); }, "'layer2': grad is null");
+  ExpectInvalid([&] { with([](auto& sp, auto&) { sp[3].param = nullptr; }); }, "'layer3': param is null");
+  ExpectInvalid([&] { with([](auto& sp, auto&) { sp[1].name = "layer0"; }); }, "duplicate name");
+  ExpectInvalid([&] { with([](auto& sp, auto&) { sp[1].group = 9; }); }, "group 9");
+  ExpectInvalid([&] { with([](auto& sp, auto&) { sp[1].grad_dtype = DType(7); }); }, "grad dtype");
+  ExpectInvalid([&] { with([](auto&, auto& c) { c.offload_fraction = 1.5; }); }, "offload_fraction");
+  ExpectInvalid([&] { with([](auto&, auto& c) { c.offload_fraction = -0.1; }); }, "offload_fraction");
+  ExpectInvalid([&] { with([](auto&, auto& c) { c.chunk_elements = 100; }); }, "chunk_elements");
+  ExpectInvalid([&] { with([](auto&, auto& c) { c.pipeline_slots = 1; }); }, "pipeline_slots");
+  ExpectInvalid([&] { with([](auto&, auto& c) { c.groups.clear(); }); }, "groups is empty");
+  ExpectInvalid([&] { with([](auto&, auto& c) { c.groups[1].beta1 = NAN; }); }, "group 1: beta1");
+  ExpectInvalid([&] { with([](auto&, auto& c) { c.algorithm = Algorithm::kLion; }); },
+                "variance format q8");
+  ExpectInvalid([&] { with([](auto&, auto& c) { c.mode = ExecutionMode::kGpu; }); }, "");
+
+  // A failed allocation is an out-of-memory error; the next attempt works.
+  offload::FailAllocationForTesting(offload::MemKind::kHost, 2);
+  try {
+    HybridOptimizer opt(m.Specs(2), good);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kOutOfMemory);
+    EXPECT_NE(std::string(e.what()).find("offloaded optimizer state"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(HybridOptimizer(m.Specs(2), good));
+
+  // A bad step argument changes nothing and leaves the optimizer usable.
+  HybridOptimizer opt(m.Specs(2), good);
+  m.FillGrads(1);
+  const OptimizerSnapshot before = opt.Snapshot();
+  ExpectInvalid([&] { opt.Step(NAN); }, "learning rate");
+  ExpectInvalid([&] { opt.Step(1e-3, {.max_grad_norm = -1}); }, "max_grad_norm");
+  ExpectInvalid([&] { opt.Step(1e-3, {.loss_scale = 0}); }, "loss_scale");
+  ExpectInvalid([&] { opt.GradReady(99); }, "tensor index 99");
+  EXPECT_TRUE(opt.Snapshot() == before);
+  EXPECT_TRUE(opt.Step(1e-3).applied);
+}
+
+// The closed-form formula of docs/user_guide.md ("Memory"), computed independently.
+uint64_t A(uint64_t b) { return (b + 255) / 256 * 256; }
+
+TEST(HybridHost, MemoryReportFollowsTheClosedForm) {
+  for (const Setup& s : kSetups) {
+    for (double f : {0.0, 0.3, 1.0}) {
+      Model m;
+      m.param_dtype = s.param;
+      m.grad_dtype = s.grad;
+      m.Init(7);
+      const OptimizerConfig c = Config(s, f, PlacementPolicy::kBackwardOrder, 256, 1);
+      HybridOptimizer opt(m.Specs(2), c);
+      const Placement& p = opt.placement();
+      MemoryReport::Bytes want;
+      uint64_t max_g = 0, max_p = 0;
+      auto specs = m.Specs(2);
+      for (size_t t = 0; t < specs.size(); ++t) {
+        const HyperParams& h = c.groups[specs[t].group];
+        for (int part = 0; part < 2; ++part) {
+          const uint64_t n = part == 0 ? p.tensors[t].device_count : p.tensors[t].host_count();
+          if (n == 0) continue;
+          const bool alias = part == 0 && offload::MasterAliases(s.formats.master, s.param);
+          const bool bf = s.formats.master != MasterFormat::kF32;
+          if (!alias) want.master += A((bf ? 2 : 4) * n);
+          if (s.formats.master == MasterFormat::kBF16Ecc8) want.correction += A(n);
+          if (s.formats.master == MasterFormat::kBF16Ecc16) want.correction += A(2 * n);
+          const uint64_t groups = (n + 31) / 32;
+          if (HasMomentum(s.algo, h)) {
+            const bool q = s.formats.momentum == MomentFormat::kQ8;
+            want.momentum += A(q ? n : 4 * n);
+            if (q) want.scales += A(2 * groups);
+          }
+          if (HasVariance(s.algo)) {
+            const bool q = s.formats.variance == MomentFormat::kQ8;
+            want.variance += A(q ? n : 4 * n);
+            if (q) want.scales += A(2 * groups);
+          }
+          if (part == 1) {
+            const uint64_t cn = std::min<uint64_t>(n, 256);
+            max_g = std::max(max_g, cn * DTypeSize(s.grad));
+            if (!offload::MasterAliases(s.formats.master, s.param))
+              max_p = std::max(max_p, cn * DTypeSize(s.param));
+          }
+        }
+      }
+      want.staging = 3 * A(max_g) + (max_p > 0 ? 3 * A(max_p) : 0);
+      const MemoryReport r = opt.memory();
+      EXPECT_EQ(r.device.total(), 0u);  // host mode: everything is host memory
+      EXPECT_EQ(r.host.master, want.master) << Name(s.formats) << " f=" << f;
+      EXPECT_EQ(r.host.correction, want.correction);
+      EXPECT_EQ(r.host.momentum, want.momentum);
+      EXPECT_EQ(r.host.variance, want.variance);
+      EXPECT_EQ(r.host.scales, want.scales);
+      EXPECT_EQ(r.host.staging, want.staging);
+    }
+  }
+}
+
+TEST(HybridHost, SnapshotRestoresAtAnotherFraction) {
+  const Setup s = kSetups[0];
+  Model a, b;
+  a.Init(7);
+  b.Init(99);  // different starting weights: Restore must overwrite them
+  HybridOptimizer oa(a.Specs(2), Config(s, 0.25, PlacementPolicy::kBackwardOrder, 64, 2));
+  for (int t = 1; t <= 3; ++t) {
+    a.FillGrads(t);
+    oa.Step(1e-3);
+  }
+  HybridOptimizer ob(b.Specs(2), Config(s, 0.75, PlacementPolicy::kLargestFirst, 4096, 1));
+  ob.Restore(oa.Snapshot());
+  EXPECT_EQ(b.params, a.params);
+  for (int t = 4; t <= 6; ++t) {
+    a.FillGrads(t);
+    b.FillGrads(t);
+    oa.Step(1e-3);
+    ob.Step(1e-3);
+  }
+  EXPECT_EQ(b.params, a.params);
+  EXPECT_TRUE(oa.Snapshot() == ob.Snapshot());
+  // A snapshot that does not match is refused and changes nothing.
+  OptimizerSnapshot bad = oa.Snapshot();
+  bad.tensors[3].name = "other";
+  const OptimizerSnapshot keep = ob.Snapshot();
+  ExpectInvalid([&] { ob.Restore(bad); }, "'other'");
+  bad = oa.Snapshot();
+  bad.formats.variance = MomentFormat::kF32;
+  ExpectInvalid([&] { ob.Restore(bad); }, "v_f32");
+  EXPECT_TRUE(ob.Snapshot() == keep);
+}
+
+}  // namespace
+}  // namespace tandem
