@@ -38,13 +38,13 @@ TEST(Placement, FractionMetWithinOneGroupAndCutsOnGroupBoundaries) {
 }
 
 TEST(Placement, PolicyOrder) {
-  // A quarter of the elements: backward order takes the last tensors, forward the first,
-  // largest-first the 70000-element tensor.
+  // 5% of the elements: backward order takes the last tensors, forward the first (cut
+  // inside it), largest-first the 70000-element tensor.
   const Placement b = ComputePlacement(kSizes, 0.05, PlacementPolicy::kBackwardOrder);
   EXPECT_EQ(b.tensors.back().device_count, 0u);
   EXPECT_EQ(b.tensors.front().device_count, b.tensors.front().numel);
   const Placement f = ComputePlacement(kSizes, 0.05, PlacementPolicy::kForwardOrder);
-  EXPECT_EQ(f.tensors.front().device_count, 0u);
+  EXPECT_GT(f.tensors.front().host_count(), 3000u);
   EXPECT_EQ(f.tensors.back().device_count, f.tensors.back().numel);
   const Placement l = ComputePlacement(kSizes, 0.5, PlacementPolicy::kLargestFirst);
   EXPECT_GT(l.tensors[7].host_count(), 0u);
