@@ -183,57 +183,78 @@ void HybridOptimizer::Impl::Validate() {
   }
 }
 
+namespace {
+// Everything about the state's memory that follows from the tensors and the configuration
+// alone: used to allocate (BuildLayout) and to predict (PredictMemory), so the two agree.
+struct LayoutPlan {
+  offload::StateLayout hot, cold;
+  uint64_t grad_slot_bytes = 0, param_slot_bytes = 0;
+  std::vector<uint64_t> grad_slot_off, param_slot_off;
+  uint64_t staging_bytes = 0;
+  MemoryReport report;
+};
+
+LayoutPlan PlanLayout(const std::vector<TensorSpec>& specs, const OptimizerConfig& cfg,
+                      const Placement& placement, bool gpu) {
+  LayoutPlan lp;
+  const size_t n = specs.size();
+  lp.hot.Reset(n);
+  lp.cold.Reset(n);
+  const StateFormats& f = cfg.formats;
+  for (size_t t = 0; t < n; ++t) {
+    const TensorSpec& s = specs[t];
+    const HyperParams& h = cfg.groups[s.group];
+    const uint64_t dc = placement.tensors[t].device_count;
+    // Note [Master aliases the parameter] in offload/state_layout.h.
+    lp.hot.Add(t, 0, dc, cfg.algorithm, h, f, offload::MasterAliases(f.master, s.param_dtype));
+    lp.cold.Add(t, dc, s.numel - dc, cfg.algorithm, h, f, /*alias_param=*/false);
+  }
+  // Staging for the pipeline: K gradient slots and, where a chunk cannot upload its state
+  // directly, K parameter slots.
+  for (size_t t = 0; t < n; ++t) {
+    const uint64_t cold = placement.tensors[t].host_count();
+    if (cold == 0) continue;
+    const uint64_t c = std::min<uint64_t>(cold, cfg.chunk_elements);
+    lp.grad_slot_bytes = std::max<uint64_t>(lp.grad_slot_bytes, c * DTypeSize(specs[t].grad_dtype));
+    if (!offload::MasterAliases(f.master, specs[t].param_dtype))
+      lp.param_slot_bytes =
+          std::max<uint64_t>(lp.param_slot_bytes, c * DTypeSize(specs[t].param_dtype));
+  }
+  offload::SlabLayout staging;
+  if (lp.grad_slot_bytes > 0) {
+    for (int i = 0; i < cfg.pipeline_slots; ++i) lp.grad_slot_off.push_back(staging.Add(lp.grad_slot_bytes));
+    if (lp.param_slot_bytes > 0)
+      for (int i = 0; i < cfg.pipeline_slots; ++i)
+        lp.param_slot_off.push_back(staging.Add(lp.param_slot_bytes));
+  }
+  lp.staging_bytes = staging.total();
+  MemoryReport::Bytes& dev = gpu ? lp.report.device : lp.report.host;
+  lp.hot.Report(&dev);
+  lp.cold.Report(&lp.report.host);
+  lp.report.host.staging += lp.staging_bytes;
+  return lp;
+}
+}  // namespace
+
 void HybridOptimizer::Impl::BuildLayout() {
   const size_t n = specs_.size();
-  hot_.Reset(n);
-  cold_.Reset(n);
+  LayoutPlan lp = PlanLayout(specs_, cfg_, placement_, gpu());
+  hot_ = std::move(lp.hot);
+  cold_ = std::move(lp.cold);
   const StateFormats& f = cfg_.formats;
-  // Hot parts: the master aliases the parameter where the formats allow
-  // (Note [Master aliases the parameter] in offload/state_layout.h).
-  for (size_t t = 0; t < n; ++t) {
-    const TensorSpec& s = specs_[t];
-    const HyperParams& h = cfg_.groups[s.group];
-    const uint64_t dc = placement_.tensors[t].device_count;
-    hot_.Add(t, 0, dc, cfg_.algorithm, h, f, offload::MasterAliases(f.master, s.param_dtype));
-    cold_.Add(t, dc, s.numel - dc, cfg_.algorithm, h, f, /*alias_param=*/false);
-  }
   const MemKind hot_kind = gpu() ? MemKind::kDevice : MemKind::kHost;
   const MemKind cold_kind = gpu() ? MemKind::kPinned : MemKind::kHost;
   hot_slab_ = offload::Slab(hot_kind, hot_.bytes(), "hot optimizer state");
   cold_slab_ = offload::Slab(cold_kind, cold_.bytes(), "offloaded optimizer state");
   hot_.Bind(hot_slab_.data());
   cold_.Bind(cold_slab_.data());
-  // Alias the hot masters to the parameters.
   for (size_t t = 0; t < n; ++t)
     if (hot_.part(t).alias_param) hot_.AliasMaster(t, specs_[t].param, f.master);
-
-  // Staging for the pipeline: K gradient slots and, where a chunk cannot upload its state
-  // directly, K parameter slots.
-  const uint64_t k = static_cast<uint64_t>(cfg_.pipeline_slots);
-  uint64_t max_chunk = 0, grad_bytes = 0, param_bytes = 0;
-  for (size_t t = 0; t < n; ++t) {
-    const uint64_t cold = placement_.tensors[t].host_count();
-    if (cold == 0) continue;
-    const uint64_t c = std::min<uint64_t>(cold, cfg_.chunk_elements);
-    max_chunk = std::max(max_chunk, c);
-    grad_bytes = std::max<uint64_t>(grad_bytes, c * DTypeSize(specs_[t].grad_dtype));
-    if (!offload::MasterAliases(f.master, specs_[t].param_dtype))
-      param_bytes = std::max<uint64_t>(param_bytes, c * DTypeSize(specs_[t].param_dtype));
-  }
-  offload::SlabLayout staging;
-  std::vector<uint64_t> goff, poff;
-  if (max_chunk > 0) {
-    for (uint64_t i = 0; i < k; ++i) goff.push_back(staging.Add(grad_bytes));
-    if (param_bytes > 0)
-      for (uint64_t i = 0; i < k; ++i) poff.push_back(staging.Add(param_bytes));
-  }
-  staging_slab_ = offload::Slab(cold_kind, staging.total(), "offload pipeline staging slots");
-
-  report_ = {};
-  MemoryReport::Bytes& dev = gpu() ? report_.device : report_.host;
-  hot_.Report(&dev);
-  cold_.Report(&report_.host);
-  report_.host.staging += staging.total();
+  staging_slab_ = offload::Slab(cold_kind, lp.staging_bytes, "offload pipeline staging slots");
+  report_ = lp.report;
+  const std::vector<uint64_t>& goff = lp.grad_slot_off;
+  const std::vector<uint64_t>& poff = lp.param_slot_off;
+  const uint64_t max_chunk = lp.grad_slot_bytes;
 
   if (max_chunk > 0) {
     std::vector<void*> gs, ps;
@@ -682,6 +703,27 @@ void HybridOptimizer::Impl::Restore(const OptimizerSnapshot& snap) {
   }
   step_ = snap.step;
   early_ticket_.assign(specs_.size(), 0);
+}
+
+MemoryReport PredictMemory(const std::vector<TensorSpec>& tensors, const OptimizerConfig& config,
+                           ExecutionMode mode) {
+  std::vector<uint64_t> numels;
+  for (const TensorSpec& s : tensors) numels.push_back(s.numel);
+  for (const TensorSpec& s : tensors)
+    if (s.group >= config.groups.size())
+      throw Error(ErrorKind::kInvalidArgument, "tensor '" + s.name + "': group " +
+                                                   std::to_string(s.group) + " out of range");
+  const Placement p = ComputePlacement(numels, config.offload_fraction, config.placement);
+  const bool gpu = mode == ExecutionMode::kGpu;
+  MemoryReport r = PlanLayout(tensors, config, p, gpu).report;
+  if (gpu) {
+    std::vector<uint64_t> hot;
+    for (size_t t = 0; t < tensors.size(); ++t)
+      if (p.tensors[t].device_count > 0) hot.push_back(p.tensors[t].device_count);
+    if (!hot.empty()) r.device.metadata += gpu::StepPlan::PredictDeviceBytes(hot);
+    r.device.metadata += gpu::GradNormPlan::PredictDeviceBytes(numels);
+  }
+  return r;
 }
 
 // ---------------------------------------------------------------------------------------

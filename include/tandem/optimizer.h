@@ -157,4 +157,10 @@ class HybridOptimizer {
 // Whether this process can use a CUDA device (never throws).
 bool CudaDeviceAvailable();
 
+// The memory a HybridOptimizer built from `tensors` and `config` in `mode` (kGpu or kHost)
+// would report, computed without allocating anything; the tensors' pointers are ignored.
+// Equal to HybridOptimizer::memory() by construction (both use one layout function).
+MemoryReport PredictMemory(const std::vector<TensorSpec>& tensors, const OptimizerConfig& config,
+                           ExecutionMode mode);
+
 }  // namespace tandem
