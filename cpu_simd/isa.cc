@@ -12,9 +12,14 @@
 namespace tandem::cpu {
 namespace {
 
+// Defaults chosen by measurement (docs/host_kernels.md, "Prefetch and non-temporal stores").
+constexpr int kDefaultPrefetchGroups = 0;
+constexpr int kDefaultNtParam = 1;
+
 // -1 until the first BestIsa/ActiveIsa call resolves it.
 std::atomic<int> g_active{-1};
 std::atomic<int> g_prefetch{-1};
+std::atomic<int> g_nt_param{-1};
 
 Isa ParseIsaName(const std::string& name) {
   if (name == "sse") return Isa::kSse;
@@ -101,7 +106,7 @@ int PrefetchGroups() {
   int pf = g_prefetch.load(std::memory_order_relaxed);
   if (pf >= 0) return pf;
   const char* env = std::getenv("TANDEM_PREFETCH_GROUPS");
-  pf = env != nullptr ? std::atoi(env) : 0;
+  pf = env != nullptr ? std::atoi(env) : kDefaultPrefetchGroups;
   if (pf < 0) pf = 0;
   g_prefetch.store(pf, std::memory_order_relaxed);
   return pf;
@@ -110,5 +115,16 @@ int PrefetchGroups() {
 void SetPrefetchGroups(int groups) {
   g_prefetch.store(groups < 0 ? 0 : groups, std::memory_order_relaxed);
 }
+
+bool NtParamStores() {
+  int nt = g_nt_param.load(std::memory_order_relaxed);
+  if (nt >= 0) return nt != 0;
+  const char* env = std::getenv("TANDEM_NT_PARAM");
+  nt = env != nullptr ? (std::atoi(env) != 0) : kDefaultNtParam;
+  g_nt_param.store(nt, std::memory_order_relaxed);
+  return nt != 0;
+}
+
+void SetNtParamStores(bool on) { g_nt_param.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 }  // namespace tandem::cpu

@@ -42,6 +42,9 @@ struct Ops {
     const __m128i w = _mm_and_si128(Pack16(x), _mm_set1_epi16(0xFF));
     _mm_storel_epi64(static_cast<__m128i*>(p), _mm_packus_epi16(w, w));
   }
+  // Non-temporal variants (16- / 32-byte aligned p); the caller issues an sfence.
+  static void StreamLow16(void* p, I x) { _mm_stream_si128(static_cast<__m128i*>(p), Pack16(x)); }
+  static void StreamF32(float* p, F x) { _mm256_stream_ps(p, x); }
   static I RoundToInt(F x) { return I(_mm256_cvtps_epi32(x)); }
   static IMask ToIntMask(FMask m) { return IMask(_mm256_castps_si256(m)); }
 

@@ -38,6 +38,12 @@ struct Ops {
   static void StoreLow8(void* p, I x) {
     _mm_storeu_si128(static_cast<__m128i*>(p), _mm512_cvtepi32_epi8(x));
   }
+  // Non-temporal variants for write-only streams; p must be 32- (u16) / 64-byte (f32)
+  // aligned. The caller issues an sfence before the data is published.
+  static void StreamLow16(void* p, I x) {
+    _mm256_stream_si256(static_cast<__m256i*>(p), _mm512_cvtepi32_epi16(x));
+  }
+  static void StreamF32(float* p, F x) { _mm512_stream_ps(p, x); }
   // cvtps2dq: round half to even under the MXCSR round-to-nearest the entry point sets.
   static I RoundToInt(F x) { return I(_mm512_cvtps_epi32(x)); }
   static IMask ToIntMask(FMask m) { return IMask(static_cast<__mmask16>(m)); }

@@ -45,6 +45,9 @@ struct Ops {
     const int32_t v = _mm_cvtsi128_si32(_mm_packus_epi16(w, w));
     std::memcpy(p, &v, 4);
   }
+  // Non-temporal variants: plain stores at this level (kept simple; SSE is the fallback).
+  static void StreamLow16(void* p, I x) { StoreLow16(p, x); }
+  static void StreamF32(float* p, F x) { x.store_unaligned(p); }
   static I RoundToInt(F x) { return I(_mm_cvtps_epi32(x)); }
   static IMask ToIntMask(FMask m) { return IMask(_mm_castps_si128(m)); }
 

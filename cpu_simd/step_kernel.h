@@ -31,6 +31,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include <immintrin.h>
+
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
 #include "tandem/types.h"
@@ -69,8 +71,9 @@ struct Ctx {
   bool has_param;
   size_t grad_size, param_size;
   int prefetch_groups;
+  bool nt_param;  // non-temporal parameter stores (Note [Non-temporal parameter stores])
 
-  Ctx(const StepScalars& s, const StepSpan& sp, int prefetch)
+  Ctx(const StepScalars& s, const StepSpan& sp, int prefetch, bool nt)
       : grad_mul(s.grad_mul), beta1(s.beta1), beta2(s.beta2), omb1(s.one_minus_beta1),
         omb2(s.one_minus_beta2), eps(s.eps), wd(s.weight_decay), step_size(s.step_size),
         inv_sqrt_bc2(s.inv_sqrt_bc2), decay(s.decay), lr(s.lr), neg_lr(-s.lr),
@@ -79,7 +82,10 @@ struct Ctx {
         first_step(s.first_step != 0), nesterov(s.nesterov != 0), grad_dtype(sp.grad_dtype),
         param_dtype(sp.param_dtype), has_param(sp.param != nullptr),
         grad_size(DTypeSizeOf(sp.grad_dtype)), param_size(DTypeSizeOf(sp.param_dtype)),
-        prefetch_groups(prefetch) {}
+        prefetch_groups(prefetch),
+        nt_param(nt && sp.param != nullptr && sp.param != sp.master.bf16 &&
+                 sp.param_dtype != DType::kF16 &&
+                 reinterpret_cast<uintptr_t>(sp.param) % 64 == 0) {}
 
   static size_t DTypeSizeOf(DType t) { return t == DType::kF32 ? 4 : 2; }
 };
@@ -202,11 +208,19 @@ inline void StoreMasterAndParam(const Ctx<Ops>& c, const Ptrs& p, int o, typenam
   if (!c.has_param) return;
   switch (c.param_dtype) {
     case DType::kF32:
-      decoded.store_unaligned(reinterpret_cast<float*>(p.param) + o);
+      if (c.nt_param)
+        Ops::StreamF32(reinterpret_cast<float*>(p.param) + o, decoded);
+      else
+        decoded.store_unaligned(reinterpret_cast<float*>(p.param) + o);
       break;
     case DType::kBF16:
       if constexpr (MF == MasterFormat::kF32) {
-        Ops::StoreLow16(reinterpret_cast<uint16_t*>(p.param) + o, F32ToBf16<Ops>(decoded));
+        if (c.nt_param)
+          Ops::StreamLow16(reinterpret_cast<uint16_t*>(p.param) + o, F32ToBf16<Ops>(decoded));
+        else
+          Ops::StoreLow16(reinterpret_cast<uint16_t*>(p.param) + o, F32ToBf16<Ops>(decoded));
+      } else if (c.nt_param) {
+        Ops::StreamLow16(reinterpret_cast<uint16_t*>(p.param) + o, hi);
       } else {
         Ops::StoreLow16(reinterpret_cast<uint16_t*>(p.param) + o, hi);  // the master's bf16
       }
@@ -365,9 +379,15 @@ inline void CopyIf(void* dst, const void* src, size_t bytes) {
   if (src != nullptr && bytes > 0) std::memcpy(dst, src, bytes);
 }
 
+// Note [Non-temporal parameter stores]: the parameter copy is a write-only stream; with
+// ordinary stores each of its lines is first read (read-for-ownership), 2 extra bytes per
+// element for a bf16 parameter. Streaming stores skip that read. They are used only when
+// the parameter is 64-byte aligned (then every store is aligned), not aliased with the
+// master, and not fp16; an sfence at the end of the span orders them before the caller
+// (or the TBB join) publishes the result.
 template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR>
-void RunSpan(const StepScalars& s, const StepSpan& sp, int prefetch_groups) {
-  const Ctx<Ops> c(s, sp, prefetch_groups);
+void RunSpan(const StepScalars& s, const StepSpan& sp, int prefetch_groups, bool nt) {
+  const Ctx<Ops> c(s, sp, prefetch_groups, nt);
   Ptrs p{static_cast<const unsigned char*>(sp.grad), static_cast<unsigned char*>(sp.param),
          sp.master.f32, sp.master.bf16, sp.master.ecc8, sp.master.ecc16,
          MOM == Moment::kNone ? nullptr : sp.m.f32,
@@ -383,6 +403,7 @@ void RunSpan(const StepScalars& s, const StepSpan& sp, int prefetch_groups) {
     StepGroup<Ops, A, MF, MOM, VAR>(c, p);
     Advance(p, c.grad_size, c.param_size);
   }
+  if (c.nt_param) _mm_sfence();
   const size_t len = sp.n - full * kQuantGroup;
   if (len == 0) return;
 
@@ -412,7 +433,9 @@ void RunSpan(const StepScalars& s, const StepSpan& sp, int prefetch_groups) {
                p.m_f32 ? m_f32 : nullptr, p.m_codes ? m_codes : nullptr,
                p.m_scale ? &m_scale : nullptr, p.v_f32 ? v_f32 : nullptr,
                p.v_codes ? v_codes : nullptr, p.v_scale ? &v_scale : nullptr};
-  StepGroup<Ops, A, MF, MOM, VAR>(c, t);
+  Ctx<Ops> ct = c;
+  ct.nt_param = false;  // the tail buffers are on the stack, unaligned for streaming
+  StepGroup<Ops, A, MF, MOM, VAR>(ct, t);
   CopyIf(p.param, t.param, len * c.param_size);
   CopyIf(p.w_f32, t.w_f32, len * 4);
   CopyIf(p.w_bf16, t.w_bf16, len * 2);

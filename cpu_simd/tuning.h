@@ -10,4 +10,10 @@ namespace tandem::cpu {
 int PrefetchGroups();
 void SetPrefetchGroups(int groups);
 
+// Non-temporal stores for the parameter write-back (Note [Non-temporal parameter stores]
+// in step_kernel.h). Environment variable TANDEM_NT_PARAM=0/1 overrides the default at
+// the first call. Thread-safe.
+bool NtParamStores();
+void SetNtParamStores(bool on);
+
 }  // namespace tandem::cpu
