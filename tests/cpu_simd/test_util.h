@@ -26,27 +26,27 @@ struct AlgoCase {
   double lr;
 };
 
-inline std::vector<AlgoCase> AlgoCases() {
-  std::vector<AlgoCase> r;
+inline HyperParams Hyper(double beta2, double wd, double momentum, double dampening,
+                         bool nesterov) {
   HyperParams h;
-  h.weight_decay = 0.01;
-  r.push_back({"adamw", Algorithm::kAdamW, h, 1e-3});
-  r.push_back({"adam_l2", Algorithm::kAdam, h, 1e-3});
-  HyperParams lion;
-  lion.beta1 = 0.9;
-  lion.beta2 = 0.99;
-  lion.weight_decay = 0.1;
-  r.push_back({"lion", Algorithm::kLion, lion, 1e-4});
-  HyperParams sgd;
-  sgd.weight_decay = 0.01;
-  r.push_back({"sgd", Algorithm::kSGD, sgd, 0.1});
-  sgd.momentum = 0.9;
-  sgd.dampening = 0.1;
-  r.push_back({"sgd_momentum", Algorithm::kSGD, sgd, 0.1});
-  sgd.dampening = 0.0;
-  sgd.nesterov = true;
-  r.push_back({"sgd_nesterov", Algorithm::kSGD, sgd, 0.1});
-  return r;
+  h.beta2 = beta2;
+  h.weight_decay = wd;
+  h.momentum = momentum;
+  h.dampening = dampening;
+  h.nesterov = nesterov;
+  return h;
+}
+
+inline const std::vector<AlgoCase>& AlgoCases() {
+  static const std::vector<AlgoCase> cases = {
+      {"adamw", Algorithm::kAdamW, Hyper(0.999, 0.01, 0, 0, false), 1e-3},
+      {"adam_l2", Algorithm::kAdam, Hyper(0.999, 0.01, 0, 0, false), 1e-3},
+      {"lion", Algorithm::kLion, Hyper(0.99, 0.1, 0, 0, false), 1e-4},
+      {"sgd", Algorithm::kSGD, Hyper(0.999, 0.01, 0, 0, false), 0.1},
+      {"sgd_momentum", Algorithm::kSGD, Hyper(0.999, 0.01, 0.9, 0.1, false), 0.1},
+      {"sgd_nesterov", Algorithm::kSGD, Hyper(0.999, 0.01, 0.9, 0.0, true), 0.1},
+  };
+  return cases;
 }
 
 // Every state-format combination `c` can use.
