@@ -51,6 +51,10 @@ struct Ops {
   __attribute__((always_inline)) static I RoundToInt(F x) { return I(_mm_cvtps_epi32(x)); }
   __attribute__((always_inline)) static IMask ToIntMask(FMask m) { return IMask(_mm_castps_si128(m)); }
 
+  // acc = a > acc ? a : acc (q8_codec.cc's loop): maxps returns its second operand when
+  // either is NaN, so a NaN lane of `a` never wins, exactly like the comparison.
+  __attribute__((always_inline)) static F MaxInto(F acc, F a) { return F(_mm_max_ps(a, acc)); }
+
   // Max over lanes (lanes are non-NaN, so the order of the reduction does not matter).
   __attribute__((always_inline)) static float HMax(F x) {
     __m128 m = _mm_max_ps(x, _mm_movehl_ps(x, x));

@@ -75,6 +75,7 @@ struct Ctx {
   bool has_param;
   size_t grad_size, param_size;
   int prefetch_groups;
+  bool param_is_master;  // param aliases master.bf16 (bf16 parameter)
   bool nt_param;  // non-temporal parameter stores (Note [Non-temporal parameter stores])
 
   Ctx(const StepScalars& s, const StepSpan& sp, int prefetch, bool nt)
@@ -87,6 +88,7 @@ struct Ctx {
         param_dtype(sp.param_dtype), has_param(sp.param != nullptr),
         grad_size(DTypeSizeOf(sp.grad_dtype)), param_size(DTypeSizeOf(sp.param_dtype)),
         prefetch_groups(prefetch),
+        param_is_master(sp.param != nullptr && sp.param == sp.master.bf16),
         nt_param(nt && sp.param != nullptr && sp.param != sp.master.bf16 &&
                  sp.param_dtype != DType::kF16 &&
                  reinterpret_cast<uintptr_t>(sp.param) % 64 == 0) {}
@@ -127,12 +129,6 @@ TANDEM_SIMD_INLINE uint16_t GroupScaleBits(float amax) {
   return static_cast<uint16_t>((x >> 16) + ((x & 0xFFFFu) != 0u ? 1u : 0u));
 }
 TANDEM_SIMD_INLINE float Bf16Value(uint16_t b) { return ScalarFloat(uint32_t{b} << 16); }
-
-// acc = a > acc ? a : acc, as q8_codec.cc's scalar loop (NaN never wins).
-template <class Ops>
-TANDEM_SIMD_INLINE typename Ops::F MaxInto(typename Ops::F acc, typename Ops::F a) {
-  return xsimd::select(a > acc, a, acc);
-}
 
 // ---- loads ----
 
@@ -187,13 +183,11 @@ TANDEM_SIMD_INLINE void StoreMasterAndParam(const Ctx<Ops>& c, const Ptrs& p, in
         Ops::StoreLow16(p.ecc16 + o, e);
         decoded = FromBits<Ops>(base + e);
       } else {
-        // RoundHalfEvenDiv256, then saturate to int8.
-        const I fl = d >> 8;
-        const I rem = d & I(0xFF);
-        const auto up = (rem > I(128)) | ((rem == I(128)) & ((fl & I(1)) == I(1)));
-        I q = xsimd::select(up, fl + I(1), fl);
-        q = xsimd::select(q > I(127), I(127), q);
-        q = xsimd::select(q < I(-128), I(-128), q);
+        // RoundHalfEvenDiv256, then saturate to int8. (d + 127 + (floor(d/256) & 1)) >> 8
+        // carries into the quotient exactly when the remainder exceeds 128, or equals 128
+        // with an odd floor: the same tie rule as F32ToBf16 (no overflow: |d| <= 2^15).
+        I q = (d + I(0x7F) + ((d >> 8) & I(1))) >> 8;
+        q = xsimd::min(xsimd::max(q, I(-128)), I(127));
         Ops::StoreLow8(p.ecc8 + o, q);
         decoded = FromBits<Ops>(base + (q << 8));
       }
@@ -213,6 +207,8 @@ TANDEM_SIMD_INLINE void StoreMasterAndParam(const Ctx<Ops>& c, const Ptrs& p, in
           Ops::StreamLow16(reinterpret_cast<uint16_t*>(p.param) + o, F32ToBf16<Ops>(decoded));
         else
           Ops::StoreLow16(reinterpret_cast<uint16_t*>(p.param) + o, F32ToBf16<Ops>(decoded));
+      } else if (c.param_is_master) {
+        // The parameter is the master's bf16 (StepSpan allows this alias): already written.
       } else if (c.nt_param) {
         Ops::StreamLow16(reinterpret_cast<uint16_t*>(p.param) + o, hi);
       } else {
@@ -288,16 +284,17 @@ TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
   // Encode the q8 moments now that the group is complete (q8_codec.cc).
   if constexpr (MOM == Moment::kQ8) {
     F acc(0.0f);
-    for (int j = 0; j < kRegs; ++j)
-      acc = MaxInto<Ops>(acc, xsimd::select(m_keep[j] < F(0.0f), -m_keep[j], m_keep[j]));
+    // |m| by clearing the sign bit: it differs from m < 0 ? -m : m only for -0 and NaN,
+    // whose codes are the same either way (0; NaN never raises the max, see MaxInto).
+    for (int j = 0; j < kRegs; ++j) acc = Ops::MaxInto(acc, xsimd::abs(m_keep[j]));
     const uint16_t sb = GroupScaleBits(Ops::HMax(acc));
     const F inv(1.0f / Bf16Value(sb));
     for (int j = 0; j < kRegs; ++j) {
       const F mj = m_keep[j];
       const auto neg = mj < F(0.0f);
-      const F a = xsimd::select(neg, -mj, mj) * inv;
+      const F a = xsimd::abs(mj) * inv;
       I q = Ops::RoundedCompander(a);  // RoundHalfEven((254 a) / (1 + a))
-      q = xsimd::select(q > I(127), I(127), q);
+      q = xsimd::min(q, I(127));
       q = xsimd::select(Ops::ToIntMask(neg), -q, q);
       Ops::StoreLow8(p.m_codes + j * W, q);
     }
@@ -305,13 +302,13 @@ TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
   }
   if constexpr (VAR == Moment::kQ8) {
     F acc(0.0f);
-    for (int j = 0; j < kRegs; ++j) acc = MaxInto<Ops>(acc, u_keep[j]);
+    for (int j = 0; j < kRegs; ++j) acc = Ops::MaxInto(acc, u_keep[j]);
     const uint16_t sb = GroupScaleBits(Ops::HMax(acc));
     const F inv(1.0f / Bf16Value(sb));
     for (int j = 0; j < kRegs; ++j) {
       const F uj = u_keep[j];
       I q = Ops::RoundToInt((uj * inv) * F(255.0f));
-      q = xsimd::select(q > I(255), I(255), q);
+      q = xsimd::min(q, I(255));
       q = xsimd::select((q == I(0)) & Ops::ToIntMask(uj > F(0.0f)), I(1), q);
       Ops::StoreLow8(p.v_codes + j * W, q);
     }
@@ -348,20 +345,25 @@ TANDEM_SIMD_INLINE void PrefetchGroup(const Ctx<Ops>& c, const Ptrs& p, size_t a
   if constexpr (VAR == Moment::kQ8) Prefetch(p.v_codes + e);
 }
 
+template <MasterFormat MF, Moment MOM, Moment VAR>
 TANDEM_SIMD_INLINE void Advance(Ptrs& p, size_t gs, size_t ps) {
   constexpr size_t n = kQuantGroup;
   p.grad += n * gs;
   if (p.param) p.param += n * ps;
-  if (p.w_f32) p.w_f32 += n;
-  if (p.w_bf16) p.w_bf16 += n;
-  if (p.ecc8) p.ecc8 += n;
-  if (p.ecc16) p.ecc16 += n;
-  if (p.m_f32) p.m_f32 += n;
-  if (p.m_codes) p.m_codes += n;
-  if (p.m_scale) p.m_scale += 1;
-  if (p.v_f32) p.v_f32 += n;
-  if (p.v_codes) p.v_codes += n;
-  if (p.v_scale) p.v_scale += 1;
+  if constexpr (MF == MasterFormat::kF32) p.w_f32 += n;
+  if constexpr (MF != MasterFormat::kF32) p.w_bf16 += n;
+  if constexpr (MF == MasterFormat::kBF16Ecc8) p.ecc8 += n;
+  if constexpr (MF == MasterFormat::kBF16Ecc16) p.ecc16 += n;
+  if constexpr (MOM == Moment::kF32) p.m_f32 += n;
+  if constexpr (MOM == Moment::kQ8) {
+    p.m_codes += n;
+    p.m_scale += 1;
+  }
+  if constexpr (VAR == Moment::kF32) p.v_f32 += n;
+  if constexpr (VAR == Moment::kQ8) {
+    p.v_codes += n;
+    p.v_scale += 1;
+  }
 }
 
 // Copies `bytes` from src to dst if src is set (tail buffers).
@@ -391,7 +393,7 @@ void RunSpan(const StepScalars& s, const StepSpan& sp, int prefetch_groups, bool
   for (size_t gi = 0; gi < full; ++gi) {
     if (pf != 0 && gi + pf < full) PrefetchGroup<Ops, A, MF, MOM, VAR>(c, p, pf);
     StepGroup<Ops, A, MF, MOM, VAR>(c, p);
-    Advance(p, c.grad_size, c.param_size);
+    Advance<MF, MOM, VAR>(p, c.grad_size, c.param_size);
   }
   if (c.nt_param) _mm_sfence();
   const size_t len = sp.n - full * kQuantGroup;
