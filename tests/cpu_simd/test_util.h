@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -61,7 +62,8 @@ inline std::vector<StateFormats> FormatsFor(const AlgoCase& c) {
   return r;
 }
 
-// Values over a wide range of magnitudes, with zeros, negative zeros and denormals.
+// Values over a wide range of magnitudes, with zeros, negative zeros, denormals and a few
+// values beyond the fp16 range.
 inline float WildFloat(std::mt19937& rng) {
   std::uniform_int_distribution<int> pick(0, 99);
   const int k = pick(rng);
@@ -72,7 +74,8 @@ inline float WildFloat(std::mt19937& rng) {
     return num::FloatOf(bits);
   }
   std::uniform_real_distribution<float> mant(1.0f, 2.0f);
-  std::uniform_int_distribution<int> ex(-40, 6);
+  // 2% beyond the fp16 range (overflow to Inf in an fp16 parameter or gradient).
+  std::uniform_int_distribution<int> ex(-40, k < 22 ? 20 : 6);
   const float x = std::ldexp(mant(rng), ex(rng));
   return (rng() & 1u) ? -x : x;
 }
@@ -85,7 +88,10 @@ inline std::vector<unsigned char> RandomGrad(std::mt19937& rng, size_t n, DType 
     if (t == DType::kF32) {
       std::memcpy(r.data() + 4 * i, &f, 4);
     } else {
-      const uint16_t h = t == DType::kBF16 ? num::F32ToBf16(f) : num::F32ToF16(f * 64.0f);
+      // Gradients stay finite (a step with a non-finite gradient is skipped before any
+      // kernel runs, DESIGN.md): fp16 ones are clamped to the fp16 range.
+      const float h16 = std::fabs(f * 64.0f) > 60000.0f ? std::copysign(60000.0f, f) : f * 64.0f;
+      const uint16_t h = t == DType::kBF16 ? num::F32ToBf16(f) : num::F32ToF16(h16);
       std::memcpy(r.data() + 2 * i, &h, 2);
     }
   }
