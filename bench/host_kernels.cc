@@ -10,11 +10,11 @@
 // written once; see KernelBytes) moved at the copy bandwidth; "of roof" is the achieved
 // fraction of it. Prints a table, optionally writes --json FILE.
 #include <sys/mman.h>
-#include <xmmintrin.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
+#include <xmmintrin.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -83,9 +83,10 @@ class Buffer {
 void ParallelFor(tbb::task_arena& arena, size_t n,
                  const std::function<void(size_t, size_t)>& body) {
   arena.execute([&] {
-    tbb::parallel_for(tbb::blocked_range<size_t>(0, n, size_t{1} << 16),
-                      [&](const tbb::blocked_range<size_t>& r) { body(r.begin(), r.end()); },
-                      tbb::simple_partitioner());
+    tbb::parallel_for(
+        tbb::blocked_range<size_t>(0, n, size_t{1} << 16),
+        [&](const tbb::blocked_range<size_t>& r) { body(r.begin(), r.end()); },
+        tbb::simple_partitioner());
   });
 }
 
@@ -140,10 +141,18 @@ double MomentBytes(MomentFormat f) {
 double KernelBytes(const KernelSpec& k) {
   double b = DTypeSize(k.grad);
   switch (k.f.master) {
-    case MasterFormat::kF32: b += 8; break;
-    case MasterFormat::kBF16: b += 4; break;
-    case MasterFormat::kBF16Ecc8: b += 6; break;
-    case MasterFormat::kBF16Ecc16: b += 8; break;
+    case MasterFormat::kF32:
+      b += 8;
+      break;
+    case MasterFormat::kBF16:
+      b += 4;
+      break;
+    case MasterFormat::kBF16Ecc8:
+      b += 6;
+      break;
+    case MasterFormat::kBF16Ecc16:
+      b += 8;
+      break;
   }
   if (HasMomentum(k.algo, k.h)) b += MomentBytes(k.f.momentum);
   if (HasVariance(k.algo)) b += MomentBytes(k.f.variance);
@@ -163,20 +172,55 @@ std::vector<KernelSpec> AllKernels() {
   sgd.momentum = 0.9;
   sgd.weight_decay = 1e-4;
   return {
-      {"adamw_f32_bf16g_bf16p", Algorithm::kAdamW, adam, {MF::kF32, M::kF32, M::kF32},
-       DType::kBF16, ParamMode::kSeparate, DType::kBF16},
-      {"adamw_ecc8_q8_q8_bf16g", Algorithm::kAdamW, adam, {MF::kBF16Ecc8, M::kQ8, M::kQ8},
-       DType::kBF16, ParamMode::kAliasMaster, DType::kBF16},
-      {"adamw_ecc16_q8_q8_bf16g", Algorithm::kAdamW, adam, {MF::kBF16Ecc16, M::kQ8, M::kQ8},
-       DType::kBF16, ParamMode::kAliasMaster, DType::kBF16},
-      {"lion_ecc8_q8_bf16g", Algorithm::kLion, lion, {MF::kBF16Ecc8, M::kQ8, M::kF32},
-       DType::kBF16, ParamMode::kAliasMaster, DType::kBF16},
-      {"lion_f32_q8_bf16g_bf16p", Algorithm::kLion, lion, {MF::kF32, M::kQ8, M::kF32},
-       DType::kBF16, ParamMode::kSeparate, DType::kBF16},
-      {"sgd_ecc8_q8_bf16g", Algorithm::kSGD, sgd, {MF::kBF16Ecc8, M::kQ8, M::kF32},
-       DType::kBF16, ParamMode::kAliasMaster, DType::kBF16},
-      {"sgd_f32_q8_bf16g_bf16p", Algorithm::kSGD, sgd, {MF::kF32, M::kQ8, M::kF32},
-       DType::kBF16, ParamMode::kSeparate, DType::kBF16},
+      {"adamw_f32_bf16g_bf16p",
+       Algorithm::kAdamW,
+       adam,
+       {MF::kF32, M::kF32, M::kF32},
+       DType::kBF16,
+       ParamMode::kSeparate,
+       DType::kBF16},
+      {"adamw_ecc8_q8_q8_bf16g",
+       Algorithm::kAdamW,
+       adam,
+       {MF::kBF16Ecc8, M::kQ8, M::kQ8},
+       DType::kBF16,
+       ParamMode::kAliasMaster,
+       DType::kBF16},
+      {"adamw_ecc16_q8_q8_bf16g",
+       Algorithm::kAdamW,
+       adam,
+       {MF::kBF16Ecc16, M::kQ8, M::kQ8},
+       DType::kBF16,
+       ParamMode::kAliasMaster,
+       DType::kBF16},
+      {"lion_ecc8_q8_bf16g",
+       Algorithm::kLion,
+       lion,
+       {MF::kBF16Ecc8, M::kQ8, M::kF32},
+       DType::kBF16,
+       ParamMode::kAliasMaster,
+       DType::kBF16},
+      {"lion_f32_q8_bf16g_bf16p",
+       Algorithm::kLion,
+       lion,
+       {MF::kF32, M::kQ8, M::kF32},
+       DType::kBF16,
+       ParamMode::kSeparate,
+       DType::kBF16},
+      {"sgd_ecc8_q8_bf16g",
+       Algorithm::kSGD,
+       sgd,
+       {MF::kBF16Ecc8, M::kQ8, M::kF32},
+       DType::kBF16,
+       ParamMode::kAliasMaster,
+       DType::kBF16},
+      {"sgd_f32_q8_bf16g_bf16p",
+       Algorithm::kSGD,
+       sgd,
+       {MF::kF32, M::kQ8, M::kF32},
+       DType::kBF16,
+       ParamMode::kSeparate,
+       DType::kBF16},
   };
 }
 
@@ -233,9 +277,12 @@ KernelState MakeState(const KernelSpec& k, size_t n, tbb::task_arena& arena) {
   ParallelFor(arena, n, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
       const float g = SmallValue(i, 1);
-      if (k.grad == DType::kF32) static_cast<float*>(st.grad.as<void>())[i] = g;
-      else if (k.grad == DType::kBF16) st.grad.as<uint16_t>()[i] = num::F32ToBf16(g);
-      else st.grad.as<uint16_t>()[i] = num::F32ToF16(g);
+      if (k.grad == DType::kF32)
+        static_cast<float*>(st.grad.as<void>())[i] = g;
+      else if (k.grad == DType::kBF16)
+        st.grad.as<uint16_t>()[i] = num::F32ToBf16(g);
+      else
+        st.grad.as<uint16_t>()[i] = num::F32ToF16(g);
       const float w = SmallValue(i, 2) * 64.0f;
       if (sp.master.f32) sp.master.f32[i] = w;
       if (sp.master.bf16) sp.master.bf16[i] = num::F32ToBf16(w);
@@ -246,7 +293,9 @@ KernelState MakeState(const KernelSpec& k, size_t n, tbb::task_arena& arena) {
         if (ms->codes) ms->codes[i] = static_cast<uint8_t>(1 + Hash(i + 7) % 100);
         if (ms->scales && i % kQuantGroup == 0) ms->scales[i / kQuantGroup] = 0x3A83;
       }
-      if (st.param.as<void>()) std::memset(st.param.as<unsigned char>() + i * DTypeSize(sp.param_dtype), 0, DTypeSize(sp.param_dtype));
+      if (st.param.as<void>())
+        std::memset(st.param.as<unsigned char>() + i * DTypeSize(sp.param_dtype), 0,
+                    DTypeSize(sp.param_dtype));
     }
   });
   return st;
@@ -270,7 +319,8 @@ std::vector<std::string> Split(const std::string& s) {
   std::vector<std::string> r;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ',')) if (!item.empty()) r.push_back(item);
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) r.push_back(item);
   return r;
 }
 
@@ -302,16 +352,19 @@ int Main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // partial results survive a kill
 
   if (!isa_name.empty())
-    cpu::ForceIsa(isa_name == "sse" ? cpu::Isa::kSse
-                  : isa_name == "avx2" ? cpu::Isa::kAvx2 : cpu::Isa::kAvx512);
+    cpu::ForceIsa(isa_name == "sse"    ? cpu::Isa::kSse
+                  : isa_name == "avx2" ? cpu::Isa::kAvx2
+                                       : cpu::Isa::kAvx512);
   if (prefetch >= 0) cpu::SetPrefetchGroups(prefetch);
   if (nt >= 0) cpu::SetNtParamStores(nt != 0);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   std::vector<int> threads;
   for (const auto& t : Split(threads_list)) {
     const int v = std::stoi(t);
-    if (v >= 1 && static_cast<unsigned>(v) <= hw) threads.push_back(v);
-    else std::printf("# skipping %d threads (this machine has %u)\n", v, hw);
+    if (v >= 1 && static_cast<unsigned>(v) <= hw)
+      threads.push_back(v);
+    else
+      std::printf("# skipping %d threads (this machine has %u)\n", v, hw);
   }
   std::vector<KernelSpec> kernels;
   const auto wanted = Split(kernels_filter);
@@ -319,10 +372,11 @@ int Main(int argc, char** argv) {
     if (wanted.empty() || std::find(wanted.begin(), wanted.end(), k.name) != wanted.end())
       kernels.push_back(k);
 
-  std::printf("# tandem-bench-host: cpu '%s', %u hardware threads, isa %s, size %zu, reps %d "
-              "(median) after %d warm-up, grain %zu, prefetch %d groups, nt-param %d\n",
-              CpuModel().c_str(), hw, cpu::IsaName(cpu::ActiveIsa()), size, reps, warmup,
-              grain, cpu::PrefetchGroups(), cpu::NtParamStores() ? 1 : 0);
+  std::printf(
+      "# tandem-bench-host: cpu '%s', %u hardware threads, isa %s, size %zu, reps %d "
+      "(median) after %d warm-up, grain %zu, prefetch %d groups, nt-param %d\n",
+      CpuModel().c_str(), hw, cpu::IsaName(cpu::ActiveIsa()), size, reps, warmup, grain,
+      cpu::PrefetchGroups(), cpu::NtParamStores() ? 1 : 0);
   std::printf("%-26s %3s %7s %9s %9s %8s %8s %9s %8s\n", "kernel", "thr", "B/elem", "ms",
               "Gparam/s", "GB/s", "copyGB/s", "roofGp/s", "of roof");
 
@@ -340,9 +394,12 @@ int Main(int argc, char** argv) {
   out["bandwidth"] = nlohmann::json::array();
   auto add = [&](const Row& r) {
     PrintRow(r);
-    out["rows"].push_back({{"kernel", r.kernel}, {"threads", r.threads},
-                           {"bytes_per_element", r.bytes_per_elem}, {"seconds", r.seconds},
-                           {"gparam_per_s", r.gparams}, {"gbytes_per_s", r.gbytes},
+    out["rows"].push_back({{"kernel", r.kernel},
+                           {"threads", r.threads},
+                           {"bytes_per_element", r.bytes_per_elem},
+                           {"seconds", r.seconds},
+                           {"gparam_per_s", r.gparams},
+                           {"gbytes_per_s", r.gbytes},
                            {"copy_gbytes_per_s", r.copy_gbs},
                            {"roofline_gparam_per_s", r.roof_gparams},
                            {"fraction_of_roofline", r.fraction}});
@@ -410,7 +467,11 @@ int Main(int argc, char** argv) {
         }
       });
       const double s = MedianSeconds(warmup, reps, [&](int step) {
-        const NaiveAdamWParams p{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f,
+        const NaiveAdamWParams p{1e-3f,
+                                 0.9f,
+                                 0.999f,
+                                 1e-8f,
+                                 0.01f,
                                  1.0f - std::pow(0.9f, step + 1.0f),
                                  1.0f - std::pow(0.999f, step + 1.0f)};
         ParallelFor(arena, size, [&](size_t lo, size_t hi) {

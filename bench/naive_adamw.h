@@ -11,7 +11,6 @@ struct NaiveAdamWParams {
   float lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2;
 };
 
-void NaiveAdamW(const NaiveAdamWParams& p, const float* g, float* w, float* m, float* v,
-                size_t n);
+void NaiveAdamW(const NaiveAdamWParams& p, const float* g, float* w, float* m, float* v, size_t n);
 
 }  // namespace tandem::bench

@@ -83,8 +83,8 @@ size_t HostDriver::grain_elements() const { return impl_->grain; }
 void HostDriver::Run(const HostWork* items, size_t count) {
   if (count == 0) return;
   if (items == nullptr)
-    throw Error(ErrorKind::kInvalidArgument, "HostDriver::Run: items is null, count " +
-                                                 std::to_string(count));
+    throw Error(ErrorKind::kInvalidArgument,
+                "HostDriver::Run: items is null, count " + std::to_string(count));
   // Validate everything before touching anything.
   for (size_t i = 0; i < count; ++i) {
     const std::string what = "host work item " + std::to_string(i);

@@ -34,8 +34,12 @@ void DispatchMomentum(const StepScalars& s, const StepSpan& sp, int pf, bool nt)
 template <class Ops, Algo A>
 void DispatchMaster(const StepScalars& s, const StepSpan& sp, int pf, bool nt) {
   switch (sp.formats.master) {
-    case MasterFormat::kF32: DispatchMomentum<Ops, A, MasterFormat::kF32>(s, sp, pf, nt); break;
-    case MasterFormat::kBF16: DispatchMomentum<Ops, A, MasterFormat::kBF16>(s, sp, pf, nt); break;
+    case MasterFormat::kF32:
+      DispatchMomentum<Ops, A, MasterFormat::kF32>(s, sp, pf, nt);
+      break;
+    case MasterFormat::kBF16:
+      DispatchMomentum<Ops, A, MasterFormat::kBF16>(s, sp, pf, nt);
+      break;
     case MasterFormat::kBF16Ecc8:
       DispatchMomentum<Ops, A, MasterFormat::kBF16Ecc8>(s, sp, pf, nt);
       break;
@@ -52,9 +56,15 @@ void StepSpanWith(const StepScalars& s, const StepSpan& sp) {
   const bool nt = NtParamStores();
   switch (s.algo) {
     case Algorithm::kAdamW:
-    case Algorithm::kAdam: DispatchMaster<Ops, Algo::kAdam>(s, sp, pf, nt); break;
-    case Algorithm::kLion: DispatchMaster<Ops, Algo::kLion>(s, sp, pf, nt); break;
-    case Algorithm::kSGD: DispatchMaster<Ops, Algo::kSgd>(s, sp, pf, nt); break;
+    case Algorithm::kAdam:
+      DispatchMaster<Ops, Algo::kAdam>(s, sp, pf, nt);
+      break;
+    case Algorithm::kLion:
+      DispatchMaster<Ops, Algo::kLion>(s, sp, pf, nt);
+      break;
+    case Algorithm::kSGD:
+      DispatchMaster<Ops, Algo::kSgd>(s, sp, pf, nt);
+      break;
   }
 }
 

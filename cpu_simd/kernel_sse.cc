@@ -1,7 +1,7 @@
 // The host step kernel instantiated for sse (this file alone is compiled with its flags).
 #define TANDEM_ISA_NS sse
-#include "cpu_simd/ops_sse.h"
 #include "cpu_simd/kernel_dispatch.h"
+#include "cpu_simd/ops_sse.h"
 #include "cpu_simd/span_kernels.h"
 #include "engine/fp_mode.h"
 

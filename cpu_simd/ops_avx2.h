@@ -43,10 +43,14 @@ struct Ops {
     _mm_storel_epi64(static_cast<__m128i*>(p), _mm_packus_epi16(w, w));
   }
   // Non-temporal variants (16- / 32-byte aligned p); the caller issues an sfence.
-  __attribute__((always_inline)) static void StreamLow16(void* p, I x) { _mm_stream_si128(static_cast<__m128i*>(p), Pack16(x)); }
+  __attribute__((always_inline)) static void StreamLow16(void* p, I x) {
+    _mm_stream_si128(static_cast<__m128i*>(p), Pack16(x));
+  }
   __attribute__((always_inline)) static void StreamF32(float* p, F x) { _mm256_stream_ps(p, x); }
   __attribute__((always_inline)) static I RoundToInt(F x) { return I(_mm256_cvtps_epi32(x)); }
-  __attribute__((always_inline)) static IMask ToIntMask(FMask m) { return IMask(_mm256_castps_si256(m)); }
+  __attribute__((always_inline)) static IMask ToIntMask(FMask m) {
+    return IMask(_mm256_castps_si256(m));
+  }
 
   // acc = a > acc ? a : acc (q8_codec.cc's loop): maxps returns its second operand when
   // either is NaN, so a NaN lane of `a` never wins, exactly like the comparison.
@@ -82,8 +86,8 @@ struct Ops {
     return xsimd::bitwise_cast<F>(xsimd::select(is_special, special, xsimd::bitwise_cast<I>(hw)));
   }
   __attribute__((always_inline)) static void StoreF16(uint16_t* p, F x) {
-    const I h = I(_mm256_cvtepu16_epi32(
-        _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    const I h =
+        I(_mm256_cvtepu16_epi32(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
     const IMask nan = (xsimd::bitwise_cast<I>(x) & I(0x7FFFFFFF)) > I(0x7F800000);
     StoreLow16(p, xsimd::select(nan, I(0x7E00), h));
   }

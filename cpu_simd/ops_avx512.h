@@ -59,7 +59,9 @@ struct Ops {
   __attribute__((always_inline)) static void StreamF32(float* p, F x) { _mm512_stream_ps(p, x); }
   // cvtps2dq: round half to even under the MXCSR round-to-nearest the entry point sets.
   __attribute__((always_inline)) static I RoundToInt(F x) { return I(_mm512_cvtps_epi32(x)); }
-  __attribute__((always_inline)) static IMask ToIntMask(FMask m) { return IMask(static_cast<__mmask16>(m)); }
+  __attribute__((always_inline)) static IMask ToIntMask(FMask m) {
+    return IMask(static_cast<__mmask16>(m));
+  }
 
   // acc = a > acc ? a : acc (q8_codec.cc's loop): maxps returns its second operand when
   // either is NaN, so a NaN lane of `a` never wins, exactly like the comparison.
@@ -79,12 +81,9 @@ struct Ops {
     const __m512i aq = _mm512_abs_epi32(q);
     const float* t = kMomentumMagnitudes.data();
     const __m512 p0 = _mm512_permutex2var_ps(_mm512_loadu_ps(t), aq, _mm512_loadu_ps(t + 16));
-    const __m512 p1 =
-        _mm512_permutex2var_ps(_mm512_loadu_ps(t + 32), aq, _mm512_loadu_ps(t + 48));
-    const __m512 p2 =
-        _mm512_permutex2var_ps(_mm512_loadu_ps(t + 64), aq, _mm512_loadu_ps(t + 80));
-    const __m512 p3 =
-        _mm512_permutex2var_ps(_mm512_loadu_ps(t + 96), aq, _mm512_loadu_ps(t + 112));
+    const __m512 p1 = _mm512_permutex2var_ps(_mm512_loadu_ps(t + 32), aq, _mm512_loadu_ps(t + 48));
+    const __m512 p2 = _mm512_permutex2var_ps(_mm512_loadu_ps(t + 64), aq, _mm512_loadu_ps(t + 80));
+    const __m512 p3 = _mm512_permutex2var_ps(_mm512_loadu_ps(t + 96), aq, _mm512_loadu_ps(t + 112));
     const __mmask16 b5 = _mm512_test_epi32_mask(aq, _mm512_set1_epi32(32));
     const __mmask16 b6 = _mm512_test_epi32_mask(aq, _mm512_set1_epi32(64));
     const __m512 lo = _mm512_mask_blend_ps(b5, p0, p1);
@@ -117,7 +116,8 @@ struct Ops {
     const __m512 e = _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f));
     const __m512 r1 = _mm512_fmadd_ps(r, e, r);
     const __m512 t = _mm512_mul_ps(n, r1);
-    const __m512 frac = _mm512_sub_ps(t, _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+    const __m512 frac =
+        _mm512_sub_ps(t, _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
     const __m512 dist = _mm512_abs_ps(_mm512_sub_ps(frac, _mm512_set1_ps(0.5f)));
     const __mmask16 close = _mm512_cmp_ps_mask(dist, _mm512_set1_ps(1.0f / 1024), _CMP_LT_OQ);
     if (__builtin_expect(close != 0, 0)) return RoundToInt(F(_mm512_div_ps(n, d)));
@@ -136,8 +136,8 @@ struct Ops {
   }
   // fp32 -> fp16 round-to-nearest-even with F16C; NaN -> 0x7E00 as num::F32ToF16.
   __attribute__((always_inline)) static void StoreF16(uint16_t* p, F x) {
-    const I h = I(_mm512_cvtepu16_epi32(
-        _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+    const I h =
+        I(_mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
     const IMask nan = (xsimd::bitwise_cast<I>(x) & I(0x7FFFFFFF)) > I(0x7F800000);
     StoreLow16(p, xsimd::select(nan, I(0x7E00), h));
   }

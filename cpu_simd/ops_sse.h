@@ -33,8 +33,12 @@ struct Ops {
   __attribute__((always_inline)) static I LoadI16(const void* p) {
     return I(_mm_cvtepi16_epi32(_mm_loadl_epi64(static_cast<const __m128i*>(p))));
   }
-  __attribute__((always_inline)) static I LoadI8(const void* p) { return I(_mm_cvtepi8_epi32(Load32(p))); }
-  __attribute__((always_inline)) static I LoadU8(const void* p) { return I(_mm_cvtepu8_epi32(Load32(p))); }
+  __attribute__((always_inline)) static I LoadI8(const void* p) {
+    return I(_mm_cvtepi8_epi32(Load32(p)));
+  }
+  __attribute__((always_inline)) static I LoadU8(const void* p) {
+    return I(_mm_cvtepu8_epi32(Load32(p)));
+  }
   __attribute__((always_inline)) static void StoreLow16(void* p, I x) {
     const __m128i m = _mm_and_si128(x, _mm_set1_epi32(0xFFFF));
     _mm_storel_epi64(static_cast<__m128i*>(p), _mm_packus_epi32(m, m));
@@ -49,7 +53,9 @@ struct Ops {
   __attribute__((always_inline)) static void StreamLow16(void* p, I x) { StoreLow16(p, x); }
   __attribute__((always_inline)) static void StreamF32(float* p, F x) { x.store_unaligned(p); }
   __attribute__((always_inline)) static I RoundToInt(F x) { return I(_mm_cvtps_epi32(x)); }
-  __attribute__((always_inline)) static IMask ToIntMask(FMask m) { return IMask(_mm_castps_si128(m)); }
+  __attribute__((always_inline)) static IMask ToIntMask(FMask m) {
+    return IMask(_mm_castps_si128(m));
+  }
 
   // acc = a > acc ? a : acc (q8_codec.cc's loop): maxps returns its second operand when
   // either is NaN, so a NaN lane of `a` never wins, exactly like the comparison.

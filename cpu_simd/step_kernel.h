@@ -33,6 +33,8 @@
 
 #include <immintrin.h>
 
+#include <xsimd/xsimd.hpp>
+
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
 #include "tandem/types.h"
@@ -76,22 +78,37 @@ struct Ctx {
   size_t grad_size, param_size;
   int prefetch_groups;
   bool param_is_master;  // param aliases master.bf16 (bf16 parameter)
-  bool nt_param;  // non-temporal parameter stores (Note [Non-temporal parameter stores])
+  bool nt_param;         // non-temporal parameter stores (Note [Non-temporal parameter stores])
 
   Ctx(const StepScalars& s, const StepSpan& sp, int prefetch, bool nt)
-      : grad_mul(s.grad_mul), beta1(s.beta1), beta2(s.beta2), omb1(s.one_minus_beta1),
-        omb2(s.one_minus_beta2), eps(s.eps), wd(s.weight_decay), step_size(s.step_size),
-        inv_sqrt_bc2(s.inv_sqrt_bc2), decay(s.decay), lr(s.lr), neg_lr(-s.lr),
-        momentum(s.momentum), omd(s.one_minus_dampening),
-        decoupled(s.algo == Algorithm::kAdamW), apply_l2(s.apply_l2 != 0),
-        first_step(s.first_step != 0), nesterov(s.nesterov != 0), grad_dtype(sp.grad_dtype),
-        param_dtype(sp.param_dtype), has_param(sp.param != nullptr),
-        grad_size(DTypeSizeOf(sp.grad_dtype)), param_size(DTypeSizeOf(sp.param_dtype)),
+      : grad_mul(s.grad_mul),
+        beta1(s.beta1),
+        beta2(s.beta2),
+        omb1(s.one_minus_beta1),
+        omb2(s.one_minus_beta2),
+        eps(s.eps),
+        wd(s.weight_decay),
+        step_size(s.step_size),
+        inv_sqrt_bc2(s.inv_sqrt_bc2),
+        decay(s.decay),
+        lr(s.lr),
+        neg_lr(-s.lr),
+        momentum(s.momentum),
+        omd(s.one_minus_dampening),
+        decoupled(s.algo == Algorithm::kAdamW),
+        apply_l2(s.apply_l2 != 0),
+        first_step(s.first_step != 0),
+        nesterov(s.nesterov != 0),
+        grad_dtype(sp.grad_dtype),
+        param_dtype(sp.param_dtype),
+        has_param(sp.param != nullptr),
+        grad_size(DTypeSizeOf(sp.grad_dtype)),
+        param_size(DTypeSizeOf(sp.param_dtype)),
         prefetch_groups(prefetch),
         param_is_master(sp.param != nullptr && sp.param == sp.master.bf16),
         nt_param(nt && sp.param != nullptr && sp.param != sp.master.bf16 &&
-                 sp.param_dtype != DType::kF16 &&
-                 reinterpret_cast<uintptr_t>(sp.param) % 64 == 0) {}
+                 sp.param_dtype != DType::kF16 && reinterpret_cast<uintptr_t>(sp.param) % 64 == 0) {
+  }
 
   static size_t DTypeSizeOf(DType t) { return t == DType::kF32 ? 4 : 2; }
 };
@@ -136,9 +153,12 @@ template <class Ops>
 TANDEM_SIMD_INLINE typename Ops::F LoadGrad(const Ctx<Ops>& c, const unsigned char* g, int o) {
   using F = typename Ops::F;
   switch (c.grad_dtype) {
-    case DType::kF32: return F::load_unaligned(reinterpret_cast<const float*>(g) + o);
-    case DType::kBF16: return FromBits<Ops>(Ops::LoadU16(reinterpret_cast<const uint16_t*>(g) + o) << 16);
-    case DType::kF16: return Ops::LoadF16(reinterpret_cast<const uint16_t*>(g) + o);
+    case DType::kF32:
+      return F::load_unaligned(reinterpret_cast<const float*>(g) + o);
+    case DType::kBF16:
+      return FromBits<Ops>(Ops::LoadU16(reinterpret_cast<const uint16_t*>(g) + o) << 16);
+    case DType::kF16:
+      return Ops::LoadF16(reinterpret_cast<const uint16_t*>(g) + o);
   }
   return F(0.0f);
 }
@@ -151,15 +171,18 @@ TANDEM_SIMD_INLINE typename Ops::F LoadMaster(const Ptrs& p, int o) {
   } else {
     const auto hi = Ops::LoadU16(p.w_bf16 + o) << 16;
     if constexpr (MF == MasterFormat::kBF16) return FromBits<Ops>(hi);
-    if constexpr (MF == MasterFormat::kBF16Ecc8) return FromBits<Ops>(hi + (Ops::LoadI8(p.ecc8 + o) << 8));
-    if constexpr (MF == MasterFormat::kBF16Ecc16) return FromBits<Ops>(hi + Ops::LoadI16(p.ecc16 + o));
+    if constexpr (MF == MasterFormat::kBF16Ecc8)
+      return FromBits<Ops>(hi + (Ops::LoadI8(p.ecc8 + o) << 8));
+    if constexpr (MF == MasterFormat::kBF16Ecc16)
+      return FromBits<Ops>(hi + Ops::LoadI16(p.ecc16 + o));
   }
 }
 
 // ---- master encode + parameter write-back (reference_step.cc: EncodeMaster, WriteParam) ----
 
 template <class Ops, MasterFormat MF>
-TANDEM_SIMD_INLINE void StoreMasterAndParam(const Ctx<Ops>& c, const Ptrs& p, int o, typename Ops::F w) {
+TANDEM_SIMD_INLINE void StoreMasterAndParam(const Ctx<Ops>& c, const Ptrs& p, int o,
+                                            typename Ops::F w) {
   using F = typename Ops::F;
   using I = typename Ops::I;
   F decoded;  // what DecodeMaster returns after the store
@@ -263,7 +286,8 @@ TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
     } else if constexpr (A == Algo::kLion) {
       w = w * c.decay;
       const F cc = c.beta1 * m + c.omb1 * g;
-      const F step = xsimd::select(cc > F(0.0f), c.lr, xsimd::select(cc < F(0.0f), c.neg_lr, F(0.0f)));
+      const F step =
+          xsimd::select(cc > F(0.0f), c.lr, xsimd::select(cc < F(0.0f), c.neg_lr, F(0.0f)));
       w = w - step;
       m = c.beta2 * m + c.omb2 * g;
     } else {
@@ -380,8 +404,12 @@ TANDEM_SIMD_INLINE void CopyIf(void* dst, const void* src, size_t bytes) {
 template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR>
 void RunSpan(const StepScalars& s, const StepSpan& sp, int prefetch_groups, bool nt) {
   const Ctx<Ops> c(s, sp, prefetch_groups, nt);
-  Ptrs p{static_cast<const unsigned char*>(sp.grad), static_cast<unsigned char*>(sp.param),
-         sp.master.f32, sp.master.bf16, sp.master.ecc8, sp.master.ecc16,
+  Ptrs p{static_cast<const unsigned char*>(sp.grad),
+         static_cast<unsigned char*>(sp.param),
+         sp.master.f32,
+         sp.master.bf16,
+         sp.master.ecc8,
+         sp.master.ecc16,
          MOM == Moment::kNone ? nullptr : sp.m.f32,
          MOM == Moment::kNone ? nullptr : sp.m.codes,
          MOM == Moment::kNone ? nullptr : sp.m.scales,
@@ -419,12 +447,18 @@ void RunSpan(const StepScalars& s, const StepSpan& sp, int prefetch_groups, bool
   CopyIf(v_f32, p.v_f32, len * 4);
   CopyIf(v_codes, p.v_codes, len);
   CopyIf(&v_scale, p.v_scale, 2);
-  const Ptrs t{grad, p.param ? param : nullptr,
-               p.w_f32 ? w_f32 : nullptr, p.w_bf16 ? w_bf16 : nullptr,
-               p.ecc8 ? ecc8 : nullptr, p.ecc16 ? ecc16 : nullptr,
-               p.m_f32 ? m_f32 : nullptr, p.m_codes ? m_codes : nullptr,
-               p.m_scale ? &m_scale : nullptr, p.v_f32 ? v_f32 : nullptr,
-               p.v_codes ? v_codes : nullptr, p.v_scale ? &v_scale : nullptr};
+  const Ptrs t{grad,
+               p.param ? param : nullptr,
+               p.w_f32 ? w_f32 : nullptr,
+               p.w_bf16 ? w_bf16 : nullptr,
+               p.ecc8 ? ecc8 : nullptr,
+               p.ecc16 ? ecc16 : nullptr,
+               p.m_f32 ? m_f32 : nullptr,
+               p.m_codes ? m_codes : nullptr,
+               p.m_scale ? &m_scale : nullptr,
+               p.v_f32 ? v_f32 : nullptr,
+               p.v_codes ? v_codes : nullptr,
+               p.v_scale ? &v_scale : nullptr};
   Ctx<Ops> ct = c;
   ct.nt_param = false;  // the tail buffers are on the stack, unaligned for streaming
   StepGroup<Ops, A, MF, MOM, VAR>(ct, t);

@@ -19,9 +19,12 @@ struct Hooks {
 
 Hooks HooksFor(Isa isa) {
   switch (isa) {
-    case Isa::kSse: return {&CodeValuesSse, &CompanderMismatchesSse};
-    case Isa::kAvx2: return {&CodeValuesAvx2, &CompanderMismatchesAvx2};
-    case Isa::kAvx512: return {&CodeValuesAvx512, &CompanderMismatchesAvx512};
+    case Isa::kSse:
+      return {&CodeValuesSse, &CompanderMismatchesSse};
+    case Isa::kAvx2:
+      return {&CodeValuesAvx2, &CompanderMismatchesAvx2};
+    case Isa::kAvx512:
+      return {&CodeValuesAvx512, &CompanderMismatchesAvx512};
   }
   return {};
 }

@@ -116,9 +116,9 @@ TEST(HostDriver, ManyTinyTensorsInOneRun) {
   std::vector<size_t> sizes;
   for (size_t i = 0; i < 300; ++i) sizes.push_back(i % 71);
   CheckDriver(AlgoCases()[0], kEcc8Q8, sizes, 2, 32, false);
-  CheckDriver(AlgoCases()[5], StateFormats{MasterFormat::kBF16Ecc16, MomentFormat::kQ8,
-                                           MomentFormat::kF32},
-              sizes, 3, 4096, false);
+  CheckDriver(AlgoCases()[5],
+              StateFormats{MasterFormat::kBF16Ecc16, MomentFormat::kQ8, MomentFormat::kF32}, sizes,
+              3, 4096, false);
 }
 
 TEST(HostDriver, BadItemThrowsAndTouchesNothing) {

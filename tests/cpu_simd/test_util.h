@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
@@ -108,12 +108,11 @@ inline std::vector<float> RandomWeights(std::mt19937& rng, size_t n) {
 template <class T>
 void ExpectSameBytes(const std::vector<T>& want, const std::vector<T>& got, const char* what) {
   ASSERT_EQ(want.size(), got.size()) << what;
-  if (want.empty() || std::memcmp(want.data(), got.data(), want.size() * sizeof(T)) == 0)
-    return;
+  if (want.empty() || std::memcmp(want.data(), got.data(), want.size() * sizeof(T)) == 0) return;
   for (size_t i = 0; i < want.size(); ++i) {
     if (std::memcmp(&want[i], &got[i], sizeof(T)) != 0) {
-      FAIL() << what << " differs first at element " << i << " of " << want.size()
-             << ": want " << +want[i] << " got " << +got[i];
+      FAIL() << what << " differs first at element " << i << " of " << want.size() << ": want "
+             << +want[i] << " got " << +got[i];
     }
   }
 }
