@@ -10,15 +10,17 @@
 // block; tensors of any size share a launch with no cross-block dependency.
 //
 // Bit identity: every per-element operation is the TANDEM_HD source of engine/ (the
-// update in update_math.h, the codecs in q8_codec.h and master_codec.h, conversions in
-// fp_bits.h), compiled with --fmad=false, IEEE div/sqrt and no flush-to-zero
-// (cmake/TandemFlags.cmake). The group maximum is exact whatever the order.
+// update in update_math.h, the codecs in master_codec.h, conversions in fp_bits.h),
+// compiled with --fmad=false, IEEE div/sqrt and no flush-to-zero
+// (cmake/TandemFlags.cmake), except the q8 codecs, which use the exact shortcuts of
+// Note [Exact fast paths] (fast_codec.cuh). The group maximum is exact in any order.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "cuda/fast_codec.cuh"
 #include "cuda/gpu_step.h"
 #include "engine/fp_bits.h"
 #include "engine/master_codec.h"
@@ -213,6 +215,13 @@ __global__ void __launch_bounds__(kBlockThreads)
   const bool has_m = s.has_momentum != 0;
   const uint64_t group = e / kQuantGroup;
   const bool group_leader = threadIdx.x % kThreadsPerGroup == 0 && cnt > 0;
+  constexpr bool kTables = kMom == MomentFormat::kQ8 || (kAdam && kVar == MomentFormat::kQ8);
+  __shared__ DecodeTables tables;
+  if constexpr (kTables) {
+    static_assert(kBlockThreads == 256, "FillDecodeTables: one entry per thread");
+    FillDecodeTables(tables);
+    __syncthreads();
+  }
 
   // 1. Gradient, as fp32.
   float g[8] = {};
@@ -253,7 +262,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       LoadU8(static_cast<uint8_t*>(sp.m) + e, vec & kVecM, cnt, c);
       const float scale = num::Bf16ToF32(sp.m_scales[group]);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) m[i] = num::DecodeMomentum(static_cast<int8_t>(c[i]), scale);
+      for (int i = 0; i < 8; ++i) m[i] = tables.momentum[c[i]] * scale;  // DecodeMomentum
     }
   }
 
@@ -270,17 +279,17 @@ __global__ void __launch_bounds__(kBlockThreads)
         const float scale = num::Bf16ToF32(sp.v_scales[group]);
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
-          u[i] = num::DecodeSqrtVariance(c[i], scale);
+          u[i] = tables.variance[c[i]] * scale;  // DecodeSqrtVariance
           v[i] = u[i] * u[i];
         }
       }
     }
   }
 
-  // 5. The update, element by element (update_math.h).
+  // 5. The update, element by element (update_math.h). Slots past the end of the span
+  // hold zeros; they are updated harmlessly and never stored or counted in a maximum.
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    if (i >= cnt) continue;
     if constexpr (kKind == Kind::kAdam) {
       num::AdamElement(s, g[i], w[i], m[i], v[i], &u[i]);
     } else if constexpr (kKind == Kind::kLion) {
@@ -335,7 +344,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       float amax = 0.0f;
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        const float a = m[i] < 0.0f ? -m[i] : m[i];
+        const float a = fabsf(m[i]);
         if (i < cnt) amax = a > amax ? a : amax;
       }
       amax = QuadMax(amax);
@@ -343,7 +352,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       const float inv = 1.0f / num::Bf16ToF32(sb);
       uint8_t c[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) c[i] = static_cast<uint8_t>(num::EncodeMomentum(m[i], inv));
+      for (int i = 0; i < 8; ++i) c[i] = EncodeMomentumFast(m[i], inv);
       if (cnt > 0) StoreU8(static_cast<uint8_t*>(sp.m) + e, vec & kVecM, cnt, c);
       if (group_leader) sp.m_scales[group] = sb;
     }
@@ -363,7 +372,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       const float inv = 1.0f / num::Bf16ToF32(sb);
       uint8_t c[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) c[i] = num::EncodeSqrtVariance(u[i], inv);
+      for (int i = 0; i < 8; ++i) c[i] = EncodeSqrtVarianceFast(u[i], inv);
       if (cnt > 0) StoreU8(static_cast<uint8_t*>(sp.v) + e, vec & kVecV, cnt, c);
       if (group_leader) sp.v_scales[group] = sb;
     }

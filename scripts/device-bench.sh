@@ -4,7 +4,8 @@
 # racecheck on a reduced set of parity tests, the kernel benchmark and the torch fused
 # AdamW baseline. Logs and JSON go to OUT_DIR; a short table is printed last.
 #   scripts/device-bench.sh BUNDLE_DIR OUT_DIR [bench args...]
-# Environment: BUILD_DIR (default build-device), SKIP_TORCH=1, SKIP_SANITIZER=1.
+# Environment: BUILD_DIR (default build-device), SKIP_TORCH=1, SKIP_SANITIZER=1,
+# PROFILE=1 (ncu counters of each kernel and the SASS, for tuning).
 set -uo pipefail
 bundle=$1; out=$2; shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -67,6 +68,20 @@ if [ -x "$bench" ]; then
   status+=("tandem-bench-gpu: rc=$?")
 else
   status+=("tandem-bench-gpu: not built (bench/CMakeLists.txt needs add_subdirectory(gpu))")
+fi
+
+if [ "${PROFILE:-0}" = 1 ] && [ -x "$bench" ]; then
+  # Kernel counters on a small flat buffer (one launch per kernel) and the SASS.
+  phase "ncu profile"
+  metrics=sm__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active
+  metrics+=,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum
+  metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread
+  metrics+=,smsp__average_warp_latency_issue_stalled_long_scoreboard,smsp__average_warp_latency_issue_stalled_wait
+  timeout 240 ncu --clock-control none --kernel-name regex:FusedStepKernel --metrics "$metrics" \
+    --csv "$bench" --elements 67108864 --model none --warmup 0 --reps 1 \
+    > "$out/ncu.csv" 2> "$out/ncu.err"
+  status+=("ncu: rc=$?")
+  cuobjdump -sass "$build/cuda/libtandem_cuda.a" | gzip > "$out/sass.txt.gz"
 fi
 
 if [ "${SKIP_TORCH:-0}" != 1 ]; then
