@@ -92,6 +92,8 @@ if [ "${SKIP_TORCH:-0}" != 1 ]; then
 fi
 
 phase "summary"
+# Few files come back from some hosts: keep the JSON results, pack the logs.
+(cd "$out" && tar -czf logs.tgz --remove-files ./*.log ./*.err ./*.csv 2>/dev/null)
 printf '%s\n' "${status[@]}"
-[ -f "$out/torch_adamw.log" ] && tail -1 "$out/torch_adamw.log"
-[ -f "$out/gpu_kernels.log" ] && grep -v '^  ' "$out/gpu_kernels.log" | tail -20
+tar -xzOf "$out/logs.tgz" ./torch_adamw.log 2>/dev/null | tail -1
+tar -xzOf "$out/logs.tgz" ./gpu_kernels.log 2>/dev/null | grep -v '^  ' | tail -20
