@@ -1,7 +1,7 @@
-// Device-side exact shortcuts for the q8 codecs of engine/q8_codec.h.
+// Device-side exact shortcuts for the codecs of engine/q8_codec.h and master_codec.h.
 //
 // Note [Exact fast paths]: the kernels must produce the bits of the engine's scalar
-// source (engine/q8_codec.h). These helpers compute the very same results with fewer
+// source (engine/q8_codec.h, engine/master_codec.h). These helpers compute the very same results with fewer
 // instructions, and fall back to the engine's own function wherever the shortcut's
 // argument does not hold. The parity tests (tests/cuda) compare every byte against
 // tandem::ReferenceStep.
@@ -10,17 +10,21 @@
 //    (DecodeTables), so a decode is a table read and the engine's multiply.
 //  * num::RoundHalfEven(x) for |x| < 2^23 is exactly the hardware conversion cvt.rni
 //    (round to nearest, ties to even); other x (and NaN) go to the engine's function.
-//  * EncodeMomentum needs rhe(t), t = fl(fl(254 a) / fl(1 + a)). __fdividef's result t' is
-//    within 2 ulp of t (< 2^-15 for t < 256) when 1 + a is in [2^-126, 2^126]. rhe only
-//    changes at half-integers, so when t' lies more than 2^-12 from the nearest
-//    half-integer, rhe(t') = rhe(t); otherwise (and for a >= 1e30, NaN or Inf) the exact
-//    IEEE division runs, as in the engine.
+//  * EncodeMomentum needs rhe(t), t = fl(fl(254 a) / fl(1 + a)). The shortcut takes
+//    t' = fl(num * rcp.approx(den)); rcp.approx errs by at most 1 ulp, so for den in
+//    [1, 1e30] (t < 254) |t' - t| < 2^-13. rhe only changes at half-integers, so when t'
+//    lies more than 2^-12 from the nearest half-integer, rhe(t') = rhe(t); otherwise
+//    (and for a >= 1e30, NaN or Inf) the exact IEEE division runs, as in the engine.
+//  * EncodeEcc8's round-half-even(d / 256) is (d + 127 + ((d >> 8) & 1)) >> 8: with
+//    d = 256 f + r (0 <= r < 256) this is f + 1 exactly when r + 127 + (f & 1) >= 256,
+//    i.e. r > 128, or r = 128 and f odd, which is num::RoundHalfEvenDiv256.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "engine/master_codec.h"
 #include "engine/q8_codec.h"
 
 namespace tandem::gpu::detail {
@@ -48,7 +52,9 @@ __device__ __forceinline__ uint8_t EncodeMomentumFast(float m, float inv_scale) 
   const float a = fabsf(m) * inv_scale;  // fabsf: -0 -> +0 changes no code
   const float num_ = 254.0f * a;
   const float den = 1.0f + a;
-  const float approx = __fdividef(num_, den);
+  float rcp;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(rcp) : "f"(den));
+  const float approx = num_ * rcp;
   const float frac = approx - floorf(approx);
   int32_t q;
   if (a < 1e30f && fabsf(frac - 0.5f) > 0.000244140625f)  // 2^-12
@@ -65,6 +71,17 @@ __device__ __forceinline__ uint8_t EncodeSqrtVarianceFast(float u, float inv_sca
   if (q > 255) q = 255;
   if (q == 0 && u > 0.0f) q = 1;
   return static_cast<uint8_t>(q);
+}
+
+// num::EncodeEcc8, bit for bit.
+__device__ __forceinline__ void EncodeEcc8Fast(float x, uint16_t* b, int8_t* ecc) {
+  const uint16_t hi = num::F32ToBf16(x);
+  const int32_t d = num::EccDelta(x, hi);
+  int32_t q = (d + 127 + ((d >> 8) & 1)) >> 8;  // num::RoundHalfEvenDiv256(d)
+  if (q > 127) q = 127;
+  if (q < -128) q = -128;
+  *b = hi;
+  *ecc = static_cast<int8_t>(q);
 }
 
 }  // namespace tandem::gpu::detail

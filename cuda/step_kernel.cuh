@@ -1,8 +1,8 @@
 // Fused multi-tensor optimizer step: the kernel template and its launcher.
 //
-// Work mapping (docs/gpu_kernels.md). A launch walks a device table of work units; unit b
-// is block b and covers kUnitElems consecutive elements of one span (the last unit of a
-// span may be short). Each thread owns kElemsPerThread = 8 consecutive elements, so the 4
+// Work mapping (docs/gpu_kernels.md). A launch walks a device table of work units; each
+// covers kUnitElems consecutive elements of one span (the last unit of a span may be
+// short), and a persistent grid of blocks takes them in a grid-stride loop. Each thread owns kElemsPerThread = 8 consecutive elements, so the 4
 // consecutive threads of a quad own one quantization group of 32: the q8 group maxima
 // need two xor-shuffles inside the quad and nothing else.
 // Note [Groups never straddle units]: kUnitElems is a multiple of kQuantGroup and every
@@ -33,6 +33,9 @@ inline constexpr int kElemsPerThread = 8;
 inline constexpr int kThreadsPerGroup = kQuantGroup / kElemsPerThread;
 inline constexpr int kBlockThreads = 256;
 inline constexpr int kUnitElems = kBlockThreads * kElemsPerThread;  // 2048
+// Resident blocks per SM the register allocation must allow (4 x 256 threads: <= 64
+// registers). 5 (<= 48 registers) spills 40-128 bytes per thread in the Adam kernels.
+inline constexpr int kMinBlocksPerSm = 4;
 static_assert(kQuantGroup == 32, "Note [Group size]: the quad mapping assumes 32");
 static_assert(kThreadsPerGroup == 4, "the shuffles below reduce over 4 lanes");
 static_assert(kUnitElems % kQuantGroup == 0, "Note [Groups never straddle units]");
@@ -80,6 +83,7 @@ struct WorkUnit {
 struct LaunchArgs {
   const SpanMeta* spans;
   const WorkUnit* units;
+  uint32_t num_units;
   StepScalars scalars[kMaxScalarGroups];
 };
 static_assert(sizeof(LaunchArgs) < 4096, "kernel parameters must stay small");
@@ -200,11 +204,11 @@ __device__ __forceinline__ float QuadMax(float x) {
 
 // ---- The kernel. ----
 
+// One work unit: this thread's 8 elements of it.
 template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
-__global__ void __launch_bounds__(kBlockThreads)
-    FusedStepKernel(const __grid_constant__ LaunchArgs args) {
+__device__ __forceinline__ void StepTile(const LaunchArgs& args, const WorkUnit unit,
+                                         const DecodeTables& tables) {
   constexpr bool kAdam = kKind == Kind::kAdam;
-  const WorkUnit unit = args.units[blockIdx.x];
   const SpanMeta& sp = args.spans[unit.span];
   const uint64_t n = sp.n;
   const StepScalars s = args.scalars[sp.scalar_index];
@@ -215,13 +219,6 @@ __global__ void __launch_bounds__(kBlockThreads)
   const bool has_m = s.has_momentum != 0;
   const uint64_t group = e / kQuantGroup;
   const bool group_leader = threadIdx.x % kThreadsPerGroup == 0 && cnt > 0;
-  constexpr bool kTables = kMom == MomentFormat::kQ8 || (kAdam && kVar == MomentFormat::kQ8);
-  __shared__ DecodeTables tables;
-  if constexpr (kTables) {
-    static_assert(kBlockThreads == 256, "FillDecodeTables: one entry per thread");
-    FillDecodeTables(tables);
-    __syncthreads();
-  }
 
   // 1. Gradient, as fp32.
   float g[8] = {};
@@ -291,7 +288,11 @@ __global__ void __launch_bounds__(kBlockThreads)
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     if constexpr (kKind == Kind::kAdam) {
-      num::AdamElement(s, g[i], w[i], m[i], v[i], &u[i]);
+      // Two copies of the call so that the compiler folds s.algo in each.
+      if (s.algo == Algorithm::kAdamW)
+        num::AdamElement(s, g[i], w[i], m[i], v[i], &u[i]);
+      else
+        num::AdamElement(s, g[i], w[i], m[i], v[i], &u[i]);
     } else if constexpr (kKind == Kind::kLion) {
       num::LionElement(s, g[i], w[i], m[i]);
     } else {
@@ -299,39 +300,34 @@ __global__ void __launch_bounds__(kBlockThreads)
     }
   }
 
-  // 6. Encode the master weight; keep the decoded value for a non-bf16 parameter.
+  // 6. Encode the master weight (the parameter step decodes it again if it needs to).
+  [[maybe_unused]] uint8_t e8[8];
+  [[maybe_unused]] uint16_t e16[8];
   if (cnt > 0) {
     if constexpr (kMaster == MasterFormat::kF32) {
       StoreF32(static_cast<float*>(sp.master) + e, vec & kVecMaster, cnt, w);
     } else if constexpr (kMaster == MasterFormat::kBF16) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        wb[i] = num::F32ToBf16(w[i]);
-        w[i] = num::Bf16ToF32(wb[i]);
-      }
+      for (int i = 0; i < 8; ++i) wb[i] = num::F32ToBf16(w[i]);
       StoreU16(static_cast<uint16_t*>(sp.master) + e, vec & kVecMaster, cnt, wb);
     } else if constexpr (kMaster == MasterFormat::kBF16Ecc8) {
-      uint8_t c[8];
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         int8_t ecc;
-        num::EncodeEcc8(w[i], &wb[i], &ecc);
-        c[i] = static_cast<uint8_t>(ecc);
-        w[i] = num::DecodeEcc8(wb[i], ecc);
+        EncodeEcc8Fast(w[i], &wb[i], &ecc);  // num::EncodeEcc8
+        e8[i] = static_cast<uint8_t>(ecc);
       }
       StoreU16(static_cast<uint16_t*>(sp.master) + e, vec & kVecMaster, cnt, wb);
-      StoreU8(static_cast<uint8_t*>(sp.ecc) + e, vec & kVecEcc, cnt, c);
+      StoreU8(static_cast<uint8_t*>(sp.ecc) + e, vec & kVecEcc, cnt, e8);
     } else {
-      uint16_t c[8];
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         int16_t ecc;
         num::EncodeEcc16(w[i], &wb[i], &ecc);
-        c[i] = static_cast<uint16_t>(ecc);
-        w[i] = num::DecodeEcc16(wb[i], ecc);
+        e16[i] = static_cast<uint16_t>(ecc);
       }
       StoreU16(static_cast<uint16_t*>(sp.master) + e, vec & kVecMaster, cnt, wb);
-      StoreU16(static_cast<uint16_t*>(sp.ecc) + e, vec & kVecEcc, cnt, c);
+      StoreU16(static_cast<uint16_t*>(sp.ecc) + e, vec & kVecEcc, cnt, e16);
     }
   }
 
@@ -382,6 +378,15 @@ __global__ void __launch_bounds__(kBlockThreads)
   // bf16 for a bf16 parameter of a bf16-based master, else the decoded master rounded.
   if (sp.param != nullptr && cnt > 0) {
     const bool p_vec = (vec & kVecParam) != 0;
+    // The decoded master (reference_step.cc, DecodeMaster of the stored state).
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      if constexpr (kMaster == MasterFormat::kBF16) w[i] = num::Bf16ToF32(wb[i]);
+      if constexpr (kMaster == MasterFormat::kBF16Ecc8)
+        w[i] = num::DecodeEcc8(wb[i], static_cast<int8_t>(e8[i]));
+      if constexpr (kMaster == MasterFormat::kBF16Ecc16)
+        w[i] = num::DecodeEcc16(wb[i], static_cast<int16_t>(e16[i]));
+    }
     if (sp.param_dtype == static_cast<uint8_t>(DType::kF32)) {
       StoreF32(static_cast<float*>(sp.param) + e, p_vec, cnt, w);
     } else {
@@ -399,12 +404,40 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
-// Launches one instance; throws Error(kCuda) naming the kernel and grid on failure.
-using LaunchFn = void (*)(const LaunchArgs& args, unsigned grid, cudaStream_t stream);
+// The kernel: a grid-stride loop over the work units (a persistent grid, so that the
+// decode tables are built once per block).
+template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
+__global__ void __launch_bounds__(kBlockThreads, kMinBlocksPerSm)
+    FusedStepKernel(const __grid_constant__ LaunchArgs args) {
+  __shared__ DecodeTables tables;
+  constexpr bool kTables =
+      kMom == MomentFormat::kQ8 || (kKind == Kind::kAdam && kVar == MomentFormat::kQ8);
+  if constexpr (kTables) {
+    static_assert(kBlockThreads == 256, "FillDecodeTables: one entry per thread");
+    FillDecodeTables(tables);
+    __syncthreads();
+  }
+  for (uint32_t u = blockIdx.x; u < args.num_units; u += gridDim.x)
+    StepTile<kKind, kMaster, kMom, kVar>(args, args.units[u], tables);
+}
+
+// Launches one instance with a grid of at most (resident blocks per SM) x sm_count
+// blocks; returns the CUDA error of the occupancy query or of the launch.
+using LaunchFn = cudaError_t (*)(const LaunchArgs& args, int sm_count, cudaStream_t stream,
+                                 unsigned* grid);
 
 template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
-void LaunchFused(const LaunchArgs& args, unsigned grid, cudaStream_t stream) {
-  FusedStepKernel<kKind, kMaster, kMom, kVar><<<grid, kBlockThreads, 0, stream>>>(args);
+cudaError_t LaunchFused(const LaunchArgs& args, int sm_count, cudaStream_t stream,
+                        unsigned* grid) {
+  auto* kernel = &FusedStepKernel<kKind, kMaster, kMom, kVar>;
+  int per_sm = 0;
+  cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel,
+                                                                  kBlockThreads, 0);
+  if (err != cudaSuccess) return err;
+  const uint64_t resident = static_cast<uint64_t>(per_sm > 0 ? per_sm : 1) * sm_count;
+  *grid = static_cast<unsigned>(args.num_units < resident ? args.num_units : resident);
+  kernel<<<*grid, kBlockThreads, 0, stream>>>(args);
+  return cudaGetLastError();
 }
 
 // Per-family tables (step_adam.cu, step_lion.cu, step_sgd.cu). The momentum format of

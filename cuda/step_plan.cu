@@ -135,6 +135,10 @@ StepPlan::StepPlan(Algorithm algo, const StateFormats& formats,
   if (units.size() > 0x7FFFFFFFu) Invalid("too many work units for one launch");
   num_spans_ = spans.size();
   num_units_ = units.size();
+  int device = 0;
+  CheckCuda(cudaGetDevice(&device), "gpu::StepPlan: cudaGetDevice");
+  CheckCuda(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device),
+            "gpu::StepPlan: cudaDeviceGetAttribute(multiprocessor count)");
   try {
     device_spans_ = Upload(metas.data(), metas.size() * sizeof(SpanMeta), "span table");
     device_units_ = Upload(units.data(), units.size() * sizeof(WorkUnit), "work-unit map");
@@ -161,6 +165,7 @@ StepPlan& StepPlan::operator=(StepPlan&& other) noexcept {
   formats_ = other.formats_;
   num_spans_ = std::exchange(other.num_spans_, 0);
   num_units_ = std::exchange(other.num_units_, 0);
+  sm_count_ = other.sm_count_;
   group_has_m_ = std::move(other.group_has_m_);
   device_spans_ = std::exchange(other.device_spans_, nullptr);
   device_units_ = std::exchange(other.device_units_, nullptr);
@@ -189,6 +194,7 @@ void StepPlan::Launch(const StepScalars* scalars, size_t num_scalars, void* stre
   detail::LaunchArgs args{};
   args.spans = static_cast<const SpanMeta*>(device_spans_);
   args.units = static_cast<const WorkUnit*>(device_units_);
+  args.num_units = static_cast<uint32_t>(num_units_);
   for (size_t k = 0; k < num_scalars; ++k) args.scalars[k] = scalars[k];
 
   detail::LaunchFn fn = nullptr;
@@ -201,12 +207,12 @@ void StepPlan::Launch(const StepScalars* scalars, size_t num_scalars, void* stre
     case Algorithm::kSGD: fn = detail::SgdLauncher(formats_.master, formats_.momentum); break;
   }
   if (fn == nullptr) throw Error(ErrorKind::kInternal, "gpu::StepPlan: no kernel instance");
-  const unsigned grid = static_cast<unsigned>(num_units_);
-  fn(args, grid, static_cast<cudaStream_t>(stream));
-  CheckCuda(cudaGetLastError(),
+  unsigned grid = 0;
+  CheckCuda(fn(args, sm_count_, static_cast<cudaStream_t>(stream), &grid),
             std::string("gpu::StepPlan::Launch: fused ") + Name(algo_) + " kernel (" +
-                Name(formats_) + ", " + std::to_string(num_spans_) + " spans, grid " +
-                std::to_string(grid) + " x " + std::to_string(detail::kBlockThreads) + ")");
+                Name(formats_) + ", " + std::to_string(num_spans_) + " spans, " +
+                std::to_string(num_units_) + " work units, grid " + std::to_string(grid) +
+                " x " + std::to_string(detail::kBlockThreads) + ")");
 }
 
 }  // namespace tandem::gpu
