@@ -72,8 +72,9 @@ struct SpanMeta {
   uint8_t param_dtype;   // DType
   uint8_t pad[6];
 };
+static_assert(sizeof(SpanMeta) == 88, "the kernel copies SpanMeta as 11 words");
 
-struct WorkUnit {
+struct alignas(8) WorkUnit {  // 8-byte aligned: copied with cp.async
   uint32_t span;
   uint32_t chunk;  // elements [chunk * kUnitElems, ...) of the span
 };
@@ -207,9 +208,8 @@ __device__ __forceinline__ float QuadMax(float x) {
 // One work unit: this thread's 8 elements of it.
 template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
 __device__ __forceinline__ void StepTile(const LaunchArgs& args, const WorkUnit unit,
-                                         const DecodeTables& tables) {
+                                         const SpanMeta& sp, const DecodeTables& tables) {
   constexpr bool kAdam = kKind == Kind::kAdam;
-  const SpanMeta& sp = args.spans[unit.span];
   const uint64_t n = sp.n;
   const StepScalars s = args.scalars[sp.scalar_index];
   const uint64_t e = uint64_t{unit.chunk} * kUnitElems + threadIdx.x * kElemsPerThread;
@@ -404,21 +404,67 @@ __device__ __forceinline__ void StepTile(const LaunchArgs& args, const WorkUnit 
   }
 }
 
+// 8-byte asynchronous copy global -> shared (cp.async, sm_80+): no registers held while
+// the load is in flight; cp.async.wait_all before the barrier that publishes it.
+__device__ __forceinline__ void CopyAsync8(void* shared_dst, const void* global_src) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(global_src)
+               : "memory");
+}
+__device__ __forceinline__ void CopyAsyncWaitAll() {
+  asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
 // The kernel: a grid-stride loop over the work units (a persistent grid, so that the
-// decode tables are built once per block).
+// decode tables are built once per block). Note [Metadata prefetch]: while unit k is
+// processed, the first kMetaWords threads copy the span entry of unit k+1 into shared
+// memory and thread 0 the index of unit k+2, with cp.async; so a unit's data loads never
+// wait behind the dependent unit -> span -> pointer loads. Buffers: meta[k % 2] and
+// units[k % 4]; the barrier at the end of each iteration publishes them (a slot is
+// rewritten two iterations after its last reader at the earliest).
 template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
 __global__ void __launch_bounds__(kBlockThreads, kMinBlocksPerSm)
     FusedStepKernel(const __grid_constant__ LaunchArgs args) {
+  constexpr int kMetaWords = static_cast<int>(sizeof(SpanMeta) / sizeof(uint64_t));
+  static_assert(sizeof(SpanMeta) % sizeof(uint64_t) == 0 && kMetaWords <= kBlockThreads,
+                "SpanMeta is copied as 8-byte words, one per thread");
   __shared__ DecodeTables tables;
+  __shared__ SpanMeta meta[2];
+  __shared__ WorkUnit units[4];
   constexpr bool kTables =
       kMom == MomentFormat::kQ8 || (kKind == Kind::kAdam && kVar == MomentFormat::kQ8);
   if constexpr (kTables) {
     static_assert(kBlockThreads == 256, "FillDecodeTables: one entry per thread");
     FillDecodeTables(tables);
+  }
+  const uint32_t n_units = args.num_units;
+  const uint32_t stride = gridDim.x;
+  const uint32_t first = blockIdx.x;  // < n_units: the grid never exceeds the unit count
+  const bool copier = threadIdx.x < kMetaWords;
+  // Prologue: unit 0's entry (plain loads), the indices of units 0 and 1.
+  if (copier) {
+    const WorkUnit u0 = args.units[first];
+    reinterpret_cast<uint64_t*>(&meta[0])[threadIdx.x] =
+        reinterpret_cast<const uint64_t*>(args.spans + u0.span)[threadIdx.x];
+    if (threadIdx.x == 0) {
+      units[0] = u0;
+      if (first + stride < n_units) units[1] = args.units[first + stride];
+    }
+  }
+  __syncthreads();
+  int k = 0;
+  for (uint64_t u = first; u < n_units; u += stride, ++k) {
+    if (copier && u + stride < n_units) {
+      CopyAsync8(reinterpret_cast<uint64_t*>(&meta[(k + 1) & 1]) + threadIdx.x,
+                 reinterpret_cast<const uint64_t*>(args.spans + units[(k + 1) & 3].span) +
+                     threadIdx.x);
+      if (threadIdx.x == 0 && u + 2 * uint64_t{stride} < n_units)
+        CopyAsync8(&units[(k + 2) & 3], &args.units[u + 2 * stride]);
+    }
+    StepTile<kKind, kMaster, kMom, kVar>(args, units[k & 3], meta[k & 1], tables);
+    if (copier) CopyAsyncWaitAll();
     __syncthreads();
   }
-  for (uint32_t u = blockIdx.x; u < args.num_units; u += gridDim.x)
-    StepTile<kKind, kMaster, kMom, kVar>(args, args.units[u], tables);
 }
 
 // Launches one instance with a grid of at most (resident blocks per SM) x sm_count
