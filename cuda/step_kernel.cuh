@@ -2,12 +2,12 @@
 //
 // Work mapping (docs/gpu_kernels.md). A launch walks a device table of work units; each
 // covers kUnitElems consecutive elements of one span (the last unit of a span may be
-// short), and a persistent grid of blocks takes them in a grid-stride loop. Each thread owns kElemsPerThread = 8 consecutive elements, so the 4
-// consecutive threads of a quad own one quantization group of 32: the q8 group maxima
-// need two xor-shuffles inside the quad and nothing else.
-// Note [Groups never straddle units]: kUnitElems is a multiple of kQuantGroup and every
-// span starts on a group boundary (StepSpan contract), so a group lies in one quad of one
-// block; tensors of any size share a launch with no cross-block dependency.
+// short), and a persistent grid of blocks takes them in a grid-stride loop. Each thread owns
+// kElemsPerThread = 8 consecutive elements, so the 4 consecutive threads of a quad own one
+// quantization group of 32: the q8 group maxima need two xor-shuffles inside the quad and nothing
+// else. Note [Groups never straddle units]: kUnitElems is a multiple of kQuantGroup and every span
+// starts on a group boundary (StepSpan contract), so a group lies in one quad of one block; tensors
+// of any size share a launch with no cross-block dependency.
 //
 // Bit identity: every per-element operation is the TANDEM_HD source of engine/ (the
 // update in update_math.h, the codecs in master_codec.h, conversions in fp_bits.h),
@@ -58,18 +58,18 @@ enum VecBit : uint32_t {
 // One span in the device table (built once per StepPlan).
 struct SpanMeta {
   const void* grad;
-  void* param;           // null when absent or when it aliases master.bf16
-  void* master;          // float* (f32) or uint16_t* (bf16 bits)
-  void* ecc;             // int8_t* or int16_t*
-  void* m;               // float* or codes
+  void* param;   // null when absent or when it aliases master.bf16
+  void* master;  // float* (f32) or uint16_t* (bf16 bits)
+  void* ecc;     // int8_t* or int16_t*
+  void* m;       // float* or codes
   uint16_t* m_scales;
   void* v;
   uint16_t* v_scales;
   uint64_t n;
   uint32_t scalar_index;
-  uint32_t vec_ok;       // VecBit mask
-  uint8_t grad_dtype;    // DType
-  uint8_t param_dtype;   // DType
+  uint32_t vec_ok;      // VecBit mask
+  uint8_t grad_dtype;   // DType
+  uint8_t param_dtype;  // DType
   uint8_t pad[6];
 };
 static_assert(sizeof(SpanMeta) == 88, "the kernel copies SpanMeta as 11 words");
@@ -115,8 +115,7 @@ __device__ __forceinline__ void StoreF32(float* p, bool vec, int cnt, const floa
     if (i < cnt) p[i] = x[i];
 }
 
-__device__ __forceinline__ void LoadU16(const uint16_t* p, bool vec, int cnt,
-                                        uint16_t (&x)[8]) {
+__device__ __forceinline__ void LoadU16(const uint16_t* p, bool vec, int cnt, uint16_t (&x)[8]) {
   if (vec) {
     const uint4 a = *reinterpret_cast<const uint4*>(p);
     const uint32_t w[4] = {a.x, a.y, a.z, a.w};
@@ -132,8 +131,7 @@ __device__ __forceinline__ void LoadU16(const uint16_t* p, bool vec, int cnt,
     if (i < cnt) x[i] = p[i];
 }
 
-__device__ __forceinline__ void StoreU16(uint16_t* p, bool vec, int cnt,
-                                         const uint16_t (&x)[8]) {
+__device__ __forceinline__ void StoreU16(uint16_t* p, bool vec, int cnt, const uint16_t (&x)[8]) {
   if (vec) {
     uint4 a;
     a.x = uint32_t{x[0]} | (uint32_t{x[1]} << 16);
@@ -180,8 +178,8 @@ __device__ __forceinline__ void StoreU8(uint8_t* p, bool vec, int cnt, const uin
 }
 
 // Loads 8 elements of a runtime dtype (gradients) as fp32, exactly.
-__device__ __forceinline__ void LoadAsF32(const void* base, uint8_t dtype, uint64_t e,
-                                          bool vec, int cnt, float (&x)[8]) {
+__device__ __forceinline__ void LoadAsF32(const void* base, uint8_t dtype, uint64_t e, bool vec,
+                                          int cnt, float (&x)[8]) {
   if (dtype == static_cast<uint8_t>(DType::kF32)) {
     LoadF32(static_cast<const float*>(base) + e, vec, cnt, x);
     return;
@@ -408,8 +406,7 @@ __device__ __forceinline__ void StepTile(const LaunchArgs& args, const WorkUnit 
 // the load is in flight; cp.async.wait_all before the barrier that publishes it.
 __device__ __forceinline__ void CopyAsync8(void* shared_dst, const void* global_src) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(global_src)
-               : "memory");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(global_src) : "memory");
 }
 __device__ __forceinline__ void CopyAsyncWaitAll() {
   asm volatile("cp.async.wait_all;" ::: "memory");
@@ -455,9 +452,9 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocksPerSm)
   int k = 0;
   for (uint64_t u = first; u < n_units; u += stride, ++k) {
     if (copier && u + stride < n_units) {
-      CopyAsync8(reinterpret_cast<uint64_t*>(&meta[(k + 1) & 1]) + threadIdx.x,
-                 reinterpret_cast<const uint64_t*>(args.spans + units[(k + 1) & 3].span) +
-                     threadIdx.x);
+      CopyAsync8(
+          reinterpret_cast<uint64_t*>(&meta[(k + 1) & 1]) + threadIdx.x,
+          reinterpret_cast<const uint64_t*>(args.spans + units[(k + 1) & 3].span) + threadIdx.x);
       if (threadIdx.x == 0 && u + 2 * uint64_t{stride} < n_units)
         CopyAsync8(&units[(k + 2) & 3], &args.units[u + 2 * stride]);
     }
@@ -473,12 +470,11 @@ using LaunchFn = cudaError_t (*)(const LaunchArgs& args, int sm_count, cudaStrea
                                  unsigned* grid);
 
 template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
-cudaError_t LaunchFused(const LaunchArgs& args, int sm_count, cudaStream_t stream,
-                        unsigned* grid) {
+cudaError_t LaunchFused(const LaunchArgs& args, int sm_count, cudaStream_t stream, unsigned* grid) {
   auto* kernel = &FusedStepKernel<kKind, kMaster, kMom, kVar>;
   int per_sm = 0;
-  cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel,
-                                                                  kBlockThreads, 0);
+  cudaError_t err =
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, 0);
   if (err != cudaSuccess) return err;
   const uint64_t resident = static_cast<uint64_t>(per_sm > 0 ? per_sm : 1) * sm_count;
   *grid = static_cast<unsigned>(args.num_units < resident ? args.num_units : resident);
