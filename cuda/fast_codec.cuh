@@ -1,10 +1,10 @@
 // Device-side exact shortcuts for the codecs of engine/q8_codec.h and master_codec.h.
 //
 // Note [Exact fast paths]: the kernels must produce the bits of the engine's scalar
-// source (engine/q8_codec.h, engine/master_codec.h). These helpers compute the very same results
-// with fewer instructions, and fall back to the engine's own function wherever the shortcut's
-// argument does not hold. The parity tests (tests/cuda) compare every byte against
-// tandem::ReferenceStep.
+// source (engine/q8_codec.h, engine/master_codec.h). These helpers compute the very same
+// results with fewer instructions, and fall back to the engine's own function wherever
+// the shortcut's argument does not hold. The parity tests (tests/cuda) compare every byte
+// against tandem::ReferenceStep.
 //  * Decoding: q -> q / (254 - |q|) and q -> q / 255 take 256 values each; the kernel
 //    tabulates them once per block in shared memory with the engine's functions
 //    (DecodeTables), so a decode is a table read and the engine's multiply.

@@ -2,18 +2,21 @@
 //
 // Work mapping (docs/gpu_kernels.md). A launch walks a device table of work units; each
 // covers kUnitElems consecutive elements of one span (the last unit of a span may be
-// short), and a persistent grid of blocks takes them in a grid-stride loop. Each thread owns
-// kElemsPerThread = 8 consecutive elements, so the 4 consecutive threads of a quad own one
-// quantization group of 32: the q8 group maxima need two xor-shuffles inside the quad and nothing
-// else. Note [Groups never straddle units]: kUnitElems is a multiple of kQuantGroup and every span
-// starts on a group boundary (StepSpan contract), so a group lies in one quad of one block; tensors
-// of any size share a launch with no cross-block dependency.
+// short), and a persistent grid of blocks takes them in a grid-stride loop. Each thread
+// owns kElemsPerThread = 8 consecutive elements, so the 4 consecutive threads of a quad
+// own one quantization group of 32: the q8 group maxima need two xor-shuffles inside the
+// quad and nothing else.
+//
+// Note [Groups never straddle units]: kUnitElems is a multiple of kQuantGroup and every
+// span starts on a group boundary (StepSpan contract), so a group lies in one quad of one
+// block; tensors of any size share a launch with no cross-block dependency.
 //
 // Bit identity: every per-element operation is the TANDEM_HD source of engine/ (the
 // update in update_math.h, the codecs in master_codec.h, conversions in fp_bits.h),
 // compiled with --fmad=false, IEEE div/sqrt and no flush-to-zero
-// (cmake/TandemFlags.cmake), except the q8 codecs, which use the exact shortcuts of
-// Note [Exact fast paths] (fast_codec.cuh). The group maximum is exact in any order.
+// (cmake/TandemFlags.cmake), except the q8 codecs and the ecc8 rounding, which use the
+// exact shortcuts of Note [Exact fast paths] (fast_codec.cuh). The group maximum is
+// exact in any order.
 #pragma once
 
 #include <cuda_runtime.h>
