@@ -7,6 +7,7 @@
 // (fused CUDA kernels, CUDA streams); in host mode it is ordinary host memory (host
 // kernels, HostTransport), which is what lets CI test the whole hybrid path.
 #include <cuda_runtime.h>
+#include <tbb/parallel_for.h>
 
 #include <chrono>
 #include <cmath>
@@ -333,21 +334,28 @@ TensorSnapshot EncodeInitial(const TensorSpec& s, const std::vector<float>& w, A
   ts.grad_dtype = s.grad_dtype;
   ts.group = s.group;
   const size_t n = s.numel, groups = GroupCount(n);
+  // Encoding is per element: parallel over blocks (an 8B model has 0.5G-element tensors).
+  auto each = [n](auto fn) {
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, n, size_t{1} << 16),
+                      [&](const tbb::blocked_range<size_t>& r) {
+                        for (size_t i = r.begin(); i < r.end(); ++i) fn(i);
+                      });
+  };
   switch (f.master) {
     case MasterFormat::kF32: ts.master_f32 = w; break;
     case MasterFormat::kBF16:
       ts.master_bf16.resize(n);
-      for (size_t i = 0; i < n; ++i) ts.master_bf16[i] = num::F32ToBf16(w[i]);
+      each([&](size_t i) { ts.master_bf16[i] = num::F32ToBf16(w[i]); });
       break;
     case MasterFormat::kBF16Ecc8:
       ts.master_bf16.resize(n);
       ts.ecc8.resize(n);
-      for (size_t i = 0; i < n; ++i) num::EncodeEcc8(w[i], &ts.master_bf16[i], &ts.ecc8[i]);
+      each([&](size_t i) { num::EncodeEcc8(w[i], &ts.master_bf16[i], &ts.ecc8[i]); });
       break;
     case MasterFormat::kBF16Ecc16:
       ts.master_bf16.resize(n);
       ts.ecc16.resize(n);
-      for (size_t i = 0; i < n; ++i) num::EncodeEcc16(w[i], &ts.master_bf16[i], &ts.ecc16[i]);
+      each([&](size_t i) { num::EncodeEcc16(w[i], &ts.master_bf16[i], &ts.ecc16[i]); });
       break;
   }
   const uint16_t zero_scale = num::GroupScaleBits(0.0f);
@@ -398,7 +406,11 @@ std::vector<float> HybridOptimizer::Impl::ReadParamAsF32(size_t t) const {
   std::vector<uint8_t> raw(s.numel * DTypeSize(s.param_dtype));
   CopyFromDeviceSide(raw.data(), s.param, raw.size());
   std::vector<float> w(s.numel);
-  for (size_t i = 0; i < s.numel; ++i) w[i] = LoadParam(raw.data(), s.param_dtype, i);
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, s.numel, size_t{1} << 16),
+                    [&](const tbb::blocked_range<size_t>& r) {
+                      for (size_t i = r.begin(); i < r.end(); ++i)
+                        w[i] = LoadParam(raw.data(), s.param_dtype, i);
+                    });
   return w;
 }
 

@@ -1,0 +1,282 @@
+// tandem-bench-hybrid: the whole hybrid step on Llama-3 shapes across offload fractions.
+//
+// For each model and fraction it builds a HybridOptimizer over real device buffers (bf16
+// parameters and gradients), runs warm-up steps, then times `--steps` steps and reports the
+// median step time, each stage's busy time (pre-pass, GPU kernel, D2H, host kernels, H2D),
+// the achieved copy bandwidths and the overlap efficiency = busy time of the slowest stage
+// / step time (1.0: the other stages are completely hidden behind the slowest).
+//
+// --early-start measures the exposed step time (from the last gradient to the end of the
+// step) after a simulated backward (spin kernels of known duration, one per tensor, in
+// backward order), with and without GradReady calls.
+#include <cuda_runtime.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/model_shapes.h"
+#include "engine/fp_bits.h"
+#include "tandem/error.h"
+#include "tandem/optimizer.h"
+
+namespace {
+
+using namespace tandem;
+using Clock = std::chrono::steady_clock;
+
+void Check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "CUDA error in %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(2);
+  }
+}
+
+// Spins for `ns` nanoseconds of GPU time: a stand-in for one layer's backward.
+__global__ void SpinKernel(long long ns) {
+  long long start;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  for (;;) {
+    long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (now - start >= ns) break;
+  }
+}
+
+__global__ void FillBf16(uint16_t* p, size_t n, uint32_t seed, float scale) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
+    x ^= x >> 13;
+    x *= 0x5bd1e995u;
+    x ^= x >> 15;
+    const float u = (float(x & 0xFFFFFF) / 16777216.0f - 0.5f) * scale;
+    p[i] = tandem::num::F32ToBf16(u);
+  }
+}
+
+struct Model {
+  std::string name;
+  std::vector<bench::TensorShape> shapes;  // forward order
+  std::vector<void*> params, grads;
+  ~Model() {
+    for (void* p : params) cudaFree(p);
+    for (void* g : grads) cudaFree(g);
+  }
+};
+
+// HF parameter order: embed_tokens first, then the layers, the final norm and lm_head.
+std::vector<bench::TensorShape> ForwardOrder(std::vector<bench::TensorShape> s) {
+  std::stable_partition(s.begin(), s.end(), [](const bench::TensorShape& t) {
+    return t.name.find("embed_tokens") != std::string::npos;
+  });
+  return s;
+}
+
+void Allocate(Model& m) {
+  for (const auto& t : m.shapes) {
+    void *p = nullptr, *g = nullptr;
+    Check(cudaMalloc(&p, t.numel * 2), "cudaMalloc param");
+    Check(cudaMalloc(&g, t.numel * 2), "cudaMalloc grad");
+    FillBf16<<<1024, 256>>>(static_cast<uint16_t*>(p), t.numel, 17u + uint32_t(m.params.size()), 0.04f);
+    FillBf16<<<1024, 256>>>(static_cast<uint16_t*>(g), t.numel, 91u + uint32_t(m.params.size()), 1e-3f);
+    m.params.push_back(p);
+    m.grads.push_back(g);
+  }
+  Check(cudaDeviceSynchronize(), "fill");
+}
+
+std::vector<TensorSpec> Specs(const Model& m) {
+  std::vector<TensorSpec> specs;
+  for (size_t i = 0; i < m.shapes.size(); ++i) {
+    TensorSpec s;
+    s.name = m.shapes[i].name;
+    s.numel = m.shapes[i].numel;
+    s.param_dtype = DType::kBF16;
+    s.grad_dtype = DType::kBF16;
+    s.param = m.params[i];
+    s.grad = m.grads[i];
+    specs.push_back(s);
+  }
+  return specs;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct Result {
+  std::string model, formats;
+  double fraction = 0, step_ms = 0;
+  StageTimes stages;
+  double d2h_gbps = 0, h2d_gbps = 0, overlap = 0;
+  uint64_t offloaded = 0, total = 0;
+  MemoryReport mem;
+};
+
+Result RunOne(Model& m, const StateFormats& f, double fraction, int steps, int threads,
+              uint64_t chunk) {
+  OptimizerConfig cfg;
+  cfg.algorithm = Algorithm::kAdamW;
+  cfg.formats = f;
+  cfg.offload_fraction = fraction;
+  cfg.mode = ExecutionMode::kGpu;
+  cfg.host_threads = threads;
+  cfg.chunk_elements = chunk;
+  cfg.groups[0].weight_decay = 0.01;
+  HybridOptimizer opt(Specs(m), cfg);
+  std::vector<double> times;
+  std::vector<StageTimes> stages;
+  for (int i = 0; i < steps + 2; ++i) {
+    const auto t0 = Clock::now();
+    const StepResult r = opt.Step(1e-5);
+    Check(cudaDeviceSynchronize(), "step");
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (!r.applied) std::fprintf(stderr, "warning: step skipped (non-finite gradient)\n");
+    if (i >= 2) {
+      times.push_back(ms);
+      stages.push_back(opt.last_step_times());
+    }
+  }
+  Result res;
+  res.model = m.name;
+  res.formats = Name(f);
+  res.fraction = fraction;
+  res.step_ms = Median(times);
+  // The stage times of the median step.
+  size_t idx = 0;
+  for (size_t i = 0; i < times.size(); ++i)
+    if (times[i] == res.step_ms) idx = i;
+  res.stages = stages[idx];
+  res.offloaded = opt.placement().offloaded;
+  res.total = opt.placement().total;
+  const double cold_bytes = double(res.offloaded) * 2;  // bf16 grads down, bf16 params up
+  res.d2h_gbps = res.stages.d2h_ms > 0 ? cold_bytes / (res.stages.d2h_ms * 1e6) : 0;
+  res.h2d_gbps = res.stages.h2d_ms > 0 ? cold_bytes / (res.stages.h2d_ms * 1e6) : 0;
+  const StageTimes& s = res.stages;
+  const double slowest = std::max({s.prepass_ms + s.gpu_update_ms, s.d2h_ms, s.host_update_ms,
+                                   s.h2d_ms});
+  res.overlap = slowest / res.step_ms;
+  res.mem = opt.memory();
+  return res;
+}
+
+// Exposed time after a simulated backward, with and without early start.
+std::pair<double, double> EarlyStart(Model& m, const StateFormats& f, double fraction,
+                                     int threads, uint64_t chunk, double layer_us, int reps) {
+  OptimizerConfig cfg;
+  cfg.formats = f;
+  cfg.offload_fraction = fraction;
+  cfg.mode = ExecutionMode::kGpu;
+  cfg.host_threads = threads;
+  cfg.chunk_elements = chunk;
+  HybridOptimizer opt(Specs(m), cfg);
+  cudaEvent_t last;
+  Check(cudaEventCreate(&last), "event");
+  double exposed[2] = {0, 0};
+  for (int early = 0; early < 2; ++early) {
+    std::vector<double> v;
+    for (int r = 0; r < reps + 1; ++r) {
+      for (size_t i = m.shapes.size(); i-- > 0;) {  // backward order
+        SpinKernel<<<1, 1>>>(static_cast<long long>(layer_us * 1e3));
+        if (early) opt.GradReady(i);
+      }
+      Check(cudaEventRecord(last, 0), "record");
+      Check(cudaEventSynchronize(last), "backward");
+      const auto t0 = Clock::now();
+      opt.Step(1e-5);
+      Check(cudaDeviceSynchronize(), "step");
+      if (r > 0) v.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    exposed[early] = Median(v);
+  }
+  cudaEventDestroy(last);
+  return {exposed[0], exposed[1]};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tandem-bench-hybrid: the hybrid optimizer step across offload fractions"};
+  std::vector<std::string> models{"llama3-1b"};
+  std::vector<double> fractions;
+  double step = 0.125;
+  int steps = 5, threads = 0;
+  uint64_t chunk = 1 << 21;
+  bool fp32 = false, early = false;
+  double layer_us = 2000;
+  std::string json_path;
+  app.add_option("--models", models, "llama3-1b, llama3-3b, llama3-8b");
+  app.add_option("--fractions", fractions, "explicit fractions (default: 0..1 by --fraction-step)");
+  app.add_option("--fraction-step", step);
+  app.add_option("--steps", steps, "timed steps per point (median reported)");
+  app.add_option("--threads", threads, "host threads (0: all)");
+  app.add_option("--chunk", chunk, "pipeline chunk elements");
+  app.add_flag("--fp32", fp32, "also run fp32 master/m/v (the baseline's bytes per element)");
+  app.add_flag("--early-start", early, "measure exposed time with and without GradReady");
+  app.add_option("--layer-us", layer_us, "simulated backward time per tensor (early start)");
+  app.add_option("--json", json_path, "write results as JSON");
+  CLI11_PARSE(app, argc, argv);
+  if (fractions.empty())
+    for (double f = 0; f <= 1.0 + 1e-9; f += step) fractions.push_back(std::min(f, 1.0));
+  if (!CudaDeviceAvailable()) {
+    std::printf("tandem-bench-hybrid: no CUDA device; nothing measured\n");
+    return 0;
+  }
+  std::vector<StateFormats> formats = {
+      {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8}};
+  if (fp32) formats.push_back({MasterFormat::kF32, MomentFormat::kF32, MomentFormat::kF32});
+  nlohmann::json out = nlohmann::json::array();
+  std::printf("%-10s %-34s %5s %9s %8s %8s %8s %8s %8s %7s %7s %7s\n", "model", "formats", "frac",
+              "step ms", "pre ms", "gpu ms", "d2h ms", "host ms", "h2d ms", "d2h GB/s",
+              "h2d GB/s", "overlap");
+  try {
+    for (const std::string& name : models) {
+      Model m;
+      m.name = name;
+      m.shapes = ForwardOrder(bench::LlamaShapes(name));
+      Allocate(m);
+      for (const StateFormats& f : formats) {
+        for (double frac : fractions) {
+          const Result r = RunOne(m, f, frac, steps, threads, chunk);
+          const StageTimes& s = r.stages;
+          std::printf("%-10s %-34s %5.3f %9.2f %8.2f %8.2f %8.2f %8.2f %8.2f %7.1f %7.1f %7.2f\n",
+                      name.c_str(), r.formats.c_str(), frac, r.step_ms, s.prepass_ms,
+                      s.gpu_update_ms, s.d2h_ms, s.host_update_ms, s.h2d_ms, r.d2h_gbps,
+                      r.h2d_gbps, r.overlap);
+          std::fflush(stdout);
+          out.push_back({{"model", name}, {"formats", r.formats}, {"fraction", frac},
+                         {"step_ms", r.step_ms}, {"prepass_ms", s.prepass_ms},
+                         {"gpu_update_ms", s.gpu_update_ms}, {"d2h_ms", s.d2h_ms},
+                         {"host_update_ms", s.host_update_ms}, {"h2d_ms", s.h2d_ms},
+                         {"d2h_gbps", r.d2h_gbps}, {"h2d_gbps", r.h2d_gbps},
+                         {"overlap_efficiency", r.overlap}, {"offloaded", r.offloaded},
+                         {"total", r.total}, {"chunks", s.chunks},
+                         {"device_bytes", r.mem.device.total()},
+                         {"host_bytes", r.mem.host.total()}});
+        }
+      }
+      if (early) {
+        const auto [plain, with] = EarlyStart(m, formats[0], 0.5, threads, chunk, layer_us, 3);
+        std::printf("early start %s f=0.5: exposed %.2f ms without, %.2f ms with GradReady "
+                    "(%.0f%%)\n", name.c_str(), plain, with, 100.0 * with / plain);
+        out.push_back({{"model", name}, {"experiment", "early_start"}, {"fraction", 0.5},
+                       {"layer_us", layer_us}, {"exposed_ms_without", plain},
+                       {"exposed_ms_with", with}, {"ratio", with / plain}});
+      }
+    }
+  } catch (const tandem::Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+  return 0;
+}

@@ -1,0 +1,29 @@
+// Internal: the per-ISA span kernels behind host_kernels.h.
+//
+// Each is defined in its own translation unit compiled with that ISA's flags
+// (kernel_sse.cc, kernel_avx2.cc, kernel_avx512.cc). Contract of every SpanKernel: the
+// span is already validated (ValidateStepSpan) and the calling thread already runs with
+// round-to-nearest and no FTZ/DAZ (an FpModeGuard is held); it throws nothing.
+#pragma once
+
+#include "cpu_simd/host_kernels.h"
+#include "engine/step_scalars.h"
+#include "engine/step_span.h"
+
+namespace tandem::cpu {
+
+using SpanKernel = void (*)(const StepScalars& s, const StepSpan& span);
+
+void StepSpanSse(const StepScalars& s, const StepSpan& span);
+void StepSpanAvx2(const StepScalars& s, const StepSpan& span);
+void StepSpanAvx512(const StepScalars& s, const StepSpan& span);
+
+// The kernel of the active ISA (ActiveIsa()).
+SpanKernel ActiveKernel();
+
+// Scalar fp16 conversions of whole arrays with the reference's exact semantics
+// (num::F16ToF32 / num::F32ToF16), compiled without ISA flags; used by ISAs without F16C.
+void F16ToF32Array(const uint16_t* in, int n, float* out);
+void F32ToF16Array(const float* in, int n, uint16_t* out);
+
+}  // namespace tandem::cpu

@@ -1,0 +1,452 @@
+// The host step kernel, written once against xsimd::batch<float, Arch> and the small
+// per-ISA loader/storer layer `Ops` (ops_avx512.h, ops_avx2.h, ops_sse.h).
+//
+// Included by exactly one translation unit per ISA (kernel_<isa>.cc), after its Ops
+// header and with TANDEM_ISA_NS defined, so that every function here is a distinct
+// symbol compiled with that ISA's flags (no inline function is shared between ISA files).
+//
+// Structure (Note [Group is the unit]): the unit of work is one quantization group of
+// kQuantGroup = 32 elements, kQuantGroup / kWidth registers (2 zmm, 4 ymm, 8 xmm). For
+// each register of the group: load and widen the gradient, decode master, m and v, apply
+// the update, encode the master and write the parameter; the q8 moments are kept in
+// registers until the group max is known, then encoded. A span's partial last group is
+// copied into zero-padded group buffers, stepped by the same code and copied back (the
+// padding is zero state with a zero gradient: it never changes the group max).
+//
+// Bit identity (Note [Same ops, same order]): every fp32 operation below is the same
+// correctly rounded operation, on the same operands, in the same order as
+// engine/update_math.h, engine/q8_codec.h and engine/master_codec.h; no FMA (the files
+// are built with -ffp-contract=off); division and square root are the IEEE vdivps /
+// vsqrtps; round-half-even to int is cvtps2dq under the round-to-nearest MXCSR that the
+// entry point's FpModeGuard sets; bf16 rounding and the ecc corrections are the integer
+// formulas of fp_bits.h / master_codec.h lane by lane.
+#pragma once
+
+#ifndef TANDEM_ISA_NS
+#error "define TANDEM_ISA_NS before including cpu_simd/step_kernel.h"
+#endif
+
+#include <cfloat>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include <immintrin.h>
+
+#include "engine/step_scalars.h"
+#include "engine/step_span.h"
+#include "tandem/types.h"
+
+namespace tandem::cpu::TANDEM_ISA_NS {
+
+static_assert(kQuantGroup == 32, "Note [Group size]: the group routine assumes 32");
+
+enum class Algo { kAdam, kLion, kSgd };
+enum class Moment { kNone, kF32, kQ8 };
+
+// Raw pointers of one group (or of the padded tail buffers), advanced group by group.
+struct Ptrs {
+  const unsigned char* grad;
+  unsigned char* param;
+  float* w_f32;
+  uint16_t* w_bf16;
+  int8_t* ecc8;
+  int16_t* ecc16;
+  float* m_f32;
+  uint8_t* m_codes;
+  uint16_t* m_scale;
+  float* v_f32;
+  uint8_t* v_codes;
+  uint16_t* v_scale;
+};
+
+// Per-span constants: the step scalars broadcast once, dtypes and flags.
+template <class Ops>
+struct Ctx {
+  using F = typename Ops::F;
+  F grad_mul, beta1, beta2, omb1, omb2, eps, wd, step_size, inv_sqrt_bc2, decay, lr, neg_lr,
+      momentum, omd;
+  bool decoupled, apply_l2, first_step, nesterov;
+  DType grad_dtype, param_dtype;
+  bool has_param;
+  size_t grad_size, param_size;
+  int prefetch_groups;
+  bool nt_param;  // non-temporal parameter stores (Note [Non-temporal parameter stores])
+
+  Ctx(const StepScalars& s, const StepSpan& sp, int prefetch, bool nt)
+      : grad_mul(s.grad_mul), beta1(s.beta1), beta2(s.beta2), omb1(s.one_minus_beta1),
+        omb2(s.one_minus_beta2), eps(s.eps), wd(s.weight_decay), step_size(s.step_size),
+        inv_sqrt_bc2(s.inv_sqrt_bc2), decay(s.decay), lr(s.lr), neg_lr(-s.lr),
+        momentum(s.momentum), omd(s.one_minus_dampening),
+        decoupled(s.algo == Algorithm::kAdamW), apply_l2(s.apply_l2 != 0),
+        first_step(s.first_step != 0), nesterov(s.nesterov != 0), grad_dtype(sp.grad_dtype),
+        param_dtype(sp.param_dtype), has_param(sp.param != nullptr),
+        grad_size(DTypeSizeOf(sp.grad_dtype)), param_size(DTypeSizeOf(sp.param_dtype)),
+        prefetch_groups(prefetch),
+        nt_param(nt && sp.param != nullptr && sp.param != sp.master.bf16 &&
+                 sp.param_dtype != DType::kF16 &&
+                 reinterpret_cast<uintptr_t>(sp.param) % 64 == 0) {}
+
+  static size_t DTypeSizeOf(DType t) { return t == DType::kF32 ? 4 : 2; }
+};
+
+// ---- integer helpers (fp_bits.h / master_codec.h, lane by lane) ----
+
+// num::F32ToBf16: round to nearest even; NaN -> 0x7FC0. Result in [0, 0xFFFF].
+template <class Ops>
+inline typename Ops::I F32ToBf16(typename Ops::F x) {
+  using I = typename Ops::I;
+  const I xi = xsimd::bitwise_cast<I>(x);
+  const auto nan = (xi & I(0x7FFFFFFF)) > I(0x7F800000);
+  const I r = ((xi + I(0x7FFF) + ((xi >> 16) & I(1))) >> 16) & I(0xFFFF);
+  return xsimd::select(nan, I(0x7FC0), r);
+}
+
+template <class Ops>
+inline typename Ops::F FromBits(typename Ops::I x) {
+  return xsimd::bitwise_cast<typename Ops::F>(x);
+}
+
+// Scalar helpers for the per-group scale (q8_codec.h: GroupScaleBits).
+inline uint32_t ScalarBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float ScalarFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t GroupScaleBits(float amax) {
+  const uint32_t x = ScalarBits(amax > FLT_MIN ? amax : FLT_MIN);
+  return static_cast<uint16_t>((x >> 16) + ((x & 0xFFFFu) != 0u ? 1u : 0u));
+}
+inline float Bf16Value(uint16_t b) { return ScalarFloat(uint32_t{b} << 16); }
+
+// Largest lane of acc (its lanes are +0 or positive, never NaN: see MaxInto).
+template <class Ops>
+inline float HorizontalMax(typename Ops::F acc) {
+  alignas(64) float lanes[Ops::kWidth];
+  acc.store_aligned(lanes);
+  float amax = 0.0f;
+  for (int i = 0; i < Ops::kWidth; ++i) amax = lanes[i] > amax ? lanes[i] : amax;
+  return amax;
+}
+
+// acc = a > acc ? a : acc, as q8_codec.cc's scalar loop (NaN never wins).
+template <class Ops>
+inline typename Ops::F MaxInto(typename Ops::F acc, typename Ops::F a) {
+  return xsimd::select(a > acc, a, acc);
+}
+
+// ---- loads ----
+
+template <class Ops>
+inline typename Ops::F LoadGrad(const Ctx<Ops>& c, const unsigned char* g, int o) {
+  using F = typename Ops::F;
+  switch (c.grad_dtype) {
+    case DType::kF32: return F::load_unaligned(reinterpret_cast<const float*>(g) + o);
+    case DType::kBF16: return FromBits<Ops>(Ops::LoadU16(reinterpret_cast<const uint16_t*>(g) + o) << 16);
+    case DType::kF16: return Ops::LoadF16(reinterpret_cast<const uint16_t*>(g) + o);
+  }
+  return F(0.0f);
+}
+
+template <class Ops, MasterFormat MF>
+inline typename Ops::F LoadMaster(const Ptrs& p, int o) {
+  using F = typename Ops::F;
+  if constexpr (MF == MasterFormat::kF32) {
+    return F::load_unaligned(p.w_f32 + o);
+  } else {
+    const auto hi = Ops::LoadU16(p.w_bf16 + o) << 16;
+    if constexpr (MF == MasterFormat::kBF16) return FromBits<Ops>(hi);
+    if constexpr (MF == MasterFormat::kBF16Ecc8) return FromBits<Ops>(hi + (Ops::LoadI8(p.ecc8 + o) << 8));
+    if constexpr (MF == MasterFormat::kBF16Ecc16) return FromBits<Ops>(hi + Ops::LoadI16(p.ecc16 + o));
+  }
+}
+
+// ---- master encode + parameter write-back (reference_step.cc: EncodeMaster, WriteParam) ----
+
+template <class Ops, MasterFormat MF>
+inline void StoreMasterAndParam(const Ctx<Ops>& c, const Ptrs& p, int o, typename Ops::F w) {
+  using F = typename Ops::F;
+  using I = typename Ops::I;
+  F decoded;  // what DecodeMaster returns after the store
+  I hi;
+  if constexpr (MF == MasterFormat::kF32) {
+    w.store_unaligned(p.w_f32 + o);
+    decoded = w;
+  } else {
+    hi = F32ToBf16<Ops>(w);
+    Ops::StoreLow16(p.w_bf16 + o, hi);
+    const I base = hi << 16;
+    if constexpr (MF == MasterFormat::kBF16) {
+      decoded = FromBits<Ops>(base);
+    } else {
+      // EccDelta: bits(x) - bits(b) << 16, 0 for NaN.
+      const I xi = xsimd::bitwise_cast<I>(w);
+      const auto nan = (xi & I(0x7FFFFFFF)) > I(0x7F800000);
+      const I d = xsimd::select(nan, I(0), xi - base);
+      if constexpr (MF == MasterFormat::kBF16Ecc16) {
+        const I e = xsimd::select(d > I(32767), I(32767), d);
+        Ops::StoreLow16(p.ecc16 + o, e);
+        decoded = FromBits<Ops>(base + e);
+      } else {
+        // RoundHalfEvenDiv256, then saturate to int8.
+        const I fl = d >> 8;
+        const I rem = d & I(0xFF);
+        const auto up = (rem > I(128)) | ((rem == I(128)) & ((fl & I(1)) == I(1)));
+        I q = xsimd::select(up, fl + I(1), fl);
+        q = xsimd::select(q > I(127), I(127), q);
+        q = xsimd::select(q < I(-128), I(-128), q);
+        Ops::StoreLow8(p.ecc8 + o, q);
+        decoded = FromBits<Ops>(base + (q << 8));
+      }
+    }
+  }
+  if (!c.has_param) return;
+  switch (c.param_dtype) {
+    case DType::kF32:
+      if (c.nt_param)
+        Ops::StreamF32(reinterpret_cast<float*>(p.param) + o, decoded);
+      else
+        decoded.store_unaligned(reinterpret_cast<float*>(p.param) + o);
+      break;
+    case DType::kBF16:
+      if constexpr (MF == MasterFormat::kF32) {
+        if (c.nt_param)
+          Ops::StreamLow16(reinterpret_cast<uint16_t*>(p.param) + o, F32ToBf16<Ops>(decoded));
+        else
+          Ops::StoreLow16(reinterpret_cast<uint16_t*>(p.param) + o, F32ToBf16<Ops>(decoded));
+      } else if (c.nt_param) {
+        Ops::StreamLow16(reinterpret_cast<uint16_t*>(p.param) + o, hi);
+      } else {
+        Ops::StoreLow16(reinterpret_cast<uint16_t*>(p.param) + o, hi);  // the master's bf16
+      }
+      break;
+    case DType::kF16:
+      Ops::StoreF16(reinterpret_cast<uint16_t*>(p.param) + o, decoded);
+      break;
+  }
+}
+
+// ---- one group ----
+
+template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR>
+inline void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
+  using F = typename Ops::F;
+  using I = typename Ops::I;
+  constexpr int W = Ops::kWidth;
+  constexpr int kRegs = kQuantGroup / W;
+  F m_keep[kRegs], u_keep[kRegs];
+  F m_scale(0.0f), v_scale(0.0f);
+  if constexpr (MOM == Moment::kQ8) m_scale = F(Bf16Value(*p.m_scale));
+  if constexpr (VAR == Moment::kQ8) v_scale = F(Bf16Value(*p.v_scale));
+
+  for (int j = 0; j < kRegs; ++j) {
+    const int o = j * W;
+    F g = LoadGrad<Ops>(c, p.grad, o);
+    F w = LoadMaster<Ops, MF>(p, o);
+    F m(0.0f), v(0.0f), u(0.0f);
+    // Decode the moments (q8_codec.h: DecodeMomentum, DecodeSqrtVariance).
+    if constexpr (MOM == Moment::kF32) m = F::load_unaligned(p.m_f32 + o);
+    if constexpr (MOM == Moment::kQ8) {
+      const I q = Ops::LoadI8(p.m_codes + o);
+      const I aq = xsimd::select(q < I(0), -q, q);
+      m = (xsimd::batch_cast<float>(q) / xsimd::batch_cast<float>(I(254) - aq)) * m_scale;
+    }
+    if constexpr (VAR == Moment::kF32) v = F::load_unaligned(p.v_f32 + o);
+    if constexpr (VAR == Moment::kQ8) {
+      const I q = Ops::LoadU8(p.v_codes + o);
+      const F uu = (xsimd::batch_cast<float>(q) / F(255.0f)) * v_scale;
+      v = uu * uu;
+    }
+    // The update (update_math.h), operation for operation.
+    g = g * c.grad_mul;
+    if constexpr (A == Algo::kAdam) {
+      if (!c.decoupled && c.apply_l2) g = g + c.wd * w;
+      m = c.beta1 * m + c.omb1 * g;
+      v = c.beta2 * v + c.omb2 * (g * g);
+      if (c.decoupled) w = w * c.decay;
+      const F root = xsimd::sqrt(v);
+      const F denom = root * c.inv_sqrt_bc2 + c.eps;
+      w = w - c.step_size * (m / denom);
+      u = root;
+    } else if constexpr (A == Algo::kLion) {
+      w = w * c.decay;
+      const F cc = c.beta1 * m + c.omb1 * g;
+      const F step = xsimd::select(cc > F(0.0f), c.lr, xsimd::select(cc < F(0.0f), c.neg_lr, F(0.0f)));
+      w = w - step;
+      m = c.beta2 * m + c.omb2 * g;
+    } else {
+      if (c.apply_l2) g = g + c.wd * w;
+      if constexpr (MOM != Moment::kNone) {
+        m = c.first_step ? g : c.momentum * m + c.omd * g;
+        g = c.nesterov ? g + c.momentum * m : m;
+      }
+      w = w - c.lr * g;
+    }
+    StoreMasterAndParam<Ops, MF>(c, p, o, w);
+    if constexpr (MOM == Moment::kF32) m.store_unaligned(p.m_f32 + o);
+    if constexpr (MOM == Moment::kQ8) m_keep[j] = m;
+    if constexpr (VAR == Moment::kF32) v.store_unaligned(p.v_f32 + o);
+    if constexpr (VAR == Moment::kQ8) u_keep[j] = u;
+  }
+
+  // Encode the q8 moments now that the group is complete (q8_codec.cc).
+  if constexpr (MOM == Moment::kQ8) {
+    F acc(0.0f);
+    for (int j = 0; j < kRegs; ++j)
+      acc = MaxInto<Ops>(acc, xsimd::select(m_keep[j] < F(0.0f), -m_keep[j], m_keep[j]));
+    const uint16_t sb = GroupScaleBits(HorizontalMax<Ops>(acc));
+    const F inv(1.0f / Bf16Value(sb));
+    for (int j = 0; j < kRegs; ++j) {
+      const F mj = m_keep[j];
+      const auto neg = mj < F(0.0f);
+      const F a = xsimd::select(neg, -mj, mj) * inv;
+      const F t = (F(254.0f) * a) / (F(1.0f) + a);
+      I q = Ops::RoundToInt(t);
+      q = xsimd::select(q > I(127), I(127), q);
+      q = xsimd::select(Ops::ToIntMask(neg), -q, q);
+      Ops::StoreLow8(p.m_codes + j * W, q);
+    }
+    *p.m_scale = sb;
+  }
+  if constexpr (VAR == Moment::kQ8) {
+    F acc(0.0f);
+    for (int j = 0; j < kRegs; ++j) acc = MaxInto<Ops>(acc, u_keep[j]);
+    const uint16_t sb = GroupScaleBits(HorizontalMax<Ops>(acc));
+    const F inv(1.0f / Bf16Value(sb));
+    for (int j = 0; j < kRegs; ++j) {
+      const F uj = u_keep[j];
+      I q = Ops::RoundToInt((uj * inv) * F(255.0f));
+      q = xsimd::select(q > I(255), I(255), q);
+      q = xsimd::select((q == I(0)) & Ops::ToIntMask(uj > F(0.0f)), I(1), q);
+      Ops::StoreLow8(p.v_codes + j * W, q);
+    }
+    *p.v_scale = sb;
+  }
+}
+
+// ---- the span ----
+
+inline void Prefetch(const void* p) { __builtin_prefetch(p, 1, 0); }
+
+template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR>
+inline void PrefetchGroup(const Ctx<Ops>& c, const Ptrs& p, size_t ahead) {
+  const size_t e = ahead * kQuantGroup;  // elements ahead
+  Prefetch(p.grad + e * c.grad_size);
+  if (c.grad_size == 4) Prefetch(p.grad + e * 4 + 64);
+  if constexpr (MF == MasterFormat::kF32) {
+    Prefetch(p.w_f32 + e);
+    Prefetch(p.w_f32 + e + 16);
+  } else {
+    Prefetch(p.w_bf16 + e);
+  }
+  if constexpr (MF == MasterFormat::kBF16Ecc8) Prefetch(p.ecc8 + e);
+  if constexpr (MF == MasterFormat::kBF16Ecc16) Prefetch(p.ecc16 + e);
+  if constexpr (MOM == Moment::kF32) {
+    Prefetch(p.m_f32 + e);
+    Prefetch(p.m_f32 + e + 16);
+  }
+  if constexpr (MOM == Moment::kQ8) Prefetch(p.m_codes + e);
+  if constexpr (VAR == Moment::kF32) {
+    Prefetch(p.v_f32 + e);
+    Prefetch(p.v_f32 + e + 16);
+  }
+  if constexpr (VAR == Moment::kQ8) Prefetch(p.v_codes + e);
+}
+
+inline void Advance(Ptrs& p, size_t gs, size_t ps) {
+  constexpr size_t n = kQuantGroup;
+  p.grad += n * gs;
+  if (p.param) p.param += n * ps;
+  if (p.w_f32) p.w_f32 += n;
+  if (p.w_bf16) p.w_bf16 += n;
+  if (p.ecc8) p.ecc8 += n;
+  if (p.ecc16) p.ecc16 += n;
+  if (p.m_f32) p.m_f32 += n;
+  if (p.m_codes) p.m_codes += n;
+  if (p.m_scale) p.m_scale += 1;
+  if (p.v_f32) p.v_f32 += n;
+  if (p.v_codes) p.v_codes += n;
+  if (p.v_scale) p.v_scale += 1;
+}
+
+// Copies `bytes` from src to dst if src is set (tail buffers).
+inline void CopyIf(void* dst, const void* src, size_t bytes) {
+  if (src != nullptr && bytes > 0) std::memcpy(dst, src, bytes);
+}
+
+// Note [Non-temporal parameter stores]: the parameter copy is a write-only stream; with
+// ordinary stores each of its lines is first read (read-for-ownership), 2 extra bytes per
+// element for a bf16 parameter. Streaming stores skip that read. They are used only when
+// the parameter is 64-byte aligned (then every store is aligned), not aliased with the
+// master, and not fp16; an sfence at the end of the span orders them before the caller
+// (or the TBB join) publishes the result.
+template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR>
+void RunSpan(const StepScalars& s, const StepSpan& sp, int prefetch_groups, bool nt) {
+  const Ctx<Ops> c(s, sp, prefetch_groups, nt);
+  Ptrs p{static_cast<const unsigned char*>(sp.grad), static_cast<unsigned char*>(sp.param),
+         sp.master.f32, sp.master.bf16, sp.master.ecc8, sp.master.ecc16,
+         MOM == Moment::kNone ? nullptr : sp.m.f32,
+         MOM == Moment::kNone ? nullptr : sp.m.codes,
+         MOM == Moment::kNone ? nullptr : sp.m.scales,
+         VAR == Moment::kNone ? nullptr : sp.v.f32,
+         VAR == Moment::kNone ? nullptr : sp.v.codes,
+         VAR == Moment::kNone ? nullptr : sp.v.scales};
+  const size_t full = sp.n / kQuantGroup;
+  const size_t pf = static_cast<size_t>(c.prefetch_groups);
+  for (size_t gi = 0; gi < full; ++gi) {
+    if (pf != 0 && gi + pf < full) PrefetchGroup<Ops, A, MF, MOM, VAR>(c, p, pf);
+    StepGroup<Ops, A, MF, MOM, VAR>(c, p);
+    Advance(p, c.grad_size, c.param_size);
+  }
+  if (c.nt_param) _mm_sfence();
+  const size_t len = sp.n - full * kQuantGroup;
+  if (len == 0) return;
+
+  // The partial last group: zero-padded copies, the same group code, copy back.
+  constexpr size_t G = kQuantGroup;
+  alignas(64) unsigned char grad[G * 4] = {}, param[G * 4] = {};
+  alignas(64) float w_f32[G] = {}, m_f32[G] = {}, v_f32[G] = {};
+  alignas(64) uint16_t w_bf16[G] = {};
+  alignas(64) int8_t ecc8[G] = {};
+  alignas(64) int16_t ecc16[G] = {};
+  alignas(64) uint8_t m_codes[G] = {}, v_codes[G] = {};
+  uint16_t m_scale = 0, v_scale = 0;
+  CopyIf(grad, p.grad, len * c.grad_size);
+  CopyIf(w_f32, p.w_f32, len * 4);
+  CopyIf(w_bf16, p.w_bf16, len * 2);
+  CopyIf(ecc8, p.ecc8, len);
+  CopyIf(ecc16, p.ecc16, len * 2);
+  CopyIf(m_f32, p.m_f32, len * 4);
+  CopyIf(m_codes, p.m_codes, len);
+  CopyIf(&m_scale, p.m_scale, 2);
+  CopyIf(v_f32, p.v_f32, len * 4);
+  CopyIf(v_codes, p.v_codes, len);
+  CopyIf(&v_scale, p.v_scale, 2);
+  const Ptrs t{grad, p.param ? param : nullptr,
+               p.w_f32 ? w_f32 : nullptr, p.w_bf16 ? w_bf16 : nullptr,
+               p.ecc8 ? ecc8 : nullptr, p.ecc16 ? ecc16 : nullptr,
+               p.m_f32 ? m_f32 : nullptr, p.m_codes ? m_codes : nullptr,
+               p.m_scale ? &m_scale : nullptr, p.v_f32 ? v_f32 : nullptr,
+               p.v_codes ? v_codes : nullptr, p.v_scale ? &v_scale : nullptr};
+  Ctx<Ops> ct = c;
+  ct.nt_param = false;  // the tail buffers are on the stack, unaligned for streaming
+  StepGroup<Ops, A, MF, MOM, VAR>(ct, t);
+  CopyIf(p.param, t.param, len * c.param_size);
+  CopyIf(p.w_f32, t.w_f32, len * 4);
+  CopyIf(p.w_bf16, t.w_bf16, len * 2);
+  CopyIf(p.ecc8, t.ecc8, len);
+  CopyIf(p.ecc16, t.ecc16, len * 2);
+  CopyIf(p.m_f32, t.m_f32, len * 4);
+  CopyIf(p.m_codes, t.m_codes, len);
+  CopyIf(p.m_scale, t.m_scale, 2);
+  CopyIf(p.v_f32, t.v_f32, len * 4);
+  CopyIf(p.v_codes, t.v_codes, len);
+  CopyIf(p.v_scale, t.v_scale, 2);
+}
+
+}  // namespace tandem::cpu::TANDEM_ISA_NS

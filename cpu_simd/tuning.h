@@ -1,0 +1,19 @@
+// Internal tuning knobs of the host kernels, for the benchmark. They change speed only,
+// never results (Note [Same ops, same order] in step_kernel.h).
+#pragma once
+
+namespace tandem::cpu {
+
+// Software prefetch distance in quantization groups (0 = off). Default: see
+// docs/host_kernels.md ("Prefetch and non-temporal stores"); the environment variable
+// TANDEM_PREFETCH_GROUPS overrides the default at the first call. Thread-safe.
+int PrefetchGroups();
+void SetPrefetchGroups(int groups);
+
+// Non-temporal stores for the parameter write-back (Note [Non-temporal parameter stores]
+// in step_kernel.h). Environment variable TANDEM_NT_PARAM=0/1 overrides the default at
+// the first call. Thread-safe.
+bool NtParamStores();
+void SetNtParamStores(bool on);
+
+}  // namespace tandem::cpu

@@ -1,0 +1,115 @@
+// Internal host API of the fused CUDA optimizer kernels (namespace tandem::gpu).
+//
+// No CUDA type appears here: streams are passed as `void*` (a cudaStream_t, nullptr for
+// the legacy default stream). Every failing CUDA call throws tandem::Error with kind
+// kCuda (kOutOfMemory for allocations) naming the call, the plan and the sizes; invalid
+// arguments throw kind kInvalidArgument naming the span or tensor at fault.
+//
+// Thread safety: a plan may be launched from one thread at a time; distinct plans are
+// independent. The device that is current when a plan is built must be current when it
+// is launched and destroyed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "engine/step_scalars.h"
+#include "engine/step_span.h"
+#include "tandem/types.h"
+
+namespace tandem::gpu {
+
+// The largest number of distinct StepScalars (param groups) one StepPlan launch takes;
+// they travel by value in the kernel's parameters (cuda/step_kernel.cuh, LaunchArgs).
+inline constexpr size_t kMaxScalarGroups = 32;
+
+// True when a usable CUDA device exists. Never throws.
+bool DeviceAvailable();
+
+// A fused step over many spans, each a tensor or a group-aligned part of one, all sharing
+// one algorithm and one set of state formats; gradient and parameter dtypes may differ
+// per span. The span table lives on the device and is built once; each Launch is one
+// kernel launch whatever the number of spans (none when every span is empty).
+class StepPlan {
+ public:
+  // spans: device pointers (grad, param, master, m, v) that must stay valid and keep
+  // their addresses for the plan's life; every span must satisfy the StepSpan contract
+  // (engine/step_span.h) and have formats == `formats`. scalar_index[i] (one per span,
+  // < kMaxScalarGroups) selects the entry of Launch's `scalars` that span i uses.
+  // For SGD a span keeps a momentum buffer exactly when m.f32 or m.codes is set (or the
+  // momentum format is q8); spans of one scalar_index must agree on that.
+  // Throws Error(kInvalidArgument) naming the span (ValidateStepSpan), Error(kCuda /
+  // kOutOfMemory) when the device table cannot be made.
+  StepPlan(Algorithm algo, const StateFormats& formats, const std::vector<StepSpan>& spans,
+           const std::vector<uint32_t>& scalar_index);
+  ~StepPlan();
+  StepPlan(const StepPlan&) = delete;
+  StepPlan& operator=(const StepPlan&) = delete;
+  StepPlan(StepPlan&& other) noexcept;
+  StepPlan& operator=(StepPlan&& other) noexcept;
+
+  // Enqueues one fused step of all spans on `stream`. scalars[k] are the scalars of
+  // scalar_index k (num_scalars must cover every index used, at most kMaxScalarGroups);
+  // each must have algo == the plan's algorithm and, for SGD, has_momentum matching the
+  // spans that use it. The scalars are copied into the launch; the caller may reuse them
+  // on return. Throws Error(kInvalidArgument) on a mismatch (nothing enqueued) or
+  // Error(kCuda) when the launch fails.
+  void Launch(const StepScalars* scalars, size_t num_scalars, void* stream) const;
+
+  size_t num_spans() const { return num_spans_; }
+  size_t num_work_units() const { return num_units_; }  // blocks per launch
+
+ private:
+  void Release() noexcept;
+
+  Algorithm algo_ = Algorithm::kAdamW;
+  StateFormats formats_;
+  size_t num_spans_ = 0;
+  size_t num_units_ = 0;
+  // For each scalar index: -1 unused, 0 its spans keep no momentum, 1 they do.
+  std::vector<int8_t> group_has_m_;
+  void* device_spans_ = nullptr;  // detail::SpanMeta[num_spans_]
+  void* device_units_ = nullptr;  // detail::WorkUnit[num_units_]
+};
+
+struct GradRef {
+  const void* ptr;  // device pointer to n elements of dtype
+  size_t n;
+  DType dtype;
+};
+
+// Deterministic global sum of squares of all gradients (in double) and a non-finite flag,
+// in one launch over all tensors plus one single-block finishing launch. The partition
+// and the reduction order are fixed by the tensor list, so repeated runs give the same
+// bits. Pointers must stay valid for the plan's life.
+class GradNormPlan {
+ public:
+  // Throws Error(kInvalidArgument) for a null pointer with n > 0 or a bad dtype,
+  // Error(kCuda / kOutOfMemory) when the device or pinned buffers cannot be made.
+  explicit GradNormPlan(const std::vector<GradRef>& grads);
+  ~GradNormPlan();
+  GradNormPlan(const GradNormPlan&) = delete;
+  GradNormPlan& operator=(const GradNormPlan&) = delete;
+
+  // Enqueues the reduction on `stream`; the result lands in pinned host memory.
+  void Launch(void* stream);
+
+  struct Result {
+    double sum_squares;  // sum over all elements of x*x, x converted exactly to double
+    bool nonfinite;      // some element is NaN or +-Inf
+  };
+  // Valid once the stream has completed the last Launch (synchronize first).
+  Result Read() const;
+
+ private:
+  size_t num_tensors_ = 0;
+  size_t num_units_ = 0;
+  void* device_tensors_ = nullptr;  // detail::NormTensor[]
+  void* device_units_ = nullptr;    // detail::WorkUnit[]
+  double* device_partials_ = nullptr;
+  double* device_total_ = nullptr;
+  double* host_total_ = nullptr;  // pinned
+};
+
+}  // namespace tandem::gpu

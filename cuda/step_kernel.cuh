@@ -1,0 +1,407 @@
+// Fused multi-tensor optimizer step: the kernel template and its launcher.
+//
+// Work mapping (docs/gpu_kernels.md). A launch walks a device table of work units; unit b
+// is block b and covers kUnitElems consecutive elements of one span (the last unit of a
+// span may be short). Each thread owns kElemsPerThread = 8 consecutive elements, so the 4
+// consecutive threads of a quad own one quantization group of 32: the q8 group maxima
+// need two xor-shuffles inside the quad and nothing else.
+// Note [Groups never straddle units]: kUnitElems is a multiple of kQuantGroup and every
+// span starts on a group boundary (StepSpan contract), so a group lies in one quad of one
+// block; tensors of any size share a launch with no cross-block dependency.
+//
+// Bit identity: every per-element operation is the TANDEM_HD source of engine/ (the
+// update in update_math.h, the codecs in q8_codec.h and master_codec.h, conversions in
+// fp_bits.h), compiled with --fmad=false, IEEE div/sqrt and no flush-to-zero
+// (cmake/TandemFlags.cmake). The group maximum is exact whatever the order.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/gpu_step.h"
+#include "engine/fp_bits.h"
+#include "engine/master_codec.h"
+#include "engine/q8_codec.h"
+#include "engine/update_math.h"
+
+namespace tandem::gpu::detail {
+
+inline constexpr int kElemsPerThread = 8;
+inline constexpr int kThreadsPerGroup = kQuantGroup / kElemsPerThread;
+inline constexpr int kBlockThreads = 256;
+inline constexpr int kUnitElems = kBlockThreads * kElemsPerThread;  // 2048
+static_assert(kQuantGroup == 32, "Note [Group size]: the quad mapping assumes 32");
+static_assert(kThreadsPerGroup == 4, "the shuffles below reduce over 4 lanes");
+static_assert(kUnitElems % kQuantGroup == 0, "Note [Groups never straddle units]");
+
+// Which algorithm family a kernel instance runs; Adam covers AdamW and Adam (L2), which
+// update_math.h tells apart by StepScalars::algo.
+enum class Kind : int { kAdam = 0, kLion = 1, kSgd = 2 };
+
+// Bits of SpanMeta::vec_ok: the array's base is aligned for this kernel's vector access
+// (16 bytes, 8 for 1-byte arrays), so every full 8-element tile is loaded in one piece.
+enum VecBit : uint32_t {
+  kVecGrad = 1u << 0,
+  kVecParam = 1u << 1,
+  kVecMaster = 1u << 2,  // master.f32 or master.bf16
+  kVecEcc = 1u << 3,     // master.ecc8 or master.ecc16
+  kVecM = 1u << 4,       // m.f32 or m.codes
+  kVecV = 1u << 5,       // v.f32 or v.codes
+};
+
+// One span in the device table (built once per StepPlan).
+struct SpanMeta {
+  const void* grad;
+  void* param;           // null when absent or when it aliases master.bf16
+  void* master;          // float* (f32) or uint16_t* (bf16 bits)
+  void* ecc;             // int8_t* or int16_t*
+  void* m;               // float* or codes
+  uint16_t* m_scales;
+  void* v;
+  uint16_t* v_scales;
+  uint64_t n;
+  uint32_t scalar_index;
+  uint32_t vec_ok;       // VecBit mask
+  uint8_t grad_dtype;    // DType
+  uint8_t param_dtype;   // DType
+  uint8_t pad[6];
+};
+
+struct WorkUnit {
+  uint32_t span;
+  uint32_t chunk;  // elements [chunk * kUnitElems, ...) of the span
+};
+
+// Kernel parameters: a few pointers and the per-group scalars by value (about 2 KB).
+// kMaxScalarGroups (gpu_step.h) must match the array below.
+struct LaunchArgs {
+  const SpanMeta* spans;
+  const WorkUnit* units;
+  StepScalars scalars[kMaxScalarGroups];
+};
+static_assert(sizeof(LaunchArgs) < 4096, "kernel parameters must stay small");
+
+// ---- Tile loads and stores: 8 consecutive elements, one vector access when allowed. ----
+
+__device__ __forceinline__ void LoadF32(const float* p, bool vec, int cnt, float (&x)[8]) {
+  if (vec) {
+    const float4 a = reinterpret_cast<const float4*>(p)[0];
+    const float4 b = reinterpret_cast<const float4*>(p)[1];
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
+    x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    if (i < cnt) x[i] = p[i];
+}
+
+__device__ __forceinline__ void StoreF32(float* p, bool vec, int cnt, const float (&x)[8]) {
+  if (vec) {
+    reinterpret_cast<float4*>(p)[0] = make_float4(x[0], x[1], x[2], x[3]);
+    reinterpret_cast<float4*>(p)[1] = make_float4(x[4], x[5], x[6], x[7]);
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    if (i < cnt) p[i] = x[i];
+}
+
+__device__ __forceinline__ void LoadU16(const uint16_t* p, bool vec, int cnt,
+                                        uint16_t (&x)[8]) {
+  if (vec) {
+    const uint4 a = *reinterpret_cast<const uint4*>(p);
+    const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      x[2 * i] = static_cast<uint16_t>(w[i] & 0xFFFFu);
+      x[2 * i + 1] = static_cast<uint16_t>(w[i] >> 16);
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    if (i < cnt) x[i] = p[i];
+}
+
+__device__ __forceinline__ void StoreU16(uint16_t* p, bool vec, int cnt,
+                                         const uint16_t (&x)[8]) {
+  if (vec) {
+    uint4 a;
+    a.x = uint32_t{x[0]} | (uint32_t{x[1]} << 16);
+    a.y = uint32_t{x[2]} | (uint32_t{x[3]} << 16);
+    a.z = uint32_t{x[4]} | (uint32_t{x[5]} << 16);
+    a.w = uint32_t{x[6]} | (uint32_t{x[7]} << 16);
+    *reinterpret_cast<uint4*>(p) = a;
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    if (i < cnt) p[i] = x[i];
+}
+
+__device__ __forceinline__ void LoadU8(const uint8_t* p, bool vec, int cnt, uint8_t (&x)[8]) {
+  if (vec) {
+    const uint2 a = *reinterpret_cast<const uint2*>(p);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      x[i] = static_cast<uint8_t>(a.x >> (8 * i));
+      x[4 + i] = static_cast<uint8_t>(a.y >> (8 * i));
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    if (i < cnt) x[i] = p[i];
+}
+
+__device__ __forceinline__ void StoreU8(uint8_t* p, bool vec, int cnt, const uint8_t (&x)[8]) {
+  if (vec) {
+    uint2 a{0u, 0u};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      a.x |= uint32_t{x[i]} << (8 * i);
+      a.y |= uint32_t{x[4 + i]} << (8 * i);
+    }
+    *reinterpret_cast<uint2*>(p) = a;
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    if (i < cnt) p[i] = x[i];
+}
+
+// Loads 8 elements of a runtime dtype (gradients) as fp32, exactly.
+__device__ __forceinline__ void LoadAsF32(const void* base, uint8_t dtype, uint64_t e,
+                                          bool vec, int cnt, float (&x)[8]) {
+  if (dtype == static_cast<uint8_t>(DType::kF32)) {
+    LoadF32(static_cast<const float*>(base) + e, vec, cnt, x);
+    return;
+  }
+  uint16_t h[8] = {};
+  LoadU16(static_cast<const uint16_t*>(base) + e, vec, cnt, h);
+  const bool bf16 = dtype == static_cast<uint8_t>(DType::kBF16);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) x[i] = bf16 ? num::Bf16ToF32(h[i]) : num::F16ToF32(h[i]);
+}
+
+// Largest of the 4 quad partial maxima. Partials are >= +0 and never NaN (the
+// reference's `a > amax ? a : amax` never lets NaN in), so the result equals the
+// reference's sequential maximum over the group.
+__device__ __forceinline__ float QuadMax(float x) {
+  float y = __shfl_xor_sync(0xFFFFFFFFu, x, 1);
+  x = y > x ? y : x;
+  y = __shfl_xor_sync(0xFFFFFFFFu, x, 2);
+  return y > x ? y : x;
+}
+
+// ---- The kernel. ----
+
+template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
+__global__ void __launch_bounds__(kBlockThreads)
+    FusedStepKernel(const __grid_constant__ LaunchArgs args) {
+  constexpr bool kAdam = kKind == Kind::kAdam;
+  const WorkUnit unit = args.units[blockIdx.x];
+  const SpanMeta& sp = args.spans[unit.span];
+  const uint64_t n = sp.n;
+  const StepScalars s = args.scalars[sp.scalar_index];
+  const uint64_t e = uint64_t{unit.chunk} * kUnitElems + threadIdx.x * kElemsPerThread;
+  const int cnt = e < n ? (n - e < 8 ? static_cast<int>(n - e) : 8) : 0;
+  const bool full = cnt == 8;
+  const uint32_t vec = full ? sp.vec_ok : 0u;
+  const bool has_m = s.has_momentum != 0;
+  const uint64_t group = e / kQuantGroup;
+  const bool group_leader = threadIdx.x % kThreadsPerGroup == 0 && cnt > 0;
+
+  // 1. Gradient, as fp32.
+  float g[8] = {};
+  if (cnt > 0) LoadAsF32(sp.grad, sp.grad_dtype, e, vec & kVecGrad, cnt, g);
+
+  // 2. Decode the master weight (reference_step.cc, DecodeMaster).
+  float w[8] = {};
+  [[maybe_unused]] uint16_t wb[8] = {};
+  if (cnt > 0) {
+    if constexpr (kMaster == MasterFormat::kF32) {
+      LoadF32(static_cast<float*>(sp.master) + e, vec & kVecMaster, cnt, w);
+    } else {
+      LoadU16(static_cast<uint16_t*>(sp.master) + e, vec & kVecMaster, cnt, wb);
+      if constexpr (kMaster == MasterFormat::kBF16) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) w[i] = num::Bf16ToF32(wb[i]);
+      } else if constexpr (kMaster == MasterFormat::kBF16Ecc8) {
+        uint8_t c[8] = {};
+        LoadU8(static_cast<uint8_t*>(sp.ecc) + e, vec & kVecEcc, cnt, c);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) w[i] = num::DecodeEcc8(wb[i], static_cast<int8_t>(c[i]));
+      } else {
+        uint16_t c[8] = {};
+        LoadU16(static_cast<uint16_t*>(sp.ecc) + e, vec & kVecEcc, cnt, c);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) w[i] = num::DecodeEcc16(wb[i], static_cast<int16_t>(c[i]));
+      }
+    }
+  }
+
+  // 3. Decode the first moment (q8: codes * group scale, q8_codec.h).
+  float m[8] = {};
+  if (has_m && cnt > 0) {
+    if constexpr (kMom == MomentFormat::kF32) {
+      LoadF32(static_cast<float*>(sp.m) + e, vec & kVecM, cnt, m);
+    } else {
+      uint8_t c[8] = {};
+      LoadU8(static_cast<uint8_t*>(sp.m) + e, vec & kVecM, cnt, c);
+      const float scale = num::Bf16ToF32(sp.m_scales[group]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) m[i] = num::DecodeMomentum(static_cast<int8_t>(c[i]), scale);
+    }
+  }
+
+  // 4. Decode the second moment (q8 stores u = sqrt(v); v = u * u).
+  [[maybe_unused]] float v[8] = {};
+  [[maybe_unused]] float u[8] = {};
+  if constexpr (kAdam) {
+    if (cnt > 0) {
+      if constexpr (kVar == MomentFormat::kF32) {
+        LoadF32(static_cast<float*>(sp.v) + e, vec & kVecV, cnt, v);
+      } else {
+        uint8_t c[8] = {};
+        LoadU8(static_cast<uint8_t*>(sp.v) + e, vec & kVecV, cnt, c);
+        const float scale = num::Bf16ToF32(sp.v_scales[group]);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          u[i] = num::DecodeSqrtVariance(c[i], scale);
+          v[i] = u[i] * u[i];
+        }
+      }
+    }
+  }
+
+  // 5. The update, element by element (update_math.h).
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    if (i >= cnt) continue;
+    if constexpr (kKind == Kind::kAdam) {
+      num::AdamElement(s, g[i], w[i], m[i], v[i], &u[i]);
+    } else if constexpr (kKind == Kind::kLion) {
+      num::LionElement(s, g[i], w[i], m[i]);
+    } else {
+      num::SgdElement(s, g[i], w[i], m[i]);
+    }
+  }
+
+  // 6. Encode the master weight; keep the decoded value for a non-bf16 parameter.
+  if (cnt > 0) {
+    if constexpr (kMaster == MasterFormat::kF32) {
+      StoreF32(static_cast<float*>(sp.master) + e, vec & kVecMaster, cnt, w);
+    } else if constexpr (kMaster == MasterFormat::kBF16) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        wb[i] = num::F32ToBf16(w[i]);
+        w[i] = num::Bf16ToF32(wb[i]);
+      }
+      StoreU16(static_cast<uint16_t*>(sp.master) + e, vec & kVecMaster, cnt, wb);
+    } else if constexpr (kMaster == MasterFormat::kBF16Ecc8) {
+      uint8_t c[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        int8_t ecc;
+        num::EncodeEcc8(w[i], &wb[i], &ecc);
+        c[i] = static_cast<uint8_t>(ecc);
+        w[i] = num::DecodeEcc8(wb[i], ecc);
+      }
+      StoreU16(static_cast<uint16_t*>(sp.master) + e, vec & kVecMaster, cnt, wb);
+      StoreU8(static_cast<uint8_t*>(sp.ecc) + e, vec & kVecEcc, cnt, c);
+    } else {
+      uint16_t c[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        int16_t ecc;
+        num::EncodeEcc16(w[i], &wb[i], &ecc);
+        c[i] = static_cast<uint16_t>(ecc);
+        w[i] = num::DecodeEcc16(wb[i], ecc);
+      }
+      StoreU16(static_cast<uint16_t*>(sp.master) + e, vec & kVecMaster, cnt, wb);
+      StoreU16(static_cast<uint16_t*>(sp.ecc) + e, vec & kVecEcc, cnt, c);
+    }
+  }
+
+  // 7. Encode the first moment. q8: scale from the group maximum of |m| (all 4 quad
+  // lanes take part in the shuffles, also those past the end of the span).
+  if (has_m) {
+    if constexpr (kMom == MomentFormat::kF32) {
+      if (cnt > 0) StoreF32(static_cast<float*>(sp.m) + e, vec & kVecM, cnt, m);
+    } else {
+      float amax = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float a = m[i] < 0.0f ? -m[i] : m[i];
+        if (i < cnt) amax = a > amax ? a : amax;
+      }
+      amax = QuadMax(amax);
+      const uint16_t sb = num::GroupScaleBits(amax);
+      const float inv = 1.0f / num::Bf16ToF32(sb);
+      uint8_t c[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) c[i] = static_cast<uint8_t>(num::EncodeMomentum(m[i], inv));
+      if (cnt > 0) StoreU8(static_cast<uint8_t*>(sp.m) + e, vec & kVecM, cnt, c);
+      if (group_leader) sp.m_scales[group] = sb;
+    }
+  }
+
+  // 8. Encode the second moment (q8: u = sqrt(v) against the group maximum of u).
+  if constexpr (kAdam) {
+    if constexpr (kVar == MomentFormat::kF32) {
+      if (cnt > 0) StoreF32(static_cast<float*>(sp.v) + e, vec & kVecV, cnt, v);
+    } else {
+      float amax = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        if (i < cnt) amax = u[i] > amax ? u[i] : amax;
+      amax = QuadMax(amax);
+      const uint16_t sb = num::GroupScaleBits(amax);
+      const float inv = 1.0f / num::Bf16ToF32(sb);
+      uint8_t c[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) c[i] = num::EncodeSqrtVariance(u[i], inv);
+      if (cnt > 0) StoreU8(static_cast<uint8_t*>(sp.v) + e, vec & kVecV, cnt, c);
+      if (group_leader) sp.v_scales[group] = sb;
+    }
+  }
+
+  // 9. The parameter the model sees (reference_step.cc, WriteParam): the master's own
+  // bf16 for a bf16 parameter of a bf16-based master, else the decoded master rounded.
+  if (sp.param != nullptr && cnt > 0) {
+    const bool p_vec = (vec & kVecParam) != 0;
+    if (sp.param_dtype == static_cast<uint8_t>(DType::kF32)) {
+      StoreF32(static_cast<float*>(sp.param) + e, p_vec, cnt, w);
+    } else {
+      uint16_t h[8];
+      const bool bf16 = sp.param_dtype == static_cast<uint8_t>(DType::kBF16);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        if (kMaster != MasterFormat::kF32 && bf16)
+          h[i] = wb[i];
+        else
+          h[i] = bf16 ? num::F32ToBf16(w[i]) : num::F32ToF16(w[i]);
+      }
+      StoreU16(static_cast<uint16_t*>(sp.param) + e, p_vec, cnt, h);
+    }
+  }
+}
+
+// Launches one instance; throws Error(kCuda) naming the kernel and grid on failure.
+using LaunchFn = void (*)(const LaunchArgs& args, unsigned grid, cudaStream_t stream);
+
+template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
+void LaunchFused(const LaunchArgs& args, unsigned grid, cudaStream_t stream) {
+  FusedStepKernel<kKind, kMaster, kMom, kVar><<<grid, kBlockThreads, 0, stream>>>(args);
+}
+
+// Per-family tables (step_adam.cu, step_lion.cu, step_sgd.cu). The momentum format of
+// SGD without momentum is f32 (ValidateStepSpan); Lion and SGD ignore `var`.
+LaunchFn AdamLauncher(MasterFormat master, MomentFormat mom, MomentFormat var);
+LaunchFn LionLauncher(MasterFormat master, MomentFormat mom);
+LaunchFn SgdLauncher(MasterFormat master, MomentFormat mom);
+
+}  // namespace tandem::gpu::detail

@@ -1,0 +1,212 @@
+// StepPlan: builds the device span table and work-unit map once, then launches the fused
+// step (step_kernel.cuh) over all spans in one kernel per call.
+#include <cuda_runtime.h>
+
+#include <string>
+#include <utility>
+
+#include "cuda/cuda_check.h"
+#include "cuda/gpu_step.h"
+#include "cuda/step_kernel.cuh"
+
+namespace tandem::gpu {
+namespace {
+
+using detail::CheckCuda;
+using detail::SpanMeta;
+using detail::WorkUnit;
+
+[[noreturn]] void Invalid(const std::string& msg) {
+  throw Error(ErrorKind::kInvalidArgument, "gpu::StepPlan: " + msg);
+}
+
+std::string SpanName(size_t i) { return "gpu::StepPlan span " + std::to_string(i); }
+
+// Whether p is aligned for the 8-element tile access of elements of `elem_bytes`.
+bool VecAligned(const void* p, size_t elem_bytes) {
+  const size_t need = elem_bytes * 8 < 16 ? elem_bytes * 8 : 16;
+  return reinterpret_cast<uintptr_t>(p) % need == 0;
+}
+
+bool SpanKeepsMomentum(Algorithm algo, const StepSpan& sp) {
+  if (algo != Algorithm::kSGD) return true;
+  return sp.formats.momentum == MomentFormat::kQ8 || sp.m.f32 != nullptr;
+}
+
+// Copies `bytes` from host to a new device buffer; returns it (null for 0 bytes).
+void* Upload(const void* host, size_t bytes, const char* what) {
+  if (bytes == 0) return nullptr;
+  void* dev = nullptr;
+  CheckCuda(cudaMalloc(&dev, bytes),
+            std::string("gpu::StepPlan: cudaMalloc of the ") + what + " (" +
+                std::to_string(bytes) + " bytes)");
+  const cudaError_t err = cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice);
+  if (err != cudaSuccess) {
+    cudaFree(dev);
+    CheckCuda(err, std::string("gpu::StepPlan: cudaMemcpy of the ") + what + " (" +
+                       std::to_string(bytes) + " bytes)");
+  }
+  return dev;
+}
+
+}  // namespace
+
+bool DeviceAvailable() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return count > 0;
+}
+
+StepPlan::StepPlan(Algorithm algo, const StateFormats& formats,
+                   const std::vector<StepSpan>& spans,
+                   const std::vector<uint32_t>& scalar_index)
+    : algo_(algo), formats_(formats), group_has_m_(kMaxScalarGroups, -1) {
+  if (scalar_index.size() != spans.size())
+    Invalid("scalar_index has " + std::to_string(scalar_index.size()) + " entries for " +
+            std::to_string(spans.size()) + " spans");
+  if (spans.size() > UINT32_MAX) Invalid("too many spans");
+  std::vector<SpanMeta> metas(spans.size());
+  std::vector<WorkUnit> units;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const StepSpan& sp = spans[i];
+    const std::string name = SpanName(i);
+    if (!(sp.formats == formats))
+      Invalid("span " + std::to_string(i) + " has formats " + Name(sp.formats) +
+              ", the plan " + Name(formats));
+    if (scalar_index[i] >= kMaxScalarGroups)
+      Invalid("span " + std::to_string(i) + " uses scalar index " +
+              std::to_string(scalar_index[i]) + ", the limit is " +
+              std::to_string(kMaxScalarGroups - 1));
+    // The scalars are given per launch; validate against the ones the span implies.
+    StepScalars implied;
+    implied.algo = algo;
+    const bool has_m = SpanKeepsMomentum(algo, sp);
+    implied.has_momentum = has_m ? 1 : 0;
+    ValidateStepSpan(implied, sp, name.c_str());
+    int8_t& group_m = group_has_m_[scalar_index[i]];
+    if (sp.n > 0) {
+      if (group_m >= 0 && group_m != (has_m ? 1 : 0))
+        Invalid("span " + std::to_string(i) + (has_m ? " keeps" : " keeps no") +
+                " momentum buffer but an earlier span of scalar index " +
+                std::to_string(scalar_index[i]) + " does not agree");
+      group_m = has_m ? 1 : 0;
+    }
+    const uint64_t chunks = (sp.n + detail::kUnitElems - 1) / detail::kUnitElems;
+    if (chunks > UINT32_MAX) Invalid("span " + std::to_string(i) + " is too large");
+
+    SpanMeta& meta = metas[i];
+    meta = SpanMeta{};
+    meta.grad = sp.grad;
+    const bool param_aliases =
+        sp.param != nullptr && sp.param_dtype == DType::kBF16 &&
+        formats.master != MasterFormat::kF32 && sp.param == sp.master.bf16;
+    meta.param = param_aliases ? nullptr : sp.param;
+    meta.master = formats.master == MasterFormat::kF32 ? static_cast<void*>(sp.master.f32)
+                                                       : static_cast<void*>(sp.master.bf16);
+    meta.ecc = formats.master == MasterFormat::kBF16Ecc8 ? static_cast<void*>(sp.master.ecc8)
+                                                         : static_cast<void*>(sp.master.ecc16);
+    const bool m_q8 = formats.momentum == MomentFormat::kQ8;
+    const bool v_q8 = formats.variance == MomentFormat::kQ8;
+    meta.m = m_q8 ? static_cast<void*>(sp.m.codes) : static_cast<void*>(sp.m.f32);
+    meta.m_scales = sp.m.scales;
+    meta.v = v_q8 ? static_cast<void*>(sp.v.codes) : static_cast<void*>(sp.v.f32);
+    meta.v_scales = sp.v.scales;
+    meta.n = sp.n;
+    meta.scalar_index = scalar_index[i];
+    meta.grad_dtype = static_cast<uint8_t>(sp.grad_dtype);
+    meta.param_dtype = static_cast<uint8_t>(sp.param_dtype);
+    const size_t master_bytes = formats.master == MasterFormat::kF32 ? 4 : 2;
+    const size_t ecc_bytes = formats.master == MasterFormat::kBF16Ecc16 ? 2 : 1;
+    uint32_t vec = 0;
+    if (VecAligned(meta.grad, DTypeSize(sp.grad_dtype))) vec |= detail::kVecGrad;
+    if (VecAligned(meta.param, DTypeSize(sp.param_dtype))) vec |= detail::kVecParam;
+    if (VecAligned(meta.master, master_bytes)) vec |= detail::kVecMaster;
+    if (VecAligned(meta.ecc, ecc_bytes)) vec |= detail::kVecEcc;
+    if (VecAligned(meta.m, m_q8 ? 1 : 4)) vec |= detail::kVecM;
+    if (VecAligned(meta.v, v_q8 ? 1 : 4)) vec |= detail::kVecV;
+    meta.vec_ok = vec;
+    for (uint64_t c = 0; c < chunks; ++c)
+      units.push_back(WorkUnit{static_cast<uint32_t>(i), static_cast<uint32_t>(c)});
+  }
+  if (units.size() > 0x7FFFFFFFu) Invalid("too many work units for one launch");
+  num_spans_ = spans.size();
+  num_units_ = units.size();
+  try {
+    device_spans_ = Upload(metas.data(), metas.size() * sizeof(SpanMeta), "span table");
+    device_units_ = Upload(units.data(), units.size() * sizeof(WorkUnit), "work-unit map");
+  } catch (...) {
+    Release();
+    throw;
+  }
+}
+
+StepPlan::~StepPlan() { Release(); }
+
+void StepPlan::Release() noexcept {
+  if (device_spans_ != nullptr) cudaFree(device_spans_);
+  if (device_units_ != nullptr) cudaFree(device_units_);
+  device_spans_ = device_units_ = nullptr;
+}
+
+StepPlan::StepPlan(StepPlan&& other) noexcept { *this = std::move(other); }
+
+StepPlan& StepPlan::operator=(StepPlan&& other) noexcept {
+  if (this == &other) return *this;
+  Release();
+  algo_ = other.algo_;
+  formats_ = other.formats_;
+  num_spans_ = std::exchange(other.num_spans_, 0);
+  num_units_ = std::exchange(other.num_units_, 0);
+  group_has_m_ = std::move(other.group_has_m_);
+  device_spans_ = std::exchange(other.device_spans_, nullptr);
+  device_units_ = std::exchange(other.device_units_, nullptr);
+  return *this;
+}
+
+void StepPlan::Launch(const StepScalars* scalars, size_t num_scalars, void* stream) const {
+  if (num_scalars > kMaxScalarGroups)
+    Invalid(std::to_string(num_scalars) + " scalar sets given, the limit is " +
+            std::to_string(kMaxScalarGroups));
+  for (size_t k = 0; k < group_has_m_.size(); ++k) {
+    if (group_has_m_[k] < 0) continue;
+    if (k >= num_scalars || scalars == nullptr)
+      Invalid("scalar index " + std::to_string(k) + " is used but only " +
+              std::to_string(num_scalars) + " scalar sets were given");
+    if (scalars[k].algo != algo_)
+      Invalid(std::string("scalar set ") + std::to_string(k) + " is for " +
+              Name(scalars[k].algo) + ", the plan for " + Name(algo_));
+    if ((scalars[k].has_momentum != 0) != (group_has_m_[k] == 1))
+      Invalid("scalar set " + std::to_string(k) + " has has_momentum=" +
+              std::to_string(scalars[k].has_momentum) + " but its spans " +
+              (group_has_m_[k] == 1 ? "keep" : "keep no") + " momentum buffer");
+  }
+  if (num_units_ == 0) return;
+
+  detail::LaunchArgs args{};
+  args.spans = static_cast<const SpanMeta*>(device_spans_);
+  args.units = static_cast<const WorkUnit*>(device_units_);
+  for (size_t k = 0; k < num_scalars; ++k) args.scalars[k] = scalars[k];
+
+  detail::LaunchFn fn = nullptr;
+  switch (algo_) {
+    case Algorithm::kAdamW:
+    case Algorithm::kAdam:
+      fn = detail::AdamLauncher(formats_.master, formats_.momentum, formats_.variance);
+      break;
+    case Algorithm::kLion: fn = detail::LionLauncher(formats_.master, formats_.momentum); break;
+    case Algorithm::kSGD: fn = detail::SgdLauncher(formats_.master, formats_.momentum); break;
+  }
+  if (fn == nullptr) throw Error(ErrorKind::kInternal, "gpu::StepPlan: no kernel instance");
+  const unsigned grid = static_cast<unsigned>(num_units_);
+  fn(args, grid, static_cast<cudaStream_t>(stream));
+  CheckCuda(cudaGetLastError(),
+            std::string("gpu::StepPlan::Launch: fused ") + Name(algo_) + " kernel (" +
+                Name(formats_) + ", " + std::to_string(num_spans_) + " spans, grid " +
+                std::to_string(grid) + " x " + std::to_string(detail::kBlockThreads) + ")");
+}
+
+}  // namespace tandem::gpu

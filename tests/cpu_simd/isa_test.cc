@@ -1,0 +1,52 @@
+// ISA selection: names, forcing, and errors.
+#include <gtest/gtest.h>
+
+#include "cpu_simd/host_kernels.h"
+#include "tandem/error.h"
+#include "tests/cpu_simd/test_util.h"
+
+namespace tandem::cpu::testing {
+namespace {
+
+TEST(Isa, Names) {
+  EXPECT_STREQ(IsaName(Isa::kSse), "sse");
+  EXPECT_STREQ(IsaName(Isa::kAvx2), "avx2");
+  EXPECT_STREQ(IsaName(Isa::kAvx512), "avx512");
+}
+
+TEST(Isa, BaselineSupportedAndBestIsSupported) {
+  EXPECT_TRUE(IsaSupported(Isa::kSse));
+  EXPECT_TRUE(IsaSupported(BestIsa()));
+}
+
+TEST(Isa, ForceEverySupportedIsa) {
+  IsaRestorer restore;
+  for (Isa i : SupportedIsas()) {
+    ForceIsa(i);
+    EXPECT_EQ(ActiveIsa(), i);
+  }
+}
+
+TEST(Isa, ForcingAnUnsupportedIsaThrowsUnsupported) {
+  IsaRestorer restore;
+  const Isa before = ActiveIsa();
+  for (Isa i : {Isa::kSse, Isa::kAvx2, Isa::kAvx512}) {
+    if (IsaSupported(i)) continue;
+    try {
+      ForceIsa(i);
+      FAIL() << "ForceIsa(" << IsaName(i) << ") did not throw";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+    }
+    EXPECT_EQ(ActiveIsa(), before);
+  }
+  try {
+    ForceIsa(static_cast<Isa>(7));
+    FAIL() << "unknown ISA value accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::cpu::testing

@@ -1,0 +1,145 @@
+// Shared helpers of the host-kernel tests: random state and gradients, the combinations
+// to cover, and byte-for-byte comparison of two TensorStates.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu_simd/host_kernels.h"
+#include "engine/fp_bits.h"
+#include "engine/step_scalars.h"
+#include "engine/tensor_state.h"
+#include "tandem/types.h"
+
+namespace tandem::cpu::testing {
+
+// One optimizer configuration: algorithm, hyper-parameters and learning rate.
+struct AlgoCase {
+  const char* name;
+  Algorithm algo;
+  HyperParams h;
+  double lr;
+};
+
+inline std::vector<AlgoCase> AlgoCases() {
+  std::vector<AlgoCase> r;
+  HyperParams h;
+  h.weight_decay = 0.01;
+  r.push_back({"adamw", Algorithm::kAdamW, h, 1e-3});
+  r.push_back({"adam_l2", Algorithm::kAdam, h, 1e-3});
+  HyperParams lion;
+  lion.beta1 = 0.9;
+  lion.beta2 = 0.99;
+  lion.weight_decay = 0.1;
+  r.push_back({"lion", Algorithm::kLion, lion, 1e-4});
+  HyperParams sgd;
+  sgd.weight_decay = 0.01;
+  r.push_back({"sgd", Algorithm::kSGD, sgd, 0.1});
+  sgd.momentum = 0.9;
+  sgd.dampening = 0.1;
+  r.push_back({"sgd_momentum", Algorithm::kSGD, sgd, 0.1});
+  sgd.dampening = 0.0;
+  sgd.nesterov = true;
+  r.push_back({"sgd_nesterov", Algorithm::kSGD, sgd, 0.1});
+  return r;
+}
+
+// Every state-format combination `c` can use.
+inline std::vector<StateFormats> FormatsFor(const AlgoCase& c) {
+  std::vector<StateFormats> r;
+  const bool has_m = HasMomentum(c.algo, c.h), has_v = HasVariance(c.algo);
+  for (int mf = 0; mf < 4; ++mf)
+    for (int m = 0; m < (has_m ? 2 : 1); ++m)
+      for (int v = 0; v < (has_v ? 2 : 1); ++v)
+        r.push_back(StateFormats{static_cast<MasterFormat>(mf), static_cast<MomentFormat>(m),
+                                 static_cast<MomentFormat>(v)});
+  return r;
+}
+
+// Values over a wide range of magnitudes, with zeros, negative zeros and denormals.
+inline float WildFloat(std::mt19937& rng) {
+  std::uniform_int_distribution<int> pick(0, 99);
+  const int k = pick(rng);
+  if (k < 8) return 0.0f;
+  if (k < 14) return -0.0f;
+  if (k < 20) {  // fp32 denormal
+    const uint32_t bits = (rng() & 0x807FFFFFu) | 1u;
+    return num::FloatOf(bits);
+  }
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::uniform_int_distribution<int> ex(-40, 6);
+  const float x = std::ldexp(mant(rng), ex(rng));
+  return (rng() & 1u) ? -x : x;
+}
+
+// n gradients of `t` in raw bytes.
+inline std::vector<unsigned char> RandomGrad(std::mt19937& rng, size_t n, DType t) {
+  std::vector<unsigned char> r(n * DTypeSize(t) + 1);
+  for (size_t i = 0; i < n; ++i) {
+    const float f = WildFloat(rng);
+    if (t == DType::kF32) {
+      std::memcpy(r.data() + 4 * i, &f, 4);
+    } else {
+      const uint16_t h = t == DType::kBF16 ? num::F32ToBf16(f) : num::F32ToF16(f * 64.0f);
+      std::memcpy(r.data() + 2 * i, &h, 2);
+    }
+  }
+  return r;
+}
+
+inline std::vector<float> RandomWeights(std::mt19937& rng, size_t n) {
+  std::vector<float> w(n);
+  std::normal_distribution<float> nd(0.0f, 0.5f);
+  for (auto& x : w) x = (rng() % 10 == 0) ? WildFloat(rng) : nd(rng);
+  return w;
+}
+
+template <class T>
+void ExpectSameBytes(const std::vector<T>& want, const std::vector<T>& got, const char* what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  if (want.empty() || std::memcmp(want.data(), got.data(), want.size() * sizeof(T)) == 0)
+    return;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::memcmp(&want[i], &got[i], sizeof(T)) != 0) {
+      FAIL() << what << " differs first at element " << i << " of " << want.size()
+             << ": want " << +want[i] << " got " << +got[i];
+    }
+  }
+}
+
+inline void ExpectSameState(const TensorState& want, const TensorState& got) {
+  ExpectSameBytes(want.master_f32, got.master_f32, "master f32");
+  ExpectSameBytes(want.master_bf16, got.master_bf16, "master bf16");
+  ExpectSameBytes(want.ecc8, got.ecc8, "ecc8");
+  ExpectSameBytes(want.ecc16, got.ecc16, "ecc16");
+  ExpectSameBytes(want.m_f32, got.m_f32, "m f32");
+  ExpectSameBytes(want.v_f32, got.v_f32, "v f32");
+  ExpectSameBytes(want.m_codes, got.m_codes, "m codes");
+  ExpectSameBytes(want.v_codes, got.v_codes, "v codes");
+  ExpectSameBytes(want.m_scales, got.m_scales, "m scales");
+  ExpectSameBytes(want.v_scales, got.v_scales, "v scales");
+}
+
+inline std::vector<Isa> SupportedIsas() {
+  std::vector<Isa> r;
+  for (Isa i : {Isa::kSse, Isa::kAvx2, Isa::kAvx512})
+    if (IsaSupported(i)) r.push_back(i);
+  return r;
+}
+
+// Restores the active ISA when it goes out of scope.
+class IsaRestorer {
+ public:
+  IsaRestorer() : saved_(ActiveIsa()) {}
+  ~IsaRestorer() { ForceIsa(saved_); }
+
+ private:
+  Isa saved_;
+};
+
+}  // namespace tandem::cpu::testing
