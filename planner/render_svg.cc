@@ -120,15 +120,25 @@ std::string PlanToSvg(const PlanResult& plan) {
               Name(in.formats)) +
        "</text>\n";
 
-  double peak = std::max(ToGiB(in.gpu_budget), ToGiB(in.host_budget));
+  // The scale covers the data and the GPU budget; the host budget only when it is not
+  // far above them (a 2 TiB host line would flatten every curve), else it is named.
+  double peak = ToGiB(in.gpu_budget);
   for (const FractionPoint& p : plan.sweep)
     peak = std::max({peak, ToGiB(p.gpu.total()), ToGiB(p.host_node_bytes)});
+  const bool host_on_scale = ToGiB(in.host_budget) <= 2 * peak;
+  if (host_on_scale) peak = std::max(peak, ToGiB(in.host_budget));
   Panel mem{90, 70, 700, 260, 0, 0};
   NiceAxis(peak * 1.05, &mem.ymax, &mem.ystep);
   Axes(&s, mem, "Memory vs offload fraction", "GiB");
   HLine(&s, mem, ToGiB(in.gpu_budget), kGpu, "GPU budget " + Fmt("%.0f GiB", ToGiB(in.gpu_budget)));
-  HLine(&s, mem, ToGiB(in.host_budget), kHost,
-        "host budget " + Fmt("%.0f GiB", ToGiB(in.host_budget)));
+  const std::string host_label = "host budget " + Fmt("%.0f GiB", ToGiB(in.host_budget));
+  if (host_on_scale) {
+    HLine(&s, mem, ToGiB(in.host_budget), kHost, host_label);
+  } else {
+    s += "<text x='" + Fmt("%.1f", mem.x0 + mem.w - 4) + "' y='" + Fmt("%.1f", mem.y0 + 14) +
+         "' text-anchor='end' font-size='12' fill='" + kHost + "'>" + host_label +
+         " (above the scale)</text>\n";
+  }
   Polyline(&s, mem, plan.sweep, [&](const FractionPoint& p) { return p.gpu.total() / gib; }, kGpu);
   Polyline(&s, mem, plan.sweep, [&](const FractionPoint& p) { return p.host_node_bytes / gib; },
            kHost);
