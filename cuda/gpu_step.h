@@ -60,6 +60,11 @@ class StepPlan {
   size_t num_spans() const { return num_spans_; }
   size_t num_work_units() const { return num_units_; }  // blocks per launch
 
+  // Device memory this plan holds (span table + work-unit map), and the same figure for
+  // spans of the given sizes, computed without building a plan (memory planning).
+  size_t device_bytes() const;
+  static size_t PredictDeviceBytes(const std::vector<uint64_t>& span_numels);
+
  private:
   void Release() noexcept;
 
@@ -101,6 +106,12 @@ class GradNormPlan {
   };
   // Valid once the stream has completed the last Launch (synchronize first).
   Result Read() const;
+
+  // Device memory held (tensor table, work-unit map, partial sums, total) and pinned host
+  // memory held (the result); PredictDeviceBytes gives the former for given tensor sizes.
+  size_t device_bytes() const;
+  size_t pinned_bytes() const { return sizeof(double); }
+  static size_t PredictDeviceBytes(const std::vector<uint64_t>& tensor_numels);
 
  private:
   size_t num_tensors_ = 0;

@@ -183,4 +183,17 @@ GradNormPlan::Result GradNormPlan::Read() const {
   return Result{total, !std::isfinite(total)};
 }
 
+size_t GradNormPlan::device_bytes() const {
+  return num_tensors_ * sizeof(detail::NormTensor) +
+         num_units_ * (sizeof(detail::NormUnit) + sizeof(double)) + sizeof(double);
+}
+
+size_t GradNormPlan::PredictDeviceBytes(const std::vector<uint64_t>& tensor_numels) {
+  size_t units = 0;
+  for (uint64_t n : tensor_numels)
+    units += (n + detail::kNormUnitElems - 1) / detail::kNormUnitElems;
+  return tensor_numels.size() * sizeof(detail::NormTensor) +
+         units * (sizeof(detail::NormUnit) + sizeof(double)) + sizeof(double);
+}
+
 }  // namespace tandem::gpu

@@ -209,4 +209,14 @@ void StepPlan::Launch(const StepScalars* scalars, size_t num_scalars, void* stre
                 std::to_string(grid) + " x " + std::to_string(detail::kBlockThreads) + ")");
 }
 
+size_t StepPlan::device_bytes() const {
+  return num_spans_ * sizeof(SpanMeta) + num_units_ * sizeof(WorkUnit);
+}
+
+size_t StepPlan::PredictDeviceBytes(const std::vector<uint64_t>& span_numels) {
+  size_t units = 0;
+  for (uint64_t n : span_numels) units += (n + detail::kUnitElems - 1) / detail::kUnitElems;
+  return span_numels.size() * sizeof(SpanMeta) + units * sizeof(WorkUnit);
+}
+
 }  // namespace tandem::gpu

@@ -36,7 +36,10 @@ Ticket HostTransport::Download(void* dst, const void* src, size_t bytes) {
   return Enqueue(down_, dst, src, bytes, 'D');
 }
 Ticket HostTransport::Upload(void* dst, const void* src, size_t bytes) {
-  return Enqueue(up_, dst, src, bytes, 'U');
+  const Ticket t = Enqueue(up_, dst, src, bytes, 'U');
+  std::lock_guard<std::mutex> lock(mu_);
+  last_upload_ = t;
+  return t;
 }
 
 void HostTransport::Work(Queue& q, char tag) {
@@ -56,7 +59,9 @@ void HostTransport::Work(Queue& q, char tag) {
     q.busy_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
     if (c.fail && q.failed == 0) q.failed = c.ticket;
     q.done_upto = c.ticket;
-    log_.push_back(std::string(1, tag) + std::to_string(c.ticket));
+    std::string entry(1, tag);  // (not `string(1, tag) + ...`: GCC 12 -Wrestrict false positive)
+    entry.append(std::to_string(c.ticket));
+    log_.push_back(std::move(entry));
     cv_.notify_all();
   }
 }
@@ -74,6 +79,15 @@ void HostTransport::Wait(Ticket t) {
                                       (owner_[t] == 'D' ? "download" : "upload") + " copy " +
                                       std::to_string(f));
   }
+}
+
+void HostTransport::ComputeStreamAfterUploads() {
+  Ticket last = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last = last_upload_;
+  }
+  if (last != 0) Wait(last);
 }
 
 void HostTransport::Drain() noexcept {

@@ -25,7 +25,9 @@ class HostTransport : public Transport {
   Ticket Download(void* dst, const void* src, size_t bytes) override;
   Ticket Upload(void* dst, const void* src, size_t bytes) override;
   void Wait(Ticket t) override;
-  void ComputeStreamAfterUploads() override {}
+  // There is no compute stream on the host: the caller itself must see the parameters
+  // when Step returns, so this blocks until every upload landed (and reports a failure).
+  void ComputeStreamAfterUploads() override;
   void StreamWaitFor(Ticket t, void*) override { Wait(t); }
   void Drain() noexcept override;
   double DownloadBusyMs() override;
@@ -64,6 +66,7 @@ class HostTransport : public Transport {
   std::vector<Ticket> owner_;  // ticket -> 'D' or 'U'
   std::vector<std::string> log_;
   Ticket next_ticket_ = 1;
+  Ticket last_upload_ = 0;
   uint64_t fail_at_ = 0;
   int delay_us_ = 0;
 };

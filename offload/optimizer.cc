@@ -291,6 +291,7 @@ void HybridOptimizer::Impl::BuildLayout() {
     for (const TensorSpec& s : specs_) grads.push_back({s.grad, s.numel, s.grad_dtype});
     norm_plan_ = std::make_unique<gpu::GradNormPlan>(grads);
     report_.device.metadata += norm_plan_->device_bytes();
+    report_.host.metadata += norm_plan_->pinned_bytes();
   } else {
     for (const StepSpan& sp : spans) hot_work_.push_back({nullptr, sp});
     hot_index_ = index;
@@ -734,6 +735,7 @@ MemoryReport PredictMemory(const std::vector<TensorSpec>& tensors, const Optimiz
       if (p.tensors[t].device_count > 0) hot.push_back(p.tensors[t].device_count);
     if (!hot.empty()) r.device.metadata += gpu::StepPlan::PredictDeviceBytes(hot);
     r.device.metadata += gpu::GradNormPlan::PredictDeviceBytes(numels);
+    r.host.metadata += sizeof(double);  // the pre-pass result, pinned
   }
   return r;
 }

@@ -18,13 +18,13 @@ namespace {
 
 using testing::Model;
 
-struct Setup {
+struct Case {
   Algorithm algo;
   StateFormats formats;
   DType param, grad;
 };
 
-OptimizerConfig Config(const Setup& s, double fraction, PlacementPolicy pol, uint64_t chunk,
+OptimizerConfig Config(const Case& s, double fraction, PlacementPolicy pol, uint64_t chunk,
                        int threads) {
   OptimizerConfig c;
   c.algorithm = s.algo;
@@ -48,7 +48,7 @@ OptimizerConfig Config(const Setup& s, double fraction, PlacementPolicy pol, uin
 }
 
 // Runs `steps` steps and returns the snapshot and the final parameters.
-std::pair<OptimizerSnapshot, std::vector<std::vector<uint8_t>>> Run(const Setup& s,
+std::pair<OptimizerSnapshot, std::vector<std::vector<uint8_t>>> Train(const Case& s,
                                                                     const OptimizerConfig& c,
                                                                     int steps,
                                                                     bool early = false) {
@@ -67,7 +67,7 @@ std::pair<OptimizerSnapshot, std::vector<std::vector<uint8_t>>> Run(const Setup&
   return {opt.Snapshot(), m.params};
 }
 
-const Setup kSetups[] = {
+const Case kSetups[] = {
     {Algorithm::kAdamW, {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8},
      DType::kBF16, DType::kBF16},
     {Algorithm::kAdamW, {MasterFormat::kF32, MomentFormat::kF32, MomentFormat::kF32},
@@ -81,8 +81,8 @@ const Setup kSetups[] = {
 };
 
 TEST(HybridHost, BitIdenticalAcrossFractionsPoliciesChunksAndThreads) {
-  for (const Setup& s : kSetups) {
-    const auto base = Run(s, Config(s, 0.0, PlacementPolicy::kBackwardOrder, 4096, 1), 20);
+  for (const Case& s : kSetups) {
+    const auto base = Train(s, Config(s, 0.0, PlacementPolicy::kBackwardOrder, 4096, 1), 20);
     const bool full_sweep = &s == &kSetups[0];
     for (double f : {0.25, 0.5, 0.75, 1.0}) {
       for (PlacementPolicy pol : {PlacementPolicy::kBackwardOrder, PlacementPolicy::kForwardOrder,
@@ -92,7 +92,7 @@ TEST(HybridHost, BitIdenticalAcrossFractionsPoliciesChunksAndThreads) {
             if (!full_sweep && (chunk != 64 || threads != 2 ||
                                 pol != PlacementPolicy::kBackwardOrder))
               continue;
-            const auto got = Run(s, Config(s, f, pol, chunk, threads), 20);
+            const auto got = Train(s, Config(s, f, pol, chunk, threads), 20);
             ASSERT_EQ(got.second, base.second)
                 << Name(s.algo) << " " << Name(s.formats) << " params differ at f=" << f << " "
                 << Name(pol) << " chunk=" << chunk << " threads=" << threads;
@@ -105,9 +105,9 @@ TEST(HybridHost, BitIdenticalAcrossFractionsPoliciesChunksAndThreads) {
 }
 
 TEST(HybridHost, EqualsTheScalarReference) {
-  const Setup s = kSetups[0];
+  const Case s = kSetups[0];
   const OptimizerConfig c = Config(s, 0.5, PlacementPolicy::kBackwardOrder, 96, 2);
-  const auto got = Run(s, c, 5);
+  const auto got = Train(s, c, 5);
   Model m;
   m.Init(7);
   std::vector<TensorState> ref;
@@ -145,10 +145,10 @@ TEST(HybridHost, EqualsTheScalarReference) {
 }
 
 TEST(HybridHost, EarlyStartGivesTheSameBits) {
-  const Setup s = kSetups[0];
+  const Case s = kSetups[0];
   const OptimizerConfig c = Config(s, 0.6, PlacementPolicy::kBackwardOrder, 128, 2);
-  const auto plain = Run(s, c, 6, false);
-  const auto early = Run(s, c, 6, true);
+  const auto plain = Train(s, c, 6, false);
+  const auto early = Train(s, c, 6, true);
   EXPECT_EQ(plain.second, early.second);
   EXPECT_TRUE(plain.first == early.first);
 }
@@ -157,7 +157,7 @@ TEST(HybridHost, NonFiniteGradientChangesNothing) {
   for (float bad : {NAN, INFINITY}) {
     Model m;
     m.Init(7);
-    const Setup s = kSetups[0];
+    const Case s = kSetups[0];
     HybridOptimizer opt(m.Specs(2), Config(s, 0.5, PlacementPolicy::kBackwardOrder, 64, 2));
     m.FillGrads(1);
     ASSERT_TRUE(opt.Step(1e-3).applied);
@@ -181,7 +181,7 @@ TEST(HybridHost, ReportsTheGlobalNormAndClips) {
   Model m;
   m.grad_dtype = DType::kF32;
   m.Init(7);
-  const Setup s{Algorithm::kSGD, {}, DType::kBF16, DType::kF32};
+  const Case s{Algorithm::kSGD, {}, DType::kBF16, DType::kF32};
   OptimizerConfig c = Config(s, 0.5, PlacementPolicy::kBackwardOrder, 64, 2);
   HybridOptimizer opt(m.Specs(2), c);
   m.FillGrads(1);
@@ -205,7 +205,7 @@ void ExpectInvalid(const std::function<void()>& fn, const char* needle) {
 TEST(HybridHost, BadInputIsRejectedWithAClearError) {
   Model m;
   m.Init(7);
-  const Setup s = kSetups[0];
+  const Case s = kSetups[0];
   const OptimizerConfig good = Config(s, 0.5, PlacementPolicy::kBackwardOrder, 64, 2);
   auto with = [&](auto edit) {
     auto specs = m.Specs(2);
@@ -256,7 +256,7 @@ TEST(HybridHost, BadInputIsRejectedWithAClearError) {
 uint64_t A(uint64_t b) { return (b + 255) / 256 * 256; }
 
 TEST(HybridHost, MemoryReportFollowsTheClosedForm) {
-  for (const Setup& s : kSetups) {
+  for (const Case& s : kSetups) {
     for (double f : {0.0, 0.3, 1.0}) {
       Model m;
       m.param_dtype = s.param;
@@ -311,7 +311,7 @@ TEST(HybridHost, MemoryReportFollowsTheClosedForm) {
 }
 
 TEST(HybridHost, SnapshotRestoresAtAnotherFraction) {
-  const Setup s = kSetups[0];
+  const Case s = kSetups[0];
   Model a, b;
   a.Init(7);
   b.Init(99);  // different starting weights: Restore must overwrite them
