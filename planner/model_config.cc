@@ -172,10 +172,11 @@ ModelDescription ModelFromJson(const nlohmann::json& j, std::string_view where) 
   if (j.contains("architectures") && j.at("architectures").is_array() &&
       !j.at("architectures").empty() && j.at("architectures")[0].is_string()) {
     const std::string a = j.at("architectures")[0].get<std::string>();
-    static const std::map<std::string, std::string> kByClass = {
-        {"LlamaForCausalLM", "llama"},   {"MistralForCausalLM", "mistral"},
-        {"Qwen2ForCausalLM", "qwen2"},   {"GPT2LMHeadModel", "gpt2"},
-        {"GPT2Model", "gpt2"}};
+    static const std::map<std::string, std::string> kByClass = {{"LlamaForCausalLM", "llama"},
+                                                                {"MistralForCausalLM", "mistral"},
+                                                                {"Qwen2ForCausalLM", "qwen2"},
+                                                                {"GPT2LMHeadModel", "gpt2"},
+                                                                {"GPT2Model", "gpt2"}};
     auto it = kByClass.find(a);
     if (it == kByClass.end())
       Fail(where, "unknown architecture '" + a +
@@ -215,8 +216,8 @@ ModelDescription ModelFromConfigFile(const std::string& path) {
 ModelDescription ModelFromParamCount(uint64_t params, uint32_t pieces) {
   if (params == 0) Fail("--params", "parameter count must be > 0");
   if (pieces == 0 || pieces > params)
-    Fail("--params", "pieces must be in [1, " + std::to_string(params) + "], got " +
-                         std::to_string(pieces));
+    Fail("--params",
+         "pieces must be in [1, " + std::to_string(params) + "], got " + std::to_string(pieces));
   ModelDescription m;
   m.name = std::to_string(params) + " parameters";
   m.architecture = "flat";

@@ -107,8 +107,8 @@ FractionPoint EvaluateFraction(const PlanInputs& in, double fraction) {
   p.fraction = fraction;
   const uint64_t total = in.model.total_params();
   p.gpu.weights = total * DTypeSize(in.param_dtype);
-  p.gpu.gradients = (in.grad_release ? in.model.largest_layer_params() : total) *
-                    DTypeSize(in.grad_dtype);
+  p.gpu.gradients =
+      (in.grad_release ? in.model.largest_layer_params() : total) * DTypeSize(in.grad_dtype);
   p.gpu.activations = ActivationBytes(in);
   auto state = [](const MemoryReport::Bytes& b, MemoryBreakdown* m) {
     m->master = b.master;
@@ -205,10 +205,9 @@ PlanResult MakePlan(const PlanInputs& in) {
     plan.messages.push_back(b);
   } else {
     if (plan.gpu_short_bytes > 0)
-      plan.messages.push_back(
-          "DOES NOT FIT: GPU memory short by " + GiB(plan.gpu_short_bytes) +
-          " even with all optimizer state offloaded (fraction 1): needs " +
-          GiB(all_off.gpu.total()) + " of " + GiB(in.gpu_budget) + " per GPU");
+      plan.messages.push_back("DOES NOT FIT: GPU memory short by " + GiB(plan.gpu_short_bytes) +
+                              " even with all optimizer state offloaded (fraction 1): needs " +
+                              GiB(all_off.gpu.total()) + " of " + GiB(in.gpu_budget) + " per GPU");
     if (plan.host_short_bytes > 0) {
       char b[64];
       std::snprintf(b, sizeof b, "%.4f", plan.min_fraction);
@@ -217,6 +216,10 @@ PlanResult MakePlan(const PlanInputs& in) {
                               GiB(plan.host_short_bytes + in.host_budget) + " of " +
                               GiB(in.host_budget) + " per node");
     }
+    if (plan.messages.empty())  // only when memory is not monotone in the fraction
+      plan.messages.push_back("DOES NOT FIT: no fraction fits both budgets (the GPU needs >= " +
+                              std::to_string(plan.min_fraction) + ", the host allows <= " +
+                              std::to_string(plan.max_host_fraction) + ")");
     plan.recommended = plan.min_fraction >= 0 ? at(kmin) : all_off;
   }
   if (in.profile.builtin_default)

@@ -22,7 +22,8 @@ using nlohmann::json;
 const json& Member(const json& j, const char* key, const std::string& path,
                    std::string_view where) {
   if (!j.is_object()) Fail(where, "'" + path + "' must be an object");
-  if (!j.contains(key)) Fail(where, "missing field '" + path + (path.empty() ? "" : ".") + key + "'");
+  if (!j.contains(key))
+    Fail(where, "missing field '" + path + (path.empty() ? "" : ".") + key + "'");
   return j.at(key);
 }
 
@@ -33,11 +34,11 @@ double Rate(const json& j, const char* key, const std::string& path, std::string
   return v.get<double>();
 }
 
-std::string Text(const json& j, const char* key, const std::string& path,
-                 std::string_view where) {
+std::string Text(const json& j, const char* key, const std::string& path, std::string_view where) {
   const json& v = Member(j, key, path, where);
-  if (!v.is_string()) Fail(where, "field '" + path + (path.empty() ? "" : ".") + key +
-                                      "' must be a string, got " + v.dump());
+  if (!v.is_string())
+    Fail(where, "field '" + path + (path.empty() ? "" : ".") + key + "' must be a string, got " +
+                    v.dump());
   return v.get<std::string>();
 }
 

@@ -16,11 +16,20 @@ std::string Escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -51,11 +60,9 @@ struct Panel {
 
 void Axes(std::string* s, const Panel& p, const std::string& title, const std::string& ylabel) {
   *s += "<rect x='" + Fmt("%.1f", p.x0) + "' y='" + Fmt("%.1f", p.y0) + "' width='" +
-        Fmt("%.1f", p.w) + "' height='" + Fmt("%.1f", p.h) +
-        "' fill='none' stroke='#333'/>\n";
+        Fmt("%.1f", p.w) + "' height='" + Fmt("%.1f", p.h) + "' fill='none' stroke='#333'/>\n";
   *s += "<text x='" + Fmt("%.1f", p.x0 + p.w / 2) + "' y='" + Fmt("%.1f", p.y0 - 10) +
-        "' text-anchor='middle' font-size='15' font-weight='bold'>" + Escape(title) +
-        "</text>\n";
+        "' text-anchor='middle' font-size='15' font-weight='bold'>" + Escape(title) + "</text>\n";
   for (int i = 0; i <= 4; ++i) {
     const double f = i / 4.0;
     *s += "<line x1='" + Fmt("%.1f", p.X(f)) + "' y1='" + Fmt("%.1f", p.y0 + p.h) + "' x2='" +
@@ -65,15 +72,13 @@ void Axes(std::string* s, const Panel& p, const std::string& title, const std::s
   }
   for (double v = 0; v <= p.ymax * 1.0001; v += p.ystep) {
     *s += "<line x1='" + Fmt("%.1f", p.x0) + "' y1='" + Fmt("%.1f", p.Y(v)) + "' x2='" +
-          Fmt("%.1f", p.x0 + p.w) + "' y2='" + Fmt("%.1f", p.Y(v)) +
-          "' stroke='#ddd'/>\n";
+          Fmt("%.1f", p.x0 + p.w) + "' y2='" + Fmt("%.1f", p.Y(v)) + "' stroke='#ddd'/>\n";
     *s += "<text x='" + Fmt("%.1f", p.x0 - 6) + "' y='" + Fmt("%.1f", p.Y(v) + 4) +
           "' text-anchor='end' font-size='12'>" + Fmt("%g", v) + "</text>\n";
   }
   *s += "<text x='" + Fmt("%.1f", p.x0 + p.w / 2) + "' y='" + Fmt("%.1f", p.y0 + p.h + 38) +
         "' text-anchor='middle' font-size='13'>offload fraction</text>\n";
-  *s += "<text transform='translate(" + Fmt("%.1f", p.x0 - 50) + "," +
-        Fmt("%.1f", p.y0 + p.h / 2) +
+  *s += "<text transform='translate(" + Fmt("%.1f", p.x0 - 50) + "," + Fmt("%.1f", p.y0 + p.h / 2) +
         ") rotate(-90)' text-anchor='middle' font-size='13'>" + Escape(ylabel) + "</text>\n";
 }
 
@@ -115,10 +120,10 @@ std::string PlanToSvg(const PlanResult& plan) {
       "<svg xmlns='http://www.w3.org/2000/svg' width='900' height='760' "
       "viewBox='0 0 900 760' font-family='sans-serif'>\n"
       "<rect width='900' height='760' fill='white'/>\n";
-  s += "<text x='450' y='24' text-anchor='middle' font-size='16'>" +
-       Escape("tandem-plan: " + in.model.name + ", " + Name(in.algorithm) + " " +
-              Name(in.formats)) +
-       "</text>\n";
+  s +=
+      "<text x='450' y='24' text-anchor='middle' font-size='16'>" +
+      Escape("tandem-plan: " + in.model.name + ", " + Name(in.algorithm) + " " + Name(in.formats)) +
+      "</text>\n";
 
   // The scale covers the data and the GPU budget; the host budget only when it is not
   // far above them (a 2 TiB host line would flatten every curve), else it is named.
@@ -139,11 +144,13 @@ std::string PlanToSvg(const PlanResult& plan) {
          "' text-anchor='end' font-size='12' fill='" + kHost + "'>" + host_label +
          " (above the scale)</text>\n";
   }
-  Polyline(&s, mem, plan.sweep, [&](const FractionPoint& p) { return p.gpu.total() / gib; }, kGpu);
-  Polyline(&s, mem, plan.sweep, [&](const FractionPoint& p) { return p.host_node_bytes / gib; },
-           kHost);
+  Polyline(
+      &s, mem, plan.sweep, [&](const FractionPoint& p) { return p.gpu.total() / gib; }, kGpu);
+  Polyline(
+      &s, mem, plan.sweep, [&](const FractionPoint& p) { return p.host_node_bytes / gib; }, kHost);
   // Legend.
-  s += "<text x='800' y='90' font-size='12' fill='" + std::string(kGpu) + "'>GPU (per GPU)</text>\n";
+  s +=
+      "<text x='800' y='90' font-size='12' fill='" + std::string(kGpu) + "'>GPU (per GPU)</text>\n";
   s += "<text x='800' y='108' font-size='12' fill='" + std::string(kHost) +
        "'>host (per node)</text>\n";
 
@@ -152,7 +159,8 @@ std::string PlanToSvg(const PlanResult& plan) {
   Panel time{90, 430, 700, 260, 0, 0};
   NiceAxis(tmax * 1.05, &time.ymax, &time.ystep);
   Axes(&s, time, "Predicted optimizer step time vs offload fraction", "step time (ms)");
-  Polyline(&s, time, plan.sweep, [](const FractionPoint& p) { return p.time.step_ms; }, kTime);
+  Polyline(
+      &s, time, plan.sweep, [](const FractionPoint& p) { return p.time.step_ms; }, kTime);
   for (const FractionPoint& p : plan.sweep)
     s += "<text x='" + Fmt("%.1f", time.X(p.fraction)) + "' y='" +
          Fmt("%.1f", time.Y(p.time.step_ms) - 7) +

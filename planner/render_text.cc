@@ -29,7 +29,8 @@ std::string PlanToText(const PlanResult& plan) {
   Append(&s, "Optimizer  %s, %s, params %s, grads %s%s, placement %s\n", Name(in.algorithm),
          Name(in.formats).c_str(), Name(in.param_dtype), Name(in.grad_dtype),
          in.grad_release ? " (released per layer)" : "", Name(in.placement));
-  Append(&s, "Ranks      %u GPU(s)/node x %u node(s) = %llu; rank 0 optimizer shard %llu elements\n",
+  Append(&s,
+         "Ranks      %u GPU(s)/node x %u node(s) = %llu; rank 0 optimizer shard %llu elements\n",
          in.gpus_per_node, in.nodes, static_cast<unsigned long long>(plan.ranks),
          static_cast<unsigned long long>(plan.shard_elements));
   Append(&s, "Budgets    GPU %.2f GiB per GPU, host %.2f GiB per node; activations %.2f GiB",
@@ -70,8 +71,9 @@ std::string PlanToText(const PlanResult& plan) {
     Append(&s, "  %-12s %14.3f %14.3f\n", row.name, ToGiB(row.gpu), ToGiB(row.host));
   Append(&s, "  host per node (%u rank(s)): %.3f GiB\n", in.gpus_per_node,
          ToGiB(r.host_node_bytes));
-  Append(&s, "  step: prepass %.2f + max(gpu %.2f, pipeline max(d2h %.2f, host %.2f, h2d %.2f) "
-             "+ fill %.2f) = %.2f ms\n\n",
+  Append(&s,
+         "  step: prepass %.2f + max(gpu %.2f, pipeline max(d2h %.2f, host %.2f, h2d %.2f) "
+         "+ fill %.2f) = %.2f ms\n\n",
          r.time.prepass_ms, r.time.gpu_ms, r.time.d2h_ms, r.time.host_ms, r.time.h2d_ms,
          r.time.fill_ms, r.time.step_ms);
 

@@ -13,10 +13,14 @@ namespace {
 
 double MasterBytes(MasterFormat m) {
   switch (m) {
-    case MasterFormat::kF32: return 4;
-    case MasterFormat::kBF16: return 2;
-    case MasterFormat::kBF16Ecc8: return 3;
-    case MasterFormat::kBF16Ecc16: return 4;
+    case MasterFormat::kF32:
+      return 4;
+    case MasterFormat::kBF16:
+      return 2;
+    case MasterFormat::kBF16Ecc8:
+      return 3;
+    case MasterFormat::kBF16Ecc16:
+      return 4;
   }
   return 4;
 }
@@ -54,8 +58,8 @@ double SideRate(const std::map<std::string, KernelRate>& kernels, const std::str
     }
   }
   char buf[200];
-  std::snprintf(buf, sizeof buf, "roofline %.2f B/elem at %.0f GB/s, %.0f%% efficiency (%s)",
-                bytes, gbps, 100 * efficiency, from.c_str());
+  std::snprintf(buf, sizeof buf, "roofline %.2f B/elem at %.0f GB/s, %.0f%% efficiency (%s)", bytes,
+                gbps, 100 * efficiency, from.c_str());
   *source = buf;
   return gbps * efficiency / bytes;
 }
@@ -117,8 +121,8 @@ StepTime PredictStepTime(const PlanInputs& in, const Rates& rates, uint64_t hot,
   const double p_bytes = static_cast<double>(DTypeSize(in.param_dtype));
   StepTime t;
   // Pre-pass: global norm and non-finite check read every gradient once on the GPU.
-  t.prepass_ms = ms * static_cast<double>(shard_elements) * g_bytes /
-                 (in.profile.gpu.hbm_copy_gbps * 1e9);
+  t.prepass_ms =
+      ms * static_cast<double>(shard_elements) * g_bytes / (in.profile.gpu.hbm_copy_gbps * 1e9);
   t.gpu_ms = ms * static_cast<double>(hot) / (rates.gpu_gparams_per_s * 1e9);
   if (cold > 0) {
     const double n = static_cast<double>(cold);
@@ -151,10 +155,14 @@ StepTime PredictStepTime(const PlanInputs& in, const Rates& rates, uint64_t hot,
 
 const char* Name(Stage s) noexcept {
   switch (s) {
-    case Stage::kGpu: return "gpu";
-    case Stage::kD2H: return "d2h";
-    case Stage::kHost: return "host";
-    case Stage::kH2D: return "h2d";
+    case Stage::kGpu:
+      return "gpu";
+    case Stage::kD2H:
+      return "d2h";
+    case Stage::kHost:
+      return "host";
+    case Stage::kH2D:
+      return "h2d";
   }
   return "?";
 }

@@ -78,16 +78,16 @@ std::vector<std::string> PresetNames();
 // Activation memory (Korthikanti et al. 2022; docs/planner.md "Activations")
 
 enum class Recompute : uint8_t { kNone = 0, kSelective = 1, kFull = 2 };
-const char* Name(Recompute r) noexcept;       // "none", "selective", "full"
+const char* Name(Recompute r) noexcept;        // "none", "selective", "full"
 Recompute ParseRecompute(std::string_view s);  // throws Error(kInvalidArgument)
 
 struct ActivationShape {
-  uint64_t batch = 1;     // micro-batch per GPU, b
-  uint64_t seq_len = 0;   // s
-  uint64_t hidden = 0;    // h
-  uint64_t layers = 0;    // L
-  uint64_t heads = 0;     // a
-  uint64_t vocab = 0;     // V (0: no logits term)
+  uint64_t batch = 1;    // micro-batch per GPU, b
+  uint64_t seq_len = 0;  // s
+  uint64_t hidden = 0;   // h
+  uint64_t layers = 0;   // L
+  uint64_t heads = 0;    // a
+  uint64_t vocab = 0;    // V (0: no logits term)
 };
 
 // Bytes of activations kept for backward, bf16, no tensor/sequence parallelism:
@@ -109,7 +109,7 @@ struct Profile {
   std::string machine, date, source;
   struct Gpu {
     std::string name;
-    double hbm_copy_gbps = 0;  // device copy, read+write bytes per second / 1e9
+    double hbm_copy_gbps = 0;                   // device copy, read+write bytes per second / 1e9
     std::map<std::string, KernelRate> kernels;  // by KernelKey
   } gpu;
   struct Host {
@@ -208,9 +208,9 @@ struct PlanInputs {
 struct FractionPoint {
   double fraction = 0;
   uint64_t hot_elements = 0, cold_elements = 0;  // of rank 0's shard
-  MemoryBreakdown gpu;                            // one GPU
-  MemoryBreakdown host;                           // one rank's host memory
-  uint64_t host_node_bytes = 0;                   // host.total() * gpus_per_node
+  MemoryBreakdown gpu;                           // one GPU
+  MemoryBreakdown host;                          // one rank's host memory
+  uint64_t host_node_bytes = 0;                  // host.total() * gpus_per_node
   bool fits_gpu = false, fits_host = false;
   StepTime time;
 };
@@ -228,9 +228,9 @@ struct PlanResult {
   double min_fraction = -1;
   // Largest fraction (multiple of 1e-4) at which the host budget holds; -1 if none.
   double max_host_fraction = -1;
-  FractionPoint recommended;      // the fastest point that fits both (valid if feasible)
+  FractionPoint recommended;         // the fastest point that fits both (valid if feasible)
   std::vector<FractionPoint> sweep;  // fractions 0, 1/16, ..., 1
-  bool monotone = true;  // GPU bytes non-increasing and host bytes non-decreasing on sweep
+  bool monotone = true;           // GPU bytes non-increasing and host bytes non-decreasing on sweep
   uint64_t gpu_short_bytes = 0;   // > 0: GPU budget short by this much even at fraction 1
   uint64_t host_short_bytes = 0;  // > 0: host budget short by this much at min_fraction
   std::vector<std::string> messages;  // the verdict, then warnings
@@ -250,8 +250,8 @@ PlanResult MakePlan(const PlanInputs& inputs);
 FractionPoint EvaluateFraction(const PlanInputs& inputs, double fraction);
 
 // Predicted step time of one rank with `hot` elements on the GPU and `cold` on the host.
-StepTime PredictStepTime(const PlanInputs& inputs, const Rates& rates, uint64_t hot,
-                         uint64_t cold, uint64_t shard_elements);
+StepTime PredictStepTime(const PlanInputs& inputs, const Rates& rates, uint64_t hot, uint64_t cold,
+                         uint64_t shard_elements);
 // Kernel rates for `inputs` from its profile: measured keys, else rooflines.
 Rates ResolveRates(const PlanInputs& inputs);
 

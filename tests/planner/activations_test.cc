@@ -29,8 +29,7 @@ TEST(Activations, Llama8bAt4k) {
   const uint64_t sbh = 4096ull * 4096;
   const uint64_t logits = 4ull * 4096 * 128256;
   // 34 + 5*32*4096/4096 = 194 bytes per s*b*h per layer.
-  EXPECT_EQ(EstimateActivationBytes(Llama8b(128256), Recompute::kNone),
-            32 * 194 * sbh + logits);
+  EXPECT_EQ(EstimateActivationBytes(Llama8b(128256), Recompute::kNone), 32 * 194 * sbh + logits);
   EXPECT_EQ(EstimateActivationBytes(Llama8b(128256), Recompute::kNone), 106254303232u);
   EXPECT_EQ(EstimateActivationBytes(Llama8b(128256), Recompute::kSelective),
             32 * 34 * sbh + logits);

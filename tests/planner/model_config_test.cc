@@ -18,8 +18,9 @@ void ExpectError(F f, ErrorKind kind, std::initializer_list<std::string> parts) 
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), kind) << e.what();
-    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-        << "'" << p << "' not in: " << e.what();
+    for (const std::string& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "'" << p << "' not in: " << e.what();
   }
 }
 
@@ -77,12 +78,18 @@ TEST(ModelConfig, MistralAndExplicitHeadDim) {
   EXPECT_EQ(ModelFromConfigText(R"({"architectures": ["MistralForCausalLM"],
     "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
     "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
-    "tie_word_embeddings": false})", "mistral").total_params(), 7241732096u);
+    "tie_word_embeddings": false})",
+                                "mistral")
+                .total_params(),
+            7241732096u);
   // Mistral-Nemo (head_dim 128 != 5120 / 32): 12,247,782,400 parameters.
   EXPECT_EQ(ModelFromConfigText(R"({"architectures": ["MistralForCausalLM"],
     "hidden_size": 5120, "intermediate_size": 14336, "num_hidden_layers": 40,
     "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-    "vocab_size": 131072})", "nemo").total_params(), 12247782400u);
+    "vocab_size": 131072})",
+                                "nemo")
+                .total_params(),
+            12247782400u);
 }
 
 TEST(ModelConfig, Qwen2HasQkvBiases) {
@@ -90,7 +97,8 @@ TEST(ModelConfig, Qwen2HasQkvBiases) {
   const ModelDescription m = ModelFromConfigText(R"({"architectures": ["Qwen2ForCausalLM"],
     "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
     "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936,
-    "tie_word_embeddings": true})", "qwen");
+    "tie_word_embeddings": true})",
+                                                 "qwen");
   EXPECT_EQ(m.architecture, "qwen2");
   EXPECT_EQ(m.total_params(), 494032768u);
   EXPECT_EQ(m.tensors[3].name, "model.layers.0.self_attn.q_proj.bias");
@@ -112,7 +120,9 @@ TEST(ModelConfig, Gpt2Small) {
 
 TEST(ModelConfig, ModelTypeWithoutArchitectures) {
   EXPECT_EQ(ModelFromConfigText(R"({"model_type": "gpt2", "n_embd": 768, "n_layer": 12,
-    "n_head": 12, "vocab_size": 50257, "n_positions": 1024})", "x").total_params(),
+    "n_head": 12, "vocab_size": 50257, "n_positions": 1024})",
+                                "x")
+                .total_params(),
             124439808u);
 }
 

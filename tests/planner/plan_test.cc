@@ -22,9 +22,7 @@ PlanInputs Inputs(ModelDescription model, StateFormats f, DType param, DType gra
   return in;
 }
 
-PlanInputs Fp32(ModelDescription m) {
-  return Inputs(std::move(m), {}, DType::kF32, DType::kF32);
-}
+PlanInputs Fp32(ModelDescription m) { return Inputs(std::move(m), {}, DType::kF32, DType::kF32); }
 PlanInputs Flash(ModelDescription m) {
   return Inputs(std::move(m), {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8},
                 DType::kBF16, DType::kBF16);
@@ -187,8 +185,7 @@ TEST(PlanImpossible, HostTooSmall) {
   EXPECT_GT(plan.host_short_bytes, 0u);
   EXPECT_EQ(plan.host_short_bytes,
             EvaluateFraction(in, plan.min_fraction).host_node_bytes - in.host_budget);
-  EXPECT_NE(plan.messages[0].find("host memory short by"), std::string::npos)
-      << plan.messages[0];
+  EXPECT_NE(plan.messages[0].find("host memory short by"), std::string::npos) << plan.messages[0];
 }
 
 TEST(PlanInputsCheck, RejectsBadInputs) {
@@ -204,8 +201,8 @@ TEST(PlanActivations, EstimatedFromTheModelShape) {
   PlanInputs in = Flash(ModelFromPreset("llama3-8b"));
   in.activation_shape.seq_len = 4096;
   in.recompute = Recompute::kSelective;
-  EXPECT_EQ(EvaluateFraction(in, 0.0).gpu.activations, 32ull * 34 * 4096 * 4096 +
-                                                           4ull * 4096 * 128256);
+  EXPECT_EQ(EvaluateFraction(in, 0.0).gpu.activations,
+            32ull * 34 * 4096 * 4096 + 4ull * 4096 * 128256);
   in.activation_bytes_given = true;
   in.activation_bytes = 20 * kGiB;
   EXPECT_EQ(EvaluateFraction(in, 0.0).gpu.activations, 20 * kGiB);

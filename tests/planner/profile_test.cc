@@ -79,18 +79,17 @@ TEST(Profile, RejectsBadProfilesNamingTheField) {
   };
   ExpectBad(replace("\"hbm_copy_gbps\": 4200", "\"hbm\": 4200"), "gpu.hbm_copy_gbps");
   ExpectBad(replace("\"bidir_gbps\": 100", "\"bidir_gbps\": -1"), "pcie.bidir_gbps");
-  ExpectBad(replace("\"gparams_per_s\": 300", "\"gparams_per_s\": \"fast\""),
-            "gparams_per_s");
+  ExpectBad(replace("\"gparams_per_s\": 300", "\"gparams_per_s\": \"fast\""), "gparams_per_s");
   ExpectBad(replace("\"threads\": 16", "\"threads\": 1.5"), "host.threads");
   ExpectBad(replace("\"machine\": \"box\",", ""), "machine");
   EXPECT_THROW(ReadProfile("/nonexistent/profile.json"), Error);
 }
 
 TEST(Profile, KernelKey) {
-  EXPECT_EQ(KernelKey(Algorithm::kAdamW,
-                      {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8},
-                      DType::kBF16),
-            "adamw/bf16+ecc8/q8/q8/bf16");
+  EXPECT_EQ(
+      KernelKey(Algorithm::kAdamW, {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8},
+                DType::kBF16),
+      "adamw/bf16+ecc8/q8/q8/bf16");
   EXPECT_EQ(KernelKey(Algorithm::kAdamW, {}, DType::kF32), "adamw/f32/f32/f32/f32");
 }
 

@@ -14,13 +14,12 @@ PlanInputs Flash() {
 
 TEST(KernelBytes, MatchesTheDesignFigures) {
   HyperParams h;
-  EXPECT_DOUBLE_EQ(KernelBytesPerElement(Algorithm::kAdamW, h,
-                                         {MasterFormat::kBF16Ecc8, MomentFormat::kQ8,
-                                          MomentFormat::kQ8},
-                                         DType::kBF16, DType::kBF16),
-                   12.25);
-  EXPECT_DOUBLE_EQ(KernelBytesPerElement(Algorithm::kAdamW, h, {}, DType::kF32, DType::kF32),
-                   28);
+  EXPECT_DOUBLE_EQ(
+      KernelBytesPerElement(Algorithm::kAdamW, h,
+                            {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8},
+                            DType::kBF16, DType::kBF16),
+      12.25);
+  EXPECT_DOUBLE_EQ(KernelBytesPerElement(Algorithm::kAdamW, h, {}, DType::kF32, DType::kF32), 28);
   // fp32 master with bf16 parameters also writes the bf16 parameter.
   EXPECT_DOUBLE_EQ(KernelBytesPerElement(Algorithm::kAdamW, h, {}, DType::kBF16, DType::kBF16),
                    28);  // 2 grad + 8 master + 2 param + 16 moments

@@ -91,8 +91,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 1000000u));
   app.add_option("--gpu-mem", a.gpu_mem, "GPU memory budget per GPU (80GiB, 141GB, ...)")
       ->required();
-  app.add_option("--host-mem", a.host_mem, "host memory budget per node (512GiB, ...)")
-      ->required();
+  app.add_option("--host-mem", a.host_mem, "host memory budget per node (512GiB, ...)")->required();
   auto* act = app.add_option("--activations", a.activations, "activation memory per GPU (20GiB)");
   auto* batch = app.add_option("--batch", a.batch, "micro-batch per GPU for the estimate");
   auto* seq = app.add_option("--seq", a.seq, "sequence length for the activation estimate");
@@ -112,8 +111,11 @@ int main(int argc, char** argv) {
   app.add_flag("--grad-release", a.grad_release,
                "gradients are consumed as produced: one layer's gradients resident");
   app.add_option("--gpus-per-node", a.gpus_per_node, "data-parallel GPUs per node")
-      ->check(CLI::Range(1u, 1024u))->capture_default_str();
-  app.add_option("--nodes", a.nodes, "nodes")->check(CLI::Range(1u, 100000u))->capture_default_str();
+      ->check(CLI::Range(1u, 1024u))
+      ->capture_default_str();
+  app.add_option("--nodes", a.nodes, "nodes")
+      ->check(CLI::Range(1u, 100000u))
+      ->capture_default_str();
   app.add_option("--profile", a.profile, "calibration profile (tandem-profile/1 JSON)")
       ->check(CLI::ExistingFile);
   app.add_option("--policy", a.policy, "backward_order | forward_order | largest_first")
