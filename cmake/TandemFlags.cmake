@@ -2,12 +2,20 @@
 #
 # Numerics (docs/numerics.md): no implicit FMA contraction and no fast-math anywhere;
 # CUDA keeps IEEE division and square root and denormals (--fmad=false, no -ftz).
+# Warnings are errors with the reference toolchain (Debian 12: GCC 12, nvcc); other
+# compilers (e.g. GCC 13 on a GPU host) may raise new false positives, so offline builds
+# there pass -DTANDEM_WERROR=OFF.
+option(TANDEM_WERROR "Treat warnings as errors" ON)
 add_library(tandem_flags INTERFACE)
 target_compile_options(tandem_flags INTERFACE
-  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Werror -ffp-contract=off -fno-fast-math>
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -ffp-contract=off -fno-fast-math>
   $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false -prec-div=true -prec-sqrt=true -ftz=false
-                             -Werror=all-warnings
-                             -Xcompiler=-Wall,-Wextra,-Werror,-ffp-contract=off>)
+                             -Xcompiler=-Wall,-Wextra,-ffp-contract=off>)
+if(TANDEM_WERROR)
+  target_compile_options(tandem_flags INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-Werror>
+    $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Werror>)
+endif()
 target_include_directories(tandem_flags INTERFACE
   ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR})
 
