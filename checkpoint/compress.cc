@@ -90,9 +90,10 @@ void Inflate(const void* src, size_t n, void* out, size_t raw_length, const std:
     throw Error(ErrorKind::kCorruption, where + ": deflate stream gives " +
                                             std::to_string(out_done) + " bytes, expected " +
                                             std::to_string(raw_length));
-  if (st->avail_in != 0 || in_left != 0)
-    throw Error(ErrorKind::kCorruption, where + ": " +
-                                            std::to_string(st->avail_in + in_left) +
+  // Bytes igzip pulled into its bit buffer but did not use count as left over too.
+  const uint64_t unused = st->avail_in + in_left + static_cast<uint64_t>(st->read_in_length) / 8;
+  if (unused != 0)
+    throw Error(ErrorKind::kCorruption, where + ": " + std::to_string(unused) +
                                             " bytes after the end of the deflate stream");
 }
 
