@@ -53,7 +53,7 @@ void WriteSection(Writer* w, const ckpt::ArrayView& a, SectionKind kind,
   if (ShouldTry(compression, kind)) {
     std::vector<uint8_t> z;
     // Keep it only if it saves at least 1/8 (docs/checkpoint_format.md, "Compression").
-    if (ckpt::DeflateLevel1(a.data, a.bytes, a.bytes - a.bytes / 8, &z)) {
+    if (a.bytes >= 8 && ckpt::DeflateLevel1(a.data, a.bytes, a.bytes - a.bytes / 8 - 1, &z)) {
       s->compression = "deflate";
       s->length = z.size();
       s->crc32c = ckpt::SectionCrc(kind, s->tensor, ckpt::Codec::kDeflate, a.bytes, z.data(),

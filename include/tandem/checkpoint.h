@@ -83,9 +83,10 @@ std::unique_ptr<Env> NewMemEnv();
 
 enum class CheckpointCompression : uint8_t {
   kNone = 0,  // store every section as is (fastest; the default)
-  kAuto = 1,  // deflate (igzip level 1) the kinds that compress well on real state
-              // (bf16 masters, ecc, m/v codes and scales), keep a section compressed only
-              // if it saves at least 1/8 of its bytes; fp32 arrays are stored as is
+  kAuto = 1,  // deflate (igzip level 1) only the kinds that compress on training-like
+              // state (bf16 master weights about 1.28x, bf16 m/v scales about 1.46x), and
+              // keep a section compressed only if it saves at least 1/8 of its bytes;
+              // codes, ecc and fp32 arrays (1.00-1.08x) are stored as is
   kAll = 2,   // try every section, keep it compressed if it saves at least 1/8
 };
 
