@@ -273,10 +273,10 @@ int main(int argc, char** argv) {
     for (const auto& t : s.tensors) crc_bytes += t.master_bf16.size() * 2;
     const double crc_stream = crc_bytes / Seconds(t0, Clock::now()) / 1e9;
 
-    // Deflate per kind, on 64 MiB samples of real-looking state in every format.
+    // Deflate per kind, on 8 Mi-element samples of real-looking state in every format.
     std::vector<KindStat> kinds;
     {
-      const size_t n = 32u << 20;
+      const size_t n = 8u << 20;
       Rng rng{12345};
       const TensorSnapshot a = MakeTensor("f32", n, {MasterFormat::kF32, MomentFormat::kF32, MomentFormat::kF32}, &rng);
       const TensorSnapshot b = MakeTensor("q", n, {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8}, &rng);

@@ -1,6 +1,11 @@
 // libFuzzer target for the checkpoint loader (docs/checkpoint_format.md, "Fuzzing").
 //
-// The input bytes are a checkpoint file in an in-memory Env. Properties checked:
+// An input that starts with the header magic is a checkpoint file as is. Any other input is
+// "manifest text, a zero byte, data bytes": the harness frames it into a file (header, the
+// data at offset 32, the manifest at the next 64-byte boundary, footer) with valid header,
+// manifest and footer CRCs, so that mutations reach the manifest parser and the section
+// checks behind the CRCs instead of stopping at the first CRC. The file lies in an
+// in-memory Env. Properties checked:
 //  * LoadCheckpoint, VerifyCheckpoint and InspectCheckpoint either succeed or throw
 //    tandem::Error (anything else escapes and libFuzzer reports it), with no sanitizer report;
 //  * Verify passes exactly when Load succeeds, and Inspect succeeds whenever Load does;
@@ -10,6 +15,9 @@
 #include <cstring>
 #include <string>
 
+#include "checkpoint/crc.h"
+#include "checkpoint/format.h"
+#include "checkpoint/frame.h"
 #include "tandem/checkpoint.h"
 #include "tandem/error.h"
 
@@ -43,13 +51,40 @@ bool SameBits(const tandem::OptimizerSnapshot& a, const tandem::OptimizerSnapsho
   return true;
 }
 
+std::string Frame(const uint8_t* data, size_t size) {
+  namespace ck = tandem::ckpt;
+  const std::string in(reinterpret_cast<const char*>(data), size);
+  const size_t zero = in.find('\0');
+  const std::string manifest = in.substr(0, zero);
+  const std::string body = zero == std::string::npos ? "" : in.substr(zero + 1);
+  const auto h = ck::EncodeHeader();
+  std::string f(reinterpret_cast<const char*>(h.data()), h.size());
+  f += body;
+  f.append((ck::kAlignment - f.size() % ck::kAlignment) % ck::kAlignment, '\0');
+  ck::Footer ft;
+  ft.manifest_offset = f.size();
+  ft.manifest_length = manifest.size();
+  ft.manifest_crc = ck::SectionCrc(ck::SectionKind::kManifest, ck::kNoTensor, ck::Codec::kNone,
+                                   manifest.size(), manifest.data(), manifest.size());
+  f += manifest;
+  ft.file_length = f.size() + ck::kFooterSize;
+  const auto fb = ck::EncodeFooter(ft);
+  f.append(reinterpret_cast<const char*>(fb.data()), fb.size());
+  return f;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto env = tandem::NewMemEnv();
   {
     auto f = env->NewWritableFile("in");
-    f->Append(data, size);
+    if (size >= 8 && memcmp(data, tandem::ckpt::kHeaderMagic, 8) == 0) {
+      f->Append(data, size);
+    } else {
+      const std::string framed = Frame(data, size);
+      f->Append(framed.data(), framed.size());
+    }
     f->Close();
   }
   bool loaded = false;
