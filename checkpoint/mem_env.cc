@@ -16,6 +16,7 @@ class MemWritableFile final : public WritableFile {
  public:
   MemWritableFile(Bytes data, std::mutex* mu) : data_(std::move(data)), mu_(mu) {}
   void Append(const void* data, size_t n) override {
+    if (n == 0) return;  // data may be null
     std::lock_guard<std::mutex> lock(*mu_);
     data_->append(static_cast<const char*>(data), n);
   }

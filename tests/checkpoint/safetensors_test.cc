@@ -38,7 +38,9 @@ TEST(SafetensorsTest, ExportImportRoundTripEveryMasterFormat) {
       const std::vector<float> want = DecodeMasterF32(t, s.formats);
       const auto& v = got.at(t.name);
       ASSERT_EQ(v.size(), want.size());
-      EXPECT_EQ(0, memcmp(v.data(), want.data(), 4 * v.size())) << t.name << " " << Name(m);
+      if (!v.empty()) {  // memcmp of empty vectors' null data() is undefined
+        EXPECT_EQ(0, memcmp(v.data(), want.data(), 4 * v.size())) << t.name << " " << Name(m);
+      }
     }
   }
 }
@@ -83,7 +85,9 @@ TEST(SafetensorsTest, HeaderFormatByHand) {
     EXPECT_EQ(e["dtype"], "F32");
     EXPECT_EQ(e["shape"], json::array({t.numel}));
     EXPECT_EQ(e["data_offsets"], json::array({pos, pos + 4 * t.numel}));
-    EXPECT_EQ(0, memcmp(b.data() + 8 + n + pos, t.master_f32.data(), 4 * t.numel));
+    if (t.numel > 0) {
+      EXPECT_EQ(0, memcmp(b.data() + 8 + n + pos, t.master_f32.data(), 4 * t.numel));
+    }
     pos += 4 * t.numel;
   }
   EXPECT_EQ(8 + n + pos, b.size());
