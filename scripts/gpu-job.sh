@@ -77,4 +77,6 @@ if has baseline; then
     --json "$out/baseline.json" 2>&1 | tee "$out/baseline.log"
 fi
 phase "summary"
-printf '%s\n' "${summary[@]}"
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+# Everything in one archive (a result channel may limit the number of files).
+tar czf "/tmp/results.tgz" -C "$out" . && mv /tmp/results.tgz "$out/results.tgz"
