@@ -182,9 +182,6 @@ class TandemOptimizer(_torch.optim.Optimizer):
                              "needs one dense buffer per parameter" % (where, tuple(p.shape)))
         if p.grad is not None and p.grad.is_sparse:
             raise ValueError("%s: sparse gradients are not supported" % where)
-        if p.device.type not in ("cpu", "cuda"):
-            raise ValueError("%s: parameters on device '%s' are not supported (cpu or cuda)"
-                             % (where, p.device))
         if device is not None and p.device != device:
             if p.device.type != device.type:
                 raise ValueError("%s: mixed devices: parameter on %s, but earlier ones are "
@@ -192,6 +189,9 @@ class TandemOptimizer(_torch.optim.Optimizer):
                                  "device, or all on the CPU" % (where, p.device, device))
             raise ValueError("%s: parameter on %s, but the first parameter is on %s; one "
                              "optimizer serves one GPU" % (where, p.device, device))
+        if p.device.type not in ("cpu", "cuda"):
+            raise ValueError("%s: parameters on device '%s' are not supported (cpu or cuda)"
+                             % (where, p.device))
         if p.device.type == "cuda" and p.device.index is None:
             return _torch.device("cuda", _torch.cuda.current_device())
         return p.device if device is None else device
@@ -461,10 +461,10 @@ class TandemOptimizer(_torch.optim.Optimizer):
         if grad is None:
             buf.zero_()
             p.grad = buf
+        elif grad.is_sparse or grad.layout != _torch.strided:
+            raise ValueError("parameter %d: sparse gradients are not supported"
+                             % self._indices[k])
         elif grad.data_ptr() != buf.data_ptr():
-            if grad.is_sparse or grad.layout != _torch.strided:
-                raise ValueError("parameter %d: sparse gradients are not supported"
-                                 % self._indices[k])
             buf.copy_(grad)
             p.grad = buf
 
