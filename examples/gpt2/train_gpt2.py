@@ -135,7 +135,8 @@ def run_one(cfg):
     torch.use_deterministic_algorithms(True)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    device = torch.device("cuda")
+    device = torch.device(cfg["device"])
+    cuda = device.type == "cuda"
     torch.manual_seed(0)
     model = GPT2(vocab=cfg["vocab"], seq=cfg["seq"], layers=cfg["layers"],
                  heads=cfg["heads"], hidden=cfg["hidden"]).to(device)
@@ -159,7 +160,7 @@ def run_one(cfg):
                                  momentum=momentum, variance=variance,
                                  early_start=cfg["early_start"],
                                  max_grad_norm=cfg["clip"])
-        assert opt.mode == "gpu", "tandem runs in %s mode" % opt.mode
+        assert opt.mode == ("gpu" if cuda else "host"), "tandem runs in %s mode" % opt.mode
         label = "tandem %s f=%g%s" % (cfg["formats"], cfg["fraction"],
                                       " early" if cfg["early_start"] else "")
     warmup = max(1, cfg["steps"] // 10)
@@ -168,8 +169,10 @@ def run_one(cfg):
         (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, s / cfg["steps"])))))
 
     losses, times = [], []
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     for step in range(cfg["steps"]):
         idx = corpus[(starts[step][:, None] + offsets).to(device)]
         t0 = time.perf_counter()
@@ -180,10 +183,11 @@ def run_one(cfg):
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["clip"])
         opt.step()
         sched.step()
-        torch.cuda.synchronize()
+        sync()
         times.append((time.perf_counter() - t0) * 1e3)
         losses.append(loss.item())
-    free, total = torch.cuda.mem_get_info()
+    free, total = torch.cuda.mem_get_info() if cuda else (0, 0)
+    torch_peak = torch.cuda.max_memory_allocated() if cuda else 0
     engine_device = engine_host = 0
     if cfg["kind"] != "torch":
         mem = opt.memory()
@@ -193,9 +197,9 @@ def run_one(cfg):
         "loss_hex": [float.hex(x) for x in losses],
         "final_loss": float(np.mean(losses[-10:])),
         "step_ms_median": float(np.median(times[min(5, len(times) - 1):])),
-        "torch_peak_bytes": torch.cuda.max_memory_allocated(),
+        "torch_peak_bytes": torch_peak,
         "engine_device_bytes": engine_device, "engine_host_bytes": engine_host,
-        "gpu_peak_bytes": torch.cuda.max_memory_allocated() + engine_device,
+        "gpu_peak_bytes": torch_peak + engine_device,
         "device_used_bytes": total - free,
         "host_rss_peak_bytes": host_rss_peak_bytes(),
         "params": sum(p.numel() for p in model.parameters()),
@@ -228,19 +232,22 @@ def main():
     ap.add_argument("--no-torch", action="store_true", help="skip the torch reference")
     ap.add_argument("--tolerance", type=float, default=0.01)
     ap.add_argument("--json", help="write all results here")
+    ap.add_argument("--device", default="cuda",
+                    help="cuda (default); cpu runs tandem in host mode (a smoke test)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.child:
         print("RESULT " + json.dumps(run_one(json.loads(args.child))), flush=True)
         return 0
-    if not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         print("train_gpt2: needs a CUDA device", file=sys.stderr)
         return 2
 
     base = dict(steps=args.steps, batch=args.batch, seq=args.seq, layers=args.layers,
                 heads=args.heads, hidden=args.hidden, vocab=args.vocab, tokens=args.tokens,
-                lr=args.lr, weight_decay=args.weight_decay, clip=args.clip)
+                lr=args.lr, weight_decay=args.weight_decay, clip=args.clip,
+                device=args.device)
     configs = []
     for formats in args.formats.split(","):
         for f in (float(x) for x in args.fractions.split(",")):
@@ -263,7 +270,7 @@ def main():
             return 1
         r = json.loads(lines[-1][len("RESULT "):])
         results.append(r)
-        print("done: %-40s final loss %.4f  step %.1f ms" % (r["label"], r["final_loss"],
+        print("done: %-40s final loss %.6f  step %.1f ms" % (r["label"], r["final_loss"],
                                                           r["step_ms_median"]), flush=True)
 
     gib = float(1 << 30)
@@ -296,7 +303,8 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"results": results,
                        "checks": [{"check": w, "pass": ok} for w, ok in checks],
-                       "device": torch.cuda.get_device_name(0),
+                       "device": (torch.cuda.get_device_name(0) if args.device == "cuda"
+                                  else "cpu"),
                        "torch": torch.__version__}, f, indent=1)
     return 0 if all(ok for _, ok in checks) else 1
 
