@@ -24,6 +24,7 @@ at the next step (correct, but an extra copy).
 
 import collections
 import math
+import sys
 
 import torch as _torch
 
@@ -53,12 +54,12 @@ _LR_RTOL = 1e-9
 
 
 def _is_dtensor(t):
-    try:
-        from torch.distributed._tensor import DTensor  # torch >= 2.0
-        if isinstance(t, DTensor):
+    """Whether t is a torch.distributed DTensor (without importing torch.distributed:
+    a program that holds DTensors has imported their module already)."""
+    for module in ("torch.distributed.tensor", "torch.distributed._tensor"):
+        dtensor = getattr(sys.modules.get(module), "DTensor", None)
+        if dtensor is not None and isinstance(t, dtensor):
             return True
-    except Exception:  # pylint: disable=broad-except
-        pass
     return any(c.__name__ == "DTensor" for c in type(t).__mro__)
 
 
@@ -152,7 +153,9 @@ class TandemOptimizer(_torch.optim.Optimizer):
         self._stream = 0
         with self._device_guard():
             if self._cuda:
-                self._stream = _torch.cuda.current_stream(self._device).cuda_stream
+                current = _torch.cuda.current_stream(self._device)
+                self._stream = current.cuda_stream
+                current.synchronize()  # the engine reads the parameters' initial values
             self._engine = _C.HybridOptimizer(
                 specs, self._ALGORITHM, engine_groups, master=master, momentum=momentum,
                 variance=variance, offload_fraction=float(offload_fraction),
@@ -304,6 +307,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
         ``tandem`` entry carries the algorithm, formats and engine groups.
         """
         with self._device_guard():
+            if self._cuda:
+                _torch.cuda.synchronize(self._device)  # the last step's state is final
             snap = self._engine.snapshot()
         state = {}
         for k, t in enumerate(snap["tensors"]):
@@ -379,7 +384,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
         snap["tensors"] = tensors
         with self._device_guard():
             if self._cuda:
-                _torch.cuda.current_stream(self._device).synchronize()
+                _torch.cuda.synchronize(self._device)
             self._engine.restore(snap)
         for saved, group in zip(saved_groups, self.param_groups):
             for key, value in saved.items():
