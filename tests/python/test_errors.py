@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import tandem.torch
-from conftest import batches, make_mlp, train
+from helpers import batches, make_mlp, train
 
 
 def param(t):

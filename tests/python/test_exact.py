@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tandem.torch
-from conftest import batches, make_mlp, params_bits, same_bits, train
+from helpers import batches, make_mlp, params_bits, same_bits, train
 
 F32 = np.float32
 

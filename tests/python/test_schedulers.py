@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tandem.torch
-from conftest import batches, make_mlp, train
+from helpers import batches, make_mlp, train
 
 
 def two_groups(model, lr, ratio=0.5):

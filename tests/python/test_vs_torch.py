@@ -5,7 +5,7 @@ import copy
 import torch
 
 import tandem.torch
-from conftest import batches, make_mlp, train
+from helpers import batches, make_mlp, train
 
 
 def max_rel_diff(model_a, model_b):
