@@ -221,7 +221,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
             else:
                 # Older torch: a post-hook on the parameter's AccumulateGrad node, which
                 # runs once the gradient has been accumulated into p.grad.
-                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                with _torch.enable_grad():
+                    acc = p.expand_as(p).grad_fn.next_functions[0][0]
                 self._hook_handles.append(acc.register_hook(lambda *_a, hook=hook: hook()))
                 self._grad_accumulators.append(acc)  # keeps the node (and hook) alive
 

@@ -30,7 +30,7 @@ def train(model, opt, data, scheduler=None, zero_first=True):
     for x, y in data:
         if zero_first:
             opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss = torch.nn.functional.mse_loss(model(x).float(), y.float())
         loss.backward()
         opt.step()
         if scheduler is not None:

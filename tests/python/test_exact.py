@@ -154,3 +154,26 @@ def test_wait_param_and_forward_waits_are_noops_in_host_mode():
     train(model, opt, batches(2))
     for h in handles:
         h.remove()
+
+
+def test_built_under_no_grad_with_early_start():
+    model = make_mlp()
+    with torch.no_grad():
+        opt = tandem.torch.AdamW(model.parameters(), lr=1e-3, offload_fraction=1.0,
+                                 early_start=True)
+    train(model, opt, batches(2))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16])  # CPU torch 1.13 has no f16 matmul
+def test_half_precision_params_bit_identical_across_fractions(dtype):
+    results = []
+    for fraction in (0.0, 0.5, 1.0):
+        model = make_mlp(seed=4, dtype=dtype)
+        opt = tandem.torch.AdamW(model.parameters(), lr=1e-2, offload_fraction=fraction,
+                                 master="bf16+ecc8", momentum="q8", variance="q8",
+                                 chunk_elements=64, early_start=fraction == 1.0)
+        losses = train(model, opt, batches(10, seed=5, dtype=dtype))
+        results.append((losses, params_bits(model)))
+    for losses, bits in results[1:]:
+        assert losses == results[0][0]
+        assert same_bits(bits, results[0][1])
