@@ -31,14 +31,14 @@
 namespace tandem::bench {
 namespace {
 
-#define BENCH_CUDA(call)                                                              \
-  do {                                                                                \
-    const cudaError_t bench_err_ = (call);                                            \
-    if (bench_err_ != cudaSuccess) {                                                  \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,              \
-                   cudaGetErrorString(bench_err_));                                   \
-      std::exit(2);                                                                   \
-    }                                                                                 \
+#define BENCH_CUDA(call)                                                 \
+  do {                                                                   \
+    const cudaError_t bench_err_ = (call);                               \
+    if (bench_err_ != cudaSuccess) {                                     \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+                   cudaGetErrorString(bench_err_));                      \
+      std::exit(2);                                                      \
+    }                                                                    \
   } while (0)
 
 // ---- Random fill kernels (a hash of the index: deterministic, no zeros). ----
@@ -93,9 +93,9 @@ struct KernelCase {
   Algorithm algo;
   StateFormats formats;
   DType grad_dtype;
-  bool param_bf16_separate;  // write a separate bf16 parameter (f32 master only)
-  double bytes_per_elem;     // the fewest bytes moved per element
-  double footprint_per_elem; // device bytes held per element (state, grad, param)
+  bool param_bf16_separate;   // write a separate bf16 parameter (f32 master only)
+  double bytes_per_elem;      // the fewest bytes moved per element
+  double footprint_per_elem;  // device bytes held per element (state, grad, param)
 };
 
 std::vector<KernelCase> Cases() {
@@ -106,16 +106,41 @@ std::vector<KernelCase> Cases() {
   // through the master's own bf16 (param aliases master.bf16).
   const double scale_rw = 2.0 * 2.0 / 32.0;
   return {
-      {"adamw_f32_bf16grad", Algorithm::kAdamW, {MF::kF32, Q::kF32, Q::kF32}, DType::kBF16,
-       true, 2 + 3 * 8 + 2, 16},
-      {"adamw_ecc8_q8_q8", Algorithm::kAdamW, {MF::kBF16Ecc8, Q::kQ8, Q::kQ8}, DType::kBF16,
-       false, 2 + 2 * 3 + 2 + 2 + 2 * scale_rw, 7.125},
-      {"adamw_ecc16_q8_q8", Algorithm::kAdamW, {MF::kBF16Ecc16, Q::kQ8, Q::kQ8}, DType::kBF16,
-       false, 2 + 2 * 4 + 2 + 2 + 2 * scale_rw, 8.125},
-      {"lion_ecc8_q8", Algorithm::kLion, {MF::kBF16Ecc8, Q::kQ8, Q::kF32}, DType::kBF16, false,
-       2 + 2 * 3 + 2 + scale_rw, 6.0625},
-      {"sgd_ecc8_q8", Algorithm::kSGD, {MF::kBF16Ecc8, Q::kQ8, Q::kF32}, DType::kBF16, false,
-       2 + 2 * 3 + 2 + scale_rw, 6.0625},
+      {"adamw_f32_bf16grad",
+       Algorithm::kAdamW,
+       {MF::kF32, Q::kF32, Q::kF32},
+       DType::kBF16,
+       true,
+       2 + 3 * 8 + 2,
+       16},
+      {"adamw_ecc8_q8_q8",
+       Algorithm::kAdamW,
+       {MF::kBF16Ecc8, Q::kQ8, Q::kQ8},
+       DType::kBF16,
+       false,
+       2 + 2 * 3 + 2 + 2 + 2 * scale_rw,
+       7.125},
+      {"adamw_ecc16_q8_q8",
+       Algorithm::kAdamW,
+       {MF::kBF16Ecc16, Q::kQ8, Q::kQ8},
+       DType::kBF16,
+       false,
+       2 + 2 * 4 + 2 + 2 + 2 * scale_rw,
+       8.125},
+      {"lion_ecc8_q8",
+       Algorithm::kLion,
+       {MF::kBF16Ecc8, Q::kQ8, Q::kF32},
+       DType::kBF16,
+       false,
+       2 + 2 * 3 + 2 + scale_rw,
+       6.0625},
+      {"sgd_ecc8_q8",
+       Algorithm::kSGD,
+       {MF::kBF16Ecc8, Q::kQ8, Q::kF32},
+       DType::kBF16,
+       false,
+       2 + 2 * 3 + 2 + scale_rw,
+       6.0625},
   };
 }
 
@@ -217,19 +242,26 @@ class StateArrays {
   }
   void Fill(const KernelCase& kc) {
     auto f32 = [](Buf& b, uint32_t seed, float scale, bool nonneg) {
-      if (b.p) FillF32<<<kFillGrid, kFillBlock>>>(static_cast<float*>(b.p), b.count, seed, scale, nonneg);
+      if (b.p)
+        FillF32<<<kFillGrid, kFillBlock>>>(static_cast<float*>(b.p), b.count, seed, scale, nonneg);
     };
     auto bf16 = [](Buf& b, uint32_t seed, float scale) {
-      if (b.p) FillBf16<<<kFillGrid, kFillBlock>>>(static_cast<uint16_t*>(b.p), b.count, seed, scale);
+      if (b.p)
+        FillBf16<<<kFillGrid, kFillBlock>>>(static_cast<uint16_t*>(b.p), b.count, seed, scale);
     };
     auto bytes = [](Buf& b, uint32_t seed, uint32_t lo, uint32_t span) {
       if (b.p)
-        FillBytes<<<kFillGrid, kFillBlock>>>(static_cast<uint8_t*>(b.p), b.count * b.elem, seed,
-                                             lo, span);
+        FillBytes<<<kFillGrid, kFillBlock>>>(static_cast<uint8_t*>(b.p), b.count * b.elem, seed, lo,
+                                             span);
     };
-    if (kc.grad_dtype == DType::kF32) f32(grad_, 1, 1e-2f, false); else bf16(grad_, 1, 1e-2f);
-    if (kc.formats.master == MasterFormat::kF32) f32(master_, 2, 0.05f, false);
-    else bf16(master_, 2, 0.05f);
+    if (kc.grad_dtype == DType::kF32)
+      f32(grad_, 1, 1e-2f, false);
+    else
+      bf16(grad_, 1, 1e-2f);
+    if (kc.formats.master == MasterFormat::kF32)
+      f32(master_, 2, 0.05f, false);
+    else
+      bf16(master_, 2, 0.05f);
     if (param_.p) bf16(param_, 3, 1.0f);
     bytes(ecc_, 4, 0, 256);
     if (kc.formats.momentum == MomentFormat::kQ8) {
@@ -292,9 +324,9 @@ double CopyBandwidth(size_t bytes, int warmup, int reps) {
   BENCH_CUDA(cudaMalloc(&dst, bytes));
   FillBytes<<<kFillGrid, kFillBlock>>>(static_cast<uint8_t*>(src), bytes, 11, 0, 256);
   BENCH_CUDA(cudaGetLastError());
-  const double ms = TimeMs(
-      [&] { BENCH_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); }, warmup,
-      reps);
+  const double ms =
+      TimeMs([&] { BENCH_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); },
+             warmup, reps);
   BENCH_CUDA(cudaFree(src));
   BENCH_CUDA(cudaFree(dst));
   return 2.0 * static_cast<double>(bytes) / (ms * 1e-3);
@@ -311,7 +343,7 @@ Row RunCase(const KernelCase& kc, const std::string& layout, const std::vector<s
             double copy_bw, int warmup, int reps) {
   StateArrays arrays(kc, sizes);
   gpu::StepPlan plan(kc.algo, kc.formats, arrays.spans(),
-                std::vector<uint32_t>(arrays.spans().size(), 0));
+                     std::vector<uint32_t>(arrays.spans().size(), 0));
   const StepScalars s = ComputeStepScalars(kc.algo, HyperFor(kc.algo), 1e-4, 10, 1.0);
   const double ms = TimeMs([&] { plan.Launch(&s, 1, nullptr); }, warmup, reps);
   BENCH_CUDA(cudaGetLastError());
@@ -400,19 +432,23 @@ int main(int argc, char** argv) {
     std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
     j["date"] = date;
     for (const Row& r : rows)
-      j["results"].push_back({{"kernel", r.kernel}, {"layout", r.layout},
-                              {"elements", r.elements}, {"tensors", r.tensors},
+      j["results"].push_back({{"kernel", r.kernel},
+                              {"layout", r.layout},
+                              {"elements", r.elements},
+                              {"tensors", r.tensors},
                               {"launches_per_step", r.launches_per_step},
-                              {"bytes_per_element", r.bytes_per_elem}, {"median_ms", r.ms},
-                              {"GBps", r.gbps}, {"roofline_fraction", r.roofline_fraction},
+                              {"bytes_per_element", r.bytes_per_elem},
+                              {"median_ms", r.ms},
+                              {"GBps", r.gbps},
+                              {"roofline_fraction", r.roofline_fraction},
                               {"Gparams_per_s", r.gparams}});
     if (!json_path.empty()) {
       std::ofstream(json_path) << j.dump(2) << "\n";
     }
     std::printf("\nroofline: copy %.1f GB/s; fraction = (bytes/elem * elems / time) / copy\n",
                 copy_bw / 1e9);
-    std::printf("%-20s %-16s %12s %7s %10s %9s %8s %9s\n", "kernel", "layout", "elements",
-                "B/elem", "median_ms", "GB/s", "of_copy", "Gparam/s");
+    std::printf("%-20s %-16s %12s %7s %10s %9s %8s %9s\n", "kernel", "layout", "elements", "B/elem",
+                "median_ms", "GB/s", "of_copy", "Gparam/s");
     for (const Row& r : rows)
       std::printf("%-20s %-16s %12zu %7.3f %10.3f %9.1f %7.1f%% %9.1f\n", r.kernel.c_str(),
                   r.layout.c_str(), r.elements, r.bytes_per_elem, r.ms, r.gbps,

@@ -7,6 +7,7 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -83,14 +84,16 @@ size_t HostDriver::grain_elements() const { return impl_->grain; }
 void HostDriver::Run(const HostWork* items, size_t count) {
   if (count == 0) return;
   if (items == nullptr)
-    throw Error(ErrorKind::kInvalidArgument, "HostDriver::Run: items is null, count " +
-                                                 std::to_string(count));
-  // Validate everything before touching anything.
+    throw Error(ErrorKind::kInvalidArgument,
+                "HostDriver::Run: items is null, count " + std::to_string(count));
+  // Validate everything before touching anything (the item name is formatted on the
+  // stack: no heap allocation on the success path).
   for (size_t i = 0; i < count; ++i) {
-    const std::string what = "host work item " + std::to_string(i);
+    char what[48];
+    std::snprintf(what, sizeof what, "host work item %zu", i);
     if (items[i].scalars == nullptr)
-      throw Error(ErrorKind::kInvalidArgument, what + ": scalars is null");
-    ValidateStepSpan(*items[i].scalars, items[i].span, what.c_str());
+      throw Error(ErrorKind::kInvalidArgument, std::string(what) + ": scalars is null");
+    ValidateStepSpan(*items[i].scalars, items[i].span, what);
   }
 
   std::lock_guard<std::mutex> lock(impl_->run_mutex);

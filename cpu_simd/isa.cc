@@ -50,9 +50,12 @@ Isa ResolveDefault() {
 
 const char* IsaName(Isa isa) {
   switch (isa) {
-    case Isa::kSse: return "sse";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
+    case Isa::kSse:
+      return "sse";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
   }
   return "unknown";
 }
@@ -60,7 +63,8 @@ const char* IsaName(Isa isa) {
 bool IsaSupported(Isa isa) {
   __builtin_cpu_init();
   switch (isa) {
-    case Isa::kSse: return __builtin_cpu_supports("sse4.2");
+    case Isa::kSse:
+      return __builtin_cpu_supports("sse4.2");
     case Isa::kAvx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
              __builtin_cpu_supports("sse4.2");
@@ -95,9 +99,12 @@ void ForceIsa(Isa isa) {
 
 SpanKernel ActiveKernel() {
   switch (ActiveIsa()) {
-    case Isa::kSse: return &StepSpanSse;
-    case Isa::kAvx2: return &StepSpanAvx2;
-    case Isa::kAvx512: return &StepSpanAvx512;
+    case Isa::kSse:
+      return &StepSpanSse;
+    case Isa::kAvx2:
+      return &StepSpanAvx2;
+    case Isa::kAvx512:
+      return &StepSpanAvx512;
   }
   return &StepSpanSse;
 }

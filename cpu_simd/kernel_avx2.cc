@@ -1,13 +1,24 @@
 // The host step kernel instantiated for avx2 (this file alone is compiled with its flags).
 #define TANDEM_ISA_NS avx2
-#include "cpu_simd/ops_avx2.h"
 #include "cpu_simd/kernel_dispatch.h"
+#include "cpu_simd/ops_avx2.h"
 #include "cpu_simd/span_kernels.h"
+#include "engine/fp_mode.h"
 
 namespace tandem::cpu {
 
 void StepSpanAvx2(const StepScalars& s, const StepSpan& span) {
   avx2::StepSpanWith<avx2::Ops>(s, span);
+}
+
+void CodeValuesAvx2(float* mom, float* var) {
+  FpModeGuard fp_mode;
+  avx2::CodeValuesWith<avx2::Ops>(mom, var);
+}
+
+uint64_t CompanderMismatchesAvx2(uint32_t lo_bits, uint32_t hi_bits) {
+  FpModeGuard fp_mode;
+  return avx2::CompanderMismatchesWith<avx2::Ops>(lo_bits, hi_bits);
 }
 
 }  // namespace tandem::cpu

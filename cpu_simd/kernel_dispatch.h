@@ -34,8 +34,12 @@ void DispatchMomentum(const StepScalars& s, const StepSpan& sp, int pf, bool nt)
 template <class Ops, Algo A>
 void DispatchMaster(const StepScalars& s, const StepSpan& sp, int pf, bool nt) {
   switch (sp.formats.master) {
-    case MasterFormat::kF32: DispatchMomentum<Ops, A, MasterFormat::kF32>(s, sp, pf, nt); break;
-    case MasterFormat::kBF16: DispatchMomentum<Ops, A, MasterFormat::kBF16>(s, sp, pf, nt); break;
+    case MasterFormat::kF32:
+      DispatchMomentum<Ops, A, MasterFormat::kF32>(s, sp, pf, nt);
+      break;
+    case MasterFormat::kBF16:
+      DispatchMomentum<Ops, A, MasterFormat::kBF16>(s, sp, pf, nt);
+      break;
     case MasterFormat::kBF16Ecc8:
       DispatchMomentum<Ops, A, MasterFormat::kBF16Ecc8>(s, sp, pf, nt);
       break;
@@ -52,10 +56,57 @@ void StepSpanWith(const StepScalars& s, const StepSpan& sp) {
   const bool nt = NtParamStores();
   switch (s.algo) {
     case Algorithm::kAdamW:
-    case Algorithm::kAdam: DispatchMaster<Ops, Algo::kAdam>(s, sp, pf, nt); break;
-    case Algorithm::kLion: DispatchMaster<Ops, Algo::kLion>(s, sp, pf, nt); break;
-    case Algorithm::kSGD: DispatchMaster<Ops, Algo::kSgd>(s, sp, pf, nt); break;
+    case Algorithm::kAdam:
+      DispatchMaster<Ops, Algo::kAdam>(s, sp, pf, nt);
+      break;
+    case Algorithm::kLion:
+      DispatchMaster<Ops, Algo::kLion>(s, sp, pf, nt);
+      break;
+    case Algorithm::kSGD:
+      DispatchMaster<Ops, Algo::kSgd>(s, sp, pf, nt);
+      break;
   }
+}
+
+// Test hooks (span_kernels.h); the caller holds an FpModeGuard.
+template <class Ops>
+void CodeValuesWith(float* mom, float* var) {
+  constexpr int W = Ops::kWidth;
+  alignas(64) int32_t codes[W];
+  alignas(64) float out[W];
+  for (int c0 = -128; c0 < 128; c0 += W) {
+    for (int i = 0; i < W; ++i) codes[i] = c0 + i == -128 ? 0 : c0 + i;
+    Ops::MomentumCodeValue(Ops::I::load_aligned(codes)).store_aligned(out);
+    for (int i = 0; i < W; ++i) mom[c0 + i + 128] = out[i];
+  }
+  for (int c0 = 0; c0 < 256; c0 += W) {
+    for (int i = 0; i < W; ++i) codes[i] = c0 + i;
+    Ops::VarianceCodeValue(Ops::I::load_aligned(codes)).store_aligned(out);
+    for (int i = 0; i < W; ++i) var[c0 + i] = out[i];
+  }
+}
+
+template <class Ops>
+uint64_t CompanderMismatchesWith(uint32_t lo_bits, uint32_t hi_bits) {
+  using F = typename Ops::F;
+  using I = typename Ops::I;
+  constexpr int W = Ops::kWidth;
+  alignas(64) int32_t lane[W];
+  for (int i = 0; i < W; ++i) lane[i] = i;
+  const I step = I::load_aligned(lane);
+  I bad_lanes(0);
+  for (uint64_t b = lo_bits; b < hi_bits; b += W) {
+    const I bits = I(static_cast<int32_t>(b)) + step;
+    const F a = xsimd::bitwise_cast<F>(bits);
+    const I fast = Ops::RoundedCompander(a);
+    const I exact = Ops::RoundToInt((F(254.0f) * a) / (F(1.0f) + a));
+    const auto differ = (fast != exact) & (bits < I(static_cast<int32_t>(hi_bits)));
+    bad_lanes = bad_lanes + xsimd::select(differ, I(1), I(0));
+  }
+  bad_lanes.store_aligned(lane);
+  uint64_t bad = 0;
+  for (int i = 0; i < W; ++i) bad += static_cast<uint64_t>(lane[i]);
+  return bad;
 }
 
 }  // namespace tandem::cpu::TANDEM_ISA_NS

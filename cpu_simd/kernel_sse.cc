@@ -1,13 +1,24 @@
 // The host step kernel instantiated for sse (this file alone is compiled with its flags).
 #define TANDEM_ISA_NS sse
-#include "cpu_simd/ops_sse.h"
 #include "cpu_simd/kernel_dispatch.h"
+#include "cpu_simd/ops_sse.h"
 #include "cpu_simd/span_kernels.h"
+#include "engine/fp_mode.h"
 
 namespace tandem::cpu {
 
 void StepSpanSse(const StepScalars& s, const StepSpan& span) {
   sse::StepSpanWith<sse::Ops>(s, span);
+}
+
+void CodeValuesSse(float* mom, float* var) {
+  FpModeGuard fp_mode;
+  sse::CodeValuesWith<sse::Ops>(mom, var);
+}
+
+uint64_t CompanderMismatchesSse(uint32_t lo_bits, uint32_t hi_bits) {
+  FpModeGuard fp_mode;
+  return sse::CompanderMismatchesWith<sse::Ops>(lo_bits, hi_bits);
 }
 
 }  // namespace tandem::cpu

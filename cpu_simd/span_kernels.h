@@ -6,6 +6,8 @@
 // round-to-nearest and no FTZ/DAZ (an FpModeGuard is held); it throws nothing.
 #pragma once
 
+#include <cstdint>
+
 #include "cpu_simd/host_kernels.h"
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
@@ -17,6 +19,18 @@ using SpanKernel = void (*)(const StepScalars& s, const StepSpan& span);
 void StepSpanSse(const StepScalars& s, const StepSpan& span);
 void StepSpanAvx2(const StepScalars& s, const StepSpan& span);
 void StepSpanAvx512(const StepScalars& s, const StepSpan& span);
+
+// Test hooks (tests/cpu_simd/codec_test.cc), one set per ISA, each holding an
+// FpModeGuard. CodeValues: mom[c + 128] = momentum code value of int8 code c (c = -127..127;
+// entry 0 unused), var[c] = variance code value of code c, as the kernel computes them.
+// CompanderMismatches: over every float a with bit pattern in [lo_bits, hi_bits), how many
+// times the kernel's RoundHalfEven((254 a) / (1 + a)) differs from the plain division.
+void CodeValuesSse(float* mom, float* var);
+void CodeValuesAvx2(float* mom, float* var);
+void CodeValuesAvx512(float* mom, float* var);
+uint64_t CompanderMismatchesSse(uint32_t lo_bits, uint32_t hi_bits);
+uint64_t CompanderMismatchesAvx2(uint32_t lo_bits, uint32_t hi_bits);
+uint64_t CompanderMismatchesAvx512(uint32_t lo_bits, uint32_t hi_bits);
 
 // The kernel of the active ISA (ActiveIsa()).
 SpanKernel ActiveKernel();

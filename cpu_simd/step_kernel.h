@@ -33,9 +33,15 @@
 
 #include <immintrin.h>
 
+#include <xsimd/xsimd.hpp>
+
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
 #include "tandem/types.h"
+
+// Everything in the group code is forced inline: GCC otherwise outlines the per-register
+// helpers and passes batches through the stack (measured: 3-8x slower).
+#define TANDEM_SIMD_INLINE inline __attribute__((always_inline))
 
 namespace tandem::cpu::TANDEM_ISA_NS {
 
@@ -71,21 +77,38 @@ struct Ctx {
   bool has_param;
   size_t grad_size, param_size;
   int prefetch_groups;
-  bool nt_param;  // non-temporal parameter stores (Note [Non-temporal parameter stores])
+  bool param_is_master;  // param aliases master.bf16 (bf16 parameter)
+  bool nt_param;         // non-temporal parameter stores (Note [Non-temporal parameter stores])
 
   Ctx(const StepScalars& s, const StepSpan& sp, int prefetch, bool nt)
-      : grad_mul(s.grad_mul), beta1(s.beta1), beta2(s.beta2), omb1(s.one_minus_beta1),
-        omb2(s.one_minus_beta2), eps(s.eps), wd(s.weight_decay), step_size(s.step_size),
-        inv_sqrt_bc2(s.inv_sqrt_bc2), decay(s.decay), lr(s.lr), neg_lr(-s.lr),
-        momentum(s.momentum), omd(s.one_minus_dampening),
-        decoupled(s.algo == Algorithm::kAdamW), apply_l2(s.apply_l2 != 0),
-        first_step(s.first_step != 0), nesterov(s.nesterov != 0), grad_dtype(sp.grad_dtype),
-        param_dtype(sp.param_dtype), has_param(sp.param != nullptr),
-        grad_size(DTypeSizeOf(sp.grad_dtype)), param_size(DTypeSizeOf(sp.param_dtype)),
+      : grad_mul(s.grad_mul),
+        beta1(s.beta1),
+        beta2(s.beta2),
+        omb1(s.one_minus_beta1),
+        omb2(s.one_minus_beta2),
+        eps(s.eps),
+        wd(s.weight_decay),
+        step_size(s.step_size),
+        inv_sqrt_bc2(s.inv_sqrt_bc2),
+        decay(s.decay),
+        lr(s.lr),
+        neg_lr(-s.lr),
+        momentum(s.momentum),
+        omd(s.one_minus_dampening),
+        decoupled(s.algo == Algorithm::kAdamW),
+        apply_l2(s.apply_l2 != 0),
+        first_step(s.first_step != 0),
+        nesterov(s.nesterov != 0),
+        grad_dtype(sp.grad_dtype),
+        param_dtype(sp.param_dtype),
+        has_param(sp.param != nullptr),
+        grad_size(DTypeSizeOf(sp.grad_dtype)),
+        param_size(DTypeSizeOf(sp.param_dtype)),
         prefetch_groups(prefetch),
+        param_is_master(sp.param != nullptr && sp.param == sp.master.bf16),
         nt_param(nt && sp.param != nullptr && sp.param != sp.master.bf16 &&
-                 sp.param_dtype != DType::kF16 &&
-                 reinterpret_cast<uintptr_t>(sp.param) % 64 == 0) {}
+                 sp.param_dtype != DType::kF16 && reinterpret_cast<uintptr_t>(sp.param) % 64 == 0) {
+  }
 
   static size_t DTypeSizeOf(DType t) { return t == DType::kF32 ? 4 : 2; }
 };
@@ -94,7 +117,7 @@ struct Ctx {
 
 // num::F32ToBf16: round to nearest even; NaN -> 0x7FC0. Result in [0, 0xFFFF].
 template <class Ops>
-inline typename Ops::I F32ToBf16(typename Ops::F x) {
+TANDEM_SIMD_INLINE typename Ops::I F32ToBf16(typename Ops::F x) {
   using I = typename Ops::I;
   const I xi = xsimd::bitwise_cast<I>(x);
   const auto nan = (xi & I(0x7FFFFFFF)) > I(0x7F800000);
@@ -103,73 +126,63 @@ inline typename Ops::I F32ToBf16(typename Ops::F x) {
 }
 
 template <class Ops>
-inline typename Ops::F FromBits(typename Ops::I x) {
+TANDEM_SIMD_INLINE typename Ops::F FromBits(typename Ops::I x) {
   return xsimd::bitwise_cast<typename Ops::F>(x);
 }
 
 // Scalar helpers for the per-group scale (q8_codec.h: GroupScaleBits).
-inline uint32_t ScalarBits(float f) {
+TANDEM_SIMD_INLINE uint32_t ScalarBits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
 }
-inline float ScalarFloat(uint32_t u) {
+TANDEM_SIMD_INLINE float ScalarFloat(uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
 }
-inline uint16_t GroupScaleBits(float amax) {
+TANDEM_SIMD_INLINE uint16_t GroupScaleBits(float amax) {
   const uint32_t x = ScalarBits(amax > FLT_MIN ? amax : FLT_MIN);
   return static_cast<uint16_t>((x >> 16) + ((x & 0xFFFFu) != 0u ? 1u : 0u));
 }
-inline float Bf16Value(uint16_t b) { return ScalarFloat(uint32_t{b} << 16); }
-
-// Largest lane of acc (its lanes are +0 or positive, never NaN: see MaxInto).
-template <class Ops>
-inline float HorizontalMax(typename Ops::F acc) {
-  alignas(64) float lanes[Ops::kWidth];
-  acc.store_aligned(lanes);
-  float amax = 0.0f;
-  for (int i = 0; i < Ops::kWidth; ++i) amax = lanes[i] > amax ? lanes[i] : amax;
-  return amax;
-}
-
-// acc = a > acc ? a : acc, as q8_codec.cc's scalar loop (NaN never wins).
-template <class Ops>
-inline typename Ops::F MaxInto(typename Ops::F acc, typename Ops::F a) {
-  return xsimd::select(a > acc, a, acc);
-}
+TANDEM_SIMD_INLINE float Bf16Value(uint16_t b) { return ScalarFloat(uint32_t{b} << 16); }
 
 // ---- loads ----
 
 template <class Ops>
-inline typename Ops::F LoadGrad(const Ctx<Ops>& c, const unsigned char* g, int o) {
+TANDEM_SIMD_INLINE typename Ops::F LoadGrad(const Ctx<Ops>& c, const unsigned char* g, int o) {
   using F = typename Ops::F;
   switch (c.grad_dtype) {
-    case DType::kF32: return F::load_unaligned(reinterpret_cast<const float*>(g) + o);
-    case DType::kBF16: return FromBits<Ops>(Ops::LoadU16(reinterpret_cast<const uint16_t*>(g) + o) << 16);
-    case DType::kF16: return Ops::LoadF16(reinterpret_cast<const uint16_t*>(g) + o);
+    case DType::kF32:
+      return F::load_unaligned(reinterpret_cast<const float*>(g) + o);
+    case DType::kBF16:
+      return FromBits<Ops>(Ops::LoadU16(reinterpret_cast<const uint16_t*>(g) + o) << 16);
+    case DType::kF16:
+      return Ops::LoadF16(reinterpret_cast<const uint16_t*>(g) + o);
   }
   return F(0.0f);
 }
 
 template <class Ops, MasterFormat MF>
-inline typename Ops::F LoadMaster(const Ptrs& p, int o) {
+TANDEM_SIMD_INLINE typename Ops::F LoadMaster(const Ptrs& p, int o) {
   using F = typename Ops::F;
   if constexpr (MF == MasterFormat::kF32) {
     return F::load_unaligned(p.w_f32 + o);
   } else {
     const auto hi = Ops::LoadU16(p.w_bf16 + o) << 16;
     if constexpr (MF == MasterFormat::kBF16) return FromBits<Ops>(hi);
-    if constexpr (MF == MasterFormat::kBF16Ecc8) return FromBits<Ops>(hi + (Ops::LoadI8(p.ecc8 + o) << 8));
-    if constexpr (MF == MasterFormat::kBF16Ecc16) return FromBits<Ops>(hi + Ops::LoadI16(p.ecc16 + o));
+    if constexpr (MF == MasterFormat::kBF16Ecc8)
+      return FromBits<Ops>(hi + (Ops::LoadI8(p.ecc8 + o) << 8));
+    if constexpr (MF == MasterFormat::kBF16Ecc16)
+      return FromBits<Ops>(hi + Ops::LoadI16(p.ecc16 + o));
   }
 }
 
 // ---- master encode + parameter write-back (reference_step.cc: EncodeMaster, WriteParam) ----
 
 template <class Ops, MasterFormat MF>
-inline void StoreMasterAndParam(const Ctx<Ops>& c, const Ptrs& p, int o, typename Ops::F w) {
+TANDEM_SIMD_INLINE void StoreMasterAndParam(const Ctx<Ops>& c, const Ptrs& p, int o,
+                                            typename Ops::F w) {
   using F = typename Ops::F;
   using I = typename Ops::I;
   F decoded;  // what DecodeMaster returns after the store
@@ -193,13 +206,11 @@ inline void StoreMasterAndParam(const Ctx<Ops>& c, const Ptrs& p, int o, typenam
         Ops::StoreLow16(p.ecc16 + o, e);
         decoded = FromBits<Ops>(base + e);
       } else {
-        // RoundHalfEvenDiv256, then saturate to int8.
-        const I fl = d >> 8;
-        const I rem = d & I(0xFF);
-        const auto up = (rem > I(128)) | ((rem == I(128)) & ((fl & I(1)) == I(1)));
-        I q = xsimd::select(up, fl + I(1), fl);
-        q = xsimd::select(q > I(127), I(127), q);
-        q = xsimd::select(q < I(-128), I(-128), q);
+        // RoundHalfEvenDiv256, then saturate to int8. (d + 127 + (floor(d/256) & 1)) >> 8
+        // carries into the quotient exactly when the remainder exceeds 128, or equals 128
+        // with an odd floor: the same tie rule as F32ToBf16 (no overflow: |d| <= 2^15).
+        I q = (d + I(0x7F) + ((d >> 8) & I(1))) >> 8;
+        q = xsimd::min(xsimd::max(q, I(-128)), I(127));
         Ops::StoreLow8(p.ecc8 + o, q);
         decoded = FromBits<Ops>(base + (q << 8));
       }
@@ -219,6 +230,8 @@ inline void StoreMasterAndParam(const Ctx<Ops>& c, const Ptrs& p, int o, typenam
           Ops::StreamLow16(reinterpret_cast<uint16_t*>(p.param) + o, F32ToBf16<Ops>(decoded));
         else
           Ops::StoreLow16(reinterpret_cast<uint16_t*>(p.param) + o, F32ToBf16<Ops>(decoded));
+      } else if (c.param_is_master) {
+        // The parameter is the master's bf16 (StepSpan allows this alias): already written.
       } else if (c.nt_param) {
         Ops::StreamLow16(reinterpret_cast<uint16_t*>(p.param) + o, hi);
       } else {
@@ -234,7 +247,7 @@ inline void StoreMasterAndParam(const Ctx<Ops>& c, const Ptrs& p, int o, typenam
 // ---- one group ----
 
 template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR>
-inline void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
+TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
   using F = typename Ops::F;
   using I = typename Ops::I;
   constexpr int W = Ops::kWidth;
@@ -252,14 +265,11 @@ inline void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
     // Decode the moments (q8_codec.h: DecodeMomentum, DecodeSqrtVariance).
     if constexpr (MOM == Moment::kF32) m = F::load_unaligned(p.m_f32 + o);
     if constexpr (MOM == Moment::kQ8) {
-      const I q = Ops::LoadI8(p.m_codes + o);
-      const I aq = xsimd::select(q < I(0), -q, q);
-      m = (xsimd::batch_cast<float>(q) / xsimd::batch_cast<float>(I(254) - aq)) * m_scale;
+      m = Ops::MomentumCodeValue(Ops::LoadI8(p.m_codes + o)) * m_scale;
     }
     if constexpr (VAR == Moment::kF32) v = F::load_unaligned(p.v_f32 + o);
     if constexpr (VAR == Moment::kQ8) {
-      const I q = Ops::LoadU8(p.v_codes + o);
-      const F uu = (xsimd::batch_cast<float>(q) / F(255.0f)) * v_scale;
+      const F uu = Ops::VarianceCodeValue(Ops::LoadU8(p.v_codes + o)) * v_scale;
       v = uu * uu;
     }
     // The update (update_math.h), operation for operation.
@@ -276,7 +286,8 @@ inline void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
     } else if constexpr (A == Algo::kLion) {
       w = w * c.decay;
       const F cc = c.beta1 * m + c.omb1 * g;
-      const F step = xsimd::select(cc > F(0.0f), c.lr, xsimd::select(cc < F(0.0f), c.neg_lr, F(0.0f)));
+      const F step =
+          xsimd::select(cc > F(0.0f), c.lr, xsimd::select(cc < F(0.0f), c.neg_lr, F(0.0f)));
       w = w - step;
       m = c.beta2 * m + c.omb2 * g;
     } else {
@@ -297,17 +308,17 @@ inline void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
   // Encode the q8 moments now that the group is complete (q8_codec.cc).
   if constexpr (MOM == Moment::kQ8) {
     F acc(0.0f);
-    for (int j = 0; j < kRegs; ++j)
-      acc = MaxInto<Ops>(acc, xsimd::select(m_keep[j] < F(0.0f), -m_keep[j], m_keep[j]));
-    const uint16_t sb = GroupScaleBits(HorizontalMax<Ops>(acc));
+    // |m| by clearing the sign bit: it differs from m < 0 ? -m : m only for -0 and NaN,
+    // whose codes are the same either way (0; NaN never raises the max, see MaxInto).
+    for (int j = 0; j < kRegs; ++j) acc = Ops::MaxInto(acc, xsimd::abs(m_keep[j]));
+    const uint16_t sb = GroupScaleBits(Ops::HMax(acc));
     const F inv(1.0f / Bf16Value(sb));
     for (int j = 0; j < kRegs; ++j) {
       const F mj = m_keep[j];
       const auto neg = mj < F(0.0f);
-      const F a = xsimd::select(neg, -mj, mj) * inv;
-      const F t = (F(254.0f) * a) / (F(1.0f) + a);
-      I q = Ops::RoundToInt(t);
-      q = xsimd::select(q > I(127), I(127), q);
+      const F a = xsimd::abs(mj) * inv;
+      I q = Ops::RoundedCompander(a);  // RoundHalfEven((254 a) / (1 + a))
+      q = xsimd::min(q, I(127));
       q = xsimd::select(Ops::ToIntMask(neg), -q, q);
       Ops::StoreLow8(p.m_codes + j * W, q);
     }
@@ -315,13 +326,13 @@ inline void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
   }
   if constexpr (VAR == Moment::kQ8) {
     F acc(0.0f);
-    for (int j = 0; j < kRegs; ++j) acc = MaxInto<Ops>(acc, u_keep[j]);
-    const uint16_t sb = GroupScaleBits(HorizontalMax<Ops>(acc));
+    for (int j = 0; j < kRegs; ++j) acc = Ops::MaxInto(acc, u_keep[j]);
+    const uint16_t sb = GroupScaleBits(Ops::HMax(acc));
     const F inv(1.0f / Bf16Value(sb));
     for (int j = 0; j < kRegs; ++j) {
       const F uj = u_keep[j];
       I q = Ops::RoundToInt((uj * inv) * F(255.0f));
-      q = xsimd::select(q > I(255), I(255), q);
+      q = xsimd::min(q, I(255));
       q = xsimd::select((q == I(0)) & Ops::ToIntMask(uj > F(0.0f)), I(1), q);
       Ops::StoreLow8(p.v_codes + j * W, q);
     }
@@ -331,10 +342,10 @@ inline void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
 
 // ---- the span ----
 
-inline void Prefetch(const void* p) { __builtin_prefetch(p, 1, 0); }
+TANDEM_SIMD_INLINE void Prefetch(const void* p) { __builtin_prefetch(p, 1, 0); }
 
 template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR>
-inline void PrefetchGroup(const Ctx<Ops>& c, const Ptrs& p, size_t ahead) {
+TANDEM_SIMD_INLINE void PrefetchGroup(const Ctx<Ops>& c, const Ptrs& p, size_t ahead) {
   const size_t e = ahead * kQuantGroup;  // elements ahead
   Prefetch(p.grad + e * c.grad_size);
   if (c.grad_size == 4) Prefetch(p.grad + e * 4 + 64);
@@ -358,24 +369,29 @@ inline void PrefetchGroup(const Ctx<Ops>& c, const Ptrs& p, size_t ahead) {
   if constexpr (VAR == Moment::kQ8) Prefetch(p.v_codes + e);
 }
 
-inline void Advance(Ptrs& p, size_t gs, size_t ps) {
+template <MasterFormat MF, Moment MOM, Moment VAR>
+TANDEM_SIMD_INLINE void Advance(Ptrs& p, size_t gs, size_t ps) {
   constexpr size_t n = kQuantGroup;
   p.grad += n * gs;
   if (p.param) p.param += n * ps;
-  if (p.w_f32) p.w_f32 += n;
-  if (p.w_bf16) p.w_bf16 += n;
-  if (p.ecc8) p.ecc8 += n;
-  if (p.ecc16) p.ecc16 += n;
-  if (p.m_f32) p.m_f32 += n;
-  if (p.m_codes) p.m_codes += n;
-  if (p.m_scale) p.m_scale += 1;
-  if (p.v_f32) p.v_f32 += n;
-  if (p.v_codes) p.v_codes += n;
-  if (p.v_scale) p.v_scale += 1;
+  if constexpr (MF == MasterFormat::kF32) p.w_f32 += n;
+  if constexpr (MF != MasterFormat::kF32) p.w_bf16 += n;
+  if constexpr (MF == MasterFormat::kBF16Ecc8) p.ecc8 += n;
+  if constexpr (MF == MasterFormat::kBF16Ecc16) p.ecc16 += n;
+  if constexpr (MOM == Moment::kF32) p.m_f32 += n;
+  if constexpr (MOM == Moment::kQ8) {
+    p.m_codes += n;
+    p.m_scale += 1;
+  }
+  if constexpr (VAR == Moment::kF32) p.v_f32 += n;
+  if constexpr (VAR == Moment::kQ8) {
+    p.v_codes += n;
+    p.v_scale += 1;
+  }
 }
 
 // Copies `bytes` from src to dst if src is set (tail buffers).
-inline void CopyIf(void* dst, const void* src, size_t bytes) {
+TANDEM_SIMD_INLINE void CopyIf(void* dst, const void* src, size_t bytes) {
   if (src != nullptr && bytes > 0) std::memcpy(dst, src, bytes);
 }
 
@@ -388,8 +404,12 @@ inline void CopyIf(void* dst, const void* src, size_t bytes) {
 template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR>
 void RunSpan(const StepScalars& s, const StepSpan& sp, int prefetch_groups, bool nt) {
   const Ctx<Ops> c(s, sp, prefetch_groups, nt);
-  Ptrs p{static_cast<const unsigned char*>(sp.grad), static_cast<unsigned char*>(sp.param),
-         sp.master.f32, sp.master.bf16, sp.master.ecc8, sp.master.ecc16,
+  Ptrs p{static_cast<const unsigned char*>(sp.grad),
+         static_cast<unsigned char*>(sp.param),
+         sp.master.f32,
+         sp.master.bf16,
+         sp.master.ecc8,
+         sp.master.ecc16,
          MOM == Moment::kNone ? nullptr : sp.m.f32,
          MOM == Moment::kNone ? nullptr : sp.m.codes,
          MOM == Moment::kNone ? nullptr : sp.m.scales,
@@ -401,7 +421,7 @@ void RunSpan(const StepScalars& s, const StepSpan& sp, int prefetch_groups, bool
   for (size_t gi = 0; gi < full; ++gi) {
     if (pf != 0 && gi + pf < full) PrefetchGroup<Ops, A, MF, MOM, VAR>(c, p, pf);
     StepGroup<Ops, A, MF, MOM, VAR>(c, p);
-    Advance(p, c.grad_size, c.param_size);
+    Advance<MF, MOM, VAR>(p, c.grad_size, c.param_size);
   }
   if (c.nt_param) _mm_sfence();
   const size_t len = sp.n - full * kQuantGroup;
@@ -427,12 +447,18 @@ void RunSpan(const StepScalars& s, const StepSpan& sp, int prefetch_groups, bool
   CopyIf(v_f32, p.v_f32, len * 4);
   CopyIf(v_codes, p.v_codes, len);
   CopyIf(&v_scale, p.v_scale, 2);
-  const Ptrs t{grad, p.param ? param : nullptr,
-               p.w_f32 ? w_f32 : nullptr, p.w_bf16 ? w_bf16 : nullptr,
-               p.ecc8 ? ecc8 : nullptr, p.ecc16 ? ecc16 : nullptr,
-               p.m_f32 ? m_f32 : nullptr, p.m_codes ? m_codes : nullptr,
-               p.m_scale ? &m_scale : nullptr, p.v_f32 ? v_f32 : nullptr,
-               p.v_codes ? v_codes : nullptr, p.v_scale ? &v_scale : nullptr};
+  const Ptrs t{grad,
+               p.param ? param : nullptr,
+               p.w_f32 ? w_f32 : nullptr,
+               p.w_bf16 ? w_bf16 : nullptr,
+               p.ecc8 ? ecc8 : nullptr,
+               p.ecc16 ? ecc16 : nullptr,
+               p.m_f32 ? m_f32 : nullptr,
+               p.m_codes ? m_codes : nullptr,
+               p.m_scale ? &m_scale : nullptr,
+               p.v_f32 ? v_f32 : nullptr,
+               p.v_codes ? v_codes : nullptr,
+               p.v_scale ? &v_scale : nullptr};
   Ctx<Ops> ct = c;
   ct.nt_param = false;  // the tail buffers are on the stack, unaligned for streaming
   StepGroup<Ops, A, MF, MOM, VAR>(ct, t);

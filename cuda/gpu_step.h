@@ -58,7 +58,7 @@ class StepPlan {
   void Launch(const StepScalars* scalars, size_t num_scalars, void* stream) const;
 
   size_t num_spans() const { return num_spans_; }
-  size_t num_work_units() const { return num_units_; }  // blocks per launch
+  size_t num_work_units() const { return num_units_; }  // 2048-element tiles per launch
 
   // Device memory this plan holds (span table + work-unit map), and the same figure for
   // spans of the given sizes, computed without building a plan (memory planning).
@@ -72,6 +72,7 @@ class StepPlan {
   StateFormats formats_;
   size_t num_spans_ = 0;
   size_t num_units_ = 0;
+  int sm_count_ = 0;  // of the device current at construction
   // For each scalar index: -1 unused, 0 its spans keep no momentum, 1 they do.
   std::vector<int8_t> group_has_m_;
   void* device_spans_ = nullptr;  // detail::SpanMeta[num_spans_]

@@ -94,9 +94,8 @@ std::string Where() { return "gpu::GradNormPlan: "; }
 template <typename T>
 T* DeviceAlloc(size_t count, const char* what) {
   void* p = nullptr;
-  CheckCuda(cudaMalloc(&p, count * sizeof(T)),
-            Where() + "cudaMalloc of the " + what + " (" + std::to_string(count * sizeof(T)) +
-                " bytes)");
+  CheckCuda(cudaMalloc(&p, count * sizeof(T)), Where() + "cudaMalloc of the " + what + " (" +
+                                                   std::to_string(count * sizeof(T)) + " bytes)");
   return static_cast<T*>(p);
 }
 
@@ -111,9 +110,9 @@ GradNormPlan::GradNormPlan(const std::vector<GradRef>& grads) : num_tensors_(gra
       throw Error(ErrorKind::kInvalidArgument,
                   Where() + "tensor " + std::to_string(i) + " has an unknown dtype");
     if (g.n > 0 && g.ptr == nullptr)
-      throw Error(ErrorKind::kInvalidArgument,
-                  Where() + "tensor " + std::to_string(i) + " has " + std::to_string(g.n) +
-                      " elements but a null pointer");
+      throw Error(ErrorKind::kInvalidArgument, Where() + "tensor " + std::to_string(i) + " has " +
+                                                   std::to_string(g.n) +
+                                                   " elements but a null pointer");
     tensors[i] = detail::NormTensor{g.ptr, g.n, static_cast<uint32_t>(g.dtype), 0};
     const uint64_t chunks = (g.n + detail::kNormUnitElems - 1) / detail::kNormUnitElems;
     for (uint64_t c = 0; c < chunks; ++c)
@@ -133,9 +132,9 @@ GradNormPlan::GradNormPlan(const std::vector<GradRef>& grads) : num_tensors_(gra
     if (!units.empty()) {
       auto* du = DeviceAlloc<detail::NormUnit>(units.size(), "work-unit map");
       device_units_ = du;
-      CheckCuda(cudaMemcpy(du, units.data(), units.size() * sizeof(units[0]),
-                           cudaMemcpyHostToDevice),
-                Where() + "cudaMemcpy of the work-unit map");
+      CheckCuda(
+          cudaMemcpy(du, units.data(), units.size() * sizeof(units[0]), cudaMemcpyHostToDevice),
+          Where() + "cudaMemcpy of the work-unit map");
       device_partials_ = DeviceAlloc<double>(units.size(), "partial sums");
     }
     device_total_ = DeviceAlloc<double>(1, "total");
@@ -162,19 +161,16 @@ GradNormPlan::~GradNormPlan() {
 void GradNormPlan::Launch(void* stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (num_units_ > 0) {
-    detail::NormPartialKernel<<<static_cast<unsigned>(num_units_), detail::kNormThreads, 0,
-                                s>>>(static_cast<const detail::NormTensor*>(device_tensors_),
-                                     static_cast<const detail::NormUnit*>(device_units_),
-                                     device_partials_);
-    CheckCuda(cudaGetLastError(), Where() + "partial-sum kernel (" +
-                                      std::to_string(num_tensors_) + " tensors, grid " +
-                                      std::to_string(num_units_) + ")");
+    detail::NormPartialKernel<<<static_cast<unsigned>(num_units_), detail::kNormThreads, 0, s>>>(
+        static_cast<const detail::NormTensor*>(device_tensors_),
+        static_cast<const detail::NormUnit*>(device_units_), device_partials_);
+    CheckCuda(cudaGetLastError(), Where() + "partial-sum kernel (" + std::to_string(num_tensors_) +
+                                      " tensors, grid " + std::to_string(num_units_) + ")");
   }
   detail::NormFinishKernel<<<1, detail::kFinishThreads, 0, s>>>(device_partials_, num_units_,
                                                                 device_total_);
   CheckCuda(cudaGetLastError(), Where() + "finishing kernel");
-  CheckCuda(cudaMemcpyAsync(host_total_, device_total_, sizeof(double), cudaMemcpyDeviceToHost,
-                            s),
+  CheckCuda(cudaMemcpyAsync(host_total_, device_total_, sizeof(double), cudaMemcpyDeviceToHost, s),
             Where() + "cudaMemcpyAsync of the result");
 }
 

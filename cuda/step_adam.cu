@@ -18,10 +18,14 @@ LaunchFn ForMaster(MomentFormat mom, MomentFormat var) {
 
 LaunchFn AdamLauncher(MasterFormat master, MomentFormat mom, MomentFormat var) {
   switch (master) {
-    case MasterFormat::kF32: return ForMaster<MasterFormat::kF32>(mom, var);
-    case MasterFormat::kBF16: return ForMaster<MasterFormat::kBF16>(mom, var);
-    case MasterFormat::kBF16Ecc8: return ForMaster<MasterFormat::kBF16Ecc8>(mom, var);
-    case MasterFormat::kBF16Ecc16: return ForMaster<MasterFormat::kBF16Ecc16>(mom, var);
+    case MasterFormat::kF32:
+      return ForMaster<MasterFormat::kF32>(mom, var);
+    case MasterFormat::kBF16:
+      return ForMaster<MasterFormat::kBF16>(mom, var);
+    case MasterFormat::kBF16Ecc8:
+      return ForMaster<MasterFormat::kBF16Ecc8>(mom, var);
+    case MasterFormat::kBF16Ecc16:
+      return ForMaster<MasterFormat::kBF16Ecc16>(mom, var);
   }
   return nullptr;
 }

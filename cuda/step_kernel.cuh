@@ -1,24 +1,29 @@
 // Fused multi-tensor optimizer step: the kernel template and its launcher.
 //
-// Work mapping (docs/gpu_kernels.md). A launch walks a device table of work units; unit b
-// is block b and covers kUnitElems consecutive elements of one span (the last unit of a
-// span may be short). Each thread owns kElemsPerThread = 8 consecutive elements, so the 4
-// consecutive threads of a quad own one quantization group of 32: the q8 group maxima
-// need two xor-shuffles inside the quad and nothing else.
+// Work mapping (docs/gpu_kernels.md). A launch walks a device table of work units; each
+// covers kUnitElems consecutive elements of one span (the last unit of a span may be
+// short), and a persistent grid of blocks takes them in a grid-stride loop. Each thread
+// owns kElemsPerThread = 8 consecutive elements, so the 4 consecutive threads of a quad
+// own one quantization group of 32: the q8 group maxima need two xor-shuffles inside the
+// quad and nothing else.
+//
 // Note [Groups never straddle units]: kUnitElems is a multiple of kQuantGroup and every
 // span starts on a group boundary (StepSpan contract), so a group lies in one quad of one
 // block; tensors of any size share a launch with no cross-block dependency.
 //
 // Bit identity: every per-element operation is the TANDEM_HD source of engine/ (the
-// update in update_math.h, the codecs in q8_codec.h and master_codec.h, conversions in
-// fp_bits.h), compiled with --fmad=false, IEEE div/sqrt and no flush-to-zero
-// (cmake/TandemFlags.cmake). The group maximum is exact whatever the order.
+// update in update_math.h, the codecs in master_codec.h, conversions in fp_bits.h),
+// compiled with --fmad=false, IEEE div/sqrt and no flush-to-zero
+// (cmake/TandemFlags.cmake), except the q8 codecs and the ecc8 rounding, which use the
+// exact shortcuts of Note [Exact fast paths] (fast_codec.cuh). The group maximum is
+// exact in any order.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "cuda/fast_codec.cuh"
 #include "cuda/gpu_step.h"
 #include "engine/fp_bits.h"
 #include "engine/master_codec.h"
@@ -31,6 +36,9 @@ inline constexpr int kElemsPerThread = 8;
 inline constexpr int kThreadsPerGroup = kQuantGroup / kElemsPerThread;
 inline constexpr int kBlockThreads = 256;
 inline constexpr int kUnitElems = kBlockThreads * kElemsPerThread;  // 2048
+// Resident blocks per SM the register allocation must allow (4 x 256 threads: <= 64
+// registers). 5 (<= 48 registers) spills 40-128 bytes per thread in the Adam kernels.
+inline constexpr int kMinBlocksPerSm = 4;
 static_assert(kQuantGroup == 32, "Note [Group size]: the quad mapping assumes 32");
 static_assert(kThreadsPerGroup == 4, "the shuffles below reduce over 4 lanes");
 static_assert(kUnitElems % kQuantGroup == 0, "Note [Groups never straddle units]");
@@ -53,22 +61,23 @@ enum VecBit : uint32_t {
 // One span in the device table (built once per StepPlan).
 struct SpanMeta {
   const void* grad;
-  void* param;           // null when absent or when it aliases master.bf16
-  void* master;          // float* (f32) or uint16_t* (bf16 bits)
-  void* ecc;             // int8_t* or int16_t*
-  void* m;               // float* or codes
+  void* param;   // null when absent or when it aliases master.bf16
+  void* master;  // float* (f32) or uint16_t* (bf16 bits)
+  void* ecc;     // int8_t* or int16_t*
+  void* m;       // float* or codes
   uint16_t* m_scales;
   void* v;
   uint16_t* v_scales;
   uint64_t n;
   uint32_t scalar_index;
-  uint32_t vec_ok;       // VecBit mask
-  uint8_t grad_dtype;    // DType
-  uint8_t param_dtype;   // DType
+  uint32_t vec_ok;      // VecBit mask
+  uint8_t grad_dtype;   // DType
+  uint8_t param_dtype;  // DType
   uint8_t pad[6];
 };
+static_assert(sizeof(SpanMeta) == 88, "the kernel copies SpanMeta as 11 words");
 
-struct WorkUnit {
+struct alignas(8) WorkUnit {  // 8-byte aligned: copied with cp.async
   uint32_t span;
   uint32_t chunk;  // elements [chunk * kUnitElems, ...) of the span
 };
@@ -78,6 +87,7 @@ struct WorkUnit {
 struct LaunchArgs {
   const SpanMeta* spans;
   const WorkUnit* units;
+  uint32_t num_units;
   StepScalars scalars[kMaxScalarGroups];
 };
 static_assert(sizeof(LaunchArgs) < 4096, "kernel parameters must stay small");
@@ -108,8 +118,7 @@ __device__ __forceinline__ void StoreF32(float* p, bool vec, int cnt, const floa
     if (i < cnt) p[i] = x[i];
 }
 
-__device__ __forceinline__ void LoadU16(const uint16_t* p, bool vec, int cnt,
-                                        uint16_t (&x)[8]) {
+__device__ __forceinline__ void LoadU16(const uint16_t* p, bool vec, int cnt, uint16_t (&x)[8]) {
   if (vec) {
     const uint4 a = *reinterpret_cast<const uint4*>(p);
     const uint32_t w[4] = {a.x, a.y, a.z, a.w};
@@ -125,8 +134,7 @@ __device__ __forceinline__ void LoadU16(const uint16_t* p, bool vec, int cnt,
     if (i < cnt) x[i] = p[i];
 }
 
-__device__ __forceinline__ void StoreU16(uint16_t* p, bool vec, int cnt,
-                                         const uint16_t (&x)[8]) {
+__device__ __forceinline__ void StoreU16(uint16_t* p, bool vec, int cnt, const uint16_t (&x)[8]) {
   if (vec) {
     uint4 a;
     a.x = uint32_t{x[0]} | (uint32_t{x[1]} << 16);
@@ -173,8 +181,8 @@ __device__ __forceinline__ void StoreU8(uint8_t* p, bool vec, int cnt, const uin
 }
 
 // Loads 8 elements of a runtime dtype (gradients) as fp32, exactly.
-__device__ __forceinline__ void LoadAsF32(const void* base, uint8_t dtype, uint64_t e,
-                                          bool vec, int cnt, float (&x)[8]) {
+__device__ __forceinline__ void LoadAsF32(const void* base, uint8_t dtype, uint64_t e, bool vec,
+                                          int cnt, float (&x)[8]) {
   if (dtype == static_cast<uint8_t>(DType::kF32)) {
     LoadF32(static_cast<const float*>(base) + e, vec, cnt, x);
     return;
@@ -198,12 +206,11 @@ __device__ __forceinline__ float QuadMax(float x) {
 
 // ---- The kernel. ----
 
+// One work unit: this thread's 8 elements of it.
 template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
-__global__ void __launch_bounds__(kBlockThreads)
-    FusedStepKernel(const __grid_constant__ LaunchArgs args) {
+__device__ __forceinline__ void StepTile(const LaunchArgs& args, const WorkUnit unit,
+                                         const SpanMeta& sp, const DecodeTables& tables) {
   constexpr bool kAdam = kKind == Kind::kAdam;
-  const WorkUnit unit = args.units[blockIdx.x];
-  const SpanMeta& sp = args.spans[unit.span];
   const uint64_t n = sp.n;
   const StepScalars s = args.scalars[sp.scalar_index];
   const uint64_t e = uint64_t{unit.chunk} * kUnitElems + threadIdx.x * kElemsPerThread;
@@ -253,7 +260,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       LoadU8(static_cast<uint8_t*>(sp.m) + e, vec & kVecM, cnt, c);
       const float scale = num::Bf16ToF32(sp.m_scales[group]);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) m[i] = num::DecodeMomentum(static_cast<int8_t>(c[i]), scale);
+      for (int i = 0; i < 8; ++i) m[i] = tables.momentum[c[i]] * scale;  // DecodeMomentum
     }
   }
 
@@ -270,19 +277,23 @@ __global__ void __launch_bounds__(kBlockThreads)
         const float scale = num::Bf16ToF32(sp.v_scales[group]);
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
-          u[i] = num::DecodeSqrtVariance(c[i], scale);
+          u[i] = tables.variance[c[i]] * scale;  // DecodeSqrtVariance
           v[i] = u[i] * u[i];
         }
       }
     }
   }
 
-  // 5. The update, element by element (update_math.h).
+  // 5. The update, element by element (update_math.h). Slots past the end of the span
+  // hold zeros; they are updated harmlessly and never stored or counted in a maximum.
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    if (i >= cnt) continue;
     if constexpr (kKind == Kind::kAdam) {
-      num::AdamElement(s, g[i], w[i], m[i], v[i], &u[i]);
+      // Two copies of the call so that the compiler folds s.algo in each.
+      if (s.algo == Algorithm::kAdamW)
+        num::AdamElement(s, g[i], w[i], m[i], v[i], &u[i]);
+      else
+        num::AdamElement(s, g[i], w[i], m[i], v[i], &u[i]);
     } else if constexpr (kKind == Kind::kLion) {
       num::LionElement(s, g[i], w[i], m[i]);
     } else {
@@ -290,39 +301,34 @@ __global__ void __launch_bounds__(kBlockThreads)
     }
   }
 
-  // 6. Encode the master weight; keep the decoded value for a non-bf16 parameter.
+  // 6. Encode the master weight (the parameter step decodes it again if it needs to).
+  [[maybe_unused]] uint8_t e8[8];
+  [[maybe_unused]] uint16_t e16[8];
   if (cnt > 0) {
     if constexpr (kMaster == MasterFormat::kF32) {
       StoreF32(static_cast<float*>(sp.master) + e, vec & kVecMaster, cnt, w);
     } else if constexpr (kMaster == MasterFormat::kBF16) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        wb[i] = num::F32ToBf16(w[i]);
-        w[i] = num::Bf16ToF32(wb[i]);
-      }
+      for (int i = 0; i < 8; ++i) wb[i] = num::F32ToBf16(w[i]);
       StoreU16(static_cast<uint16_t*>(sp.master) + e, vec & kVecMaster, cnt, wb);
     } else if constexpr (kMaster == MasterFormat::kBF16Ecc8) {
-      uint8_t c[8];
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         int8_t ecc;
-        num::EncodeEcc8(w[i], &wb[i], &ecc);
-        c[i] = static_cast<uint8_t>(ecc);
-        w[i] = num::DecodeEcc8(wb[i], ecc);
+        EncodeEcc8Fast(w[i], &wb[i], &ecc);  // num::EncodeEcc8
+        e8[i] = static_cast<uint8_t>(ecc);
       }
       StoreU16(static_cast<uint16_t*>(sp.master) + e, vec & kVecMaster, cnt, wb);
-      StoreU8(static_cast<uint8_t*>(sp.ecc) + e, vec & kVecEcc, cnt, c);
+      StoreU8(static_cast<uint8_t*>(sp.ecc) + e, vec & kVecEcc, cnt, e8);
     } else {
-      uint16_t c[8];
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         int16_t ecc;
         num::EncodeEcc16(w[i], &wb[i], &ecc);
-        c[i] = static_cast<uint16_t>(ecc);
-        w[i] = num::DecodeEcc16(wb[i], ecc);
+        e16[i] = static_cast<uint16_t>(ecc);
       }
       StoreU16(static_cast<uint16_t*>(sp.master) + e, vec & kVecMaster, cnt, wb);
-      StoreU16(static_cast<uint16_t*>(sp.ecc) + e, vec & kVecEcc, cnt, c);
+      StoreU16(static_cast<uint16_t*>(sp.ecc) + e, vec & kVecEcc, cnt, e16);
     }
   }
 
@@ -335,7 +341,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       float amax = 0.0f;
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        const float a = m[i] < 0.0f ? -m[i] : m[i];
+        const float a = fabsf(m[i]);
         if (i < cnt) amax = a > amax ? a : amax;
       }
       amax = QuadMax(amax);
@@ -343,7 +349,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       const float inv = 1.0f / num::Bf16ToF32(sb);
       uint8_t c[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) c[i] = static_cast<uint8_t>(num::EncodeMomentum(m[i], inv));
+      for (int i = 0; i < 8; ++i) c[i] = EncodeMomentumFast(m[i], inv);
       if (cnt > 0) StoreU8(static_cast<uint8_t*>(sp.m) + e, vec & kVecM, cnt, c);
       if (group_leader) sp.m_scales[group] = sb;
     }
@@ -363,7 +369,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       const float inv = 1.0f / num::Bf16ToF32(sb);
       uint8_t c[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) c[i] = num::EncodeSqrtVariance(u[i], inv);
+      for (int i = 0; i < 8; ++i) c[i] = EncodeSqrtVarianceFast(u[i], inv);
       if (cnt > 0) StoreU8(static_cast<uint8_t*>(sp.v) + e, vec & kVecV, cnt, c);
       if (group_leader) sp.v_scales[group] = sb;
     }
@@ -373,6 +379,15 @@ __global__ void __launch_bounds__(kBlockThreads)
   // bf16 for a bf16 parameter of a bf16-based master, else the decoded master rounded.
   if (sp.param != nullptr && cnt > 0) {
     const bool p_vec = (vec & kVecParam) != 0;
+    // The decoded master (reference_step.cc, DecodeMaster of the stored state).
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      if constexpr (kMaster == MasterFormat::kBF16) w[i] = num::Bf16ToF32(wb[i]);
+      if constexpr (kMaster == MasterFormat::kBF16Ecc8)
+        w[i] = num::DecodeEcc8(wb[i], static_cast<int8_t>(e8[i]));
+      if constexpr (kMaster == MasterFormat::kBF16Ecc16)
+        w[i] = num::DecodeEcc16(wb[i], static_cast<int16_t>(e16[i]));
+    }
     if (sp.param_dtype == static_cast<uint8_t>(DType::kF32)) {
       StoreF32(static_cast<float*>(sp.param) + e, p_vec, cnt, w);
     } else {
@@ -390,12 +405,84 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
-// Launches one instance; throws Error(kCuda) naming the kernel and grid on failure.
-using LaunchFn = void (*)(const LaunchArgs& args, unsigned grid, cudaStream_t stream);
+// 8-byte asynchronous copy global -> shared (cp.async, sm_80+): no registers held while
+// the load is in flight; cp.async.wait_all before the barrier that publishes it.
+__device__ __forceinline__ void CopyAsync8(void* shared_dst, const void* global_src) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(global_src) : "memory");
+}
+__device__ __forceinline__ void CopyAsyncWaitAll() {
+  asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
+// The kernel: a grid-stride loop over the work units (a persistent grid, so that the
+// decode tables are built once per block). Note [Metadata prefetch]: while unit k is
+// processed, the first kMetaWords threads copy the span entry of unit k+1 into shared
+// memory and thread 0 the index of unit k+2, with cp.async; so a unit's data loads never
+// wait behind the dependent unit -> span -> pointer loads. Buffers: meta[k % 2] and
+// units[k % 4]; the barrier at the end of each iteration publishes them (a slot is
+// rewritten two iterations after its last reader at the earliest).
+template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
+__global__ void __launch_bounds__(kBlockThreads, kMinBlocksPerSm)
+    FusedStepKernel(const __grid_constant__ LaunchArgs args) {
+  constexpr int kMetaWords = static_cast<int>(sizeof(SpanMeta) / sizeof(uint64_t));
+  static_assert(sizeof(SpanMeta) % sizeof(uint64_t) == 0 && kMetaWords <= kBlockThreads,
+                "SpanMeta is copied as 8-byte words, one per thread");
+  __shared__ DecodeTables tables;
+  __shared__ SpanMeta meta[2];
+  __shared__ WorkUnit units[4];
+  constexpr bool kTables =
+      kMom == MomentFormat::kQ8 || (kKind == Kind::kAdam && kVar == MomentFormat::kQ8);
+  if constexpr (kTables) {
+    static_assert(kBlockThreads == 256, "FillDecodeTables: one entry per thread");
+    FillDecodeTables(tables);
+  }
+  const uint32_t n_units = args.num_units;
+  const uint32_t stride = gridDim.x;
+  const uint32_t first = blockIdx.x;  // < n_units: the grid never exceeds the unit count
+  const bool copier = threadIdx.x < kMetaWords;
+  // Prologue: unit 0's entry (plain loads), the indices of units 0 and 1.
+  if (copier) {
+    const WorkUnit u0 = args.units[first];
+    reinterpret_cast<uint64_t*>(&meta[0])[threadIdx.x] =
+        reinterpret_cast<const uint64_t*>(args.spans + u0.span)[threadIdx.x];
+    if (threadIdx.x == 0) {
+      units[0] = u0;
+      if (first + stride < n_units) units[1] = args.units[first + stride];
+    }
+  }
+  __syncthreads();
+  int k = 0;
+  for (uint64_t u = first; u < n_units; u += stride, ++k) {
+    if (copier && u + stride < n_units) {
+      CopyAsync8(
+          reinterpret_cast<uint64_t*>(&meta[(k + 1) & 1]) + threadIdx.x,
+          reinterpret_cast<const uint64_t*>(args.spans + units[(k + 1) & 3].span) + threadIdx.x);
+      if (threadIdx.x == 0 && u + 2 * uint64_t{stride} < n_units)
+        CopyAsync8(&units[(k + 2) & 3], &args.units[u + 2 * stride]);
+    }
+    StepTile<kKind, kMaster, kMom, kVar>(args, units[k & 3], meta[k & 1], tables);
+    if (copier) CopyAsyncWaitAll();
+    __syncthreads();
+  }
+}
+
+// Launches one instance with a grid of at most (resident blocks per SM) x sm_count
+// blocks; returns the CUDA error of the occupancy query or of the launch.
+using LaunchFn = cudaError_t (*)(const LaunchArgs& args, int sm_count, cudaStream_t stream,
+                                 unsigned* grid);
 
 template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
-void LaunchFused(const LaunchArgs& args, unsigned grid, cudaStream_t stream) {
-  FusedStepKernel<kKind, kMaster, kMom, kVar><<<grid, kBlockThreads, 0, stream>>>(args);
+cudaError_t LaunchFused(const LaunchArgs& args, int sm_count, cudaStream_t stream, unsigned* grid) {
+  auto* kernel = &FusedStepKernel<kKind, kMaster, kMom, kVar>;
+  int per_sm = 0;
+  cudaError_t err =
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, 0);
+  if (err != cudaSuccess) return err;
+  const uint64_t resident = static_cast<uint64_t>(per_sm > 0 ? per_sm : 1) * sm_count;
+  *grid = static_cast<unsigned>(args.num_units < resident ? args.num_units : resident);
+  kernel<<<*grid, kBlockThreads, 0, stream>>>(args);
+  return cudaGetLastError();
 }
 
 // Per-family tables (step_adam.cu, step_lion.cu, step_sgd.cu). The momentum format of

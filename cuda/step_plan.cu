@@ -37,9 +37,8 @@ bool SpanKeepsMomentum(Algorithm algo, const StepSpan& sp) {
 void* Upload(const void* host, size_t bytes, const char* what) {
   if (bytes == 0) return nullptr;
   void* dev = nullptr;
-  CheckCuda(cudaMalloc(&dev, bytes),
-            std::string("gpu::StepPlan: cudaMalloc of the ") + what + " (" +
-                std::to_string(bytes) + " bytes)");
+  CheckCuda(cudaMalloc(&dev, bytes), std::string("gpu::StepPlan: cudaMalloc of the ") + what +
+                                         " (" + std::to_string(bytes) + " bytes)");
   const cudaError_t err = cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice);
   if (err != cudaSuccess) {
     cudaFree(dev);
@@ -61,8 +60,7 @@ bool DeviceAvailable() {
   return count > 0;
 }
 
-StepPlan::StepPlan(Algorithm algo, const StateFormats& formats,
-                   const std::vector<StepSpan>& spans,
+StepPlan::StepPlan(Algorithm algo, const StateFormats& formats, const std::vector<StepSpan>& spans,
                    const std::vector<uint32_t>& scalar_index)
     : algo_(algo), formats_(formats), group_has_m_(kMaxScalarGroups, -1) {
   if (scalar_index.size() != spans.size())
@@ -75,8 +73,8 @@ StepPlan::StepPlan(Algorithm algo, const StateFormats& formats,
     const StepSpan& sp = spans[i];
     const std::string name = SpanName(i);
     if (!(sp.formats == formats))
-      Invalid("span " + std::to_string(i) + " has formats " + Name(sp.formats) +
-              ", the plan " + Name(formats));
+      Invalid("span " + std::to_string(i) + " has formats " + Name(sp.formats) + ", the plan " +
+              Name(formats));
     if (scalar_index[i] >= kMaxScalarGroups)
       Invalid("span " + std::to_string(i) + " uses scalar index " +
               std::to_string(scalar_index[i]) + ", the limit is " +
@@ -101,9 +99,8 @@ StepPlan::StepPlan(Algorithm algo, const StateFormats& formats,
     SpanMeta& meta = metas[i];
     meta = SpanMeta{};
     meta.grad = sp.grad;
-    const bool param_aliases =
-        sp.param != nullptr && sp.param_dtype == DType::kBF16 &&
-        formats.master != MasterFormat::kF32 && sp.param == sp.master.bf16;
+    const bool param_aliases = sp.param != nullptr && sp.param_dtype == DType::kBF16 &&
+                               formats.master != MasterFormat::kF32 && sp.param == sp.master.bf16;
     meta.param = param_aliases ? nullptr : sp.param;
     meta.master = formats.master == MasterFormat::kF32 ? static_cast<void*>(sp.master.f32)
                                                        : static_cast<void*>(sp.master.bf16);
@@ -135,6 +132,10 @@ StepPlan::StepPlan(Algorithm algo, const StateFormats& formats,
   if (units.size() > 0x7FFFFFFFu) Invalid("too many work units for one launch");
   num_spans_ = spans.size();
   num_units_ = units.size();
+  int device = 0;
+  CheckCuda(cudaGetDevice(&device), "gpu::StepPlan: cudaGetDevice");
+  CheckCuda(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device),
+            "gpu::StepPlan: cudaDeviceGetAttribute(multiprocessor count)");
   try {
     device_spans_ = Upload(metas.data(), metas.size() * sizeof(SpanMeta), "span table");
     device_units_ = Upload(units.data(), units.size() * sizeof(WorkUnit), "work-unit map");
@@ -161,6 +162,7 @@ StepPlan& StepPlan::operator=(StepPlan&& other) noexcept {
   formats_ = other.formats_;
   num_spans_ = std::exchange(other.num_spans_, 0);
   num_units_ = std::exchange(other.num_units_, 0);
+  sm_count_ = other.sm_count_;
   group_has_m_ = std::move(other.group_has_m_);
   device_spans_ = std::exchange(other.device_spans_, nullptr);
   device_units_ = std::exchange(other.device_units_, nullptr);
@@ -177,11 +179,11 @@ void StepPlan::Launch(const StepScalars* scalars, size_t num_scalars, void* stre
       Invalid("scalar index " + std::to_string(k) + " is used but only " +
               std::to_string(num_scalars) + " scalar sets were given");
     if (scalars[k].algo != algo_)
-      Invalid(std::string("scalar set ") + std::to_string(k) + " is for " +
-              Name(scalars[k].algo) + ", the plan for " + Name(algo_));
+      Invalid(std::string("scalar set ") + std::to_string(k) + " is for " + Name(scalars[k].algo) +
+              ", the plan for " + Name(algo_));
     if ((scalars[k].has_momentum != 0) != (group_has_m_[k] == 1))
-      Invalid("scalar set " + std::to_string(k) + " has has_momentum=" +
-              std::to_string(scalars[k].has_momentum) + " but its spans " +
+      Invalid("scalar set " + std::to_string(k) +
+              " has has_momentum=" + std::to_string(scalars[k].has_momentum) + " but its spans " +
               (group_has_m_[k] == 1 ? "keep" : "keep no") + " momentum buffer");
   }
   if (num_units_ == 0) return;
@@ -189,6 +191,7 @@ void StepPlan::Launch(const StepScalars* scalars, size_t num_scalars, void* stre
   detail::LaunchArgs args{};
   args.spans = static_cast<const SpanMeta*>(device_spans_);
   args.units = static_cast<const WorkUnit*>(device_units_);
+  args.num_units = static_cast<uint32_t>(num_units_);
   for (size_t k = 0; k < num_scalars; ++k) args.scalars[k] = scalars[k];
 
   detail::LaunchFn fn = nullptr;
@@ -197,16 +200,20 @@ void StepPlan::Launch(const StepScalars* scalars, size_t num_scalars, void* stre
     case Algorithm::kAdam:
       fn = detail::AdamLauncher(formats_.master, formats_.momentum, formats_.variance);
       break;
-    case Algorithm::kLion: fn = detail::LionLauncher(formats_.master, formats_.momentum); break;
-    case Algorithm::kSGD: fn = detail::SgdLauncher(formats_.master, formats_.momentum); break;
+    case Algorithm::kLion:
+      fn = detail::LionLauncher(formats_.master, formats_.momentum);
+      break;
+    case Algorithm::kSGD:
+      fn = detail::SgdLauncher(formats_.master, formats_.momentum);
+      break;
   }
   if (fn == nullptr) throw Error(ErrorKind::kInternal, "gpu::StepPlan: no kernel instance");
-  const unsigned grid = static_cast<unsigned>(num_units_);
-  fn(args, grid, static_cast<cudaStream_t>(stream));
-  CheckCuda(cudaGetLastError(),
+  unsigned grid = 0;
+  CheckCuda(fn(args, sm_count_, static_cast<cudaStream_t>(stream), &grid),
             std::string("gpu::StepPlan::Launch: fused ") + Name(algo_) + " kernel (" +
-                Name(formats_) + ", " + std::to_string(num_spans_) + " spans, grid " +
-                std::to_string(grid) + " x " + std::to_string(detail::kBlockThreads) + ")");
+                Name(formats_) + ", " + std::to_string(num_spans_) + " spans, " +
+                std::to_string(num_units_) + " work units, grid " + std::to_string(grid) + " x " +
+                std::to_string(detail::kBlockThreads) + ")");
 }
 
 size_t StepPlan::device_bytes() const {

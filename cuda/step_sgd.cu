@@ -15,10 +15,14 @@ LaunchFn ForMaster(MomentFormat mom) {
 
 LaunchFn SgdLauncher(MasterFormat master, MomentFormat mom) {
   switch (master) {
-    case MasterFormat::kF32: return ForMaster<MasterFormat::kF32>(mom);
-    case MasterFormat::kBF16: return ForMaster<MasterFormat::kBF16>(mom);
-    case MasterFormat::kBF16Ecc8: return ForMaster<MasterFormat::kBF16Ecc8>(mom);
-    case MasterFormat::kBF16Ecc16: return ForMaster<MasterFormat::kBF16Ecc16>(mom);
+    case MasterFormat::kF32:
+      return ForMaster<MasterFormat::kF32>(mom);
+    case MasterFormat::kBF16:
+      return ForMaster<MasterFormat::kBF16>(mom);
+    case MasterFormat::kBF16Ecc8:
+      return ForMaster<MasterFormat::kBF16Ecc8>(mom);
+    case MasterFormat::kBF16Ecc16:
+      return ForMaster<MasterFormat::kBF16Ecc16>(mom);
   }
   return nullptr;
 }

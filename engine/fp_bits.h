@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <climits>
 #include <cstring>
 
 #include "engine/hd.h"
@@ -86,6 +87,9 @@ TANDEM_HD uint16_t F32ToF16(float f) {
 // Round half to even to int32, for |x| < 2^23 (the callers' range), independent of the
 // FPU rounding mode: floor is exact, and so is x - floor(x) in that range.
 TANDEM_HD int32_t RoundHalfEven(float x) {
+  // Outside the callers' range (NaN, |x| >= 2^31) the cast below would be undefined:
+  // saturate instead (NaN -> 0). Results there are outside the bit-identity contract.
+  if (!(x > -2147483520.0f && x < 2147483520.0f)) return x > 0 ? INT32_MAX : (x < 0 ? INT32_MIN : 0);
   // Truncation toward zero is exact for |x| < 2^31; adjust to floor.
   int32_t fl = static_cast<int32_t>(x);
   if (static_cast<float>(fl) > x) --fl;

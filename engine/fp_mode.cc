@@ -12,10 +12,12 @@ namespace {
 constexpr uint32_t kFlushToZero = 0x8000u;
 constexpr uint32_t kDenormalsAreZero = 0x0040u;
 constexpr uint32_t kRoundingMask = 0x6000u;  // 00 = round to nearest even
+constexpr uint32_t kAllExceptionsMasked = 0x1F80u;  // no SIGFPE inside the kernels
 }  // namespace
 
 FpModeGuard::FpModeGuard() noexcept : saved_(_mm_getcsr()) {
-  _mm_setcsr(saved_ & ~(kFlushToZero | kDenormalsAreZero | kRoundingMask));
+  _mm_setcsr((saved_ & ~(kFlushToZero | kDenormalsAreZero | kRoundingMask)) |
+             kAllExceptionsMasked);
 }
 FpModeGuard::~FpModeGuard() { _mm_setcsr(saved_); }
 #else

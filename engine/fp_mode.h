@@ -1,5 +1,6 @@
 // FpModeGuard: for its lifetime, the calling thread's x86 MXCSR is set to round to
-// nearest even with flush-to-zero and denormals-are-zero off; the caller's mode is
+// nearest even with flush-to-zero and denormals-are-zero off and every floating-point
+// exception masked (a caller that unmasks them gets no SIGFPE from Tandem); the caller's mode is
 // restored on destruction. Every host kernel entry point holds one, so results do not
 // depend on the FP mode of the thread that calls (docs/numerics.md, "FP mode").
 // Not copyable; use on the thread whose mode it changes.

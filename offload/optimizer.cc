@@ -46,6 +46,8 @@ class HybridOptimizer::Impl {
   StepResult Step(double lr, const StepOptions& opt);
   void GradReady(size_t i);
   void WaitParam(size_t i, void* stream) const;
+  void SetHyperParams(size_t g, const HyperParams& h);
+  const HyperParams& hyper_params(size_t g) const;
   ExecutionMode mode() const { return mode_; }
   const Placement& placement() const { return placement_; }
   MemoryReport memory() const { return report_; }
@@ -554,6 +556,26 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
   return result;
 }
 
+void HybridOptimizer::Impl::SetHyperParams(size_t g, const HyperParams& h) {
+  if (g >= cfg_.groups.size())
+    throw Error(ErrorKind::kInvalidArgument, "SetHyperParams: group " + std::to_string(g) +
+                                                 " of " + std::to_string(cfg_.groups.size()));
+  ValidateHyperParams(cfg_.algorithm, h, "group " + std::to_string(g));
+  if (HasMomentum(cfg_.algorithm, h) != HasMomentum(cfg_.algorithm, cfg_.groups[g]))
+    throw Error(ErrorKind::kInvalidArgument,
+                "group " + std::to_string(g) +
+                    ": momentum cannot be switched between zero and non-zero after "
+                    "construction (it decides whether a momentum buffer exists)");
+  cfg_.groups[g] = h;
+}
+
+const HyperParams& HybridOptimizer::Impl::hyper_params(size_t g) const {
+  if (g >= cfg_.groups.size())
+    throw Error(ErrorKind::kInvalidArgument, "hyper_params: group " + std::to_string(g) +
+                                                 " of " + std::to_string(cfg_.groups.size()));
+  return cfg_.groups[g];
+}
+
 // Early start: the tensor's offloaded gradients go down into a full-size buffer as soon as
 // backward produced them; Step then finds them on the host.
 void HybridOptimizer::Impl::GradReady(size_t i) {
@@ -748,6 +770,12 @@ HybridOptimizer::HybridOptimizer(std::vector<TensorSpec> tensors, OptimizerConfi
 HybridOptimizer::~HybridOptimizer() = default;
 StepResult HybridOptimizer::Step(double lr, const StepOptions& o) { return impl_->Step(lr, o); }
 void HybridOptimizer::GradReady(size_t i) { impl_->GradReady(i); }
+void HybridOptimizer::SetHyperParams(size_t g, const HyperParams& h) {
+  impl_->SetHyperParams(g, h);
+}
+const HyperParams& HybridOptimizer::hyper_params(size_t g) const {
+  return impl_->hyper_params(g);
+}
 void HybridOptimizer::WaitParam(size_t i, void* s) const { impl_->WaitParam(i, s); }
 ExecutionMode HybridOptimizer::mode() const { return impl_->mode(); }
 const Placement& HybridOptimizer::placement() const { return impl_->placement(); }

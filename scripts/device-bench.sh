@@ -4,7 +4,8 @@
 # racecheck on a reduced set of parity tests, the kernel benchmark and the torch fused
 # AdamW baseline. Logs and JSON go to OUT_DIR; a short table is printed last.
 #   scripts/device-bench.sh BUNDLE_DIR OUT_DIR [bench args...]
-# Environment: BUILD_DIR (default build-device), SKIP_TORCH=1, SKIP_SANITIZER=1.
+# Environment: BUILD_DIR (default build-device), SKIP_TORCH=1, SKIP_SANITIZER=1,
+# PROFILE=1 (ncu counters of each kernel and the SASS, for tuning).
 set -uo pipefail
 bundle=$1; out=$2; shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -69,6 +70,20 @@ else
   status+=("tandem-bench-gpu: not built (bench/CMakeLists.txt needs add_subdirectory(gpu))")
 fi
 
+if [ "${PROFILE:-0}" = 1 ] && [ -x "$bench" ]; then
+  # Kernel counters on a small flat buffer (one launch per kernel) and the SASS.
+  phase "ncu profile"
+  metrics=sm__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active
+  metrics+=,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum
+  metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread
+  metrics+=,smsp__average_warp_latency_issue_stalled_long_scoreboard,smsp__average_warp_latency_issue_stalled_wait
+  timeout 240 ncu --clock-control none --kernel-name regex:FusedStepKernel --metrics "$metrics" \
+    --csv "$bench" --elements 67108864 --model none --warmup 0 --reps 1 \
+    > "$out/ncu.csv" 2> "$out/ncu.err"
+  status+=("ncu: rc=$?")
+  cuobjdump -sass "$build/cuda/libtandem_cuda.a" | gzip > "$out/sass.txt.gz"
+fi
+
 if [ "${SKIP_TORCH:-0}" != 1 ]; then
   phase "torch fused AdamW baseline"
   python3 "$root/bench/torch_adamw.py" --json "$out/torch_adamw.json" \
@@ -77,6 +92,8 @@ if [ "${SKIP_TORCH:-0}" != 1 ]; then
 fi
 
 phase "summary"
+# Few files come back from some hosts: keep the JSON results, pack the logs.
+(cd "$out" && tar -czf logs.tgz --remove-files ./*.log ./*.err ./*.csv 2>/dev/null)
 printf '%s\n' "${status[@]}"
-[ -f "$out/torch_adamw.log" ] && tail -1 "$out/torch_adamw.log"
-[ -f "$out/gpu_kernels.log" ] && grep -v '^  ' "$out/gpu_kernels.log" | tail -20
+tar -xzOf "$out/logs.tgz" ./torch_adamw.log 2>/dev/null | tail -1
+tar -xzOf "$out/logs.tgz" ./gpu_kernels.log 2>/dev/null | grep -v '^  ' | tail -20

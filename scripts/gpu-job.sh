@@ -50,7 +50,7 @@ if has kernels; then
 fi
 if has host; then
   phase "host kernel benchmark"
-  "$build/bench/host/tandem-bench-host" ${HOST_ARGS:-} --json "$out/host_kernels.json" > "$out/host_kernels.log" 2>&1
+  "$build/bench/tandem-bench-host" ${HOST_ARGS:-} --json "$out/host_kernels.json" > "$out/host_kernels.log" 2>&1
   summary+=("tandem-bench-host: rc=$?")
 fi
 if has hybrid; then

@@ -125,6 +125,14 @@ class HybridOptimizer {
   // changes nothing and returns applied = false.
   StepResult Step(double lr, const StepOptions& options = {});
 
+  // Replaces group g's hyper-parameters from the next Step on (learning-rate schedulers
+  // that keep one lr per group set lr_scale here, or pass betas/weight decay changes).
+  // Throws Error(kInvalidArgument) for a bad group index or value, or for a change of
+  // whether an SGD group keeps a momentum buffer (its state layout is fixed at
+  // construction); nothing changes then.
+  void SetHyperParams(size_t group, const HyperParams& h);
+  const HyperParams& hyper_params(size_t group) const;
+
   // Early start: tells the optimizer that tensor i's gradient is final on cuda_stream
   // (in backward order), so its offloaded part can start copying down before Step.
   // Step must follow after all gradients are ready. Calling it is optional.

@@ -80,10 +80,11 @@ const StateFormats kEcc8Q8{MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFor
 const StateFormats kF32{};
 
 TEST(HostDriver, ThreadAndGrainInvariance) {
-  const auto cases = AlgoCases();
+  const auto& cases = AlgoCases();
   for (int threads : {1, 2, 3}) {
     for (size_t grain : {32, 96, 4096}) {
-      for (const AlgoCase& c : {cases[0], cases[2], cases[4]}) {
+      for (size_t ci : {0, 2, 4}) {
+        const AlgoCase& c = cases[ci];
         for (const StateFormats& f : {kF32, kEcc8Q8}) {
           StateFormats ff = f;
           if (c.algo != Algorithm::kAdamW) ff.variance = MomentFormat::kF32;
@@ -115,9 +116,9 @@ TEST(HostDriver, ManyTinyTensorsInOneRun) {
   std::vector<size_t> sizes;
   for (size_t i = 0; i < 300; ++i) sizes.push_back(i % 71);
   CheckDriver(AlgoCases()[0], kEcc8Q8, sizes, 2, 32, false);
-  CheckDriver(AlgoCases()[5], StateFormats{MasterFormat::kBF16Ecc16, MomentFormat::kQ8,
-                                           MomentFormat::kF32},
-              sizes, 3, 4096, false);
+  CheckDriver(AlgoCases()[5],
+              StateFormats{MasterFormat::kBF16Ecc16, MomentFormat::kQ8, MomentFormat::kF32}, sizes,
+              3, 4096, false);
 }
 
 TEST(HostDriver, BadItemThrowsAndTouchesNothing) {

@@ -20,8 +20,8 @@ constexpr size_t kLengths[] = {0, 1, 31, 32, 33, 77, 1000};
 
 // Runs kSteps steps of `c` with `f` on both sides and compares every array after each.
 // param_dtype < 0: no parameter; alias: the parameter is the master's bf16.
-void CheckParity(const AlgoCase& c, const StateFormats& f, DType gt, int param_dtype,
-                 bool alias, size_t n, uint32_t seed, bool ftz_daz) {
+void CheckParity(const AlgoCase& c, const StateFormats& f, DType gt, int param_dtype, bool alias,
+                 size_t n, uint32_t seed, bool ftz_daz) {
   std::mt19937 rng(seed);
   const std::vector<float> w0 = RandomWeights(rng, n);
   TensorState ref(c.algo, c.h, f, w0.data(), n);
@@ -63,9 +63,9 @@ TEST_P(Parity, EveryCombination) {
       for (DType gt : {DType::kF32, DType::kBF16, DType::kF16}) {
         for (int pt = -1; pt < 3; ++pt) {
           for (size_t n : kLengths) {
-            SCOPED_TRACE(std::string(c.name) + " " + Name(f) + " grad " + Name(gt) +
-                         " param " + (pt < 0 ? "none" : Name(static_cast<DType>(pt))) +
-                         " n " + std::to_string(n));
+            SCOPED_TRACE(std::string(c.name) + " " + Name(f) + " grad " + Name(gt) + " param " +
+                         (pt < 0 ? "none" : Name(static_cast<DType>(pt))) + " n " +
+                         std::to_string(n));
             CheckParity(c, f, gt, pt, false, n, seed++, false);
             if (HasFailure()) return;
           }
@@ -83,8 +83,7 @@ TEST_P(Parity, ParamAliasesMasterBf16) {
     for (const StateFormats& f : FormatsFor(c)) {
       if (f.master == MasterFormat::kF32) continue;
       SCOPED_TRACE(std::string(c.name) + " " + Name(f));
-      CheckParity(c, f, DType::kBF16, static_cast<int>(DType::kBF16), true, 1000, seed++,
-                  false);
+      CheckParity(c, f, DType::kBF16, static_cast<int>(DType::kBF16), true, 1000, seed++, false);
       if (HasFailure()) return;
     }
   }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -26,27 +27,27 @@ struct AlgoCase {
   double lr;
 };
 
-inline std::vector<AlgoCase> AlgoCases() {
-  std::vector<AlgoCase> r;
+inline HyperParams Hyper(double beta2, double wd, double momentum, double dampening,
+                         bool nesterov) {
   HyperParams h;
-  h.weight_decay = 0.01;
-  r.push_back({"adamw", Algorithm::kAdamW, h, 1e-3});
-  r.push_back({"adam_l2", Algorithm::kAdam, h, 1e-3});
-  HyperParams lion;
-  lion.beta1 = 0.9;
-  lion.beta2 = 0.99;
-  lion.weight_decay = 0.1;
-  r.push_back({"lion", Algorithm::kLion, lion, 1e-4});
-  HyperParams sgd;
-  sgd.weight_decay = 0.01;
-  r.push_back({"sgd", Algorithm::kSGD, sgd, 0.1});
-  sgd.momentum = 0.9;
-  sgd.dampening = 0.1;
-  r.push_back({"sgd_momentum", Algorithm::kSGD, sgd, 0.1});
-  sgd.dampening = 0.0;
-  sgd.nesterov = true;
-  r.push_back({"sgd_nesterov", Algorithm::kSGD, sgd, 0.1});
-  return r;
+  h.beta2 = beta2;
+  h.weight_decay = wd;
+  h.momentum = momentum;
+  h.dampening = dampening;
+  h.nesterov = nesterov;
+  return h;
+}
+
+inline const std::vector<AlgoCase>& AlgoCases() {
+  static const std::vector<AlgoCase> cases = {
+      {"adamw", Algorithm::kAdamW, Hyper(0.999, 0.01, 0, 0, false), 1e-3},
+      {"adam_l2", Algorithm::kAdam, Hyper(0.999, 0.01, 0, 0, false), 1e-3},
+      {"lion", Algorithm::kLion, Hyper(0.99, 0.1, 0, 0, false), 1e-4},
+      {"sgd", Algorithm::kSGD, Hyper(0.999, 0.01, 0, 0, false), 0.1},
+      {"sgd_momentum", Algorithm::kSGD, Hyper(0.999, 0.01, 0.9, 0.1, false), 0.1},
+      {"sgd_nesterov", Algorithm::kSGD, Hyper(0.999, 0.01, 0.9, 0.0, true), 0.1},
+  };
+  return cases;
 }
 
 // Every state-format combination `c` can use.
@@ -61,7 +62,8 @@ inline std::vector<StateFormats> FormatsFor(const AlgoCase& c) {
   return r;
 }
 
-// Values over a wide range of magnitudes, with zeros, negative zeros and denormals.
+// Values over a wide range of magnitudes, with zeros, negative zeros, denormals and a few
+// values beyond the fp16 range.
 inline float WildFloat(std::mt19937& rng) {
   std::uniform_int_distribution<int> pick(0, 99);
   const int k = pick(rng);
@@ -72,7 +74,8 @@ inline float WildFloat(std::mt19937& rng) {
     return num::FloatOf(bits);
   }
   std::uniform_real_distribution<float> mant(1.0f, 2.0f);
-  std::uniform_int_distribution<int> ex(-40, 6);
+  // 2% beyond the fp16 range (overflow to Inf in an fp16 parameter or gradient).
+  std::uniform_int_distribution<int> ex(-40, k < 22 ? 20 : 6);
   const float x = std::ldexp(mant(rng), ex(rng));
   return (rng() & 1u) ? -x : x;
 }
@@ -85,7 +88,10 @@ inline std::vector<unsigned char> RandomGrad(std::mt19937& rng, size_t n, DType 
     if (t == DType::kF32) {
       std::memcpy(r.data() + 4 * i, &f, 4);
     } else {
-      const uint16_t h = t == DType::kBF16 ? num::F32ToBf16(f) : num::F32ToF16(f * 64.0f);
+      // Gradients stay finite (a step with a non-finite gradient is skipped before any
+      // kernel runs, DESIGN.md): fp16 ones are clamped to the fp16 range.
+      const float h16 = std::fabs(f * 64.0f) > 60000.0f ? std::copysign(60000.0f, f) : f * 64.0f;
+      const uint16_t h = t == DType::kBF16 ? num::F32ToBf16(f) : num::F32ToF16(h16);
       std::memcpy(r.data() + 2 * i, &h, 2);
     }
   }
@@ -102,12 +108,11 @@ inline std::vector<float> RandomWeights(std::mt19937& rng, size_t n) {
 template <class T>
 void ExpectSameBytes(const std::vector<T>& want, const std::vector<T>& got, const char* what) {
   ASSERT_EQ(want.size(), got.size()) << what;
-  if (want.empty() || std::memcmp(want.data(), got.data(), want.size() * sizeof(T)) == 0)
-    return;
+  if (want.empty() || std::memcmp(want.data(), got.data(), want.size() * sizeof(T)) == 0) return;
   for (size_t i = 0; i < want.size(); ++i) {
     if (std::memcmp(&want[i], &got[i], sizeof(T)) != 0) {
-      FAIL() << what << " differs first at element " << i << " of " << want.size()
-             << ": want " << +want[i] << " got " << +got[i];
+      FAIL() << what << " differs first at element " << i << " of " << want.size() << ": want "
+             << +want[i] << " got " << +got[i];
     }
   }
 }

@@ -13,9 +13,9 @@
 
 namespace tandem::gpu::testing {
 
-#define TANDEM_CUDA_OK(call)                                                   \
-  do {                                                                         \
-    const cudaError_t tandem_err_ = (call);                                    \
+#define TANDEM_CUDA_OK(call)                                                                 \
+  do {                                                                                       \
+    const cudaError_t tandem_err_ = (call);                                                  \
     ASSERT_EQ(tandem_err_, cudaSuccess) << #call << ": " << cudaGetErrorString(tandem_err_); \
   } while (0)
 
@@ -41,8 +41,12 @@ class MirroredBuffer {
   }
   uint8_t* host(size_t off) { return host_.data() + off; }
   void* dev(size_t off) { return static_cast<uint8_t*>(dev_) + off; }
-  void Upload() { ASSERT_EQ(cudaMemcpy(dev_, host_.data(), host_.size(), cudaMemcpyHostToDevice), cudaSuccess); }
-  void Download() { ASSERT_EQ(cudaMemcpy(host_.data(), dev_, host_.size(), cudaMemcpyDeviceToHost), cudaSuccess); }
+  void Upload() {
+    ASSERT_EQ(cudaMemcpy(dev_, host_.data(), host_.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  void Download() {
+    ASSERT_EQ(cudaMemcpy(host_.data(), dev_, host_.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  }
 
  private:
   std::vector<uint8_t> host_;

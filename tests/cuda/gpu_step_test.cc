@@ -81,8 +81,8 @@ template <typename T>
   for (size_t i = 0; i < want.size(); ++i) {
     if (std::memcmp(&got[i], &want[i], sizeof(T)) != 0)
       return ::testing::AssertionFailure()
-             << what << " differs at index " << i << " of " << want.size() << ": gpu "
-             << +got[i] << " reference " << +want[i];
+             << what << " differs at index " << i << " of " << want.size() << ": gpu " << +got[i]
+             << " reference " << +want[i];
   }
   return ::testing::AssertionSuccess();
 }
@@ -150,9 +150,9 @@ void RunParity(const Combo& c, const std::vector<size_t>& sizes, int steps, uint
       for (auto& b : t.ref_param) b = static_cast<uint8_t>(rng());  // poison
       t.param = state.Reserve(bytes, mis ? DTypeSize(t.param_dtype) : 0);
     }
-    t.grad_off = n > 0 ? grads.Reserve(n * DTypeSize(t.grad_dtype),
-                                       mis ? DTypeSize(t.grad_dtype) : 0)
-                       : SIZE_MAX;
+    t.grad_off = n > 0
+                     ? grads.Reserve(n * DTypeSize(t.grad_dtype), mis ? DTypeSize(t.grad_dtype) : 0)
+                     : SIZE_MAX;
   }
   state.Allocate();
   grads.Allocate();
@@ -186,8 +186,7 @@ void RunParity(const Combo& c, const std::vector<size_t>& sizes, int steps, uint
     sp.v.f32 = DevPtr<float>(state, t.v_f32);
     sp.v.codes = DevPtr<uint8_t>(state, t.v_codes);
     sp.v.scales = DevPtr<uint16_t>(state, t.v_scales);
-    sp.param = t.param_aliases ? static_cast<void*>(sp.master.bf16)
-                               : DevPtr<void>(state, t.param);
+    sp.param = t.param_aliases ? static_cast<void*>(sp.master.bf16) : DevPtr<void>(state, t.param);
     sp.param_dtype = t.param_dtype;
     spans.push_back(sp);
     index.push_back(t.group);
@@ -257,12 +256,11 @@ std::vector<Combo> AllCombos() {
   plain1.lr_scale = 0.1;
   HyperParams mixed1 = plain1;  // SGD: group 0 keeps momentum, group 1 does not
 
-  const MasterFormat masters[4] = {MasterFormat::kF32, MasterFormat::kBF16,
-                                   MasterFormat::kBF16Ecc8, MasterFormat::kBF16Ecc16};
+  const MasterFormat masters[4] = {MasterFormat::kF32, MasterFormat::kBF16, MasterFormat::kBF16Ecc8,
+                                   MasterFormat::kBF16Ecc16};
   const MomentFormat moments[2] = {MomentFormat::kF32, MomentFormat::kQ8};
   auto fmt_name = [](const StateFormats& f) {
-    std::string s = std::string(Name(f.master)) + "_m" + Name(f.momentum) + "_v" +
-                    Name(f.variance);
+    std::string s = std::string(Name(f.master)) + "_m" + Name(f.momentum) + "_v" + Name(f.variance);
     for (char& ch : s)
       if (ch == '+') ch = '_';
     return s;
@@ -295,9 +293,9 @@ class GpuStepParity : public ::testing::TestWithParam<Combo> {
 };
 
 TEST_P(GpuStepParity, MixedSizesThreeSteps) {
-  const std::vector<size_t> sizes = {0,    1,    7,    31,   32,    33,    64,   100,
-                                     255,  2047, 2048, 2049, 4136,  10001, 0,    96,
-                                     1,    65,   4095, 6144, 12345, 300001, 513, 40};
+  const std::vector<size_t> sizes = {0,   1,    7,    31,   32,    33,     64,  100,
+                                     255, 2047, 2048, 2049, 4136,  10001,  0,   96,
+                                     1,   65,   4095, 6144, 12345, 300001, 513, 40};
   RunParity(GetParam(), sizes, 3, 1234);
 }
 

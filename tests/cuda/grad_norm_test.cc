@@ -110,8 +110,7 @@ TEST_F(GradNorm, FlagsNanAndInfAnywhere) {
       if (refs_[k].dtype == DType::kF32) {
         std::memcpy(bits, &x, 4);
       } else {
-        const uint16_t h =
-            refs_[k].dtype == DType::kBF16 ? num::F32ToBf16(x) : num::F32ToF16(x);
+        const uint16_t h = refs_[k].dtype == DType::kBF16 ? num::F32ToBf16(x) : num::F32ToF16(x);
         std::memcpy(bits, &h, 2);
       }
       ASSERT_EQ(cudaMemcpy(slot, bits, sz, cudaMemcpyHostToDevice), cudaSuccess);

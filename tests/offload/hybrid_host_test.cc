@@ -310,6 +310,34 @@ TEST(HybridHost, MemoryReportFollowsTheClosedForm) {
   }
 }
 
+TEST(HybridHost, PerGroupHyperParametersCanChangeBetweenSteps) {
+  const Case s = kSetups[0];
+  Model a, b;
+  a.Init(7);
+  b.Init(7);
+  OptimizerConfig c = Config(s, 0.5, PlacementPolicy::kBackwardOrder, 64, 2);
+  HybridOptimizer oa(a.Specs(2), c);
+  // b's group 1 starts with lr_scale 1 and is changed to 0.5 before its first step: the
+  // result must equal a's, constructed with 0.5.
+  OptimizerConfig cb = c;
+  cb.groups[1].lr_scale = 1.0;
+  HybridOptimizer ob(b.Specs(2), cb);
+  HyperParams h = ob.hyper_params(1);
+  h.lr_scale = 0.5;
+  ob.SetHyperParams(1, h);
+  for (int t = 1; t <= 3; ++t) {
+    a.FillGrads(t);
+    b.FillGrads(t);
+    oa.Step(1e-3);
+    ob.Step(1e-3);
+  }
+  EXPECT_EQ(a.params, b.params);
+  h.beta1 = 2.0;
+  ExpectInvalid([&] { ob.SetHyperParams(1, h); }, "beta1");
+  ExpectInvalid([&] { ob.SetHyperParams(5, h); }, "group 5");
+  EXPECT_EQ(ob.hyper_params(1).beta1, 0.9);
+}
+
 TEST(HybridHost, SnapshotRestoresAtAnotherFraction) {
   const Case s = kSetups[0];
   Model a, b;

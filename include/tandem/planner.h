@@ -1,0 +1,263 @@
+// The memory-budget planner: will a model's optimizer step fit on this GPU and host, at
+// which offload fraction, and how long will the step take.
+//
+// Usage (C++; docs/planner.md is the user guide and defines every formula):
+//
+//   tandem::planner::PlanInputs in;
+//   in.model = tandem::planner::ModelFromPreset("llama3-8b");
+//   in.gpu_budget = 80ull << 30;
+//   in.host_budget = 512ull << 30;
+//   in.formats = {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
+//   tandem::planner::PlanResult plan = tandem::planner::MakePlan(in);
+//
+// Everything here is a plain value or a pure function: safe to call from any thread.
+// Failure: functions throw tandem::Error (kInvalidArgument for bad inputs naming the key,
+// file or field at fault; kIO for unreadable or unwritable files). An impossible plan is
+// not an error: MakePlan returns it with feasible == false and the shortfalls named.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tandem/placement.h"
+#include "tandem/types.h"
+
+namespace tandem::planner {
+
+// ---------------------------------------------------------------------------------------
+// Model descriptions
+
+// One parameter tensor of a model, by shape only.
+struct ModelTensor {
+  std::string name;
+  uint64_t numel = 0;
+  // Transformer block this tensor belongs to (0-based), or -1 for tensors outside the
+  // blocks (embeddings, final norm, lm_head). Gradient release groups tensors by it.
+  int layer = -1;
+};
+
+// A model: its tensors in forward order and, where known, the transformer shape used by
+// the activation estimate (0 = unknown).
+struct ModelDescription {
+  std::string name;          // preset name, config file path, or "N parameters"
+  std::string architecture;  // "llama", "mistral", "qwen2", "gpt2", "flat"
+  std::vector<ModelTensor> tensors;
+  uint64_t hidden_size = 0;
+  uint64_t num_layers = 0;
+  uint64_t num_heads = 0;
+  uint64_t vocab_size = 0;
+
+  uint64_t total_params() const;
+  // Elements of the largest gradient-release group: one transformer block (all tensors
+  // with the same layer >= 0) or one tensor outside the blocks.
+  uint64_t largest_layer_params() const;
+};
+
+// `params` elements as `pieces` (>= 1) tensors of equal size (the last takes the
+// remainder), named "flat.0", "flat.1", ...; each piece is its own gradient-release group.
+// Throws Error(kInvalidArgument) if params == 0 or pieces == 0 or pieces > params.
+ModelDescription ModelFromParamCount(uint64_t params, uint32_t pieces = 1);
+
+// A Hugging Face style config.json: LlamaForCausalLM, MistralForCausalLM,
+// Qwen2ForCausalLM or GPT2LMHeadModel (by "architectures", else "model_type").
+// Throws Error(kInvalidArgument) naming the file and the missing or bad key, or the
+// unknown architecture; Error(kIO) if the file cannot be read.
+ModelDescription ModelFromConfigFile(const std::string& path);
+// The same from the text of a config.json; `where` names it in errors.
+ModelDescription ModelFromConfigText(std::string_view json, std::string_view where);
+
+// Built-in presets: "llama3-1b", "llama3-3b", "llama3-8b", "llama3-70b".
+// Throws Error(kInvalidArgument) listing the presets for an unknown name.
+ModelDescription ModelFromPreset(std::string_view name);
+std::vector<std::string> PresetNames();
+
+// ---------------------------------------------------------------------------------------
+// Activation memory (Korthikanti et al. 2022; docs/planner.md "Activations")
+
+enum class Recompute : uint8_t { kNone = 0, kSelective = 1, kFull = 2 };
+const char* Name(Recompute r) noexcept;        // "none", "selective", "full"
+Recompute ParseRecompute(std::string_view s);  // throws Error(kInvalidArgument)
+
+struct ActivationShape {
+  uint64_t batch = 1;    // micro-batch per GPU, b
+  uint64_t seq_len = 0;  // s
+  uint64_t hidden = 0;   // h
+  uint64_t layers = 0;   // L
+  uint64_t heads = 0;    // a
+  uint64_t vocab = 0;    // V (0: no logits term)
+};
+
+// Bytes of activations kept for backward, bf16, no tensor/sequence parallelism:
+//   per layer  none: s*b*h*(34 + 5*a*s/h)   selective: 34*s*b*h   full: 2*s*b*h
+//   total = L * per layer + 4*s*b*V (fp32 logits).
+// Throws Error(kInvalidArgument) if seq_len, hidden, layers or (for kNone) heads is 0.
+uint64_t EstimateActivationBytes(const ActivationShape& shape, Recompute recompute);
+
+// ---------------------------------------------------------------------------------------
+// Calibration profile ("tandem-profile/1"; docs/planner.md "Profile schema")
+
+inline constexpr const char* kProfileSchema = "tandem-profile/1";
+
+struct KernelRate {
+  double gparams_per_s = 0;  // measured optimizer-step throughput, 1e9 elements per second
+};
+
+struct Profile {
+  std::string machine, date, source;
+  struct Gpu {
+    std::string name;
+    double hbm_copy_gbps = 0;                   // device copy, read+write bytes per second / 1e9
+    std::map<std::string, KernelRate> kernels;  // by KernelKey
+  } gpu;
+  struct Host {
+    int threads = 0;
+    std::string isa;
+    double copy_gbps = 0;
+    double triad_gbps = 0;  // STREAM triad over all threads, bytes per second / 1e9
+    std::map<std::string, KernelRate> kernels;
+  } host;
+  struct Pcie {
+    double h2d_gbps = 0, d2h_gbps = 0, bidir_gbps = 0;  // pinned copies; bidir = sum of both
+  } pcie;
+  bool builtin_default = false;  // true only for DefaultProfile(); not written to JSON
+};
+
+// The H200 reference figures of the design brief (HBM copy 4260 GB/s; PCIe 55.6 H2D,
+// 55.5 D2H, 101.7 both; host triad 146 GB/s, 16 threads; no kernel keys).
+Profile DefaultProfile();
+// Parses / reads a profile; Error(kInvalidArgument) naming `where` (or the file) and the
+// missing or bad field, or a wrong schema; Error(kIO) if the file cannot be read.
+Profile ParseProfile(std::string_view json, std::string_view where);
+Profile ReadProfile(const std::string& path);
+// Serialises (2-space indented JSON) / writes a profile; Error(kIO) if the file cannot be
+// written.
+std::string ProfileToJson(const Profile& p);
+void WriteProfile(const Profile& p, const std::string& path);
+
+// "<algo>/<master>/<m>/<v>/<grad dtype>", e.g. "adamw/bf16+ecc8/q8/q8/bf16".
+std::string KernelKey(Algorithm algo, const StateFormats& f, DType grad_dtype);
+
+// ---------------------------------------------------------------------------------------
+// Sizes
+
+// "80GiB", "80 GB", "512MiB", "1.5TiB", "1000000" (bytes) -> bytes. Units: B, KB, MB, GB,
+// TB (powers of 1000), KiB, MiB, GiB, TiB (powers of 1024); case-insensitive.
+// Throws Error(kInvalidArgument) naming the text.
+uint64_t ParseBytes(std::string_view text);
+// "8e9", "8B", "7.5B", "125M", "1T", "1000" -> a count (K, M, B/G, T suffixes).
+uint64_t ParseCount(std::string_view text);
+double ToGiB(uint64_t bytes);
+
+// ---------------------------------------------------------------------------------------
+// The plan
+
+// Where the memory goes, in bytes, for one GPU or one rank's share of the host.
+struct MemoryBreakdown {
+  uint64_t weights = 0;      // model parameters (replicated on every GPU)
+  uint64_t master = 0;       // master copies that do not alias the weights
+  uint64_t correction = 0;   // ecc8 / ecc16 arrays
+  uint64_t moments = 0;      // first and second moments (codes or fp32)
+  uint64_t scales = 0;       // q8 group scales
+  uint64_t gradients = 0;    // all gradients, or the largest layer's with gradient release
+  uint64_t staging = 0;      // pinned pipeline slots
+  uint64_t activations = 0;  // kept for backward
+  uint64_t metadata = 0;     // kernel tables, reduction scratch
+  uint64_t total() const;
+};
+
+enum class Stage : uint8_t { kGpu = 0, kD2H = 1, kHost = 2, kH2D = 3 };
+const char* Name(Stage s) noexcept;  // "gpu", "d2h", "host", "h2d"
+
+// Predicted optimizer step of one rank (docs/planner.md "Step time").
+struct StepTime {
+  double prepass_ms = 0, gpu_ms = 0, d2h_ms = 0, host_ms = 0, h2d_ms = 0, fill_ms = 0;
+  double step_ms = 0;  // prepass + max(gpu, max(d2h, host, h2d) + fill)
+  Stage bottleneck = Stage::kGpu;
+};
+
+struct PlanInputs {
+  ModelDescription model;
+  uint64_t gpu_budget = 0;   // bytes per GPU, > 0
+  uint64_t host_budget = 0;  // bytes of host memory per node, > 0
+  // Activations per GPU: given in bytes when activation_bytes_given, else estimated from
+  // `activation_shape` (its hidden/layers/heads/vocab default to the model's when 0) if
+  // activation_shape.seq_len > 0, else 0.
+  bool activation_bytes_given = false;
+  uint64_t activation_bytes = 0;
+  ActivationShape activation_shape;
+  Recompute recompute = Recompute::kNone;
+
+  Algorithm algorithm = Algorithm::kAdamW;
+  HyperParams hyper;  // only momentum matters (SGD keeps a buffer iff momentum > 0)
+  StateFormats formats{MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
+  DType param_dtype = DType::kBF16;
+  DType grad_dtype = DType::kBF16;
+  bool grad_release = false;
+  PlacementPolicy placement = PlacementPolicy::kBackwardOrder;
+  uint64_t chunk_elements = 1 << 21;  // as OptimizerConfig
+  int pipeline_slots = 4;             // as OptimizerConfig
+  uint32_t gpus_per_node = 1;         // >= 1
+  uint32_t nodes = 1;                 // >= 1
+  Profile profile = DefaultProfile();
+};
+
+// The plan at one offload fraction.
+struct FractionPoint {
+  double fraction = 0;
+  uint64_t hot_elements = 0, cold_elements = 0;  // of rank 0's shard
+  MemoryBreakdown gpu;                           // one GPU
+  MemoryBreakdown host;                          // one rank's host memory
+  uint64_t host_node_bytes = 0;                  // host.total() * gpus_per_node
+  bool fits_gpu = false, fits_host = false;
+  StepTime time;
+};
+
+// Element rates used by the step-time model, with where each came from.
+struct Rates {
+  double gpu_gparams_per_s = 0, host_gparams_per_s = 0;  // host: this rank's share
+  std::string gpu_source, host_source;  // "measured <key>" or "roofline ... at NN% ..."
+  double gpu_bytes_per_element = 0, host_bytes_per_element = 0;
+};
+
+struct PlanResult {
+  bool feasible = false;
+  // Smallest fraction (multiple of 1e-4) at which the GPU budget holds; -1 if none.
+  double min_fraction = -1;
+  // Largest fraction (multiple of 1e-4) at which the host budget holds; -1 if none.
+  double max_host_fraction = -1;
+  FractionPoint recommended;         // the fastest point that fits both (valid if feasible)
+  std::vector<FractionPoint> sweep;  // fractions 0, 1/16, ..., 1
+  bool monotone = true;           // GPU bytes non-increasing and host bytes non-decreasing on sweep
+  uint64_t gpu_short_bytes = 0;   // > 0: GPU budget short by this much even at fraction 1
+  uint64_t host_short_bytes = 0;  // > 0: host budget short by this much at min_fraction
+  std::vector<std::string> messages;  // the verdict, then warnings
+  Rates rates;
+  uint64_t ranks = 1;
+  uint64_t shard_elements = 0;  // rank 0's optimizer shard
+  uint64_t activation_bytes = 0;
+  PlanInputs inputs;
+};
+
+// Builds the plan. Optimizer-state and staging bytes come from tandem::PredictMemory on
+// rank 0's shard, so they equal what HybridOptimizer::memory() would report there.
+// Throws Error(kInvalidArgument) for bad inputs (empty model, zero budgets, bad shapes).
+PlanResult MakePlan(const PlanInputs& inputs);
+
+// The same plan evaluated at one fraction in [0, 1].
+FractionPoint EvaluateFraction(const PlanInputs& inputs, double fraction);
+
+// Predicted step time of one rank with `hot` elements on the GPU and `cold` on the host.
+StepTime PredictStepTime(const PlanInputs& inputs, const Rates& rates, uint64_t hot, uint64_t cold,
+                         uint64_t shard_elements);
+// Kernel rates for `inputs` from its profile: measured keys, else rooflines.
+Rates ResolveRates(const PlanInputs& inputs);
+
+// Renderings of a plan: a text report (tables and verdict), JSON, and an SVG chart.
+std::string PlanToText(const PlanResult& plan);
+std::string PlanToJson(const PlanResult& plan);
+std::string PlanToSvg(const PlanResult& plan);
+
+}  // namespace tandem::planner

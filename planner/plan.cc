@@ -1,0 +1,236 @@
+// The plan: memory per category at any fraction (optimizer state from PredictMemory),
+// the fraction searches, the step-time sweep and the verdict.
+#include "planner/plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "tandem/error.h"
+
+namespace tandem::planner {
+namespace {
+
+void Validate(const PlanInputs& in) {
+  auto bad = [](const std::string& m) { throw Error(ErrorKind::kInvalidArgument, m); };
+  if (in.model.tensors.empty() || in.model.total_params() == 0)
+    bad("plan: the model has no parameters");
+  if (in.gpu_budget == 0) bad("plan: the GPU memory budget must be > 0");
+  if (in.host_budget == 0) bad("plan: the host memory budget must be > 0");
+  if (in.gpus_per_node == 0 || in.nodes == 0) bad("plan: gpus per node and nodes must be >= 1");
+  if (in.profile.gpu.hbm_copy_gbps <= 0 || in.profile.host.triad_gbps <= 0 ||
+      in.profile.pcie.h2d_gbps <= 0 || in.profile.pcie.d2h_gbps <= 0 ||
+      in.profile.pcie.bidir_gbps <= 0)
+    bad("plan: the profile's bandwidths must all be > 0");
+}
+
+std::string GiB(uint64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f GiB", ToGiB(bytes));
+  return b;
+}
+
+// Smallest k in [lo, hi] with ok(k), given !ok(lo) and ok(hi) (monotone predicate).
+template <typename F>
+int Bisect(int lo, int hi, F ok) {
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    (ok(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+double Frac(int k) { return static_cast<double>(k) / kFractionSteps; }
+
+}  // namespace
+
+uint64_t MemoryBreakdown::total() const {
+  return weights + master + correction + moments + scales + gradients + staging + activations +
+         metadata;
+}
+
+uint64_t RankCount(const PlanInputs& in) {
+  return static_cast<uint64_t>(in.gpus_per_node) * in.nodes;
+}
+
+std::vector<TensorSpec> ShardSpecs(const PlanInputs& in) {
+  const uint64_t ranks = RankCount(in);
+  std::vector<TensorSpec> specs;
+  specs.reserve(in.model.tensors.size());
+  for (const ModelTensor& t : in.model.tensors) {
+    TensorSpec s;
+    s.name = t.name;
+    const uint64_t per_rank = (t.numel + ranks - 1) / ranks;
+    const uint64_t grouped = (per_rank + kQuantGroup - 1) / kQuantGroup * kQuantGroup;
+    s.numel = std::min(t.numel, grouped);
+    s.param_dtype = in.param_dtype;
+    s.grad_dtype = in.grad_dtype;
+    specs.push_back(std::move(s));
+  }
+  return specs;
+}
+
+OptimizerConfig ShardConfig(const PlanInputs& in, double fraction) {
+  OptimizerConfig c;
+  c.algorithm = in.algorithm;
+  c.groups = {in.hyper};
+  c.formats = in.formats;
+  c.offload_fraction = fraction;
+  c.placement = in.placement;
+  c.mode = ExecutionMode::kGpu;
+  c.chunk_elements = in.chunk_elements;
+  c.pipeline_slots = in.pipeline_slots;
+  return c;
+}
+
+uint64_t ActivationBytes(const PlanInputs& in) {
+  if (in.activation_bytes_given) return in.activation_bytes;
+  if (in.activation_shape.seq_len == 0) return 0;
+  ActivationShape s = in.activation_shape;
+  if (s.hidden == 0) s.hidden = in.model.hidden_size;
+  if (s.layers == 0) s.layers = in.model.num_layers;
+  if (s.heads == 0) s.heads = in.model.num_heads;
+  if (s.vocab == 0) s.vocab = in.model.vocab_size;
+  if (s.hidden == 0 || s.layers == 0)
+    throw Error(ErrorKind::kInvalidArgument,
+                "activation estimate needs the model's shape (hidden size, layers, heads): "
+                "describe the model with a config or preset, or give the activation bytes");
+  return EstimateActivationBytes(s, in.recompute);
+}
+
+FractionPoint EvaluateFraction(const PlanInputs& in, double fraction) {
+  Validate(in);
+  const std::vector<TensorSpec> specs = ShardSpecs(in);
+  const OptimizerConfig cfg = ShardConfig(in, fraction);
+  const MemoryReport r = PredictMemory(specs, cfg, ExecutionMode::kGpu);
+  FractionPoint p;
+  p.fraction = fraction;
+  const uint64_t total = in.model.total_params();
+  p.gpu.weights = total * DTypeSize(in.param_dtype);
+  p.gpu.gradients =
+      (in.grad_release ? in.model.largest_layer_params() : total) * DTypeSize(in.grad_dtype);
+  p.gpu.activations = ActivationBytes(in);
+  auto state = [](const MemoryReport::Bytes& b, MemoryBreakdown* m) {
+    m->master = b.master;
+    m->correction = b.correction;
+    m->moments = b.momentum + b.variance;
+    m->scales = b.scales;
+    m->staging = b.staging;
+    m->metadata = b.metadata;
+  };
+  state(r.device, &p.gpu);
+  state(r.host, &p.host);
+  p.host_node_bytes = p.host.total() * in.gpus_per_node;
+  p.fits_gpu = p.gpu.total() <= in.gpu_budget;
+  p.fits_host = p.host_node_bytes <= in.host_budget;
+  std::vector<uint64_t> numels;
+  uint64_t shard = 0;
+  for (const TensorSpec& s : specs) numels.push_back(s.numel), shard += s.numel;
+  const Placement pl = ComputePlacement(numels, fraction, in.placement);
+  p.cold_elements = pl.offloaded;
+  p.hot_elements = pl.total - pl.offloaded;
+  p.time = PredictStepTime(in, ResolveRates(in), p.hot_elements, p.cold_elements, shard);
+  return p;
+}
+
+PlanResult MakePlan(const PlanInputs& in) {
+  Validate(in);
+  PlanResult plan;
+  plan.inputs = in;
+  plan.ranks = RankCount(in);
+  plan.rates = ResolveRates(in);
+  plan.activation_bytes = ActivationBytes(in);
+  const std::vector<TensorSpec> specs = ShardSpecs(in);
+  std::vector<uint64_t> numels;
+  for (const TensorSpec& s : specs) numels.push_back(s.numel), plan.shard_elements += s.numel;
+
+  for (int i = 0; i <= kSweepSteps; ++i)
+    plan.sweep.push_back(EvaluateFraction(in, static_cast<double>(i) / kSweepSteps));
+  for (size_t i = 1; i < plan.sweep.size(); ++i) {
+    if (plan.sweep[i].gpu.total() > plan.sweep[i - 1].gpu.total() ||
+        plan.sweep[i].host_node_bytes < plan.sweep[i - 1].host_node_bytes)
+      plan.monotone = false;
+  }
+
+  // Smallest fraction that fits the GPU (GPU bytes fall as the fraction grows).
+  auto at = [&](int k) { return EvaluateFraction(in, Frac(k)); };
+  const FractionPoint all_off = plan.sweep.back();
+  int kmin = -1;
+  if (plan.sweep.front().fits_gpu) {
+    kmin = 0;
+  } else if (all_off.fits_gpu) {
+    kmin = Bisect(0, kFractionSteps, [&](int k) { return at(k).fits_gpu; });
+  } else {
+    plan.gpu_short_bytes = all_off.gpu.total() - in.gpu_budget;
+  }
+  // Largest fraction that fits the host (host bytes grow with the fraction).
+  int khmax = -1;
+  if (all_off.fits_host) {
+    khmax = kFractionSteps;
+  } else if (plan.sweep.front().fits_host) {
+    khmax = Bisect(0, kFractionSteps, [&](int k) { return !at(k).fits_host; }) - 1;
+  }
+  if (khmax >= 0) plan.max_host_fraction = Frac(khmax);
+  if (kmin >= 0) {
+    plan.min_fraction = Frac(kmin);
+    const FractionPoint first = at(kmin);
+    if (!first.fits_host) plan.host_short_bytes = first.host_node_bytes - in.host_budget;
+    plan.feasible = first.fits_host && khmax >= kmin;
+  }
+
+  if (plan.feasible) {
+    // The fastest fraction of the feasible range [kmin, khmax] (ties: the smaller).
+    int best = kmin;
+    double best_ms = 0;
+    for (int k = kmin; k <= khmax; ++k) {
+      const Placement pl = ComputePlacement(numels, Frac(k), in.placement);
+      const double ms = PredictStepTime(in, plan.rates, pl.total - pl.offloaded, pl.offloaded,
+                                        plan.shard_elements)
+                            .step_ms;
+      if (k == kmin || ms < best_ms) best = k, best_ms = ms;
+    }
+    plan.recommended = at(best);
+    if (!plan.recommended.fits_gpu || !plan.recommended.fits_host) {
+      plan.monotone = false;
+      plan.recommended = at(kmin);
+    }
+    char b[320];
+    std::snprintf(b, sizeof b,
+                  "FITS: recommended offload fraction %.4f: %s of %s GPU, %s of %s host per "
+                  "node; step %.2f ms (bottleneck: %s). The GPU budget needs fraction >= %.4f.",
+                  plan.recommended.fraction, GiB(plan.recommended.gpu.total()).c_str(),
+                  GiB(in.gpu_budget).c_str(), GiB(plan.recommended.host_node_bytes).c_str(),
+                  GiB(in.host_budget).c_str(), plan.recommended.time.step_ms,
+                  Name(plan.recommended.time.bottleneck), plan.min_fraction);
+    plan.messages.push_back(b);
+  } else {
+    if (plan.gpu_short_bytes > 0)
+      plan.messages.push_back("DOES NOT FIT: GPU memory short by " + GiB(plan.gpu_short_bytes) +
+                              " even with all optimizer state offloaded (fraction 1): needs " +
+                              GiB(all_off.gpu.total()) + " of " + GiB(in.gpu_budget) + " per GPU");
+    if (plan.host_short_bytes > 0) {
+      char b[64];
+      std::snprintf(b, sizeof b, "%.4f", plan.min_fraction);
+      plan.messages.push_back("DOES NOT FIT: host memory short by " + GiB(plan.host_short_bytes) +
+                              " at fraction " + b + " (the smallest that fits the GPU): needs " +
+                              GiB(plan.host_short_bytes + in.host_budget) + " of " +
+                              GiB(in.host_budget) + " per node");
+    }
+    if (plan.messages.empty())  // only when memory is not monotone in the fraction
+      plan.messages.push_back("DOES NOT FIT: no fraction fits both budgets (the GPU needs >= " +
+                              std::to_string(plan.min_fraction) + ", the host allows <= " +
+                              std::to_string(plan.max_host_fraction) + ")");
+    plan.recommended = plan.min_fraction >= 0 ? at(kmin) : all_off;
+  }
+  if (in.profile.builtin_default)
+    plan.messages.push_back(
+        "note: step times use the built-in H200 reference profile (design-brief figures, "
+        "kernels at 90% of roofline), not measurements of this machine; pass --profile");
+  if (!plan.monotone)
+    plan.messages.push_back(
+        "warning: memory is not monotone in the fraction on this model; the searches assume "
+        "it is, so check the sweep table");
+  return plan;
+}
+
+}  // namespace tandem::planner

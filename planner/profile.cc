@@ -1,0 +1,169 @@
+// The calibration profile "tandem-profile/1": reader, writer, built-in default.
+// docs/planner.md "Profile schema" is the grammar; keep the two in step.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/error.h"
+#include "tandem/planner.h"
+
+namespace tandem::planner {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void Fail(std::string_view where, const std::string& what) {
+  throw Error(ErrorKind::kInvalidArgument, std::string(where) + ": " + what);
+}
+
+const json& Member(const json& j, const char* key, const std::string& path,
+                   std::string_view where) {
+  if (!j.is_object()) Fail(where, "'" + path + "' must be an object");
+  if (!j.contains(key))
+    Fail(where, "missing field '" + path + (path.empty() ? "" : ".") + key + "'");
+  return j.at(key);
+}
+
+double Rate(const json& j, const char* key, const std::string& path, std::string_view where) {
+  const json& v = Member(j, key, path, where);
+  if (!v.is_number() || !(v.get<double>() > 0))
+    Fail(where, "field '" + path + "." + key + "' must be a positive number, got " + v.dump());
+  return v.get<double>();
+}
+
+std::string Text(const json& j, const char* key, const std::string& path, std::string_view where) {
+  const json& v = Member(j, key, path, where);
+  if (!v.is_string())
+    Fail(where, "field '" + path + (path.empty() ? "" : ".") + key + "' must be a string, got " +
+                    v.dump());
+  return v.get<std::string>();
+}
+
+std::map<std::string, KernelRate> Kernels(const json& side, const std::string& path,
+                                          std::string_view where) {
+  std::map<std::string, KernelRate> out;
+  if (!side.contains("kernels")) return out;
+  const json& k = side.at("kernels");
+  if (!k.is_object()) Fail(where, "field '" + path + ".kernels' must be an object");
+  for (const auto& [key, value] : k.items())
+    out[key].gparams_per_s = Rate(value, "gparams_per_s", path + ".kernels." + key, where);
+  return out;
+}
+
+json KernelsJson(const std::map<std::string, KernelRate>& kernels) {
+  json k = json::object();
+  for (const auto& [key, rate] : kernels) k[key] = {{"gparams_per_s", rate.gparams_per_s}};
+  return k;
+}
+
+}  // namespace
+
+Profile DefaultProfile() {
+  Profile p;
+  p.machine = "H200 reference (built-in default, not measured here)";
+  p.date = "2026-11";
+  p.source = "built-in: design brief reference figures; kernels at 90% of roofline";
+  p.gpu.name = "NVIDIA H200";
+  p.gpu.hbm_copy_gbps = 4260;
+  p.host.threads = 16;
+  p.host.isa = "avx512";
+  p.host.copy_gbps = 146;
+  p.host.triad_gbps = 146;
+  p.pcie = {55.6, 55.5, 101.7};
+  p.builtin_default = true;
+  return p;
+}
+
+Profile ParseProfile(std::string_view text, std::string_view where) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    Fail(where, std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) Fail(where, "profile must be a JSON object");
+  const std::string schema = Text(j, "schema", "", where);
+  if (schema != kProfileSchema)
+    Fail(where, "schema '" + schema + "' is not '" + kProfileSchema + "'");
+  Profile p;
+  p.machine = Text(j, "machine", "", where);
+  p.date = j.contains("date") ? Text(j, "date", "", where) : "";
+  p.source = j.contains("source") ? Text(j, "source", "", where) : "";
+  const json& gpu = Member(j, "gpu", "", where);
+  p.gpu.name = gpu.contains("name") ? Text(gpu, "name", "gpu", where) : "";
+  p.gpu.hbm_copy_gbps = Rate(gpu, "hbm_copy_gbps", "gpu", where);
+  p.gpu.kernels = Kernels(gpu, "gpu", where);
+  const json& host = Member(j, "host", "", where);
+  if (host.contains("threads")) {
+    const json& t = host.at("threads");
+    if (!t.is_number_integer() || t.get<int64_t>() <= 0)
+      Fail(where, "field 'host.threads' must be a positive integer, got " + t.dump());
+    p.host.threads = t.get<int>();
+  }
+  p.host.isa = host.contains("isa") ? Text(host, "isa", "host", where) : "";
+  p.host.copy_gbps = host.contains("copy_gbps") ? Rate(host, "copy_gbps", "host", where) : 0;
+  p.host.triad_gbps = Rate(host, "triad_gbps", "host", where);
+  p.host.kernels = Kernels(host, "host", where);
+  const json& pcie = Member(j, "pcie", "", where);
+  p.pcie.h2d_gbps = Rate(pcie, "h2d_gbps", "pcie", where);
+  p.pcie.d2h_gbps = Rate(pcie, "d2h_gbps", "pcie", where);
+  p.pcie.bidir_gbps = Rate(pcie, "bidir_gbps", "pcie", where);
+  return p;
+}
+
+Profile ReadProfile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorKind::kIO, path + ": cannot open profile");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error(ErrorKind::kIO, path + ": read failed");
+  return ParseProfile(text.str(), path);
+}
+
+std::string ProfileToJson(const Profile& p) {
+  json j = {
+      {"schema", kProfileSchema},
+      {"machine", p.machine},
+      {"date", p.date},
+      {"source", p.source},
+      {"gpu",
+       {{"name", p.gpu.name},
+        {"hbm_copy_gbps", p.gpu.hbm_copy_gbps},
+        {"kernels", KernelsJson(p.gpu.kernels)}}},
+      {"host",
+       {{"threads", p.host.threads},
+        {"isa", p.host.isa},
+        {"copy_gbps", p.host.copy_gbps},
+        {"triad_gbps", p.host.triad_gbps},
+        {"kernels", KernelsJson(p.host.kernels)}}},
+      {"pcie",
+       {{"h2d_gbps", p.pcie.h2d_gbps},
+        {"d2h_gbps", p.pcie.d2h_gbps},
+        {"bidir_gbps", p.pcie.bidir_gbps}}},
+  };
+  return j.dump(2) + "\n";
+}
+
+void WriteProfile(const Profile& p, const std::string& path) {
+  const std::string text = ProfileToJson(p);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error(ErrorKind::kIO, tmp + ": cannot create profile");
+    out << text;
+    out.flush();
+    if (!out) throw Error(ErrorKind::kIO, tmp + ": write failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error(ErrorKind::kIO, path + ": cannot rename " + tmp + " into place");
+}
+
+std::string KernelKey(Algorithm algo, const StateFormats& f, DType grad_dtype) {
+  return std::string(Name(algo)) + "/" + Name(f.master) + "/" + Name(f.momentum) + "/" +
+         Name(f.variance) + "/" + Name(grad_dtype);
+}
+
+}  // namespace tandem::planner

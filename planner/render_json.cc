@@ -1,0 +1,89 @@
+// The plan as JSON (docs/planner.md "JSON output" lists the fields).
+#include <nlohmann/json.hpp>
+
+#include "tandem/planner.h"
+
+namespace tandem::planner {
+namespace {
+
+using nlohmann::json;
+
+json BreakdownJson(const MemoryBreakdown& m) {
+  return {{"weights", m.weights}, {"master", m.master},           {"correction", m.correction},
+          {"moments", m.moments}, {"scales", m.scales},           {"gradients", m.gradients},
+          {"staging", m.staging}, {"activations", m.activations}, {"metadata", m.metadata},
+          {"total", m.total()}};
+}
+
+json PointJson(const FractionPoint& p) {
+  return {{"fraction", p.fraction},
+          {"hot_elements", p.hot_elements},
+          {"cold_elements", p.cold_elements},
+          {"gpu_bytes", BreakdownJson(p.gpu)},
+          {"host_bytes_per_rank", BreakdownJson(p.host)},
+          {"host_bytes_per_node", p.host_node_bytes},
+          {"fits_gpu", p.fits_gpu},
+          {"fits_host", p.fits_host},
+          {"step_ms",
+           {{"prepass", p.time.prepass_ms},
+            {"gpu", p.time.gpu_ms},
+            {"d2h", p.time.d2h_ms},
+            {"host", p.time.host_ms},
+            {"h2d", p.time.h2d_ms},
+            {"fill", p.time.fill_ms},
+            {"step", p.time.step_ms}}},
+          {"bottleneck", Name(p.time.bottleneck)}};
+}
+
+}  // namespace
+
+std::string PlanToJson(const PlanResult& plan) {
+  const PlanInputs& in = plan.inputs;
+  json sweep = json::array();
+  for (const FractionPoint& p : plan.sweep) sweep.push_back(PointJson(p));
+  json j = {
+      {"schema", "tandem-plan/1"},
+      {"model",
+       {{"name", in.model.name},
+        {"architecture", in.model.architecture},
+        {"params", in.model.total_params()},
+        {"tensors", in.model.tensors.size()},
+        {"largest_layer_params", in.model.largest_layer_params()}}},
+      {"optimizer",
+       {{"algorithm", Name(in.algorithm)},
+        {"master", Name(in.formats.master)},
+        {"momentum", Name(in.formats.momentum)},
+        {"variance", Name(in.formats.variance)},
+        {"param_dtype", Name(in.param_dtype)},
+        {"grad_dtype", Name(in.grad_dtype)},
+        {"grad_release", in.grad_release},
+        {"placement", Name(in.placement)}}},
+      {"ranks",
+       {{"gpus_per_node", in.gpus_per_node},
+        {"nodes", in.nodes},
+        {"total", plan.ranks},
+        {"shard_elements", plan.shard_elements}}},
+      {"budgets", {{"gpu_bytes", in.gpu_budget}, {"host_bytes_per_node", in.host_budget}}},
+      {"activation_bytes", plan.activation_bytes},
+      {"profile",
+       {{"machine", in.profile.machine},
+        {"builtin_default", in.profile.builtin_default},
+        {"gpu_gparams_per_s", plan.rates.gpu_gparams_per_s},
+        {"gpu_rate_source", plan.rates.gpu_source},
+        {"host_gparams_per_s", plan.rates.host_gparams_per_s},
+        {"host_rate_source", plan.rates.host_source},
+        {"bytes_per_element", plan.rates.gpu_bytes_per_element}}},
+      {"feasible", plan.feasible},
+      {"min_fraction", plan.min_fraction},
+      {"max_host_fraction", plan.max_host_fraction},
+      {"gpu_short_bytes", plan.gpu_short_bytes},
+      {"host_short_bytes", plan.host_short_bytes},
+      {"monotone", plan.monotone},
+      {"recommended", PointJson(plan.recommended)},
+      {"sweep", sweep},
+      {"messages", plan.messages},
+  };
+  return j.dump(2) + "\n";
+}
+
+}  // namespace tandem::planner

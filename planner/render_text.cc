@@ -1,0 +1,92 @@
+// The plan as a text report: inputs, per-category table, fraction sweep, verdict.
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+
+#include "tandem/planner.h"
+
+namespace tandem::planner {
+namespace {
+
+void Append(std::string* out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void Append(std::string* out, const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  *out += buf;
+}
+
+}  // namespace
+
+std::string PlanToText(const PlanResult& plan) {
+  const PlanInputs& in = plan.inputs;
+  std::string s;
+  Append(&s, "Model      %s (%s): %llu parameters in %zu tensors\n", in.model.name.c_str(),
+         in.model.architecture.c_str(), static_cast<unsigned long long>(in.model.total_params()),
+         in.model.tensors.size());
+  Append(&s, "Optimizer  %s, %s, params %s, grads %s%s, placement %s\n", Name(in.algorithm),
+         Name(in.formats).c_str(), Name(in.param_dtype), Name(in.grad_dtype),
+         in.grad_release ? " (released per layer)" : "", Name(in.placement));
+  Append(&s,
+         "Ranks      %u GPU(s)/node x %u node(s) = %llu; rank 0 optimizer shard %llu elements\n",
+         in.gpus_per_node, in.nodes, static_cast<unsigned long long>(plan.ranks),
+         static_cast<unsigned long long>(plan.shard_elements));
+  Append(&s, "Budgets    GPU %.2f GiB per GPU, host %.2f GiB per node; activations %.2f GiB",
+         ToGiB(in.gpu_budget), ToGiB(in.host_budget), ToGiB(plan.activation_bytes));
+  if (!in.activation_bytes_given && in.activation_shape.seq_len > 0)
+    Append(&s, " (estimated: batch %llu, seq %llu, recompute %s)",
+           static_cast<unsigned long long>(in.activation_shape.batch),
+           static_cast<unsigned long long>(in.activation_shape.seq_len), Name(in.recompute));
+  s += "\n";
+  Append(&s, "Profile    %s%s\n", in.profile.machine.c_str(),
+         in.profile.builtin_default ? " [BUILT-IN DEFAULT]" : "");
+  Append(&s, "  GPU kernel  %.1f Gparam/s  (%s)\n", plan.rates.gpu_gparams_per_s,
+         plan.rates.gpu_source.c_str());
+  Append(&s, "  host kernel %.2f Gparam/s  (%s)\n", plan.rates.host_gparams_per_s,
+         plan.rates.host_source.c_str());
+  Append(&s, "  PCIe        H2D %.1f, D2H %.1f, both %.1f GB/s; HBM copy %.0f GB/s\n\n",
+         in.profile.pcie.h2d_gbps, in.profile.pcie.d2h_gbps, in.profile.pcie.bidir_gbps,
+         in.profile.gpu.hbm_copy_gbps);
+
+  const FractionPoint& r = plan.recommended;
+  Append(&s, "Memory at offload fraction %.4f (%s)\n", r.fraction,
+         plan.feasible ? "recommended" : "closest to fitting");
+  Append(&s, "  %-12s %14s %14s\n", "category", "GPU GiB", "host GiB/rank");
+  const struct {
+    const char* name;
+    uint64_t gpu, host;
+  } rows[] = {{"weights", r.gpu.weights, r.host.weights},
+              {"master", r.gpu.master, r.host.master},
+              {"correction", r.gpu.correction, r.host.correction},
+              {"moments", r.gpu.moments, r.host.moments},
+              {"scales", r.gpu.scales, r.host.scales},
+              {"gradients", r.gpu.gradients, r.host.gradients},
+              {"staging", r.gpu.staging, r.host.staging},
+              {"activations", r.gpu.activations, r.host.activations},
+              {"metadata", r.gpu.metadata, r.host.metadata},
+              {"total", r.gpu.total(), r.host.total()}};
+  for (const auto& row : rows)
+    Append(&s, "  %-12s %14.3f %14.3f\n", row.name, ToGiB(row.gpu), ToGiB(row.host));
+  Append(&s, "  host per node (%u rank(s)): %.3f GiB\n", in.gpus_per_node,
+         ToGiB(r.host_node_bytes));
+  Append(&s,
+         "  step: prepass %.2f + max(gpu %.2f, pipeline max(d2h %.2f, host %.2f, h2d %.2f) "
+         "+ fill %.2f) = %.2f ms\n\n",
+         r.time.prepass_ms, r.time.gpu_ms, r.time.d2h_ms, r.time.host_ms, r.time.h2d_ms,
+         r.time.fill_ms, r.time.step_ms);
+
+  Append(&s, "Fraction sweep\n  %8s %10s %14s %6s %10s  %s\n", "fraction", "GPU GiB",
+         "host GiB/node", "fits?", "step ms", "bottleneck");
+  for (const FractionPoint& p : plan.sweep) {
+    const char* fits = p.fits_gpu && p.fits_host ? "yes" : !p.fits_gpu ? "GPU" : "host";
+    Append(&s, "  %8.4f %10.2f %14.2f %6s %10.2f  %s\n", p.fraction, ToGiB(p.gpu.total()),
+           ToGiB(p.host_node_bytes), fits, p.time.step_ms, Name(p.time.bottleneck));
+  }
+  s += "  (fits? column: yes, or the budget that is exceeded)\n\n";
+  for (const std::string& m : plan.messages) s += m + "\n";
+  return s;
+}
+
+}  // namespace tandem::planner

@@ -1,0 +1,212 @@
+#include "planner/plan.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tandem/error.h"
+
+namespace tandem::planner {
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+PlanInputs Inputs(ModelDescription model, StateFormats f, DType param, DType grad) {
+  PlanInputs in;
+  in.model = std::move(model);
+  in.formats = f;
+  in.param_dtype = param;
+  in.grad_dtype = grad;
+  in.gpu_budget = 1000 * kGiB;
+  in.host_budget = 1000 * kGiB;
+  return in;
+}
+
+PlanInputs Fp32(ModelDescription m) { return Inputs(std::move(m), {}, DType::kF32, DType::kF32); }
+PlanInputs Flash(ModelDescription m) {
+  return Inputs(std::move(m), {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8},
+                DType::kBF16, DType::kBF16);
+}
+
+// Bytes of weights, optimizer state and gradients (no activations, metadata or staging).
+uint64_t PerParamBytes(const MemoryBreakdown& m) {
+  return m.weights + m.master + m.correction + m.moments + m.scales + m.gradients;
+}
+
+TEST(PlanMemory, Fp32AdamWIsSixteenBytesPerParam) {
+  // Sizes with 4-byte arrays a multiple of 256 bytes: exact.
+  const uint64_t n = 1 << 22;
+  const FractionPoint p = EvaluateFraction(Fp32(ModelFromParamCount(n, 4)), 0.0);
+  EXPECT_EQ(p.gpu.weights, 4 * n);
+  EXPECT_EQ(p.gpu.gradients, 4 * n);
+  EXPECT_EQ(p.gpu.master, 0u);  // aliases the fp32 weights
+  EXPECT_EQ(p.gpu.moments, 8 * n);
+  EXPECT_EQ(p.gpu.scales, 0u);
+  EXPECT_EQ(PerParamBytes(p.gpu), 16 * n);
+  EXPECT_EQ(p.host.total() - p.host.metadata, 0u);  // nothing offloaded
+  EXPECT_LE(p.host.metadata, 256u);                 // the pinned pre-pass result
+  // Odd sizes: within the 256-byte alignment of each array (2 arrays x 3 tensors).
+  const uint64_t odd = 1000003;
+  const FractionPoint q = EvaluateFraction(Fp32(ModelFromParamCount(odd, 3)), 0.0);
+  EXPECT_GE(PerParamBytes(q.gpu), 16 * odd);
+  EXPECT_LT(PerParamBytes(q.gpu), 16 * odd + 2 * 3 * 256);
+}
+
+TEST(PlanMemory, FlashFormatsAreSevenBytesPerParamPlusScales) {
+  const uint64_t n = 1 << 22;
+  const FractionPoint p = EvaluateFraction(Flash(ModelFromParamCount(n, 4)), 0.0);
+  EXPECT_EQ(p.gpu.weights, 2 * n);
+  EXPECT_EQ(p.gpu.master, 0u);  // the bf16 part is the weight
+  EXPECT_EQ(p.gpu.correction, n);
+  EXPECT_EQ(p.gpu.moments, 2 * n);
+  EXPECT_EQ(p.gpu.gradients, 2 * n);
+  EXPECT_EQ(p.gpu.scales, n / 8);  // 2 moments x 2 bytes / 32 = 0.125 bytes per param
+  EXPECT_EQ(PerParamBytes(p.gpu) - p.gpu.scales, 7 * n);
+}
+
+TEST(PlanMemory, GradientReleaseKeepsOneLayer) {
+  const uint64_t n = 1 << 22;
+  PlanInputs in = Flash(ModelFromParamCount(n, 4));
+  in.grad_release = true;
+  const FractionPoint p = EvaluateFraction(in, 0.0);
+  EXPECT_EQ(p.gpu.gradients, 2 * (n / 4));  // the largest of 4 equal pieces
+  EXPECT_EQ(PerParamBytes(p.gpu) - p.gpu.scales - p.gpu.gradients, 5 * n);
+  // A real model: one transformer block or the embedding, whichever is larger.
+  PlanInputs l = Flash(ModelFromPreset("llama3-8b"));
+  l.grad_release = true;
+  EXPECT_EQ(EvaluateFraction(l, 0.0).gpu.gradients, 2ull * 128256 * 4096);
+}
+
+TEST(PlanMemory, OptimizerStateIsPredictMemoryOfTheShard) {
+  for (uint32_t gpus : {1u, 8u}) {
+    PlanInputs in = Flash(ModelFromPreset("llama3-1b"));
+    in.gpus_per_node = gpus;
+    for (double f : {0.0, 0.3, 1.0}) {
+      const FractionPoint p = EvaluateFraction(in, f);
+      const MemoryReport r = PredictMemory(ShardSpecs(in), ShardConfig(in, f), ExecutionMode::kGpu);
+      EXPECT_EQ(p.gpu.master, r.device.master);
+      EXPECT_EQ(p.gpu.correction, r.device.correction);
+      EXPECT_EQ(p.gpu.moments, r.device.momentum + r.device.variance);
+      EXPECT_EQ(p.gpu.scales, r.device.scales);
+      EXPECT_EQ(p.gpu.metadata, r.device.metadata);
+      EXPECT_EQ(p.host.total(), r.host.total());
+      EXPECT_EQ(p.host_node_bytes, r.host.total() * gpus);
+    }
+  }
+}
+
+TEST(PlanMemory, FullOffloadMovesStateToHost) {
+  const uint64_t n = 1 << 22;
+  const FractionPoint p = EvaluateFraction(Flash(ModelFromParamCount(n, 4)), 1.0);
+  EXPECT_EQ(p.gpu.correction + p.gpu.moments + p.gpu.scales + p.gpu.master, 0u);
+  EXPECT_EQ(p.host.master, 2 * n);  // the host keeps its own bf16 master
+  EXPECT_EQ(p.host.correction, n);
+  EXPECT_EQ(p.host.moments, 2 * n);
+  EXPECT_GT(p.host.staging, 0u);
+  EXPECT_EQ(p.cold_elements, n);
+  EXPECT_EQ(p.hot_elements, 0u);
+}
+
+TEST(PlanMemory, ZeroOneShardsOptimizerStateOnly) {
+  PlanInputs one = Flash(ModelFromPreset("llama3-8b"));
+  PlanInputs eight = one;
+  eight.gpus_per_node = 8;
+  const FractionPoint a = EvaluateFraction(one, 0.0), b = EvaluateFraction(eight, 0.0);
+  EXPECT_EQ(a.gpu.weights, b.gpu.weights);
+  EXPECT_EQ(a.gpu.gradients, b.gpu.gradients);
+  EXPECT_NEAR(static_cast<double>(b.gpu.moments), a.gpu.moments / 8.0, a.gpu.moments * 1e-4);
+}
+
+TEST(PlanSearch, SmallestFittingFraction) {
+  PlanInputs in = Flash(ModelFromPreset("llama3-8b"));
+  const uint64_t at0 = EvaluateFraction(in, 0.0).gpu.total();
+  const uint64_t at1 = EvaluateFraction(in, 1.0).gpu.total();
+  ASSERT_GT(at0, at1);
+  in.gpu_budget = (at0 + at1) / 2;
+  const PlanResult plan = MakePlan(in);
+  ASSERT_TRUE(plan.feasible) << plan.messages[0];
+  EXPECT_TRUE(plan.monotone);
+  EXPECT_GT(plan.min_fraction, 0.3);
+  EXPECT_LT(plan.min_fraction, 0.7);
+  EXPECT_TRUE(EvaluateFraction(in, plan.min_fraction).fits_gpu);
+  EXPECT_FALSE(EvaluateFraction(in, plan.min_fraction - 1.0 / kFractionSteps).fits_gpu);
+  EXPECT_GE(plan.recommended.fraction, plan.min_fraction);
+  EXPECT_TRUE(plan.recommended.fits_gpu && plan.recommended.fits_host);
+  // Fastest among the fitting sweep points.
+  for (const FractionPoint& p : plan.sweep)
+    if (p.fits_gpu && p.fits_host) {
+      EXPECT_LE(plan.recommended.time.step_ms, p.time.step_ms);
+    }
+  ASSERT_EQ(plan.sweep.size(), 17u);
+  EXPECT_EQ(plan.sweep[8].fraction, 0.5);
+  EXPECT_NE(plan.messages[0].find("FITS"), std::string::npos);
+}
+
+TEST(PlanSearch, EverythingFitsOnTheGpu) {
+  const PlanResult plan = MakePlan(Flash(ModelFromPreset("llama3-1b")));
+  EXPECT_TRUE(plan.feasible);
+  EXPECT_EQ(plan.min_fraction, 0.0);
+  // Offloading a little is faster still: the host takes the share that its rate bears to
+  // the GPU's (about 10.7 / (313 + 10.7) with the default profile), less the pipeline fill.
+  const double balance = plan.rates.host_gparams_per_s /
+                         (plan.rates.gpu_gparams_per_s + plan.rates.host_gparams_per_s);
+  EXPECT_GT(plan.recommended.fraction, 0.0);
+  EXPECT_LE(plan.recommended.fraction, balance);
+  EXPECT_LT(plan.recommended.time.step_ms, plan.sweep.front().time.step_ms);
+}
+
+TEST(PlanSearch, MemoryIsMonotoneInTheFraction) {
+  for (PlacementPolicy policy : {PlacementPolicy::kBackwardOrder, PlacementPolicy::kForwardOrder,
+                                 PlacementPolicy::kLargestFirst}) {
+    PlanInputs in = Flash(ModelFromPreset("llama3-3b"));
+    in.placement = policy;
+    EXPECT_TRUE(MakePlan(in).monotone) << Name(policy);
+  }
+}
+
+TEST(PlanImpossible, GpuTooSmallEvenFullyOffloaded) {
+  PlanInputs in = Flash(ModelFromPreset("llama3-70b"));
+  in.gpu_budget = 80 * kGiB;  // 140 GB of bf16 weights alone
+  const PlanResult plan = MakePlan(in);
+  EXPECT_FALSE(plan.feasible);
+  EXPECT_EQ(plan.min_fraction, -1);
+  EXPECT_EQ(plan.gpu_short_bytes, EvaluateFraction(in, 1.0).gpu.total() - in.gpu_budget);
+  EXPECT_NE(plan.messages[0].find("GPU memory short by"), std::string::npos) << plan.messages[0];
+  EXPECT_NE(plan.messages[0].find("GiB"), std::string::npos);
+}
+
+TEST(PlanImpossible, HostTooSmall) {
+  PlanInputs in = Flash(ModelFromPreset("llama3-8b"));
+  in.gpu_budget = EvaluateFraction(in, 0.9).gpu.total();
+  in.host_budget = 8 * kGiB;
+  const PlanResult plan = MakePlan(in);
+  EXPECT_FALSE(plan.feasible);
+  EXPECT_EQ(plan.gpu_short_bytes, 0u);
+  EXPECT_GT(plan.host_short_bytes, 0u);
+  EXPECT_EQ(plan.host_short_bytes,
+            EvaluateFraction(in, plan.min_fraction).host_node_bytes - in.host_budget);
+  EXPECT_NE(plan.messages[0].find("host memory short by"), std::string::npos) << plan.messages[0];
+}
+
+TEST(PlanInputsCheck, RejectsBadInputs) {
+  PlanInputs in = Flash(ModelFromPreset("llama3-1b"));
+  in.gpu_budget = 0;
+  EXPECT_THROW(MakePlan(in), Error);
+  in = Flash(ModelFromParamCount(1000));
+  in.activation_shape.seq_len = 2048;  // a flat model has no shape to estimate from
+  EXPECT_THROW(MakePlan(in), Error);
+}
+
+TEST(PlanActivations, EstimatedFromTheModelShape) {
+  PlanInputs in = Flash(ModelFromPreset("llama3-8b"));
+  in.activation_shape.seq_len = 4096;
+  in.recompute = Recompute::kSelective;
+  EXPECT_EQ(EvaluateFraction(in, 0.0).gpu.activations,
+            32ull * 34 * 4096 * 4096 + 4ull * 4096 * 128256);
+  in.activation_bytes_given = true;
+  in.activation_bytes = 20 * kGiB;
+  EXPECT_EQ(EvaluateFraction(in, 0.0).gpu.activations, 20 * kGiB);
+}
+
+}  // namespace
+}  // namespace tandem::planner

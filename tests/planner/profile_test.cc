@@ -1,0 +1,97 @@
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tandem/error.h"
+#include "tandem/planner.h"
+#include "tests/planner/temp_dir.h"
+
+namespace tandem::planner {
+namespace {
+
+const char* kGood = R"({"schema": "tandem-profile/1", "machine": "box", "date": "2026-11-21",
+  "source": "tandem-bench calibrate", "gpu": {"name": "H200", "hbm_copy_gbps": 4200,
+  "kernels": {"adamw/bf16+ecc8/q8/q8/bf16": {"gparams_per_s": 300}}},
+  "host": {"threads": 16, "isa": "avx512", "copy_gbps": 120, "triad_gbps": 140,
+  "kernels": {}}, "pcie": {"h2d_gbps": 55, "d2h_gbps": 54, "bidir_gbps": 100}})";
+
+TEST(Profile, ParsesEveryField) {
+  const Profile p = ParseProfile(kGood, "good");
+  EXPECT_EQ(p.machine, "box");
+  EXPECT_EQ(p.source, "tandem-bench calibrate");
+  EXPECT_EQ(p.gpu.name, "H200");
+  EXPECT_EQ(p.gpu.hbm_copy_gbps, 4200);
+  ASSERT_EQ(p.gpu.kernels.count("adamw/bf16+ecc8/q8/q8/bf16"), 1u);
+  EXPECT_EQ(p.gpu.kernels.at("adamw/bf16+ecc8/q8/q8/bf16").gparams_per_s, 300);
+  EXPECT_EQ(p.host.threads, 16);
+  EXPECT_EQ(p.host.triad_gbps, 140);
+  EXPECT_EQ(p.pcie.bidir_gbps, 100);
+  EXPECT_FALSE(p.builtin_default);
+}
+
+TEST(Profile, WriteThenReadRoundTrips) {
+  TempDir dir;
+  Profile p = ParseProfile(kGood, "good");
+  p.host.kernels["lion/bf16/q8/f32/bf16"].gparams_per_s = 7.25;
+  const std::string path = dir.path() + "/profile.json";
+  WriteProfile(p, path);
+  const Profile q = ReadProfile(path);
+  EXPECT_EQ(ProfileToJson(q), ProfileToJson(p));
+  EXPECT_EQ(q.host.kernels.at("lion/bf16/q8/f32/bf16").gparams_per_s, 7.25);
+  // The default profile serialises to a valid profile too.
+  EXPECT_NO_THROW(ParseProfile(ProfileToJson(DefaultProfile()), "default"));
+}
+
+TEST(Profile, DefaultIsTheDesignReference) {
+  const Profile d = DefaultProfile();
+  EXPECT_TRUE(d.builtin_default);
+  EXPECT_EQ(d.gpu.hbm_copy_gbps, 4260);
+  EXPECT_EQ(d.pcie.h2d_gbps, 55.6);
+  EXPECT_EQ(d.pcie.d2h_gbps, 55.5);
+  EXPECT_EQ(d.pcie.bidir_gbps, 101.7);
+  EXPECT_EQ(d.host.triad_gbps, 146);
+  EXPECT_EQ(d.host.threads, 16);
+  EXPECT_TRUE(d.gpu.kernels.empty());
+  EXPECT_TRUE(d.host.kernels.empty());
+  EXPECT_NE(d.machine.find("built-in"), std::string::npos);
+}
+
+void ExpectBad(const std::string& text, const std::string& needle) {
+  try {
+    ParseProfile(text, "p.json");
+    ADD_FAILURE() << "accepted: " << text;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("p.json"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Profile, RejectsBadProfilesNamingTheField) {
+  std::string s = kGood;
+  ExpectBad("[]", "object");
+  ExpectBad("{", "JSON");
+  ExpectBad(R"({"schema": "tandem-profile/2"})", "tandem-profile/2");
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string t = kGood;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  ExpectBad(replace("\"hbm_copy_gbps\": 4200", "\"hbm\": 4200"), "gpu.hbm_copy_gbps");
+  ExpectBad(replace("\"bidir_gbps\": 100", "\"bidir_gbps\": -1"), "pcie.bidir_gbps");
+  ExpectBad(replace("\"gparams_per_s\": 300", "\"gparams_per_s\": \"fast\""), "gparams_per_s");
+  ExpectBad(replace("\"threads\": 16", "\"threads\": 1.5"), "host.threads");
+  ExpectBad(replace("\"machine\": \"box\",", ""), "machine");
+  EXPECT_THROW(ReadProfile("/nonexistent/profile.json"), Error);
+}
+
+TEST(Profile, KernelKey) {
+  EXPECT_EQ(
+      KernelKey(Algorithm::kAdamW, {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8},
+                DType::kBF16),
+      "adamw/bf16+ecc8/q8/q8/bf16");
+  EXPECT_EQ(KernelKey(Algorithm::kAdamW, {}, DType::kF32), "adamw/f32/f32/f32/f32");
+}
+
+}  // namespace
+}  // namespace tandem::planner

@@ -1,0 +1,32 @@
+#include <gtest/gtest.h>
+
+#include "tandem/error.h"
+#include "tandem/planner.h"
+
+namespace tandem::planner {
+namespace {
+
+TEST(Sizes, ParseBytesUnits) {
+  EXPECT_EQ(ParseBytes("80GiB"), 80ull << 30);
+  EXPECT_EQ(ParseBytes("80 gib"), 80ull << 30);
+  EXPECT_EQ(ParseBytes("141GB"), 141000000000ull);
+  EXPECT_EQ(ParseBytes("512MiB"), 512ull << 20);
+  EXPECT_EQ(ParseBytes("1.5TiB"), 3ull << 39);
+  EXPECT_EQ(ParseBytes("123456"), 123456u);
+  EXPECT_EQ(ParseBytes("4096B"), 4096u);
+  EXPECT_THROW(ParseBytes("80 parsecs"), Error);
+  EXPECT_THROW(ParseBytes("GiB"), Error);
+  EXPECT_THROW(ParseBytes("-1GiB"), Error);
+  EXPECT_THROW(ParseBytes("1e30TiB"), Error);
+}
+
+TEST(Sizes, ParseCountSuffixes) {
+  EXPECT_EQ(ParseCount("8e9"), 8000000000ull);
+  EXPECT_EQ(ParseCount("7.5B"), 7500000000ull);
+  EXPECT_EQ(ParseCount("125M"), 125000000u);
+  EXPECT_EQ(ParseCount("1000"), 1000u);
+  EXPECT_THROW(ParseCount("3 apples"), Error);
+}
+
+}  // namespace
+}  // namespace tandem::planner

@@ -1,0 +1,104 @@
+#include "planner/step_time.h"
+
+#include <gtest/gtest.h>
+
+namespace tandem::planner {
+namespace {
+
+PlanInputs Flash() {
+  PlanInputs in;
+  in.formats = {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
+  in.param_dtype = in.grad_dtype = DType::kBF16;
+  return in;
+}
+
+TEST(KernelBytes, MatchesTheDesignFigures) {
+  HyperParams h;
+  EXPECT_DOUBLE_EQ(
+      KernelBytesPerElement(Algorithm::kAdamW, h,
+                            {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8},
+                            DType::kBF16, DType::kBF16),
+      12.25);
+  EXPECT_DOUBLE_EQ(KernelBytesPerElement(Algorithm::kAdamW, h, {}, DType::kF32, DType::kF32), 28);
+  // fp32 master with bf16 parameters also writes the bf16 parameter.
+  EXPECT_DOUBLE_EQ(KernelBytesPerElement(Algorithm::kAdamW, h, {}, DType::kBF16, DType::kBF16),
+                   28);  // 2 grad + 8 master + 2 param + 16 moments
+  // SGD without momentum: gradient, master, nothing else.
+  EXPECT_DOUBLE_EQ(KernelBytesPerElement(Algorithm::kSGD, h, {}, DType::kF32, DType::kF32), 12);
+}
+
+TEST(KernelKeyParse, RoundTrips) {
+  Algorithm a;
+  StateFormats f;
+  DType g;
+  ASSERT_TRUE(ParseKernelKey("lion/bf16+ecc16/q8/f32/f16", &a, &f, &g));
+  EXPECT_EQ(a, Algorithm::kLion);
+  EXPECT_EQ(f.master, MasterFormat::kBF16Ecc16);
+  EXPECT_EQ(g, DType::kF16);
+  EXPECT_FALSE(ParseKernelKey("adamw/bf16/q8/q8", &a, &f, &g));
+  EXPECT_FALSE(ParseKernelKey("adamw/bf17/q8/q8/bf16", &a, &f, &g));
+}
+
+TEST(Rates, DefaultProfileUsesRooflinesAt90Percent) {
+  const Rates r = ResolveRates(Flash());
+  EXPECT_DOUBLE_EQ(r.gpu_gparams_per_s, 4260 * 0.9 / 12.25);
+  EXPECT_DOUBLE_EQ(r.host_gparams_per_s, 146 * 0.9 / 12.25);
+  EXPECT_NE(r.gpu_source.find("roofline"), std::string::npos);
+}
+
+TEST(Rates, MeasuredKeyAndClosestEfficiency) {
+  PlanInputs in = Flash();
+  in.profile.gpu.kernels["adamw/bf16+ecc8/q8/q8/bf16"].gparams_per_s = 250;
+  // Host: only fp32 AdamW measured (28 B/elem) at 50% of the triad roofline.
+  in.profile.host.kernels["adamw/f32/f32/f32/f32"].gparams_per_s = 146 * 0.5 / 28;
+  in.profile.host.kernels["garbage key"].gparams_per_s = 1000;
+  const Rates r = ResolveRates(in);
+  EXPECT_DOUBLE_EQ(r.gpu_gparams_per_s, 250);
+  EXPECT_EQ(r.gpu_source, "measured adamw/bf16+ecc8/q8/q8/bf16");
+  EXPECT_NEAR(r.host_gparams_per_s, 146 * 0.5 / 12.25, 1e-9);
+  // Eight ranks share one host.
+  in.gpus_per_node = 8;
+  EXPECT_NEAR(ResolveRates(in).host_gparams_per_s, 146 * 0.5 / 12.25 / 8, 1e-9);
+}
+
+TEST(StepTime, AllOnGpu) {
+  const PlanInputs in = Flash();
+  const Rates r = ResolveRates(in);
+  const StepTime t = PredictStepTime(in, r, 1000000000, 0, 1000000000);
+  EXPECT_EQ(t.bottleneck, Stage::kGpu);
+  EXPECT_DOUBLE_EQ(t.prepass_ms, 1e3 * 2e9 / 4260e9);
+  EXPECT_DOUBLE_EQ(t.gpu_ms, 1e3 / r.gpu_gparams_per_s);
+  EXPECT_DOUBLE_EQ(t.step_ms, t.prepass_ms + t.gpu_ms);
+  EXPECT_EQ(t.d2h_ms, 0);
+}
+
+TEST(StepTime, AllOnHostSharesBidirectionalPcie) {
+  const PlanInputs in = Flash();
+  const Rates r = ResolveRates(in);
+  const uint64_t n = 1000000000;
+  const StepTime t = PredictStepTime(in, r, 0, n, n);
+  // bf16 both ways: each direction gets half of 101.7 GB/s.
+  EXPECT_DOUBLE_EQ(t.d2h_ms, 1e3 * 2e9 / (101.7e9 / 2));
+  EXPECT_DOUBLE_EQ(t.h2d_ms, 1e3 * 2e9 / (101.7e9 / 2));
+  EXPECT_DOUBLE_EQ(t.host_ms, 1e3 / r.host_gparams_per_s);
+  EXPECT_EQ(t.bottleneck, Stage::kHost);
+  const double chunk = static_cast<double>(1 << 21) / n;
+  EXPECT_DOUBLE_EQ(t.fill_ms, chunk * t.d2h_ms + chunk * t.h2d_ms);
+  EXPECT_DOUBLE_EQ(t.step_ms, t.prepass_ms + t.host_ms + t.fill_ms);
+}
+
+TEST(StepTime, PcieBottleneckWithFastHost) {
+  PlanInputs in = Flash();
+  in.profile.host.kernels["adamw/bf16+ecc8/q8/q8/bf16"].gparams_per_s = 1000;
+  in.grad_dtype = DType::kF32;  // 4 bytes down, 2 up: down gets 2/3 of 101.7, capped at 55.5
+  const Rates r = ResolveRates(in);
+  const StepTime t = PredictStepTime(in, r, 0, 1000000, 1000000);
+  EXPECT_EQ(t.bottleneck, Stage::kD2H);
+  EXPECT_DOUBLE_EQ(t.d2h_ms, 1e3 * 4e6 / 55.5e9);
+  EXPECT_DOUBLE_EQ(t.h2d_ms, 1e3 * 2e6 / (101.7e9 / 3));
+  // One chunk holds everything: fill is the other two stages in full.
+  EXPECT_DOUBLE_EQ(t.fill_ms, t.host_ms + t.h2d_ms);
+}
+
+}  // namespace
+}  // namespace tandem::planner

@@ -1,0 +1,152 @@
+// tandem-plan: will this model's optimizer step fit on this GPU and host, at which offload
+// fraction, and how fast will it be. docs/planner.md is the guide.
+//
+// Exit status: 0 the plan fits; 1 it does not (the verdict names the short budget);
+// 2 bad arguments or inputs; 3 an output file could not be written.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "tandem/error.h"
+#include "tandem/planner.h"
+
+namespace {
+
+using namespace tandem;
+using namespace tandem::planner;
+
+// "fp32"/"float32" are accepted for the library's "f32".
+std::string Canon(std::string s) {
+  if (s == "fp32" || s == "float32") return "f32";
+  if (s == "bfloat16") return "bf16";
+  if (s == "fp16" || s == "float16") return "f16";
+  return s;
+}
+
+struct Args {
+  std::string params, config, model;
+  uint32_t pieces = 1;
+  std::string gpu_mem, host_mem, activations;
+  uint64_t batch = 1, seq = 0;
+  std::string recompute = "none";
+  std::string algo = "adamw", master = "bf16+ecc8", m = "q8", v = "q8";
+  std::string param_dtype = "bf16", grad_dtype = "bf16";
+  double momentum = 0.9;
+  bool grad_release = false;
+  uint32_t gpus_per_node = 1, nodes = 1;
+  std::string profile, policy = "backward_order";
+  uint64_t chunk = 1 << 21;
+  int slots = 4;
+  bool json = false;
+  std::string svg;
+};
+
+PlanInputs ToInputs(const Args& a) {
+  PlanInputs in;
+  if (!a.params.empty()) in.model = ModelFromParamCount(ParseCount(a.params), a.pieces);
+  if (!a.config.empty()) in.model = ModelFromConfigFile(a.config);
+  if (!a.model.empty()) in.model = ModelFromPreset(a.model);
+  in.gpu_budget = ParseBytes(a.gpu_mem);
+  in.host_budget = ParseBytes(a.host_mem);
+  if (!a.activations.empty()) {
+    in.activation_bytes_given = true;
+    in.activation_bytes = ParseBytes(a.activations);
+  } else if (a.seq > 0) {
+    in.activation_shape.batch = a.batch;
+    in.activation_shape.seq_len = a.seq;
+    in.recompute = ParseRecompute(a.recompute);
+  }
+  in.algorithm = ParseAlgorithm(a.algo);
+  in.formats.master = ParseMasterFormat(Canon(a.master));
+  in.formats.momentum = ParseMomentFormat(Canon(a.m));
+  in.formats.variance = ParseMomentFormat(Canon(a.v));
+  in.param_dtype = ParseDType(Canon(a.param_dtype));
+  in.grad_dtype = ParseDType(Canon(a.grad_dtype));
+  in.hyper.momentum = in.algorithm == Algorithm::kSGD ? a.momentum : 0.0;
+  in.grad_release = a.grad_release;
+  in.gpus_per_node = a.gpus_per_node;
+  in.nodes = a.nodes;
+  in.placement = ParsePlacementPolicy(a.policy);
+  in.chunk_elements = a.chunk;
+  in.pipeline_slots = a.slots;
+  in.profile = a.profile.empty() ? DefaultProfile() : ReadProfile(a.profile);
+  return in;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tandem-plan: memory-budget planner for Tandem's hybrid GPU/host optimizer step"};
+  Args a;
+  auto* model = app.add_option_group("model", "the model (exactly one)");
+  model->add_option("--params", a.params, "parameter count, e.g. 8e9 or 7.5B (one flat tensor)");
+  model->add_option("--config", a.config, "Hugging Face config.json (Llama, Mistral, Qwen2, GPT-2)")
+      ->check(CLI::ExistingFile);
+  model->add_option("--model", a.model, "preset: llama3-1b, llama3-3b, llama3-8b, llama3-70b");
+  model->require_option(1);
+  app.add_option("--pieces", a.pieces, "with --params: split into this many equal tensors")
+      ->check(CLI::Range(1u, 1000000u));
+  app.add_option("--gpu-mem", a.gpu_mem, "GPU memory budget per GPU (80GiB, 141GB, ...)")
+      ->required();
+  app.add_option("--host-mem", a.host_mem, "host memory budget per node (512GiB, ...)")->required();
+  auto* act = app.add_option("--activations", a.activations, "activation memory per GPU (20GiB)");
+  auto* batch = app.add_option("--batch", a.batch, "micro-batch per GPU for the estimate");
+  auto* seq = app.add_option("--seq", a.seq, "sequence length for the activation estimate");
+  auto* rec = app.add_option("--recompute", a.recompute, "none | selective | full")
+                  ->check(CLI::IsMember({"none", "selective", "full"}));
+  act->excludes(batch)->excludes(seq)->excludes(rec);
+  batch->needs(seq);
+  rec->needs(seq);
+  app.add_option("--algo", a.algo, "adamw | adam | lion | sgd")->capture_default_str();
+  app.add_option("--master", a.master, "f32 | bf16 | bf16+ecc8 | bf16+ecc16")
+      ->capture_default_str();
+  app.add_option("--m", a.m, "first moment: f32 | q8")->capture_default_str();
+  app.add_option("--v", a.v, "second moment: f32 | q8")->capture_default_str();
+  app.add_option("--param-dtype", a.param_dtype, "f32 | bf16 | f16")->capture_default_str();
+  app.add_option("--grad-dtype", a.grad_dtype, "f32 | bf16 | f16")->capture_default_str();
+  app.add_option("--momentum", a.momentum, "SGD momentum (0: no buffer)")->capture_default_str();
+  app.add_flag("--grad-release", a.grad_release,
+               "gradients are consumed as produced: one layer's gradients resident");
+  app.add_option("--gpus-per-node", a.gpus_per_node, "data-parallel GPUs per node")
+      ->check(CLI::Range(1u, 1024u))
+      ->capture_default_str();
+  app.add_option("--nodes", a.nodes, "nodes")
+      ->check(CLI::Range(1u, 100000u))
+      ->capture_default_str();
+  app.add_option("--profile", a.profile, "calibration profile (tandem-profile/1 JSON)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--policy", a.policy, "backward_order | forward_order | largest_first")
+      ->capture_default_str();
+  app.add_option("--chunk-elements", a.chunk, "offload pipeline chunk")->capture_default_str();
+  app.add_option("--slots", a.slots, "pinned pipeline slots")->capture_default_str();
+  app.add_flag("--json", a.json, "print the plan as JSON instead of text");
+  app.add_option("--svg", a.svg, "write an SVG chart of memory and step time vs fraction");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  PlanResult plan;
+  try {
+    plan = MakePlan(ToInputs(a));
+  } catch (const tandem::Error& e) {
+    std::fprintf(stderr, "tandem-plan: %s\n", e.what());
+    return 2;
+  }
+  if (!a.svg.empty()) {
+    std::ofstream out(a.svg, std::ios::binary | std::ios::trunc);
+    out << PlanToSvg(plan);
+    out.flush();
+    if (!out) {
+      std::fprintf(stderr, "tandem-plan: cannot write %s\n", a.svg.c_str());
+      return 3;
+    }
+  }
+  std::cout << (a.json ? PlanToJson(plan) : PlanToText(plan));
+  if (!a.svg.empty() && !a.json) std::cout << "chart written to " << a.svg << "\n";
+  return plan.feasible ? 0 : 1;
+}
