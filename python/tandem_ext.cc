@@ -35,13 +35,18 @@ namespace py = pybind11;
 namespace tandem {
 namespace {
 
-void* ToPointer(uint64_t address) { return reinterpret_cast<void*>(static_cast<uintptr_t>(address)); }
+void* ToPointer(uint64_t address) {
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(address));
+}
 
 const char* ModeName(ExecutionMode m) {
   switch (m) {
-    case ExecutionMode::kGpu: return "gpu";
-    case ExecutionMode::kHost: return "host";
-    default: return "auto";
+    case ExecutionMode::kGpu:
+      return "gpu";
+    case ExecutionMode::kHost:
+      return "host";
+    default:
+      return "auto";
   }
 }
 
@@ -58,15 +63,24 @@ HyperParams HyperParamsFromDict(const py::dict& d) {
   for (auto item : d) {
     const std::string key = py::str(item.first);
     const py::handle v = item.second;
-    if (key == "lr_scale") h.lr_scale = v.cast<double>();
-    else if (key == "beta1") h.beta1 = v.cast<double>();
-    else if (key == "beta2") h.beta2 = v.cast<double>();
-    else if (key == "eps") h.eps = v.cast<double>();
-    else if (key == "weight_decay") h.weight_decay = v.cast<double>();
-    else if (key == "momentum") h.momentum = v.cast<double>();
-    else if (key == "dampening") h.dampening = v.cast<double>();
-    else if (key == "nesterov") h.nesterov = v.cast<bool>();
-    else throw Error(ErrorKind::kInvalidArgument, "unknown hyper-parameter '" + key + "'");
+    if (key == "lr_scale")
+      h.lr_scale = v.cast<double>();
+    else if (key == "beta1")
+      h.beta1 = v.cast<double>();
+    else if (key == "beta2")
+      h.beta2 = v.cast<double>();
+    else if (key == "eps")
+      h.eps = v.cast<double>();
+    else if (key == "weight_decay")
+      h.weight_decay = v.cast<double>();
+    else if (key == "momentum")
+      h.momentum = v.cast<double>();
+    else if (key == "dampening")
+      h.dampening = v.cast<double>();
+    else if (key == "nesterov")
+      h.nesterov = v.cast<bool>();
+    else
+      throw Error(ErrorKind::kInvalidArgument, "unknown hyper-parameter '" + key + "'");
   }
   return h;
 }
@@ -100,8 +114,9 @@ void CopyFromArray(const py::dict& d, const char* key, std::vector<T>* out) {
   out->clear();
   if (!d.contains(key)) return;
   py::array a = py::array::ensure(d[key], py::array::c_style);
-  if (!a) throw Error(ErrorKind::kInvalidArgument, std::string("snapshot array '") + key +
-                                                       "' is not an array");
+  if (!a)
+    throw Error(ErrorKind::kInvalidArgument,
+                std::string("snapshot array '") + key + "' is not an array");
   if (a.itemsize() != static_cast<py::ssize_t>(sizeof(T)))
     throw Error(ErrorKind::kInvalidArgument,
                 std::string("snapshot array '") + key + "' has " + std::to_string(a.itemsize()) +
@@ -151,7 +166,8 @@ OptimizerSnapshot SnapshotFromDict(const py::dict& d) {
   s.formats.master = ParseMasterFormat(d["master"].cast<std::string>());
   s.formats.momentum = ParseMomentFormat(d["momentum"].cast<std::string>());
   s.formats.variance = ParseMomentFormat(d["variance"].cast<std::string>());
-  for (auto g : d["groups"].cast<py::list>()) s.groups.push_back(HyperParamsFromDict(g.cast<py::dict>()));
+  for (auto g : d["groups"].cast<py::list>())
+    s.groups.push_back(HyperParamsFromDict(g.cast<py::dict>()));
   s.step = d["step"].cast<int64_t>();
   for (auto item : d["tensors"].cast<py::list>()) {
     const py::dict td = item.cast<py::dict>();
@@ -194,7 +210,8 @@ TensorSpec SpecFromTuple(const py::tuple& t) {
   if (t.size() != 7)
     throw Error(ErrorKind::kInvalidArgument,
                 "tensor spec must be (name, numel, param_dtype, grad_dtype, param_ptr, "
-                "grad_ptr, group), got " + std::to_string(t.size()) + " fields");
+                "grad_ptr, group), got " +
+                    std::to_string(t.size()) + " fields");
   TensorSpec s;
   s.name = t[0].cast<std::string>();
   s.numel = t[1].cast<uint64_t>();
@@ -210,10 +227,9 @@ TensorSpec SpecFromTuple(const py::tuple& t) {
 class PyOptimizer {
  public:
   PyOptimizer(const py::list& tensors, const std::string& algorithm, const py::list& groups,
-              const std::string& master, const std::string& momentum,
-              const std::string& variance, double offload_fraction, const std::string& placement,
-              const std::string& mode, int host_threads, uint64_t chunk_elements,
-              int pipeline_slots, uint64_t cuda_stream) {
+              const std::string& master, const std::string& momentum, const std::string& variance,
+              double offload_fraction, const std::string& placement, const std::string& mode,
+              int host_threads, uint64_t chunk_elements, int pipeline_slots, uint64_t cuda_stream) {
     std::vector<TensorSpec> specs;
     for (auto t : tensors) specs.push_back(SpecFromTuple(t.cast<py::tuple>()));
     OptimizerConfig cfg;
@@ -284,7 +300,8 @@ class PyOptimizer {
   py::dict placement() const {
     const Placement& p = opt_->placement();
     py::list parts;
-    for (const TensorPlacement& t : p.tensors) parts.append(py::make_tuple(t.numel, t.device_count));
+    for (const TensorPlacement& t : p.tensors)
+      parts.append(py::make_tuple(t.numel, t.device_count));
     py::dict d;
     d["tensors"] = parts;  // (numel, device_count) per tensor
     d["total"] = p.total;
@@ -334,9 +351,15 @@ PYBIND11_MODULE(_C, m) {
       if (p) std::rethrow_exception(p);
     } catch (const tandem::Error& e) {
       switch (e.kind()) {
-        case tandem::ErrorKind::kInvalidArgument: PyErr_SetString(PyExc_ValueError, e.what()); return;
-        case tandem::ErrorKind::kOutOfMemory: PyErr_SetString(PyExc_MemoryError, e.what()); return;
-        default: PyErr_SetString(PyExc_RuntimeError, e.what()); return;
+        case tandem::ErrorKind::kInvalidArgument:
+          PyErr_SetString(PyExc_ValueError, e.what());
+          return;
+        case tandem::ErrorKind::kOutOfMemory:
+          PyErr_SetString(PyExc_MemoryError, e.what());
+          return;
+        default:
+          PyErr_SetString(PyExc_RuntimeError, e.what());
+          return;
       }
     }
   });

@@ -2,7 +2,6 @@
 counts and early start; and bit-identity with a float32 NumPy re-implementation of the
 reference formulas (docs/numerics.md) for fp32 formats."""
 
-import copy
 
 import numpy as np
 import pytest

@@ -1,6 +1,5 @@
 """(d) state_dict / load_state_dict: bit-identical round trip and continued training."""
 
-import copy
 import io
 
 import pytest
