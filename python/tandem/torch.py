@@ -128,6 +128,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
             raise ValueError("optimizer got no parameter that requires grad")
         self._device = device
         self._cuda = device.type == "cuda"
+        self._index_by_id = {id(p): k for k, p in enumerate(self._params)}
 
         group_of = {}
         for g, group in enumerate(self.param_groups):
@@ -450,10 +451,10 @@ class TandemOptimizer(_torch.optim.Optimizer):
     # Internals
 
     def _index_of(self, p):
-        for k, q in enumerate(self._params):
-            if q is p:
-                return k
-        raise ValueError("parameter is not stepped by this optimizer")
+        k = self._index_by_id.get(id(p))
+        if k is None:
+            raise ValueError("parameter is not stepped by this optimizer")
+        return k
 
     def _adopt_grad(self, k):
         """Makes sure the engine's buffer holds parameter k's gradient."""
