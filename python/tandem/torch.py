@@ -288,7 +288,9 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 if current.cuda_stream != self._stream:
                     # The engine runs on the stream it was built with; order it after the
                     # caller's stream and the caller's stream after it.
-                    engine = _torch.cuda.ExternalStream(self._stream, device=self._device)
+                    engine = (_torch.cuda.default_stream(self._device) if self._stream == 0
+                              else _torch.cuda.ExternalStream(self._stream,
+                                                              device=self._device))
                     engine.wait_stream(current)
                     result = self._engine.step(lr, clip, float(loss_scale))
                     current.wait_stream(engine)
