@@ -4,7 +4,7 @@
 # printing a short summary last.
 #   scripts/gpu-job.sh BUNDLE_DIR OUT_DIR
 # PHASES selects what runs (default: "build tests hybrid baseline"); also "kernels",
-# "host", "early", "sanitizer". HYBRID_ARGS / BASELINE_ARGS pass options through.
+# "host", "early", "sanitizer", "pcie", "calibrate". HYBRID_ARGS / BASELINE_ARGS pass options through.
 set -uo pipefail
 bundle=$1; out=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,7 +38,7 @@ if has sanitizer; then
   phase "compute-sanitizer"
   for tool in memcheck racecheck; do
     timeout 240 compute-sanitizer --tool $tool --error-exitcode 3 \
-      "$build/tests/offload/offload_tests" --gtest_filter='HybridGpu.NonFinite*' \
+      "$build/tests/offload/offload_tests" --gtest_filter='HybridGpu.NonFinite*:CheckpointRoundTrip.*Gpu' \
       > "$out/sanitizer-offload-$tool.log" 2>&1
     summary+=("sanitizer $tool (hybrid GPU step): rc=$? $(grep -E 'SUMMARY' "$out/sanitizer-offload-$tool.log" | tail -1)")
   done
@@ -52,6 +52,14 @@ if has host; then
   phase "host kernel benchmark"
   "$build/bench/tandem-bench-host" ${HOST_ARGS:-} --json "$out/host_kernels.json" > "$out/host_kernels.log" 2>&1
   summary+=("tandem-bench-host: rc=$?")
+fi
+if has pcie; then
+  phase "PCIe"
+  "$build/tools/bench/tandem-bench" pcie --json "$out/pcie.json" 2>&1 | tee "$out/pcie.log"
+fi
+if has calibrate; then
+  phase "calibrate"
+  "$build/tools/bench/tandem-bench" calibrate -o "$out/profile.json" 2>&1 | tee "$out/calibrate.log"
 fi
 if has hybrid; then
   phase "hybrid benchmark"

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "bench/model_shapes.h"
 #include "engine/fp_bits.h"
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
+#include "tandem/planner.h"
 
 namespace {
 
@@ -64,21 +64,13 @@ __global__ void FillBf16(uint16_t* p, size_t n, uint32_t seed, float scale) {
 
 struct Model {
   std::string name;
-  std::vector<bench::TensorShape> shapes;  // forward order
+  std::vector<planner::ModelTensor> shapes;  // forward order
   std::vector<void*> params, grads;
   ~Model() {
     for (void* p : params) cudaFree(p);
     for (void* g : grads) cudaFree(g);
   }
 };
-
-// HF parameter order: embed_tokens first, then the layers, the final norm and lm_head.
-std::vector<bench::TensorShape> ForwardOrder(std::vector<bench::TensorShape> s) {
-  std::stable_partition(s.begin(), s.end(), [](const bench::TensorShape& t) {
-    return t.name.find("embed_tokens") != std::string::npos;
-  });
-  return s;
-}
 
 void Allocate(Model& m) {
   for (const auto& t : m.shapes) {
@@ -214,7 +206,8 @@ int main(int argc, char** argv) {
   bool fp32 = false, early = false;
   double layer_us = 2000;
   std::string json_path;
-  app.add_option("--models", models, "llama3-1b, llama3-3b, llama3-8b");
+  app.add_option("--models", models, "presets (llama3-1b, llama3-3b, llama3-8b, llama3-70b) "
+                 "or config.json paths (Llama, Mistral, Qwen2, GPT-2)");
   app.add_option("--fractions", fractions, "explicit fractions (default: 0..1 by --fraction-step)");
   app.add_option("--fraction-step", step);
   app.add_option("--steps", steps, "timed steps per point (median reported)");
@@ -242,7 +235,10 @@ int main(int argc, char** argv) {
     for (const std::string& name : models) {
       Model m;
       m.name = name;
-      m.shapes = ForwardOrder(bench::LlamaShapes(name));
+      // A preset name, or a Hugging Face style config.json.
+      m.shapes = (name.find(".json") != std::string::npos ? planner::ModelFromConfigFile(name)
+                                                          : planner::ModelFromPreset(name))
+                     .tensors;
       Allocate(m);
       for (const StateFormats& f : formats) {
         for (double frac : fractions) {

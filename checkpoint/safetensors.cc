@@ -1,0 +1,188 @@
+// Export of fp32 masters to safetensors and import from it
+// (format: https://github.com/huggingface/safetensors, "Format").
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/fp_bits.h"
+#include "tandem/checkpoint.h"
+#include "tandem/error.h"
+
+namespace tandem {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+constexpr uint64_t kMaxHeader = uint64_t{100} << 20;  // the reference implementation's limit
+
+[[noreturn]] void Bad(const std::string& path, const std::string& what) {
+  throw Error(ErrorKind::kCorruption, "safetensors '" + path + "': " + what);
+}
+
+}  // namespace
+
+void ExportSafetensorsMasters(const OptimizerSnapshot& s, const std::string& path, Env* env) {
+  if (env == nullptr) env = Env::Default();
+  ValidateSnapshot(s);
+  ordered_json h = ordered_json::object();
+  h["__metadata__"] = {{"format", "pt"},
+                       {"producer", "tandem"},
+                       {"tandem_algorithm", Name(s.algo)},
+                       {"tandem_formats", Name(s.formats)},
+                       {"tandem_step", std::to_string(s.step)}};
+  std::set<std::string> names;
+  uint64_t offset = 0;
+  for (const TensorSnapshot& t : s.tensors) {
+    if (t.name == "__metadata__" || !names.insert(t.name).second)
+      throw Error(ErrorKind::kInvalidArgument,
+                  "safetensors export '" + path + "': duplicate or reserved tensor name '" +
+                      t.name + "'");
+    h[t.name] = {{"dtype", "F32"}, {"shape", {t.numel}}, {"data_offsets", {offset, offset + 4 * t.numel}}};
+    offset += 4 * t.numel;
+  }
+  std::string header;
+  try {
+    header = h.dump();
+  } catch (const json::exception& e) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "safetensors export '" + path + "': bad tensor name: " + e.what());
+  }
+  header.append((8 - header.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+  const uint64_t len = header.size();
+  const std::string tmp = path + ".tmp";
+  try {
+    {
+      std::unique_ptr<WritableFile> f = env->NewWritableFile(tmp);
+      unsigned char lb[8];
+      memcpy(lb, &len, 8);  // little-endian host (checkpoint/format.h asserts it)
+      f->Append(lb, 8);
+      f->Append(header.data(), header.size());
+      for (const TensorSnapshot& t : s.tensors) {
+        const std::vector<float> v = DecodeMasterF32(t, s.formats);
+        f->Append(v.data(), v.size() * 4);
+      }
+      f->Flush();
+      f->Sync();
+      f->Close();
+    }
+    env->RenameFile(tmp, path);
+  } catch (...) {
+    try {
+      env->RemoveFile(tmp);
+    } catch (...) {
+    }
+    throw;
+  }
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  env->SyncDir(dir.empty() ? "." : dir);
+}
+
+std::map<std::string, std::vector<float>> ImportSafetensorsMasters(const std::string& path,
+                                                                   Env* env) {
+  if (env == nullptr) env = Env::Default();
+  std::unique_ptr<RandomAccessFile> f = env->NewRandomAccessFile(path);
+  const uint64_t size = f->Size();
+  if (size < 8) Bad(path, "file is " + std::to_string(size) + " bytes, too short for a header");
+  unsigned char lb[8];
+  if (f->Read(0, 8, lb) != 8) Bad(path, "short read of the header length");
+  uint64_t hlen;
+  memcpy(&hlen, lb, 8);
+  if (hlen > kMaxHeader || hlen > size - 8)
+    Bad(path, "header length " + std::to_string(hlen) + " exceeds the file (" +
+                  std::to_string(size) + " bytes) or the 100 MiB limit");
+  std::string text(hlen, '\0');
+  if (f->Read(8, hlen, text.data()) != hlen) Bad(path, "short read of the header");
+  const json h = json::parse(text, nullptr, false);
+  if (h.is_discarded() || !h.is_object()) Bad(path, "header is not a JSON object");
+  const uint64_t data_start = 8 + hlen, data_size = size - data_start;
+
+  struct Entry {
+    std::string name;
+    int elem;  // 4 = F32, 2 = BF16, -2 = F16
+    uint64_t begin, end, numel;
+  };
+  std::vector<Entry> entries;
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    const std::string& name = it.key();
+    const json& e = it.value();
+    if (name == "__metadata__") {
+      if (!e.is_object()) Bad(path, "__metadata__ is not an object");
+      for (const auto& m : e.items())
+        if (!m.value().is_string()) Bad(path, "__metadata__ value '" + m.key() + "' is not a string");
+      continue;
+    }
+    const std::string w = "tensor '" + name + "': ";
+    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") ||
+        !e.contains("data_offsets"))
+      Bad(path, w + "entry needs dtype, shape and data_offsets");
+    const json& dt = e["dtype"];
+    const json& shape = e["shape"];
+    const json& off = e["data_offsets"];
+    if (!dt.is_string()) Bad(path, w + "dtype is not a string");
+    Entry en{name, 0, 0, 0, 1};
+    const std::string d = dt.get<std::string>();
+    if (d == "F32") en.elem = 4;
+    else if (d == "BF16") en.elem = 2;
+    else if (d == "F16") en.elem = -2;
+    else Bad(path, w + "dtype " + d + " is not F32, BF16 or F16");
+    if (!shape.is_array()) Bad(path, w + "shape is not an array");
+    for (const json& dim : shape) {
+      if (!dim.is_number_unsigned()) Bad(path, w + "shape has a non-integer or negative entry");
+      const uint64_t v = dim.get<uint64_t>();
+      if (v != 0 && en.numel > (uint64_t{1} << 60) / v) Bad(path, w + "shape overflows");
+      en.numel *= v;
+    }
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+        !off[1].is_number_unsigned())
+      Bad(path, w + "data_offsets is not [begin, end]");
+    en.begin = off[0].get<uint64_t>();
+    en.end = off[1].get<uint64_t>();
+    const uint64_t bytes = en.numel * static_cast<uint64_t>(en.elem < 0 ? -en.elem : en.elem);
+    if (en.begin > en.end || en.end > data_size)
+      Bad(path, w + "data_offsets [" + std::to_string(en.begin) + ", " + std::to_string(en.end) +
+                    ") outside the data area of " + std::to_string(data_size) + " bytes");
+    if (en.end - en.begin != bytes)
+      Bad(path, w + "data_offsets span " + std::to_string(en.end - en.begin) +
+                    " bytes, shape and dtype need " + std::to_string(bytes));
+    entries.push_back(en);
+  }
+  std::vector<const Entry*> order;
+  for (const Entry& e : entries) order.push_back(&e);
+  std::sort(order.begin(), order.end(),
+            [](const Entry* a, const Entry* b) { return a->begin < b->begin || (a->begin == b->begin && a->end < b->end); });
+  uint64_t pos = 0;
+  for (const Entry* e : order) {
+    if (e->begin != pos)
+      Bad(path, "tensor '" + e->name + "' starts at data offset " + std::to_string(e->begin) +
+                    ", expected " + std::to_string(pos) + " (overlap or hole)");
+    pos = e->end;
+  }
+  if (pos != data_size)
+    Bad(path, std::to_string(data_size - pos) + " bytes after the last tensor's data");
+
+  std::map<std::string, std::vector<float>> out;
+  std::vector<uint16_t> half;
+  for (const Entry& e : entries) {
+    std::vector<float>& v = out[e.name];
+    v.resize(e.numel);
+    const uint64_t bytes = e.end - e.begin;
+    if (e.elem == 4) {
+      if (f->Read(data_start + e.begin, bytes, v.data()) != bytes)
+        Bad(path, "tensor '" + e.name + "': short read");
+    } else {
+      half.resize(e.numel);
+      if (f->Read(data_start + e.begin, bytes, half.data()) != bytes)
+        Bad(path, "tensor '" + e.name + "': short read");
+      for (uint64_t i = 0; i < e.numel; ++i)
+        v[i] = e.elem == 2 ? num::Bf16ToF32(half[i]) : num::F16ToF32(half[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace tandem

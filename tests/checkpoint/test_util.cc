@@ -1,0 +1,207 @@
+#include "tests/checkpoint/test_util.h"
+
+#include <cstring>
+#include <random>
+
+#include "tandem/error.h"
+
+namespace tandem::testing {
+namespace {
+
+template <typename V>
+void Fill(V* v, size_t n, std::mt19937_64* rng) {
+  v->resize(n);
+  auto* p = reinterpret_cast<unsigned char*>(v->data());
+  for (size_t i = 0; i < n * sizeof(typename V::value_type); ++i) p[i] = (*rng)() & 0xFF;
+}
+
+class FaultWritableFile : public WritableFile {
+ public:
+  FaultWritableFile(FaultEnv* env, std::shared_ptr<FaultEnv::File> f) : env_(env), f_(f) {}
+  void Append(const void* data, size_t n) override {
+    try {
+      env_->Step("Append");
+    } catch (...) {
+      f_->data.append(static_cast<const char*>(data), n / 2);  // a short write, then failure
+      throw;
+    }
+    f_->data.append(static_cast<const char*>(data), n);
+  }
+  void Flush() override { env_->Step("Flush"); }
+  void Sync() override {
+    env_->Step("Sync");
+    f_->synced = f_->data.size();
+  }
+  void Close() override { env_->Step("Close"); }
+
+ private:
+  FaultEnv* env_;
+  std::shared_ptr<FaultEnv::File> f_;
+};
+
+class StringFile : public RandomAccessFile {
+ public:
+  explicit StringFile(std::string d) : d_(std::move(d)) {}
+  size_t Read(uint64_t off, size_t n, void* out) const override {
+    if (off >= d_.size()) return 0;
+    const size_t k = std::min<size_t>(n, d_.size() - off);
+    d_.copy(static_cast<char*>(out), k, off);
+    return k;
+  }
+  uint64_t Size() const override { return d_.size(); }
+
+ private:
+  std::string d_;
+};
+
+}  // namespace
+
+OptimizerSnapshot MakeSnapshot(Algorithm algo, StateFormats f, uint32_t seed,
+                               const std::vector<uint64_t>& sizes) {
+  std::mt19937_64 rng(seed);
+  OptimizerSnapshot s;
+  s.algo = algo;
+  s.formats = f;
+  HyperParams g0, g1;
+  g0.momentum = 0.9;
+  g0.weight_decay = 0.1;
+  g1.lr_scale = 0.5;
+  g1.beta1 = 0.8;
+  s.groups = {g0, g1};
+  s.step = static_cast<int64_t>(seed) * 7 + 3;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    TensorSnapshot t;
+    t.name = "layer." + std::to_string(i) + ".weight";
+    t.numel = sizes[i];
+    t.group = static_cast<uint32_t>(i % 2);
+    t.param_dtype = i % 3 == 0 ? DType::kBF16 : DType::kF32;
+    t.grad_dtype = i % 3 == 1 ? DType::kF16 : DType::kBF16;
+    const size_t n = t.numel, groups = (n + kQuantGroup - 1) / kQuantGroup;
+    const bool bf = f.master != MasterFormat::kF32;
+    Fill(&t.master_f32, bf ? 0 : n, &rng);
+    Fill(&t.master_bf16, bf ? n : 0, &rng);
+    Fill(&t.ecc8, f.master == MasterFormat::kBF16Ecc8 ? n : 0, &rng);
+    Fill(&t.ecc16, f.master == MasterFormat::kBF16Ecc16 ? n : 0, &rng);
+    const bool hm = HasMomentum(algo, s.groups[t.group]), hv = HasVariance(algo);
+    const bool mq = f.momentum == MomentFormat::kQ8, vq = f.variance == MomentFormat::kQ8;
+    Fill(&t.m_f32, hm && !mq ? n : 0, &rng);
+    Fill(&t.m_codes, hm && mq ? n : 0, &rng);
+    Fill(&t.m_scales, hm && mq ? groups : 0, &rng);
+    Fill(&t.v_f32, hv && !vq ? n : 0, &rng);
+    Fill(&t.v_codes, hv && vq ? n : 0, &rng);
+    Fill(&t.v_scales, hv && vq ? groups : 0, &rng);
+    s.tensors.push_back(std::move(t));
+  }
+  ValidateSnapshot(s);
+  return s;
+}
+
+OptimizerSnapshot MakeCompressibleSnapshot(uint32_t seed) {
+  StateFormats f{MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
+  OptimizerSnapshot s = MakeSnapshot(Algorithm::kAdamW, f, seed, {5000, 70, 4096});
+  std::mt19937 rng(seed);
+  for (TensorSnapshot& t : s.tensors) {
+    for (auto& x : t.master_bf16) x = static_cast<uint16_t>(0x3C00 + rng() % 4);
+    for (auto& x : t.ecc8) x = static_cast<int8_t>(rng() % 3);
+    for (auto& x : t.m_codes) x = static_cast<uint8_t>(rng() % 2);
+    for (auto& x : t.v_codes) x = 0;
+    for (auto& x : t.m_scales) x = 0x3F80;
+    for (auto& x : t.v_scales) x = 0x3F80;
+  }
+  return s;
+}
+
+namespace {
+template <typename V>
+bool Same(const V& a, const V& b) {
+  return a.size() == b.size() &&
+         (a.empty() || memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0);
+}
+}  // namespace
+
+bool SameBits(const OptimizerSnapshot& a, const OptimizerSnapshot& b) {
+  if (a.algo != b.algo || !(a.formats == b.formats) || a.groups != b.groups || a.step != b.step ||
+      a.tensors.size() != b.tensors.size())
+    return false;
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    const TensorSnapshot& x = a.tensors[i];
+    const TensorSnapshot& y = b.tensors[i];
+    if (x.name != y.name || x.numel != y.numel || x.param_dtype != y.param_dtype ||
+        x.grad_dtype != y.grad_dtype || x.group != y.group || !Same(x.master_f32, y.master_f32) ||
+        !Same(x.master_bf16, y.master_bf16) || !Same(x.ecc8, y.ecc8) || !Same(x.ecc16, y.ecc16) ||
+        !Same(x.m_f32, y.m_f32) || !Same(x.v_f32, y.v_f32) || !Same(x.m_codes, y.m_codes) ||
+        !Same(x.v_codes, y.v_codes) || !Same(x.m_scales, y.m_scales) || !Same(x.v_scales, y.v_scales))
+      return false;
+  }
+  return true;
+}
+
+std::vector<std::pair<Algorithm, StateFormats>> AllCombinations() {
+  std::vector<std::pair<Algorithm, StateFormats>> out;
+  for (Algorithm a : {Algorithm::kAdamW, Algorithm::kAdam, Algorithm::kLion, Algorithm::kSGD})
+    for (MasterFormat m : {MasterFormat::kF32, MasterFormat::kBF16, MasterFormat::kBF16Ecc8,
+                           MasterFormat::kBF16Ecc16})
+      for (MomentFormat mo : {MomentFormat::kF32, MomentFormat::kQ8})
+        for (MomentFormat v : {MomentFormat::kF32, MomentFormat::kQ8})
+          out.push_back({a, StateFormats{m, mo, v}});
+  return out;
+}
+
+std::string ReadAll(Env* env, const std::string& path) {
+  auto f = env->NewRandomAccessFile(path);
+  std::string s(f->Size(), '\0');
+  f->Read(0, s.size(), s.data());
+  return s;
+}
+
+void WriteAll(Env* env, const std::string& path, const std::string& bytes) {
+  auto f = env->NewWritableFile(path);
+  f->Append(bytes.data(), bytes.size());
+  f->Close();
+}
+
+void FaultEnv::Step(const std::string& what) {
+  if (steps++ == fail_at) {
+    failed_step = what;
+    throw Error(ErrorKind::kIO, "injected failure at step " + std::to_string(fail_at) + " (" +
+                                    what + ")");
+  }
+}
+
+std::unique_ptr<WritableFile> FaultEnv::NewWritableFile(const std::string& path) {
+  Step("NewWritableFile");
+  auto f = std::make_shared<File>();
+  live_[path] = f;
+  return std::make_unique<FaultWritableFile>(this, f);
+}
+
+std::unique_ptr<RandomAccessFile> FaultEnv::NewRandomAccessFile(const std::string& path) {
+  auto it = live_.find(path);
+  if (it == live_.end()) throw Error(ErrorKind::kIO, "no file '" + path + "'");
+  return std::make_unique<StringFile>(it->second->data);
+}
+
+void FaultEnv::RenameFile(const std::string& from, const std::string& to) {
+  Step("RenameFile");
+  auto it = live_.find(from);
+  if (it == live_.end()) throw Error(ErrorKind::kIO, "no file '" + from + "'");
+  auto f = it->second;
+  live_.erase(it);
+  live_[to] = f;
+}
+
+void FaultEnv::RemoveFile(const std::string& path) { live_.erase(path); }
+
+void FaultEnv::SyncDir(const std::string&) {
+  Step("SyncDir");
+  durable_ = live_;
+}
+
+bool FaultEnv::FileExists(const std::string& path) { return live_.count(path) != 0; }
+
+void FaultEnv::Crash() {
+  for (auto& [name, f] : durable_) f->data.resize(f->synced);
+  live_ = durable_;
+}
+
+}  // namespace tandem::testing

@@ -1,0 +1,65 @@
+// Helpers for the checkpoint tests: random snapshots of the right sizes and an Env that
+// injects failures and simulates a crash (losing unsynced data and un-synced renames).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/checkpoint.h"
+#include "tandem/snapshot.h"
+
+namespace tandem::testing {
+
+// A snapshot of `algo`/`formats` with tensors of the given sizes and random contents
+// (every bit pattern, NaNs included), alternating between two groups; for SGD group 1 has
+// momentum 0 (no momentum buffer). Passes ValidateSnapshot.
+OptimizerSnapshot MakeSnapshot(Algorithm algo, StateFormats formats, uint32_t seed,
+                               const std::vector<uint64_t>& sizes = {0, 1, 31, 32, 33, 200});
+
+// A snapshot whose arrays hold low-entropy data, so deflate pays.
+OptimizerSnapshot MakeCompressibleSnapshot(uint32_t seed);
+
+// Bit-for-bit equality (operator== says NaN != NaN, and random arrays hold NaNs).
+bool SameBits(const OptimizerSnapshot& a, const OptimizerSnapshot& b);
+
+// Every algorithm x master x momentum x variance combination.
+std::vector<std::pair<Algorithm, StateFormats>> AllCombinations();
+
+// Bytes of a file in an Env.
+std::string ReadAll(Env* env, const std::string& path);
+void WriteAll(Env* env, const std::string& path, const std::string& bytes);
+
+// An in-memory Env whose every call (NewWritableFile, Append, Flush, Sync, Close,
+// RenameFile, SyncDir) counts as one step; the step numbered fail_at throws Error(kIO)
+// (a failing Append first writes half of its bytes: a short write). Crash() then models
+// power loss: file contents fall back to what was last synced and the directory to what
+// the last SyncDir saw. Thread-compatible (tests use it from one thread).
+class FaultEnv : public Env {
+ public:
+  int64_t fail_at = -1;  // step to fail; -1 never
+  int64_t steps = 0;     // steps taken so far
+  std::string failed_step;  // name of the step that failed, "" if none
+
+  std::unique_ptr<WritableFile> NewWritableFile(const std::string& path) override;
+  std::unique_ptr<RandomAccessFile> NewRandomAccessFile(const std::string& path) override;
+  void RenameFile(const std::string& from, const std::string& to) override;
+  void RemoveFile(const std::string& path) override;
+  void SyncDir(const std::string& dir) override;
+  bool FileExists(const std::string& path) override;
+
+  void Crash();
+  void Step(const std::string& what);  // throws at fail_at
+
+  struct File {
+    std::string data;
+    size_t synced = 0;
+  };
+
+ private:
+  std::map<std::string, std::shared_ptr<File>> live_, durable_;
+};
+
+}  // namespace tandem::testing

@@ -1,0 +1,194 @@
+// Checkpoints of a running HybridOptimizer: save at one offload fraction, load into an
+// optimizer at another (and another policy, chunk size and thread count), and the next
+// steps are bit-identical to those of the optimizer that saved. A damaged file or a
+// mismatched layout is refused and the optimizer in memory is unchanged. Host transport
+// here; the GPU variant runs where a CUDA device is present.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "tandem/checkpoint.h"
+#include "tandem/error.h"
+#include "tandem/optimizer.h"
+#include "tests/offload/hybrid_fixture.h"
+
+namespace tandem {
+namespace {
+
+using testing::Model;
+
+std::string TempPath(const char* name) {
+  return (std::filesystem::temp_directory_path() /
+          (std::string("tandem_") + std::to_string(getpid()) + "_" + name))
+      .string();
+}
+
+OptimizerConfig Config(ExecutionMode mode, double f, PlacementPolicy pol, uint64_t chunk,
+                       int threads) {
+  OptimizerConfig c;
+  c.formats = {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
+  c.offload_fraction = f;
+  c.placement = pol;
+  c.chunk_elements = chunk;
+  c.host_threads = threads;
+  c.mode = mode;
+  HyperParams g0, g1;
+  g0.weight_decay = 0.01;
+  g1.lr_scale = 0.5;
+  c.groups = {g0, g1};
+  return c;
+}
+
+// Loads `path` into `opt` the way a training script does.
+void Resume(HybridOptimizer& opt, const std::string& path) {
+  const OptimizerSnapshot loaded = LoadCheckpoint(path);
+  CheckCompatible(loaded, opt.Snapshot());
+  opt.Restore(loaded);
+}
+
+TEST(CheckpointRoundTrip, AcrossFractionsInHostMode) {
+  const std::pair<double, double> pairs[] = {{0.0, 1.0}, {0.5, 0.25}, {1.0, 0.0}};
+  for (const auto& [from, to] : pairs) {
+    Model a, b;
+    a.Init(7);
+    b.Init(8);
+    HybridOptimizer oa(a.Specs(2), Config(ExecutionMode::kHost, from,
+                                          PlacementPolicy::kBackwardOrder, 64, 2));
+    for (int t = 1; t <= 3; ++t) {
+      a.FillGrads(t);
+      oa.Step(1e-3, {.max_grad_norm = 5.0});
+    }
+    const std::string path = TempPath("roundtrip.tdm");
+    SaveCheckpoint(oa.Snapshot(), path);
+    HybridOptimizer ob(b.Specs(2), Config(ExecutionMode::kHost, to,
+                                          PlacementPolicy::kLargestFirst, 4096, 1));
+    Resume(ob, path);
+    EXPECT_EQ(ob.step_count(), 3);
+    for (int t = 4; t <= 6; ++t) {
+      a.FillGrads(t);
+      b.FillGrads(t);
+      oa.Step(1e-3, {.max_grad_norm = 5.0});
+      ob.Step(1e-3, {.max_grad_norm = 5.0});
+    }
+    EXPECT_EQ(a.params, b.params) << from << " -> " << to;
+    EXPECT_TRUE(oa.Snapshot() == ob.Snapshot()) << from << " -> " << to;
+    std::remove(path.c_str());
+  }
+}
+
+TEST(CheckpointRoundTrip, DamagedOrForeignFileLeavesTheOptimizerUntouched) {
+  Model a, b;
+  a.Init(7);
+  b.Init(8);
+  HybridOptimizer oa(a.Specs(2), Config(ExecutionMode::kHost, 0.5,
+                                        PlacementPolicy::kBackwardOrder, 64, 2));
+  a.FillGrads(1);
+  oa.Step(1e-3);
+  const std::string path = TempPath("damaged.tdm");
+  SaveCheckpoint(oa.Snapshot(), path);
+  HybridOptimizer ob(b.Specs(2), Config(ExecutionMode::kHost, 0.25,
+                                        PlacementPolicy::kBackwardOrder, 64, 2));
+  const OptimizerSnapshot before = ob.Snapshot();
+  const auto params_before = b.params;
+  // A flipped bit in the middle of the file.
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(0, std::ios::end);
+    const auto size = f.tellg();
+    f.seekg(size / 2);
+    char c;
+    f.read(&c, 1);
+    c ^= 0x10;
+    f.seekp(size / 2);
+    f.write(&c, 1);
+  }
+  try {
+    Resume(ob, path);
+    FAIL() << "damaged checkpoint accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCorruption) << e.what();
+  }
+  EXPECT_TRUE(ob.Snapshot() == before);
+  EXPECT_EQ(b.params, params_before);
+  // A checkpoint of another model layout.
+  Model c;
+  c.sizes.pop_back();
+  c.Init(7);
+  HybridOptimizer oc(c.Specs(2), Config(ExecutionMode::kHost, 0.5,
+                                        PlacementPolicy::kBackwardOrder, 64, 2));
+  SaveCheckpoint(oc.Snapshot(), path);
+  try {
+    Resume(ob, path);
+    FAIL() << "foreign checkpoint accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
+  }
+  EXPECT_TRUE(ob.Snapshot() == before);
+  std::remove(path.c_str());
+}
+
+TEST(CheckpointRoundTrip, AcrossFractionsOnTheGpu) {
+  if (!CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device: GPU-mode test skipped";
+  struct Dev {
+    Model host;
+    std::vector<void*> p, g;
+    explicit Dev(unsigned seed) {
+      host.Init(seed);
+      for (size_t k = 0; k < host.sizes.size(); ++k) {
+        void *pp, *gg;
+        cudaMalloc(&pp, std::max<size_t>(1, host.params[k].size()));
+        cudaMalloc(&gg, std::max<size_t>(1, host.grads[k].size()));
+        cudaMemcpy(pp, host.params[k].data(), host.params[k].size(), cudaMemcpyHostToDevice);
+        p.push_back(pp);
+        g.push_back(gg);
+      }
+    }
+    ~Dev() {
+      for (void* x : p) cudaFree(x);
+      for (void* x : g) cudaFree(x);
+    }
+    void Fill(int t) {
+      host.FillGrads(t);
+      for (size_t k = 0; k < g.size(); ++k)
+        cudaMemcpy(g[k], host.grads[k].data(), host.grads[k].size(), cudaMemcpyHostToDevice);
+    }
+    std::vector<TensorSpec> Specs() {
+      auto s = host.Specs(2);
+      for (size_t k = 0; k < s.size(); ++k) {
+        s[k].param = p[k];
+        s[k].grad = g[k];
+      }
+      return s;
+    }
+  };
+  const std::pair<double, double> pairs[] = {{0.0, 1.0}, {0.5, 0.25}, {1.0, 0.0}};
+  for (const auto& [from, to] : pairs) {
+    Dev a(7), b(8);
+    HybridOptimizer oa(a.Specs(), Config(ExecutionMode::kGpu, from,
+                                         PlacementPolicy::kBackwardOrder, 64, 4));
+    for (int t = 1; t <= 3; ++t) {
+      a.Fill(t);
+      oa.Step(1e-3);
+    }
+    const std::string path = TempPath("gpu_roundtrip.tdm");
+    SaveCheckpoint(oa.Snapshot(), path);
+    HybridOptimizer ob(b.Specs(), Config(ExecutionMode::kGpu, to,
+                                         PlacementPolicy::kLargestFirst, 4096, 2));
+    Resume(ob, path);
+    for (int t = 4; t <= 6; ++t) {
+      a.Fill(t);
+      b.Fill(t);
+      oa.Step(1e-3);
+      ob.Step(1e-3);
+    }
+    EXPECT_TRUE(oa.Snapshot() == ob.Snapshot()) << from << " -> " << to;
+    std::remove(path.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace tandem
