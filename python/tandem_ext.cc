@@ -24,6 +24,9 @@
 #include <utility>
 #include <vector>
 
+#if TANDEM_PY_HAS_CHECKPOINT
+#include "tandem/checkpoint.h"
+#endif
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
 #include "tandem/placement.h"
@@ -280,6 +283,41 @@ class PyOptimizer {
     opt_->Restore(s);
   }
 
+#if TANDEM_PY_HAS_CHECKPOINT
+  // Writes the whole state to `path` with tandem::SaveCheckpoint (atomic, CRC-framed).
+  void SaveCheckpointFile(const std::string& path, const std::string& compression, bool sync) {
+    CheckpointOptions options;
+    if (compression == "none") {
+      options.compression = CheckpointCompression::kNone;
+    } else if (compression == "auto") {
+      options.compression = CheckpointCompression::kAuto;
+    } else if (compression == "all") {
+      options.compression = CheckpointCompression::kAll;
+    } else {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "unknown checkpoint compression '" + compression + "' (none, auto, all)");
+    }
+    options.sync = sync;
+    py::gil_scoped_release release;
+    SaveCheckpoint(opt_->Snapshot(), path, options);
+  }
+
+  // Loads and verifies `path` with tandem::LoadCheckpoint and restores it, with the
+  // hyper-parameters `groups` in place of the file's (the live optimizer's stay in force).
+  void LoadCheckpointFile(const std::string& path, const py::list& groups) {
+    std::vector<HyperParams> hs;
+    for (auto g : groups) hs.push_back(HyperParamsFromDict(g.cast<py::dict>()));
+    py::gil_scoped_release release;
+    OptimizerSnapshot s = LoadCheckpoint(path);
+    if (hs.size() != s.groups.size())
+      throw Error(ErrorKind::kInvalidArgument,
+                  "checkpoint '" + path + "' has " + std::to_string(s.groups.size()) +
+                      " groups, optimizer " + std::to_string(hs.size()));
+    s.groups = std::move(hs);
+    opt_->Restore(s);
+  }
+#endif
+
   py::dict Snapshot() const {
     OptimizerSnapshot s;
     {
@@ -364,6 +402,7 @@ PYBIND11_MODULE(_C, m) {
     }
   });
 
+  m.attr("has_checkpoint") = py::bool_(TANDEM_PY_HAS_CHECKPOINT != 0);
   m.def("cuda_device_available", &tandem::CudaDeviceAvailable,
         "Whether this process can use a CUDA device (never raises).");
 
@@ -385,6 +424,12 @@ PYBIND11_MODULE(_C, m) {
       .def("grad_ready", &PyOptimizer::GradReady, py::arg("index"))
       .def("wait_param", &PyOptimizer::WaitParam, py::arg("index"), py::arg("stream") = 0)
       .def("set_groups", &PyOptimizer::SetGroups, py::arg("groups"))
+#if TANDEM_PY_HAS_CHECKPOINT
+      .def("save_checkpoint", &PyOptimizer::SaveCheckpointFile, py::arg("path"),
+           py::arg("compression") = "none", py::arg("sync") = true)
+      .def("load_checkpoint", &PyOptimizer::LoadCheckpointFile, py::arg("path"),
+           py::arg("groups"))
+#endif
       .def("snapshot", &PyOptimizer::Snapshot)
       .def("restore", &PyOptimizer::Restore, py::arg("snapshot"))
       .def_property_readonly("mode", &PyOptimizer::mode)

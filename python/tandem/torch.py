@@ -401,6 +401,37 @@ class TandemOptimizer(_torch.optim.Optimizer):
     # ----------------------------------------------------------------------------------
     # Tandem extras
 
+    def save_checkpoint(self, path, compression="none", sync=True):
+        """Writes the engine's whole state to a Tandem checkpoint file (atomic, every
+        section CRC-checked; docs/checkpoint_format.md), without going through Python
+        objects. compression: "none" (default), "auto" or "all"; sync=False skips the
+        fsyncs. The file holds no torch param_groups: save those (or the scheduler's
+        state) yourself. Raises RuntimeError on I/O failures."""
+        self._require_checkpoint()
+        with self._device_guard():
+            if self._cuda:
+                _torch.cuda.synchronize(self._device)
+            self._engine.save_checkpoint(str(path), compression, bool(sync))
+
+    def load_checkpoint(self, path):
+        """Loads and fully verifies a checkpoint file written by ``save_checkpoint`` (at
+        any offload fraction) and restores it: masters (written to the parameters),
+        moments and step. The hyper-parameters stay this optimizer's (param_groups).
+        Raises RuntimeError for a damaged or unreadable file and ValueError for one that
+        does not match this optimizer; nothing changes then."""
+        self._require_checkpoint()
+        groups = [dict(h, lr_scale=s) for h, s in zip(self._engine_hyper, self._lr_scales)]
+        with self._device_guard():
+            if self._cuda:
+                _torch.cuda.synchronize(self._device)
+            self._engine.load_checkpoint(str(path), groups)
+
+    @staticmethod
+    def _require_checkpoint():
+        if not _C.has_checkpoint:
+            raise RuntimeError("this build of tandem has no checkpoint support "
+                               "(built without the checkpoint/ library)")
+
     def wait_param(self, p, stream=None):
         """Makes ``stream`` (default: the current CUDA stream) wait until parameter p's
         update of the last step is final on the GPU. A no-op in host mode."""

@@ -5,6 +5,7 @@ import io
 import pytest
 import torch
 
+import tandem._C
 import tandem.torch
 from helpers import batches, make_mlp, params_bits, same_bits, train
 from test_exact import same_state
@@ -74,3 +75,36 @@ def test_load_mismatch_raises_and_changes_nothing():
     assert same_bits(params_bits(model), before)
     with pytest.raises(ValueError, match="not a tandem state dict"):
         opt.load_state_dict(torch.optim.AdamW(model.parameters()).state_dict())
+
+
+@pytest.mark.skipif(not tandem._C.has_checkpoint, reason="built without checkpoint/")
+def test_checkpoint_file_round_trip(tmp_path):
+    data = batches(16, seed=21)
+    model_a = make_mlp(seed=1)
+    opt_a = tandem.torch.AdamW(model_a.parameters(), lr=5e-3, offload_fraction=0.5,
+                               chunk_elements=64, master="bf16+ecc8", momentum="q8",
+                               variance="q8")
+    train(model_a, opt_a, data[:8])
+    path = tmp_path / "opt.tckpt"
+    opt_a.save_checkpoint(path, compression="auto")
+
+    model_b = make_mlp(seed=2)
+    opt_b = tandem.torch.AdamW(model_b.parameters(), lr=5e-3, offload_fraction=0.0,
+                               master="bf16+ecc8", momentum="q8", variance="q8")
+    opt_b.load_checkpoint(path)
+    assert same_bits(params_bits(model_b), params_bits(model_a))
+    assert same_state(opt_b.state_dict(), opt_a.state_dict())
+    assert train(model_a, opt_a, data[8:]) == train(model_b, opt_b, data[8:])
+    assert same_bits(params_bits(model_b), params_bits(model_a))
+
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0x40
+    bad = tmp_path / "bad.tckpt"
+    bad.write_bytes(bytes(raw))
+    before = params_bits(model_b)
+    with pytest.raises(RuntimeError, match="bad.tckpt"):
+        opt_b.load_checkpoint(bad)
+    assert same_bits(params_bits(model_b), before)
+    other = tandem.torch.AdamW(make_mlp().parameters(), lr=1e-3)  # f32 formats
+    with pytest.raises(ValueError, match="formats"):
+        other.load_checkpoint(path)
