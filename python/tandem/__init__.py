@@ -1,0 +1,11 @@
+"""Tandem: the optimizer step on a GPU and its host at once.
+
+The PyTorch optimizers live in :mod:`tandem.torch` (``AdamW``, ``Adam``, ``Lion``,
+``SGD``). :mod:`tandem._C` is the pointer-level extension they are built on; it does not
+link libtorch.
+"""
+
+from tandem._C import cuda_device_available  # noqa: F401
+
+__version__ = "0.1.0"
+__all__ = ["cuda_device_available", "__version__"]

@@ -1,0 +1,441 @@
+// tandem._C: the pybind11 binding of tandem::HybridOptimizer.
+//
+// The extension never links libtorch. Tensors cross the boundary as raw data pointers
+// (Python ints from `Tensor.data_ptr()`) plus a dtype name and an element count; CUDA
+// streams cross as integer handles (`torch.cuda.current_stream().cuda_stream`, 0 = the
+// legacy default stream). The Python layer (tandem/torch.py) validates tensors and owns
+// the buffers; this file only converts values and errors.
+//
+// Errors: tandem::Error becomes ValueError (kInvalidArgument), MemoryError
+// (kOutOfMemory) or RuntimeError (every other kind), with the engine's message.
+//
+// Snapshots cross as a dict of plain values and NumPy arrays. Arrays returned by
+// `snapshot()` own their memory (the engine's vectors are moved into capsules, no copy).
+// bf16 bit patterns are returned as int16 arrays (NumPy has no bf16 and old PyTorch has
+// no uint16), q8 momentum codes as int8, variance codes as uint8.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#if TANDEM_PY_HAS_CHECKPOINT
+#include "tandem/checkpoint.h"
+#endif
+#include "tandem/error.h"
+#include "tandem/optimizer.h"
+#include "tandem/placement.h"
+#include "tandem/snapshot.h"
+#include "tandem/types.h"
+
+namespace py = pybind11;
+
+namespace tandem {
+namespace {
+
+void* ToPointer(uint64_t address) {
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(address));
+}
+
+const char* ModeName(ExecutionMode m) {
+  switch (m) {
+    case ExecutionMode::kGpu:
+      return "gpu";
+    case ExecutionMode::kHost:
+      return "host";
+    default:
+      return "auto";
+  }
+}
+
+ExecutionMode ParseMode(const std::string& s) {
+  if (s == "auto") return ExecutionMode::kAuto;
+  if (s == "gpu") return ExecutionMode::kGpu;
+  if (s == "host") return ExecutionMode::kHost;
+  throw Error(ErrorKind::kInvalidArgument, "unknown mode '" + s + "' (auto, gpu, host)");
+}
+
+// HyperParams <-> dict with the C++ field names.
+HyperParams HyperParamsFromDict(const py::dict& d) {
+  HyperParams h;
+  for (auto item : d) {
+    const std::string key = py::str(item.first);
+    const py::handle v = item.second;
+    if (key == "lr_scale")
+      h.lr_scale = v.cast<double>();
+    else if (key == "beta1")
+      h.beta1 = v.cast<double>();
+    else if (key == "beta2")
+      h.beta2 = v.cast<double>();
+    else if (key == "eps")
+      h.eps = v.cast<double>();
+    else if (key == "weight_decay")
+      h.weight_decay = v.cast<double>();
+    else if (key == "momentum")
+      h.momentum = v.cast<double>();
+    else if (key == "dampening")
+      h.dampening = v.cast<double>();
+    else if (key == "nesterov")
+      h.nesterov = v.cast<bool>();
+    else
+      throw Error(ErrorKind::kInvalidArgument, "unknown hyper-parameter '" + key + "'");
+  }
+  return h;
+}
+
+py::dict HyperParamsToDict(const HyperParams& h) {
+  py::dict d;
+  d["lr_scale"] = h.lr_scale;
+  d["beta1"] = h.beta1;
+  d["beta2"] = h.beta2;
+  d["eps"] = h.eps;
+  d["weight_decay"] = h.weight_decay;
+  d["momentum"] = h.momentum;
+  d["dampening"] = h.dampening;
+  d["nesterov"] = h.nesterov;
+  return d;
+}
+
+// Moves `v` into a 1-D NumPy array of type Out (same element size as T) without copying.
+template <typename Out, typename T>
+py::array MoveToArray(std::vector<T>&& v) {
+  static_assert(sizeof(Out) == sizeof(T));
+  auto* owner = new std::vector<T>(std::move(v));
+  py::capsule free_when_done(owner, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<Out>({static_cast<py::ssize_t>(owner->size())},
+                          reinterpret_cast<const Out*>(owner->data()), free_when_done);
+}
+
+// Copies a 1-D array-like (any NumPy array with the right element size) into `out`.
+template <typename T>
+void CopyFromArray(const py::dict& d, const char* key, std::vector<T>* out) {
+  out->clear();
+  if (!d.contains(key)) return;
+  py::array a = py::array::ensure(d[key], py::array::c_style);
+  if (!a)
+    throw Error(ErrorKind::kInvalidArgument,
+                std::string("snapshot array '") + key + "' is not an array");
+  if (a.itemsize() != static_cast<py::ssize_t>(sizeof(T)))
+    throw Error(ErrorKind::kInvalidArgument,
+                std::string("snapshot array '") + key + "' has " + std::to_string(a.itemsize()) +
+                    "-byte elements, expected " + std::to_string(sizeof(T)));
+  out->resize(static_cast<size_t>(a.size()));
+  if (a.size() > 0) std::memcpy(out->data(), a.data(), out->size() * sizeof(T));
+}
+
+py::dict SnapshotToDict(OptimizerSnapshot s) {
+  py::dict d;
+  d["algorithm"] = Name(s.algo);
+  d["master"] = Name(s.formats.master);
+  d["momentum"] = Name(s.formats.momentum);
+  d["variance"] = Name(s.formats.variance);
+  py::list groups;
+  for (const HyperParams& h : s.groups) groups.append(HyperParamsToDict(h));
+  d["groups"] = groups;
+  d["step"] = s.step;
+  py::list tensors;
+  for (TensorSnapshot& t : s.tensors) {
+    py::dict td;
+    td["name"] = t.name;
+    td["numel"] = t.numel;
+    td["param_dtype"] = Name(t.param_dtype);
+    td["grad_dtype"] = Name(t.grad_dtype);
+    td["group"] = t.group;
+    // Only the arrays the format uses; empty ones are left out.
+    if (!t.master_f32.empty()) td["master_f32"] = MoveToArray<float>(std::move(t.master_f32));
+    if (!t.master_bf16.empty()) td["master_bf16"] = MoveToArray<int16_t>(std::move(t.master_bf16));
+    if (!t.ecc8.empty()) td["ecc8"] = MoveToArray<int8_t>(std::move(t.ecc8));
+    if (!t.ecc16.empty()) td["ecc16"] = MoveToArray<int16_t>(std::move(t.ecc16));
+    if (!t.m_f32.empty()) td["m_f32"] = MoveToArray<float>(std::move(t.m_f32));
+    if (!t.v_f32.empty()) td["v_f32"] = MoveToArray<float>(std::move(t.v_f32));
+    if (!t.m_codes.empty()) td["m_codes"] = MoveToArray<int8_t>(std::move(t.m_codes));
+    if (!t.v_codes.empty()) td["v_codes"] = MoveToArray<uint8_t>(std::move(t.v_codes));
+    if (!t.m_scales.empty()) td["m_scales"] = MoveToArray<int16_t>(std::move(t.m_scales));
+    if (!t.v_scales.empty()) td["v_scales"] = MoveToArray<int16_t>(std::move(t.v_scales));
+    tensors.append(td);
+  }
+  d["tensors"] = tensors;
+  return d;
+}
+
+OptimizerSnapshot SnapshotFromDict(const py::dict& d) {
+  OptimizerSnapshot s;
+  s.algo = ParseAlgorithm(d["algorithm"].cast<std::string>());
+  s.formats.master = ParseMasterFormat(d["master"].cast<std::string>());
+  s.formats.momentum = ParseMomentFormat(d["momentum"].cast<std::string>());
+  s.formats.variance = ParseMomentFormat(d["variance"].cast<std::string>());
+  for (auto g : d["groups"].cast<py::list>())
+    s.groups.push_back(HyperParamsFromDict(g.cast<py::dict>()));
+  s.step = d["step"].cast<int64_t>();
+  for (auto item : d["tensors"].cast<py::list>()) {
+    const py::dict td = item.cast<py::dict>();
+    TensorSnapshot t;
+    t.name = td["name"].cast<std::string>();
+    t.numel = td["numel"].cast<uint64_t>();
+    t.param_dtype = ParseDType(td["param_dtype"].cast<std::string>());
+    t.grad_dtype = ParseDType(td["grad_dtype"].cast<std::string>());
+    t.group = td["group"].cast<uint32_t>();
+    CopyFromArray(td, "master_f32", &t.master_f32);
+    CopyFromArray(td, "master_bf16", &t.master_bf16);
+    CopyFromArray(td, "ecc8", &t.ecc8);
+    CopyFromArray(td, "ecc16", &t.ecc16);
+    CopyFromArray(td, "m_f32", &t.m_f32);
+    CopyFromArray(td, "v_f32", &t.v_f32);
+    CopyFromArray(td, "m_codes", &t.m_codes);
+    CopyFromArray(td, "v_codes", &t.v_codes);
+    CopyFromArray(td, "m_scales", &t.m_scales);
+    CopyFromArray(td, "v_scales", &t.v_scales);
+    s.tensors.push_back(std::move(t));
+  }
+  return s;
+}
+
+py::dict BytesToDict(const MemoryReport::Bytes& b) {
+  py::dict d;
+  d["master"] = b.master;
+  d["correction"] = b.correction;
+  d["momentum"] = b.momentum;
+  d["variance"] = b.variance;
+  d["scales"] = b.scales;
+  d["staging"] = b.staging;
+  d["metadata"] = b.metadata;
+  d["total"] = b.total();
+  return d;
+}
+
+// TensorSpec from a tuple (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, group).
+TensorSpec SpecFromTuple(const py::tuple& t) {
+  if (t.size() != 7)
+    throw Error(ErrorKind::kInvalidArgument,
+                "tensor spec must be (name, numel, param_dtype, grad_dtype, param_ptr, "
+                "grad_ptr, group), got " +
+                    std::to_string(t.size()) + " fields");
+  TensorSpec s;
+  s.name = t[0].cast<std::string>();
+  s.numel = t[1].cast<uint64_t>();
+  s.param_dtype = ParseDType(t[2].cast<std::string>());
+  s.grad_dtype = ParseDType(t[3].cast<std::string>());
+  s.param = ToPointer(t[4].cast<uint64_t>());
+  s.grad = ToPointer(t[5].cast<uint64_t>());
+  s.group = t[6].cast<uint32_t>();
+  return s;
+}
+
+// The bound object: the engine optimizer and the configuration it was built with.
+class PyOptimizer {
+ public:
+  PyOptimizer(const py::list& tensors, const std::string& algorithm, const py::list& groups,
+              const std::string& master, const std::string& momentum, const std::string& variance,
+              double offload_fraction, const std::string& placement, const std::string& mode,
+              int host_threads, uint64_t chunk_elements, int pipeline_slots, uint64_t cuda_stream) {
+    std::vector<TensorSpec> specs;
+    for (auto t : tensors) specs.push_back(SpecFromTuple(t.cast<py::tuple>()));
+    OptimizerConfig cfg;
+    cfg.algorithm = ParseAlgorithm(algorithm);
+    cfg.groups.clear();
+    for (auto g : groups) cfg.groups.push_back(HyperParamsFromDict(g.cast<py::dict>()));
+    cfg.formats = {ParseMasterFormat(master), ParseMomentFormat(momentum),
+                   ParseMomentFormat(variance)};
+    cfg.offload_fraction = offload_fraction;
+    cfg.placement = ParsePlacementPolicy(placement);
+    cfg.mode = ParseMode(mode);
+    cfg.host_threads = host_threads;
+    cfg.chunk_elements = chunk_elements;
+    cfg.pipeline_slots = pipeline_slots;
+    cfg.cuda_stream = ToPointer(cuda_stream);
+    py::gil_scoped_release release;
+    opt_ = std::make_unique<HybridOptimizer>(std::move(specs), std::move(cfg));
+  }
+
+  py::tuple Step(double lr, double max_grad_norm, double loss_scale) {
+    StepResult r;
+    {
+      py::gil_scoped_release release;
+      r = opt_->Step(lr, StepOptions{max_grad_norm, loss_scale});
+    }
+    return py::make_tuple(r.applied, r.grad_norm, r.step);
+  }
+
+  void GradReady(size_t i) {
+    py::gil_scoped_release release;
+    opt_->GradReady(i);
+  }
+
+  void WaitParam(size_t i, uint64_t stream) const { opt_->WaitParam(i, ToPointer(stream)); }
+
+  // Replaces every group's hyper-parameters, keeping the state: Snapshot + Restore (copies
+  // the whole state twice). The engine has no cheaper way today (see docs/python.md).
+  void SetGroups(const py::list& groups) {
+    std::vector<HyperParams> hs;
+    for (auto g : groups) hs.push_back(HyperParamsFromDict(g.cast<py::dict>()));
+    py::gil_scoped_release release;
+    OptimizerSnapshot s = opt_->Snapshot();
+    if (hs.size() != s.groups.size())
+      throw Error(ErrorKind::kInvalidArgument, "set_groups: " + std::to_string(hs.size()) +
+                                                   " groups given, optimizer has " +
+                                                   std::to_string(s.groups.size()));
+    s.groups = std::move(hs);
+    opt_->Restore(s);
+  }
+
+#if TANDEM_PY_HAS_CHECKPOINT
+  // Writes the whole state to `path` with tandem::SaveCheckpoint (atomic, CRC-framed).
+  void SaveCheckpointFile(const std::string& path, const std::string& compression, bool sync) {
+    CheckpointOptions options;
+    if (compression == "none") {
+      options.compression = CheckpointCompression::kNone;
+    } else if (compression == "auto") {
+      options.compression = CheckpointCompression::kAuto;
+    } else if (compression == "all") {
+      options.compression = CheckpointCompression::kAll;
+    } else {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "unknown checkpoint compression '" + compression + "' (none, auto, all)");
+    }
+    options.sync = sync;
+    py::gil_scoped_release release;
+    SaveCheckpoint(opt_->Snapshot(), path, options);
+  }
+
+  // Loads and verifies `path` with tandem::LoadCheckpoint and restores it, with the
+  // hyper-parameters `groups` in place of the file's (the live optimizer's stay in force).
+  void LoadCheckpointFile(const std::string& path, const py::list& groups) {
+    std::vector<HyperParams> hs;
+    for (auto g : groups) hs.push_back(HyperParamsFromDict(g.cast<py::dict>()));
+    py::gil_scoped_release release;
+    OptimizerSnapshot s = LoadCheckpoint(path);
+    if (hs.size() != s.groups.size())
+      throw Error(ErrorKind::kInvalidArgument,
+                  "checkpoint '" + path + "' has " + std::to_string(s.groups.size()) +
+                      " groups, optimizer " + std::to_string(hs.size()));
+    s.groups = std::move(hs);
+    opt_->Restore(s);
+  }
+#endif
+
+  py::dict Snapshot() const {
+    OptimizerSnapshot s;
+    {
+      py::gil_scoped_release release;
+      s = opt_->Snapshot();
+    }
+    return SnapshotToDict(std::move(s));
+  }
+
+  void Restore(const py::dict& d) {
+    OptimizerSnapshot s = SnapshotFromDict(d);
+    py::gil_scoped_release release;
+    opt_->Restore(s);
+  }
+
+  std::string mode() const { return ModeName(opt_->mode()); }
+
+  py::dict placement() const {
+    const Placement& p = opt_->placement();
+    py::list parts;
+    for (const TensorPlacement& t : p.tensors)
+      parts.append(py::make_tuple(t.numel, t.device_count));
+    py::dict d;
+    d["tensors"] = parts;  // (numel, device_count) per tensor
+    d["total"] = p.total;
+    d["offloaded"] = p.offloaded;
+    d["target"] = p.target;
+    return d;
+  }
+
+  py::dict memory() const {
+    const MemoryReport m = opt_->memory();
+    py::dict d;
+    d["device"] = BytesToDict(m.device);
+    d["host"] = BytesToDict(m.host);
+    return d;
+  }
+
+  py::dict last_step_times() const {
+    const StageTimes t = opt_->last_step_times();
+    py::dict d;
+    d["prepass_ms"] = t.prepass_ms;
+    d["gpu_update_ms"] = t.gpu_update_ms;
+    d["d2h_ms"] = t.d2h_ms;
+    d["host_update_ms"] = t.host_update_ms;
+    d["h2d_ms"] = t.h2d_ms;
+    d["step_ms"] = t.step_ms;
+    d["chunks"] = t.chunks;
+    return d;
+  }
+
+  int64_t step_count() const { return opt_->step_count(); }
+  size_t tensor_count() const { return opt_->tensor_count(); }
+
+ private:
+  std::unique_ptr<HybridOptimizer> opt_;
+};
+
+}  // namespace
+}  // namespace tandem
+
+PYBIND11_MODULE(_C, m) {
+  using tandem::PyOptimizer;
+  m.doc() = "Tandem's HybridOptimizer (pointer-level binding; use tandem.torch instead)";
+
+  // Error translation: the engine's kind picks the Python exception type.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const tandem::Error& e) {
+      switch (e.kind()) {
+        case tandem::ErrorKind::kInvalidArgument:
+          PyErr_SetString(PyExc_ValueError, e.what());
+          return;
+        case tandem::ErrorKind::kOutOfMemory:
+          PyErr_SetString(PyExc_MemoryError, e.what());
+          return;
+        default:
+          PyErr_SetString(PyExc_RuntimeError, e.what());
+          return;
+      }
+    }
+  });
+
+  m.attr("has_checkpoint") = py::bool_(TANDEM_PY_HAS_CHECKPOINT != 0);
+  m.def("cuda_device_available", &tandem::CudaDeviceAvailable,
+        "Whether this process can use a CUDA device (never raises).");
+
+  py::class_<PyOptimizer>(m, "HybridOptimizer")
+      .def(py::init<const py::list&, const std::string&, const py::list&, const std::string&,
+                    const std::string&, const std::string&, double, const std::string&,
+                    const std::string&, int, uint64_t, int, uint64_t>(),
+           py::arg("tensors"), py::arg("algorithm"), py::arg("groups"), py::arg("master") = "f32",
+           py::arg("momentum") = "f32", py::arg("variance") = "f32",
+           py::arg("offload_fraction") = 0.0, py::arg("placement") = "backward_order",
+           py::arg("mode") = "auto", py::arg("host_threads") = 0,
+           py::arg("chunk_elements") = uint64_t{1} << 21, py::arg("pipeline_slots") = 4,
+           py::arg("cuda_stream") = 0,
+           "tensors: list of (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, "
+           "group); groups: list of dicts of HyperParams fields. The buffers must outlive "
+           "the optimizer.")
+      .def("step", &PyOptimizer::Step, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
+           py::arg("loss_scale") = 1.0, "Returns (applied, grad_norm, step).")
+      .def("grad_ready", &PyOptimizer::GradReady, py::arg("index"))
+      .def("wait_param", &PyOptimizer::WaitParam, py::arg("index"), py::arg("stream") = 0)
+      .def("set_groups", &PyOptimizer::SetGroups, py::arg("groups"))
+#if TANDEM_PY_HAS_CHECKPOINT
+      .def("save_checkpoint", &PyOptimizer::SaveCheckpointFile, py::arg("path"),
+           py::arg("compression") = "none", py::arg("sync") = true)
+      .def("load_checkpoint", &PyOptimizer::LoadCheckpointFile, py::arg("path"),
+           py::arg("groups"))
+#endif
+      .def("snapshot", &PyOptimizer::Snapshot)
+      .def("restore", &PyOptimizer::Restore, py::arg("snapshot"))
+      .def_property_readonly("mode", &PyOptimizer::mode)
+      .def("placement", &PyOptimizer::placement)
+      .def("memory", &PyOptimizer::memory)
+      .def("last_step_times", &PyOptimizer::last_step_times)
+      .def_property_readonly("step_count", &PyOptimizer::step_count)
+      .def_property_readonly("tensor_count", &PyOptimizer::tensor_count);
+}

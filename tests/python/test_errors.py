@@ -1,0 +1,127 @@
+"""(e) Clear Python exceptions for what the binding or the engine refuses."""
+
+import pytest
+import torch
+
+import tandem.torch
+from helpers import batches, make_mlp, train
+
+
+def param(t):
+    return torch.nn.Parameter(t)
+
+
+def test_non_contiguous_parameter():
+    with pytest.raises(ValueError, match="not contiguous"):
+        tandem.torch.AdamW([param(torch.zeros(4, 3).t())])
+
+
+def test_unsupported_dtype():
+    with pytest.raises(ValueError, match="unsupported dtype torch.float64"):
+        tandem.torch.AdamW([param(torch.zeros(4, dtype=torch.float64))])
+
+
+def test_sparse_gradient():
+    p = param(torch.zeros(4, 3))
+    opt = tandem.torch.SGD([p], lr=0.1)
+    p.grad = torch.zeros(4, 3).to_sparse()
+    with pytest.raises(ValueError, match="sparse gradients"):
+        opt.step()
+
+
+def test_sparse_gradient_at_construction():
+    p = param(torch.zeros(4, 3))
+    p.grad = torch.zeros(4, 3).to_sparse()
+    with pytest.raises(ValueError, match="sparse gradients"):
+        tandem.torch.SGD([p], lr=0.1)
+
+
+def test_mixed_devices():
+    with pytest.raises(ValueError, match="mixed devices"):
+        tandem.torch.AdamW([param(torch.zeros(4)), param(torch.zeros(4, device="meta"))])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_mixed_cpu_and_cuda():
+    with pytest.raises(ValueError, match="mixed devices"):
+        tandem.torch.AdamW([param(torch.zeros(4, device="cuda")), param(torch.zeros(4))])
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_parameter_on_another_gpu():
+    with pytest.raises(ValueError, match="first parameter is on cuda:0"):
+        tandem.torch.AdamW([param(torch.zeros(4, device="cuda:0")),
+                            param(torch.zeros(4, device="cuda:1"))])
+
+
+def test_dtensor():
+    class DTensor(torch.Tensor):  # stands in for torch.distributed's DTensor
+        pass
+    p = torch.Tensor._make_subclass(DTensor, torch.zeros(4), True)
+    with pytest.raises(ValueError, match="DTensor parameters are not supported"):
+        tandem.torch.AdamW([p])
+
+
+def test_engine_errors_become_value_errors():
+    model = make_mlp()
+    with pytest.raises(ValueError, match="offload_fraction"):
+        tandem.torch.AdamW(model.parameters(), offload_fraction=1.5)
+    with pytest.raises(ValueError, match="chunk_elements"):
+        tandem.torch.AdamW(model.parameters(), chunk_elements=33)
+    with pytest.raises(ValueError, match="variance format q8"):
+        tandem.torch.Lion(model.parameters(), variance="q8")
+    with pytest.raises(ValueError, match="beta1|betas|group 0"):
+        tandem.torch.AdamW(model.parameters(), betas=(1.5, 0.999))
+    with pytest.raises(ValueError, match="bf17|master"):
+        tandem.torch.AdamW(model.parameters(), master="bf17")
+    with pytest.raises(ValueError, match="amsgrad"):
+        tandem.torch.AdamW(model.parameters(), amsgrad=True)
+
+
+def test_bad_learning_rate_changes_nothing():
+    model = make_mlp()
+    opt = tandem.torch.AdamW(model.parameters(), lr=1e-3)
+    opt.param_groups[0]["lr"] = float("nan")
+    with pytest.raises(ValueError, match="learning rate"):
+        train(model, opt, batches(1))
+
+
+def test_reallocated_parameter():
+    model = make_mlp()
+    opt = tandem.torch.AdamW(model.parameters(), lr=1e-3)
+    model[0].weight.data = model[0].weight.data.clone()
+    with pytest.raises(RuntimeError, match="reallocated"):
+        train(model, opt, batches(1))
+
+
+def test_no_new_param_groups():
+    model = make_mlp()
+    opt = tandem.torch.AdamW(list(model.parameters())[:2], lr=1e-3)
+    with pytest.raises(ValueError, match="new parameter groups"):
+        opt.add_param_group({"params": list(model.parameters())[2:]})
+
+
+def test_non_finite_gradient_skips_step():
+    model = make_mlp()
+    opt = tandem.torch.AdamW(model.parameters(), lr=1e-3)
+    before = [p.detach().clone() for p in model.parameters()]
+    opt.zero_grad()
+    next(model.parameters()).grad[0, 0] = float("inf")
+    opt.step()
+    assert opt.last_result.applied is False
+    assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
+
+
+def test_zero_grad_keeps_buffers_and_model_zero_grad_is_adopted():
+    model = make_mlp()
+    opt = tandem.torch.SGD(model.parameters(), lr=0.1)
+    ptrs = [p.grad.data_ptr() for p in model.parameters()]
+    train(model, opt, batches(2))
+    opt.zero_grad(set_to_none=True)
+    assert [p.grad.data_ptr() for p in model.parameters()] == ptrs
+    model.zero_grad(set_to_none=True)  # torch's own: p.grad = None
+    x, y = batches(1)[0]
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    opt.step()  # copies the new gradients into the engine's buffers
+    assert [p.grad.data_ptr() for p in model.parameters()] == ptrs
+    assert opt.last_result.applied and opt.last_result.grad_norm > 0
