@@ -48,6 +48,7 @@ class HybridOptimizer::Impl {
   void WaitParam(size_t i, void* stream) const;
   void SetHyperParams(size_t g, const HyperParams& h);
   const HyperParams& hyper_params(size_t g) const;
+  size_t group_count() const { return cfg_.groups.size(); }
   ExecutionMode mode() const { return mode_; }
   const Placement& placement() const { return placement_; }
   MemoryReport memory() const { return report_; }
@@ -776,6 +777,7 @@ void HybridOptimizer::SetHyperParams(size_t g, const HyperParams& h) {
 const HyperParams& HybridOptimizer::hyper_params(size_t g) const {
   return impl_->hyper_params(g);
 }
+size_t HybridOptimizer::group_count() const { return impl_->group_count(); }
 void HybridOptimizer::WaitParam(size_t i, void* s) const { impl_->WaitParam(i, s); }
 ExecutionMode HybridOptimizer::mode() const { return impl_->mode(); }
 const Placement& HybridOptimizer::placement() const { return impl_->placement(); }

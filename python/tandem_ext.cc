@@ -268,19 +268,25 @@ class PyOptimizer {
 
   void WaitParam(size_t i, uint64_t stream) const { opt_->WaitParam(i, ToPointer(stream)); }
 
-  // Replaces every group's hyper-parameters, keeping the state: Snapshot + Restore (copies
-  // the whole state twice). The engine has no cheaper way today (see docs/python.md).
+  // Replaces every group's hyper-parameters from the next step on (cheap: no state is
+  // touched). All groups are validated before any change, so a bad one changes nothing.
   void SetGroups(const py::list& groups) {
     std::vector<HyperParams> hs;
     for (auto g : groups) hs.push_back(HyperParamsFromDict(g.cast<py::dict>()));
     py::gil_scoped_release release;
-    OptimizerSnapshot s = opt_->Snapshot();
-    if (hs.size() != s.groups.size())
+    const size_t count = opt_->group_count();
+    if (hs.size() != count)
       throw Error(ErrorKind::kInvalidArgument, "set_groups: " + std::to_string(hs.size()) +
                                                    " groups given, optimizer has " +
-                                                   std::to_string(s.groups.size()));
-    s.groups = std::move(hs);
-    opt_->Restore(s);
+                                                   std::to_string(count));
+    std::vector<HyperParams> old;
+    for (size_t g = 0; g < hs.size(); ++g) old.push_back(opt_->hyper_params(g));
+    try {
+      for (size_t g = 0; g < hs.size(); ++g) opt_->SetHyperParams(g, hs[g]);
+    } catch (...) {
+      for (size_t g = 0; g < old.size(); ++g) opt_->SetHyperParams(g, old[g]);
+      throw;
+    }
   }
 
 #if TANDEM_PY_HAS_CHECKPOINT

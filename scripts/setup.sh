@@ -4,5 +4,5 @@
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 "$TANDEM_ROOT/scripts/install-deps.sh"
-configure_and_build "$TANDEM_ROOT/build" -DCMAKE_BUILD_TYPE=Release
+configure_and_build "$TANDEM_ROOT/build" -DCMAKE_BUILD_TYPE=Release -DTANDEM_BUILD_PYTHON=ON
 "$TANDEM_ROOT/scripts/main-job.sh"

@@ -6,7 +6,7 @@
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 dir="$TANDEM_ROOT/build"
-args=(-DCMAKE_BUILD_TYPE=Release)
+args=(-DCMAKE_BUILD_TYPE=Release -DTANDEM_BUILD_PYTHON=ON)
 if [ "${1:-}" = "--sanitize" ]; then
   dir="$TANDEM_ROOT/build-asan"
   args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=ON -DTANDEM_BUILD_BENCH=OFF)

@@ -54,8 +54,9 @@ struct OptimizerConfig {
   // Per-group hyper-parameters; TensorSpec::group indexes this. Must not be empty.
   std::vector<HyperParams> groups{HyperParams{}};
   StateFormats formats;  // default: fp32 master and moments
-  // Fraction of all elements whose state lives in pinned host memory and is stepped by
-  // the host, in [0, 1]. Ignored (treated as 1) in host mode.
+  // Fraction of all elements whose state lives in (pinned) host memory and is stepped by
+  // the host through the offload pipeline, in [0, 1]. Host mode honours it too, running
+  // the same pipeline over host memory (use 0 there for plain CPU training: no copies).
   double offload_fraction = 0.0;
   PlacementPolicy placement = PlacementPolicy::kBackwardOrder;
   ExecutionMode mode = ExecutionMode::kAuto;
@@ -132,6 +133,7 @@ class HybridOptimizer {
   // construction); nothing changes then.
   void SetHyperParams(size_t group, const HyperParams& h);
   const HyperParams& hyper_params(size_t group) const;
+  size_t group_count() const;
 
   // Early start: tells the optimizer that tensor i's gradient is final on cuda_stream
   // (in backward order), so its offloaded part can start copying down before Step.

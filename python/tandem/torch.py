@@ -84,10 +84,10 @@ class TandemOptimizer(_torch.optim.Optimizer):
         gradient is final, so offloaded gradients start copying during backward. Only
         for one backward per step (see docs/python.md); default False.
       hyperparam_update: what to do when a group's hyper-parameters change after
-        construction in a way the engine cannot take per step (the ratio between the
-        groups' learning rates, or betas/eps/weight decay/momentum): "error" (default)
-        raises ValueError; "restore" replaces the engine's groups through a state
-        snapshot and restore (correct, but it copies the whole state twice).
+        construction (per-group learning-rate ratios, betas, eps, weight decay):
+        "restore" (default) passes the new values to the engine before the step
+        (HybridOptimizer::SetHyperParams: cheap, no state is copied); "error" raises
+        ValueError instead, for code that wants hyper-parameters frozen.
     """
 
     _ALGORITHM = None
@@ -95,7 +95,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
     def __init__(self, params, defaults, *, offload_fraction=0.0, master="f32",
                  momentum="f32", variance="f32", placement="backward_order",
                  host_threads=0, chunk_elements=1 << 21, pipeline_slots=4,
-                 max_grad_norm=0.0, early_start=False, hyperparam_update="error"):
+                 max_grad_norm=0.0, early_start=False, hyperparam_update="restore"):
         if hyperparam_update not in ("error", "restore"):
             raise ValueError("hyperparam_update must be 'error' or 'restore', got %r"
                              % (hyperparam_update,))
@@ -516,7 +516,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
         and lr_scale_g = lr_g / lr_ref from construction, which is exact as long as every
         group's lr keeps its ratio to the reference (schedulers that scale all groups
         alike); a change of ratio or of any other hyper-parameter is refused, or
-        applied through a snapshot/restore with hyperparam_update="restore".
+        passed to the engine (SetHyperParams) with hyperparam_update="restore".
         """
         lrs = [float(group["lr"]) for group in self.param_groups]
         for g, lr in enumerate(lrs):
@@ -536,8 +536,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
                     "a hyper-parameter other than lr changed (now %s, built with %s)"
                     % (hyper, self._engine_hyper))
             raise ValueError(what + "; the engine takes one lr per step and fixed per-group "
-                             "hyper-parameters. Pass hyperparam_update='restore' to apply "
-                             "such changes through a state snapshot/restore (slow).")
+                             "hyper-parameters. Pass hyperparam_update='restore' (the "
+                             "default) to apply such changes.")
         self._ref_group = max(range(len(lrs)), key=lambda i: lrs[i])
         ref = lrs[self._ref_group]
         scales = [(lr / ref if ref > 0 else 1.0) for lr in lrs]

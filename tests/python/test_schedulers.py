@@ -41,9 +41,10 @@ def test_scheduler_matches_torch(make_sched):
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
-def test_changed_lr_ratio_raises_then_restore_mode_follows_torch():
+def test_changed_lr_ratio_raises_in_error_mode_and_follows_torch_by_default():
     model = make_mlp()
-    opt = tandem.torch.SGD(two_groups(model, 0.1), lr=0.1, momentum=0.9)
+    opt = tandem.torch.SGD(two_groups(model, 0.1), lr=0.1, momentum=0.9,
+                           hyperparam_update="error")
     train(model, opt, batches(2))
     opt.param_groups[1]["lr"] = 0.3  # ratio to group 0 changes from 0.5 to 3
     with pytest.raises(ValueError, match="ratio between the groups"):
@@ -52,8 +53,7 @@ def test_changed_lr_ratio_raises_then_restore_mode_follows_torch():
     ref = make_mlp()
     ours = copy.deepcopy(ref)
     t_opt = torch.optim.SGD(two_groups(ref, 0.1), lr=0.1, momentum=0.9)
-    o_opt = tandem.torch.SGD(two_groups(ours, 0.1), lr=0.1, momentum=0.9,
-                             hyperparam_update="restore")
+    o_opt = tandem.torch.SGD(two_groups(ours, 0.1), lr=0.1, momentum=0.9)
     data = batches(6, seed=8)
     for i, (x, y) in enumerate(data):
         if i == 3:
@@ -68,9 +68,9 @@ def test_changed_lr_ratio_raises_then_restore_mode_follows_torch():
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
-def test_changed_beta_raises():
+def test_changed_beta_raises_in_error_mode():
     model = make_mlp()
-    opt = tandem.torch.AdamW(model.parameters(), lr=1e-3)
+    opt = tandem.torch.AdamW(model.parameters(), lr=1e-3, hyperparam_update="error")
     opt.param_groups[0]["betas"] = (0.8, 0.999)
     with pytest.raises(ValueError, match="other than lr"):
         train(model, opt, batches(1))
