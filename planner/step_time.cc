@@ -97,6 +97,11 @@ bool ParseKernelKey(const std::string& key, Algorithm* algo, StateFormats* f, DT
   return true;
 }
 
+// Host-side cost of one pipeline chunk beyond its kernel time (task dispatch over the
+// host threads, waiting on the copy events): 29 us measured on a 16-core host with 2 Mi
+// element chunks, the same on Llama-3 1B, 3B and 8B (Note [Host stage in the pipeline]).
+constexpr double kChunkOverheadMs = 0.029;
+
 Rates ResolveRates(const PlanInputs& in) {
   Rates r;
   const std::string key = KernelKey(in.algorithm, in.formats, in.grad_dtype);
@@ -135,7 +140,16 @@ StepTime PredictStepTime(const PlanInputs& in, const Rates& rates, uint64_t hot,
         std::min(in.profile.pcie.h2d_gbps, in.profile.pcie.bidir_gbps * up / (down + up));
     t.d2h_ms = ms * down / (d2h_bw * 1e9);
     t.h2d_ms = ms * up / (h2d_bw * 1e9);
-    t.host_ms = ms * n / (rates.host_gparams_per_s * 1e9);
+    // Note [Host stage in the pipeline]: the host kernels share DRAM with the PCIe DMA,
+    // which writes each gradient into and reads each parameter out of host memory: the
+    // stage moves (kernel bytes + DMA bytes) per element at the bandwidth the calibrated
+    // rate implies. Each chunk also costs a fixed dispatch/synchronisation overhead
+    // (kChunkOverheadMs). Both were fitted on the H200 machine's 16-core host on
+    // 2026-11-21 (bench/results/planner_accuracy_h200_2026-11-21.json).
+    const double dma_factor = 1.0 + (g_bytes + p_bytes) / rates.host_bytes_per_element;
+    const double chunks =
+        std::ceil(n / static_cast<double>(std::max<uint64_t>(in.chunk_elements, 1)));
+    t.host_ms = ms * n / (rates.host_gparams_per_s * 1e9) * dma_factor + chunks * kChunkOverheadMs;
     // Fill: the first chunk passes the two stages before the slowest one and the last
     // chunk the one after it; one chunk's time in each of the other two stages.
     const double chunk = static_cast<double>(std::min<uint64_t>(in.chunk_elements, cold)) / n;
