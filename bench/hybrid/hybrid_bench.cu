@@ -239,10 +239,31 @@ int main(int argc, char** argv) {
       m.shapes = (name.find(".json") != std::string::npos ? planner::ModelFromConfigFile(name)
                                                           : planner::ModelFromPreset(name))
                      .tensors;
+      uint64_t numel = 0;
+      for (const auto& t : m.shapes) numel += t.numel;
+      size_t free_bytes = 0, total_bytes = 0;
+      Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+      if (4 * numel > free_bytes) {  // bf16 parameters and gradients
+        std::printf("%-10s skipped: too little GPU memory for its bf16 parameters and "
+                    "gradients (%.1f GB needed, %.1f GB free)\n",
+                    name.c_str(), 4e-9 * double(numel), 1e-9 * double(free_bytes));
+        out.push_back({{"model", name}, {"skipped", "too little GPU memory"}});
+        continue;
+      }
       Allocate(m);
       for (const StateFormats& f : formats) {
         for (double frac : fractions) {
-          const Result r = RunOne(m, f, frac, steps, threads, chunk);
+          Result r;
+          try {
+            r = RunOne(m, f, frac, steps, threads, chunk);
+          } catch (const tandem::Error& e) {
+            if (e.kind() != ErrorKind::kOutOfMemory) throw;
+            std::printf("%-10s %-34s %5.3f skipped: too little memory (%s)\n", name.c_str(),
+                        Name(f).c_str(), frac, e.what());
+            out.push_back({{"model", name}, {"formats", Name(f)}, {"fraction", frac},
+                           {"skipped", std::string("too little memory: ") + e.what()}});
+            continue;
+          }
           const StageTimes& s = r.stages;
           std::printf("%-10s %-34s %5.3f %9.2f %8.2f %8.2f %8.2f %8.2f %8.2f %7.1f %7.1f %7.2f\n",
                       name.c_str(), r.formats.c_str(), frac, r.step_ms, s.prepass_ms,
