@@ -14,50 +14,11 @@
 namespace tandem {
 namespace {
 
+using testing::DeviceModel;
 using testing::Model;
 
 #define SKIP_WITHOUT_GPU()                                                        \
   if (!CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device: GPU-mode test skipped"
-
-struct DeviceModel {
-  Model host;
-  std::vector<void*> params, grads;
-  explicit DeviceModel(unsigned seed) {
-    host.Init(seed);
-    for (size_t k = 0; k < host.sizes.size(); ++k) {
-      void *p = nullptr, *g = nullptr;
-      cudaMalloc(&p, std::max<size_t>(1, host.params[k].size()));
-      cudaMalloc(&g, std::max<size_t>(1, host.grads[k].size()));
-      cudaMemcpy(p, host.params[k].data(), host.params[k].size(), cudaMemcpyHostToDevice);
-      params.push_back(p);
-      grads.push_back(g);
-    }
-  }
-  ~DeviceModel() {
-    for (void* p : params) cudaFree(p);
-    for (void* g : grads) cudaFree(g);
-  }
-  void FillGrads(int t) {
-    host.FillGrads(t);
-    for (size_t k = 0; k < grads.size(); ++k)
-      cudaMemcpy(grads[k], host.grads[k].data(), host.grads[k].size(), cudaMemcpyHostToDevice);
-  }
-  std::vector<TensorSpec> Specs() {
-    auto specs = host.Specs(2);
-    for (size_t k = 0; k < specs.size(); ++k) {
-      specs[k].param = params[k];
-      specs[k].grad = grads[k];
-    }
-    return specs;
-  }
-  std::vector<std::vector<uint8_t>> ReadParams() {
-    cudaDeviceSynchronize();
-    std::vector<std::vector<uint8_t>> out = host.params;
-    for (size_t k = 0; k < params.size(); ++k)
-      cudaMemcpy(out[k].data(), params[k], out[k].size(), cudaMemcpyDeviceToHost);
-    return out;
-  }
-};
 
 OptimizerConfig Config(ExecutionMode mode, double f, PlacementPolicy pol, uint64_t chunk,
                        int threads) {
