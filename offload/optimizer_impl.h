@@ -1,0 +1,93 @@
+// HybridOptimizer::Impl, private to offload/: the optimizer's state and its parts.
+//
+// Both modes run one code path. Each tensor is cut into a hot prefix, whose state lives
+// next to the parameters ("device" memory) and is stepped there, and a cold suffix whose
+// state lives in host memory and is stepped by the host kernels, its gradients and
+// parameters travelling through the offload pipeline. In GPU mode "device" is the GPU
+// (fused CUDA kernels, CUDA streams); in host mode it is ordinary host memory (host
+// kernels, HostTransport), which is what lets CI test the whole hybrid path.
+//
+// The implementation is split by concern: optimizer.cc (construction, validation,
+// layout, PredictMemory), optimizer_step.cc (Step and its companions),
+// optimizer_state.cc (initialisation, Snapshot, Restore).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "cpu_simd/host_kernels.h"
+#include "cuda/gpu_step.h"
+#include "engine/step_scalars.h"
+#include "offload/memory.h"
+#include "offload/pipeline.h"
+#include "offload/state_layout.h"
+#include "offload/transport.h"
+#include "tandem/optimizer.h"
+
+namespace tandem {
+
+class HybridOptimizer::Impl {
+ public:
+  Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg);
+  ~Impl();
+
+  StepResult Step(double lr, const StepOptions& opt);
+  void GradReady(size_t i);
+  void WaitParam(size_t i, void* stream) const;
+  void SetHyperParams(size_t g, const HyperParams& h);
+  const HyperParams& hyper_params(size_t g) const;
+  size_t group_count() const { return cfg_.groups.size(); }
+  ExecutionMode mode() const { return mode_; }
+  const Placement& placement() const { return placement_; }
+  MemoryReport memory() const { return report_; }
+  StageTimes last_step_times();
+  int64_t step_count() const { return step_; }
+  size_t tensor_count() const { return specs_.size(); }
+  OptimizerSnapshot Snapshot() const;
+  void Restore(const OptimizerSnapshot& s);
+
+ private:
+  bool gpu() const { return mode_ == ExecutionMode::kGpu; }
+  void Validate();
+  void BuildLayout();
+  void InitState();
+  void BuildChunks();
+  void CopyToDeviceSide(void* dst, const void* src, size_t bytes) const;
+  void CopyFromDeviceSide(void* dst, const void* src, size_t bytes) const;
+  std::vector<float> ReadParamAsF32(size_t t) const;
+  void WriteParamsFromMasters(size_t t, const TensorSnapshot& ts);
+  cudaStream_t stream() const { return static_cast<cudaStream_t>(cfg_.cuda_stream); }
+
+  std::vector<TensorSpec> specs_;
+  OptimizerConfig cfg_;
+  ExecutionMode mode_;
+  Placement placement_;
+  int64_t step_ = 0;
+
+  offload::StateLayout hot_, cold_;  // per-tensor state of the two parts
+  offload::Slab hot_slab_, cold_slab_, staging_slab_, early_slab_;
+  MemoryReport report_;
+
+  cpu::HostDriver driver_;
+  std::unique_ptr<offload::Transport> transport_;
+  std::unique_ptr<offload::Pipeline> pipeline_;
+  std::unique_ptr<gpu::StepPlan> hot_plan_;
+  std::unique_ptr<gpu::GradNormPlan> norm_plan_;
+  std::vector<offload::OffloadChunk> chunks_;
+  std::vector<offload::Ticket> last_upload_;
+  std::vector<offload::Ticket> early_ticket_;  // per tensor: early download (0: none)
+  std::vector<uint64_t> early_offset_;         // per tensor: byte offset in early_slab_
+  const void* early_grad_for(const offload::OffloadChunk& c) const;
+  std::vector<StepScalars> scalars_;
+  std::vector<cpu::HostWork> hot_work_;  // host mode: the hot parts
+  std::vector<uint32_t> hot_index_;      // host mode: group of each hot part
+
+  cudaEvent_t ev_[4] = {nullptr, nullptr, nullptr, nullptr};  // prepass/hot start+end
+  StageTimes times_;
+  bool times_pending_gpu_ = false;
+};
+
+}  // namespace tandem

@@ -1,0 +1,258 @@
+// HybridOptimizer: initialising the state from the parameters, Snapshot and Restore.
+#include <tbb/parallel_for.h>
+
+#include <cstring>
+#include <string>
+
+#include "engine/fp_bits.h"
+#include "engine/master_codec.h"
+#include "engine/q8_codec.h"
+#include "offload/cuda_check.h"
+#include "offload/optimizer_impl.h"
+#include "tandem/error.h"
+
+namespace tandem {
+
+void HybridOptimizer::Impl::CopyToDeviceSide(void* dst, const void* src, size_t bytes) const {
+  if (bytes == 0) return;
+  if (gpu())
+    TANDEM_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "(state upload)");
+  else
+    std::memcpy(dst, src, bytes);
+}
+
+void HybridOptimizer::Impl::CopyFromDeviceSide(void* dst, const void* src, size_t bytes) const {
+  if (bytes == 0) return;
+  if (gpu())
+    TANDEM_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "(state download)");
+  else
+    std::memcpy(dst, src, bytes);
+}
+
+namespace {
+float LoadParam(const void* p, DType t, size_t i) {
+  switch (t) {
+    case DType::kF32: return static_cast<const float*>(p)[i];
+    case DType::kBF16: return num::Bf16ToF32(static_cast<const uint16_t*>(p)[i]);
+    case DType::kF16: return num::F16ToF32(static_cast<const uint16_t*>(p)[i]);
+  }
+  return 0;
+}
+
+// Fills a freshly created TensorSnapshot's arrays (whole tensor) from fp32 weights.
+TensorSnapshot EncodeInitial(const TensorSpec& s, const std::vector<float>& w, Algorithm algo,
+                             const HyperParams& h, const StateFormats& f) {
+  TensorSnapshot ts;
+  ts.name = s.name;
+  ts.numel = s.numel;
+  ts.param_dtype = s.param_dtype;
+  ts.grad_dtype = s.grad_dtype;
+  ts.group = s.group;
+  const size_t n = s.numel, groups = GroupCount(n);
+  // Encoding is per element: parallel over blocks (an 8B model has 0.5G-element tensors).
+  auto each = [n](auto fn) {
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, n, size_t{1} << 16),
+                      [&](const tbb::blocked_range<size_t>& r) {
+                        for (size_t i = r.begin(); i < r.end(); ++i) fn(i);
+                      });
+  };
+  switch (f.master) {
+    case MasterFormat::kF32: ts.master_f32 = w; break;
+    case MasterFormat::kBF16:
+      ts.master_bf16.resize(n);
+      each([&](size_t i) { ts.master_bf16[i] = num::F32ToBf16(w[i]); });
+      break;
+    case MasterFormat::kBF16Ecc8:
+      ts.master_bf16.resize(n);
+      ts.ecc8.resize(n);
+      each([&](size_t i) { num::EncodeEcc8(w[i], &ts.master_bf16[i], &ts.ecc8[i]); });
+      break;
+    case MasterFormat::kBF16Ecc16:
+      ts.master_bf16.resize(n);
+      ts.ecc16.resize(n);
+      each([&](size_t i) { num::EncodeEcc16(w[i], &ts.master_bf16[i], &ts.ecc16[i]); });
+      break;
+  }
+  const uint16_t zero_scale = num::GroupScaleBits(0.0f);
+  if (HasMomentum(algo, h)) {
+    if (f.momentum == MomentFormat::kF32) {
+      ts.m_f32.assign(n, 0.0f);
+    } else {
+      ts.m_codes.assign(n, 0);
+      ts.m_scales.assign(groups, zero_scale);
+    }
+  }
+  if (HasVariance(algo)) {
+    if (f.variance == MomentFormat::kF32) {
+      ts.v_f32.assign(n, 0.0f);
+    } else {
+      ts.v_codes.assign(n, 0);
+      ts.v_scales.assign(groups, zero_scale);
+    }
+  }
+  return ts;
+}
+
+// Copies between a whole-tensor snapshot and one part's arrays, in either direction.
+template <typename CopyFn>
+void ForEachArray(const offload::Part& p, TensorSnapshot& ts, CopyFn copy) {
+  const uint64_t o = p.offset, n = p.count, g0 = o / kQuantGroup, gn = GroupCount(n);
+  const StepSpan& s = p.state;
+  auto arr = [&](auto* part_ptr, auto& vec, uint64_t first, uint64_t count) {
+    if (part_ptr != nullptr && !vec.empty())
+      copy(static_cast<void*>(part_ptr), static_cast<void*>(vec.data() + first),
+           count * sizeof(vec[0]));
+  };
+  arr(s.master.f32, ts.master_f32, o, n);
+  arr(s.master.bf16, ts.master_bf16, o, n);
+  arr(s.master.ecc8, ts.ecc8, o, n);
+  arr(s.master.ecc16, ts.ecc16, o, n);
+  arr(s.m.f32, ts.m_f32, o, n);
+  arr(s.m.codes, ts.m_codes, o, n);
+  arr(s.m.scales, ts.m_scales, g0, gn);
+  arr(s.v.f32, ts.v_f32, o, n);
+  arr(s.v.codes, ts.v_codes, o, n);
+  arr(s.v.scales, ts.v_scales, g0, gn);
+}
+}  // namespace
+
+std::vector<float> HybridOptimizer::Impl::ReadParamAsF32(size_t t) const {
+  const TensorSpec& s = specs_[t];
+  std::vector<uint8_t> raw(s.numel * DTypeSize(s.param_dtype));
+  CopyFromDeviceSide(raw.data(), s.param, raw.size());
+  std::vector<float> w(s.numel);
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, s.numel, size_t{1} << 16),
+                    [&](const tbb::blocked_range<size_t>& r) {
+                      for (size_t i = r.begin(); i < r.end(); ++i)
+                        w[i] = LoadParam(raw.data(), s.param_dtype, i);
+                    });
+  return w;
+}
+
+void HybridOptimizer::Impl::InitState() {
+  for (size_t t = 0; t < specs_.size(); ++t) {
+    const TensorSpec& s = specs_[t];
+    if (s.numel == 0) continue;
+    TensorSnapshot ts = EncodeInitial(s, ReadParamAsF32(t), cfg_.algorithm,
+                                      cfg_.groups[s.group], cfg_.formats);
+    ForEachArray(hot_.part(t), ts, [&](void* part, void* whole, size_t bytes) {
+      // An aliased master is the parameter itself: already holds these bits.
+      CopyToDeviceSide(part, whole, bytes);
+    });
+    ForEachArray(cold_.part(t), ts,
+                 [&](void* part, void* whole, size_t bytes) { std::memcpy(part, whole, bytes); });
+  }
+}
+
+
+// ---------------------------------------------------------------------------------------
+// Snapshots
+
+OptimizerSnapshot HybridOptimizer::Impl::Snapshot() const {
+  if (transport_) transport_->Drain();
+  if (gpu()) TANDEM_CUDA(cudaStreamSynchronize(stream()), "(snapshot: waiting for the step)");
+  OptimizerSnapshot snap;
+  snap.algo = cfg_.algorithm;
+  snap.formats = cfg_.formats;
+  snap.groups = cfg_.groups;
+  snap.step = step_;
+  for (size_t t = 0; t < specs_.size(); ++t) {
+    const TensorSpec& s = specs_[t];
+    // Sized like a fresh state, then overwritten part by part.
+    TensorSnapshot ts = EncodeInitial(s, std::vector<float>(s.numel, 0.0f), cfg_.algorithm,
+                                      cfg_.groups[s.group], cfg_.formats);
+    offload::Part hot = hot_.part(t);
+    if (hot.alias_param) {  // the master (or its bf16 part) is the parameter
+      if (cfg_.formats.master == MasterFormat::kF32)
+        hot.state.master.f32 = static_cast<float*>(s.param);
+      else
+        hot.state.master.bf16 = static_cast<uint16_t*>(s.param);
+    }
+    ForEachArray(hot, ts, [&](void* part, void* whole, size_t bytes) {
+      CopyFromDeviceSide(whole, part, bytes);
+    });
+    ForEachArray(cold_.part(t), ts,
+                 [&](void* part, void* whole, size_t bytes) { std::memcpy(whole, part, bytes); });
+    snap.tensors.push_back(std::move(ts));
+  }
+  return snap;
+}
+
+void HybridOptimizer::Impl::WriteParamsFromMasters(size_t t, const TensorSnapshot& ts) {
+  const TensorSpec& s = specs_[t];
+  const size_t n = s.numel;
+  std::vector<uint8_t> raw(n * DTypeSize(s.param_dtype));
+  for (size_t i = 0; i < n; ++i) {
+    const bool bf = cfg_.formats.master != MasterFormat::kF32;
+    if (bf && s.param_dtype == DType::kBF16) {
+      reinterpret_cast<uint16_t*>(raw.data())[i] = ts.master_bf16[i];
+      continue;
+    }
+    float w = 0;
+    switch (cfg_.formats.master) {
+      case MasterFormat::kF32: w = ts.master_f32[i]; break;
+      case MasterFormat::kBF16: w = num::Bf16ToF32(ts.master_bf16[i]); break;
+      case MasterFormat::kBF16Ecc8: w = num::DecodeEcc8(ts.master_bf16[i], ts.ecc8[i]); break;
+      case MasterFormat::kBF16Ecc16: w = num::DecodeEcc16(ts.master_bf16[i], ts.ecc16[i]); break;
+    }
+    switch (s.param_dtype) {
+      case DType::kF32: reinterpret_cast<float*>(raw.data())[i] = w; break;
+      case DType::kBF16: reinterpret_cast<uint16_t*>(raw.data())[i] = num::F32ToBf16(w); break;
+      case DType::kF16: reinterpret_cast<uint16_t*>(raw.data())[i] = num::F32ToF16(w); break;
+    }
+  }
+  CopyToDeviceSide(s.param, raw.data(), raw.size());
+}
+
+void HybridOptimizer::Impl::Restore(const OptimizerSnapshot& snap) {
+  ValidateSnapshot(snap);
+  auto fail = [](const std::string& m) { throw Error(ErrorKind::kInvalidArgument, "restore: " + m); };
+  if (snap.algo != cfg_.algorithm)
+    fail(std::string("snapshot algorithm ") + Name(snap.algo) + " but optimizer uses " +
+         Name(cfg_.algorithm));
+  if (!(snap.formats == cfg_.formats))
+    fail("snapshot formats " + Name(snap.formats) + " but optimizer uses " + Name(cfg_.formats));
+  if (snap.groups.size() != cfg_.groups.size())
+    fail("snapshot has " + std::to_string(snap.groups.size()) + " groups, optimizer " +
+         std::to_string(cfg_.groups.size()));
+  if (snap.tensors.size() != specs_.size())
+    fail("snapshot has " + std::to_string(snap.tensors.size()) + " tensors, optimizer " +
+         std::to_string(specs_.size()));
+  for (size_t t = 0; t < specs_.size(); ++t) {
+    const TensorSnapshot& ts = snap.tensors[t];
+    const TensorSpec& s = specs_[t];
+    const std::string who = "tensor " + std::to_string(t) + " '" + s.name + "'";
+    if (ts.name != s.name) fail(who + ": snapshot has '" + ts.name + "' in its place");
+    if (ts.numel != s.numel)
+      fail(who + ": snapshot has " + std::to_string(ts.numel) + " elements, optimizer " +
+           std::to_string(s.numel));
+    if (ts.group != s.group)
+      fail(who + ": snapshot group " + std::to_string(ts.group) + ", optimizer " +
+           std::to_string(s.group));
+    if (ts.param_dtype != s.param_dtype)
+      fail(who + ": snapshot param dtype " + Name(ts.param_dtype) + ", optimizer " +
+           Name(s.param_dtype));
+    // SGD groups may differ in whether they keep momentum: the arrays must match ours.
+    if (HasMomentum(snap.algo, snap.groups[ts.group]) !=
+        HasMomentum(cfg_.algorithm, cfg_.groups[s.group]))
+      fail(who + ": snapshot and optimizer disagree on keeping a momentum buffer");
+  }
+  // Everything checked: nothing above changed any state.
+  if (transport_) transport_->Drain();
+  if (gpu()) TANDEM_CUDA(cudaStreamSynchronize(stream()), "(restore: waiting for the step)");
+  cfg_.groups = snap.groups;
+  for (size_t t = 0; t < specs_.size(); ++t) {
+    TensorSnapshot ts = snap.tensors[t];
+    ForEachArray(hot_.part(t), ts, [&](void* part, void* whole, size_t bytes) {
+      CopyToDeviceSide(part, whole, bytes);
+    });
+    ForEachArray(cold_.part(t), ts,
+                 [&](void* part, void* whole, size_t bytes) { std::memcpy(part, whole, bytes); });
+    if (ts.numel > 0) WriteParamsFromMasters(t, ts);
+  }
+  step_ = snap.step;
+  early_ticket_.assign(specs_.size(), 0);
+}
+
+
+}  // namespace tandem
