@@ -52,7 +52,9 @@ enum class ExecutionMode : uint8_t {
 struct OptimizerConfig {
   Algorithm algorithm = Algorithm::kAdamW;
   // Per-group hyper-parameters; TensorSpec::group indexes this. Must not be empty.
-  std::vector<HyperParams> groups{HyperParams{}};
+  // One default group. (Not `groups{HyperParams{}}`: with it GCC 12 reports a false
+  // -Wmaybe-uninitialized in callers that build configs inline.)
+  std::vector<HyperParams> groups = std::vector<HyperParams>(1);
   StateFormats formats;  // default: fp32 master and moments
   // Fraction of all elements whose state lives in (pinned) host memory and is stepped by
   // the host through the offload pipeline, in [0, 1]. Host mode honours it too, running

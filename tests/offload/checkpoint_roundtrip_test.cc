@@ -20,27 +20,12 @@ namespace tandem {
 namespace {
 
 using testing::Model;
+using testing::QuantizedConfig;
 
 std::string TempPath(const char* name) {
   return (std::filesystem::temp_directory_path() /
           (std::string("tandem_") + std::to_string(getpid()) + "_" + name))
       .string();
-}
-
-OptimizerConfig Config(ExecutionMode mode, double f, PlacementPolicy pol, uint64_t chunk,
-                       int threads) {
-  OptimizerConfig c;
-  c.formats = {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
-  c.offload_fraction = f;
-  c.placement = pol;
-  c.chunk_elements = chunk;
-  c.host_threads = threads;
-  c.mode = mode;
-  HyperParams g0, g1;
-  g0.weight_decay = 0.01;
-  g1.lr_scale = 0.5;
-  c.groups = {g0, g1};
-  return c;
 }
 
 // Loads `path` into `opt` the way a training script does.
@@ -56,7 +41,7 @@ TEST(CheckpointRoundTrip, AcrossFractionsInHostMode) {
     Model a, b;
     a.Init(7);
     b.Init(8);
-    HybridOptimizer oa(a.Specs(2), Config(ExecutionMode::kHost, from,
+    HybridOptimizer oa(a.Specs(2), QuantizedConfig(ExecutionMode::kHost, from,
                                           PlacementPolicy::kBackwardOrder, 64, 2));
     for (int t = 1; t <= 3; ++t) {
       a.FillGrads(t);
@@ -64,7 +49,7 @@ TEST(CheckpointRoundTrip, AcrossFractionsInHostMode) {
     }
     const std::string path = TempPath("roundtrip.tdm");
     SaveCheckpoint(oa.Snapshot(), path);
-    HybridOptimizer ob(b.Specs(2), Config(ExecutionMode::kHost, to,
+    HybridOptimizer ob(b.Specs(2), QuantizedConfig(ExecutionMode::kHost, to,
                                           PlacementPolicy::kLargestFirst, 4096, 1));
     Resume(ob, path);
     EXPECT_EQ(ob.step_count(), 3);
@@ -84,13 +69,13 @@ TEST(CheckpointRoundTrip, DamagedOrForeignFileLeavesTheOptimizerUntouched) {
   Model a, b;
   a.Init(7);
   b.Init(8);
-  HybridOptimizer oa(a.Specs(2), Config(ExecutionMode::kHost, 0.5,
+  HybridOptimizer oa(a.Specs(2), QuantizedConfig(ExecutionMode::kHost, 0.5,
                                         PlacementPolicy::kBackwardOrder, 64, 2));
   a.FillGrads(1);
   oa.Step(1e-3);
   const std::string path = TempPath("damaged.tdm");
   SaveCheckpoint(oa.Snapshot(), path);
-  HybridOptimizer ob(b.Specs(2), Config(ExecutionMode::kHost, 0.25,
+  HybridOptimizer ob(b.Specs(2), QuantizedConfig(ExecutionMode::kHost, 0.25,
                                         PlacementPolicy::kBackwardOrder, 64, 2));
   const OptimizerSnapshot before = ob.Snapshot();
   const auto params_before = b.params;
@@ -118,7 +103,7 @@ TEST(CheckpointRoundTrip, DamagedOrForeignFileLeavesTheOptimizerUntouched) {
   Model c;
   c.sizes.pop_back();
   c.Init(7);
-  HybridOptimizer oc(c.Specs(2), Config(ExecutionMode::kHost, 0.5,
+  HybridOptimizer oc(c.Specs(2), QuantizedConfig(ExecutionMode::kHost, 0.5,
                                         PlacementPolicy::kBackwardOrder, 64, 2));
   SaveCheckpoint(oc.Snapshot(), path);
   try {
@@ -136,7 +121,7 @@ TEST(CheckpointRoundTrip, AcrossFractionsOnTheGpu) {
   const std::pair<double, double> pairs[] = {{0.0, 1.0}, {0.5, 0.25}, {1.0, 0.0}};
   for (const auto& [from, to] : pairs) {
     testing::DeviceModel a(7), b(8);
-    HybridOptimizer oa(a.Specs(), Config(ExecutionMode::kGpu, from,
+    HybridOptimizer oa(a.Specs(), QuantizedConfig(ExecutionMode::kGpu, from,
                                          PlacementPolicy::kBackwardOrder, 64, 4));
     for (int t = 1; t <= 3; ++t) {
       a.FillGrads(t);
@@ -144,7 +129,7 @@ TEST(CheckpointRoundTrip, AcrossFractionsOnTheGpu) {
     }
     const std::string path = TempPath("gpu_roundtrip.tdm");
     SaveCheckpoint(oa.Snapshot(), path);
-    HybridOptimizer ob(b.Specs(), Config(ExecutionMode::kGpu, to,
+    HybridOptimizer ob(b.Specs(), QuantizedConfig(ExecutionMode::kGpu, to,
                                          PlacementPolicy::kLargestFirst, 4096, 2));
     Resume(ob, path);
     for (int t = 4; t <= 6; ++t) {

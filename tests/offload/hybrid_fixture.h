@@ -65,6 +65,24 @@ struct Model {
   }
 };
 
+// AdamW with bf16+ecc8 / q8 / q8 and two groups (decay 0.01; lr_scale 0.5), as the
+// GPU-mode and checkpoint tests use it.
+inline OptimizerConfig QuantizedConfig(ExecutionMode mode, double fraction,
+                                       PlacementPolicy policy, uint64_t chunk, int threads) {
+  OptimizerConfig c;
+  c.algorithm = Algorithm::kAdamW;
+  c.formats = {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
+  c.offload_fraction = fraction;
+  c.placement = policy;
+  c.chunk_elements = chunk;
+  c.host_threads = threads;
+  c.mode = mode;
+  c.groups.resize(2);
+  c.groups[0].weight_decay = 0.01;
+  c.groups[1].lr_scale = 0.5;
+  return c;
+}
+
 // The same model with parameters and gradients in device memory (GPU-mode tests).
 struct DeviceModel {
   Model host;

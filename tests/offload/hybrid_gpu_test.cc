@@ -15,27 +15,11 @@ namespace tandem {
 namespace {
 
 using testing::DeviceModel;
+using testing::QuantizedConfig;
 using testing::Model;
 
 #define SKIP_WITHOUT_GPU()                                                        \
   if (!CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device: GPU-mode test skipped"
-
-OptimizerConfig Config(ExecutionMode mode, double f, PlacementPolicy pol, uint64_t chunk,
-                       int threads) {
-  OptimizerConfig c;
-  c.algorithm = Algorithm::kAdamW;
-  c.formats = {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
-  c.offload_fraction = f;
-  c.placement = pol;
-  c.chunk_elements = chunk;
-  c.host_threads = threads;
-  c.mode = mode;
-  HyperParams g0, g1;
-  g0.weight_decay = 0.01;
-  g1.lr_scale = 0.5;
-  c.groups = {g0, g1};
-  return c;
-}
 
 std::pair<OptimizerSnapshot, std::vector<std::vector<uint8_t>>> RunGpu(const OptimizerConfig& c,
                                                                        bool early = false,
@@ -53,30 +37,30 @@ std::pair<OptimizerSnapshot, std::vector<std::vector<uint8_t>>> RunGpu(const Opt
 
 TEST(HybridGpu, BitIdenticalAcrossFractionsAndEqualToHostMode) {
   SKIP_WITHOUT_GPU();
-  const auto base = RunGpu(Config(ExecutionMode::kGpu, 0.0, PlacementPolicy::kBackwardOrder,
+  const auto base = RunGpu(QuantizedConfig(ExecutionMode::kGpu, 0.0, PlacementPolicy::kBackwardOrder,
                                   4096, 4));
   for (double f : {0.25, 0.5, 0.75, 1.0})
     for (PlacementPolicy pol : {PlacementPolicy::kBackwardOrder, PlacementPolicy::kForwardOrder,
                                 PlacementPolicy::kLargestFirst})
       for (uint64_t chunk : {uint64_t{64}, uint64_t{4096}})
         for (int threads : {1, 4}) {
-          const auto got = RunGpu(Config(ExecutionMode::kGpu, f, pol, chunk, threads));
+          const auto got = RunGpu(QuantizedConfig(ExecutionMode::kGpu, f, pol, chunk, threads));
           ASSERT_EQ(got.second, base.second) << "f=" << f << " " << Name(pol) << " chunk="
                                              << chunk << " threads=" << threads;
           ASSERT_TRUE(got.first == base.first);
         }
   // Early start gives the same bits.
-  const auto early = RunGpu(Config(ExecutionMode::kGpu, 0.5, PlacementPolicy::kBackwardOrder,
+  const auto early = RunGpu(QuantizedConfig(ExecutionMode::kGpu, 0.5, PlacementPolicy::kBackwardOrder,
                                    256, 4), true);
   EXPECT_EQ(early.second, base.second);
   // Host mode, same problem, no clipping: the same bits as the GPU. (With clipping, the
   // GPU's and the host's norm reductions may round differently, and the clip coefficient
   // enters every update; within one mode the norm is deterministic.)
-  const auto gpu_noclip = RunGpu(Config(ExecutionMode::kGpu, 0.5,
+  const auto gpu_noclip = RunGpu(QuantizedConfig(ExecutionMode::kGpu, 0.5,
                                         PlacementPolicy::kBackwardOrder, 256, 4), false, 0.0);
   Model h;
   h.Init(7);
-  HybridOptimizer host(h.Specs(2), Config(ExecutionMode::kHost, 0.5,
+  HybridOptimizer host(h.Specs(2), QuantizedConfig(ExecutionMode::kHost, 0.5,
                                           PlacementPolicy::kBackwardOrder, 256, 2));
   for (int t = 1; t <= 20; ++t) {
     h.FillGrads(t);
@@ -89,7 +73,7 @@ TEST(HybridGpu, BitIdenticalAcrossFractionsAndEqualToHostMode) {
 TEST(HybridGpu, NonFiniteGradientChangesNothing) {
   SKIP_WITHOUT_GPU();
   DeviceModel m(7);
-  HybridOptimizer opt(m.Specs(), Config(ExecutionMode::kGpu, 0.5,
+  HybridOptimizer opt(m.Specs(), QuantizedConfig(ExecutionMode::kGpu, 0.5,
                                         PlacementPolicy::kBackwardOrder, 256, 4));
   m.FillGrads(1);
   ASSERT_TRUE(opt.Step(1e-3).applied);
@@ -112,7 +96,7 @@ TEST(HybridGpu, HostPointersAreRejectedInGpuMode) {
   auto specs = m.Specs();
   specs[2].grad = m.host.grads[2].data();
   try {
-    HybridOptimizer opt(specs, Config(ExecutionMode::kGpu, 0.5, PlacementPolicy::kBackwardOrder,
+    HybridOptimizer opt(specs, QuantizedConfig(ExecutionMode::kGpu, 0.5, PlacementPolicy::kBackwardOrder,
                                       256, 4));
     FAIL();
   } catch (const Error& e) {
@@ -128,7 +112,7 @@ TEST(HybridGpu, MemoryReportMatchesDeviceAllocations) {
   size_t free0 = 0, total = 0;
   cudaDeviceSynchronize();
   cudaMemGetInfo(&free0, &total);
-  HybridOptimizer opt(m.Specs(), Config(ExecutionMode::kGpu, 0.5,
+  HybridOptimizer opt(m.Specs(), QuantizedConfig(ExecutionMode::kGpu, 0.5,
                                         PlacementPolicy::kBackwardOrder, 256, 4));
   size_t free1 = 0;
   cudaMemGetInfo(&free1, &total);
