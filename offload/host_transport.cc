@@ -8,9 +8,8 @@
 namespace tandem::offload {
 
 HostTransport::HostTransport() {
-  owner_.push_back(0);
-  down_.worker = std::thread([this] { Work(down_, 'D'); });
-  up_.worker = std::thread([this] { Work(up_, 'U'); });
+  down_.worker = std::thread([this] { Work(down_); });
+  up_.worker = std::thread([this] { Work(up_); });
 }
 
 HostTransport::~HostTransport() {
@@ -23,26 +22,26 @@ HostTransport::~HostTransport() {
   up_.worker.join();
 }
 
-Ticket HostTransport::Enqueue(Queue& q, void* dst, const void* src, size_t bytes, char tag) {
+Ticket HostTransport::Enqueue(Queue& q, void* dst, const void* src, size_t bytes, bool upload) {
   std::lock_guard<std::mutex> lock(mu_);
-  const Ticket t = next_ticket_++;
-  owner_.push_back(static_cast<Ticket>(tag));
-  q.pending.push_back({t, dst, src, bytes, fail_at_ != 0 && t == fail_at_});
+  const Ticket t = (next_seq_++ << 1) | (upload ? 1u : 0u);
+  ++enqueued_;
+  q.pending.push_back({t, dst, src, bytes, fail_at_ != 0 && enqueued_ == fail_at_});
   cv_.notify_all();
   return t;
 }
 
 Ticket HostTransport::Download(void* dst, const void* src, size_t bytes) {
-  return Enqueue(down_, dst, src, bytes, 'D');
+  return Enqueue(down_, dst, src, bytes, false);
 }
 Ticket HostTransport::Upload(void* dst, const void* src, size_t bytes) {
-  const Ticket t = Enqueue(up_, dst, src, bytes, 'U');
+  const Ticket t = Enqueue(up_, dst, src, bytes, true);
   std::lock_guard<std::mutex> lock(mu_);
   last_upload_ = t;
   return t;
 }
 
-void HostTransport::Work(Queue& q, char tag) {
+void HostTransport::Work(Queue& q) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !q.pending.empty(); });
@@ -59,24 +58,21 @@ void HostTransport::Work(Queue& q, char tag) {
     q.busy_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
     if (c.fail && q.failed == 0) q.failed = c.ticket;
     q.done_upto = c.ticket;
-    std::string entry(1, tag);  // (not `string(1, tag) + ...`: GCC 12 -Wrestrict false positive)
-    entry.append(std::to_string(c.ticket));
-    log_.push_back(std::move(entry));
     cv_.notify_all();
   }
 }
 
 void HostTransport::Wait(Ticket t) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (t == 0 || t >= next_ticket_)
+  if (t == 0 || (t >> 1) >= next_seq_)
     throw Error(ErrorKind::kInternal, "HostTransport::Wait: unknown ticket " + std::to_string(t));
-  Queue& q = owner_[t] == 'D' ? down_ : up_;
+  Queue& q = IsUpload(t) ? up_ : down_;
   cv_.wait(lock, [&] { return q.done_upto >= t; });
   if (q.failed != 0 && q.failed <= t) {
     const Ticket f = q.failed;
     q.failed = 0;  // reported once; the queue is usable again
     throw Error(ErrorKind::kCuda, std::string("injected failure of ") +
-                                      (owner_[t] == 'D' ? "download" : "upload") + " copy " +
+                                      (IsUpload(t) ? "upload" : "download") + " copy " +
                                       std::to_string(f));
   }
 }
@@ -109,9 +105,5 @@ void HostTransport::ResetTimes() {
   down_.busy_ms = up_.busy_ms = 0;
 }
 
-std::vector<std::string> HostTransport::CompletionLog() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return log_;
-}
 
 }  // namespace tandem::offload

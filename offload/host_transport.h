@@ -8,7 +8,6 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
-#include <string>
 #include <thread>
 #include <vector>
 
@@ -37,9 +36,7 @@ class HostTransport : public Transport {
   // Test hooks.
   void FailCopy(uint64_t nth) { fail_at_ = nth; }
   void SetDelayUs(int us) { delay_us_ = us; }
-  // Order in which copies completed, as "D<ticket>" / "U<ticket>".
-  std::vector<std::string> CompletionLog();
-  uint64_t copies_enqueued() const { return next_ticket_ - 1; }
+  uint64_t copies_enqueued() const { return enqueued_; }
 
  private:
   struct Copy {
@@ -56,16 +53,18 @@ class HostTransport : public Transport {
     double busy_ms = 0;
     std::thread worker;
   };
-  Ticket Enqueue(Queue& q, void* dst, const void* src, size_t bytes, char tag);
-  void Work(Queue& q, char tag);
+  // Note [Tickets name their queue]: ticket = (sequence << 1) | is_upload, so no table
+  // of owners grows with the number of copies; within a queue tickets increase.
+  static bool IsUpload(Ticket t) { return (t & 1u) != 0; }
+  Ticket Enqueue(Queue& q, void* dst, const void* src, size_t bytes, bool upload);
+  void Work(Queue& q);
 
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
   Queue down_, up_;
-  std::vector<Ticket> owner_;  // ticket -> 'D' or 'U'
-  std::vector<std::string> log_;
-  Ticket next_ticket_ = 1;
+  uint64_t next_seq_ = 1;
+  uint64_t enqueued_ = 0;
   Ticket last_upload_ = 0;
   uint64_t fail_at_ = 0;
   int delay_us_ = 0;
