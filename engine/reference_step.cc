@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "engine/dtype_io.h"
 #include "engine/fp_bits.h"
 #include "engine/fp_mode.h"
 #include "engine/master_codec.h"
@@ -14,15 +15,6 @@ namespace tandem {
 namespace {
 
 using num::Bf16ToF32;
-
-float LoadAs(const void* p, DType t, size_t i) {
-  switch (t) {
-    case DType::kF32: return static_cast<const float*>(p)[i];
-    case DType::kBF16: return Bf16ToF32(static_cast<const uint16_t*>(p)[i]);
-    case DType::kF16: return num::F16ToF32(static_cast<const uint16_t*>(p)[i]);
-  }
-  return 0.0f;
-}
 
 float DecodeMaster(const StepSpan& sp, size_t i) {
   switch (sp.formats.master) {
@@ -55,12 +47,7 @@ void WriteParam(const StepSpan& sp, size_t i) {
     static_cast<uint16_t*>(sp.param)[i] = sp.master.bf16[i];
     return;
   }
-  const float w = DecodeMaster(sp, i);
-  switch (sp.param_dtype) {
-    case DType::kF32: static_cast<float*>(sp.param)[i] = w; break;
-    case DType::kBF16: static_cast<uint16_t*>(sp.param)[i] = num::F32ToBf16(w); break;
-    case DType::kF16: static_cast<uint16_t*>(sp.param)[i] = num::F32ToF16(w); break;
-  }
+  num::StoreFromF32(sp.param, sp.param_dtype, i, DecodeMaster(sp, i));
 }
 
 }  // namespace
@@ -95,7 +82,7 @@ void ReferenceStep(const StepScalars& s, const StepSpan& sp) {
     }
     // Update each element.
     for (int i = 0; i < len; ++i) {
-      const float g = LoadAs(sp.grad, sp.grad_dtype, g0 + i);
+      const float g = num::LoadAsF32(sp.grad, sp.grad_dtype, g0 + i);
       switch (s.algo) {
         case Algorithm::kAdamW:
         case Algorithm::kAdam: num::AdamElement(s, g, w[i], m[i], v[i], &u[i]); break;

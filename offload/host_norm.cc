@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "engine/fp_bits.h"
+#include "engine/dtype_io.h"
 
 namespace tandem::offload {
 namespace {
@@ -18,12 +18,7 @@ double SumSquares(const HostGrad& g, size_t b, size_t e, bool* nonfinite) {
   double s = 0;
   bool bad = false;
   for (size_t i = b; i < e; ++i) {
-    float x;
-    switch (g.dtype) {
-      case DType::kF32: x = static_cast<const float*>(g.ptr)[i]; break;
-      case DType::kBF16: x = num::Bf16ToF32(static_cast<const uint16_t*>(g.ptr)[i]); break;
-      default: x = num::F16ToF32(static_cast<const uint16_t*>(g.ptr)[i]); break;
-    }
+    const float x = num::LoadAsF32(g.ptr, g.dtype, i);
     bad |= !std::isfinite(x);
     s += double(x) * double(x);
   }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "engine/dtype_io.h"
 #include "engine/fp_bits.h"
 #include "engine/master_codec.h"
 #include "engine/q8_codec.h"
@@ -30,15 +31,6 @@ void HybridOptimizer::Impl::CopyFromDeviceSide(void* dst, const void* src, size_
 }
 
 namespace {
-float LoadParam(const void* p, DType t, size_t i) {
-  switch (t) {
-    case DType::kF32: return static_cast<const float*>(p)[i];
-    case DType::kBF16: return num::Bf16ToF32(static_cast<const uint16_t*>(p)[i]);
-    case DType::kF16: return num::F16ToF32(static_cast<const uint16_t*>(p)[i]);
-  }
-  return 0;
-}
-
 // Fills a freshly created TensorSnapshot's arrays (whole tensor) from fp32 weights.
 TensorSnapshot EncodeInitial(const TensorSpec& s, const std::vector<float>& w, Algorithm algo,
                              const HyperParams& h, const StateFormats& f) {
@@ -124,7 +116,7 @@ std::vector<float> HybridOptimizer::Impl::ReadParamAsF32(size_t t) const {
   tbb::parallel_for(tbb::blocked_range<size_t>(0, s.numel, size_t{1} << 16),
                     [&](const tbb::blocked_range<size_t>& r) {
                       for (size_t i = r.begin(); i < r.end(); ++i)
-                        w[i] = LoadParam(raw.data(), s.param_dtype, i);
+                        w[i] = num::LoadAsF32(raw.data(), s.param_dtype, i);
                     });
   return w;
 }
@@ -195,11 +187,7 @@ void HybridOptimizer::Impl::WriteParamsFromMasters(size_t t, const TensorSnapsho
       case MasterFormat::kBF16Ecc8: w = num::DecodeEcc8(ts.master_bf16[i], ts.ecc8[i]); break;
       case MasterFormat::kBF16Ecc16: w = num::DecodeEcc16(ts.master_bf16[i], ts.ecc16[i]); break;
     }
-    switch (s.param_dtype) {
-      case DType::kF32: reinterpret_cast<float*>(raw.data())[i] = w; break;
-      case DType::kBF16: reinterpret_cast<uint16_t*>(raw.data())[i] = num::F32ToBf16(w); break;
-      case DType::kF16: reinterpret_cast<uint16_t*>(raw.data())[i] = num::F32ToF16(w); break;
-    }
+    num::StoreFromF32(raw.data(), s.param_dtype, i, w);
   }
   CopyToDeviceSide(s.param, raw.data(), raw.size());
 }

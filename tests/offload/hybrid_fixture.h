@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/fp_bits.h"
+#include "engine/dtype_io.h"
 #include "tandem/optimizer.h"
 
 namespace tandem::testing {
@@ -57,11 +57,7 @@ struct Model {
     return specs;
   }
   static void Store(uint8_t* p, DType t, uint64_t i, float x) {
-    switch (t) {
-      case DType::kF32: reinterpret_cast<float*>(p)[i] = x; break;
-      case DType::kBF16: reinterpret_cast<uint16_t*>(p)[i] = num::F32ToBf16(x); break;
-      case DType::kF16: reinterpret_cast<uint16_t*>(p)[i] = num::F32ToF16(x); break;
-    }
+    num::StoreFromF32(p, t, i, x);
   }
 };
 
