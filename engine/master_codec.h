@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "engine/fp_bits.h"
+#include "tandem/types.h"
 
 namespace tandem::num {
 
@@ -53,6 +54,19 @@ TANDEM_HD void EncodeEcc8(float x, uint16_t* b, int8_t* ecc) {
 
 TANDEM_HD float DecodeEcc8(uint16_t b, int8_t ecc) {
   return FloatOf((uint32_t{b} << 16) + static_cast<uint32_t>(static_cast<int32_t>(ecc) * 256));
+}
+
+// Element i of a master in format `f`, decoded to fp32; arrays the format does not use may
+// be null.
+TANDEM_HD float DecodeMaster(MasterFormat f, const float* f32, const uint16_t* bf16,
+                             const int8_t* ecc8, const int16_t* ecc16, size_t i) {
+  switch (f) {
+    case MasterFormat::kF32: return f32[i];
+    case MasterFormat::kBF16: return Bf16ToF32(bf16[i]);
+    case MasterFormat::kBF16Ecc8: return DecodeEcc8(bf16[i], ecc8[i]);
+    case MasterFormat::kBF16Ecc16: return DecodeEcc16(bf16[i], ecc16[i]);
+  }
+  return 0.0f;
 }
 
 }  // namespace tandem::num

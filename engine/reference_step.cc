@@ -17,14 +17,8 @@ namespace {
 using num::Bf16ToF32;
 
 float DecodeMaster(const StepSpan& sp, size_t i) {
-  switch (sp.formats.master) {
-    case MasterFormat::kF32: return sp.master.f32[i];
-    case MasterFormat::kBF16: return Bf16ToF32(sp.master.bf16[i]);
-    case MasterFormat::kBF16Ecc8: return num::DecodeEcc8(sp.master.bf16[i], sp.master.ecc8[i]);
-    case MasterFormat::kBF16Ecc16:
-      return num::DecodeEcc16(sp.master.bf16[i], sp.master.ecc16[i]);
-  }
-  return 0.0f;
+  const MasterSpan& m = sp.master;
+  return num::DecodeMaster(sp.formats.master, m.f32, m.bf16, m.ecc8, m.ecc16, i);
 }
 
 // Stores w into the master format; returns the decoded value (what a later load sees).

@@ -83,13 +83,8 @@ StepSpan TensorState::Span(size_t offset, size_t count, const void* grad, DType 
 }
 
 float TensorState::Master(size_t i) const {
-  switch (formats_.master) {
-    case MasterFormat::kF32: return master_f32[i];
-    case MasterFormat::kBF16: return num::Bf16ToF32(master_bf16[i]);
-    case MasterFormat::kBF16Ecc8: return num::DecodeEcc8(master_bf16[i], ecc8[i]);
-    case MasterFormat::kBF16Ecc16: return num::DecodeEcc16(master_bf16[i], ecc16[i]);
-  }
-  return 0.0f;
+  return num::DecodeMaster(formats_.master, master_f32.data(), master_bf16.data(), ecc8.data(),
+                           ecc16.data(), i);
 }
 
 float TensorState::Momentum(size_t i) const {

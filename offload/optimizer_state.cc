@@ -180,13 +180,8 @@ void HybridOptimizer::Impl::WriteParamsFromMasters(size_t t, const TensorSnapsho
       reinterpret_cast<uint16_t*>(raw.data())[i] = ts.master_bf16[i];
       continue;
     }
-    float w = 0;
-    switch (cfg_.formats.master) {
-      case MasterFormat::kF32: w = ts.master_f32[i]; break;
-      case MasterFormat::kBF16: w = num::Bf16ToF32(ts.master_bf16[i]); break;
-      case MasterFormat::kBF16Ecc8: w = num::DecodeEcc8(ts.master_bf16[i], ts.ecc8[i]); break;
-      case MasterFormat::kBF16Ecc16: w = num::DecodeEcc16(ts.master_bf16[i], ts.ecc16[i]); break;
-    }
+    const float w = num::DecodeMaster(cfg_.formats.master, ts.master_f32.data(),
+                                      ts.master_bf16.data(), ts.ecc8.data(), ts.ecc16.data(), i);
     num::StoreFromF32(raw.data(), s.param_dtype, i, w);
   }
   CopyToDeviceSide(s.param, raw.data(), raw.size());
