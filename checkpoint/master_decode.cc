@@ -1,5 +1,4 @@
 // DecodeMasterF32: the fp32 master weight of a tensor in any master format.
-#include "engine/fp_bits.h"
 #include "engine/master_codec.h"
 #include "tandem/checkpoint.h"
 #include "tandem/error.h"
@@ -23,22 +22,12 @@ std::vector<float> DecodeMasterF32(const TensorSnapshot& t, const StateFormats& 
     return t.master_f32;
   }
   Expect(t, "master_bf16", t.master_bf16);
+  if (f.master == MasterFormat::kBF16Ecc8) Expect(t, "ecc8", t.ecc8);
+  if (f.master == MasterFormat::kBF16Ecc16) Expect(t, "ecc16", t.ecc16);
   std::vector<float> out(t.numel);
-  switch (f.master) {
-    case MasterFormat::kBF16:
-      for (size_t i = 0; i < out.size(); ++i) out[i] = num::Bf16ToF32(t.master_bf16[i]);
-      break;
-    case MasterFormat::kBF16Ecc8:
-      Expect(t, "ecc8", t.ecc8);
-      for (size_t i = 0; i < out.size(); ++i) out[i] = num::DecodeEcc8(t.master_bf16[i], t.ecc8[i]);
-      break;
-    case MasterFormat::kBF16Ecc16:
-      Expect(t, "ecc16", t.ecc16);
-      for (size_t i = 0; i < out.size(); ++i)
-        out[i] = num::DecodeEcc16(t.master_bf16[i], t.ecc16[i]);
-      break;
-    case MasterFormat::kF32: break;
-  }
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = num::DecodeMaster(f.master, nullptr, t.master_bf16.data(), t.ecc8.data(),
+                               t.ecc16.data(), i);
   return out;
 }
 

@@ -21,8 +21,12 @@ target_include_directories(tandem_flags INTERFACE
 
 if(TANDEM_SANITIZE)
   set(_san -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
+  # -O1 -g1 (line tables only) instead of the build type's -O2 -g: the per-ISA kernel
+  # files compile 2.2x faster under the sanitizers (643 s -> 288 s for kernel_avx512.cc
+  # on the CI's 2 cores), and reports keep file:line. Comes after the build type's flags,
+  # so it wins.
   target_compile_options(tandem_flags INTERFACE
-    $<$<COMPILE_LANGUAGE:CXX>:${_san}>
+    $<$<COMPILE_LANGUAGE:CXX>:${_san} -O1 -g1>
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fsanitize=address,-fsanitize=undefined,-fno-omit-frame-pointer>)
   target_link_options(tandem_flags INTERFACE ${_san})
 endif()

@@ -1,6 +1,7 @@
 #include "tandem/snapshot.h"
 
 #include <string>
+#include <unordered_set>
 
 #include "tandem/error.h"
 
@@ -25,7 +26,10 @@ void ValidateSnapshot(const OptimizerSnapshot& s) {
   if (s.step < 0)
     throw Error(ErrorKind::kInvalidArgument, "snapshot step " + std::to_string(s.step) + " < 0");
   const StateFormats& f = s.formats;
+  std::unordered_set<std::string> names;
   for (const TensorSnapshot& t : s.tensors) {
+    if (!names.insert(t.name).second)
+      throw Error(ErrorKind::kInvalidArgument, "tensor '" + t.name + "': duplicate name");
     if (t.group >= s.groups.size())
       throw Error(ErrorKind::kInvalidArgument, "tensor '" + t.name + "': group " +
                                                    std::to_string(t.group) + " of " +

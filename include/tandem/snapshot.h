@@ -45,7 +45,8 @@ struct OptimizerSnapshot {
 };
 
 // Throws Error(kInvalidArgument) naming the first tensor/array whose size does not match
-// its numel, formats and algorithm (e.g. "tensor 'wq.3': m_scales has 7 entries, expected 8").
+// its numel, formats and algorithm (e.g. "tensor 'wq.3': m_scales has 7 entries, expected 8"),
+// or the second tensor that repeats a name ("tensor 'wq.3': duplicate name").
 void ValidateSnapshot(const OptimizerSnapshot& s);
 
 }  // namespace tandem

@@ -97,6 +97,21 @@ TEST(RoundTrip, SaveRejectsInvalidSnapshotAndWritesNothing) {
   EXPECT_FALSE(env->FileExists("bad.tmp"));
 }
 
+TEST(RoundTrip, SaveRejectsDuplicateTensorNamesAndWritesNothing) {
+  auto env = NewMemEnv();
+  auto s = MakeSnapshot(Algorithm::kAdamW, {}, 1);
+  s.tensors[3].name = s.tensors[1].name;
+  try {
+    SaveCheckpoint(s, "dup", {}, env.get());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("duplicate name"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(s.tensors[1].name), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(env->FileExists("dup"));
+}
+
 TEST(RoundTrip, SaveRejectsNonUtf8Name) {
   auto env = NewMemEnv();
   auto s = MakeSnapshot(Algorithm::kAdamW, {}, 1);
