@@ -41,8 +41,8 @@ void HybridOptimizer::Impl::GradReady(size_t i) {
   for (size_t c = chunk_begin_[i]; c < chunk_end_[i]; ++c) {
     if (chunk_ticket_[c] != 0) continue;  // a retry after a failed enqueue
     const offload::OffloadChunk& ch = chunks_[c];
-    chunk_ticket_[c] = transport_->Download(const_cast<void*>(EarlyGrad(c)), ch.device_grad,
-                                            ch.grad_bytes);
+    chunk_ticket_[c] =
+        transport_->Download(const_cast<void*>(EarlyGrad(c)), ch.device_grad, ch.grad_bytes);
     if (begun_ && speculator_) speculator_->Enqueue(c, chunk_ticket_[c]);
   }
   grad_ready_[i] = 1;
@@ -57,8 +57,8 @@ void ValidateStepArgs(double lr, const StepOptions& opt) {
     throw Error(ErrorKind::kInvalidArgument,
                 "loss_scale must be finite and > 0, got " + std::to_string(opt.loss_scale));
   if (!std::isfinite(opt.max_grad_norm) || opt.max_grad_norm < 0)
-    throw Error(ErrorKind::kInvalidArgument, "max_grad_norm must be finite and >= 0, got " +
-                                                 std::to_string(opt.max_grad_norm));
+    throw Error(ErrorKind::kInvalidArgument,
+                "max_grad_norm must be finite and >= 0, got " + std::to_string(opt.max_grad_norm));
 }
 }  // namespace
 
@@ -74,8 +74,8 @@ void HybridOptimizer::Impl::BeginStep(double lr, const StepOptions& opt) {
   // The scalars Step computes when the clip coefficient is exactly 1: grad_mul =
   // clip / loss_scale = 1.0 / loss_scale, the same double, so the same float.
   for (size_t g = 0; g < cfg_.groups.size(); ++g)
-    spec_scalars_[g] = ComputeStepScalars(cfg_.algorithm, cfg_.groups[g], lr, step_ + 1,
-                                          1.0 / opt.loss_scale);
+    spec_scalars_[g] =
+        ComputeStepScalars(cfg_.algorithm, cfg_.groups[g], lr, step_ + 1, 1.0 / opt.loss_scale);
   if (speculator_) {
     speculator_->Begin(spec_scalars_, pipeline_->last_upload());
     // Gradients marked ready before BeginStep are speculated on too.

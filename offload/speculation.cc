@@ -26,7 +26,8 @@ uint64_t PieceCount(uint64_t n) { return (n + kPiece - 1) / kPiece; }
 // Elements [off, off + count) of a chunk's span, gradient and parameter included.
 StepSpan Piece(const StepSpan& s, uint64_t off, uint64_t count) {
   StepSpan r = SubSpan(s, off, count);
-  if (s.grad != nullptr) r.grad = static_cast<const uint8_t*>(s.grad) + off * DTypeSize(s.grad_dtype);
+  if (s.grad != nullptr)
+    r.grad = static_cast<const uint8_t*>(s.grad) + off * DTypeSize(s.grad_dtype);
   if (s.param != nullptr) r.param = static_cast<uint8_t*>(s.param) + off * DTypeSize(s.param_dtype);
   return r;
 }
@@ -96,8 +97,8 @@ void Speculator::Enqueue(size_t c, Ticket ticket) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (c >= status_.size() || status_[c] != kIdle || tail_ >= queue_.size())
-      throw Error(ErrorKind::kInternal, "Speculator: chunk " + std::to_string(c) +
-                                            " queued twice in one step");
+      throw Error(ErrorKind::kInternal,
+                  "Speculator: chunk " + std::to_string(c) + " queued twice in one step");
     queue_[tail_++] = c;
     ticket_[c] = ticket;
     status_[c] = kQueued;
@@ -182,8 +183,8 @@ void Speculator::Run(size_t c, Ticket ticket, Ticket previous_upload) {
       if (piece_saved_[p] != 0) CopyState(piece(p, span), piece(p, backup_[c]));
     throw;
   }
-  busy_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                  .count();
+  busy_ms_ +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 size_t Speculator::Rollback() {

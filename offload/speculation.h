@@ -44,8 +44,8 @@ class Speculator {
   // written (nullptr when it uploads from param_source). early_grad[c]: where chunk c's
   // gradient lands. threads: the width of the worker's own task arena (0: all cores).
   Speculator(const std::vector<OffloadChunk>* chunks, std::vector<StepSpan> backup,
-             std::vector<void*> hold, std::vector<const void*> early_grad,
-             Transport* transport, int threads);
+             std::vector<void*> hold, std::vector<const void*> early_grad, Transport* transport,
+             int threads);
   ~Speculator();
   Speculator(const Speculator&) = delete;
   Speculator& operator=(const Speculator&) = delete;
@@ -87,19 +87,19 @@ class Speculator {
 
   std::mutex mu_;
   std::condition_variable work_cv_, idle_cv_;
-  std::vector<size_t> queue_;        // chunk indices, capacity chunks->size()
-  std::vector<Ticket> ticket_;       // per chunk: its download
-  std::vector<uint8_t> status_;      // per chunk: Status
+  std::vector<size_t> queue_;    // chunk indices, capacity chunks->size()
+  std::vector<Ticket> ticket_;   // per chunk: its download
+  std::vector<uint8_t> status_;  // per chunk: Status
   size_t head_ = 0, tail_ = 0;
-  bool running_ = false;             // the worker is in Run
+  bool running_ = false;  // the worker is in Run
   bool stop_ = false;
   bool cancel_ = false;
   std::exception_ptr error_;
   std::vector<StepScalars> scalars_;
-  Ticket previous_upload_ = 0;       // taken by the first chunk the worker runs
-  std::vector<uint8_t> piece_saved_; // worker-side: pieces of the running chunk backed up
+  Ticket previous_upload_ = 0;        // taken by the first chunk the worker runs
+  std::vector<uint8_t> piece_saved_;  // worker-side: pieces of the running chunk backed up
   double busy_ms_ = 0;
-  std::thread worker_;               // last: starts after everything above exists
+  std::thread worker_;  // last: starts after everything above exists
 };
 
 }  // namespace tandem::offload

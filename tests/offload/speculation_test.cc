@@ -34,7 +34,7 @@ struct SpecFixture {
   StateFormats f{MasterFormat::kF32, MomentFormat::kQ8, MomentFormat::kQ8};
   HyperParams h;
   std::vector<float> w0 = std::vector<float>(kN), grad = std::vector<float>(kN);
-  std::vector<float> early = std::vector<float>(kN);    // where downloads land
+  std::vector<float> early = std::vector<float>(kN);  // where downloads land
   std::vector<uint16_t> hold = std::vector<uint16_t>(kN);
   SpecFixture() {
     std::mt19937 rng(5);
@@ -170,15 +170,23 @@ struct Formats {
 
 const Formats kSetups[] = {
     // bf16 parameters with a bf16-based master: chunks upload from the master itself.
-    {Algorithm::kAdamW, {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8},
-     DType::kBF16, DType::kBF16},
+    {Algorithm::kAdamW,
+     {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8},
+     DType::kBF16,
+     DType::kBF16},
     // f32 master with bf16 parameters: parameters are held until Step commits.
-    {Algorithm::kAdam, {MasterFormat::kF32, MomentFormat::kQ8, MomentFormat::kF32},
-     DType::kBF16, DType::kF16},
-    {Algorithm::kLion, {MasterFormat::kBF16Ecc16, MomentFormat::kQ8, MomentFormat::kF32},
-     DType::kF16, DType::kBF16},
-    {Algorithm::kSGD, {MasterFormat::kBF16, MomentFormat::kQ8, MomentFormat::kF32},
-     DType::kBF16, DType::kF32},
+    {Algorithm::kAdam,
+     {MasterFormat::kF32, MomentFormat::kQ8, MomentFormat::kF32},
+     DType::kBF16,
+     DType::kF16},
+    {Algorithm::kLion,
+     {MasterFormat::kBF16Ecc16, MomentFormat::kQ8, MomentFormat::kF32},
+     DType::kF16,
+     DType::kBF16},
+    {Algorithm::kSGD,
+     {MasterFormat::kBF16, MomentFormat::kQ8, MomentFormat::kF32},
+     DType::kBF16,
+     DType::kF32},
 };
 
 OptimizerConfig Config(const Formats& s, double fraction, uint64_t chunk, bool speculative) {
@@ -359,7 +367,8 @@ TEST(SpeculativeEarlyStart, MisuseIsRefusedAndChangesNothing) {
   EXPECT_TRUE(opt.step_begun());
   for (size_t i = m.sizes.size(); i-- > 0;) opt.GradReady(i);
   ExpectInvalid([&] { opt.BeginStep(2e-3); }, "already begun");
-  ExpectInvalid([&] { opt.SetHyperParams(0, opt.hyper_params(0)); }, "SetHyperParams: a step is begun");
+  ExpectInvalid([&] { opt.SetHyperParams(0, opt.hyper_params(0)); },
+                "SetHyperParams: a step is begun");
   ExpectInvalid([&] { opt.Snapshot(); }, "Snapshot: a step is begun");
   ExpectInvalid([&] { opt.Restore(before); }, "Restore: a step is begun");
   EXPECT_EQ(m.params, params_before) << "parameters written before Step";
@@ -369,16 +378,20 @@ TEST(SpeculativeEarlyStart, MisuseIsRefusedAndChangesNothing) {
   EXPECT_FALSE(opt.step_begun());
   EXPECT_TRUE(opt.Snapshot() == before);
   EXPECT_EQ(m.params, params_before);
-  ExpectInvalid([&] {
-    opt.BeginStep(2e-3);
-    opt.Step(2e-3, {.loss_scale = 2.0});
-  }, "does not match");
+  ExpectInvalid(
+      [&] {
+        opt.BeginStep(2e-3);
+        opt.Step(2e-3, {.loss_scale = 2.0});
+      },
+      "does not match");
   EXPECT_TRUE(opt.Snapshot() == before);
   // An invalid Step undoes it too.
-  ExpectInvalid([&] {
-    opt.BeginStep(2e-3);
-    opt.Step(-1.0);
-  }, "learning rate");
+  ExpectInvalid(
+      [&] {
+        opt.BeginStep(2e-3);
+        opt.Step(-1.0);
+      },
+      "learning rate");
   EXPECT_TRUE(opt.Snapshot() == before);
   EXPECT_FALSE(opt.step_begun());
 
@@ -434,8 +447,8 @@ TEST(SpeculativeEarlyStart, MemoryReportFollowsTheClosedForm) {
       // The backup is the offloaded state again; in host mode the hot state is host memory
       // too, so take the offloaded part from a GPU-mode prediction.
       const MemoryReport g = PredictMemory(m.Specs(2), off, ExecutionMode::kGpu);
-      const uint64_t cold_state = g.host.master + g.host.correction + g.host.momentum +
-                                  g.host.variance + g.host.scales;
+      const uint64_t cold_state =
+          g.host.master + g.host.correction + g.host.momentum + g.host.variance + g.host.scales;
       EXPECT_EQ(b.host.speculation, cold_state + hold) << what;
       EXPECT_EQ(b.host.staging, a.host.staging + early) << what;
       EXPECT_EQ(b.host.total(), a.host.total() + cold_state + hold + early) << what;
