@@ -33,11 +33,13 @@ CudaTransport::~CudaTransport() {
 }
 
 void CudaTransport::DownloadsAfterComputeStream() {
+  std::lock_guard<std::mutex> lock(mu_);
   TANDEM_CUDA(cudaEventRecord(fence_, compute_), "(gradients-ready fence)");
   TANDEM_CUDA(cudaStreamWaitEvent(down_, fence_, 0), "(download stream waits for gradients)");
 }
 
 Ticket CudaTransport::Enqueue(bool upload, void* dst, const void* src, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
   const Ticket t = next_++;
   Copy& c = Slot(t);
   const std::string ctx = Ctx(t, bytes, upload);
@@ -63,15 +65,22 @@ Ticket CudaTransport::Upload(void* dst, const void* src, size_t bytes) {
 }
 
 void CudaTransport::Wait(Ticket t) {
-  TANDEM_CUDA(cudaEventSynchronize(Slot(t).end), "waiting for copy " + std::to_string(t));
+  cudaEvent_t end = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    end = Slot(t).end;
+  }
+  TANDEM_CUDA(cudaEventSynchronize(end), "waiting for copy " + std::to_string(t));
 }
 
 void CudaTransport::ComputeStreamAfterUploads() {
+  std::lock_guard<std::mutex> lock(mu_);
   TANDEM_CUDA(cudaEventRecord(fence_, up_), "(uploads-done fence)");
   TANDEM_CUDA(cudaStreamWaitEvent(compute_, fence_, 0), "(compute stream waits for uploads)");
 }
 
 void CudaTransport::StreamWaitFor(Ticket t, void* stream) {
+  std::lock_guard<std::mutex> lock(mu_);
   TANDEM_CUDA(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), Slot(t).end, 0),
               "(stream waits for copy " + std::to_string(t) + ")");
 }

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <mutex>
 #include <vector>
 
 #include "offload/transport.h"
@@ -36,6 +37,9 @@ class CudaTransport : public Transport {
   Copy& Slot(Ticket t) { return ring_[t % ring_.size()]; }
   double BusyMs(bool upload);
 
+  // Guards the ring and next_: Wait may run on a second thread (offload/transport.h). It
+  // is held only to enqueue or to look up a ticket's event, never while blocking.
+  std::mutex mu_;
   cudaStream_t compute_, down_ = nullptr, up_ = nullptr;
   cudaEvent_t fence_ = nullptr;
   std::vector<Copy> ring_;

@@ -36,14 +36,20 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
   InitState();
   BuildChunks();
   last_upload_.assign(specs_.size(), 0);
-  early_ticket_.assign(specs_.size(), 0);
+  chunk_ticket_.assign(chunks_.size(), 0);
+  grad_ready_.assign(specs_.size(), 0);
   scalars_.resize(cfg_.groups.size());
+  spec_scalars_.resize(cfg_.groups.size());
   if (gpu()) {
     for (cudaEvent_t& e : ev_) TANDEM_CUDA(cudaEventCreate(&e), "(optimizer timing events)");
   }
+  if (cfg_.speculative_early_start && pipeline_) BuildSpeculation();
 }
 
 HybridOptimizer::Impl::~Impl() {
+  // Mid-speculation: the worker finishes the chunk it is on (its download completes) and
+  // drops the rest; nothing it used is freed before it is joined.
+  speculator_.reset();
   if (transport_) transport_->Drain();
   for (cudaEvent_t e : ev_)
     if (e != nullptr) cudaEventDestroy(e);
@@ -112,8 +118,14 @@ struct LayoutPlan {
   uint64_t grad_slot_bytes = 0, param_slot_bytes = 0;
   std::vector<uint64_t> grad_slot_off, param_slot_off;
   uint64_t staging_bytes = 0;
+  // Early start: per tensor, the offset of its offloaded gradients in the early-start
+  // buffer and (speculation) of its held parameters (kNoHold: uploads from the state).
+  std::vector<uint64_t> early_off, hold_off;
+  uint64_t early_bytes = 0, hold_bytes = 0;
   MemoryReport report;
 };
+
+constexpr uint64_t kNoHold = ~uint64_t{0};
 
 LayoutPlan PlanLayout(const std::vector<TensorSpec>& specs, const OptimizerConfig& cfg,
                       const Placement& placement, bool gpu) {
@@ -149,10 +161,30 @@ LayoutPlan PlanLayout(const std::vector<TensorSpec>& specs, const OptimizerConfi
         lp.param_slot_off.push_back(staging.Add(lp.param_slot_bytes));
   }
   lp.staging_bytes = staging.total();
+  // Early start: one landing place per offloaded gradient element; with speculation, a
+  // holding place per offloaded parameter that cannot go up from its own master.
+  offload::SlabLayout early, hold;
+  lp.early_off.assign(n, 0);
+  lp.hold_off.assign(n, kNoHold);
+  for (size_t t = 0; t < n; ++t) {
+    const uint64_t cold = placement.tensors[t].host_count();
+    lp.early_off[t] = early.Add(cold * DTypeSize(specs[t].grad_dtype));
+    if (cold > 0 && !offload::MasterAliases(f.master, specs[t].param_dtype))
+      lp.hold_off[t] = hold.Add(cold * DTypeSize(specs[t].param_dtype));
+  }
+  lp.early_bytes = early.total();
+  lp.hold_bytes = hold.total();
   MemoryReport::Bytes& dev = gpu ? lp.report.device : lp.report.host;
   lp.hot.Report(&dev);
   lp.cold.Report(&lp.report.host);
   lp.report.host.staging += lp.staging_bytes;
+  if (cfg.speculative_early_start) {
+    // Allocated at construction (BeginStep never allocates): the early-start gradient
+    // buffer (staging, as when GradReady allocates it on first use) and the backup of
+    // the offloaded state (the cold layout again) plus the parameter holding buffer.
+    lp.report.host.staging += lp.early_bytes;
+    lp.report.host.speculation += lp.cold.bytes() + lp.hold_bytes;
+  }
   return lp;
 }
 }  // namespace
@@ -173,6 +205,9 @@ void HybridOptimizer::Impl::BuildLayout() {
     if (hot_.part(t).alias_param) hot_.AliasMaster(t, specs_[t].param, f.master);
   staging_slab_ = offload::Slab(cold_kind, lp.staging_bytes, "offload pipeline staging slots");
   report_ = lp.report;
+  early_offset_ = lp.early_off;
+  early_bytes_ = lp.early_bytes;
+  hold_offset_ = lp.hold_off;
   const std::vector<uint64_t>& goff = lp.grad_slot_off;
   const std::vector<uint64_t>& poff = lp.param_slot_off;
   const uint64_t max_chunk = lp.grad_slot_bytes;
@@ -222,10 +257,14 @@ void HybridOptimizer::Impl::BuildLayout() {
 
 void HybridOptimizer::Impl::BuildChunks() {
   chunks_.clear();
+  chunk_part_off_.clear();
+  chunk_begin_.assign(specs_.size(), 0);
+  chunk_end_.assign(specs_.size(), 0);
   // Gradients arrive in backward order: the last registered tensor first.
   for (size_t t = specs_.size(); t-- > 0;) {
     const TensorSpec& s = specs_[t];
     const offload::Part& p = cold_.part(t);
+    chunk_begin_[t] = chunk_end_[t] = chunks_.size();
     if (p.count == 0) continue;
     const size_t gsz = DTypeSize(s.grad_dtype), psz = DTypeSize(s.param_dtype);
     const bool direct = offload::MasterAliases(cfg_.formats.master, s.param_dtype);
@@ -247,8 +286,44 @@ void HybridOptimizer::Impl::BuildChunks() {
                              : static_cast<const void*>(c.span.master.bf16);
       c.scalar_index = s.group;
       chunks_.push_back(c);
+      chunk_part_off_.push_back(off);
     }
+    chunk_end_[t] = chunks_.size();
   }
+}
+
+// The speculation's memory (PlanLayout reported it) and its worker.
+void HybridOptimizer::Impl::BuildSpeculation() {
+  AllocateEarlyBuffer();
+  backup_ = cold_;  // the same arrays, carved from another slab
+  backup_slab_ = offload::Slab(MemKind::kHost, backup_.bytes(), "speculation backup of the offloaded state");
+  backup_.Bind(backup_slab_.data());
+  uint64_t hold_bytes = 0;
+  for (size_t t = 0; t < specs_.size(); ++t)
+    if (hold_offset_[t] != kNoHold)
+      hold_bytes = std::max(hold_bytes, hold_offset_[t] + offload::Aligned(
+                                            cold_.part(t).count * DTypeSize(specs_[t].param_dtype)));
+  // Pinned in GPU mode: Step uploads the held parameters straight from it.
+  hold_slab_ = offload::Slab(gpu() ? MemKind::kPinned : MemKind::kHost, hold_bytes,
+                             "speculation parameter holding buffer");
+  std::vector<StepSpan> backup;
+  std::vector<void*> hold;
+  std::vector<const void*> early;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    const size_t t = chunks_[c].tensor;
+    const uint64_t off = chunk_part_off_[c];
+    StepSpan b = offload::SubSpan(backup_.part(t).state, off, chunks_[c].span.n);
+    b.grad_dtype = specs_[t].grad_dtype;
+    b.param_dtype = specs_[t].param_dtype;
+    backup.push_back(b);
+    hold.push_back(hold_offset_[t] == kNoHold
+                       ? nullptr
+                       : hold_slab_.data() + hold_offset_[t] + off * DTypeSize(specs_[t].param_dtype));
+    early.push_back(EarlyGrad(c));
+  }
+  speculator_ = std::make_unique<offload::Speculator>(&chunks_, std::move(backup), std::move(hold),
+                                                      std::move(early), transport_.get(),
+                                                      cfg_.host_threads);
 }
 
 
@@ -282,6 +357,8 @@ HybridOptimizer::HybridOptimizer(std::vector<TensorSpec> tensors, OptimizerConfi
 HybridOptimizer::~HybridOptimizer() = default;
 StepResult HybridOptimizer::Step(double lr, const StepOptions& o) { return impl_->Step(lr, o); }
 void HybridOptimizer::GradReady(size_t i) { impl_->GradReady(i); }
+void HybridOptimizer::BeginStep(double lr, const StepOptions& o) { impl_->BeginStep(lr, o); }
+bool HybridOptimizer::step_begun() const { return impl_->step_begun(); }
 void HybridOptimizer::SetHyperParams(size_t g, const HyperParams& h) {
   impl_->SetHyperParams(g, h);
 }

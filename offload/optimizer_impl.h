@@ -9,7 +9,8 @@
 //
 // The implementation is split by concern: optimizer.cc (construction, validation,
 // layout, PredictMemory), optimizer_step.cc (Step and its companions),
-// optimizer_state.cc (initialisation, Snapshot, Restore).
+// optimizer_state.cc (initialisation, Snapshot, Restore), optimizer_early.cc (GradReady,
+// BeginStep and the speculation's bookkeeping; the worker itself is offload/speculation.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,6 +24,7 @@
 #include "engine/step_scalars.h"
 #include "offload/memory.h"
 #include "offload/pipeline.h"
+#include "offload/speculation.h"
 #include "offload/state_layout.h"
 #include "offload/transport.h"
 #include "tandem/optimizer.h"
@@ -36,6 +38,8 @@ class HybridOptimizer::Impl {
 
   StepResult Step(double lr, const StepOptions& opt);
   void GradReady(size_t i);
+  void BeginStep(double lr, const StepOptions& opt);
+  bool step_begun() const { return begun_; }
   void WaitParam(size_t i, void* stream) const;
   void SetHyperParams(size_t g, const HyperParams& h);
   const HyperParams& hyper_params(size_t g) const;
@@ -59,6 +63,13 @@ class HybridOptimizer::Impl {
   void CopyFromDeviceSide(void* dst, const void* src, size_t bytes) const;
   std::vector<float> ReadParamAsF32(size_t t) const;
   void WriteParamsFromMasters(size_t t, const TensorSnapshot& ts);
+  void BuildSpeculation();
+  void AllocateEarlyBuffer();
+  const void* EarlyGrad(size_t chunk) const;
+  // Ends the early start of a step: a speculation not committed is rolled back (after
+  // cancelling what is queued), tickets and marks are cleared. Never throws.
+  void EndEarlyStart() noexcept;
+  void RequireNoBegunStep(const char* what) const;
   cudaStream_t stream() const { return static_cast<cudaStream_t>(cfg_.cuda_stream); }
 
   std::vector<TensorSpec> specs_;
@@ -78,9 +89,24 @@ class HybridOptimizer::Impl {
   std::unique_ptr<gpu::GradNormPlan> norm_plan_;
   std::vector<offload::OffloadChunk> chunks_;
   std::vector<offload::Ticket> last_upload_;
-  std::vector<offload::Ticket> early_ticket_;  // per tensor: early download (0: none)
+  // Early start. chunks_[chunk_begin_[t] .. chunk_end_[t]) are tensor t's chunks;
+  // chunk_part_off_[c] is chunk c's first element within its tensor's offloaded part.
+  std::vector<size_t> chunk_begin_, chunk_end_;
+  std::vector<uint64_t> chunk_part_off_;
+  std::vector<offload::Ticket> chunk_ticket_;  // per chunk: early download (0: none)
+  std::vector<uint8_t> grad_ready_;            // per tensor: GradReady seen this step
   std::vector<uint64_t> early_offset_;         // per tensor: byte offset in early_slab_
-  const void* early_grad_for(const offload::OffloadChunk& c) const;
+  uint64_t early_bytes_ = 0;
+  bool early_allocated_ = false;
+  // Speculative early start (offload/speculation.h): per tensor, the byte offset of its
+  // parameters in hold_slab_ (all ones where the chunk uploads from its own state).
+  std::vector<uint64_t> hold_offset_;
+  offload::StateLayout backup_;
+  offload::Slab backup_slab_, hold_slab_;
+  bool begun_ = false, spec_commit_ = false;
+  double begun_lr_ = 0;
+  StepOptions begun_opt_;
+  std::vector<StepScalars> spec_scalars_;
   std::vector<StepScalars> scalars_;
   std::vector<cpu::HostWork> hot_work_;  // host mode: the hot parts
   std::vector<uint32_t> hot_index_;      // host mode: group of each hot part
@@ -88,6 +114,9 @@ class HybridOptimizer::Impl {
   cudaEvent_t ev_[4] = {nullptr, nullptr, nullptr, nullptr};  // prepass/hot start+end
   StageTimes times_;
   bool times_pending_gpu_ = false;
+  // Last: destroyed first, so its worker is joined before the chunks, slabs and the
+  // transport it uses go away.
+  std::unique_ptr<offload::Speculator> speculator_;
 };
 
 }  // namespace tandem

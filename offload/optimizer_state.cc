@@ -141,6 +141,7 @@ void HybridOptimizer::Impl::InitState() {
 // Snapshots
 
 OptimizerSnapshot HybridOptimizer::Impl::Snapshot() const {
+  RequireNoBegunStep("Snapshot");
   if (transport_) transport_->Drain();
   if (gpu()) TANDEM_CUDA(cudaStreamSynchronize(stream()), "(snapshot: waiting for the step)");
   OptimizerSnapshot snap;
@@ -188,6 +189,7 @@ void HybridOptimizer::Impl::WriteParamsFromMasters(size_t t, const TensorSnapsho
 }
 
 void HybridOptimizer::Impl::Restore(const OptimizerSnapshot& snap) {
+  RequireNoBegunStep("Restore");
   ValidateSnapshot(snap);
   auto fail = [](const std::string& m) { throw Error(ErrorKind::kInvalidArgument, "restore: " + m); };
   if (snap.algo != cfg_.algorithm)
@@ -234,7 +236,7 @@ void HybridOptimizer::Impl::Restore(const OptimizerSnapshot& snap) {
     if (ts.numel > 0) WriteParamsFromMasters(t, ts);
   }
   step_ = snap.step;
-  early_ticket_.assign(specs_.size(), 0);
+  EndEarlyStart();  // gradients copied down early belong to the old state
 }
 
 

@@ -2,6 +2,7 @@
 // per-group hyper-parameters and stage timings.
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <string>
 
@@ -18,14 +19,44 @@ using offload::MemKind;
 // ---------------------------------------------------------------------------------------
 // The step
 
+namespace {
+// The clip coefficient min(1, max_grad_norm / (norm + 1e-6)) where clipping triggers; 1.0
+// exactly otherwise (what the speculation of BeginStep assumes).
+double ClipCoefficient(double grad_norm, const StepOptions& opt) {
+  if (opt.max_grad_norm > 0 && grad_norm > opt.max_grad_norm)
+    return opt.max_grad_norm / (grad_norm + 1e-6);
+  return 1.0;
+}
+
+std::string Describe(double lr, const StepOptions& o) {
+  return "lr " + std::to_string(lr) + ", max_grad_norm " + std::to_string(o.max_grad_norm) +
+         ", loss_scale " + std::to_string(o.loss_scale);
+}
+}  // namespace
+
 StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
   const auto t0 = Clock::now();
+  // Whatever way this call ends, the early start of the step ends with it; a speculation
+  // not committed below is rolled back (Note [Speculate, then commit or roll back]).
+  struct EndOfStep {
+    Impl* self;
+    ~EndOfStep() { self->EndEarlyStart(); }
+  } end_of_step{this};
+  if (!std::isfinite(lr) || lr < 0)
+    throw Error(ErrorKind::kInvalidArgument,
+                "learning rate must be finite and >= 0, got " + std::to_string(lr));
   if (!std::isfinite(opt.loss_scale) || opt.loss_scale <= 0)
     throw Error(ErrorKind::kInvalidArgument,
                 "loss_scale must be finite and > 0, got " + std::to_string(opt.loss_scale));
   if (!std::isfinite(opt.max_grad_norm) || opt.max_grad_norm < 0)
     throw Error(ErrorKind::kInvalidArgument, "max_grad_norm must be finite and >= 0, got " +
                                                  std::to_string(opt.max_grad_norm));
+  if (begun_ && (lr != begun_lr_ || opt.max_grad_norm != begun_opt_.max_grad_norm ||
+                 opt.loss_scale != begun_opt_.loss_scale))
+    throw Error(ErrorKind::kInvalidArgument,
+                "Step(" + Describe(lr, opt) + ") does not match BeginStep(" +
+                    Describe(begun_lr_, begun_opt_) +
+                    "); the speculative update was undone, nothing changed: call Step again");
   times_ = {};
   // 1. Pre-pass over every gradient, hot and offloaded, before any update.
   offload::NormResult norm;
@@ -44,6 +75,14 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
     norm = offload::HostGradNorm(grads);
     times_.prepass_ms = std::chrono::duration<double, std::milli>(Clock::now() - p0).count();
   }
+  // The speculation (if any) has had all of backward; its last chunks overlapped the
+  // pre-pass. A chunk that failed fails the step, which EndOfStep rolls back.
+  const bool speculating = begun_ && speculator_ != nullptr;
+  if (speculating) {
+    const std::exception_ptr err = speculator_->WaitIdle();
+    times_.speculative_host_ms = speculator_->busy_ms();
+    if (err) std::rethrow_exception(err);
+  }
   StepResult result;
   result.step = step_;
   result.grad_norm = std::sqrt(norm.sum_squares) / opt.loss_scale;
@@ -51,14 +90,27 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
     result.applied = false;
     if (!std::isfinite(result.grad_norm) || norm.nonfinite)
       result.grad_norm = std::numeric_limits<double>::infinity();
-    early_ticket_.assign(specs_.size(), 0);
+    if (speculating) times_.rolled_back_chunks = speculator_->Rollback();
     times_.step_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     return result;
   }
-  double clip = 1.0;
-  if (opt.max_grad_norm > 0 && result.grad_norm > opt.max_grad_norm)
-    clip = opt.max_grad_norm / (result.grad_norm + 1e-6);
+  const double clip = ClipCoefficient(result.grad_norm, opt);
   const double grad_mul = clip / opt.loss_scale;
+  if (speculating) {
+    if (clip == 1.0) {
+      // Commit: the speculated chunks keep their update; only their uploads remain.
+      spec_commit_ = true;
+      for (size_t c = 0; c < chunks_.size(); ++c) {
+        chunks_[c].stepped = speculator_->stepped(c);
+        chunks_[c].host_param = speculator_->hold(c);
+        times_.speculated_chunks += chunks_[c].stepped ? 1 : 0;
+      }
+    } else {
+      // Clipping: the speculation assumed the wrong multiplier. Undo it; the normal path
+      // below steps every chunk (from the gradients already on the host).
+      times_.rolled_back_chunks = speculator_->Rollback();
+    }
+  }
   // 2. Per-group scalars, validated before anything is written.
   for (size_t g = 0; g < cfg_.groups.size(); ++g)
     scalars_[g] = ComputeStepScalars(cfg_.algorithm, cfg_.groups[g], lr, step_ + 1, grad_mul);
@@ -78,12 +130,12 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
 
   // 4. Offloaded elements through the pipeline, overlapping the hot step.
   if (pipeline_) {
-    for (offload::OffloadChunk& c : chunks_) {
-      const offload::Ticket et = early_ticket_[c.tensor];
+    for (size_t i = 0; i < chunks_.size(); ++i) {
+      offload::OffloadChunk& c = chunks_[i];
       c.host_grad = nullptr;
-      if (et != 0) {
-        transport_->Wait(et);
-        c.host_grad = early_grad_for(c);
+      if (!c.stepped && chunk_ticket_[i] != 0) {
+        transport_->Wait(chunk_ticket_[i]);
+        c.host_grad = EarlyGrad(i);
       }
     }
     offload::PipelineTimes pt;
@@ -100,7 +152,6 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
     times_.h2d_ms = pt.h2d_ms;
     times_.chunks = chunks_.size();
   }
-  early_ticket_.assign(specs_.size(), 0);
   ++step_;
   result.applied = true;
   result.step = step_;
@@ -109,6 +160,7 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
 }
 
 void HybridOptimizer::Impl::SetHyperParams(size_t g, const HyperParams& h) {
+  RequireNoBegunStep("SetHyperParams");
   if (g >= cfg_.groups.size())
     throw Error(ErrorKind::kInvalidArgument, "SetHyperParams: group " + std::to_string(g) +
                                                  " of " + std::to_string(cfg_.groups.size()));
@@ -126,38 +178,6 @@ const HyperParams& HybridOptimizer::Impl::hyper_params(size_t g) const {
     throw Error(ErrorKind::kInvalidArgument, "hyper_params: group " + std::to_string(g) +
                                                  " of " + std::to_string(cfg_.groups.size()));
   return cfg_.groups[g];
-}
-
-// Early start: the tensor's offloaded gradients go down into a full-size buffer as soon as
-// backward produced them; Step then finds them on the host.
-void HybridOptimizer::Impl::GradReady(size_t i) {
-  if (i >= specs_.size())
-    throw Error(ErrorKind::kInvalidArgument, "GradReady: tensor index " + std::to_string(i) +
-                                                 " of " + std::to_string(specs_.size()));
-  const offload::Part& p = cold_.part(i);
-  if (!pipeline_ || p.count == 0 || early_ticket_[i] != 0) return;
-  if (early_offset_.empty()) {
-    offload::SlabLayout l;
-    early_offset_.assign(specs_.size(), 0);
-    for (size_t t = 0; t < specs_.size(); ++t)
-      early_offset_[t] = l.Add(cold_.part(t).count * DTypeSize(specs_[t].grad_dtype));
-    early_slab_ = offload::Slab(gpu() ? MemKind::kPinned : MemKind::kHost, l.total(),
-                                "early-start gradient buffer");
-    report_.host.staging += l.total();
-  }
-  const size_t gsz = DTypeSize(specs_[i].grad_dtype);
-  transport_->DownloadsAfterComputeStream();
-  early_ticket_[i] = transport_->Download(
-      early_slab_.data() + early_offset_[i],
-      static_cast<const uint8_t*>(specs_[i].grad) + p.offset * gsz, p.count * gsz);
-}
-
-const void* HybridOptimizer::Impl::early_grad_for(const offload::OffloadChunk& c) const {
-  const size_t gsz = DTypeSize(specs_[c.tensor].grad_dtype);
-  const uint8_t* part_start =
-      static_cast<const uint8_t*>(specs_[c.tensor].grad) + cold_.part(c.tensor).offset * gsz;
-  return early_slab_.data() + early_offset_[c.tensor] +
-         (static_cast<const uint8_t*>(c.device_grad) - part_start);
 }
 
 StageTimes HybridOptimizer::Impl::last_step_times() {

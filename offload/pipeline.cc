@@ -30,24 +30,47 @@ void Pipeline::Run(std::vector<OffloadChunk>& chunks, const StepScalars* scalars
   double host_ms = 0;
   const size_t n = chunks.size(), k = grad_slots_.size();
   transport_->ResetTimes();
+  const Ticket previous_upload = last_run_upload_;
   size_t applied = 0;
-  std::vector<Ticket> down(n, 0);
-  auto enqueue_download = [&](size_t i) {
-    OffloadChunk& c = chunks[i];
+  work_.clear();
+  for (size_t i = 0; i < n; ++i)
+    if (!chunks[i].stepped) work_.push_back(i);
+  const size_t w = work_.size();
+  down_.assign(w, 0);
+  auto enqueue_download = [&](size_t j) {
+    OffloadChunk& c = chunks[work_[j]];
     if (c.host_grad == nullptr && c.grad_bytes > 0)
-      down[i] = transport_->Download(grad_slots_[i % k], c.device_grad, c.grad_bytes);
+      down_[j] = transport_->Download(grad_slots_[j % k], c.device_grad, c.grad_bytes);
+  };
+  auto enqueue_upload = [&](const OffloadChunk& c, const void* src) {
+    const Ticket up = transport_->Upload(c.device_param, src, c.param_bytes);
+    if (last_upload != nullptr) (*last_upload)[c.tensor] = up;
+    last_run_upload_ = up;
+    return up;
   };
   try {
+    // Chunks stepped before Run: their state is final, only the parameter goes up.
+    for (size_t i = n; i-- > 0;) {
+      const OffloadChunk& c = chunks[i];
+      if (!c.stepped || c.param_bytes == 0) continue;
+      const void* src = c.param_source != nullptr ? c.param_source : c.host_param;
+      if (src == nullptr)
+        throw Error(ErrorKind::kInternal, "stepped chunk of tensor " + std::to_string(c.tensor) +
+                                              " has no parameter to upload");
+      enqueue_upload(c, src);
+      ++applied;
+    }
     // Note [Uploads read the state]: an upload may read the host state itself (the bf16
     // master that is the weight); the previous Run's uploads must finish before this
-    // Run's host updates write that state again.
-    if (last_run_upload_ != 0) transport_->Wait(last_run_upload_);
+    // Run's host updates write that state again. (Uploads just enqueued above read state
+    // that this Run does not write.)
+    if (previous_upload != 0 && w > 0) transport_->Wait(previous_upload);
     transport_->DownloadsAfterComputeStream();
-    for (size_t i = 0; i < n && i < k; ++i) enqueue_download(i);
-    for (size_t i = 0; i < n; ++i) {
-      OffloadChunk& c = chunks[i];
-      const size_t slot = i % k;
-      if (down[i] != 0) transport_->Wait(down[i]);
+    for (size_t j = 0; j < w && j < k; ++j) enqueue_download(j);
+    for (size_t j = 0; j < w; ++j) {
+      OffloadChunk& c = chunks[work_[j]];
+      const size_t slot = j % k;
+      if (down_[j] != 0) transport_->Wait(down_[j]);
       StepSpan span = c.span;
       span.grad = c.host_grad != nullptr ? c.host_grad : grad_slots_[slot];
       const void* up_src = c.param_source;
@@ -65,13 +88,11 @@ void Pipeline::Run(std::vector<OffloadChunk>& chunks, const StepScalars* scalars
       host_ms += std::chrono::duration<double, std::milli>(Clock::now() - h0).count();
       ++applied;
       if (c.param_bytes > 0) {
-        const Ticket up = transport_->Upload(c.device_param, up_src, c.param_bytes);
+        const Ticket up = enqueue_upload(c, up_src);
         if (c.param_source == nullptr) param_slot_ticket_[slot] = up;
-        if (last_upload != nullptr) (*last_upload)[c.tensor] = up;
-        last_run_upload_ = up;
       }
-      // The slot chunk i used is free again: start the download that reuses it.
-      if (i + k < n) enqueue_download(i + k);
+      // The slot chunk j used is free again: start the download that reuses it.
+      if (j + k < w) enqueue_download(j + k);
     }
     transport_->ComputeStreamAfterUploads();
   } catch (const Error& e) {

@@ -7,7 +7,9 @@
 // its download completed; a gradient slot is reused only after the host update that read
 // it finished; a parameter staging slot is reused only after the upload that read it
 // completed; the first chunk's host update waits for the previous Run's uploads of the
-// same state (Note [Uploads read the state]).
+// same state (Note [Uploads read the state]). A chunk marked `stepped` (updated before
+// Run, by the speculation worker) is only uploaded; those uploads are enqueued first, in
+// reverse chunk order (forward order, so the next forward's first tensors arrive first).
 //
 // Not thread-safe: one Run at a time.
 #pragma once
@@ -34,6 +36,10 @@ struct OffloadChunk {
   StepSpan span;
   const void* host_grad = nullptr;     // gradient already on the host (early start)
   const void* param_source = nullptr;
+  // Already stepped (speculative early start): Run uploads the parameter from
+  // param_source, else from host_param, and neither downloads nor steps the chunk.
+  bool stepped = false;
+  const void* host_param = nullptr;
   uint32_t scalar_index = 0;
 };
 
@@ -62,6 +68,13 @@ class Pipeline {
   std::vector<void*> grad_slots_, param_slots_;
   std::vector<Ticket> param_slot_ticket_;
   Ticket last_run_upload_ = 0;
+  std::vector<size_t> work_;   // per Run: the chunks to step (not `stepped`)
+  std::vector<Ticket> down_;   // per Run: download ticket of each entry of work_
+
+ public:
+  // The last upload enqueued by the last Run (0: none or not known after a failure): a
+  // writer of the host state must wait for it first (Note [Uploads read the state]).
+  Ticket last_upload() const { return last_run_upload_; }
 };
 
 }  // namespace tandem::offload

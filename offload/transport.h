@@ -5,7 +5,9 @@
 // Two implementations: CudaTransport (two CUDA streams with events; offload/cuda_transport.h)
 // and HostTransport (two worker threads doing memcpy; offload/host_transport.h), which lets
 // CI exercise the pipeline's ordering, back-pressure and error paths without a GPU.
-// A Transport is used by one thread at a time.
+// A Transport is used by one thread at a time, with one exception: Wait (and only Wait)
+// may be called from one other thread (the speculation worker, offload/speculation.h)
+// concurrently with the owner's calls. Both implementations allow it.
 #pragma once
 
 #include <cstddef>

@@ -6,9 +6,11 @@
 // the achieved copy bandwidths and the overlap efficiency = busy time of the slowest stage
 // / step time (1.0: the other stages are completely hidden behind the slowest).
 //
-// --early-start measures the exposed step time (from the last gradient to the end of the
-// step) after a simulated backward (spin kernels of known duration, one per tensor, in
-// backward order), with and without GradReady calls.
+// --early-start measures, after a simulated backward (spin kernels of known duration, one
+// per tensor, in backward order), the exposed step time (last gradient to the end of the
+// step, all uploads done) and the time until the next forward could start (last gradient
+// to the first forward tensor's parameter being final), without early start, with
+// GradReady only, and with BeginStep + GradReady (speculative host update in backward).
 #include <cuda_runtime.h>
 
 #include <CLI/CLI.hpp>
@@ -161,37 +163,77 @@ Result RunOne(Model& m, const StateFormats& f, double fraction, int steps, int t
   return res;
 }
 
-// Exposed time after a simulated backward, with and without early start.
-std::pair<double, double> EarlyStart(Model& m, const StateFormats& f, double fraction,
-                                     int threads, uint64_t chunk, double layer_us, int reps) {
+// Early start after a simulated backward (one spin kernel per tensor, in backward order, on
+// the compute stream), in three modes: none (Step after backward), GradReady only (the
+// offloaded gradients copy down during backward) and speculative (BeginStep before
+// backward, GradReady after each tensor: the host updates run during backward). Times
+// start when the last gradient is final (an event after the last spin kernel):
+//   exposed:       until Step returned and the device is idle (every upload finished);
+//   forward ready: until Step returned and the parameter of the first tensor in forward
+//                  order is final on another stream (WaitParam): what the next forward
+//                  waits for.
+enum class EarlyMode { kNone = 0, kGradReady = 1, kSpeculative = 2 };
+const char* Name(EarlyMode m) {
+  return m == EarlyMode::kNone ? "none" : m == EarlyMode::kGradReady ? "gradready" : "speculative";
+}
+
+struct EarlyResult {
+  double exposed_ms = 0, forward_ready_ms = 0;
+  StageTimes stages;  // of the median (exposed) repetition
+};
+
+std::vector<EarlyResult> EarlyStart(Model& m, const StateFormats& f, double fraction,
+                                    int threads, uint64_t chunk, double layer_us, int reps) {
   OptimizerConfig cfg;
   cfg.formats = f;
   cfg.offload_fraction = fraction;
   cfg.mode = ExecutionMode::kGpu;
   cfg.host_threads = threads;
   cfg.chunk_elements = chunk;
+  cfg.speculative_early_start = true;  // allocates the backup; unused by the first two modes
   HybridOptimizer opt(Specs(m), cfg);
-  cudaEvent_t last;
+  cudaEvent_t last, ready;
+  cudaStream_t forward;
   Check(cudaEventCreate(&last), "event");
-  double exposed[2] = {0, 0};
-  for (int early = 0; early < 2; ++early) {
-    std::vector<double> v;
+  Check(cudaEventCreate(&ready), "event");
+  Check(cudaStreamCreateWithFlags(&forward, cudaStreamNonBlocking), "forward stream");
+  std::vector<EarlyResult> out;
+  for (EarlyMode mode : {EarlyMode::kNone, EarlyMode::kGradReady, EarlyMode::kSpeculative}) {
+    std::vector<double> exposed, fwd;
+    std::vector<StageTimes> stages;
     for (int r = 0; r < reps + 1; ++r) {
+      const double lr = 1e-5;
+      if (mode == EarlyMode::kSpeculative) opt.BeginStep(lr);
       for (size_t i = m.shapes.size(); i-- > 0;) {  // backward order
         SpinKernel<<<1, 1>>>(static_cast<long long>(layer_us * 1e3));
-        if (early) opt.GradReady(i);
+        if (mode != EarlyMode::kNone) opt.GradReady(i);
       }
       Check(cudaEventRecord(last, 0), "record");
       Check(cudaEventSynchronize(last), "backward");
       const auto t0 = Clock::now();
-      opt.Step(1e-5);
+      opt.Step(lr);
+      opt.WaitParam(0, forward);
+      Check(cudaEventRecord(ready, forward), "record forward");
+      Check(cudaEventSynchronize(ready), "forward ready");
+      const auto t1 = Clock::now();
       Check(cudaDeviceSynchronize(), "step");
-      if (r > 0) v.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      const auto t2 = Clock::now();
+      if (r == 0) continue;  // warm-up
+      fwd.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      exposed.push_back(std::chrono::duration<double, std::milli>(t2 - t0).count());
+      stages.push_back(opt.last_step_times());
     }
-    exposed[early] = Median(v);
+    EarlyResult e;
+    e.exposed_ms = Median(exposed);
+    e.forward_ready_ms = Median(fwd);
+    for (size_t i = 0; i < exposed.size(); ++i)
+      if (exposed[i] == e.exposed_ms) e.stages = stages[i];
+    out.push_back(e);
   }
+  cudaStreamDestroy(forward);
+  cudaEventDestroy(ready);
   cudaEventDestroy(last);
-  return {exposed[0], exposed[1]};
+  return out;
 }
 
 }  // namespace
@@ -214,7 +256,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "host threads (0: all)");
   app.add_option("--chunk", chunk, "pipeline chunk elements");
   app.add_flag("--fp32", fp32, "also run fp32 master/m/v (the baseline's bytes per element)");
-  app.add_flag("--early-start", early, "measure exposed time with and without GradReady");
+  app.add_flag("--early-start", early,
+               "measure exposed time without early start, with GradReady, with BeginStep");
   app.add_option("--layer-us", layer_us, "simulated backward time per tensor (early start)");
   app.add_option("--json", json_path, "write results as JSON");
   CLI11_PARSE(app, argc, argv);
@@ -282,12 +325,43 @@ int main(int argc, char** argv) {
         }
       }
       if (early) {
-        const auto [plain, with] = EarlyStart(m, formats[0], 0.5, threads, chunk, layer_us, 3);
-        std::printf("early start %s f=0.5: exposed %.2f ms without, %.2f ms with GradReady "
-                    "(%.0f%%)\n", name.c_str(), plain, with, 100.0 * with / plain);
+        const std::vector<EarlyResult> e =
+            EarlyStart(m, formats[0], 0.5, threads, chunk, layer_us, 3);
+        const EarlyResult& none = e[0];
+        std::printf("early start %s f=0.5, %.0f us per tensor (%zu tensors):\n", name.c_str(),
+                    layer_us, m.shapes.size());
+        std::printf("  %-12s %12s %7s %18s %7s %11s %11s\n", "mode", "exposed ms", "ratio",
+                    "forward-ready ms", "ratio", "speculated", "spec host ms");
+        for (EarlyMode mode : {EarlyMode::kNone, EarlyMode::kGradReady, EarlyMode::kSpeculative}) {
+          const EarlyResult& r = e[static_cast<int>(mode)];
+          std::printf("  %-12s %12.2f %6.0f%% %18.2f %6.0f%% %5llu/%-5llu %11.2f\n", Name(mode),
+                      r.exposed_ms, 100.0 * r.exposed_ms / none.exposed_ms, r.forward_ready_ms,
+                      100.0 * r.forward_ready_ms / none.forward_ready_ms,
+                      static_cast<unsigned long long>(r.stages.speculated_chunks),
+                      static_cast<unsigned long long>(r.stages.chunks),
+                      r.stages.speculative_host_ms);
+        }
+        const EarlyResult& gr = e[1];
+        const EarlyResult& sp = e[2];
+        // exposed_ms_without/with and ratio keep their earlier meaning (none vs GradReady).
         out.push_back({{"model", name}, {"experiment", "early_start"}, {"fraction", 0.5},
-                       {"layer_us", layer_us}, {"exposed_ms_without", plain},
-                       {"exposed_ms_with", with}, {"ratio", with / plain}});
+                       {"layer_us", layer_us}, {"tensors", m.shapes.size()},
+                       {"exposed_ms_without", none.exposed_ms},
+                       {"exposed_ms_with", gr.exposed_ms},
+                       {"ratio", gr.exposed_ms / none.exposed_ms},
+                       {"exposed_ms_speculative", sp.exposed_ms},
+                       {"ratio_speculative", sp.exposed_ms / none.exposed_ms},
+                       {"forward_ready_ms_without", none.forward_ready_ms},
+                       {"forward_ready_ms_with", gr.forward_ready_ms},
+                       {"forward_ready_ms_speculative", sp.forward_ready_ms},
+                       {"forward_ready_ratio", gr.forward_ready_ms / none.forward_ready_ms},
+                       {"forward_ready_ratio_speculative",
+                        sp.forward_ready_ms / none.forward_ready_ms},
+                       {"chunks", sp.stages.chunks},
+                       {"speculated_chunks", sp.stages.speculated_chunks},
+                       {"speculative_host_ms", sp.stages.speculative_host_ms},
+                       {"step_ms_speculative", sp.stages.step_ms},
+                       {"h2d_ms_speculative", sp.stages.h2d_ms}});
       }
     }
   } catch (const tandem::Error& e) {

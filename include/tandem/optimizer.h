@@ -11,8 +11,9 @@
 //   for (...) { backward(); opt.Step(lr, {.max_grad_norm = 1.0}); }
 //
 // Thread safety: one thread at a time may call the non-const methods of one optimizer
-// (Step, GradReady, WaitParam, Restore). Const methods may run concurrently with each other
-// but not with Step.
+// (BeginStep, GradReady, Step, WaitParam, Restore). Const methods may run concurrently with
+// each other but not with Step. Between BeginStep and Step the optimizer's own worker
+// thread updates offloaded chunks in the background; that needs nothing from the caller.
 //
 // Failure: every method throws tandem::Error. A Step that throws, or that finds a
 // non-finite gradient, leaves every parameter and every state as it was before the call
@@ -69,6 +70,12 @@ struct OptimizerConfig {
   // stream. Step orders itself after the work already queued there and queues the hot
   // kernel on it; parameters are final on it when Step returns.
   void* cuda_stream = nullptr;
+  // Speculative early start (BeginStep): when true, the construction also allocates what
+  // BeginStep needs, so the hot path never allocates: the early-start gradient buffer
+  // (host staging, one landing place per offloaded gradient element) and a backup of the
+  // offloaded state plus a parameter holding buffer (MemoryReport::Bytes::speculation).
+  // BeginStep throws Error(kInvalidArgument) when this is false. Default: off.
+  bool speculative_early_start = false;
 };
 
 struct StepOptions {
@@ -93,8 +100,13 @@ struct MemoryReport {
     uint64_t scales = 0;      // q8 group scales
     uint64_t staging = 0;     // pinned gradient slots and parameter staging slots
     uint64_t metadata = 0;    // kernel tables and reduction scratch
+    // Speculative early start only (OptimizerConfig::speculative_early_start): the backup
+    // of the offloaded state (to roll a speculative update back) and the buffer that
+    // holds speculatively computed parameters until Step commits them.
+    uint64_t speculation = 0;
     uint64_t total() const {
-      return master + correction + momentum + variance + scales + staging + metadata;
+      return master + correction + momentum + variance + scales + staging + metadata +
+             speculation;
     }
   };
   Bytes device;  // GPU memory
@@ -111,6 +123,13 @@ struct StageTimes {
   double h2d_ms = 0;        // parameter copies up
   double step_ms = 0;       // Step() call, start to return
   uint64_t chunks = 0;      // offload pipeline chunks run
+  // Speculative early start (BeginStep): chunks updated during backward whose result this
+  // Step kept, chunks it restored from their backup (non-finite gradient, clipping, or a
+  // BeginStep/Step mismatch), and the host busy time of the speculative updates (backup
+  // plus kernel, summed over chunks, spent before Step was called).
+  uint64_t speculated_chunks = 0;
+  uint64_t rolled_back_chunks = 0;
+  double speculative_host_ms = 0;
 };
 
 class HybridOptimizer {
@@ -139,8 +158,29 @@ class HybridOptimizer {
 
   // Early start: tells the optimizer that tensor i's gradient is final on cuda_stream
   // (in backward order), so its offloaded part can start copying down before Step.
-  // Step must follow after all gradients are ready. Calling it is optional.
+  // Step must follow after all gradients are ready. Calling it is optional. The first
+  // call for a tensor in a step counts; later ones are ignored until Step. Between
+  // BeginStep and Step it also queues the tensor's offloaded chunks for a speculative
+  // host update (below). Throws Error(kInvalidArgument) for a bad index.
   void GradReady(size_t tensor_index);
+
+  // Speculative early start: announces the coming Step(lr, options), before backward (or
+  // at least before the first GradReady of the step). Until that Step, each offloaded
+  // chunk whose gradients have all landed (GradReady) is updated on the host by the
+  // optimizer's worker thread, assuming no clipping, after a backup of its state; the
+  // parameters on the device are not touched before Step (backward may still read
+  // them). Step then checks all gradients as always and keeps the speculative results
+  // when they are finite and clipping does not trigger; otherwise it restores every
+  // speculated chunk from its backup (and, for clipping, runs the normal update). The
+  // result is bit-identical to a Step without BeginStep in every case.
+  // Requires OptimizerConfig::speculative_early_start. Throws Error(kInvalidArgument) when
+  // that is off, when a step is already begun, or for a bad lr or options (nothing
+  // changes then). The matching Step must pass the same lr and options: any other Step
+  // throws Error(kInvalidArgument) after undoing the speculation (the optimizer is then
+  // as before BeginStep; call Step again). SetHyperParams, Snapshot and Restore throw
+  // Error(kInvalidArgument) while a step is begun, changing nothing.
+  void BeginStep(double lr, const StepOptions& options = {});
+  bool step_begun() const;  // between BeginStep and the Step that ends it
 
   // Makes `stream` (a cudaStream_t as void*, nullptr = legacy default) wait until tensor
   // i's parameter of the last Step is final on the GPU; a no-op in host mode.

@@ -1,7 +1,8 @@
 // HybridOptimizer in GPU mode (skipped without a CUDA device): the same random,
 // model-shaped problem stepped 20 times at fractions 0, 0.25, 0.5, 0.75 and 1, under each
 // placement policy, chunk size and thread count, gives byte-identical parameters and state,
-// equal to host mode's; a non-finite gradient changes nothing; device pointers are checked.
+// equal to host mode's; a non-finite gradient changes nothing; device pointers are checked;
+// speculative early start (BeginStep) gives the same bits as plain steps.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -87,6 +88,54 @@ TEST(HybridGpu, NonFiniteGradientChangesNothing) {
     EXPECT_FALSE(opt.Step(1e-3).applied);
     EXPECT_TRUE(opt.Snapshot() == before);
     EXPECT_EQ(m.ReadParams(), params_before);
+  }
+}
+
+// Speculative early start on the GPU: BeginStep before "backward", GradReady in backward
+// order, with non-finite and clipped steps mixed in, gives the bits of plain steps.
+std::pair<OptimizerSnapshot, std::vector<std::vector<uint8_t>>> RunGpuMixed(
+    const OptimizerConfig& c, bool speculative, std::vector<StepResult>* results,
+    uint64_t* speculated) {
+  DeviceModel m(7);
+  HybridOptimizer opt(m.Specs(), c);
+  for (int t = 1; t <= 14; ++t) {
+    const double lr = 1e-3 * (1.0 + 0.01 * t);
+    const StepOptions o{.max_grad_norm = 100.0, .loss_scale = t % 2 == 0 ? 4.0 : 1.0};
+    if (speculative) opt.BeginStep(lr, o);
+    m.host.FillGrads(t, t % 4 == 2 ? 1.0f : 0.1f);  // x10: clipping triggers
+    if (t % 5 == 3) Model::Store(m.host.grads[t % 2 == 0 ? 7 : 0].data(), m.host.grad_dtype, 3, NAN);
+    // "Backward": each gradient is written on the compute stream, then announced.
+    for (size_t k = m.grads.size(); k-- > 0;) {
+      cudaMemcpyAsync(m.grads[k], m.host.grads[k].data(), m.host.grads[k].size(),
+                      cudaMemcpyHostToDevice, nullptr);
+      if (speculative) opt.GradReady(k);
+    }
+    results->push_back(opt.Step(lr, o));
+    *speculated += opt.last_step_times().speculated_chunks;
+  }
+  return {opt.Snapshot(), m.ReadParams()};
+}
+
+TEST(HybridGpu, SpeculativeEarlyStartIsBitIdentical) {
+  SKIP_WITHOUT_GPU();
+  for (double f : {0.0, 0.25, 0.5, 1.0}) {
+    OptimizerConfig c = QuantizedConfig(ExecutionMode::kGpu, f, PlacementPolicy::kBackwardOrder,
+                                        256, 4);
+    std::vector<StepResult> plain_r, spec_r;
+    uint64_t none = 0, speculated = 0;
+    const auto plain = RunGpuMixed(c, false, &plain_r, &none);
+    c.speculative_early_start = true;
+    const auto spec = RunGpuMixed(c, true, &spec_r, &speculated);
+    ASSERT_EQ(plain_r.size(), spec_r.size());
+    for (size_t i = 0; i < plain_r.size(); ++i) {
+      EXPECT_EQ(spec_r[i].applied, plain_r[i].applied) << "f=" << f << " step " << i + 1;
+      EXPECT_EQ(spec_r[i].grad_norm, plain_r[i].grad_norm) << "f=" << f << " step " << i + 1;
+    }
+    EXPECT_EQ(spec.second, plain.second) << "f=" << f;
+    EXPECT_TRUE(spec.first == plain.first) << "f=" << f;
+    if (f > 0) {
+      EXPECT_GT(speculated, 0u) << "f=" << f;
+    }
   }
 }
 

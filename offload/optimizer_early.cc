@@ -1,0 +1,118 @@
+// HybridOptimizer: early start (GradReady) and speculative early start (BeginStep); the
+// bookkeeping on the optimizer's thread. The worker is offload/speculation.h; Step's part
+// (commit or roll back) is in optimizer_step.cc.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "offload/optimizer_impl.h"
+#include "tandem/error.h"
+
+namespace tandem {
+
+using offload::MemKind;
+
+// The early-start gradient buffer: allocated here on the first GradReady (and reported as
+// staging from then on), or at construction with speculative_early_start.
+void HybridOptimizer::Impl::AllocateEarlyBuffer() {
+  if (early_allocated_) return;
+  early_slab_ = offload::Slab(gpu() ? MemKind::kPinned : MemKind::kHost, early_bytes_,
+                              "early-start gradient buffer");
+  early_allocated_ = true;
+  if (!cfg_.speculative_early_start) report_.host.staging += early_bytes_;  // else planned
+}
+
+const void* HybridOptimizer::Impl::EarlyGrad(size_t c) const {
+  const size_t t = chunks_[c].tensor;
+  return early_slab_.data() + early_offset_[t] +
+         chunk_part_off_[c] * DTypeSize(specs_[t].grad_dtype);
+}
+
+// The tensor's offloaded gradients go down chunk by chunk into the early-start buffer as
+// soon as backward produced them; Step then finds them on the host. Between BeginStep and
+// Step each chunk is also handed to the speculation worker.
+void HybridOptimizer::Impl::GradReady(size_t i) {
+  if (i >= specs_.size())
+    throw Error(ErrorKind::kInvalidArgument, "GradReady: tensor index " + std::to_string(i) +
+                                                 " of " + std::to_string(specs_.size()));
+  if (!pipeline_ || cold_.part(i).count == 0 || grad_ready_[i] != 0) return;
+  AllocateEarlyBuffer();
+  transport_->DownloadsAfterComputeStream();
+  for (size_t c = chunk_begin_[i]; c < chunk_end_[i]; ++c) {
+    if (chunk_ticket_[c] != 0) continue;  // a retry after a failed enqueue
+    const offload::OffloadChunk& ch = chunks_[c];
+    chunk_ticket_[c] =
+        transport_->Download(const_cast<void*>(EarlyGrad(c)), ch.device_grad, ch.grad_bytes);
+    if (begun_ && speculator_) speculator_->Enqueue(c, chunk_ticket_[c]);
+  }
+  grad_ready_[i] = 1;
+}
+
+namespace {
+void ValidateStepArgs(double lr, const StepOptions& opt) {
+  if (!std::isfinite(lr) || lr < 0)
+    throw Error(ErrorKind::kInvalidArgument,
+                "learning rate must be finite and >= 0, got " + std::to_string(lr));
+  if (!std::isfinite(opt.loss_scale) || opt.loss_scale <= 0)
+    throw Error(ErrorKind::kInvalidArgument,
+                "loss_scale must be finite and > 0, got " + std::to_string(opt.loss_scale));
+  if (!std::isfinite(opt.max_grad_norm) || opt.max_grad_norm < 0)
+    throw Error(ErrorKind::kInvalidArgument,
+                "max_grad_norm must be finite and >= 0, got " + std::to_string(opt.max_grad_norm));
+}
+}  // namespace
+
+void HybridOptimizer::Impl::BeginStep(double lr, const StepOptions& opt) {
+  if (!cfg_.speculative_early_start)
+    throw Error(ErrorKind::kInvalidArgument,
+                "BeginStep needs OptimizerConfig::speculative_early_start = true (it allocates "
+                "the speculation's backup at construction)");
+  if (begun_)
+    throw Error(ErrorKind::kInvalidArgument,
+                "BeginStep: a step is already begun; call Step before the next BeginStep");
+  ValidateStepArgs(lr, opt);
+  // The scalars Step computes when the clip coefficient is exactly 1: grad_mul =
+  // clip / loss_scale = 1.0 / loss_scale, the same double, so the same float.
+  for (size_t g = 0; g < cfg_.groups.size(); ++g)
+    spec_scalars_[g] =
+        ComputeStepScalars(cfg_.algorithm, cfg_.groups[g], lr, step_ + 1, 1.0 / opt.loss_scale);
+  if (speculator_) {
+    speculator_->Begin(spec_scalars_, pipeline_->last_upload());
+    // Gradients marked ready before BeginStep are speculated on too.
+    for (size_t c = 0; c < chunks_.size(); ++c)
+      if (chunk_ticket_[c] != 0) speculator_->Enqueue(c, chunk_ticket_[c]);
+  }
+  begun_ = true;
+  spec_commit_ = false;
+  begun_lr_ = lr;
+  begun_opt_ = opt;
+}
+
+void HybridOptimizer::Impl::EndEarlyStart() noexcept {
+  if (begun_ && speculator_) {
+    try {
+      if (!spec_commit_) speculator_->Cancel();
+      speculator_->WaitIdle();
+      if (!spec_commit_) speculator_->Rollback();
+    } catch (...) {
+      // Rollback copies host memory only; WaitIdle and Cancel do not throw.
+    }
+    speculator_->End();
+  }
+  begun_ = false;
+  spec_commit_ = false;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    chunk_ticket_[c] = 0;
+    chunks_[c].stepped = false;
+    chunks_[c].host_param = nullptr;
+  }
+  std::fill(grad_ready_.begin(), grad_ready_.end(), uint8_t{0});
+}
+
+void HybridOptimizer::Impl::RequireNoBegunStep(const char* what) const {
+  if (begun_)
+    throw Error(ErrorKind::kInvalidArgument,
+                std::string(what) + ": a step is begun (BeginStep); call Step first");
+}
+
+}  // namespace tandem
