@@ -204,6 +204,7 @@ py::dict BytesToDict(const MemoryReport::Bytes& b) {
   d["scales"] = b.scales;
   d["staging"] = b.staging;
   d["metadata"] = b.metadata;
+  d["speculation"] = b.speculation;
   d["total"] = b.total();
   return d;
 }
@@ -232,7 +233,8 @@ class PyOptimizer {
   PyOptimizer(const py::list& tensors, const std::string& algorithm, const py::list& groups,
               const std::string& master, const std::string& momentum, const std::string& variance,
               double offload_fraction, const std::string& placement, const std::string& mode,
-              int host_threads, uint64_t chunk_elements, int pipeline_slots, uint64_t cuda_stream) {
+              int host_threads, uint64_t chunk_elements, int pipeline_slots, uint64_t cuda_stream,
+              bool speculative_early_start) {
     std::vector<TensorSpec> specs;
     for (auto t : tensors) specs.push_back(SpecFromTuple(t.cast<py::tuple>()));
     OptimizerConfig cfg;
@@ -248,6 +250,7 @@ class PyOptimizer {
     cfg.chunk_elements = chunk_elements;
     cfg.pipeline_slots = pipeline_slots;
     cfg.cuda_stream = ToPointer(cuda_stream);
+    cfg.speculative_early_start = speculative_early_start;
     py::gil_scoped_release release;
     opt_ = std::make_unique<HybridOptimizer>(std::move(specs), std::move(cfg));
   }
@@ -260,6 +263,13 @@ class PyOptimizer {
     }
     return py::make_tuple(r.applied, r.grad_norm, r.step);
   }
+
+  void BeginStep(double lr, double max_grad_norm, double loss_scale) {
+    py::gil_scoped_release release;
+    opt_->BeginStep(lr, StepOptions{max_grad_norm, loss_scale});
+  }
+
+  bool step_begun() const { return opt_->step_begun(); }
 
   void GradReady(size_t i) {
     py::gil_scoped_release release;
@@ -372,6 +382,9 @@ class PyOptimizer {
     d["h2d_ms"] = t.h2d_ms;
     d["step_ms"] = t.step_ms;
     d["chunks"] = t.chunks;
+    d["speculated_chunks"] = t.speculated_chunks;
+    d["rolled_back_chunks"] = t.rolled_back_chunks;
+    d["speculative_host_ms"] = t.speculative_host_ms;
     return d;
   }
 
@@ -415,18 +428,22 @@ PYBIND11_MODULE(_C, m) {
   py::class_<PyOptimizer>(m, "HybridOptimizer")
       .def(py::init<const py::list&, const std::string&, const py::list&, const std::string&,
                     const std::string&, const std::string&, double, const std::string&,
-                    const std::string&, int, uint64_t, int, uint64_t>(),
+                    const std::string&, int, uint64_t, int, uint64_t, bool>(),
            py::arg("tensors"), py::arg("algorithm"), py::arg("groups"), py::arg("master") = "f32",
            py::arg("momentum") = "f32", py::arg("variance") = "f32",
            py::arg("offload_fraction") = 0.0, py::arg("placement") = "backward_order",
            py::arg("mode") = "auto", py::arg("host_threads") = 0,
            py::arg("chunk_elements") = uint64_t{1} << 21, py::arg("pipeline_slots") = 4,
-           py::arg("cuda_stream") = 0,
+           py::arg("cuda_stream") = 0, py::arg("speculative_early_start") = false,
            "tensors: list of (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, "
            "group); groups: list of dicts of HyperParams fields. The buffers must outlive "
            "the optimizer.")
       .def("step", &PyOptimizer::Step, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
            py::arg("loss_scale") = 1.0, "Returns (applied, grad_norm, step).")
+      .def("begin_step", &PyOptimizer::BeginStep, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
+           py::arg("loss_scale") = 1.0,
+           "Announces the next step before backward (speculative early start).")
+      .def_property_readonly("step_begun", &PyOptimizer::step_begun)
       .def("grad_ready", &PyOptimizer::GradReady, py::arg("index"))
       .def("wait_param", &PyOptimizer::WaitParam, py::arg("index"), py::arg("stream") = 0)
       .def("set_groups", &PyOptimizer::SetGroups, py::arg("groups"))

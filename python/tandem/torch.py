@@ -83,6 +83,12 @@ class TandemOptimizer(_torch.optim.Optimizer):
       early_start: call the engine's GradReady from a post-accumulate-grad hook as each
         gradient is final, so offloaded gradients start copying during backward. Only
         for one backward per step (see docs/python.md); default False.
+      speculative_early_start: also update the offloaded state on the host during
+        backward, speculatively, after ``begin_step()`` (implies ``early_start``); the
+        step keeps the speculative results when every gradient is finite and clipping
+        does not trigger, and otherwise restores them, so results are bit-identical
+        either way. Costs a host backup of the offloaded state (``memory()["host"]
+        ["speculation"]``). Default False.
       hyperparam_update: what to do when a group's hyper-parameters change after
         construction (per-group learning-rate ratios, betas, eps, weight decay):
         "restore" (default) passes the new values to the engine before the step
@@ -95,7 +101,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
     def __init__(self, params, defaults, *, offload_fraction=0.0, master="f32",
                  momentum="f32", variance="f32", placement="backward_order",
                  host_threads=0, chunk_elements=1 << 21, pipeline_slots=4,
-                 max_grad_norm=0.0, early_start=False, hyperparam_update="restore"):
+                 max_grad_norm=0.0, early_start=False, speculative_early_start=False,
+                 hyperparam_update="restore"):
         if hyperparam_update not in ("error", "restore"):
             raise ValueError("hyperparam_update must be 'error' or 'restore', got %r"
                              % (hyperparam_update,))
@@ -103,7 +110,9 @@ class TandemOptimizer(_torch.optim.Optimizer):
         super().__init__(params, defaults)
         self._building = False
         self.max_grad_norm = float(max_grad_norm)
-        self.early_start = bool(early_start)
+        self.speculative_early_start = bool(speculative_early_start)
+        self.early_start = bool(early_start) or self.speculative_early_start
+        self._begun = None     # (lr, max_grad_norm, loss_scale) between begin_step and step
         self.hyperparam_update = hyperparam_update
         self.last_result = None
         self._hook_handles = []
@@ -162,7 +171,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 variance=variance, offload_fraction=float(offload_fraction),
                 placement=placement, mode="gpu" if self._cuda else "host",
                 host_threads=int(host_threads), chunk_elements=int(chunk_elements),
-                pipeline_slots=int(pipeline_slots), cuda_stream=self._stream)
+                pipeline_slots=int(pipeline_slots), cuda_stream=self._stream,
+                speculative_early_start=self.speculative_early_start)
         self._formats = (master, momentum, variance)
         self._install_early_start_hooks()
 
@@ -262,26 +272,65 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 p.grad = buf
 
     @_torch.no_grad()
-    def step(self, closure=None, *, max_grad_norm=None, loss_scale=1.0):
+    def begin_step(self, *, max_grad_norm=None, loss_scale=1.0):
+        """Announces the next step before its backward (speculative early start).
+
+        Takes the learning rate from the param groups now (schedulers step before
+        this), and the clipping norm and loss scale the next ``step()`` will use. Each
+        gradient hook then queues its offloaded chunks for a speculative host update.
+        The next ``step()`` must be called without a closure; passing it a different
+        ``max_grad_norm`` or ``loss_scale`` raises ValueError after undoing the
+        speculation. Requires ``speculative_early_start=True``.
+        """
+        if not self.speculative_early_start:
+            raise ValueError("begin_step needs the optimizer built with "
+                             "speculative_early_start=True")
+        if self._engine.step_begun:
+            raise ValueError("begin_step called twice without a step in between")
+        lr = self._engine_lr()
+        clip = self.max_grad_norm if max_grad_norm is None else float(max_grad_norm)
+        with self._device_guard():
+            self._engine.begin_step(lr, clip, float(loss_scale))
+        self._begun = (lr, clip, float(loss_scale))
+
+    @_torch.no_grad()
+    def step(self, closure=None, *, max_grad_norm=None, loss_scale=None):
         """One optimizer step over every parameter.
 
         Args:
           closure: optional callable re-evaluating the model and returning the loss.
           max_grad_norm: overrides the constructor's clipping norm for this step.
-          loss_scale: gradients are divided by this (for static loss scaling).
+          loss_scale: gradients are divided by this (for static loss scaling; default
+            1, or the value given to ``begin_step``).
 
         Returns the closure's loss (or None). ``self.last_result`` holds the engine's
         StepResult(applied, grad_norm, step); ``applied`` is False when a non-finite
         gradient made the engine skip the step (nothing changed).
         """
         loss = None
+        # (lr, clip, loss_scale) of begin_step while the engine's step is begun; the
+        # engine's Step ends it whether it succeeds or raises.
+        begun = self._begun if self._engine.step_begun else None
+        self._begun = begun
+        if begun is not None and closure is not None:
+            # The engine would see gradients of a second backward after speculating on
+            # the first; refuse before anything runs.
+            raise ValueError("step() after begin_step() takes no closure")
         if closure is not None:
             with _torch.enable_grad():
                 loss = closure()
         for k in range(len(self._params)):
             self._adopt_grad(k)
-        lr = self._engine_lr()
-        clip = self.max_grad_norm if max_grad_norm is None else float(max_grad_norm)
+        if begun is not None:
+            # The lr announced by begin_step; a differing clip norm or loss scale reaches
+            # the engine, which undoes the speculation and raises.
+            lr = begun[0]
+            clip = begun[1] if max_grad_norm is None else float(max_grad_norm)
+            loss_scale = begun[2] if loss_scale is None else loss_scale
+        else:
+            lr = self._engine_lr()
+            clip = self.max_grad_norm if max_grad_norm is None else float(max_grad_norm)
+            loss_scale = 1.0 if loss_scale is None else loss_scale
         with self._device_guard():
             if self._cuda:
                 current = _torch.cuda.current_stream(self._device)
@@ -298,6 +347,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
                     result = self._engine.step(lr, clip, float(loss_scale))
             else:
                 result = self._engine.step(lr, clip, float(loss_scale))
+        self._begun = None
         self.last_result = StepResult(*result)
         return loss
 

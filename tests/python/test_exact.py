@@ -176,3 +176,68 @@ def test_half_precision_params_bit_identical_across_fractions(dtype):
     for losses, bits in results[1:]:
         assert losses == results[0][0]
         assert same_bits(bits, results[0][1])
+
+
+def run_speculative(speculative, fraction, formats):
+    """20 steps with max_grad_norm 1.0 and a scheduler; steps 4 and 11 get a NaN gradient
+    (skipped), and the loss is scaled up at steps 7 and 15 so clipping triggers there."""
+    model = make_mlp(seed=7)
+    opt = tandem.torch.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1,
+                             offload_fraction=fraction, chunk_elements=64,
+                             max_grad_norm=1.0, speculative_early_start=speculative,
+                             **formats)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.5)
+    applied, rolled_back = [], 0
+    for t, (x, y) in enumerate(batches(20, seed=8)):
+        opt.zero_grad()
+        if speculative:
+            opt.begin_step()
+        loss = torch.nn.functional.mse_loss(model(x), y) * (50.0 if t in (7, 15) else 0.01)
+        if t in (4, 11):
+            loss = loss * float("nan")
+        loss.backward()
+        opt.step()
+        sched.step()
+        applied.append(opt.last_result.applied)
+        rolled_back += opt.last_step_times()["rolled_back_chunks"]
+    return applied, params_bits(model), opt.state_dict(), rolled_back
+
+
+@pytest.mark.parametrize("formats", [
+    dict(master="f32", momentum="f32", variance="f32"),
+    dict(master="bf16+ecc8", momentum="q8", variance="q8"),
+])
+@pytest.mark.parametrize("fraction", [0.5, 1.0])
+def test_speculative_early_start_is_bit_identical(formats, fraction):
+    base_applied, base_params, base_state, _ = run_speculative(False, fraction, formats)
+    applied, params, state, rolled_back = run_speculative(True, fraction, formats)
+    assert base_applied == applied
+    assert applied.count(False) == 2
+    assert rolled_back > 0  # the NaN and clipped steps were speculated, then undone
+    assert same_bits(params, base_params)
+    assert same_state(state, base_state)
+
+
+def test_speculative_early_start_misuse():
+    model = make_mlp()
+    plain = tandem.torch.AdamW(model.parameters(), lr=1e-3, offload_fraction=0.5)
+    with pytest.raises(ValueError, match="speculative_early_start"):
+        plain.begin_step()
+    opt = tandem.torch.AdamW(model.parameters(), lr=1e-3, offload_fraction=0.5,
+                             speculative_early_start=True)
+    assert opt.memory()["host"]["speculation"] > 0
+    before = params_bits(model)
+    opt.begin_step()
+    with pytest.raises(ValueError, match="twice"):
+        opt.begin_step()
+    with pytest.raises(ValueError):
+        opt.state_dict()  # the engine refuses a snapshot while a step is begun
+    x, y = batches(1)[0]
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    with pytest.raises(ValueError):
+        opt.step(loss_scale=2.0)  # differs from begin_step: undone, nothing changed
+    assert same_bits(params_bits(model), before)
+    opt.begin_step()
+    opt.step()
+    assert opt.last_result.applied
+    assert not same_bits(params_bits(model), before)
