@@ -46,7 +46,7 @@ double Frac(int k) { return static_cast<double>(k) / kFractionSteps; }
 
 uint64_t MemoryBreakdown::total() const {
   return weights + master + correction + moments + scales + gradients + staging + activations +
-         metadata;
+         metadata + speculation;
 }
 
 uint64_t RankCount(const PlanInputs& in) {
@@ -80,6 +80,7 @@ OptimizerConfig ShardConfig(const PlanInputs& in, double fraction) {
   c.mode = ExecutionMode::kGpu;
   c.chunk_elements = in.chunk_elements;
   c.pipeline_slots = in.pipeline_slots;
+  c.speculative_early_start = in.speculative_early_start;
   return c;
 }
 
@@ -117,6 +118,7 @@ FractionPoint EvaluateFraction(const PlanInputs& in, double fraction) {
     m->scales = b.scales;
     m->staging = b.staging;
     m->metadata = b.metadata;
+    m->speculation = b.speculation;
   };
   state(r.device, &p.gpu);
   state(r.host, &p.host);

@@ -12,7 +12,7 @@ json BreakdownJson(const MemoryBreakdown& m) {
   return {{"weights", m.weights}, {"master", m.master},           {"correction", m.correction},
           {"moments", m.moments}, {"scales", m.scales},           {"gradients", m.gradients},
           {"staging", m.staging}, {"activations", m.activations}, {"metadata", m.metadata},
-          {"total", m.total()}};
+          {"speculation", m.speculation}, {"total", m.total()}};
 }
 
 json PointJson(const FractionPoint& p) {

@@ -66,6 +66,7 @@ std::string PlanToText(const PlanResult& plan) {
               {"staging", r.gpu.staging, r.host.staging},
               {"activations", r.gpu.activations, r.host.activations},
               {"metadata", r.gpu.metadata, r.host.metadata},
+              {"speculation", r.gpu.speculation, r.host.speculation},
               {"total", r.gpu.total(), r.host.total()}};
   for (const auto& row : rows)
     Append(&s, "  %-12s %14.3f %14.3f\n", row.name, ToGiB(row.gpu), ToGiB(row.host));

@@ -165,6 +165,7 @@ struct MemoryBreakdown {
   uint64_t staging = 0;      // pinned pipeline slots
   uint64_t activations = 0;  // kept for backward
   uint64_t metadata = 0;     // kernel tables, reduction scratch
+  uint64_t speculation = 0;  // backup of the offloaded state (speculative early start)
   uint64_t total() const;
 };
 
@@ -199,6 +200,7 @@ struct PlanInputs {
   PlacementPolicy placement = PlacementPolicy::kBackwardOrder;
   uint64_t chunk_elements = 1 << 21;  // as OptimizerConfig
   int pipeline_slots = 4;             // as OptimizerConfig
+  bool speculative_early_start = false;  // as OptimizerConfig: adds its buffers
   uint32_t gpus_per_node = 1;         // >= 1
   uint32_t nodes = 1;                 // >= 1
   Profile profile = DefaultProfile();

@@ -95,6 +95,23 @@ TEST(PlanMemory, OptimizerStateIsPredictMemoryOfTheShard) {
   }
 }
 
+TEST(PlanMemory, SpeculativeEarlyStartAddsItsHostBackup) {
+  PlanInputs in = Flash(ModelFromPreset("llama3-1b"));
+  const FractionPoint plain = EvaluateFraction(in, 0.5);
+  in.speculative_early_start = true;
+  const FractionPoint spec = EvaluateFraction(in, 0.5);
+  const MemoryReport r = PredictMemory(ShardSpecs(in), ShardConfig(in, 0.5), ExecutionMode::kGpu);
+  EXPECT_EQ(plain.host.speculation, 0u);
+  EXPECT_GT(spec.host.speculation, 0u);
+  EXPECT_EQ(spec.host.speculation, r.host.speculation);
+  EXPECT_EQ(spec.gpu.speculation, r.device.speculation);
+  EXPECT_EQ(spec.host.total(), r.host.total());
+  // At least the backup of the offloaded state: master + correction + moments + scales.
+  EXPECT_GE(spec.host.speculation,
+            plain.host.master + plain.host.correction + plain.host.moments + plain.host.scales);
+  EXPECT_EQ(EvaluateFraction(in, 0.0).host.speculation, 0u);
+}
+
 TEST(PlanMemory, FullOffloadMovesStateToHost) {
   const uint64_t n = 1 << 22;
   const FractionPoint p = EvaluateFraction(Flash(ModelFromParamCount(n, 4)), 1.0);

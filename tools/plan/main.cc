@@ -36,6 +36,7 @@ struct Args {
   std::string param_dtype = "bf16", grad_dtype = "bf16";
   double momentum = 0.9;
   bool grad_release = false;
+  bool speculative = false;
   uint32_t gpus_per_node = 1, nodes = 1;
   std::string profile, policy = "backward_order";
   uint64_t chunk = 1 << 21;
@@ -67,6 +68,7 @@ PlanInputs ToInputs(const Args& a) {
   in.grad_dtype = ParseDType(Canon(a.grad_dtype));
   in.hyper.momentum = in.algorithm == Algorithm::kSGD ? a.momentum : 0.0;
   in.grad_release = a.grad_release;
+  in.speculative_early_start = a.speculative;
   in.gpus_per_node = a.gpus_per_node;
   in.nodes = a.nodes;
   in.placement = ParsePlacementPolicy(a.policy);
@@ -110,6 +112,8 @@ int main(int argc, char** argv) {
   app.add_option("--momentum", a.momentum, "SGD momentum (0: no buffer)")->capture_default_str();
   app.add_flag("--grad-release", a.grad_release,
                "gradients are consumed as produced: one layer's gradients resident");
+  app.add_flag("--speculative-early-start", a.speculative,
+               "the optimizer speculates during backward (BeginStep): adds its host backup");
   app.add_option("--gpus-per-node", a.gpus_per_node, "data-parallel GPUs per node")
       ->check(CLI::Range(1u, 1024u))
       ->capture_default_str();
