@@ -1,7 +1,9 @@
 // Maps a validated span to its kernel instantiation: the algorithm and the state formats
 // are template arguments (36 instantiations per ISA); the gradient and parameter dtypes
-// are loop-invariant runtime switches inside the group code. Included by kernel_<isa>.cc
-// right after step_kernel.h, inside no namespace.
+// are loop-invariant runtime switches inside the group code, except on ISAs with static
+// I/O instantiations for the common dtypes (Note [Static dtypes] in step_kernel.h; 4 more
+// per format combination). Included by kernel_<isa>.cc right after step_kernel.h,
+// inside no namespace.
 #pragma once
 
 #include "cpu_simd/step_kernel.h"
@@ -9,14 +11,34 @@
 
 namespace tandem::cpu::TANDEM_ISA_NS {
 
+// Note [Static dtypes]: picks the instantiation with the gradient dtype and the parameter
+// write-back as template arguments where one exists, else the runtime one.
+template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR>
+void RunSpanIo(const StepScalars& s, const StepSpan& sp, int pf, bool nt) {
+  if constexpr (HasStaticIo<Ops>()) {
+    const bool alias = MF != MasterFormat::kF32 && sp.param != nullptr &&
+                       sp.param == sp.master.bf16 && sp.param_dtype == DType::kBF16;
+    const bool no_write = sp.param == nullptr || alias;
+    const bool bf16_param = sp.param != nullptr && !alias && sp.param_dtype == DType::kBF16;
+    if (sp.grad_dtype == DType::kBF16) {
+      if (no_write) return RunSpan<Ops, A, MF, MOM, VAR, GradIo::kBF16, ParamIo::kNone>(s, sp, pf, nt);
+      if (bf16_param) return RunSpan<Ops, A, MF, MOM, VAR, GradIo::kBF16, ParamIo::kBF16>(s, sp, pf, nt);
+    } else if (sp.grad_dtype == DType::kF32) {
+      if (no_write) return RunSpan<Ops, A, MF, MOM, VAR, GradIo::kF32, ParamIo::kNone>(s, sp, pf, nt);
+      if (bf16_param) return RunSpan<Ops, A, MF, MOM, VAR, GradIo::kF32, ParamIo::kBF16>(s, sp, pf, nt);
+    }
+  }
+  RunSpan<Ops, A, MF, MOM, VAR>(s, sp, pf, nt);
+}
+
 template <class Ops, Algo A, MasterFormat MF, Moment MOM>
 void DispatchVariance(const StepScalars& s, const StepSpan& sp, int pf, bool nt) {
   if constexpr (A != Algo::kAdam) {
-    RunSpan<Ops, A, MF, MOM, Moment::kNone>(s, sp, pf, nt);
+    RunSpanIo<Ops, A, MF, MOM, Moment::kNone>(s, sp, pf, nt);
   } else if (sp.formats.variance == MomentFormat::kQ8) {
-    RunSpan<Ops, A, MF, MOM, Moment::kQ8>(s, sp, pf, nt);
+    RunSpanIo<Ops, A, MF, MOM, Moment::kQ8>(s, sp, pf, nt);
   } else {
-    RunSpan<Ops, A, MF, MOM, Moment::kF32>(s, sp, pf, nt);
+    RunSpanIo<Ops, A, MF, MOM, Moment::kF32>(s, sp, pf, nt);
   }
 }
 

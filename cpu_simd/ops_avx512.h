@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <array>
+#include <cfloat>
 #include <cstdint>
 #include <xsimd/xsimd.hpp>
 
@@ -31,6 +32,12 @@ struct Ops {
   using IMask = xsimd::batch_bool<int32_t, Arch>;
   static constexpr int kWidth = 16;
   static constexpr bool kHasF16c = true;
+  // Note [Static dtypes] (step_kernel.h): instantiate the common gradient/parameter
+  // dtypes as template arguments.
+  static constexpr bool kStaticIo = true;
+  // Note [Scales in vector registers] below: the group code uses GroupScale1/2,
+  // MomentumCode and VarianceCode instead of the scalar scale path.
+  static constexpr bool kVectorScales = true;
 
   __attribute__((always_inline)) static I LoadU16(const void* p) {
     return I(_mm512_cvtepu16_epi32(_mm256_loadu_si256(static_cast<const __m256i*>(p))));
@@ -106,22 +113,127 @@ struct Ops {
   // plus three roundings of 2^-24 relative, times 127, plus half an ulp of t, 2^-17).
   // If t' lies more than 2^-10 from every half-integer, t lies on the same side of all of
   // them and RoundHalfEven(t') = RoundHalfEven(t); otherwise (rare: about 0.2% of lanes)
-  // the register takes the exact division. NaN lanes never count as close; they convert
-  // to INT_MIN like the division would. Checked exhaustively over every a in [0, 1] and
-  // beyond (tests/cpu_simd/codec_test.cc).
-  __attribute__((always_inline)) static I RoundedCompander(F a) {
+  // the register takes the exact division. The distance test is one vreduceps: r = t' -
+  // RoundHalfEven(t') is exact, in [-0.5, 0.5], and t' is within 2^-10 of a half-integer
+  // exactly when |r| > 0.5 - 2^-10. NaN lanes never count as close; they convert to
+  // INT_MIN like the division would. Checked exhaustively over every a in [0, 1] and
+  // beyond (tests/cpu_simd/codec_test.cc). Returns the value to round (t' or t).
+  __attribute__((always_inline)) static __m512 CompanderQuotient(__m512 a) {
     const __m512 n = _mm512_mul_ps(_mm512_set1_ps(254.0f), a);
     const __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), a);
     const __m512 r = _mm512_rcp14_ps(d);
     const __m512 e = _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f));
     const __m512 r1 = _mm512_fmadd_ps(r, e, r);
     const __m512 t = _mm512_mul_ps(n, r1);
-    const __m512 frac =
-        _mm512_sub_ps(t, _mm512_roundscale_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
-    const __m512 dist = _mm512_abs_ps(_mm512_sub_ps(frac, _mm512_set1_ps(0.5f)));
-    const __mmask16 close = _mm512_cmp_ps_mask(dist, _mm512_set1_ps(1.0f / 1024), _CMP_LT_OQ);
-    if (__builtin_expect(close != 0, 0)) return RoundToInt(F(_mm512_div_ps(n, d)));
-    return RoundToInt(F(t));
+    const __m512 off = _mm512_reduce_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __mmask16 close = _mm512_cmp_ps_mask(_mm512_abs_ps(off),
+                                               _mm512_set1_ps(0.5f - 1.0f / 1024), _CMP_GT_OQ);
+    if (__builtin_expect(close != 0, 0)) return _mm512_div_ps(n, d);
+    return t;
+  }
+  __attribute__((always_inline)) static I RoundedCompander(F a) {
+    return RoundToInt(F(CompanderQuotient(a)));
+  }
+
+  // Note [Scales in vector registers]: q8_codec.h's scale is s = bf16ceil(max(amax,
+  // FLT_MIN)) and the codes use inv = 1/s. Here the lane maxima are reduced by a butterfly
+  // (every lane ends up holding the group max; maxps is exact and the lanes are never
+  // NaN, see MaxInto), max(amax, FLT_MIN) is one maxps, and the bf16 ceiling of a
+  // non-negative, non-NaN x is (bits(x) + 0xFFFF) & 0xFFFF0000: the upper half plus one
+  // exactly when the lower half is non-zero (no carry out: bits(x) <= 0x7F800000). 1/s is
+  // one IEEE vdivps on an xmm (both moments of a group in one division). The codes then
+  // drop two clamps that cannot fire: a = |m| * inv <= (1 + 2^-24)^2 rounded, i.e. at most
+  // 1 + 2^-23, so RoundHalfEven(254a/(1+a)) <= 127 and RoundHalfEven(255a) <= 255; NaN
+  // and Inf lanes convert to INT_MIN with or without them.
+  __attribute__((always_inline)) static __m512 ScaleOfMax(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(FLT_MIN));
+    const __m512i b = _mm512_add_epi32(_mm512_castps_si512(x), _mm512_set1_epi32(0xFFFF));
+    return _mm512_castsi512_ps(
+        _mm512_and_si512(b, _mm512_set1_epi32(static_cast<int32_t>(0xFFFF0000u))));
+  }
+  // One q8 moment: writes the group's bf16 scale, returns 1/scale in every lane.
+  __attribute__((always_inline)) static F GroupScale1(F acc, uint16_t* scale) {
+    __m512 x = acc;
+    x = _mm512_max_ps(x, _mm512_shuffle_f32x4(x, x, 0x4E));
+    x = _mm512_max_ps(x, _mm512_shuffle_f32x4(x, x, 0xB1));
+    x = _mm512_max_ps(x, _mm512_permute_ps(x, 0x4E));
+    x = _mm512_max_ps(x, _mm512_permute_ps(x, 0xB1));
+    const __m128 s = _mm512_castps512_ps128(ScaleOfMax(x));
+    *scale = static_cast<uint16_t>(_mm_extract_epi16(_mm_castps_si128(s), 1));
+    return F(_mm512_broadcastss_ps(_mm_div_ss(_mm_set_ss(1.0f), s)));
+  }
+  // Both q8 moments of an AdamW group: one butterfly over [m | v] halves, one division.
+  __attribute__((always_inline)) static void GroupScales2(F acc_m, F acc_v, uint16_t* m_scale,
+                                                          uint16_t* v_scale, F& inv_m, F& inv_v) {
+    // Lanes 0-7 collect m, lanes 8-15 collect v.
+    __m512 x = _mm512_max_ps(_mm512_shuffle_f32x4(acc_m, acc_v, 0x44),
+                             _mm512_shuffle_f32x4(acc_m, acc_v, 0xEE));
+    x = _mm512_max_ps(x, _mm512_shuffle_f32x4(x, x, 0xB1));
+    x = _mm512_max_ps(x, _mm512_permute_ps(x, 0x4E));
+    x = _mm512_max_ps(x, _mm512_permute_ps(x, 0xB1));
+    const __m512 s = ScaleOfMax(x);
+    // [s_m, s_v, s_m, s_v]
+    const __m128 s2 = _mm_unpacklo_ps(_mm512_castps512_ps128(s), _mm512_extractf32x4_ps(s, 2));
+    const __m128i bits = _mm_castps_si128(s2);
+    *m_scale = static_cast<uint16_t>(_mm_extract_epi16(bits, 1));
+    *v_scale = static_cast<uint16_t>(_mm_extract_epi16(bits, 3));
+    const __m128 inv = _mm_div_ps(_mm_set1_ps(1.0f), s2);
+    inv_m = F(_mm512_broadcastss_ps(inv));
+    inv_v = F(_mm512_broadcastss_ps(_mm_movehdup_ps(inv)));
+  }
+  // Momentum code of m (q8_codec.h): sign(m) * RoundHalfEven(254a/(1+a)), a = |m| * inv.
+  // The sign goes onto the quotient before rounding: RoundHalfEven(-t) = -RoundHalfEven(t).
+  // Result in [-127, 127] (or INT_MIN for NaN), stored truncated to 8 bits.
+  __attribute__((always_inline)) static I MomentumCode(F m, F inv) {
+    const __m512 a = _mm512_mul_ps(_mm512_abs_ps(m), inv);
+    const __m512 t = CompanderQuotient(a);
+    const __m512i signed_t = _mm512_ternarylogic_epi32(
+        _mm512_castps_si512(t), _mm512_castps_si512(m),
+        _mm512_set1_epi32(static_cast<int32_t>(0x80000000u)), 0xF8);  // t | (m & sign)
+    return I(_mm512_cvtps_epi32(_mm512_castsi512_ps(signed_t)));
+  }
+  // Variance code of u = sqrt(v): RoundHalfEven((u * inv) * 255), raised to 1 when u > 0
+  // (Note [No zero point]). The unsigned max leaves INT_MIN (NaN/Inf) lanes as they were.
+  __attribute__((always_inline)) static I VarianceCode(F u, F inv) {
+    const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_mul_ps(u, inv), _mm512_set1_ps(255.0f)));
+    const __mmask16 pos = _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_GT_OQ);
+    return I(_mm512_mask_max_epu32(q, pos, q, _mm512_set1_epi32(1)));
+  }
+
+  // Note [Ecc8 encode]: master_codec.h's bf16 + ecc8 encode, the same integer formulas
+  // in fewer instructions. b = (x + 0x7FFF + bit16(x)) >> 16 (logical: no carry out of
+  // 32 bits for non-NaN x), 0x7FC0 for NaN; d = bits(x) - (b << 16), 0 for NaN; the ecc is
+  // (d + 0x7F + bit8(d)) >> 8 (arithmetic), saturated to int8 by the signed-saturating
+  // narrow store (the same as the clamp to [-128, 127]). Returns the bf16 bits (low 16 of
+  // each lane) and the unsaturated quotient, in [-128, 128].
+  struct Ecc8 {
+    I hi, q;
+  };
+  __attribute__((always_inline)) static Ecc8 EncodeBf16Ecc8(F w, uint16_t* b, int8_t* e) {
+    const __m512i xi = _mm512_castps_si512(w);
+    const __mmask16 ord = _mm512_cmp_ps_mask(w, w, _CMP_ORD_Q);
+    const __mmask16 lsb = _mm512_test_epi32_mask(xi, _mm512_set1_epi32(0x10000));
+    __m512i r = _mm512_add_epi32(xi, _mm512_set1_epi32(0x7FFF));
+    r = _mm512_mask_add_epi32(r, lsb, xi, _mm512_set1_epi32(0x8000));
+    const __m512i hi =
+        _mm512_mask_blend_epi32(ord, _mm512_set1_epi32(0x7FC0), _mm512_srli_epi32(r, 16));
+    const __m512i d = _mm512_maskz_sub_epi32(ord, xi, _mm512_slli_epi32(hi, 16));
+    const __mmask16 odd = _mm512_test_epi32_mask(d, _mm512_set1_epi32(0x100));
+    __m512i t = _mm512_add_epi32(d, _mm512_set1_epi32(0x7F));
+    t = _mm512_mask_add_epi32(t, odd, d, _mm512_set1_epi32(0x80));
+    const __m512i q = _mm512_srai_epi32(t, 8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b), _mm512_cvtepi32_epi16(hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(e), _mm512_cvtsepi32_epi8(q));
+    return {I(hi), I(q)};
+  }
+
+  // Lion's c > 0 ? lr : c < 0 ? -lr : 0 as lr ^ (c & sign) where c != 0 (ordered: NaN
+  // gives 0), else +0; -lr is lr with its sign bit flipped, as float negation is.
+  __attribute__((always_inline)) static F LionStep(F c, F lr) {
+    const __mmask16 nz = _mm512_cmp_ps_mask(c, _mm512_setzero_ps(), _CMP_NEQ_OQ);
+    return F(_mm512_castsi512_ps(_mm512_maskz_ternarylogic_epi32(
+        nz, _mm512_castps_si512(lr), _mm512_castps_si512(c),
+        _mm512_set1_epi32(static_cast<int32_t>(0x80000000u)), 0x78)));  // lr ^ (c & sign)
   }
 
   // fp16 -> fp32 with F16C (exact); Inf/NaN lanes rebuilt as num::F16ToF32 does (the

@@ -31,6 +31,10 @@ void CodeValuesAvx512(float* mom, float* var);
 uint64_t CompanderMismatchesSse(uint32_t lo_bits, uint32_t hi_bits);
 uint64_t CompanderMismatchesAvx2(uint32_t lo_bits, uint32_t hi_bits);
 uint64_t CompanderMismatchesAvx512(uint32_t lo_bits, uint32_t hi_bits);
+// GroupScaleAvx512: the AVX-512 group-scale path (Note [Scales in vector registers] in
+// ops_avx512.h) for a group whose largest magnitude is amax (>= 0, not NaN): the stored
+// bf16 scale bits and 1/scale as the codes use it.
+void GroupScaleAvx512(float amax, uint16_t* scale_bits, float* inv);
 
 // The kernel of the active ISA (ActiveIsa()).
 SpanKernel ActiveKernel();

@@ -50,6 +50,24 @@ static_assert(kQuantGroup == 32, "Note [Group size]: the group routine assumes 3
 enum class Algo { kAdam, kLion, kSgd };
 enum class Moment { kNone, kF32, kQ8 };
 
+// Note [Static dtypes]: the gradient dtype and what the parameter write-back does are
+// runtime switches in the generic instantiation (kRuntime). ISAs whose Ops set
+// kStaticIo also get instantiations where they are template arguments for the common
+// cases (bf16 or f32 gradient; no separate parameter write, i.e. no parameter or the
+// parameter aliasing the master's bf16; or a separate bf16 parameter), so that the hot
+// loop has no dtype branches and unrolls over the group. Same code, same bits: only the
+// switch moves to the span's entry (kernel_dispatch.h: RunSpanIo).
+enum class GradIo { kRuntime, kBF16, kF32 };
+enum class ParamIo { kRuntime, kNone, kBF16 };
+
+template <class Ops>
+constexpr bool HasStaticIo() {
+  if constexpr (requires { Ops::kStaticIo; })
+    return Ops::kStaticIo;
+  else
+    return false;
+}
+
 // Raw pointers of one group (or of the padded tail buffers), advanced group by group.
 struct Ptrs {
   const unsigned char* grad;
@@ -149,9 +167,13 @@ TANDEM_SIMD_INLINE float Bf16Value(uint16_t b) { return ScalarFloat(uint32_t{b} 
 
 // ---- loads ----
 
-template <class Ops>
+template <class Ops, GradIo GI>
 TANDEM_SIMD_INLINE typename Ops::F LoadGrad(const Ctx<Ops>& c, const unsigned char* g, int o) {
   using F = typename Ops::F;
+  if constexpr (GI == GradIo::kBF16)
+    return FromBits<Ops>(Ops::LoadU16(reinterpret_cast<const uint16_t*>(g) + o) << 16);
+  if constexpr (GI == GradIo::kF32)
+    return F::load_unaligned(reinterpret_cast<const float*>(g) + o);
   switch (c.grad_dtype) {
     case DType::kF32:
       return F::load_unaligned(reinterpret_cast<const float*>(g) + o);
@@ -180,16 +202,23 @@ TANDEM_SIMD_INLINE typename Ops::F LoadMaster(const Ptrs& p, int o) {
 
 // ---- master encode + parameter write-back (reference_step.cc: EncodeMaster, WriteParam) ----
 
-template <class Ops, MasterFormat MF>
+template <class Ops, MasterFormat MF, ParamIo PI>
 TANDEM_SIMD_INLINE void StoreMasterAndParam(const Ctx<Ops>& c, const Ptrs& p, int o,
                                             typename Ops::F w) {
   using F = typename Ops::F;
   using I = typename Ops::I;
-  F decoded;  // what DecodeMaster returns after the store
+  F decoded;  // what DecodeMaster returns after the store (used only for f32/f16 params)
   I hi;
   if constexpr (MF == MasterFormat::kF32) {
     w.store_unaligned(p.w_f32 + o);
     decoded = w;
+  } else if constexpr (MF == MasterFormat::kBF16Ecc8 && requires { Ops::EncodeBf16Ecc8(w, p.w_bf16, p.ecc8); }) {
+    // The ISA's own formulation of the same integer formulas (Note [Ecc8 encode] in
+    // its Ops header); q is the unsaturated quotient in [-128, 128].
+    const auto enc = Ops::EncodeBf16Ecc8(w, p.w_bf16 + o, p.ecc8 + o);
+    hi = enc.hi;
+    if constexpr (PI == ParamIo::kRuntime)
+      decoded = FromBits<Ops>((hi << 16) + (xsimd::min(xsimd::max(enc.q, I(-128)), I(127)) << 8));
   } else {
     hi = F32ToBf16<Ops>(w);
     Ops::StoreLow16(p.w_bf16 + o, hi);
@@ -215,6 +244,23 @@ TANDEM_SIMD_INLINE void StoreMasterAndParam(const Ctx<Ops>& c, const Ptrs& p, in
         decoded = FromBits<Ops>(base + (q << 8));
       }
     }
+  }
+  if constexpr (PI == ParamIo::kNone) {
+    // No parameter, or the parameter is the master's bf16 (already written).
+    (void)decoded;
+    return;
+  } else if constexpr (PI == ParamIo::kBF16) {
+    // A separate bf16 parameter: the master's bf16 (or, for an f32 master, its rounding).
+    I b;
+    if constexpr (MF == MasterFormat::kF32)
+      b = F32ToBf16<Ops>(decoded);
+    else
+      b = hi;
+    if (c.nt_param)
+      Ops::StreamLow16(reinterpret_cast<uint16_t*>(p.param) + o, b);
+    else
+      Ops::StoreLow16(reinterpret_cast<uint16_t*>(p.param) + o, b);
+    return;
   }
   if (!c.has_param) return;
   switch (c.param_dtype) {
@@ -246,7 +292,7 @@ TANDEM_SIMD_INLINE void StoreMasterAndParam(const Ctx<Ops>& c, const Ptrs& p, in
 
 // ---- one group ----
 
-template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR>
+template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR, GradIo GI, ParamIo PI>
 TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
   using F = typename Ops::F;
   using I = typename Ops::I;
@@ -259,7 +305,7 @@ TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
 
   for (int j = 0; j < kRegs; ++j) {
     const int o = j * W;
-    F g = LoadGrad<Ops>(c, p.grad, o);
+    F g = LoadGrad<Ops, GI>(c, p.grad, o);
     F w = LoadMaster<Ops, MF>(p, o);
     F m(0.0f), v(0.0f), u(0.0f);
     // Decode the moments (q8_codec.h: DecodeMomentum, DecodeSqrtVariance).
@@ -286,8 +332,11 @@ TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
     } else if constexpr (A == Algo::kLion) {
       w = w * c.decay;
       const F cc = c.beta1 * m + c.omb1 * g;
-      const F step =
-          xsimd::select(cc > F(0.0f), c.lr, xsimd::select(cc < F(0.0f), c.neg_lr, F(0.0f)));
+      F step;
+      if constexpr (requires { Ops::LionStep(cc, c.lr); })
+        step = Ops::LionStep(cc, c.lr);  // the same select, see the Ops header
+      else
+        step = xsimd::select(cc > F(0.0f), c.lr, xsimd::select(cc < F(0.0f), c.neg_lr, F(0.0f)));
       w = w - step;
       m = c.beta2 * m + c.omb2 * g;
     } else {
@@ -298,7 +347,7 @@ TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
       }
       w = w - c.lr * g;
     }
-    StoreMasterAndParam<Ops, MF>(c, p, o, w);
+    StoreMasterAndParam<Ops, MF, PI>(c, p, o, w);
     if constexpr (MOM == Moment::kF32) m.store_unaligned(p.m_f32 + o);
     if constexpr (MOM == Moment::kQ8) m_keep[j] = m;
     if constexpr (VAR == Moment::kF32) v.store_unaligned(p.v_f32 + o);
@@ -306,6 +355,30 @@ TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
   }
 
   // Encode the q8 moments now that the group is complete (q8_codec.cc).
+  if constexpr (requires { Ops::kVectorScales; }) {
+    // Note [Scales in vector registers] (Ops header): the group maxima, bf16 ceilings and
+    // 1/scale stay in vector registers; 1/scale is still one IEEE division.
+    // |m| by clearing the sign bit: it differs from m < 0 ? -m : m only for -0 and NaN,
+    // whose codes are the same either way (0; NaN never raises the max, see MaxInto).
+    F inv_m(0.0f), inv_v(0.0f), acc_m(0.0f), acc_v(0.0f);
+    if constexpr (MOM == Moment::kQ8)
+      for (int j = 0; j < kRegs; ++j) acc_m = Ops::MaxInto(acc_m, xsimd::abs(m_keep[j]));
+    if constexpr (VAR == Moment::kQ8)
+      for (int j = 0; j < kRegs; ++j) acc_v = Ops::MaxInto(acc_v, u_keep[j]);
+    if constexpr (MOM == Moment::kQ8 && VAR == Moment::kQ8)
+      Ops::GroupScales2(acc_m, acc_v, p.m_scale, p.v_scale, inv_m, inv_v);
+    else if constexpr (MOM == Moment::kQ8)
+      inv_m = Ops::GroupScale1(acc_m, p.m_scale);
+    else if constexpr (VAR == Moment::kQ8)
+      inv_v = Ops::GroupScale1(acc_v, p.v_scale);
+    if constexpr (MOM == Moment::kQ8)
+      for (int j = 0; j < kRegs; ++j)
+        Ops::StoreLow8(p.m_codes + j * W, Ops::MomentumCode(m_keep[j], inv_m));
+    if constexpr (VAR == Moment::kQ8)
+      for (int j = 0; j < kRegs; ++j)
+        Ops::StoreLow8(p.v_codes + j * W, Ops::VarianceCode(u_keep[j], inv_v));
+    return;
+  }
   if constexpr (MOM == Moment::kQ8) {
     F acc(0.0f);
     // |m| by clearing the sign bit: it differs from m < 0 ? -m : m only for -0 and NaN,
@@ -369,11 +442,16 @@ TANDEM_SIMD_INLINE void PrefetchGroup(const Ctx<Ops>& c, const Ptrs& p, size_t a
   if constexpr (VAR == Moment::kQ8) Prefetch(p.v_codes + e);
 }
 
-template <MasterFormat MF, Moment MOM, Moment VAR>
+template <MasterFormat MF, Moment MOM, Moment VAR, GradIo GI, ParamIo PI>
 TANDEM_SIMD_INLINE void Advance(Ptrs& p, size_t gs, size_t ps) {
   constexpr size_t n = kQuantGroup;
+  if constexpr (GI == GradIo::kBF16) gs = 2;
+  if constexpr (GI == GradIo::kF32) gs = 4;
   p.grad += n * gs;
-  if (p.param) p.param += n * ps;
+  if constexpr (PI == ParamIo::kBF16)
+    p.param += n * 2;
+  else if (p.param)  // kNone: an aliased parameter still moves with the span (tail copy)
+    p.param += n * ps;
   if constexpr (MF == MasterFormat::kF32) p.w_f32 += n;
   if constexpr (MF != MasterFormat::kF32) p.w_bf16 += n;
   if constexpr (MF == MasterFormat::kBF16Ecc8) p.ecc8 += n;
@@ -401,7 +479,8 @@ TANDEM_SIMD_INLINE void CopyIf(void* dst, const void* src, size_t bytes) {
 // the parameter is 64-byte aligned (then every store is aligned), not aliased with the
 // master, and not fp16; an sfence at the end of the span orders them before the caller
 // (or the TBB join) publishes the result.
-template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR>
+template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR,
+          GradIo GI = GradIo::kRuntime, ParamIo PI = ParamIo::kRuntime>
 void RunSpan(const StepScalars& s, const StepSpan& sp, int prefetch_groups, bool nt) {
   const Ctx<Ops> c(s, sp, prefetch_groups, nt);
   Ptrs p{static_cast<const unsigned char*>(sp.grad),
@@ -420,8 +499,8 @@ void RunSpan(const StepScalars& s, const StepSpan& sp, int prefetch_groups, bool
   const size_t pf = static_cast<size_t>(c.prefetch_groups);
   for (size_t gi = 0; gi < full; ++gi) {
     if (pf != 0 && gi + pf < full) PrefetchGroup<Ops, A, MF, MOM, VAR>(c, p, pf);
-    StepGroup<Ops, A, MF, MOM, VAR>(c, p);
-    Advance<MF, MOM, VAR>(p, c.grad_size, c.param_size);
+    StepGroup<Ops, A, MF, MOM, VAR, GI, PI>(c, p);
+    Advance<MF, MOM, VAR, GI, PI>(p, c.grad_size, c.param_size);
   }
   if (c.nt_param) _mm_sfence();
   const size_t len = sp.n - full * kQuantGroup;
@@ -461,7 +540,7 @@ void RunSpan(const StepScalars& s, const StepSpan& sp, int prefetch_groups, bool
                p.v_scale ? &v_scale : nullptr};
   Ctx<Ops> ct = c;
   ct.nt_param = false;  // the tail buffers are on the stack, unaligned for streaming
-  StepGroup<Ops, A, MF, MOM, VAR>(ct, t);
+  StepGroup<Ops, A, MF, MOM, VAR, GradIo::kRuntime, ParamIo::kRuntime>(ct, t);
   CopyIf(p.param, t.param, len * c.param_size);
   CopyIf(p.w_f32, t.w_f32, len * 4);
   CopyIf(p.w_bf16, t.w_bf16, len * 2);

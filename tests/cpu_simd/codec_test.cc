@@ -50,6 +50,29 @@ TEST_P(Codec, CompanderMatchesDivisionForEveryInputUpToOne) {
   EXPECT_EQ(HooksFor(GetParam()).compander_mismatches(0, 0x3F810000u), 0u);
 }
 
+// Note [Scales in vector registers]: the vector bf16 ceiling and 1/scale equal
+// q8_codec.h's GroupScaleBits and 1.0f / scale for every binade and every kind of lower
+// half (zero, one, the tie 0x8000, all ones: the carry cases), for zero, subnormals,
+// FLT_MIN and Inf, and for a stride through all other non-negative floats.
+TEST(CodecAvx512, GroupScaleInVectorRegistersMatchesReference) {
+  if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  auto check = [](uint32_t bits) {
+    float amax;
+    std::memcpy(&amax, &bits, 4);
+    uint16_t got_bits = 0;
+    float got_inv = 0.0f;
+    GroupScaleAvx512(amax, &got_bits, &got_inv);
+    const uint16_t want_bits = num::GroupScaleBits(amax);
+    const float want_inv = 1.0f / num::Bf16ToF32(want_bits);
+    ASSERT_EQ(got_bits, want_bits) << "amax bits 0x" << std::hex << bits;
+    ASSERT_EQ(0, std::memcmp(&got_inv, &want_inv, 4)) << "amax bits 0x" << std::hex << bits;
+  };
+  for (uint32_t hi = 0; hi <= 0x7F80u; ++hi)
+    for (uint32_t lo : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu})
+      if ((hi << 16 | lo) <= 0x7F800000u) check(hi << 16 | lo);
+  for (uint64_t b = 0; b <= 0x7F800000u; b += 65521) check(static_cast<uint32_t>(b));
+}
+
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, Codec, ::testing::ValuesIn(SupportedIsas()),
                          [](const ::testing::TestParamInfo<Isa>& i) {
                            return std::string(IsaName(i.param));
