@@ -27,6 +27,8 @@
 
 #include "engine/master_codec.h"
 #include "engine/q8_codec.h"
+#include "engine/step_scalars.h"
+#include "engine/update_math.h"
 
 namespace tandem::gpu::detail {
 
@@ -171,8 +173,8 @@ __device__ __forceinline__ void EncodeEcc8Tile(const float (&x)[8], uint32_t (&b
   for (int i = 0; i < 8; ++i) ok &= !(x[i] != x[i]);
 #pragma unroll
   for (int j = 0; j < 2; ++j)  // byte 1 of each word
-    e[j] = Prmt(Prmt(y[4 * j], y[4 * j + 1], 0x51u), Prmt(y[4 * j + 2], y[4 * j + 3], 0x51u),
-                0x5410u);
+    e[j] =
+        Prmt(Prmt(y[4 * j], y[4 * j + 1], 0x51u), Prmt(y[4 * j + 2], y[4 * j + 3], 0x51u), 0x5410u);
 }
 
 // EncodeMomentumFast (num::EncodeMomentum) of 8 elements into two code words. t' =
@@ -196,14 +198,14 @@ __device__ __forceinline__ void EncodeMomentumTile(const float (&m)[8], float in
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(rcp) : "f"(den));
     const float t = MinNaN(num_ * rcp, 127.0f);
     const float ts = num::FloatOf(num::BitsOf(t) | (num::BitsOf(m[i]) & 0x80000000u));
-    const float sum = ts + 12582912.0f;  // 1.5 * 2^23
+    const float sum = ts + 12582912.0f;                       // 1.5 * 2^23
     ok &= fabsf(ts - (sum - 12582912.0f)) < 0.499755859375f;  // 0.5 - 2^-12; NaN: false
     r[i] = num::BitsOf(sum);
   }
 #pragma unroll
   for (int j = 0; j < 2; ++j)  // byte 0 of each word
-    c[j] = Prmt(Prmt(r[4 * j], r[4 * j + 1], 0x40u), Prmt(r[4 * j + 2], r[4 * j + 3], 0x40u),
-                0x5410u);
+    c[j] =
+        Prmt(Prmt(r[4 * j], r[4 * j + 1], 0x40u), Prmt(r[4 * j + 2], r[4 * j + 3], 0x40u), 0x5410u);
 }
 
 // EncodeSqrtVarianceFast (num::EncodeSqrtVariance) of 8 elements u >= 0 into two code
@@ -222,8 +224,72 @@ __device__ __forceinline__ void EncodeSqrtVarianceTile(const float (&u)[8], floa
   }
 #pragma unroll
   for (int j = 0; j < 2; ++j)
-    c[j] = Prmt(Prmt(r[4 * j], r[4 * j + 1], 0x40u), Prmt(r[4 * j + 2], r[4 * j + 3], 0x40u),
-                0x5410u);
+    c[j] =
+        Prmt(Prmt(r[4 * j], r[4 * j + 1], 0x40u), Prmt(r[4 * j + 2], r[4 * j + 3], 0x40u), 0x5410u);
+}
+
+// num::Sqrt (sqrt.rn.f32) for x in [2^-101, FLT_MAX]: the instruction sequence ptxas
+// emits for sqrt.rn there (rsqrt approximation, one correction by fma), with the range
+// test it applies (bits(x) - 0x0D000000 <= 0x727FFFFF, unsigned) accumulated into `ok`
+// instead of a branch per element; outside (0, subnormals, tiny values, Inf, NaN,
+// negatives) the caller falls back to num::Sqrt. fast_codec_check.cu compares it with
+// __fsqrt_rn for every fp32 input in the range.
+__device__ __forceinline__ float SqrtInRange(float x, bool& ok) {
+  ok &= num::BitsOf(x) - 0x0D000000u <= 0x727FFFFFu;
+  float r;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  const float y = __fmul_rn(x, r);
+  const float h = __fmul_rn(r, 0.5f);
+  const float e = __fmaf_rn(-y, y, x);
+  return __fmaf_rn(e, h, y);
+}
+
+// num::AdamElement for the 8 elements of a tile, operation for operation (the same
+// rounded operations in the same order; tests/cuda checks the bits), with the square
+// roots batched: SqrtInRange for all 8, num::Sqrt for all 8 when one is out of range.
+// `u` receives sqrt(v_new). kDecoupled: AdamW.
+template <bool kDecoupled>
+__device__ __forceinline__ void AdamTile(const StepScalars& s, const float (&g_in)[8],
+                                         float (&w)[8], float (&m)[8], float (&v)[8],
+                                         float (&u)[8]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    float g = g_in[i] * s.grad_mul;
+    if (!kDecoupled && s.apply_l2) g = g + s.weight_decay * w[i];
+    m[i] = s.beta1 * m[i] + s.one_minus_beta1 * g;
+    v[i] = s.beta2 * v[i] + s.one_minus_beta2 * (g * g);
+    if (kDecoupled) w[i] = w[i] * s.decay;
+  }
+  bool ok = true;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) u[i] = SqrtInRange(v[i], ok);
+  if (!ok) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) u[i] = num::Sqrt(v[i]);
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float denom = u[i] * s.inv_sqrt_bc2 + s.eps;
+    w[i] = w[i] - s.step_size * (m[i] / denom);
+  }
+}
+
+// num::LionElement for the 8 elements of a tile, operation for operation, except the
+// selection of the step: the reference's `c > 0 ? lr : (c < 0 ? -lr : 0)` is lr with
+// its sign flipped where c < 0 (an xor of c's sign bit: exact for any lr, -0 included),
+// subtracted only where |c| > 0 (false for 0 and NaN); where the reference subtracts
+// +0 instead, w - (+0) has w's bits (also for w = -0).
+__device__ __forceinline__ void LionTile(const StepScalars& s, const float (&g_in)[8],
+                                         float (&w)[8], float (&m)[8]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float g = g_in[i] * s.grad_mul;
+    w[i] = w[i] * s.decay;
+    const float c = s.beta1 * m[i] + s.one_minus_beta1 * g;
+    const float step = num::FloatOf(num::BitsOf(s.lr) ^ (num::BitsOf(c) & 0x80000000u));
+    if (fabsf(c) > 0.0f) w[i] = w[i] - step;
+    m[i] = s.beta2 * m[i] + s.one_minus_beta2 * g;
+  }
 }
 
 }  // namespace tandem::gpu::detail

@@ -8,6 +8,7 @@
 #include "cuda/fast_codec.cuh"
 #include "engine/fp_bits.h"
 #include "engine/master_codec.h"
+#include "engine/update_math.h"
 
 namespace tandem::gpu::detail {
 namespace {
@@ -17,6 +18,8 @@ struct Counters {
   unsigned int ecc8_first;
   unsigned long long dec_bad;
   unsigned int dec_first;
+  unsigned long long sqrt_bad;
+  unsigned int sqrt_first;
 };
 
 __device__ void Report(unsigned long long* count, unsigned int* first, uint32_t input) {
@@ -73,6 +76,22 @@ __global__ void CheckEcc8Decode(Counters* c) {
   CheckOneDecode<3>(pair, word, c);
 }
 
+// Inputs [8 * t, 8 * t + 8) of all 2^32 fp32 bit patterns, one flag each.
+__global__ void CheckSqrt(Counters* c) {
+  const uint64_t t = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x;
+  if (t >= (uint64_t{1} << 29)) return;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(8 * t + i);
+    const float x = num::FloatOf(bits);
+    bool ok = true;
+    const float got = SqrtInRange(x, ok);
+    const bool in_range = bits >= 0x0D000000u && bits <= 0x7F7FFFFFu;
+    if (ok != in_range || (ok && num::BitsOf(got) != num::BitsOf(num::Sqrt(x))))
+      Report(&c->sqrt_bad, &c->sqrt_first, bits);
+  }
+}
+
 }  // namespace
 
 FastCodecCheck RunFastCodecCheck() {
@@ -85,6 +104,8 @@ FastCodecCheck RunFastCodecCheck() {
     CheckCuda(cudaGetLastError(), "RunFastCodecCheck: CheckEcc8Encode launch");
     CheckEcc8Decode<<<(1u << 24) / 256, 256>>>(d);
     CheckCuda(cudaGetLastError(), "RunFastCodecCheck: CheckEcc8Decode launch");
+    CheckSqrt<<<(1u << 29) / 256, 256>>>(d);
+    CheckCuda(cudaGetLastError(), "RunFastCodecCheck: CheckSqrt launch");
     CheckCuda(cudaMemcpy(&h, d, sizeof(Counters), cudaMemcpyDeviceToHost),
               "RunFastCodecCheck: cudaMemcpy");
   } catch (...) {
@@ -97,6 +118,8 @@ FastCodecCheck RunFastCodecCheck() {
   r.ecc8_first_bad = h.ecc8_first;
   r.ecc8_decode_mismatches = h.dec_bad;
   r.ecc8_decode_first_bad = h.dec_first;
+  r.sqrt_mismatches = h.sqrt_bad;
+  r.sqrt_first_bad = h.sqrt_first;
   return r;
 }
 

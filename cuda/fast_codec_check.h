@@ -17,6 +17,10 @@ struct FastCodecCheck {
   // DecodeEcc8Packed against num::DecodeEcc8: every (bf16, ecc8) pair, each position.
   uint64_t ecc8_decode_mismatches = 0;
   uint32_t ecc8_decode_first_bad = 0;
+  // SqrtInRange against __fsqrt_rn (num::Sqrt): every fp32 bit pattern; in range the
+  // bits must agree, out of range `ok` must be false.
+  uint64_t sqrt_mismatches = 0;
+  uint32_t sqrt_first_bad = 0;
 };
 
 // Runs the checks on the current device (a few hundred ms on an H200). Throws

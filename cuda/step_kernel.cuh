@@ -2,10 +2,10 @@
 //
 // Work mapping (docs/gpu_kernels.md). A launch walks a device table of work units; each
 // covers kUnitElems consecutive elements of one span (the last unit of a span may be
-// short), and a persistent grid of blocks takes them in a grid-stride loop. Each thread
-// owns kElemsPerThread = 8 consecutive elements, so the 4 consecutive threads of a quad
-// own one quantization group of 32: the q8 group maxima need two xor-shuffles inside the
-// quad and nothing else.
+// short), and a persistent grid of blocks takes them in a grid-stride loop. A unit is
+// kTilesPerUnit tiles processed in turn; in a tile each thread owns kElemsPerThread = 8
+// consecutive elements, so the 4 consecutive threads of a quad own one quantization
+// group of 32: the q8 group maxima need two xor-shuffles inside the quad and nothing else.
 //
 // Note [Groups never straddle units]: kUnitElems is a multiple of kQuantGroup and every
 // span starts on a group boundary (StepSpan contract), so a group lies in one quad of one
@@ -15,8 +15,9 @@
 // update in update_math.h, the codecs in master_codec.h, conversions in fp_bits.h),
 // compiled with --fmad=false, IEEE div/sqrt and no flush-to-zero
 // (cmake/TandemFlags.cmake), except the q8 codecs and the ecc8 rounding, which use the
-// exact shortcuts of Note [Exact fast paths] (fast_codec.cuh). The group maximum is
-// exact in any order.
+// exact shortcuts of Note [Exact fast paths] (fast_codec.cuh), and full tiles, which use
+// the batched shortcuts and tile transcriptions of the update of Note [Batched
+// fallbacks] (Note [Fast tiles] below). The group maximum is exact in any order.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,7 +36,11 @@ namespace tandem::gpu::detail {
 inline constexpr int kElemsPerThread = 8;
 inline constexpr int kThreadsPerGroup = kQuantGroup / kElemsPerThread;
 inline constexpr int kBlockThreads = 256;
-inline constexpr int kUnitElems = kBlockThreads * kElemsPerThread;  // 2048
+// A unit is kTilesPerUnit tiles of kBlockThreads * kElemsPerThread elements: the per-unit
+// costs (loop, metadata prefetch, barrier) are shared by 2 x 8 elements per thread.
+inline constexpr int kTilesPerUnit = 2;
+inline constexpr int kTileElems = kBlockThreads * kElemsPerThread;  // 2048
+inline constexpr int kUnitElems = kTileElems * kTilesPerUnit;       // 4096
 // Resident blocks per SM the register allocation must allow (4 x 256 threads: <= 64
 // registers). 5 (<= 48 registers) spills 40-128 bytes per thread in the Adam kernels.
 inline constexpr int kMinBlocksPerSm = 4;
@@ -225,7 +230,6 @@ __device__ __forceinline__ void StoreParam(const SpanMeta& sp, uint64_t e, bool 
     StoreU16(static_cast<uint16_t*>(sp.param) + e, p_vec, cnt, h);
   }
 }
-
 
 // Any tile: this thread's 8 elements starting at e, fewer at the end of the span, each
 // array with the vector access where its alignment allows. All lanes of the warp call it
@@ -442,8 +446,8 @@ __device__ __forceinline__ uint2 PackBytes(const uint8_t (&c)[8]) {
 }
 
 template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar, DType kGrad>
-__device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& sp,
-                                         const uint64_t e, const DecodeTables& tables) {
+__device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& sp, const uint64_t e,
+                                         const DecodeTables& tables) {
   constexpr bool kAdam = kKind == Kind::kAdam;
   constexpr bool kBf16Based = kMaster != MasterFormat::kF32;
   const bool has_m = s.has_momentum != 0;
@@ -502,8 +506,8 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
       for (int j = 0; j < 4; ++j) {
         w[2 * j] = num::DecodeEcc16(static_cast<uint16_t>(wp[j] & 0xFFFFu),
                                     static_cast<int16_t>(ep[j] & 0xFFFFu));
-        w[2 * j + 1] = num::DecodeEcc16(static_cast<uint16_t>(wp[j] >> 16),
-                                        static_cast<int16_t>(ep[j] >> 16));
+        w[2 * j + 1] =
+            num::DecodeEcc16(static_cast<uint16_t>(wp[j] >> 16), static_cast<int16_t>(ep[j] >> 16));
       }
     }
   }
@@ -539,18 +543,18 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
     }
   }
 
-  // 5. The update (update_math.h); the algorithm test sits outside the element loop.
+  // 5. The update (update_math.h, or its tile transcriptions in fast_codec.cuh); the
+  // tests of uniform flags sit outside the element loop.
   if constexpr (kKind == Kind::kAdam) {
-    if (s.algo == Algorithm::kAdamW) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) num::AdamElement(s, g[i], w[i], m[i], v[i], &u[i]);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) num::AdamElement(s, g[i], w[i], m[i], v[i], &u[i]);
-    }
+    if (s.algo == Algorithm::kAdamW)
+      AdamTile<true>(s, g, w, m, v, u);
+    else
+      AdamTile<false>(s, g, w, m, v, u);
   } else if constexpr (kKind == Kind::kLion) {
+    LionTile(s, g, w, m);
+  } else if (s.nesterov) {  // folded into each copy, as the Adam test above
 #pragma unroll
-    for (int i = 0; i < 8; ++i) num::LionElement(s, g[i], w[i], m[i]);
+    for (int i = 0; i < 8; ++i) num::SgdElement(s, g[i], w[i], m[i]);
   } else {
 #pragma unroll
     for (int i = 0; i < 8; ++i) num::SgdElement(s, g[i], w[i], m[i]);
@@ -698,30 +702,40 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
   }
 }
 
-// One work unit: this thread's 8 elements of it, by FastTile where Note [Fast tiles]
-// allows, else by GenericTile.
+// One work unit: this thread's 8 elements of each of its tiles, by FastTile where
+// Note [Fast tiles] allows, else by GenericTile. A tile past the end of the span is
+// skipped by the whole block (uniform, so the quad shuffles stay warp-wide).
 template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
-__device__ __forceinline__ void StepTile(const LaunchArgs& args, const WorkUnit unit,
+__device__ __forceinline__ void StepUnit(const LaunchArgs& args, const WorkUnit unit,
                                          const SpanMeta& sp, const DecodeTables& tables) {
   const StepScalars& s = args.scalars[sp.scalar_index];
-  const uint64_t base = uint64_t{unit.chunk} * kUnitElems;
-  const uint64_t e = base + threadIdx.x * kElemsPerThread;
-  const uint64_t warp_end = base + (threadIdx.x / 32 + 1) * (32 * kElemsPerThread);
   const uint32_t need = FastVecMask<kKind, kMaster>(s.has_momentum != 0);
-  if (warp_end <= sp.n && (sp.vec_ok & need) == need) {
-    switch (static_cast<DType>(sp.grad_dtype)) {
-      case DType::kBF16:
-        FastTile<kKind, kMaster, kMom, kVar, DType::kBF16>(s, sp, e, tables);
-        return;
-      case DType::kF32:
-        FastTile<kKind, kMaster, kMom, kVar, DType::kF32>(s, sp, e, tables);
-        return;
-      case DType::kF16:
-        FastTile<kKind, kMaster, kMom, kVar, DType::kF16>(s, sp, e, tables);
-        return;
+  const bool vec_all = (sp.vec_ok & need) == need;
+#pragma unroll 1
+  for (int t = 0; t < kTilesPerUnit; ++t) {
+    const uint64_t base = uint64_t{unit.chunk} * kUnitElems + static_cast<uint64_t>(t) * kTileElems;
+    if (base >= sp.n) break;
+    const uint64_t e = base + threadIdx.x * kElemsPerThread;
+    const uint64_t warp_end = base + (threadIdx.x / 32 + 1) * (32 * kElemsPerThread);
+    bool done = false;
+    if (warp_end <= sp.n && vec_all) {
+      done = true;
+      switch (static_cast<DType>(sp.grad_dtype)) {
+        case DType::kBF16:
+          FastTile<kKind, kMaster, kMom, kVar, DType::kBF16>(s, sp, e, tables);
+          break;
+        case DType::kF32:
+          FastTile<kKind, kMaster, kMom, kVar, DType::kF32>(s, sp, e, tables);
+          break;
+        case DType::kF16:
+          FastTile<kKind, kMaster, kMom, kVar, DType::kF16>(s, sp, e, tables);
+          break;
+        default:
+          done = false;
+      }
     }
+    if (!done) GenericTile<kKind, kMaster, kMom, kVar>(s, sp, e, tables);
   }
-  GenericTile<kKind, kMaster, kMom, kVar>(s, sp, e, tables);
 }
 
 // 8-byte asynchronous copy global -> shared (cp.async, sm_80+): no registers held while
@@ -780,7 +794,7 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocksPerSm)
       if (threadIdx.x == 0 && u + 2 * uint64_t{stride} < n_units)
         CopyAsync8(&units[(k + 2) & 3], &args.units[u + 2 * stride]);
     }
-    StepTile<kKind, kMaster, kMom, kVar>(args, units[k & 3], meta[k & 1], tables);
+    StepUnit<kKind, kMaster, kMom, kVar>(args, units[k & 3], meta[k & 1], tables);
     if (copier) CopyAsyncWaitAll();
     __syncthreads();
   }

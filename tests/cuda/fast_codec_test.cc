@@ -14,6 +14,7 @@ TEST(FastCodec, ExhaustiveAgainstEngine) {
   EXPECT_EQ(r.ecc8_mismatches, 0u) << "first bad fp32 bits 0x" << std::hex << r.ecc8_first_bad;
   EXPECT_EQ(r.ecc8_decode_mismatches, 0u)
       << "first bad (bf16 << 8 | ecc8) 0x" << std::hex << r.ecc8_decode_first_bad;
+  EXPECT_EQ(r.sqrt_mismatches, 0u) << "first bad fp32 bits 0x" << std::hex << r.sqrt_first_bad;
 }
 
 }  // namespace
