@@ -2,10 +2,10 @@
 //
 // Work mapping (docs/gpu_kernels.md). A launch walks a device table of work units; each
 // covers kUnitElems consecutive elements of one span (the last unit of a span may be
-// short), and a persistent grid of blocks takes them in a grid-stride loop. Each thread
-// owns kElemsPerThread = 8 consecutive elements, so the 4 consecutive threads of a quad
-// own one quantization group of 32: the q8 group maxima need two xor-shuffles inside the
-// quad and nothing else.
+// short), and a persistent grid of blocks takes them in a grid-stride loop. A unit is
+// kTilesPerUnit tiles processed in turn; in a tile each thread owns kElemsPerThread = 8
+// consecutive elements, so the 4 consecutive threads of a quad own one quantization
+// group of 32: the q8 group maxima need two xor-shuffles inside the quad and nothing else.
 //
 // Note [Groups never straddle units]: kUnitElems is a multiple of kQuantGroup and every
 // span starts on a group boundary (StepSpan contract), so a group lies in one quad of one
@@ -15,8 +15,9 @@
 // update in update_math.h, the codecs in master_codec.h, conversions in fp_bits.h),
 // compiled with --fmad=false, IEEE div/sqrt and no flush-to-zero
 // (cmake/TandemFlags.cmake), except the q8 codecs and the ecc8 rounding, which use the
-// exact shortcuts of Note [Exact fast paths] (fast_codec.cuh). The group maximum is
-// exact in any order.
+// exact shortcuts of Note [Exact fast paths] (fast_codec.cuh), and full tiles, which use
+// the batched shortcuts and tile transcriptions of the update of Note [Batched
+// fallbacks] (Note [Fast tiles] below). The group maximum is exact in any order.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,7 +36,11 @@ namespace tandem::gpu::detail {
 inline constexpr int kElemsPerThread = 8;
 inline constexpr int kThreadsPerGroup = kQuantGroup / kElemsPerThread;
 inline constexpr int kBlockThreads = 256;
-inline constexpr int kUnitElems = kBlockThreads * kElemsPerThread;  // 2048
+// A unit is kTilesPerUnit tiles of kBlockThreads * kElemsPerThread elements: the per-unit
+// costs (loop, metadata prefetch, barrier) are shared by 2 x 8 elements per thread.
+inline constexpr int kTilesPerUnit = 2;
+inline constexpr int kTileElems = kBlockThreads * kElemsPerThread;  // 2048
+inline constexpr int kUnitElems = kTileElems * kTilesPerUnit;       // 4096
 // Resident blocks per SM the register allocation must allow (4 x 256 threads: <= 64
 // registers). 5 (<= 48 registers) spills 40-128 bytes per thread in the Adam kernels.
 inline constexpr int kMinBlocksPerSm = 4;
@@ -198,22 +203,42 @@ __device__ __forceinline__ void LoadAsF32(const void* base, uint8_t dtype, uint6
 // reference's `a > amax ? a : amax` never lets NaN in), so the result equals the
 // reference's sequential maximum over the group.
 __device__ __forceinline__ float QuadMax(float x) {
-  float y = __shfl_xor_sync(0xFFFFFFFFu, x, 1);
-  x = y > x ? y : x;
-  y = __shfl_xor_sync(0xFFFFFFFFu, x, 2);
-  return y > x ? y : x;
+  x = fmaxf(x, __shfl_xor_sync(0xFFFFFFFFu, x, 1));  // no NaN, no -0: same as the select
+  return fmaxf(x, __shfl_xor_sync(0xFFFFFFFFu, x, 2));
 }
 
 // ---- The kernel. ----
 
-// One work unit: this thread's 8 elements of it.
+// The parameter the model sees (reference_step.cc, WriteParam): the master's own bf16 for
+// a bf16 parameter of a bf16-based master, else the decoded master rounded. `w` holds the
+// decoded stored master (for f32 masters, the master itself), `wb` the stored bf16.
+template <MasterFormat kMaster>
+__device__ __forceinline__ void StoreParam(const SpanMeta& sp, uint64_t e, bool p_vec, int cnt,
+                                           const float (&w)[8], const uint16_t (&wb)[8]) {
+  if (sp.param_dtype == static_cast<uint8_t>(DType::kF32)) {
+    StoreF32(static_cast<float*>(sp.param) + e, p_vec, cnt, w);
+  } else {
+    uint16_t h[8];
+    const bool bf16 = sp.param_dtype == static_cast<uint8_t>(DType::kBF16);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      if (kMaster != MasterFormat::kF32 && bf16)
+        h[i] = wb[i];
+      else
+        h[i] = bf16 ? num::F32ToBf16(w[i]) : num::F32ToF16(w[i]);
+    }
+    StoreU16(static_cast<uint16_t*>(sp.param) + e, p_vec, cnt, h);
+  }
+}
+
+// Any tile: this thread's 8 elements starting at e, fewer at the end of the span, each
+// array with the vector access where its alignment allows. All lanes of the warp call it
+// together (the quad shuffles).
 template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
-__device__ __forceinline__ void StepTile(const LaunchArgs& args, const WorkUnit unit,
-                                         const SpanMeta& sp, const DecodeTables& tables) {
+__device__ __forceinline__ void GenericTile(const StepScalars& s, const SpanMeta& sp,
+                                            const uint64_t e, const DecodeTables& tables) {
   constexpr bool kAdam = kKind == Kind::kAdam;
   const uint64_t n = sp.n;
-  const StepScalars s = args.scalars[sp.scalar_index];
-  const uint64_t e = uint64_t{unit.chunk} * kUnitElems + threadIdx.x * kElemsPerThread;
   const int cnt = e < n ? (n - e < 8 ? static_cast<int>(n - e) : 8) : 0;
   const bool full = cnt == 8;
   const uint32_t vec = full ? sp.vec_ok : 0u;
@@ -375,11 +400,8 @@ __device__ __forceinline__ void StepTile(const LaunchArgs& args, const WorkUnit 
     }
   }
 
-  // 9. The parameter the model sees (reference_step.cc, WriteParam): the master's own
-  // bf16 for a bf16 parameter of a bf16-based master, else the decoded master rounded.
+  // 9. The parameter the model sees: the decoded stored master (DecodeMaster).
   if (sp.param != nullptr && cnt > 0) {
-    const bool p_vec = (vec & kVecParam) != 0;
-    // The decoded master (reference_step.cc, DecodeMaster of the stored state).
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       if constexpr (kMaster == MasterFormat::kBF16) w[i] = num::Bf16ToF32(wb[i]);
@@ -388,20 +410,331 @@ __device__ __forceinline__ void StepTile(const LaunchArgs& args, const WorkUnit 
       if constexpr (kMaster == MasterFormat::kBF16Ecc16)
         w[i] = num::DecodeEcc16(wb[i], static_cast<int16_t>(e16[i]));
     }
-    if (sp.param_dtype == static_cast<uint8_t>(DType::kF32)) {
-      StoreF32(static_cast<float*>(sp.param) + e, p_vec, cnt, w);
+    StoreParam<kMaster>(sp, e, (vec & kVecParam) != 0, cnt, w, wb);
+  }
+}
+
+// ---- Full tiles. ----
+//
+// Note [Fast tiles]: where all 32 lanes of a warp hold 8 elements of the span (so the
+// choice is uniform in the warp, as the quad shuffles need) and every array the tile
+// touches allows the vector access, FastTile runs instead of GenericTile: the gradient
+// dtype is a template parameter, the arrays move as whole words, and the codecs are the
+// packed shortcuts of Note [Batched fallbacks] (fast_codec.cuh). Same bits as
+// GenericTile, which the parity tests check on both paths (odd sizes and misaligned
+// tensors take GenericTile for part or all of their tiles).
+
+// The vector-access bits (VecBit) a fast tile needs.
+template <Kind kKind, MasterFormat kMaster>
+__device__ __forceinline__ uint32_t FastVecMask(bool has_m) {
+  uint32_t need = kVecGrad | kVecMaster;
+  if (kMaster == MasterFormat::kBF16Ecc8 || kMaster == MasterFormat::kBF16Ecc16) need |= kVecEcc;
+  if (has_m) need |= kVecM;
+  if (kKind == Kind::kAdam) need |= kVecV;
+  return need;
+}
+
+// Byte i of the result is c[i].
+__device__ __forceinline__ uint2 PackBytes(const uint8_t (&c)[8]) {
+  uint2 a{0u, 0u};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    a.x |= uint32_t{c[i]} << (8 * i);
+    a.y |= uint32_t{c[4 + i]} << (8 * i);
+  }
+  return a;
+}
+
+template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar, DType kGrad>
+__device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& sp, const uint64_t e,
+                                         const DecodeTables& tables) {
+  constexpr bool kAdam = kKind == Kind::kAdam;
+  constexpr bool kBf16Based = kMaster != MasterFormat::kF32;
+  const bool has_m = s.has_momentum != 0;
+  const uint64_t group = e / kQuantGroup;
+  const bool group_leader = threadIdx.x % kThreadsPerGroup == 0;
+
+  // 1. Gradient, as fp32 (exact).
+  float g[8];
+  if constexpr (kGrad == DType::kF32) {
+    LoadF32(static_cast<const float*>(sp.grad) + e, true, 8, g);
+  } else {
+    const uint4 a = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(sp.grad) + e);
+    const uint32_t pr[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if constexpr (kGrad == DType::kBF16) {
+        g[2 * j] = num::FloatOf(pr[j] << 16);
+        g[2 * j + 1] = num::FloatOf(pr[j] & 0xFFFF0000u);
+      } else {
+        g[2 * j] = num::F16ToF32(static_cast<uint16_t>(pr[j] & 0xFFFFu));
+        g[2 * j + 1] = num::F16ToF32(static_cast<uint16_t>(pr[j] >> 16));
+      }
+    }
+  }
+
+  // 2. Decode the master weight (DecodeMaster). wp: the bf16 pairs, ep: the corrections.
+  float w[8];
+  [[maybe_unused]] uint32_t wp[4];
+  [[maybe_unused]] uint32_t ep[4];  // ecc8: ep[0..1]; ecc16: pairs
+  if constexpr (kMaster == MasterFormat::kF32) {
+    LoadF32(static_cast<const float*>(sp.master) + e, true, 8, w);
+  } else {
+    const uint4 a = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(sp.master) + e);
+    wp[0] = a.x, wp[1] = a.y, wp[2] = a.z, wp[3] = a.w;
+    if constexpr (kMaster == MasterFormat::kBF16) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        w[2 * j] = num::FloatOf(wp[j] << 16);
+        w[2 * j + 1] = num::FloatOf(wp[j] & 0xFFFF0000u);
+      }
+    } else if constexpr (kMaster == MasterFormat::kBF16Ecc8) {
+      const uint2 c = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(sp.ecc) + e);
+      ep[0] = c.x, ep[1] = c.y;
+      w[0] = DecodeEcc8Packed<0>(wp[0], ep[0]);
+      w[1] = DecodeEcc8Packed<1>(wp[0], ep[0]);
+      w[2] = DecodeEcc8Packed<2>(wp[1], ep[0]);
+      w[3] = DecodeEcc8Packed<3>(wp[1], ep[0]);
+      w[4] = DecodeEcc8Packed<4>(wp[2], ep[1]);
+      w[5] = DecodeEcc8Packed<5>(wp[2], ep[1]);
+      w[6] = DecodeEcc8Packed<6>(wp[3], ep[1]);
+      w[7] = DecodeEcc8Packed<7>(wp[3], ep[1]);
     } else {
-      uint16_t h[8];
-      const bool bf16 = sp.param_dtype == static_cast<uint8_t>(DType::kBF16);
+      const uint4 c = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(sp.ecc) + e);
+      ep[0] = c.x, ep[1] = c.y, ep[2] = c.z, ep[3] = c.w;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        w[2 * j] = num::DecodeEcc16(static_cast<uint16_t>(wp[j] & 0xFFFFu),
+                                    static_cast<int16_t>(ep[j] & 0xFFFFu));
+        w[2 * j + 1] =
+            num::DecodeEcc16(static_cast<uint16_t>(wp[j] >> 16), static_cast<int16_t>(ep[j] >> 16));
+      }
+    }
+  }
+
+  // 3. Decode the first moment (q8: table value * group scale, DecodeMomentum).
+  float m[8] = {};
+  if (has_m) {
+    if constexpr (kMom == MomentFormat::kF32) {
+      LoadF32(static_cast<const float*>(sp.m) + e, true, 8, m);
+    } else {
+      const uint2 c = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(sp.m) + e);
+      const float scale = num::Bf16ToF32(sp.m_scales[group]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        m[i] = tables.momentum[((i < 4 ? c.x : c.y) >> (8 * (i % 4))) & 0xFFu] * scale;
+    }
+  }
+
+  // 4. Decode the second moment (q8 stores u = sqrt(v); v = u * u).
+  [[maybe_unused]] float v[8] = {};
+  [[maybe_unused]] float u[8] = {};
+  if constexpr (kAdam) {
+    if constexpr (kVar == MomentFormat::kF32) {
+      LoadF32(static_cast<const float*>(sp.v) + e, true, 8, v);
+    } else {
+      const uint2 c = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(sp.v) + e);
+      const float scale = num::Bf16ToF32(sp.v_scales[group]);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        if (kMaster != MasterFormat::kF32 && bf16)
-          h[i] = wb[i];
-        else
-          h[i] = bf16 ? num::F32ToBf16(w[i]) : num::F32ToF16(w[i]);
+        u[i] = tables.variance[((i < 4 ? c.x : c.y) >> (8 * (i % 4))) & 0xFFu] * scale;
+        v[i] = u[i] * u[i];
       }
-      StoreU16(static_cast<uint16_t*>(sp.param) + e, p_vec, cnt, h);
     }
+  }
+
+  // 5. The update (update_math.h, or its tile transcriptions in fast_codec.cuh); the
+  // tests of uniform flags sit outside the element loop.
+  if constexpr (kKind == Kind::kAdam) {
+    if (s.algo == Algorithm::kAdamW)
+      AdamTile<true>(s, g, w, m, v, u);
+    else
+      AdamTile<false>(s, g, w, m, v, u);
+  } else if constexpr (kKind == Kind::kLion) {
+    LionTile(s, g, w, m);
+  } else if (s.nesterov) {  // folded into each copy, as the Adam test above
+#pragma unroll
+    for (int i = 0; i < 8; ++i) num::SgdElement(s, g[i], w[i], m[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) num::SgdElement(s, g[i], w[i], m[i]);
+  }
+
+  // 6. Encode the master weight.
+  if constexpr (kMaster == MasterFormat::kF32) {
+    StoreF32(static_cast<float*>(sp.master) + e, true, 8, w);
+  } else if constexpr (kMaster == MasterFormat::kBF16) {
+    bool ok = true;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      wp[j] = PackBf16x2(w[2 * j], w[2 * j + 1]);
+      ok &= !(w[2 * j] != w[2 * j]) && !(w[2 * j + 1] != w[2 * j + 1]);
+    }
+    if (!ok) {  // a NaN: num::F32ToBf16's 0x7FC0 (Note [Batched fallbacks])
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        wp[j] = uint32_t{num::F32ToBf16(w[2 * j])} | (uint32_t{num::F32ToBf16(w[2 * j + 1])} << 16);
+    }
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(sp.master) + e) =
+        make_uint4(wp[0], wp[1], wp[2], wp[3]);
+  } else if constexpr (kMaster == MasterFormat::kBF16Ecc8) {
+    bool ok = true;
+    uint32_t e8[2];
+    EncodeEcc8Tile(w, wp, e8, ok);
+    ep[0] = e8[0], ep[1] = e8[1];
+    if (!ok) {  // a NaN: the per-element encoder
+      uint8_t c[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        uint16_t b;
+        int8_t q;
+        EncodeEcc8Fast(w[i], &b, &q);
+        c[i] = static_cast<uint8_t>(q);
+        if (i % 2 == 0)
+          wp[i / 2] = b;
+        else
+          wp[i / 2] |= uint32_t{b} << 16;
+      }
+      const uint2 a = PackBytes(c);
+      ep[0] = a.x, ep[1] = a.y;
+    }
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(sp.master) + e) =
+        make_uint4(wp[0], wp[1], wp[2], wp[3]);
+    *reinterpret_cast<uint2*>(static_cast<uint8_t*>(sp.ecc) + e) = make_uint2(ep[0], ep[1]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint16_t b0, b1;
+      int16_t q0, q1;
+      num::EncodeEcc16(w[2 * j], &b0, &q0);
+      num::EncodeEcc16(w[2 * j + 1], &b1, &q1);
+      wp[j] = uint32_t{b0} | (uint32_t{b1} << 16);
+      ep[j] = uint32_t{static_cast<uint16_t>(q0)} | (uint32_t{static_cast<uint16_t>(q1)} << 16);
+    }
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(sp.master) + e) =
+        make_uint4(wp[0], wp[1], wp[2], wp[3]);
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(sp.ecc) + e) =
+        make_uint4(ep[0], ep[1], ep[2], ep[3]);
+  }
+
+  // 7. Encode the first moment (q8: scale from the group maximum of |m|).
+  if (has_m) {
+    if constexpr (kMom == MomentFormat::kF32) {
+      StoreF32(static_cast<float*>(sp.m) + e, true, 8, m);
+    } else {
+      float amax = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(m[i]));  // no NaN, +0 start
+      amax = QuadMax(amax);
+      const uint16_t sb = GroupScaleBitsFast(amax);
+      const float inv = 1.0f / num::Bf16ToF32(sb);
+      uint32_t cw[2];
+      bool ok = true;
+      EncodeMomentumTile(m, inv, cw, ok);
+      if (!ok) {
+        uint8_t c[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) c[i] = EncodeMomentumFast(m[i], inv);
+        const uint2 a = PackBytes(c);
+        cw[0] = a.x, cw[1] = a.y;
+      }
+      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(sp.m) + e) = make_uint2(cw[0], cw[1]);
+      if (group_leader) sp.m_scales[group] = sb;
+    }
+  }
+
+  // 8. Encode the second moment (q8: u = sqrt(v) against the group maximum of u).
+  if constexpr (kAdam) {
+    if constexpr (kVar == MomentFormat::kF32) {
+      StoreF32(static_cast<float*>(sp.v) + e, true, 8, v);
+    } else {
+      float amax = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(u[i]));  // u >= +0 unless NaN
+      amax = QuadMax(amax);
+      const uint16_t sb = GroupScaleBitsFast(amax);
+      const float inv = 1.0f / num::Bf16ToF32(sb);
+      uint32_t cw[2];
+      bool ok = true;
+      EncodeSqrtVarianceTile(u, inv, cw, ok);
+      if (!ok) {
+        uint8_t c[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) c[i] = EncodeSqrtVarianceFast(u[i], inv);
+        const uint2 a = PackBytes(c);
+        cw[0] = a.x, cw[1] = a.y;
+      }
+      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(sp.v) + e) = make_uint2(cw[0], cw[1]);
+      if (group_leader) sp.v_scales[group] = sb;
+    }
+  }
+
+  // 9. The parameter the model sees: the decoded stored master (DecodeMaster).
+  if (sp.param != nullptr) {
+    uint16_t wb[8] = {};
+    if constexpr (kBf16Based) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        wb[2 * j] = static_cast<uint16_t>(wp[j] & 0xFFFFu);
+        wb[2 * j + 1] = static_cast<uint16_t>(wp[j] >> 16);
+      }
+    }
+    if constexpr (kMaster == MasterFormat::kBF16) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) w[i] = num::Bf16ToF32(wb[i]);
+    } else if constexpr (kMaster == MasterFormat::kBF16Ecc8) {
+      w[0] = DecodeEcc8Packed<0>(wp[0], ep[0]);
+      w[1] = DecodeEcc8Packed<1>(wp[0], ep[0]);
+      w[2] = DecodeEcc8Packed<2>(wp[1], ep[0]);
+      w[3] = DecodeEcc8Packed<3>(wp[1], ep[0]);
+      w[4] = DecodeEcc8Packed<4>(wp[2], ep[1]);
+      w[5] = DecodeEcc8Packed<5>(wp[2], ep[1]);
+      w[6] = DecodeEcc8Packed<6>(wp[3], ep[1]);
+      w[7] = DecodeEcc8Packed<7>(wp[3], ep[1]);
+    } else if constexpr (kMaster == MasterFormat::kBF16Ecc16) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        w[2 * j] = num::DecodeEcc16(wb[2 * j], static_cast<int16_t>(ep[j] & 0xFFFFu));
+        w[2 * j + 1] = num::DecodeEcc16(wb[2 * j + 1], static_cast<int16_t>(ep[j] >> 16));
+      }
+    }
+    StoreParam<kMaster>(sp, e, (sp.vec_ok & kVecParam) != 0, 8, w, wb);
+  }
+}
+
+// One work unit: this thread's 8 elements of each of its tiles, by FastTile where
+// Note [Fast tiles] allows, else by GenericTile. A tile past the end of the span is
+// skipped by the whole block (uniform, so the quad shuffles stay warp-wide).
+template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
+__device__ __forceinline__ void StepUnit(const LaunchArgs& args, const WorkUnit unit,
+                                         const SpanMeta& sp, const DecodeTables& tables) {
+  const StepScalars& s = args.scalars[sp.scalar_index];
+  const uint32_t need = FastVecMask<kKind, kMaster>(s.has_momentum != 0);
+  const bool vec_all = (sp.vec_ok & need) == need;
+#pragma unroll 1
+  for (int t = 0; t < kTilesPerUnit; ++t) {
+    const uint64_t base = uint64_t{unit.chunk} * kUnitElems + static_cast<uint64_t>(t) * kTileElems;
+    if (base >= sp.n) break;
+    const uint64_t e = base + threadIdx.x * kElemsPerThread;
+    const uint64_t warp_end = base + (threadIdx.x / 32 + 1) * (32 * kElemsPerThread);
+    bool done = false;
+    if (warp_end <= sp.n && vec_all) {
+      done = true;
+      switch (static_cast<DType>(sp.grad_dtype)) {
+        case DType::kBF16:
+          FastTile<kKind, kMaster, kMom, kVar, DType::kBF16>(s, sp, e, tables);
+          break;
+        case DType::kF32:
+          FastTile<kKind, kMaster, kMom, kVar, DType::kF32>(s, sp, e, tables);
+          break;
+        case DType::kF16:
+          FastTile<kKind, kMaster, kMom, kVar, DType::kF16>(s, sp, e, tables);
+          break;
+        default:
+          done = false;
+      }
+    }
+    if (!done) GenericTile<kKind, kMaster, kMom, kVar>(s, sp, e, tables);
   }
 }
 
@@ -461,7 +794,7 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocksPerSm)
       if (threadIdx.x == 0 && u + 2 * uint64_t{stride} < n_units)
         CopyAsync8(&units[(k + 2) & 3], &args.units[u + 2 * stride]);
     }
-    StepTile<kKind, kMaster, kMom, kVar>(args, units[k & 3], meta[k & 1], tables);
+    StepUnit<kKind, kMaster, kMom, kVar>(args, units[k & 3], meta[k & 1], tables);
     if (copier) CopyAsyncWaitAll();
     __syncthreads();
   }

@@ -293,9 +293,9 @@ class GpuStepParity : public ::testing::TestWithParam<Combo> {
 };
 
 TEST_P(GpuStepParity, MixedSizesThreeSteps) {
-  const std::vector<size_t> sizes = {0,   1,    7,    31,   32,    33,     64,  100,
-                                     255, 2047, 2048, 2049, 4136,  10001,  0,   96,
-                                     1,   65,   4095, 6144, 12345, 300001, 513, 40};
+  const std::vector<size_t> sizes = {0,     1,      7,    31,    32,   33,   64,   100, 255,  2047,
+                                     2048,  2049,   4136, 10001, 0,    96,   1,    65,  4095, 6144,
+                                     12345, 300001, 513,  40,    4096, 4097, 2304, 6400};
   RunParity(GetParam(), sizes, 3, 1234);
 }
 
