@@ -97,6 +97,30 @@ struct LaunchArgs {
 };
 static_assert(sizeof(LaunchArgs) < 4096, "kernel parameters must stay small");
 
+// ---- Vector stores. ----
+//
+// Note [Explicit vector stores]: a store of a uint4 / float4 / uint2 value should be one
+// PTX vector store, but NVVM splits some of them into 4-byte stores with no alignment
+// known (at 6ad3212: the fp32 m and v stores of the fp32-state AdamW as 8 x ST.E per
+// thread each, the bf16 master of the ecc8 kernels as 4 x ST.E). Each split store is a
+// separate request whose 32 lanes write a quarter of each sector they touch, so the
+// stores cost 4x the LSU requests and L2 partial-sector writes: the fp32-state AdamW fell
+// from 90% to 56% of copy. These helpers emit the vector store itself. The kernel's
+// arrays are device pointers (StepSpan), i.e. global memory, whose generic address is
+// the global address (as CUDA's own __stwb assumes). `p` must be aligned to the size.
+__device__ __forceinline__ void StoreGlobal16(void* p, uint32_t a, uint32_t b, uint32_t c,
+                                              uint32_t d) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(b), "r"(c),
+               "r"(d)
+               : "memory");
+}
+__device__ __forceinline__ void StoreGlobal8(void* p, uint32_t a, uint32_t b) {
+  asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(a), "r"(b) : "memory");
+}
+__device__ __forceinline__ void StoreGlobal16(void* p, float a, float b, float c, float d) {
+  StoreGlobal16(p, __float_as_uint(a), __float_as_uint(b), __float_as_uint(c), __float_as_uint(d));
+}
+
 // ---- Tile loads and stores: 8 consecutive elements, one vector access when allowed. ----
 
 __device__ __forceinline__ void LoadF32(const float* p, bool vec, int cnt, float (&x)[8]) {
@@ -114,8 +138,8 @@ __device__ __forceinline__ void LoadF32(const float* p, bool vec, int cnt, float
 
 __device__ __forceinline__ void StoreF32(float* p, bool vec, int cnt, const float (&x)[8]) {
   if (vec) {
-    reinterpret_cast<float4*>(p)[0] = make_float4(x[0], x[1], x[2], x[3]);
-    reinterpret_cast<float4*>(p)[1] = make_float4(x[4], x[5], x[6], x[7]);
+    StoreGlobal16(p, x[0], x[1], x[2], x[3]);  // Note [Explicit vector stores]
+    StoreGlobal16(p + 4, x[4], x[5], x[6], x[7]);
     return;
   }
 #pragma unroll
@@ -141,12 +165,8 @@ __device__ __forceinline__ void LoadU16(const uint16_t* p, bool vec, int cnt, ui
 
 __device__ __forceinline__ void StoreU16(uint16_t* p, bool vec, int cnt, const uint16_t (&x)[8]) {
   if (vec) {
-    uint4 a;
-    a.x = uint32_t{x[0]} | (uint32_t{x[1]} << 16);
-    a.y = uint32_t{x[2]} | (uint32_t{x[3]} << 16);
-    a.z = uint32_t{x[4]} | (uint32_t{x[5]} << 16);
-    a.w = uint32_t{x[6]} | (uint32_t{x[7]} << 16);
-    *reinterpret_cast<uint4*>(p) = a;
+    StoreGlobal16(p, uint32_t{x[0]} | (uint32_t{x[1]} << 16), uint32_t{x[2]} | (uint32_t{x[3]} << 16),
+                  uint32_t{x[4]} | (uint32_t{x[5]} << 16), uint32_t{x[6]} | (uint32_t{x[7]} << 16));
     return;
   }
 #pragma unroll
@@ -177,7 +197,7 @@ __device__ __forceinline__ void StoreU8(uint8_t* p, bool vec, int cnt, const uin
       a.x |= uint32_t{x[i]} << (8 * i);
       a.y |= uint32_t{x[4 + i]} << (8 * i);
     }
-    *reinterpret_cast<uint2*>(p) = a;
+    StoreGlobal8(p, a.x, a.y);
     return;
   }
 #pragma unroll
@@ -575,8 +595,7 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
       for (int j = 0; j < 4; ++j)
         wp[j] = uint32_t{num::F32ToBf16(w[2 * j])} | (uint32_t{num::F32ToBf16(w[2 * j + 1])} << 16);
     }
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(sp.master) + e) =
-        make_uint4(wp[0], wp[1], wp[2], wp[3]);
+    StoreGlobal16(static_cast<uint16_t*>(sp.master) + e, wp[0], wp[1], wp[2], wp[3]);
   } else if constexpr (kMaster == MasterFormat::kBF16Ecc8) {
     bool ok = true;
     uint32_t e8[2];
@@ -598,9 +617,8 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
       const uint2 a = PackBytes(c);
       ep[0] = a.x, ep[1] = a.y;
     }
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(sp.master) + e) =
-        make_uint4(wp[0], wp[1], wp[2], wp[3]);
-    *reinterpret_cast<uint2*>(static_cast<uint8_t*>(sp.ecc) + e) = make_uint2(ep[0], ep[1]);
+    StoreGlobal16(static_cast<uint16_t*>(sp.master) + e, wp[0], wp[1], wp[2], wp[3]);
+    StoreGlobal8(static_cast<uint8_t*>(sp.ecc) + e, ep[0], ep[1]);
   } else {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -611,10 +629,8 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
       wp[j] = uint32_t{b0} | (uint32_t{b1} << 16);
       ep[j] = uint32_t{static_cast<uint16_t>(q0)} | (uint32_t{static_cast<uint16_t>(q1)} << 16);
     }
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(sp.master) + e) =
-        make_uint4(wp[0], wp[1], wp[2], wp[3]);
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(sp.ecc) + e) =
-        make_uint4(ep[0], ep[1], ep[2], ep[3]);
+    StoreGlobal16(static_cast<uint16_t*>(sp.master) + e, wp[0], wp[1], wp[2], wp[3]);
+    StoreGlobal16(static_cast<uint16_t*>(sp.ecc) + e, ep[0], ep[1], ep[2], ep[3]);
   }
 
   // 7. Encode the first moment (q8: scale from the group maximum of |m|).
@@ -638,7 +654,7 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
         const uint2 a = PackBytes(c);
         cw[0] = a.x, cw[1] = a.y;
       }
-      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(sp.m) + e) = make_uint2(cw[0], cw[1]);
+      StoreGlobal8(static_cast<uint8_t*>(sp.m) + e, cw[0], cw[1]);
       if (group_leader) sp.m_scales[group] = sb;
     }
   }
@@ -664,7 +680,7 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
         const uint2 a = PackBytes(c);
         cw[0] = a.x, cw[1] = a.y;
       }
-      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(sp.v) + e) = make_uint2(cw[0], cw[1]);
+      StoreGlobal8(static_cast<uint8_t*>(sp.v) + e, cw[0], cw[1]);
       if (group_leader) sp.v_scales[group] = sb;
     }
   }
