@@ -44,6 +44,11 @@ inline constexpr int kUnitElems = kTileElems * kTilesPerUnit;       // 4096
 // Resident blocks per SM the register allocation must allow (4 x 256 threads: <= 64
 // registers). 5 (<= 48 registers) spills 40-128 bytes per thread in the Adam kernels.
 inline constexpr int kMinBlocksPerSm = 4;
+// Note [L2 prefetch] on (1) or off (0), for measuring it: -DTANDEM_GPU_L2_PREFETCH=0 in
+// CMAKE_CUDA_FLAGS. Results are the same either way.
+#ifndef TANDEM_GPU_L2_PREFETCH
+#define TANDEM_GPU_L2_PREFETCH 1
+#endif
 static_assert(kQuantGroup == 32, "Note [Group size]: the quad mapping assumes 32");
 static_assert(kThreadsPerGroup == 4, "the shuffles below reduce over 4 lanes");
 static_assert(kUnitElems % kQuantGroup == 0, "Note [Groups never straddle units]");
@@ -97,6 +102,30 @@ struct LaunchArgs {
 };
 static_assert(sizeof(LaunchArgs) < 4096, "kernel parameters must stay small");
 
+// ---- Vector stores. ----
+//
+// Note [Explicit vector stores]: a store of a uint4 / float4 / uint2 value should be one
+// PTX vector store, but NVVM splits some of them into 4-byte stores with no alignment
+// known (at 6ad3212: the fp32 m and v stores of the fp32-state AdamW as 8 x ST.E per
+// thread each, the bf16 master of the ecc8 kernels as 4 x ST.E). Each split store is a
+// separate request whose 32 lanes write a quarter of each sector they touch, so the
+// stores cost 4x the LSU requests and L2 partial-sector writes: the fp32-state AdamW fell
+// from 90% to 56% of copy. These helpers emit the vector store itself. The kernel's
+// arrays are device pointers (StepSpan), i.e. global memory, whose generic address is
+// the global address (as CUDA's own __stwb assumes). `p` must be aligned to the size.
+__device__ __forceinline__ void StoreGlobal16(void* p, uint32_t a, uint32_t b, uint32_t c,
+                                              uint32_t d) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(b), "r"(c),
+               "r"(d)
+               : "memory");
+}
+__device__ __forceinline__ void StoreGlobal8(void* p, uint32_t a, uint32_t b) {
+  asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(a), "r"(b) : "memory");
+}
+__device__ __forceinline__ void StoreGlobal16(void* p, float a, float b, float c, float d) {
+  StoreGlobal16(p, __float_as_uint(a), __float_as_uint(b), __float_as_uint(c), __float_as_uint(d));
+}
+
 // ---- Tile loads and stores: 8 consecutive elements, one vector access when allowed. ----
 
 __device__ __forceinline__ void LoadF32(const float* p, bool vec, int cnt, float (&x)[8]) {
@@ -114,8 +143,8 @@ __device__ __forceinline__ void LoadF32(const float* p, bool vec, int cnt, float
 
 __device__ __forceinline__ void StoreF32(float* p, bool vec, int cnt, const float (&x)[8]) {
   if (vec) {
-    reinterpret_cast<float4*>(p)[0] = make_float4(x[0], x[1], x[2], x[3]);
-    reinterpret_cast<float4*>(p)[1] = make_float4(x[4], x[5], x[6], x[7]);
+    StoreGlobal16(p, x[0], x[1], x[2], x[3]);  // Note [Explicit vector stores]
+    StoreGlobal16(p + 4, x[4], x[5], x[6], x[7]);
     return;
   }
 #pragma unroll
@@ -141,12 +170,8 @@ __device__ __forceinline__ void LoadU16(const uint16_t* p, bool vec, int cnt, ui
 
 __device__ __forceinline__ void StoreU16(uint16_t* p, bool vec, int cnt, const uint16_t (&x)[8]) {
   if (vec) {
-    uint4 a;
-    a.x = uint32_t{x[0]} | (uint32_t{x[1]} << 16);
-    a.y = uint32_t{x[2]} | (uint32_t{x[3]} << 16);
-    a.z = uint32_t{x[4]} | (uint32_t{x[5]} << 16);
-    a.w = uint32_t{x[6]} | (uint32_t{x[7]} << 16);
-    *reinterpret_cast<uint4*>(p) = a;
+    StoreGlobal16(p, uint32_t{x[0]} | (uint32_t{x[1]} << 16), uint32_t{x[2]} | (uint32_t{x[3]} << 16),
+                  uint32_t{x[4]} | (uint32_t{x[5]} << 16), uint32_t{x[6]} | (uint32_t{x[7]} << 16));
     return;
   }
 #pragma unroll
@@ -177,7 +202,7 @@ __device__ __forceinline__ void StoreU8(uint8_t* p, bool vec, int cnt, const uin
       a.x |= uint32_t{x[i]} << (8 * i);
       a.y |= uint32_t{x[4 + i]} << (8 * i);
     }
-    *reinterpret_cast<uint2*>(p) = a;
+    StoreGlobal8(p, a.x, a.y);
     return;
   }
 #pragma unroll
@@ -575,8 +600,7 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
       for (int j = 0; j < 4; ++j)
         wp[j] = uint32_t{num::F32ToBf16(w[2 * j])} | (uint32_t{num::F32ToBf16(w[2 * j + 1])} << 16);
     }
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(sp.master) + e) =
-        make_uint4(wp[0], wp[1], wp[2], wp[3]);
+    StoreGlobal16(static_cast<uint16_t*>(sp.master) + e, wp[0], wp[1], wp[2], wp[3]);
   } else if constexpr (kMaster == MasterFormat::kBF16Ecc8) {
     bool ok = true;
     uint32_t e8[2];
@@ -598,9 +622,8 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
       const uint2 a = PackBytes(c);
       ep[0] = a.x, ep[1] = a.y;
     }
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(sp.master) + e) =
-        make_uint4(wp[0], wp[1], wp[2], wp[3]);
-    *reinterpret_cast<uint2*>(static_cast<uint8_t*>(sp.ecc) + e) = make_uint2(ep[0], ep[1]);
+    StoreGlobal16(static_cast<uint16_t*>(sp.master) + e, wp[0], wp[1], wp[2], wp[3]);
+    StoreGlobal8(static_cast<uint8_t*>(sp.ecc) + e, ep[0], ep[1]);
   } else {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -611,10 +634,8 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
       wp[j] = uint32_t{b0} | (uint32_t{b1} << 16);
       ep[j] = uint32_t{static_cast<uint16_t>(q0)} | (uint32_t{static_cast<uint16_t>(q1)} << 16);
     }
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(sp.master) + e) =
-        make_uint4(wp[0], wp[1], wp[2], wp[3]);
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(sp.ecc) + e) =
-        make_uint4(ep[0], ep[1], ep[2], ep[3]);
+    StoreGlobal16(static_cast<uint16_t*>(sp.master) + e, wp[0], wp[1], wp[2], wp[3]);
+    StoreGlobal16(static_cast<uint16_t*>(sp.ecc) + e, ep[0], ep[1], ep[2], ep[3]);
   }
 
   // 7. Encode the first moment (q8: scale from the group maximum of |m|).
@@ -638,7 +659,7 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
         const uint2 a = PackBytes(c);
         cw[0] = a.x, cw[1] = a.y;
       }
-      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(sp.m) + e) = make_uint2(cw[0], cw[1]);
+      StoreGlobal8(static_cast<uint8_t*>(sp.m) + e, cw[0], cw[1]);
       if (group_leader) sp.m_scales[group] = sb;
     }
   }
@@ -664,7 +685,7 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
         const uint2 a = PackBytes(c);
         cw[0] = a.x, cw[1] = a.y;
       }
-      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(sp.v) + e) = make_uint2(cw[0], cw[1]);
+      StoreGlobal8(static_cast<uint8_t*>(sp.v) + e, cw[0], cw[1]);
       if (group_leader) sp.v_scales[group] = sb;
     }
   }
@@ -702,12 +723,86 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
   }
 }
 
+// ---- L2 prefetch (Note [L2 prefetch]). ----
+//
+// Note [L2 prefetch]: in the q8 kernels a warp spends ~90 instructions per element
+// between its loads and its stores, and the next tile's loads wait behind the unit's
+// barrier, so the DRAM latency of every tile start is exposed and only the warps that
+// are waiting keep bytes in flight. Before each tile, the block therefore asks L2 to
+// fetch the next tile's inputs (cp.async.bulk.prefetch, one instruction per array, no
+// registers held): the DRAM traffic runs one tile ahead and the tile's own loads hit
+// L2. The lookahead is one tile (2048 elements, ~7.5 MB over a full H200 grid for
+// ecc8/q8/q8), far below L2's 50 MB, so prefetched lines are not evicted before use.
+// The fp32-state kernels (28 B/elem, already at ~90% of copy) do not prefetch: their
+// one-tile footprint would be twice that and their loads are not behind long compute.
+// A hint only: results do not depend on it.
+
+// Asks L2 for bytes [lo, hi) of an array, clipped inward to 16-byte boundaries (the
+// instruction's granularity), so no byte outside the array is named.
+__device__ __forceinline__ void PrefetchL2(const void* base, uint64_t lo, uint64_t hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint64_t b = reinterpret_cast<uint64_t>(base);
+  const uint64_t first = (b + lo + 15) & ~uint64_t{15};
+  const uint64_t last = (b + hi) & ~uint64_t{15};
+  if (base != nullptr && last > first)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(first),
+                 "r"(static_cast<uint32_t>(last - first))
+                 : "memory");
+#else
+  (void)base, (void)lo, (void)hi;
+#endif
+}
+
+// Prefetches the inputs of elements [lo, min(lo + kTileElems, n)) of span `sp`: lane a
+// of warp 1 handles array a (the parameter is only written), with selects rather than
+// branches so that the 7 lanes issue together.
+template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
+__device__ __forceinline__ void PrefetchTile(const LaunchArgs& args, const SpanMeta& sp,
+                                             uint64_t lo) {
+  const uint32_t a = threadIdx.x - 32;
+  if (a >= 7 || lo >= sp.n) return;
+  constexpr bool kAdam = kKind == Kind::kAdam;
+  constexpr bool kEcc = kMaster == MasterFormat::kBF16Ecc8 || kMaster == MasterFormat::kBF16Ecc16;
+  const uint64_t hi = sp.n - lo < kTileElems ? sp.n : lo + kTileElems;
+  const bool has_m = args.scalars[sp.scalar_index].has_momentum != 0;
+  const void* p = nullptr;  // nothing to prefetch
+  uint32_t size = 2;        // bytes per element; the scale arrays: per group
+  if (a == 0) {
+    p = sp.grad;
+    size = sp.grad_dtype == static_cast<uint8_t>(DType::kF32) ? 4 : 2;
+  } else if (a == 1) {
+    p = sp.master;
+    size = kMaster == MasterFormat::kF32 ? 4 : 2;
+  } else if (a == 2) {
+    p = kEcc ? sp.ecc : nullptr;
+    size = kMaster == MasterFormat::kBF16Ecc8 ? 1 : 2;
+  } else if (a == 3) {
+    p = has_m ? sp.m : nullptr;
+    size = kMom == MomentFormat::kQ8 ? 1 : 4;
+  } else if (a == 4) {
+    p = kAdam ? sp.v : nullptr;
+    size = kVar == MomentFormat::kQ8 ? 1 : 4;
+  } else if (a == 5) {
+    p = has_m && kMom == MomentFormat::kQ8 ? sp.m_scales : nullptr;
+  } else {
+    p = kAdam && kVar == MomentFormat::kQ8 ? sp.v_scales : nullptr;
+  }
+  if (a >= 5)
+    PrefetchL2(p, lo / kQuantGroup * 2, (hi + kQuantGroup - 1) / kQuantGroup * 2);
+  else
+    PrefetchL2(p, lo * size, hi * size);
+}
+
 // One work unit: this thread's 8 elements of each of its tiles, by FastTile where
 // Note [Fast tiles] allows, else by GenericTile. A tile past the end of the span is
-// skipped by the whole block (uniform, so the quad shuffles stay warp-wide).
-template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
+// skipped by the whole block (uniform, so the quad shuffles stay warp-wide). With
+// kPrefetch, each tile first prefetches the next one: the unit's next tile, else tile 0
+// of `next` (when has_next), the block's next unit.
+template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar, bool kPrefetch>
 __device__ __forceinline__ void StepUnit(const LaunchArgs& args, const WorkUnit unit,
-                                         const SpanMeta& sp, const DecodeTables& tables) {
+                                         const SpanMeta& sp, const WorkUnit next,
+                                         const SpanMeta& next_sp, bool has_next,
+                                         const DecodeTables& tables) {
   const StepScalars& s = args.scalars[sp.scalar_index];
   const uint32_t need = FastVecMask<kKind, kMaster>(s.has_momentum != 0);
   const bool vec_all = (sp.vec_ok & need) == need;
@@ -715,6 +810,13 @@ __device__ __forceinline__ void StepUnit(const LaunchArgs& args, const WorkUnit 
   for (int t = 0; t < kTilesPerUnit; ++t) {
     const uint64_t base = uint64_t{unit.chunk} * kUnitElems + static_cast<uint64_t>(t) * kTileElems;
     if (base >= sp.n) break;
+    if constexpr (kPrefetch) {
+      const bool in_unit = t + 1 < kTilesPerUnit && base + kTileElems < sp.n;
+      if (in_unit || has_next)
+        PrefetchTile<kKind, kMaster, kMom, kVar>(
+            args, in_unit ? sp : next_sp,
+            in_unit ? base + kTileElems : uint64_t{next.chunk} * kUnitElems);
+    }
     const uint64_t e = base + threadIdx.x * kElemsPerThread;
     const uint64_t warp_end = base + (threadIdx.x / 32 + 1) * (32 * kElemsPerThread);
     bool done = false;
@@ -750,19 +852,20 @@ __device__ __forceinline__ void CopyAsyncWaitAll() {
 
 // The kernel: a grid-stride loop over the work units (a persistent grid, so that the
 // decode tables are built once per block). Note [Metadata prefetch]: while unit k is
-// processed, the first kMetaWords threads copy the span entry of unit k+1 into shared
-// memory and thread 0 the index of unit k+2, with cp.async; so a unit's data loads never
-// wait behind the dependent unit -> span -> pointer loads. Buffers: meta[k % 2] and
-// units[k % 4]; the barrier at the end of each iteration publishes them (a slot is
-// rewritten two iterations after its last reader at the earliest).
+// processed, the first kMetaWords threads copy the span entry of unit k+2 into shared
+// memory and thread 0 the index of unit k+3, with cp.async; so a unit's data loads never
+// wait behind the dependent unit -> span -> pointer loads, and unit k+1's entry is there
+// for Note [L2 prefetch] during unit k. Buffers: meta[k % 3] and units[k % 4]; the
+// barrier at the end of each iteration publishes them (a slot is rewritten in the
+// iteration after its last reader at the earliest, behind that iteration's barrier).
 template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
 __global__ void __launch_bounds__(kBlockThreads, kMinBlocksPerSm)
     FusedStepKernel(const __grid_constant__ LaunchArgs args) {
   constexpr int kMetaWords = static_cast<int>(sizeof(SpanMeta) / sizeof(uint64_t));
-  static_assert(sizeof(SpanMeta) % sizeof(uint64_t) == 0 && kMetaWords <= kBlockThreads,
+  static_assert(sizeof(SpanMeta) % sizeof(uint64_t) == 0 && 2 * kMetaWords <= kBlockThreads,
                 "SpanMeta is copied as 8-byte words, one per thread");
   __shared__ DecodeTables tables;
-  __shared__ SpanMeta meta[2];
+  __shared__ SpanMeta meta[3];
   __shared__ WorkUnit units[4];
   constexpr bool kTables =
       kMom == MomentFormat::kQ8 || (kKind == Kind::kAdam && kVar == MomentFormat::kQ8);
@@ -770,33 +873,41 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocksPerSm)
     static_assert(kBlockThreads == 256, "FillDecodeTables: one entry per thread");
     FillDecodeTables(tables);
   }
+  constexpr bool kPrefetch = kTables && TANDEM_GPU_L2_PREFETCH != 0;  // Note [L2 prefetch]
   const uint32_t n_units = args.num_units;
-  const uint32_t stride = gridDim.x;
+  const uint64_t stride = gridDim.x;
   const uint32_t first = blockIdx.x;  // < n_units: the grid never exceeds the unit count
   const bool copier = threadIdx.x < kMetaWords;
-  // Prologue: unit 0's entry (plain loads), the indices of units 0 and 1.
-  if (copier) {
-    const WorkUnit u0 = args.units[first];
-    reinterpret_cast<uint64_t*>(&meta[0])[threadIdx.x] =
-        reinterpret_cast<const uint64_t*>(args.spans + u0.span)[threadIdx.x];
-    if (threadIdx.x == 0) {
-      units[0] = u0;
-      if (first + stride < n_units) units[1] = args.units[first + stride];
+  // Prologue (plain loads): the entries of units 0 and 1, the indices of units 0, 1, 2.
+  if (threadIdx.x < 2 * kMetaWords) {
+    const uint32_t j = threadIdx.x / kMetaWords, word = threadIdx.x % kMetaWords;
+    const uint64_t uj = first + j * stride;
+    if (uj < n_units) {
+      const WorkUnit wu = args.units[uj];
+      reinterpret_cast<uint64_t*>(&meta[j])[word] =
+          reinterpret_cast<const uint64_t*>(args.spans + wu.span)[word];
+      if (word == 0) units[j] = wu;
     }
+    if (threadIdx.x == 0 && first + 2 * stride < n_units) units[2] = args.units[first + 2 * stride];
   }
   __syncthreads();
   int k = 0;
+  int slot = 0;  // k % 3
   for (uint64_t u = first; u < n_units; u += stride, ++k) {
-    if (copier && u + stride < n_units) {
+    const int slot1 = slot == 2 ? 0 : slot + 1, slot2 = slot1 == 2 ? 0 : slot1 + 1;
+    if (copier && u + 2 * stride < n_units) {
       CopyAsync8(
-          reinterpret_cast<uint64_t*>(&meta[(k + 1) & 1]) + threadIdx.x,
-          reinterpret_cast<const uint64_t*>(args.spans + units[(k + 1) & 3].span) + threadIdx.x);
-      if (threadIdx.x == 0 && u + 2 * uint64_t{stride} < n_units)
-        CopyAsync8(&units[(k + 2) & 3], &args.units[u + 2 * stride]);
+          reinterpret_cast<uint64_t*>(&meta[slot2]) + threadIdx.x,
+          reinterpret_cast<const uint64_t*>(args.spans + units[(k + 2) & 3].span) + threadIdx.x);
+      if (threadIdx.x == 0 && u + 3 * stride < n_units)
+        CopyAsync8(&units[(k + 3) & 3], &args.units[u + 3 * stride]);
     }
-    StepUnit<kKind, kMaster, kMom, kVar>(args, units[k & 3], meta[k & 1], tables);
+    StepUnit<kKind, kMaster, kMom, kVar, kPrefetch>(args, units[k & 3], meta[slot],
+                                                    units[(k + 1) & 3], meta[slot1],
+                                                    u + stride < n_units, tables);
     if (copier) CopyAsyncWaitAll();
     __syncthreads();
+    slot = slot1;
   }
 }
 
