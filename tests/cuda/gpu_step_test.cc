@@ -109,7 +109,11 @@ void FillGrad(Tensor& t, std::mt19937& rng) {
 }
 
 // Runs `steps` steps of one plan over tensors of `sizes` and compares after each.
-void RunParity(const Combo& c, const std::vector<size_t>& sizes, int steps, uint32_t seed) {
+// misalign_scales: also place the q8 scale arrays of some otherwise aligned tensors 2 bytes
+// past a 16-byte boundary (Note [Tile staging]: full tiles whose scales are read from
+// global memory).
+void RunParity(const Combo& c, const std::vector<size_t>& sizes, int steps, uint32_t seed,
+               bool misalign_scales = false) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd;
   const DType dtypes[3] = {DType::kF32, DType::kBF16, DType::kF16};
@@ -141,8 +145,9 @@ void RunParity(const Combo& c, const std::vector<size_t>& sizes, int steps, uint
     t.v_f32 = Place(state, t.ref.v_f32, mis);
     t.m_codes = Place(state, t.ref.m_codes, mis);
     t.v_codes = Place(state, t.ref.v_codes, mis);
-    t.m_scales = Place(state, t.ref.m_scales, mis);
-    t.v_scales = Place(state, t.ref.v_scales, mis);
+    const bool mis_scales = mis || (misalign_scales && rng() % 2 == 1);
+    t.m_scales = Place(state, t.ref.m_scales, mis_scales);
+    t.v_scales = Place(state, t.ref.v_scales, mis_scales);
     t.param = SIZE_MAX;
     if (t.has_param && !t.param_aliases && n > 0) {
       const size_t bytes = n * DTypeSize(t.param_dtype);
@@ -304,6 +309,16 @@ TEST_P(GpuStepParity, ThousandsOfTinyTensorsTwoSteps) {
   std::vector<size_t> sizes(3000);
   for (auto& n : sizes) n = rng() % 80;
   RunParity(GetParam(), sizes, 2, 77);
+}
+
+// More work units than any device has resident blocks (4 per SM), so every block runs
+// several units: Note [Tile staging] stages across units and spans (the next unit's tile
+// 0), mixing full, partial and misaligned tiles and scale arrays.
+TEST_P(GpuStepParity, ManyUnitsPerBlockTwoSteps) {
+  std::mt19937 rng(2024);
+  std::vector<size_t> sizes = {1000000, 4096, 2048 * 3 + 256, 700001};
+  for (int k = 0; k < 300; ++k) sizes.push_back(1 + rng() % 12000);
+  RunParity(GetParam(), sizes, 2, 4321, /*misalign_scales=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFormats, GpuStepParity, ::testing::ValuesIn(AllCombos()),
