@@ -51,7 +51,7 @@ inline constexpr int kMinBlocksPerSm = 4;
 #endif
 // Note [Tile staging] on (1) or off (0), likewise: -DTANDEM_GPU_STAGE=0.
 #ifndef TANDEM_GPU_STAGE
-#define TANDEM_GPU_STAGE 1
+#define TANDEM_GPU_STAGE 0
 #endif
 static_assert(kQuantGroup == 32, "Note [Group size]: the quad mapping assumes 32");
 static_assert(kThreadsPerGroup == 4, "the shuffles below reduce over 4 lanes");
