@@ -91,6 +91,7 @@ struct Ctx {
   F grad_mul, beta1, beta2, omb1, omb2, eps, wd, step_size, inv_sqrt_bc2, decay, lr, neg_lr,
       momentum, omd;
   bool decoupled, apply_l2, first_step, nesterov;
+  typename F::batch_bool_type l2_mask, first_mask, nesterov_mask;  // Note [Branch-free SGD]
   DType grad_dtype, param_dtype;
   bool has_param;
   size_t grad_size, param_size;
@@ -117,6 +118,9 @@ struct Ctx {
         apply_l2(s.apply_l2 != 0),
         first_step(s.first_step != 0),
         nesterov(s.nesterov != 0),
+        l2_mask(apply_l2),
+        first_mask(first_step),
+        nesterov_mask(nesterov),
         grad_dtype(sp.grad_dtype),
         param_dtype(sp.param_dtype),
         has_param(sp.param != nullptr),
@@ -339,6 +343,17 @@ TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
         step = xsimd::select(cc > F(0.0f), c.lr, xsimd::select(cc < F(0.0f), c.neg_lr, F(0.0f)));
       w = w - step;
       m = c.beta2 * m + c.omb2 * g;
+    } else if constexpr (HasStaticIo<Ops>()) {
+      // Note [Branch-free SGD]: the three loop-invariant flags as lane masks, not
+      // branches: the same values are selected (select is exact), and the loop stays one
+      // basic block, so GCC keeps its constants in registers (with the branches it
+      // re-materialised ~12 integer splats per register, mov + vpbroadcastd each).
+      g = xsimd::select(c.l2_mask, g + c.wd * w, g);
+      if constexpr (MOM != Moment::kNone) {
+        m = xsimd::select(c.first_mask, g, c.momentum * m + c.omd * g);
+        g = xsimd::select(c.nesterov_mask, g + c.momentum * m, m);
+      }
+      w = w - c.lr * g;
     } else {
       if (c.apply_l2) g = g + c.wd * w;
       if constexpr (MOM != Moment::kNone) {
