@@ -35,6 +35,7 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "cpu_simd/tuning.h"
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
 #include "tandem/types.h"
@@ -577,8 +578,10 @@ void RunSpan(const StepScalars& s, const StepSpan& sp, int prefetch_groups, bool
   const size_t pf = static_cast<size_t>(c.prefetch_groups);
   size_t gi = 0;
   if constexpr (kPairedTails<Ops, MOM, VAR>) {
-    // Note [Two groups per iteration].
-    for (; gi + 2 <= full; gi += 2) {
+    // Note [Two groups per iteration]; the mode is a tuning knob (tuning.h).
+    const int mode = PairedGroups();
+    const bool paired = mode == 1 || (mode == 2 && VAR != Moment::kQ8);
+    for (; paired && gi + 2 <= full; gi += 2) {
       if (pf != 0 && gi + pf + 1 < full) {
         PrefetchGroup<Ops, A, MF, MOM, VAR>(c, p, pf);
         PrefetchGroup<Ops, A, MF, MOM, VAR>(c, p, pf + 1);
