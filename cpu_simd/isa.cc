@@ -15,11 +15,13 @@ namespace {
 // Defaults chosen by measurement (docs/host_kernels.md, "Prefetch and non-temporal stores").
 constexpr int kDefaultPrefetchGroups = 0;
 constexpr int kDefaultNtParam = 1;
+constexpr int kDefaultPairedGroups = 2;
 
 // -1 until the first BestIsa/ActiveIsa call resolves it.
 std::atomic<int> g_active{-1};
 std::atomic<int> g_prefetch{-1};
 std::atomic<int> g_nt_param{-1};
+std::atomic<int> g_paired{-1};
 
 Isa ParseIsaName(const std::string& name) {
   if (name == "sse") return Isa::kSse;
@@ -133,5 +135,19 @@ bool NtParamStores() {
 }
 
 void SetNtParamStores(bool on) { g_nt_param.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+int PairedGroups() {
+  int mode = g_paired.load(std::memory_order_relaxed);
+  if (mode >= 0) return mode;
+  const char* env = std::getenv("TANDEM_PAIRED_GROUPS");
+  mode = env != nullptr ? std::atoi(env) : kDefaultPairedGroups;
+  if (mode < 0 || mode > 2) mode = kDefaultPairedGroups;
+  g_paired.store(mode, std::memory_order_relaxed);
+  return mode;
+}
+
+void SetPairedGroups(int mode) {
+  g_paired.store(mode < 0 || mode > 2 ? kDefaultPairedGroups : mode, std::memory_order_relaxed);
+}
 
 }  // namespace tandem::cpu

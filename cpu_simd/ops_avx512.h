@@ -38,6 +38,8 @@ struct Ops {
   // Note [Scales in vector registers] below: the group code uses GroupScale1/2,
   // MomentumCode and VarianceCode instead of the scalar scale path.
   static constexpr bool kVectorScales = true;
+  // Note [Two groups per iteration] (step_kernel.h): GroupScalesPair / GroupScales4.
+  static constexpr bool kPairedTails = true;
 
   __attribute__((always_inline)) static I LoadU16(const void* p) {
     return I(_mm512_cvtepu16_epi32(_mm256_loadu_si256(static_cast<const __m256i*>(p))));
@@ -180,6 +182,58 @@ struct Ops {
     const __m128 inv = _mm_div_ps(_mm_set1_ps(1.0f), s2);
     inv_m = F(_mm512_broadcastss_ps(inv));
     inv_v = F(_mm512_broadcastss_ps(_mm_movehdup_ps(inv)));
+  }
+  // Two adjacent groups of one q8 moment (Note [Two groups per iteration]): the same
+  // butterfly as GroupScales2 with group 0 in lanes 0-7 and group 1 in lanes 8-15; both
+  // scales stored by one 32-bit store (they are adjacent), one division for both.
+  __attribute__((always_inline)) static void GroupScalesPair(const F acc[2], uint16_t* scale,
+                                                             F inv[2]) {
+    __m512 x = _mm512_max_ps(_mm512_shuffle_f32x4(acc[0], acc[1], 0x44),
+                             _mm512_shuffle_f32x4(acc[0], acc[1], 0xEE));
+    x = _mm512_max_ps(x, _mm512_shuffle_f32x4(x, x, 0xB1));
+    x = _mm512_max_ps(x, _mm512_permute_ps(x, 0x4E));
+    x = _mm512_max_ps(x, _mm512_permute_ps(x, 0xB1));
+    const __m512 s = ScaleOfMax(x);
+    // [s0, s1, s0, s1]
+    const __m128 s2 = _mm_unpacklo_ps(_mm512_castps512_ps128(s), _mm512_extractf32x4_ps(s, 2));
+    // The upper halves of s0 and s1, little-endian adjacent: scale[0], scale[1].
+    const __m128i hi = _mm_shuffle_epi8(
+        _mm_castps_si128(s2), _mm_setr_epi8(2, 3, 6, 7, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+    _mm_storeu_si32(scale, hi);
+    const __m128 r = _mm_div_ps(_mm_set1_ps(1.0f), s2);
+    inv[0] = F(_mm512_broadcastss_ps(r));
+    inv[1] = F(_mm512_broadcastss_ps(_mm_movehdup_ps(r)));
+  }
+  // Two adjacent AdamW groups, both moments: four maxima reduced by one shuffle tree,
+  // four scales, one vdivps xmm for the four reciprocals, each moment's two scales stored
+  // by one 32-bit store.
+  __attribute__((always_inline)) static void GroupScales4(const F acc_m[2], const F acc_v[2],
+                                                          uint16_t* m_scale, uint16_t* v_scale,
+                                                          F inv_m[2], F inv_v[2]) {
+    // x: 128-bit blocks [m0 | m1 | v0 | v1], each the max of two blocks of its register...
+    const __m512 xm = _mm512_max_ps(_mm512_shuffle_f32x4(acc_m[0], acc_m[1], 0x44),
+                                    _mm512_shuffle_f32x4(acc_m[0], acc_m[1], 0xEE));
+    const __m512 xv = _mm512_max_ps(_mm512_shuffle_f32x4(acc_v[0], acc_v[1], 0x44),
+                                    _mm512_shuffle_f32x4(acc_v[0], acc_v[1], 0xEE));
+    // ... then of all four blocks: block k of x holds 4 partial maxima of accumulator k
+    // (m0, m1, v0, v1).
+    __m512 x = _mm512_max_ps(_mm512_shuffle_f32x4(xm, xv, 0x88), _mm512_shuffle_f32x4(xm, xv, 0xDD));
+    x = _mm512_max_ps(x, _mm512_permute_ps(x, 0x4E));
+    x = _mm512_max_ps(x, _mm512_permute_ps(x, 0xB1));
+    const __m512 s = ScaleOfMax(x);
+    // [s_m0, s_m1, s_v0, s_v1]
+    const __m128 s4 = _mm512_castps512_ps128(
+        _mm512_permutexvar_ps(_mm512_castsi128_si512(_mm_setr_epi32(0, 4, 8, 12)), s));
+    // The upper halves: dword 0 = m_scale[0..1], dword 1 = v_scale[0..1].
+    const __m128i hi = _mm_shuffle_epi8(
+        _mm_castps_si128(s4), _mm_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1));
+    _mm_storeu_si32(m_scale, hi);
+    _mm_storeu_si32(v_scale, _mm_srli_epi64(hi, 32));
+    const __m512 r = _mm512_castps128_ps512(_mm_div_ps(_mm_set1_ps(1.0f), s4));
+    inv_m[0] = F(_mm512_broadcastss_ps(_mm512_castps512_ps128(r)));
+    inv_m[1] = F(_mm512_permutexvar_ps(_mm512_set1_epi32(1), r));
+    inv_v[0] = F(_mm512_permutexvar_ps(_mm512_set1_epi32(2), r));
+    inv_v[1] = F(_mm512_permutexvar_ps(_mm512_set1_epi32(3), r));
   }
   // Momentum code of m (q8_codec.h): sign(m) * RoundHalfEven(254a/(1+a)), a = |m| * inv.
   // The sign goes onto the quotient before rounding: RoundHalfEven(-t) = -RoundHalfEven(t).

@@ -35,6 +35,7 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "cpu_simd/tuning.h"
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
 #include "tandem/types.h"
@@ -91,6 +92,7 @@ struct Ctx {
   F grad_mul, beta1, beta2, omb1, omb2, eps, wd, step_size, inv_sqrt_bc2, decay, lr, neg_lr,
       momentum, omd;
   bool decoupled, apply_l2, first_step, nesterov;
+  typename F::batch_bool_type l2_mask, first_mask, nesterov_mask;  // Note [Branch-free SGD]
   DType grad_dtype, param_dtype;
   bool has_param;
   size_t grad_size, param_size;
@@ -117,6 +119,9 @@ struct Ctx {
         apply_l2(s.apply_l2 != 0),
         first_step(s.first_step != 0),
         nesterov(s.nesterov != 0),
+        l2_mask(apply_l2),
+        first_mask(first_step),
+        nesterov_mask(nesterov),
         grad_dtype(sp.grad_dtype),
         param_dtype(sp.param_dtype),
         has_param(sp.param != nullptr),
@@ -292,6 +297,76 @@ TANDEM_SIMD_INLINE void StoreMasterAndParam(const Ctx<Ops>& c, const Ptrs& p, in
 
 // ---- one group ----
 
+// One register of a group at element offset o: load, decode, update, encode the master
+// and write the parameter; the q8 moments' new values (m, and u = sqrt(v)) go to m_keep /
+// u_keep, for the group tail to encode. m_scale / v_scale: the group's old scales.
+template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR, GradIo GI, ParamIo PI>
+TANDEM_SIMD_INLINE void StepReg(const Ctx<Ops>& c, const Ptrs& p, int o, typename Ops::F m_scale,
+                                typename Ops::F v_scale, typename Ops::F& m_keep,
+                                typename Ops::F& u_keep) {
+  using F = typename Ops::F;
+  (void)m_keep;
+  (void)u_keep;
+  F g = LoadGrad<Ops, GI>(c, p.grad, o);
+  F w = LoadMaster<Ops, MF>(p, o);
+  F m(0.0f), v(0.0f), u(0.0f);
+  // Decode the moments (q8_codec.h: DecodeMomentum, DecodeSqrtVariance).
+  if constexpr (MOM == Moment::kF32) m = F::load_unaligned(p.m_f32 + o);
+  if constexpr (MOM == Moment::kQ8) {
+    m = Ops::MomentumCodeValue(Ops::LoadI8(p.m_codes + o)) * m_scale;
+  }
+  if constexpr (VAR == Moment::kF32) v = F::load_unaligned(p.v_f32 + o);
+  if constexpr (VAR == Moment::kQ8) {
+    const F uu = Ops::VarianceCodeValue(Ops::LoadU8(p.v_codes + o)) * v_scale;
+    v = uu * uu;
+  }
+  // The update (update_math.h), operation for operation.
+  g = g * c.grad_mul;
+  if constexpr (A == Algo::kAdam) {
+    if (!c.decoupled && c.apply_l2) g = g + c.wd * w;
+    m = c.beta1 * m + c.omb1 * g;
+    v = c.beta2 * v + c.omb2 * (g * g);
+    if (c.decoupled) w = w * c.decay;
+    const F root = xsimd::sqrt(v);
+    const F denom = root * c.inv_sqrt_bc2 + c.eps;
+    w = w - c.step_size * (m / denom);
+    u = root;
+  } else if constexpr (A == Algo::kLion) {
+    w = w * c.decay;
+    const F cc = c.beta1 * m + c.omb1 * g;
+    F step;
+    if constexpr (requires { Ops::LionStep(cc, c.lr); })
+      step = Ops::LionStep(cc, c.lr);  // the same select, see the Ops header
+    else
+      step = xsimd::select(cc > F(0.0f), c.lr, xsimd::select(cc < F(0.0f), c.neg_lr, F(0.0f)));
+    w = w - step;
+    m = c.beta2 * m + c.omb2 * g;
+  } else if constexpr (HasStaticIo<Ops>()) {
+    // Note [Branch-free SGD]: the three loop-invariant flags as lane masks, not
+    // branches: the same values are selected (select is exact), and the loop stays one
+    // basic block, so GCC keeps its constants in registers (with the branches it
+    // re-materialised ~12 integer splats per register, mov + vpbroadcastd each).
+    g = xsimd::select(c.l2_mask, g + c.wd * w, g);
+    if constexpr (MOM != Moment::kNone) {
+      m = xsimd::select(c.first_mask, g, c.momentum * m + c.omd * g);
+      g = xsimd::select(c.nesterov_mask, g + c.momentum * m, m);
+    }
+    w = w - c.lr * g;
+  } else {
+    if (c.apply_l2) g = g + c.wd * w;
+    if constexpr (MOM != Moment::kNone) {
+      m = c.first_step ? g : c.momentum * m + c.omd * g;
+      g = c.nesterov ? g + c.momentum * m : m;
+    }
+    w = w - c.lr * g;
+  }
+  StoreMasterAndParam<Ops, MF, PI>(c, p, o, w);
+  if constexpr (MOM == Moment::kF32) m.store_unaligned(p.m_f32 + o);
+  if constexpr (MOM == Moment::kQ8) m_keep = m;
+  if constexpr (VAR == Moment::kF32) v.store_unaligned(p.v_f32 + o);
+  if constexpr (VAR == Moment::kQ8) u_keep = u;
+}
+
 template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR, GradIo GI, ParamIo PI>
 TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
   using F = typename Ops::F;
@@ -303,56 +378,8 @@ TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
   if constexpr (MOM == Moment::kQ8) m_scale = F(Bf16Value(*p.m_scale));
   if constexpr (VAR == Moment::kQ8) v_scale = F(Bf16Value(*p.v_scale));
 
-  for (int j = 0; j < kRegs; ++j) {
-    const int o = j * W;
-    F g = LoadGrad<Ops, GI>(c, p.grad, o);
-    F w = LoadMaster<Ops, MF>(p, o);
-    F m(0.0f), v(0.0f), u(0.0f);
-    // Decode the moments (q8_codec.h: DecodeMomentum, DecodeSqrtVariance).
-    if constexpr (MOM == Moment::kF32) m = F::load_unaligned(p.m_f32 + o);
-    if constexpr (MOM == Moment::kQ8) {
-      m = Ops::MomentumCodeValue(Ops::LoadI8(p.m_codes + o)) * m_scale;
-    }
-    if constexpr (VAR == Moment::kF32) v = F::load_unaligned(p.v_f32 + o);
-    if constexpr (VAR == Moment::kQ8) {
-      const F uu = Ops::VarianceCodeValue(Ops::LoadU8(p.v_codes + o)) * v_scale;
-      v = uu * uu;
-    }
-    // The update (update_math.h), operation for operation.
-    g = g * c.grad_mul;
-    if constexpr (A == Algo::kAdam) {
-      if (!c.decoupled && c.apply_l2) g = g + c.wd * w;
-      m = c.beta1 * m + c.omb1 * g;
-      v = c.beta2 * v + c.omb2 * (g * g);
-      if (c.decoupled) w = w * c.decay;
-      const F root = xsimd::sqrt(v);
-      const F denom = root * c.inv_sqrt_bc2 + c.eps;
-      w = w - c.step_size * (m / denom);
-      u = root;
-    } else if constexpr (A == Algo::kLion) {
-      w = w * c.decay;
-      const F cc = c.beta1 * m + c.omb1 * g;
-      F step;
-      if constexpr (requires { Ops::LionStep(cc, c.lr); })
-        step = Ops::LionStep(cc, c.lr);  // the same select, see the Ops header
-      else
-        step = xsimd::select(cc > F(0.0f), c.lr, xsimd::select(cc < F(0.0f), c.neg_lr, F(0.0f)));
-      w = w - step;
-      m = c.beta2 * m + c.omb2 * g;
-    } else {
-      if (c.apply_l2) g = g + c.wd * w;
-      if constexpr (MOM != Moment::kNone) {
-        m = c.first_step ? g : c.momentum * m + c.omd * g;
-        g = c.nesterov ? g + c.momentum * m : m;
-      }
-      w = w - c.lr * g;
-    }
-    StoreMasterAndParam<Ops, MF, PI>(c, p, o, w);
-    if constexpr (MOM == Moment::kF32) m.store_unaligned(p.m_f32 + o);
-    if constexpr (MOM == Moment::kQ8) m_keep[j] = m;
-    if constexpr (VAR == Moment::kF32) v.store_unaligned(p.v_f32 + o);
-    if constexpr (VAR == Moment::kQ8) u_keep[j] = u;
-  }
+  for (int j = 0; j < kRegs; ++j)
+    StepReg<Ops, A, MF, MOM, VAR, GI, PI>(c, p, j * W, m_scale, v_scale, m_keep[j], u_keep[j]);
 
   // Encode the q8 moments now that the group is complete (q8_codec.cc).
   if constexpr (requires { Ops::kVectorScales; }) {
@@ -410,6 +437,58 @@ TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
       Ops::StoreLow8(p.v_codes + j * W, q);
     }
     *p.v_scale = sb;
+  }
+}
+
+// Note [Two groups per iteration]: on ISAs whose Ops have the paired group tails
+// (GroupScalesPair, GroupScales4), the span loop steps two adjacent groups at a time:
+// their registers one after the other, then one tail for both. The tail is a serial
+// chain (lane maxima -> shuffle tree -> bf16 ceiling -> 1/scale -> compander); two
+// independent chains in one iteration share the shuffle tree and the reciprocal (one
+// vdivps xmm for up to four scales) and overlap each other. Each group still gets its
+// own max, scale, 1/scale and codes, computed by the same operations as in StepGroup:
+// the same bits.
+template <class Ops, Moment MOM, Moment VAR>
+constexpr bool kPairedTails = requires { Ops::kPairedTails; } &&
+                              (MOM == Moment::kQ8 || VAR == Moment::kQ8);
+
+template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR, GradIo GI, ParamIo PI>
+TANDEM_SIMD_INLINE void StepTwoGroups(const Ctx<Ops>& c, const Ptrs& p) {
+  using F = typename Ops::F;
+  constexpr int W = Ops::kWidth;
+  constexpr int kRegs = kQuantGroup / W;  // per group
+  F m_keep[2 * kRegs], u_keep[2 * kRegs];
+  F m_scale[2] = {F(0.0f), F(0.0f)}, v_scale[2] = {F(0.0f), F(0.0f)};
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    if constexpr (MOM == Moment::kQ8) m_scale[h] = F(Bf16Value(p.m_scale[h]));
+    if constexpr (VAR == Moment::kQ8) v_scale[h] = F(Bf16Value(p.v_scale[h]));
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < 2 * kRegs; ++j)
+    StepReg<Ops, A, MF, MOM, VAR, GI, PI>(c, p, j * W, m_scale[j / kRegs], v_scale[j / kRegs],
+                                          m_keep[j], u_keep[j]);
+  // The group maxima (see StepGroup: |m| by clearing the sign bit; NaN never wins).
+  F acc_m[2] = {F(0.0f), F(0.0f)}, acc_v[2] = {F(0.0f), F(0.0f)};
+#pragma GCC unroll 8
+  for (int j = 0; j < 2 * kRegs; ++j) {
+    if constexpr (MOM == Moment::kQ8)
+      acc_m[j / kRegs] = Ops::MaxInto(acc_m[j / kRegs], xsimd::abs(m_keep[j]));
+    if constexpr (VAR == Moment::kQ8) acc_v[j / kRegs] = Ops::MaxInto(acc_v[j / kRegs], u_keep[j]);
+  }
+  F inv_m[2], inv_v[2];
+  if constexpr (MOM == Moment::kQ8 && VAR == Moment::kQ8)
+    Ops::GroupScales4(acc_m, acc_v, p.m_scale, p.v_scale, inv_m, inv_v);
+  else if constexpr (MOM == Moment::kQ8)
+    Ops::GroupScalesPair(acc_m, p.m_scale, inv_m);
+  else
+    Ops::GroupScalesPair(acc_v, p.v_scale, inv_v);
+#pragma GCC unroll 8
+  for (int j = 0; j < 2 * kRegs; ++j) {
+    if constexpr (MOM == Moment::kQ8)
+      Ops::StoreLow8(p.m_codes + j * W, Ops::MomentumCode(m_keep[j], inv_m[j / kRegs]));
+    if constexpr (VAR == Moment::kQ8)
+      Ops::StoreLow8(p.v_codes + j * W, Ops::VarianceCode(u_keep[j], inv_v[j / kRegs]));
   }
 }
 
@@ -497,7 +576,22 @@ void RunSpan(const StepScalars& s, const StepSpan& sp, int prefetch_groups, bool
          VAR == Moment::kNone ? nullptr : sp.v.scales};
   const size_t full = sp.n / kQuantGroup;
   const size_t pf = static_cast<size_t>(c.prefetch_groups);
-  for (size_t gi = 0; gi < full; ++gi) {
+  size_t gi = 0;
+  if constexpr (kPairedTails<Ops, MOM, VAR>) {
+    // Note [Two groups per iteration]; the mode is a tuning knob (tuning.h).
+    const int mode = PairedGroups();
+    const bool paired = mode == 1 || (mode == 2 && VAR != Moment::kQ8);
+    for (; paired && gi + 2 <= full; gi += 2) {
+      if (pf != 0 && gi + pf + 1 < full) {
+        PrefetchGroup<Ops, A, MF, MOM, VAR>(c, p, pf);
+        PrefetchGroup<Ops, A, MF, MOM, VAR>(c, p, pf + 1);
+      }
+      StepTwoGroups<Ops, A, MF, MOM, VAR, GI, PI>(c, p);
+      Advance<MF, MOM, VAR, GI, PI>(p, c.grad_size, c.param_size);
+      Advance<MF, MOM, VAR, GI, PI>(p, c.grad_size, c.param_size);
+    }
+  }
+  for (; gi < full; ++gi) {
     if (pf != 0 && gi + pf < full) PrefetchGroup<Ops, A, MF, MOM, VAR>(c, p, pf);
     StepGroup<Ops, A, MF, MOM, VAR, GI, PI>(c, p);
     Advance<MF, MOM, VAR, GI, PI>(p, c.grad_size, c.param_size);

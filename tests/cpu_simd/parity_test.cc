@@ -5,6 +5,7 @@
 #include <xmmintrin.h>
 
 #include "cpu_simd/host_kernels.h"
+#include "cpu_simd/tuning.h"
 #include "engine/reference_step.h"
 #include "tests/cpu_simd/test_util.h"
 
@@ -100,6 +101,41 @@ TEST_P(Parity, IndependentOfCallerFtzDaz) {
       if (HasFailure()) return;
     }
   }
+}
+
+// Note [Two groups per iteration]: EveryCombination runs the default pairing mode (Lion
+// and SGD paired, AdamW not); here the other two, on the dtypes with static instantiations
+// (bf16/f32 gradient; no, aliased or bf16 parameter) and lengths with pairs, a single
+// group after them and a partial tail (77 = 2 + 0.4 groups, 1000 = 31 + 0.25).
+TEST_P(Parity, EveryPairingMode) {
+  IsaRestorer restore;
+  ForceIsa(GetParam());
+  const int saved = PairedGroups();
+  uint32_t seed = 3000;
+  for (int mode : {0, 1}) {
+    SetPairedGroups(mode);
+    for (const AlgoCase& c : AlgoCases()) {
+      for (const StateFormats& f : FormatsFor(c)) {
+        for (DType gt : {DType::kF32, DType::kBF16}) {
+          for (int pt : {-1, static_cast<int>(DType::kBF16)}) {
+            for (size_t n : {size_t{77}, size_t{1000}}) {
+              SCOPED_TRACE("paired " + std::to_string(mode) + " " + c.name + " " + Name(f) +
+                           " grad " + Name(gt) + " param " + (pt < 0 ? "none" : "bf16") + " n " +
+                           std::to_string(n));
+              CheckParity(c, f, gt, pt, false, n, seed++, false);
+              if (f.master != MasterFormat::kF32 && pt >= 0)
+                CheckParity(c, f, gt, pt, true, n, seed++, false);
+              if (HasFailure()) {
+                SetPairedGroups(saved);
+                return;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  SetPairedGroups(saved);
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, Parity, ::testing::ValuesIn(SupportedIsas()),
