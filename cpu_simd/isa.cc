@@ -15,7 +15,7 @@ namespace {
 // Defaults chosen by measurement (docs/host_kernels.md, "Prefetch and non-temporal stores").
 constexpr int kDefaultPrefetchGroups = 0;
 constexpr int kDefaultNtParam = 1;
-constexpr int kDefaultPairedGroups = 2;
+constexpr int kDefaultPairedGroups = 1;
 
 // -1 until the first BestIsa/ActiveIsa call resolves it.
 std::atomic<int> g_active{-1};
