@@ -10,6 +10,10 @@
 #include <cstdint>
 #include <xsimd/xsimd.hpp>
 
+#ifndef TANDEM_HOST_STATIC_IO
+#define TANDEM_HOST_STATIC_IO 1  // Note [Static dtypes]; 0 in the sanitizer build
+#endif
+
 namespace tandem::cpu::avx512 {
 
 // Note [Division-free decode]: the momentum code value q / (254 - |q|) takes one of 128
@@ -34,7 +38,8 @@ struct Ops {
   static constexpr bool kHasF16c = true;
   // Note [Static dtypes] (step_kernel.h): instantiate the common gradient/parameter
   // dtypes as template arguments.
-  static constexpr bool kStaticIo = true;
+  // Off only in the sanitizer build (cpu_simd/CMakeLists.txt).
+  static constexpr bool kStaticIo = TANDEM_HOST_STATIC_IO != 0;
   // Note [Scales in vector registers] below: the group code uses GroupScale1/2,
   // MomentumCode and VarianceCode instead of the scalar scale path.
   static constexpr bool kVectorScales = true;
