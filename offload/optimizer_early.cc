@@ -2,7 +2,6 @@
 // bookkeeping on the optimizer's thread. The worker is offload/speculation.h; Step's part
 // (commit or roll back) is in optimizer_step.cc.
 #include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "offload/optimizer_impl.h"
@@ -47,20 +46,6 @@ void HybridOptimizer::Impl::GradReady(size_t i) {
   }
   grad_ready_[i] = 1;
 }
-
-namespace {
-void ValidateStepArgs(double lr, const StepOptions& opt) {
-  if (!std::isfinite(lr) || lr < 0)
-    throw Error(ErrorKind::kInvalidArgument,
-                "learning rate must be finite and >= 0, got " + std::to_string(lr));
-  if (!std::isfinite(opt.loss_scale) || opt.loss_scale <= 0)
-    throw Error(ErrorKind::kInvalidArgument,
-                "loss_scale must be finite and > 0, got " + std::to_string(opt.loss_scale));
-  if (!std::isfinite(opt.max_grad_norm) || opt.max_grad_norm < 0)
-    throw Error(ErrorKind::kInvalidArgument,
-                "max_grad_norm must be finite and >= 0, got " + std::to_string(opt.max_grad_norm));
-}
-}  // namespace
 
 void HybridOptimizer::Impl::BeginStep(double lr, const StepOptions& opt) {
   if (!cfg_.speculative_early_start)

@@ -31,6 +31,10 @@
 
 namespace tandem {
 
+// Throws Error(kInvalidArgument) naming the first bad value: lr finite and >= 0,
+// loss_scale finite and > 0, max_grad_norm finite and >= 0 (Step and BeginStep).
+void ValidateStepArgs(double lr, const StepOptions& opt);
+
 class HybridOptimizer::Impl {
  public:
   Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg);

@@ -34,14 +34,7 @@ std::string Describe(double lr, const StepOptions& o) {
 }
 }  // namespace
 
-StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
-  const auto t0 = Clock::now();
-  // Whatever way this call ends, the early start of the step ends with it; a speculation
-  // not committed below is rolled back (Note [Speculate, then commit or roll back]).
-  struct EndOfStep {
-    Impl* self;
-    ~EndOfStep() { self->EndEarlyStart(); }
-  } end_of_step{this};
+void ValidateStepArgs(double lr, const StepOptions& opt) {
   if (!std::isfinite(lr) || lr < 0)
     throw Error(ErrorKind::kInvalidArgument,
                 "learning rate must be finite and >= 0, got " + std::to_string(lr));
@@ -51,6 +44,17 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
   if (!std::isfinite(opt.max_grad_norm) || opt.max_grad_norm < 0)
     throw Error(ErrorKind::kInvalidArgument, "max_grad_norm must be finite and >= 0, got " +
                                                  std::to_string(opt.max_grad_norm));
+}
+
+StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
+  const auto t0 = Clock::now();
+  // Whatever way this call ends, the early start of the step ends with it; a speculation
+  // not committed below is rolled back (Note [Speculate, then commit or roll back]).
+  struct EndOfStep {
+    Impl* self;
+    ~EndOfStep() { self->EndEarlyStart(); }
+  } end_of_step{this};
+  ValidateStepArgs(lr, opt);
   if (begun_ && (lr != begun_lr_ || opt.max_grad_norm != begun_opt_.max_grad_norm ||
                  opt.loss_scale != begun_opt_.loss_scale))
     throw Error(ErrorKind::kInvalidArgument,
