@@ -136,20 +136,22 @@ void DecodeManifest(const std::string& text, uint64_t manifest_offset, const std
                     CheckpointInfo* info) {
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) Bad(w, "is not valid JSON");
-  if (Str(j, "format", "root", w) != "tandem-checkpoint") Bad(w, "format is not tandem-checkpoint");
-  const std::string algo = Str(j, "algorithm", "root", w);
+  // An lvalue, not a literal: GCC 14 takes Field(j, ..., "root", w) for a dangling reference.
+  const std::string root = "root";
+  if (Str(j, "format", root, w) != "tandem-checkpoint") Bad(w, "format is not tandem-checkpoint");
+  const std::string algo = Str(j, "algorithm", root, w);
   info->algo = ParseName([&] { return ParseAlgorithm(algo); }, "algorithm", w);
-  const json& f = Field(j, "formats", "root", w);
+  const json& f = Field(j, "formats", root, w);
   const std::string fm = Str(f, "master", "formats", w), fmo = Str(f, "momentum", "formats", w),
                     fv = Str(f, "variance", "formats", w);
   info->formats.master = ParseName([&] { return ParseMasterFormat(fm); }, "formats.master", w);
   info->formats.momentum = ParseName([&] { return ParseMomentFormat(fmo); }, "formats.momentum", w);
   info->formats.variance = ParseName([&] { return ParseMomentFormat(fv); }, "formats.variance", w);
-  const json& step = Field(j, "step", "root", w);
+  const json& step = Field(j, "step", root, w);
   if (!step.is_number_integer() || step.get<int64_t>() < 0) Bad(w, "step is not an integer >= 0");
   info->step = step.get<int64_t>();
 
-  const json& groups = Arr(j, "groups", "root", w);
+  const json& groups = Arr(j, "groups", root, w);
   if (groups.empty()) Bad(w, "has no parameter groups");
   info->groups.clear();
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -170,7 +172,7 @@ void DecodeManifest(const std::string& text, uint64_t manifest_offset, const std
     info->groups.push_back(h);
   }
 
-  const json& tensors = Arr(j, "tensors", "root", w);
+  const json& tensors = Arr(j, "tensors", root, w);
   info->tensors.clear();
   for (size_t i = 0; i < tensors.size(); ++i) {
     const std::string ctx = "tensors[" + std::to_string(i) + "]";
@@ -189,7 +191,7 @@ void DecodeManifest(const std::string& text, uint64_t manifest_offset, const std
     info->tensors.push_back(std::move(t));
   }
 
-  const json& sections = Arr(j, "sections", "root", w);
+  const json& sections = Arr(j, "sections", root, w);
   std::vector<CheckpointSection> want = ExpectedSections(*info);
   if (sections.size() != want.size())
     Bad(w, "lists " + std::to_string(sections.size()) + " sections, the tensors and formats need " +

@@ -20,6 +20,9 @@ struct Counters {
   unsigned int dec_first;
   unsigned long long sqrt_bad;
   unsigned int sqrt_first;
+  unsigned long long mom_bad;
+  unsigned int mom_first;
+  unsigned long long mom_fallbacks;
 };
 
 __device__ void Report(unsigned long long* count, unsigned int* first, uint32_t input) {
@@ -92,6 +95,36 @@ __global__ void CheckSqrt(Counters* c) {
   }
 }
 
+// Inputs [8 * t, 8 * t + 8) of all 2^32 fp32 bit patterns as m, inv_scale 1, inside the
+// tile's domain: a = |m| * inv <= 1 + 2^-22 for finite state (the scale is at least the
+// group maximum), so finite |m| <= 2 and every non-finite m (which must be flagged). The
+// tile's flag is per tile, so each element runs alone (the other 7 slots +0) to learn
+// whether it is one the tile would leave to the fallback. The fallback is checked on
+// every input.
+__global__ void CheckMomentum(Counters* c) {
+  const uint64_t t = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x;
+  if (t >= (uint64_t{1} << 29)) return;
+  float m[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) m[i] = num::FloatOf(static_cast<uint32_t>(8 * t + i));
+  unsigned long long fallbacks = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    float one[8] = {};
+    one[i] = m[i];
+    uint32_t cw[2];
+    bool ok = true;
+    EncodeMomentumTile(one, 1.0f, cw, ok);
+    const uint8_t want = static_cast<uint8_t>(num::EncodeMomentum(m[i], 1.0f));
+    const uint8_t got = static_cast<uint8_t>(cw[i / 4] >> (8 * (i % 4)));
+    const bool finite_big = fabsf(m[i]) > 2.0f && fabsf(m[i]) < INFINITY;
+    if ((!finite_big && ok && got != want) || EncodeMomentumFast(m[i], 1.0f) != want)
+      Report(&c->mom_bad, &c->mom_first, num::BitsOf(m[i]));
+    fallbacks += ok || finite_big ? 0 : 1;
+  }
+  if (fallbacks != 0) atomicAdd(&c->mom_fallbacks, fallbacks);
+}
+
 }  // namespace
 
 FastCodecCheck RunFastCodecCheck() {
@@ -106,6 +139,8 @@ FastCodecCheck RunFastCodecCheck() {
     CheckCuda(cudaGetLastError(), "RunFastCodecCheck: CheckEcc8Decode launch");
     CheckSqrt<<<(1u << 29) / 256, 256>>>(d);
     CheckCuda(cudaGetLastError(), "RunFastCodecCheck: CheckSqrt launch");
+    CheckMomentum<<<(1u << 29) / 256, 256>>>(d);
+    CheckCuda(cudaGetLastError(), "RunFastCodecCheck: CheckMomentum launch");
     CheckCuda(cudaMemcpy(&h, d, sizeof(Counters), cudaMemcpyDeviceToHost),
               "RunFastCodecCheck: cudaMemcpy");
   } catch (...) {
@@ -120,6 +155,9 @@ FastCodecCheck RunFastCodecCheck() {
   r.ecc8_decode_first_bad = h.dec_first;
   r.sqrt_mismatches = h.sqrt_bad;
   r.sqrt_first_bad = h.sqrt_first;
+  r.momentum_mismatches = h.mom_bad;
+  r.momentum_first_bad = h.mom_first;
+  r.momentum_fallbacks = h.mom_fallbacks;
   return r;
 }
 

@@ -21,6 +21,16 @@ struct FastCodecCheck {
   // bits must agree, out of range `ok` must be false.
   uint64_t sqrt_mismatches = 0;
   uint32_t sqrt_first_bad = 0;
+  // EncodeMomentumTile (and its per-element fallback EncodeMomentumFast) against
+  // num::EncodeMomentum with inv_scale 1: every fp32 bit pattern as m (any a = |m| * inv
+  // is some fp32 value, so this covers every scale). Where the tile reports ok on its
+  // domain (finite |m| <= 2, since the kernels' a <= 1 + 2^-22; and non-finite m) its
+  // code must agree; everywhere the fallback's must. momentum_fallbacks counts the
+  // domain's elements the tile leaves to the fallback (the 2^24 non-finite patterns and
+  // the finite ones within 2^-14 of a half-integer code).
+  uint64_t momentum_mismatches = 0;
+  uint32_t momentum_first_bad = 0;
+  uint64_t momentum_fallbacks = 0;
 };
 
 // Runs the checks on the current device (a few hundred ms on an H200). Throws

@@ -37,17 +37,32 @@ inline constexpr int kElemsPerThread = 8;
 inline constexpr int kThreadsPerGroup = kQuantGroup / kElemsPerThread;
 inline constexpr int kBlockThreads = 256;
 // A unit is kTilesPerUnit tiles of kBlockThreads * kElemsPerThread elements: the per-unit
-// costs (loop, metadata prefetch, barrier) are shared by 2 x 8 elements per thread.
-inline constexpr int kTilesPerUnit = 2;
+// costs (loop, metadata prefetch, and above all the block barrier, which makes all 8
+// warps wait for the slowest) are shared by 8 x 8 elements per thread. Measured on the
+// H200 (flat 2^30, % of copy, AdamW ecc8/q8/q8 | Lion | SGD): 2 tiles 64.9 | 79.6 | 76.7,
+// 4 tiles 65.8 | 81.0 | 78.0, 8 tiles 66.3 | 80.9 | 78.5, 16 tiles 66.4 | 80.5 | 77.8.
+// -DTANDEM_GPU_TILES_PER_UNIT=N and -DTANDEM_GPU_MIN_BLOCKS=N change them, for measuring.
+#ifndef TANDEM_GPU_TILES_PER_UNIT
+#define TANDEM_GPU_TILES_PER_UNIT 8
+#endif
+#ifndef TANDEM_GPU_MIN_BLOCKS
+#define TANDEM_GPU_MIN_BLOCKS 4
+#endif
+inline constexpr int kTilesPerUnit = TANDEM_GPU_TILES_PER_UNIT;
 inline constexpr int kTileElems = kBlockThreads * kElemsPerThread;  // 2048
-inline constexpr int kUnitElems = kTileElems * kTilesPerUnit;       // 4096
+inline constexpr int kUnitElems = kTileElems * kTilesPerUnit;       // 16384
 // Resident blocks per SM the register allocation must allow (4 x 256 threads: <= 64
-// registers). 5 (<= 48 registers) spills 40-128 bytes per thread in the Adam kernels.
-inline constexpr int kMinBlocksPerSm = 4;
+// registers). 5 (<= 48 registers) spills 136-200 bytes per thread and loses 2-11 points
+// of copy; 3 (no spill, up to 78 registers) loses 5-9: the kernels want warps in flight.
+inline constexpr int kMinBlocksPerSm = TANDEM_GPU_MIN_BLOCKS;
 // Note [L2 prefetch] on (1) or off (0), for measuring it: -DTANDEM_GPU_L2_PREFETCH=0 in
-// CMAKE_CUDA_FLAGS. Results are the same either way.
+// CMAKE_CUDA_FLAGS; _ADAM=1 turns it on for the Adam kernels too (off by default: see
+// the Note). Results are the same either way.
 #ifndef TANDEM_GPU_L2_PREFETCH
 #define TANDEM_GPU_L2_PREFETCH 1
+#endif
+#ifndef TANDEM_GPU_L2_PREFETCH_ADAM
+#define TANDEM_GPU_L2_PREFETCH_ADAM 0
 #endif
 // Note [Tile staging] on (1) or off (0), likewise: -DTANDEM_GPU_STAGE=0.
 #ifndef TANDEM_GPU_STAGE
@@ -890,72 +905,54 @@ __device__ __forceinline__ void StageTile(const SpanMeta& sp, bool has_m, uint64
 
 // ---- L2 prefetch (Note [L2 prefetch]). ----
 //
-// Note [L2 prefetch]: in the q8 kernels a warp spends ~90 instructions per element
-// between its loads and its stores, and the next tile's loads wait behind the unit's
-// barrier, so the DRAM latency of every tile start is exposed and only the warps that
-// are waiting keep bytes in flight. Before each tile, the block therefore asks L2 to
-// fetch the next tile's inputs (cp.async.bulk.prefetch, one instruction per array, no
-// registers held): the DRAM traffic runs one tile ahead and the tile's own loads hit
-// L2. The lookahead is one tile (2048 elements, ~7.5 MB over a full H200 grid for
-// ecc8/q8/q8), far below L2's 50 MB, so prefetched lines are not evicted before use.
+// Note [L2 prefetch]: in the q8 kernels a warp spends 50-90 instructions per element
+// between its loads and its stores, so the DRAM latency of every tile start is exposed
+// and only the warps that are waiting keep bytes in flight. Before each tile, each thread
+// therefore asks L2 for the lines of its 8 elements of the block's next tile
+// (prefetch.global.L2, one instruction per array, merged across the warp, no registers
+// held): the DRAM traffic runs one tile ahead and the tile's own loads hit L2. The
+// lookahead is one tile (2048 elements per block, ~13 MB over a full H200 grid for
+// ecc8/q8/q8), well below L2's 50 MB, so prefetched lines are not evicted before use.
 // The fp32-state kernels (28 B/elem, already at ~90% of copy) do not prefetch: their
 // one-tile footprint would be twice that and their loads are not behind long compute.
+// Measured (H200, flat 2^30, % of copy, 8 tiles per unit, one machine): Lion q8 without
+// 73.0, with the per-thread prefetch 86.2; SGD q8 72.3 -> 81.4. A first version in which
+// warp 1 issued one cp.async.bulk.prefetch per array (ptxas loops over the 7 distinct
+// addresses) reached 80.9 / 78.5: warp 1 fell behind and the unit's barrier waited for
+// it. The Adam q8 kernels lose 1.6 points with the per-thread prefetch (69.5 -> 67.9) and
+// 2.5 with the bulk one: their tiles are long enough that the other warps' loads already
+// overlap a warp's compute, and they are closer to issue-bound, so they do not prefetch
+// (TANDEM_GPU_L2_PREFETCH_ADAM=1 turns it on, for measuring).
 // A hint only: results do not depend on it.
 
-// Asks L2 for bytes [lo, hi) of an array, clipped inward to 16-byte boundaries (the
-// instruction's granularity), so no byte outside the array is named.
-__device__ __forceinline__ void PrefetchL2(const void* base, uint64_t lo, uint64_t hi) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const uint64_t b = reinterpret_cast<uint64_t>(base);
-  const uint64_t first = (b + lo + 15) & ~uint64_t{15};
-  const uint64_t last = (b + hi) & ~uint64_t{15};
-  if (base != nullptr && last > first)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(first),
-                 "r"(static_cast<uint32_t>(last - first))
-                 : "memory");
-#else
-  (void)base, (void)lo, (void)hi;
-#endif
+// Asks L2 for the lines of this thread's 8 elements of the tile at `lo` of span `sp`, one
+// prefetch.global.L2 per array (merged across the warp); only elements inside the span
+// are named.
+__device__ __forceinline__ void PrefetchLine(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
-
-// Prefetches the inputs of elements [lo, min(lo + kTileElems, n)) of span `sp`: lane a
-// of warp 1 handles array a (the parameter is only written), with selects rather than
-// branches so that the 7 lanes issue together.
 template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
-__device__ __forceinline__ void PrefetchTile(const LaunchArgs& args, const SpanMeta& sp,
-                                             uint64_t lo) {
-  const uint32_t a = threadIdx.x - 32;
-  if (a >= 7 || lo >= sp.n) return;
+__device__ __forceinline__ void PrefetchThread(const LaunchArgs& args, const SpanMeta& sp,
+                                               uint64_t lo) {
+  const uint64_t e = lo + threadIdx.x * kElemsPerThread;
+  if (e >= sp.n) return;
   constexpr bool kAdam = kKind == Kind::kAdam;
-  constexpr bool kEcc = kMaster == MasterFormat::kBF16Ecc8 || kMaster == MasterFormat::kBF16Ecc16;
-  const uint64_t hi = sp.n - lo < kTileElems ? sp.n : lo + kTileElems;
   const bool has_m = args.scalars[sp.scalar_index].has_momentum != 0;
-  const void* p = nullptr;  // nothing to prefetch
-  uint32_t size = 2;        // bytes per element; the scale arrays: per group
-  if (a == 0) {
-    p = sp.grad;
-    size = sp.grad_dtype == static_cast<uint8_t>(DType::kF32) ? 4 : 2;
-  } else if (a == 1) {
-    p = sp.master;
-    size = kMaster == MasterFormat::kF32 ? 4 : 2;
-  } else if (a == 2) {
-    p = kEcc ? sp.ecc : nullptr;
-    size = kMaster == MasterFormat::kBF16Ecc8 ? 1 : 2;
-  } else if (a == 3) {
-    p = has_m ? sp.m : nullptr;
-    size = kMom == MomentFormat::kQ8 ? 1 : 4;
-  } else if (a == 4) {
-    p = kAdam ? sp.v : nullptr;
-    size = kVar == MomentFormat::kQ8 ? 1 : 4;
-  } else if (a == 5) {
-    p = has_m && kMom == MomentFormat::kQ8 ? sp.m_scales : nullptr;
-  } else {
-    p = kAdam && kVar == MomentFormat::kQ8 ? sp.v_scales : nullptr;
+  const unsigned gsize = sp.grad_dtype == static_cast<uint8_t>(DType::kF32) ? 4 : 2;
+  PrefetchLine(static_cast<const unsigned char*>(sp.grad) + e * gsize);
+  PrefetchLine(static_cast<const unsigned char*>(sp.master) +
+               e * (kMaster == MasterFormat::kF32 ? 4 : 2));
+  if constexpr (kMaster == MasterFormat::kBF16Ecc8 || kMaster == MasterFormat::kBF16Ecc16)
+    PrefetchLine(static_cast<const unsigned char*>(sp.ecc) +
+                 e * (kMaster == MasterFormat::kBF16Ecc8 ? 1 : 2));
+  if (has_m) {
+    PrefetchLine(static_cast<const unsigned char*>(sp.m) + e * (kMom == MomentFormat::kQ8 ? 1 : 4));
+    if constexpr (kMom == MomentFormat::kQ8) PrefetchLine(sp.m_scales + e / kQuantGroup);
   }
-  if (a >= 5)
-    PrefetchL2(p, lo / kQuantGroup * 2, (hi + kQuantGroup - 1) / kQuantGroup * 2);
-  else
-    PrefetchL2(p, lo * size, hi * size);
+  if constexpr (kAdam) {
+    PrefetchLine(static_cast<const unsigned char*>(sp.v) + e * (kVar == MomentFormat::kQ8 ? 1 : 4));
+    if constexpr (kVar == MomentFormat::kQ8) PrefetchLine(sp.v_scales + e / kQuantGroup);
+  }
 }
 
 // One work unit: this thread's 8 elements of each of its tiles, by FastTile where
@@ -985,10 +982,11 @@ __device__ __forceinline__ void StepUnit(const LaunchArgs& args, const WorkUnit 
     if (base >= sp.n) break;
     const bool in_unit = t + 1 < kTilesPerUnit && base + kTileElems < sp.n;
     if constexpr (kPrefetch) {
-      if (in_unit || has_next)
-        PrefetchTile<kKind, kMaster, kMom, kVar>(
+      if (in_unit || has_next) {
+        PrefetchThread<kKind, kMaster, kMom, kVar>(
             args, in_unit ? sp : next_sp,
             in_unit ? base + kTileElems : uint64_t{next.chunk} * kUnitElems);
+      }
     }
     if constexpr (kStage) {
       __syncwarp();  // the warp's reads of the buffer staged into now (its scale row) are done
@@ -1069,7 +1067,8 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocksPerSm)
     FillDecodeTables(tables);
   }
   // Note [L2 prefetch]; moot where the tiles are staged (their loads run a tile ahead).
-  constexpr bool kPrefetch = kTables && !kStage && TANDEM_GPU_L2_PREFETCH != 0;
+  constexpr bool kPrefetch = kTables && !kStage && TANDEM_GPU_L2_PREFETCH != 0 &&
+                            (kKind != Kind::kAdam || TANDEM_GPU_L2_PREFETCH_ADAM != 0);
   const uint32_t n_units = args.num_units;
   const uint64_t stride = gridDim.x;
   const uint32_t first = blockIdx.x;  // < n_units: the grid never exceeds the unit count
