@@ -396,13 +396,21 @@ int main(int argc, char** argv) {
     for (const auto& s : shapes) model_sizes.push_back(s.numel);
     const size_t model_total = TotalElements(shapes);
 
-    std::vector<Row> rows;
-    for (const KernelCase& kc : Cases()) {
-      if (!only.empty() && ("," + only + ",").find("," + kc.name + ",") == std::string::npos)
-        continue;
-      rows.push_back(RunCase(kc, "flat", {elements}, copy_bw, warmup, reps));
-      std::fprintf(stderr, "  %s flat: %.3f ms\n", kc.name.c_str(), rows.back().ms);
-      if (model_total == 0) continue;
+    // Every flat case first, then the model-sized ones: a flat 2^30 case measured right
+    // after another kernel's ~100 GB of model-sized buffers were freed read 3-10 points of
+    // copy lower than the same case in a fresh process (bench/results/
+    // gpu_kernels_h200_2026-11-21_s3.md); in this order it runs in a fresh heap.
+    std::vector<KernelCase> cases;
+    for (const KernelCase& kc : Cases())
+      if (only.empty() || ("," + only + ",").find("," + kc.name + ",") != std::string::npos)
+        cases.push_back(kc);
+    std::vector<std::vector<Row>> per_case(cases.size());
+    for (size_t c = 0; c < cases.size(); ++c) {
+      per_case[c].push_back(RunCase(cases[c], "flat", {elements}, copy_bw, warmup, reps));
+      std::fprintf(stderr, "  %s flat: %.3f ms\n", cases[c].name.c_str(), per_case[c].back().ms);
+    }
+    for (size_t c = 0; c < cases.size() && model_total != 0; ++c) {
+      const KernelCase& kc = cases[c];
       size_t free_b = 0, total_b = 0;
       BENCH_CUDA(cudaMemGetInfo(&free_b, &total_b));
       const double footprint = kc.footprint_per_elem * static_cast<double>(model_total);
@@ -411,9 +419,11 @@ int main(int argc, char** argv) {
                      model.c_str(), footprint / 1e9, free_b / 1e9);
         continue;
       }
-      rows.push_back(RunCase(kc, model, model_sizes, copy_bw, warmup, reps));
-      rows.push_back(RunCase(kc, "flat-same-count", {model_total}, copy_bw, warmup, reps));
+      per_case[c].push_back(RunCase(kc, model, model_sizes, copy_bw, warmup, reps));
+      per_case[c].push_back(RunCase(kc, "flat-same-count", {model_total}, copy_bw, warmup, reps));
     }
+    std::vector<Row> rows;
+    for (const auto& rs : per_case) rows.insert(rows.end(), rs.begin(), rs.end());
 
     nlohmann::json j;
     j["device"] = prop.name;
