@@ -38,12 +38,13 @@ struct DecodeTables {
   float variance[256];  // num::VarianceCodeValue(code)
 };
 
-// Fills the tables; blockDim.x must be 256 (step_kernel.cuh's kBlockThreads). The caller
+// Fills the tables (any block size; step_kernel.cuh uses kBlockThreads). The caller
 // synchronizes the block before reading.
 __device__ __forceinline__ void FillDecodeTables(DecodeTables& t) {
-  const int c = static_cast<int>(threadIdx.x);
-  t.momentum[c] = num::MomentumCodeValue(static_cast<int8_t>(c));
-  t.variance[c] = num::VarianceCodeValue(c);
+  for (int c = static_cast<int>(threadIdx.x); c < 256; c += static_cast<int>(blockDim.x)) {
+    t.momentum[c] = num::MomentumCodeValue(static_cast<int8_t>(c));
+    t.variance[c] = num::VarianceCodeValue(c);
+  }
 }
 
 __device__ __forceinline__ int32_t RoundHalfEvenFast(float x) {

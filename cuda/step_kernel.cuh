@@ -35,25 +35,37 @@ namespace tandem::gpu::detail {
 
 inline constexpr int kElemsPerThread = 8;
 inline constexpr int kThreadsPerGroup = kQuantGroup / kElemsPerThread;
-inline constexpr int kBlockThreads = 256;
-// A unit is kTilesPerUnit tiles of kBlockThreads * kElemsPerThread elements: the per-unit
-// costs (loop, metadata prefetch, and above all the block barrier, which makes all 8
-// warps wait for the slowest) are shared by 8 x 8 elements per thread. Measured on the
-// H200 (flat 2^30, % of copy, AdamW ecc8/q8/q8 | Lion | SGD): 2 tiles 64.9 | 79.6 | 76.7,
-// 4 tiles 65.8 | 81.0 | 78.0, 8 tiles 66.3 | 80.9 | 78.5, 16 tiles 66.4 | 80.5 | 77.8.
-// -DTANDEM_GPU_TILES_PER_UNIT=N and -DTANDEM_GPU_MIN_BLOCKS=N change them, for measuring.
+// Block shape (Note [Block shape]): 512 threads, 2 resident blocks per SM (the register
+// allocation must allow 2 x 512 threads: <= 64 registers), 8 tiles per unit.
+// -DTANDEM_GPU_BLOCK_THREADS, -DTANDEM_GPU_MIN_BLOCKS and -DTANDEM_GPU_TILES_PER_UNIT change
+// them, for measuring (scripts/gpu-ab.sh); results do not depend on them.
+#ifndef TANDEM_GPU_BLOCK_THREADS
+#define TANDEM_GPU_BLOCK_THREADS 512
+#endif
+#ifndef TANDEM_GPU_MIN_BLOCKS
+#define TANDEM_GPU_MIN_BLOCKS 2
+#endif
 #ifndef TANDEM_GPU_TILES_PER_UNIT
 #define TANDEM_GPU_TILES_PER_UNIT 8
 #endif
-#ifndef TANDEM_GPU_MIN_BLOCKS
-#define TANDEM_GPU_MIN_BLOCKS 4
-#endif
+inline constexpr int kBlockThreads = TANDEM_GPU_BLOCK_THREADS;
 inline constexpr int kTilesPerUnit = TANDEM_GPU_TILES_PER_UNIT;
-inline constexpr int kTileElems = kBlockThreads * kElemsPerThread;  // 2048
-inline constexpr int kUnitElems = kTileElems * kTilesPerUnit;       // 16384
-// Resident blocks per SM the register allocation must allow (4 x 256 threads: <= 64
-// registers). 5 (<= 48 registers) spills 136-200 bytes per thread and loses 2-11 points
-// of copy; 3 (no spill, up to 78 registers) loses 5-9: the kernels want warps in flight.
+inline constexpr int kTileElems = kBlockThreads * kElemsPerThread;  // 4096
+inline constexpr int kUnitElems = kTileElems * kTilesPerUnit;       // 32768
+// Note [Block shape]: a unit is kTilesPerUnit tiles of kBlockThreads * kElemsPerThread
+// elements; the per-unit costs (loop, metadata prefetch, the block barrier) are shared by
+// 8 tiles. Measured on the H200 (flat 2^30, % of copy, AdamW ecc8/q8/q8 | Lion | SGD; each
+// line one host, A/B in one call):
+//  * 256 threads x 4 blocks: 2 / 4 / 8 / 16 tiles per unit 64.9 | 79.6 | 76.7, 65.8 |
+//    81.0 | 78.0, 66.3 | 80.9 | 78.5, 66.4 | 80.5 | 77.8 (bulk L2 prefetch then).
+//  * 8 tiles: 128 threads x 8 blocks 63.2 | 86.7 | 80.2; 256 x 4 67.5 | 88.0 | 81.7; 512 x 2
+//    68.5 | 89.8 | 84.5; 1024 x 1 68.2 | 92.3 | 87.6 (512 x 2 with 16 tiles 68.9 | 90.1 |
+//    85.0, with 4 tiles 67.7 | 88.3 | 82.8). Larger blocks win although the barrier then
+//    waits for more warps; 512 is best for AdamW (and its ecc16 variant: 71.1 against
+//    69.8 at 1024), the kernel that is furthest from its target.
+//  * Registers: 64 at any of these shapes. Forcing 48 (5 x 256) spills 136-200 bytes per
+//    thread and loses 2-11 points; allowing ~78 (3 x 256, no spill) loses 5-9: the
+//    kernels want warps in flight.
 inline constexpr int kMinBlocksPerSm = TANDEM_GPU_MIN_BLOCKS;
 // Note [L2 prefetch] on (1) or off (0), for measuring it: -DTANDEM_GPU_L2_PREFETCH=0 in
 // CMAKE_CUDA_FLAGS; _ADAM=1 turns it on for the Adam kernels too (off by default: see
@@ -69,6 +81,7 @@ inline constexpr int kMinBlocksPerSm = TANDEM_GPU_MIN_BLOCKS;
 #define TANDEM_GPU_STAGE 0
 #endif
 static_assert(kQuantGroup == 32, "Note [Group size]: the quad mapping assumes 32");
+static_assert(kBlockThreads % 32 == 0 && kBlockThreads <= 1024, "whole warps, one block");
 static_assert(kThreadsPerGroup == 4, "the shuffles below reduce over 4 lanes");
 static_assert(kUnitElems % kQuantGroup == 0, "Note [Groups never straddle units]");
 
@@ -911,7 +924,7 @@ __device__ __forceinline__ void StageTile(const SpanMeta& sp, bool has_m, uint64
 // therefore asks L2 for the lines of its 8 elements of the block's next tile
 // (prefetch.global.L2, one instruction per array, merged across the warp, no registers
 // held): the DRAM traffic runs one tile ahead and the tile's own loads hit L2. The
-// lookahead is one tile (2048 elements per block, ~13 MB over a full H200 grid for
+// lookahead is one tile (4096 elements per block, ~13 MB over a full H200 grid for
 // ecc8/q8/q8), well below L2's 50 MB, so prefetched lines are not evicted before use.
 // The fp32-state kernels (28 B/elem, already at ~90% of copy) do not prefetch: their
 // one-tile footprint would be twice that and their loads are not behind long compute.
@@ -1063,7 +1076,6 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocksPerSm)
   constexpr bool kTables =
       kMom == MomentFormat::kQ8 || (kKind == Kind::kAdam && kVar == MomentFormat::kQ8);
   if constexpr (kTables) {
-    static_assert(kBlockThreads == 256, "FillDecodeTables: one entry per thread");
     FillDecodeTables(tables);
   }
   // Note [L2 prefetch]; moot where the tiles are staged (their loads run a tile ahead).

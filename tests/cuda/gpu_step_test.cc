@@ -301,7 +301,7 @@ TEST_P(GpuStepParity, MixedSizesThreeSteps) {
   const std::vector<size_t> sizes = {0,     1,      7,    31,    32,   33,   64,   100, 255,  2047,
                                      2048,  2049,   4136, 10001, 0,    96,   1,    65,  4095, 6144,
                                      12345, 300001, 513,  40,    4096, 4097, 2304, 6400,
-                                     16383, 16384,  16385, 32769};
+                                     16383, 16384,  16385, 32769, 32767, 65537};
   RunParity(GetParam(), sizes, 3, 1234);
 }
 
@@ -312,8 +312,8 @@ TEST_P(GpuStepParity, ThousandsOfTinyTensorsTwoSteps) {
   RunParity(GetParam(), sizes, 2, 77);
 }
 
-// More work units than any device has resident blocks (4 per SM: 528 on an H200; here
-// ~710 units of 16384 elements), so every block runs several units: Note [Tile staging]
+// More work units than any device has resident blocks (2 per SM: 264 on an H200; here
+// ~660 units of 32768 elements), so every block runs several units: Note [Tile staging]
 // stages across units and spans (the next unit's tile 0), and Note [L2 prefetch] looks
 // into the next unit, mixing full, partial and misaligned tiles and scale arrays.
 TEST_P(GpuStepParity, ManyUnitsPerBlockTwoSteps) {
