@@ -159,6 +159,17 @@ __device__ __forceinline__ uint32_t Ecc8Word(float x, uint32_t hi_bits) {
   return static_cast<uint32_t>(y < 32767 ? y : 32767);
 }
 
+// Byte kByte (0 or 1) of each of the 8 words y, in order, as the 8 bytes of c[0..1]: two
+// prmt per pair of words and one to join the pairs.
+template <int kByte>
+__device__ __forceinline__ void PackByteOfWords(const uint32_t (&y)[8], uint32_t (&c)[2]) {
+  static_assert(kByte == 0 || kByte == 1, "prmt selectors below");
+  constexpr uint32_t kSel = kByte == 0 ? 0x40u : 0x51u;
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+    c[j] = Prmt(Prmt(y[4 * j], y[4 * j + 1], kSel), Prmt(y[4 * j + 2], y[4 * j + 3], kSel), 0x5410u);
+}
+
 // num::EncodeEcc8 of 8 elements: the bf16 halves in b[4] (pairs), the codes in e[2].
 // `ok` becomes false if any x is NaN (Note [Batched fallbacks]).
 __device__ __forceinline__ void EncodeEcc8Tile(const float (&x)[8], uint32_t (&b)[4],
@@ -172,10 +183,7 @@ __device__ __forceinline__ void EncodeEcc8Tile(const float (&x)[8], uint32_t (&b
   }
 #pragma unroll
   for (int i = 0; i < 8; ++i) ok &= !(x[i] != x[i]);
-#pragma unroll
-  for (int j = 0; j < 2; ++j)  // byte 1 of each word
-    e[j] =
-        Prmt(Prmt(y[4 * j], y[4 * j + 1], 0x51u), Prmt(y[4 * j + 2], y[4 * j + 3], 0x51u), 0x5410u);
+  PackByteOfWords<1>(y, e);
 }
 
 // EncodeMomentumFast (num::EncodeMomentum) of 8 elements into two code words. Where the
@@ -208,10 +216,7 @@ __device__ __forceinline__ void EncodeMomentumTile(const float (&m)[8], float in
     ok &= fabsf(ts - (sum - 12582912.0f)) < 0.49993896484375f;  // 0.5 - 2^-14; NaN: false
     r[i] = num::BitsOf(sum);
   }
-#pragma unroll
-  for (int j = 0; j < 2; ++j)  // byte 0 of each word
-    c[j] =
-        Prmt(Prmt(r[4 * j], r[4 * j + 1], 0x40u), Prmt(r[4 * j + 2], r[4 * j + 3], 0x40u), 0x5410u);
+  PackByteOfWords<0>(r, c);
 }
 
 // EncodeSqrtVarianceFast (num::EncodeSqrtVariance) of 8 elements u >= 0 into two code
@@ -228,10 +233,7 @@ __device__ __forceinline__ void EncodeSqrtVarianceTile(const float (&u)[8], floa
     if (u[i] > 0.0f) x = fmaxf(x, 1.0f);
     r[i] = num::BitsOf(x + 8388608.0f);  // 2^23
   }
-#pragma unroll
-  for (int j = 0; j < 2; ++j)
-    c[j] =
-        Prmt(Prmt(r[4 * j], r[4 * j + 1], 0x40u), Prmt(r[4 * j + 2], r[4 * j + 3], 0x40u), 0x5410u);
+  PackByteOfWords<0>(r, c);
 }
 
 // num::Sqrt (sqrt.rn.f32) for x in [2^-101, FLT_MAX]: the instruction sequence ptxas
