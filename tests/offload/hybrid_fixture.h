@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
@@ -121,5 +122,10 @@ struct DeviceModel {
     return out;
   }
 };
+
+// b rounded up to the 256-byte alignment the engine gives every state allocation: the
+// closed-form memory tests (docs/user_guide.md, "Memory") compute their expectations with
+// it, independently of the engine's layout code.
+inline uint64_t Align256(uint64_t b) { return (b + 255) / 256 * 256; }
 
 }  // namespace tandem::testing

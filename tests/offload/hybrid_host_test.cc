@@ -253,7 +253,7 @@ TEST(HybridHost, BadInputIsRejectedWithAClearError) {
 }
 
 // The closed-form formula of docs/user_guide.md ("Memory"), computed independently.
-uint64_t A(uint64_t b) { return (b + 255) / 256 * 256; }
+constexpr auto A = testing::Align256;
 
 TEST(HybridHost, MemoryReportFollowsTheClosedForm) {
   for (const Case& s : kSetups) {

@@ -422,7 +422,7 @@ TEST(SpeculativeEarlyStart, DestroyedMidSpeculationLeavesTheParameters) {
 
 // The closed form of docs/user_guide.md ("Memory") for the speculation, computed
 // independently, and PredictMemory equal to the engine's report.
-uint64_t A(uint64_t b) { return (b + 255) / 256 * 256; }
+constexpr auto A = testing::Align256;
 
 TEST(SpeculativeEarlyStart, MemoryReportFollowsTheClosedForm) {
   for (const Formats& s : kSetups) {
