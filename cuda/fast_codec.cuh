@@ -123,13 +123,6 @@ __device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
   return d;
 }
 
-// min(a, b) that returns NaN when either is NaN (min.NaN.f32, sm_80+).
-__device__ __forceinline__ float MinNaN(float a, float b) {
-  float d;
-  asm("min.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
-  return d;
-}
-
 // Bits of num::DecodeEcc8(b, e) for element k (0..7) of a tile: b is the low (k even) or
 // high (k odd) half of `bf16_pair`, e is byte k % 4 of `ecc_word`. The prmt builds
 // int32(e) * 256 = {0, e, sign(e), sign(e)} in one instruction.
@@ -148,26 +141,27 @@ __device__ __forceinline__ uint16_t GroupScaleBitsFast(float amax) {
   return static_cast<uint16_t>((num::BitsOf(fmaxf(amax, FLT_MIN)) + 0xFFFFu) >> 16);
 }
 
-// The ecc8 rounding word of one element: byte 1 of the result is num::EncodeEcc8's code
-// for x whose bf16 is `hi_bits` (= bf16 << 16): d = bits(x) - hi_bits, then
-// (d + 127 + ((d >> 8) & 1)) >> 8 is RoundHalfEvenDiv256(d) (Note [Exact fast paths]);
-// d <= 32768 makes it at most 128, and clamping the word to 32767 clamps it to 127; it
-// is never below -128 (d >= -32768), where the reference's lower clamp does nothing.
+// The ecc8 rounding word of one element: byte 0 of the result is num::EncodeEcc8's code
+// for x whose bf16 is `hi_bits` (= bf16 << 16). d = bits(x) - hi_bits lies in [-32768,
+// 32768], so it converts to fp32 exactly, d / 256 is exact, and adding 1.5 * 2^23 rounds
+// it half to even once (the sum lies in [2^23, 2^24), where the spacing is 1): the low
+// byte of the sum is the two's-complement byte of num::RoundHalfEvenDiv256(d). Clamping d
+// to 127 * 256 first is the reference's clamp to 127 (every d >= 127 * 256 has
+// rhe(d / 256) >= 127); its clamp at -128 never acts (d >= -32768). Three instructions
+// (I2FP, FMNMX, FFMA) where the integer form (d + 127 + ((d >> 8) & 1)) >> 8 with its
+// clamp took five.
 __device__ __forceinline__ uint32_t Ecc8Word(float x, uint32_t hi_bits) {
-  const int32_t d = static_cast<int32_t>(num::BitsOf(x) - hi_bits);
-  const int32_t y = d + 127 + ((d >> 8) & 1);
-  return static_cast<uint32_t>(y < 32767 ? y : 32767);
+  const float d = static_cast<float>(static_cast<int32_t>(num::BitsOf(x) - hi_bits));
+  return num::BitsOf(__fmaf_rn(fminf(d, 32512.0f), 0.00390625f, 12582912.0f));
 }
 
-// Byte kByte (0 or 1) of each of the 8 words y, in order, as the 8 bytes of c[0..1]: two
-// prmt per pair of words and one to join the pairs.
-template <int kByte>
-__device__ __forceinline__ void PackByteOfWords(const uint32_t (&y)[8], uint32_t (&c)[2]) {
-  static_assert(kByte == 0 || kByte == 1, "prmt selectors below");
-  constexpr uint32_t kSel = kByte == 0 ? 0x40u : 0x51u;
+// The low byte of each of the 8 words y, in order, as the 8 bytes of c[0..1]: two prmt
+// per pair of words and one to join the pairs.
+__device__ __forceinline__ void PackLowBytes(const uint32_t (&y)[8], uint32_t (&c)[2]) {
 #pragma unroll
   for (int j = 0; j < 2; ++j)
-    c[j] = Prmt(Prmt(y[4 * j], y[4 * j + 1], kSel), Prmt(y[4 * j + 2], y[4 * j + 3], kSel), 0x5410u);
+    c[j] = Prmt(Prmt(y[4 * j], y[4 * j + 1], 0x40u), Prmt(y[4 * j + 2], y[4 * j + 3], 0x40u),
+                0x5410u);
 }
 
 // num::EncodeEcc8 of 8 elements: the bf16 halves in b[4] (pairs), the codes in e[2].
@@ -183,7 +177,7 @@ __device__ __forceinline__ void EncodeEcc8Tile(const float (&x)[8], uint32_t (&b
   }
 #pragma unroll
   for (int i = 0; i < 8; ++i) ok &= !(x[i] != x[i]);
-  PackByteOfWords<1>(y, e);
+  PackLowBytes(y, e);
 }
 
 // EncodeMomentumFast (num::EncodeMomentum) of 8 elements into two code words. Where the
@@ -194,29 +188,31 @@ __device__ __forceinline__ void EncodeEcc8Tile(const float (&x)[8], uint32_t (&b
 // half-integer, i.e. when |t' - rhe(t')| < 0.5 - 2^-14 (twice the error bound; the
 // exhaustive device check, FastCodecCheck::momentum_*, holds it to every input). With
 // 2^-12, as the per-element EncodeMomentumFast keeps for t up to 254, about 12% of warp
-// tiles took the fallback; with 2^-14 about 3%. t' is clamped to 127 first (t' >= 127
-// puts t above 127 - 2^-15, whose rhe is >= 127 as well, so both clamp to 127; min.NaN keeps a NaN
-// from a non-finite m, which then fails the test). The sign goes onto t' before the
-// magic rounding, which gives the two's-complement byte (m = -0 gives +0: code 0, as the
-// reference). For finite state a <= 1 + 2^-22 (the scale is at least the group maximum),
-// so the reference's a < 1e30 condition always holds here.
+// tiles took the fallback; with 2^-14 about 3%. Domain: for finite state a <= 1 + 2^-20
+// (the scale is at least the group maximum; fl(1 / scale) errs by at most 2^-20
+// relatively even where it is subnormal), so t < 127.5 - 2^-14 (a < 1.0078 would do)
+// and the reference's clamp to 127 and its a < 1e30 condition never act; a non-finite m
+// gives a NaN t', which fails the test. The operations run on the signed a = m * inv:
+// every one of them is odd-symmetric (den takes |a|), so t' carries m's sign and the
+// magic rounding gives the two's-complement byte (m = -0 gives -0, then code 0, as the
+// reference). FastCodecCheck::momentum_* holds this to every m with |m| <= 1.0078125 at
+// inv_scale 1, and to every non-finite m.
 __device__ __forceinline__ void EncodeMomentumTile(const float (&m)[8], float inv_scale,
                                                    uint32_t (&c)[2], bool& ok) {
   uint32_t r[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    const float a = fabsf(m[i]) * inv_scale;
+    const float a = m[i] * inv_scale;
     const float num_ = 254.0f * a;
-    const float den = 1.0f + a;
+    const float den = 1.0f + fabsf(a);
     float rcp;
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(rcp) : "f"(den));
-    const float t = MinNaN(num_ * rcp, 127.0f);
-    const float ts = num::FloatOf(num::BitsOf(t) | (num::BitsOf(m[i]) & 0x80000000u));
+    const float ts = num_ * rcp;
     const float sum = ts + 12582912.0f;                       // 1.5 * 2^23
     ok &= fabsf(ts - (sum - 12582912.0f)) < 0.49993896484375f;  // 0.5 - 2^-14; NaN: false
     r[i] = num::BitsOf(sum);
   }
-  PackByteOfWords<0>(r, c);
+  PackLowBytes(r, c);
 }
 
 // EncodeSqrtVarianceFast (num::EncodeSqrtVariance) of 8 elements u >= 0 into two code
@@ -233,7 +229,22 @@ __device__ __forceinline__ void EncodeSqrtVarianceTile(const float (&u)[8], floa
     if (u[i] > 0.0f) x = fmaxf(x, 1.0f);
     r[i] = num::BitsOf(x + 8388608.0f);  // 2^23
   }
-  PackByteOfWords<0>(r, c);
+  PackLowBytes(r, c);
+}
+
+// EncodeSqrtVarianceTile where the caller knows every u is finite and > 0 (AdamTile's
+// square roots all in range) and passes u_max, the largest of the 8: the raise to code 1
+// needs no test, and as x = (u * inv) * 255 is nondecreasing in u, x <= 255 for all 8
+// exactly when it holds for u_max.
+__device__ __forceinline__ void EncodeSqrtVarianceTilePositive(const float (&u)[8], float u_max,
+                                                               float inv_scale, uint32_t (&c)[2],
+                                                               bool& ok) {
+  ok &= (u_max * inv_scale) * 255.0f <= 255.0f;
+  uint32_t r[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    r[i] = num::BitsOf(fmaxf((u[i] * inv_scale) * 255.0f, 1.0f) + 8388608.0f);  // 2^23
+  PackLowBytes(r, c);
 }
 
 // num::Sqrt (sqrt.rn.f32) for x in [2^-101, FLT_MAX]: the instruction sequence ptxas
@@ -255,9 +266,10 @@ __device__ __forceinline__ float SqrtInRange(float x, bool& ok) {
 // num::AdamElement for the 8 elements of a tile, operation for operation (the same
 // rounded operations in the same order; tests/cuda checks the bits), with the square
 // roots batched: SqrtInRange for all 8, num::Sqrt for all 8 when one is out of range.
-// `u` receives sqrt(v_new). kDecoupled: AdamW.
+// `u` receives sqrt(v_new); returns whether all 8 square roots were in range, which puts
+// every u at or above 2^-50.5 > 0. kDecoupled: AdamW.
 template <bool kDecoupled>
-__device__ __forceinline__ void AdamTile(const StepScalars& s, const float (&g_in)[8],
+__device__ __forceinline__ bool AdamTile(const StepScalars& s, const float (&g_in)[8],
                                          float (&w)[8], float (&m)[8], float (&v)[8],
                                          float (&u)[8]) {
 #pragma unroll
@@ -280,6 +292,7 @@ __device__ __forceinline__ void AdamTile(const StepScalars& s, const float (&g_i
     const float denom = u[i] * s.inv_sqrt_bc2 + s.eps;
     w[i] = w[i] - s.step_size * (m[i] / denom);
   }
+  return ok;
 }
 
 // num::LionElement for the 8 elements of a tile, operation for operation, except the

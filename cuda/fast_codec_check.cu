@@ -96,8 +96,9 @@ __global__ void CheckSqrt(Counters* c) {
 }
 
 // Inputs [8 * t, 8 * t + 8) of all 2^32 fp32 bit patterns as m, inv_scale 1, inside the
-// tile's domain: a = |m| * inv <= 1 + 2^-22 for finite state (the scale is at least the
-// group maximum), so finite |m| <= 2 and every non-finite m (which must be flagged). The
+// tile's domain: a = |m| * inv <= 1 + 2^-20 for finite state (the scale is at least the
+// group maximum), so finite |m| <= 1.0078125 (the bound the tile's argument needs) and
+// every non-finite m (which must be flagged). The
 // tile's flag is per tile, so each element runs alone (the other 7 slots +0) to learn
 // whether it is one the tile would leave to the fallback. The fallback is checked on
 // every input.
@@ -117,7 +118,7 @@ __global__ void CheckMomentum(Counters* c) {
     EncodeMomentumTile(one, 1.0f, cw, ok);
     const uint8_t want = static_cast<uint8_t>(num::EncodeMomentum(m[i], 1.0f));
     const uint8_t got = static_cast<uint8_t>(cw[i / 4] >> (8 * (i % 4)));
-    const bool finite_big = fabsf(m[i]) > 2.0f && fabsf(m[i]) < INFINITY;
+    const bool finite_big = fabsf(m[i]) > 1.0078125f && fabsf(m[i]) < INFINITY;
     if ((!finite_big && ok && got != want) || EncodeMomentumFast(m[i], 1.0f) != want)
       Report(&c->mom_bad, &c->mom_first, num::BitsOf(m[i]));
     fallbacks += ok || finite_big ? 0 : 1;

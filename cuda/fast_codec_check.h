@@ -24,7 +24,7 @@ struct FastCodecCheck {
   // EncodeMomentumTile (and its per-element fallback EncodeMomentumFast) against
   // num::EncodeMomentum with inv_scale 1: every fp32 bit pattern as m (any a = |m| * inv
   // is some fp32 value, so this covers every scale). Where the tile reports ok on its
-  // domain (finite |m| <= 2, since the kernels' a <= 1 + 2^-22; and non-finite m) its
+  // domain (finite |m| <= 1.0078125, since the kernels' a <= 1 + 2^-20; and non-finite m) its
   // code must agree; everywhere the fallback's must. momentum_fallbacks counts the
   // domain's elements the tile leaves to the fallback (the 2^24 non-finite patterns and
   // the finite ones within 2^-14 of a half-integer code).

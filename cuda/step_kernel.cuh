@@ -694,12 +694,13 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
   }
 
   // 5. The update (update_math.h, or its tile transcriptions in fast_codec.cuh); the
-  // tests of uniform flags sit outside the element loop.
+  // tests of uniform flags sit outside the element loop. u_pos: every u > 0 (AdamTile).
+  [[maybe_unused]] bool u_pos = false;
   if constexpr (kKind == Kind::kAdam) {
     if (s.algo == Algorithm::kAdamW)
-      AdamTile<true>(s, g, w, m, v, u);
+      u_pos = AdamTile<true>(s, g, w, m, v, u);
     else
-      AdamTile<false>(s, g, w, m, v, u);
+      u_pos = AdamTile<false>(s, g, w, m, v, u);
   } else if constexpr (kKind == Kind::kLion) {
     LionTile(s, g, w, m);
   } else if (s.nesterov) {  // folded into each copy, as the Adam test above
@@ -794,15 +795,18 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
     if constexpr (kVar == MomentFormat::kF32) {
       StoreF32(static_cast<float*>(sp.v) + e, true, 8, v);
     } else {
-      float amax = 0.0f;
+      float local = 0.0f;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(u[i]));  // u >= +0 unless NaN
-      amax = QuadMax(amax);
+      for (int i = 0; i < 8; ++i) local = fmaxf(local, fabsf(u[i]));  // u >= +0 unless NaN
+      const float amax = QuadMax(local);
       const uint16_t sb = GroupScaleBitsFast(amax);
       const float inv = 1.0f / num::Bf16ToF32(sb);
       uint32_t cw[2];
       bool ok = true;
-      EncodeSqrtVarianceTile(u, inv, cw, ok);
+      if (u_pos)
+        EncodeSqrtVarianceTilePositive(u, local, inv, cw, ok);
+      else
+        EncodeSqrtVarianceTile(u, inv, cw, ok);
       if (!ok) {
         uint8_t c[8];
 #pragma unroll

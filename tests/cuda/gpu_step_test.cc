@@ -56,10 +56,11 @@ struct Tensor {
          m_scales = SIZE_MAX, v_scales = SIZE_MAX, param = SIZE_MAX, grad_off = SIZE_MAX;
 };
 
+// misaligned: one element past a 256-byte boundary; else `offset` bytes past it.
 template <typename T>
-size_t Place(MirroredBuffer& buf, const std::vector<T>& v, bool misaligned) {
+size_t Place(MirroredBuffer& buf, const std::vector<T>& v, bool misaligned, size_t offset = 0) {
   if (v.empty()) return SIZE_MAX;
-  const size_t off = buf.Reserve(v.size() * sizeof(T), misaligned ? sizeof(T) : 0);
+  const size_t off = buf.Reserve(v.size() * sizeof(T), misaligned ? sizeof(T) : offset);
   return off;
 }
 
@@ -111,7 +112,8 @@ void FillGrad(Tensor& t, std::mt19937& rng) {
 // Runs `steps` steps of one plan over tensors of `sizes` and compares after each.
 // misalign_scales: also place the q8 scale arrays of some otherwise aligned tensors 2 bytes
 // past a 16-byte boundary (Note [Tile staging]: full tiles whose scales are read from
-// global memory).
+// global memory), and the byte arrays (ecc8, codes) of some 8 bytes past one (aligned for
+// FastTile's 8-byte accesses, not for 16-byte ones).
 void RunParity(const Combo& c, const std::vector<size_t>& sizes, int steps, uint32_t seed,
                bool misalign_scales = false) {
   std::mt19937 rng(seed);
@@ -139,12 +141,13 @@ void RunParity(const Combo& c, const std::vector<size_t>& sizes, int steps, uint
     const bool mis = t.misaligned;
     t.master_f32 = Place(state, t.ref.master_f32, mis);
     t.master_bf16 = Place(state, t.ref.master_bf16, mis);
-    t.ecc8 = Place(state, t.ref.ecc8, mis);
+    const size_t bytes_off = !mis && misalign_scales && rng() % 3 == 0 ? 8 : 0;
+    t.ecc8 = Place(state, t.ref.ecc8, mis, bytes_off);
     t.ecc16 = Place(state, t.ref.ecc16, mis);
     t.m_f32 = Place(state, t.ref.m_f32, mis);
     t.v_f32 = Place(state, t.ref.v_f32, mis);
-    t.m_codes = Place(state, t.ref.m_codes, mis);
-    t.v_codes = Place(state, t.ref.v_codes, mis);
+    t.m_codes = Place(state, t.ref.m_codes, mis, bytes_off);
+    t.v_codes = Place(state, t.ref.v_codes, mis, bytes_off);
     const bool mis_scales = mis || (misalign_scales && rng() % 2 == 1);
     t.m_scales = Place(state, t.ref.m_scales, mis_scales);
     t.v_scales = Place(state, t.ref.v_scales, mis_scales);
