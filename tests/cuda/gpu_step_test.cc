@@ -2,11 +2,12 @@
 // master x momentum x variance format, random gradient and parameter dtypes per tensor,
 // sizes 0, 1, odd, partial groups, several work units, device starts off 16-byte
 // alignment, thousands of tiny tensors in one plan, two parameter groups with different
-// hyper-parameters, and several steps in a row so that q8 state evolves. Every state
-// array and the parameter are compared after every step.
+// hyper-parameters, several steps in a row so that q8 state evolves, and NaN / Inf
+// gradients. Every state array and the parameter are compared after every step.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <ostream>
 #include <random>
@@ -47,6 +48,7 @@ struct Tensor {
   DType param_dtype = DType::kF32;
   bool misaligned = false;
   float grad_scale = 1.0f;
+  bool nonfinite = false;  // some gradients NaN or +-Inf
   TensorState ref;
   std::vector<uint8_t> ref_param;  // host parameter buffer of the reference
   std::vector<uint8_t> grad;       // host gradient (bits of grad_dtype)
@@ -88,6 +90,24 @@ template <typename T>
   return ::testing::AssertionSuccess();
 }
 
+// SameBytes for fp32 arrays where NaN payloads may differ: the GPU's arithmetic returns
+// the canonical NaN 0x7FFFFFFF where x86 propagates the operand's payload, so an fp32
+// state that became NaN matches as "a NaN"; every other value, and every encoded array
+// (bf16, ecc, codes: their encoders canonicalise NaN), must match bit for bit.
+::testing::AssertionResult SameFloats(MirroredBuffer& buf, size_t off, const std::vector<float>& want,
+                                      const std::string& what) {
+  if (want.empty()) return ::testing::AssertionSuccess();
+  const float* got = reinterpret_cast<const float*>(buf.host(off));
+  for (size_t i = 0; i < want.size(); ++i) {
+    const bool both_nan = std::isnan(got[i]) && std::isnan(want[i]);
+    if (!both_nan && std::memcmp(&got[i], &want[i], sizeof(float)) != 0)
+      return ::testing::AssertionFailure()
+             << what << " differs at index " << i << " of " << want.size() << ": gpu " << got[i]
+             << " reference " << want[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
 float RandomGrad(std::mt19937& rng, float scale) {
   std::normal_distribution<float> nd;
   std::uniform_int_distribution<int> pick(0, 19);
@@ -99,7 +119,11 @@ void FillGrad(Tensor& t, std::mt19937& rng) {
   const size_t sz = DTypeSize(t.grad_dtype);
   t.grad.assign(t.n * sz, 0);
   for (size_t i = 0; i < t.n; ++i) {
-    const float g = RandomGrad(rng, t.grad_scale);
+    float g = RandomGrad(rng, t.grad_scale);
+    if (t.nonfinite && rng() % 64 == 0) {  // NaN (with a payload in fp32), +Inf, -Inf
+      const uint32_t bits[3] = {0x7FC01234u, 0x7F800000u, 0xFF800000u};
+      g = num::FloatOf(bits[rng() % 3]);
+    }
     if (t.grad_dtype == DType::kF32) {
       std::memcpy(&t.grad[i * 4], &g, 4);
     } else {
@@ -114,8 +138,10 @@ void FillGrad(Tensor& t, std::mt19937& rng) {
 // past a 16-byte boundary (Note [Tile staging]: full tiles whose scales are read from
 // global memory), and the byte arrays (ecc8, codes) of some 8 bytes past one (aligned for
 // FastTile's 8-byte accesses, not for 16-byte ones).
+// nonfinite: every third tensor gets NaN and +-Inf gradients (about 1 in 64 elements);
+// fp32 state arrays are then compared with SameFloats.
 void RunParity(const Combo& c, const std::vector<size_t>& sizes, int steps, uint32_t seed,
-               bool misalign_scales = false) {
+               bool misalign_scales = false, bool nonfinite = false) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd;
   const DType dtypes[3] = {DType::kF32, DType::kBF16, DType::kF16};
@@ -133,6 +159,7 @@ void RunParity(const Combo& c, const std::vector<size_t>& sizes, int steps, uint
     t.grad_dtype = dtypes[rng() % 3];
     t.misaligned = rng() % 3 == 1;
     t.grad_scale = scales[rng() % 5];
+    t.nonfinite = nonfinite && k % 3 == 0;
     const int p = static_cast<int>(rng() % 5);  // 0: no param, else a dtype or an alias
     t.has_param = p != 0;
     t.param_dtype = p == 0 ? DType::kF32 : dtypes[(p - 1) % 3];
@@ -228,17 +255,26 @@ void RunParity(const Combo& c, const std::vector<size_t>& sizes, int steps, uint
       const std::string at = "step " + std::to_string(step) + " tensor " + std::to_string(k) +
                              " (n=" + std::to_string(t.n) + ", grad " + Name(t.grad_dtype) +
                              (t.misaligned ? ", misaligned" : "") + ") ";
-      ASSERT_TRUE(SameBytes(state, t.master_f32, t.ref.master_f32, at + "master.f32"));
+      ASSERT_TRUE(nonfinite ? SameFloats(state, t.master_f32, t.ref.master_f32, at + "master.f32")
+                            : SameBytes(state, t.master_f32, t.ref.master_f32, at + "master.f32"));
       ASSERT_TRUE(SameBytes(state, t.master_bf16, t.ref.master_bf16, at + "master.bf16"));
       ASSERT_TRUE(SameBytes(state, t.ecc8, t.ref.ecc8, at + "ecc8"));
       ASSERT_TRUE(SameBytes(state, t.ecc16, t.ref.ecc16, at + "ecc16"));
-      ASSERT_TRUE(SameBytes(state, t.m_f32, t.ref.m_f32, at + "m.f32"));
-      ASSERT_TRUE(SameBytes(state, t.v_f32, t.ref.v_f32, at + "v.f32"));
+      ASSERT_TRUE(nonfinite ? SameFloats(state, t.m_f32, t.ref.m_f32, at + "m.f32")
+                            : SameBytes(state, t.m_f32, t.ref.m_f32, at + "m.f32"));
+      ASSERT_TRUE(nonfinite ? SameFloats(state, t.v_f32, t.ref.v_f32, at + "v.f32")
+                            : SameBytes(state, t.v_f32, t.ref.v_f32, at + "v.f32"));
       ASSERT_TRUE(SameBytes(state, t.m_codes, t.ref.m_codes, at + "m.codes"));
       ASSERT_TRUE(SameBytes(state, t.v_codes, t.ref.v_codes, at + "v.codes"));
       ASSERT_TRUE(SameBytes(state, t.m_scales, t.ref.m_scales, at + "m.scales"));
       ASSERT_TRUE(SameBytes(state, t.v_scales, t.ref.v_scales, at + "v.scales"));
-      ASSERT_TRUE(SameBytes(state, t.param, t.ref_param, at + "param " + Name(t.param_dtype)));
+      if (nonfinite && t.param_dtype == DType::kF32 && !t.ref_param.empty()) {
+        std::vector<float> want(t.n);
+        std::memcpy(want.data(), t.ref_param.data(), t.n * sizeof(float));
+        ASSERT_TRUE(SameFloats(state, t.param, want, at + "param f32"));
+      } else {
+        ASSERT_TRUE(SameBytes(state, t.param, t.ref_param, at + "param " + Name(t.param_dtype)));
+      }
     }
   }
 }
@@ -324,6 +360,14 @@ TEST_P(GpuStepParity, ManyUnitsPerBlockTwoSteps) {
   std::vector<size_t> sizes = {1000000, 4096, 16384 * 2 + 2048 * 3 + 256, 700001};
   for (int k = 0; k < 600; ++k) sizes.push_back(1 + rng() % 6000);
   RunParity(GetParam(), sizes, 2, 4321, /*misalign_scales=*/true);
+}
+
+// Non-finite gradients through every path: the fast tiles' batched fallbacks (NaN
+// masters, NaN/Inf moments, square roots out of range) and the element-wise path, on full
+// tiles, tails and misaligned tensors.
+TEST_P(GpuStepParity, NonFiniteGradientsThreeSteps) {
+  const std::vector<size_t> sizes = {4096, 40000, 33, 8192, 70001, 4097, 16384, 100, 32768, 5000};
+  RunParity(GetParam(), sizes, 3, 555, /*misalign_scales=*/false, /*nonfinite=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFormats, GpuStepParity, ::testing::ValuesIn(AllCombos()),
