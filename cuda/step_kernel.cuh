@@ -76,10 +76,6 @@ inline constexpr int kMinBlocksPerSm = TANDEM_GPU_MIN_BLOCKS;
 #ifndef TANDEM_GPU_L2_PREFETCH_ADAM
 #define TANDEM_GPU_L2_PREFETCH_ADAM 0
 #endif
-// Note [Tile staging] on (1) or off (0), likewise: -DTANDEM_GPU_STAGE=0.
-#ifndef TANDEM_GPU_STAGE
-#define TANDEM_GPU_STAGE 0
-#endif
 static_assert(kQuantGroup == 32, "Note [Group size]: the quad mapping assumes 32");
 static_assert(kBlockThreads % 32 == 0 && kBlockThreads <= 1024, "whole warps, one block");
 static_assert(kThreadsPerGroup == 4, "the shuffles below reduce over 4 lanes");
@@ -98,8 +94,6 @@ enum VecBit : uint32_t {
   kVecEcc = 1u << 3,      // master.ecc8 or master.ecc16
   kVecM = 1u << 4,        // m.f32 or m.codes
   kVecV = 1u << 5,        // v.f32 or v.codes
-  kVecMScales = 1u << 6,  // m.scales aligned to 16 bytes (Note [Tile staging])
-  kVecVScales = 1u << 7,  // v.scales likewise
 };
 
 // One span in the device table (built once per StepPlan).
@@ -504,76 +498,10 @@ __device__ __forceinline__ uint2 PackBytes(const uint8_t (&c)[8]) {
   return a;
 }
 
-// ---- Staged tiles (Note [Tile staging]). ----
-//
-// Note [Tile staging]: in the q8 kernels a warp spends ~50-90 instructions per element
-// between its loads and its stores, so with plain loads every tile start waits a DRAM
-// round trip and the bytes in flight come only from the warps that are waiting (the
-// kernels reached 64-77% of copy; an L2 prefetch of the next tile did not change that).
-// Instead, each thread copies its 8 elements of the block's NEXT tile into shared memory
-// with cp.async before it computes the current one, and lanes 0 and 1 of each warp the
-// warp's 8 group scales of m and v (16 bytes each, where ScalesStaged): the loads of
-// tile i+1 are in flight during the math of tile i and hold no registers. A thread reads
-// back only its own chunks and its warp's scale row, so cp.async.wait_group and a
-// __syncwarp suffice (no barrier). A tile is staged exactly when FastOk holds for it (the
-// consumer takes FastTile on the same predicate, computed from the same span entry),
-// into buffer parity ^ 1; the parity flips with every tile the block processes. Groups,
-// per thread: one per tile (its stage, possibly empty) and one per unit (the metadata
-// copy of Note [Metadata prefetch], empty outside the copier threads), committed after
-// tile 0's stage, so tile 0 waits with wait_group 2 and later tiles with wait_group 1.
-// Reuse of a buffer: its previous readers are the warp's FastTile two tiles back; a
-// __syncwarp before each stage orders their shared loads before the new copies. Only
-// bf16-based masters with q8 moments are staged (the fp32-state kernels would need 2.5x
-// the space and are at ~90% of copy already); those kernels skip Note [L2 prefetch].
-// Results do not depend on it.
-template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
-inline constexpr bool kStaged = TANDEM_GPU_STAGE != 0 && (kMaster != MasterFormat::kF32) &&
-                                (kMom == MomentFormat::kQ8) &&
-                                (kKind != Kind::kAdam || kVar == MomentFormat::kQ8);
-
-// Byte offsets in one staging buffer: each array is a row of kBlockThreads chunks, the
-// chunk of thread t at t * (chunk size), so the 16- and 8-byte shared loads of a warp are
-// free of bank conflicts.
-template <Kind kKind, MasterFormat kMaster>
-struct StageLayout {
-  static constexpr int kGrad = 0;  // 2 rows of 16 B (the second for fp32 gradients)
-  static constexpr int kMasterRow = kGrad + 2 * 16 * kBlockThreads;
-  static constexpr int kEccChunk = kMaster == MasterFormat::kBF16Ecc16  ? 16
-                                   : kMaster == MasterFormat::kBF16Ecc8 ? 8
-                                                                        : 0;
-  static constexpr int kEcc = kMasterRow + 16 * kBlockThreads;
-  static constexpr int kM = kEcc + kEccChunk * kBlockThreads;
-  static constexpr int kV = kM + 8 * kBlockThreads;
-  static constexpr int kMScales = kV + (kKind == Kind::kAdam ? 8 : 0) * kBlockThreads;
-  static constexpr int kVScales = kMScales + 2 * (kBlockThreads / kThreadsPerGroup);
-  static constexpr int kBytes =
-      kVScales + (kKind == Kind::kAdam ? 2 : 0) * (kBlockThreads / kThreadsPerGroup);
-  static_assert(kBytes % 16 == 0, "16-byte rows");
-};
-
-// The scale arrays a staged tile copies: each warp's 8 group scales as one 16-byte piece
-// where the array's base allows it (the scales of the warp's groups, which FastOk puts
-// inside the span), else FastTile reads them from global memory. Uniform in the block.
-template <Kind kKind>
-__device__ __forceinline__ bool ScalesStaged(const SpanMeta& sp, bool has_m) {
-  const uint32_t need = (has_m ? kVecMScales : 0u) | (kKind == Kind::kAdam ? kVecVScales : 0u);
-  return (sp.vec_ok & need) == need;
-}
-
-template <typename T>
-__device__ __forceinline__ T ReadStaged(const unsigned char* buf, int row) {
-  return reinterpret_cast<const T*>(buf + row)[threadIdx.x];
-}
-
-template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar, DType kGrad,
-          bool kStage = false>
+template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar, DType kGrad>
 __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& sp, const uint64_t e,
-                                         const DecodeTables& tables,
-                                         [[maybe_unused]] const unsigned char* stage = nullptr,
-                                         [[maybe_unused]] bool scales_staged = false) {
+                                         const DecodeTables& tables) {
   constexpr bool kAdam = kKind == Kind::kAdam;
-  using L = StageLayout<kKind, kMaster>;
-  static_assert(!kStage || kStaged<kKind, kMaster, kMom, kVar>, "Note [Tile staging]");
   constexpr bool kBf16Based = kMaster != MasterFormat::kF32;
   const bool has_m = s.has_momentum != 0;
   const uint64_t group = e / kQuantGroup;
@@ -582,18 +510,9 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
   // 1. Gradient, as fp32 (exact).
   float g[8];
   if constexpr (kGrad == DType::kF32) {
-    if constexpr (kStage) {
-      const float4 a = ReadStaged<float4>(stage, L::kGrad);
-      const float4 b = ReadStaged<float4>(stage, L::kGrad + 16 * kBlockThreads);
-      g[0] = a.x, g[1] = a.y, g[2] = a.z, g[3] = a.w;
-      g[4] = b.x, g[5] = b.y, g[6] = b.z, g[7] = b.w;
-    } else {
-      LoadF32(static_cast<const float*>(sp.grad) + e, true, 8, g);
-    }
+    LoadF32(static_cast<const float*>(sp.grad) + e, true, 8, g);
   } else {
-    const uint4 a =
-        kStage ? ReadStaged<uint4>(stage, L::kGrad)
-               : *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(sp.grad) + e);
+    const uint4 a = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(sp.grad) + e);
     const uint32_t pr[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -614,9 +533,7 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
   if constexpr (kMaster == MasterFormat::kF32) {
     LoadF32(static_cast<const float*>(sp.master) + e, true, 8, w);
   } else {
-    const uint4 a =
-        kStage ? ReadStaged<uint4>(stage, L::kMasterRow)
-               : *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(sp.master) + e);
+    const uint4 a = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(sp.master) + e);
     wp[0] = a.x, wp[1] = a.y, wp[2] = a.z, wp[3] = a.w;
     if constexpr (kMaster == MasterFormat::kBF16) {
 #pragma unroll
@@ -625,9 +542,7 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
         w[2 * j + 1] = num::FloatOf(wp[j] & 0xFFFF0000u);
       }
     } else if constexpr (kMaster == MasterFormat::kBF16Ecc8) {
-      const uint2 c =
-          kStage ? ReadStaged<uint2>(stage, L::kEcc)
-                 : *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(sp.ecc) + e);
+      const uint2 c = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(sp.ecc) + e);
       ep[0] = c.x, ep[1] = c.y;
       w[0] = DecodeEcc8Packed<0>(wp[0], ep[0]);
       w[1] = DecodeEcc8Packed<1>(wp[0], ep[0]);
@@ -638,9 +553,7 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
       w[6] = DecodeEcc8Packed<6>(wp[3], ep[1]);
       w[7] = DecodeEcc8Packed<7>(wp[3], ep[1]);
     } else {
-      const uint4 c =
-          kStage ? ReadStaged<uint4>(stage, L::kEcc)
-                 : *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(sp.ecc) + e);
+      const uint4 c = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(sp.ecc) + e);
       ep[0] = c.x, ep[1] = c.y, ep[2] = c.z, ep[3] = c.w;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -658,13 +571,8 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
     if constexpr (kMom == MomentFormat::kF32) {
       LoadF32(static_cast<const float*>(sp.m) + e, true, 8, m);
     } else {
-      const uint2 c = kStage
-                          ? ReadStaged<uint2>(stage, L::kM)
-                          : *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(sp.m) + e);
-      const float scale = num::Bf16ToF32(
-          kStage && scales_staged ? reinterpret_cast<const uint16_t*>(
-                                        stage + L::kMScales)[threadIdx.x / kThreadsPerGroup]
-                                  : sp.m_scales[group]);
+      const uint2 c = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(sp.m) + e);
+      const float scale = num::Bf16ToF32(sp.m_scales[group]);
 #pragma unroll
       for (int i = 0; i < 8; ++i)
         m[i] = tables.momentum[((i < 4 ? c.x : c.y) >> (8 * (i % 4))) & 0xFFu] * scale;
@@ -678,13 +586,8 @@ __device__ __forceinline__ void FastTile(const StepScalars& s, const SpanMeta& s
     if constexpr (kVar == MomentFormat::kF32) {
       LoadF32(static_cast<const float*>(sp.v) + e, true, 8, v);
     } else {
-      const uint2 c = kStage
-                          ? ReadStaged<uint2>(stage, L::kV)
-                          : *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(sp.v) + e);
-      const float scale = num::Bf16ToF32(
-          kStage && scales_staged ? reinterpret_cast<const uint16_t*>(
-                                        stage + L::kVScales)[threadIdx.x / kThreadsPerGroup]
-                                  : sp.v_scales[group]);
+      const uint2 c = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(sp.v) + e);
+      const float scale = num::Bf16ToF32(sp.v_scales[group]);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         u[i] = tables.variance[((i < 4 ? c.x : c.y) >> (8 * (i % 4))) & 0xFFu] * scale;
@@ -858,24 +761,12 @@ __device__ __forceinline__ void CopyAsync8(void* shared_dst, const void* global_
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(dst), "l"(global_src) : "memory");
 }
-__device__ __forceinline__ void CopyAsync16(void* shared_dst, const void* global_src) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(global_src) : "memory");
-}
-__device__ __forceinline__ void CopyAsyncCommit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-template <int kPending>  // waits until at most kPending of this thread's groups are pending
-__device__ __forceinline__ void CopyAsyncWait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-}
 __device__ __forceinline__ void CopyAsyncWaitAll() {
   asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
 // Whether this warp's part of the tile at `base` of span `sp` takes FastTile (Note [Fast
-// tiles]): uniform in the warp. The staging side and the consuming side both decide by
-// this function (Note [Tile staging]).
+// tiles]): uniform in the warp.
 template <Kind kKind, MasterFormat kMaster>
 __device__ __forceinline__ bool FastOk(const SpanMeta& sp, bool has_m, uint64_t base) {
   const uint32_t need = FastVecMask<kKind, kMaster>(has_m);
@@ -884,40 +775,6 @@ __device__ __forceinline__ bool FastOk(const SpanMeta& sp, bool has_m, uint64_t 
   return warp_end <= sp.n && (sp.vec_ok & need) == need &&
          (gd == static_cast<uint8_t>(DType::kBF16) || gd == static_cast<uint8_t>(DType::kF32) ||
           gd == static_cast<uint8_t>(DType::kF16));
-}
-
-// Copies this thread's 8 elements of the tile at `base` (which must satisfy FastOk) into
-// staging buffer `buf`, and lanes 0 and 1 the warp's group scales where ScalesStaged.
-// The copies join the thread's open cp.async group.
-template <Kind kKind, MasterFormat kMaster>
-__device__ __forceinline__ void StageTile(const SpanMeta& sp, bool has_m, uint64_t base,
-                                          unsigned char* buf) {
-  using L = StageLayout<kKind, kMaster>;
-  const uint64_t e = base + threadIdx.x * kElemsPerThread;
-  const int t = static_cast<int>(threadIdx.x);
-  if (sp.grad_dtype == static_cast<uint8_t>(DType::kF32)) {
-    const float* g = static_cast<const float*>(sp.grad) + e;
-    CopyAsync16(buf + L::kGrad + 16 * t, g);
-    CopyAsync16(buf + L::kGrad + 16 * kBlockThreads + 16 * t, g + 4);
-  } else {
-    CopyAsync16(buf + L::kGrad + 16 * t, static_cast<const uint16_t*>(sp.grad) + e);
-  }
-  CopyAsync16(buf + L::kMasterRow + 16 * t, static_cast<const uint16_t*>(sp.master) + e);
-  if constexpr (kMaster == MasterFormat::kBF16Ecc8)
-    CopyAsync8(buf + L::kEcc + 8 * t, static_cast<const uint8_t*>(sp.ecc) + e);
-  else if constexpr (kMaster == MasterFormat::kBF16Ecc16)
-    CopyAsync16(buf + L::kEcc + 16 * t, static_cast<const uint16_t*>(sp.ecc) + e);
-  if (has_m) CopyAsync8(buf + L::kM + 8 * t, static_cast<const uint8_t*>(sp.m) + e);
-  if constexpr (kKind == Kind::kAdam)
-    CopyAsync8(buf + L::kV + 8 * t, static_cast<const uint8_t*>(sp.v) + e);
-  const uint32_t lane = threadIdx.x % 32;
-  if (lane < 2 && ScalesStaged<kKind>(sp, has_m)) {
-    const uint64_t group = (base + (threadIdx.x - lane) * kElemsPerThread) / kQuantGroup;
-    const int row = 16 * (t / 32);
-    if (lane == 0 && has_m) CopyAsync16(buf + L::kMScales + row, sp.m_scales + group);
-    if (kKind == Kind::kAdam && lane == 1)
-      CopyAsync16(buf + L::kVScales + row, sp.v_scales + group);
-  }
 }
 
 // ---- L2 prefetch (Note [L2 prefetch]). ----
@@ -977,22 +834,16 @@ __device__ __forceinline__ void PrefetchThread(const LaunchArgs& args, const Spa
 // skipped by the whole block (uniform, so the quad shuffles stay warp-wide). Each tile
 // first looks at the block's next tile: the unit's next tile, else tile 0 of `next`
 // (when has_next), the block's next unit; with kPrefetch it asks L2 for it (Note [L2
-// prefetch]), with kStage it stages it (Note [Tile staging]: `stage` holds the two
-// buffers, `parity` the current one, `scales` the staged tile's group scales).
-// issue_meta() issues the unit's metadata copy (Note [Metadata prefetch]), after tile 0's
-// stage so that the tile does not wait for it.
+// prefetch]). issue_meta() issues the unit's metadata copy (Note [Metadata prefetch]).
 template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar, bool kPrefetch,
-          bool kStage, class MetaFn>
+          class MetaFn>
 __device__ __forceinline__ void StepUnit(const LaunchArgs& args, const WorkUnit unit,
                                          const SpanMeta& sp, const WorkUnit next,
                                          const SpanMeta& next_sp, bool has_next,
-                                         const DecodeTables& tables,
-                                         [[maybe_unused]] unsigned char* stage,
-                                         [[maybe_unused]] int& parity, MetaFn issue_meta) {
-  using L = StageLayout<kKind, kMaster>;
+                                         const DecodeTables& tables, MetaFn issue_meta) {
   const StepScalars& s = args.scalars[sp.scalar_index];
   const bool has_m = s.has_momentum != 0;
-  if constexpr (!kStage) issue_meta();
+  issue_meta();
 #pragma unroll 1
   for (int t = 0; t < kTilesPerUnit; ++t) {
     const uint64_t base = uint64_t{unit.chunk} * kUnitElems + static_cast<uint64_t>(t) * kTileElems;
@@ -1005,56 +856,21 @@ __device__ __forceinline__ void StepUnit(const LaunchArgs& args, const WorkUnit 
             in_unit ? base + kTileElems : uint64_t{next.chunk} * kUnitElems);
       }
     }
-    if constexpr (kStage) {
-      __syncwarp();  // the warp's reads of the buffer staged into now (its scale row) are done
-      if (in_unit || has_next) {
-        const SpanMeta& nsp = in_unit ? sp : next_sp;
-        const uint64_t nbase = in_unit ? base + kTileElems : uint64_t{next.chunk} * kUnitElems;
-        const bool nhas_m = in_unit ? has_m : args.scalars[nsp.scalar_index].has_momentum != 0;
-        if (FastOk<kKind, kMaster>(nsp, nhas_m, nbase))
-          StageTile<kKind, kMaster>(nsp, nhas_m, nbase, stage + (parity ^ 1) * L::kBytes);
-      }
-      CopyAsyncCommit();
-      if (t == 0) {
-        issue_meta();
-        CopyAsyncCommit();
-        CopyAsyncWait<2>();  // this tile's stage (the groups after it: next stage, meta)
-      } else {
-        CopyAsyncWait<1>();
-      }
-      __syncwarp();  // the scales copied by lanes 0 and 1, to the whole warp
-    }
     const uint64_t e = base + threadIdx.x * kElemsPerThread;
     if (FastOk<kKind, kMaster>(sp, has_m, base)) {
-      if constexpr (kStage) {
-        const unsigned char* buf = stage + parity * L::kBytes;
-        const bool sc = ScalesStaged<kKind>(sp, has_m);
-        switch (static_cast<DType>(sp.grad_dtype)) {
-          case DType::kBF16:
-            FastTile<kKind, kMaster, kMom, kVar, DType::kBF16, true>(s, sp, e, tables, buf, sc);
-            break;
-          case DType::kF32:
-            FastTile<kKind, kMaster, kMom, kVar, DType::kF32, true>(s, sp, e, tables, buf, sc);
-            break;
-          default:  // kF16 (FastOk)
-            FastTile<kKind, kMaster, kMom, kVar, DType::kF16, true>(s, sp, e, tables, buf, sc);
-        }
-      } else {
-        switch (static_cast<DType>(sp.grad_dtype)) {
-          case DType::kBF16:
-            FastTile<kKind, kMaster, kMom, kVar, DType::kBF16>(s, sp, e, tables);
-            break;
-          case DType::kF32:
-            FastTile<kKind, kMaster, kMom, kVar, DType::kF32>(s, sp, e, tables);
-            break;
-          default:  // kF16 (FastOk)
-            FastTile<kKind, kMaster, kMom, kVar, DType::kF16>(s, sp, e, tables);
-        }
+      switch (static_cast<DType>(sp.grad_dtype)) {
+        case DType::kBF16:
+          FastTile<kKind, kMaster, kMom, kVar, DType::kBF16>(s, sp, e, tables);
+          break;
+        case DType::kF32:
+          FastTile<kKind, kMaster, kMom, kVar, DType::kF32>(s, sp, e, tables);
+          break;
+        default:  // kF16 (FastOk)
+          FastTile<kKind, kMaster, kMom, kVar, DType::kF16>(s, sp, e, tables);
       }
     } else {
       GenericTile<kKind, kMaster, kMom, kVar>(s, sp, e, tables);
     }
-    if constexpr (kStage) parity ^= 1;
   }
 }
 
@@ -1072,18 +888,16 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocksPerSm)
   constexpr int kMetaWords = static_cast<int>(sizeof(SpanMeta) / sizeof(uint64_t));
   static_assert(sizeof(SpanMeta) % sizeof(uint64_t) == 0 && 2 * kMetaWords <= kBlockThreads,
                 "SpanMeta is copied as 8-byte words, one per thread");
-  constexpr bool kStage = kStaged<kKind, kMaster, kMom, kVar>;  // Note [Tile staging]
   __shared__ DecodeTables tables;
   __shared__ SpanMeta meta[3];
   __shared__ WorkUnit units[4];
-  __shared__ alignas(16) unsigned char stage[kStage ? 2 * StageLayout<kKind, kMaster>::kBytes : 16];
   constexpr bool kTables =
       kMom == MomentFormat::kQ8 || (kKind == Kind::kAdam && kVar == MomentFormat::kQ8);
   if constexpr (kTables) {
     FillDecodeTables(tables);
   }
-  // Note [L2 prefetch]; moot where the tiles are staged (their loads run a tile ahead).
-  constexpr bool kPrefetch = kTables && !kStage && TANDEM_GPU_L2_PREFETCH != 0 &&
+  // Note [L2 prefetch].
+  constexpr bool kPrefetch = kTables && TANDEM_GPU_L2_PREFETCH != 0 &&
                             (kKind != Kind::kAdam || TANDEM_GPU_L2_PREFETCH_ADAM != 0);
   const uint32_t n_units = args.num_units;
   const uint64_t stride = gridDim.x;
@@ -1102,14 +916,6 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocksPerSm)
     if (threadIdx.x == 0 && first + 2 * stride < n_units) units[2] = args.units[first + 2 * stride];
   }
   __syncthreads();
-  int parity = 0;          // Note [Tile staging]: the buffer of the block's current tile
-  if constexpr (kStage) {  // stage tile 0 of the block's first unit
-    const SpanMeta& sp = meta[0];
-    const bool has_m = args.scalars[sp.scalar_index].has_momentum != 0;
-    const uint64_t base = uint64_t{units[0].chunk} * kUnitElems;
-    if (FastOk<kKind, kMaster>(sp, has_m, base)) StageTile<kKind, kMaster>(sp, has_m, base, stage);
-    CopyAsyncCommit();
-  }
   int k = 0;
   int slot = 0;  // k % 3
   for (uint64_t u = first; u < n_units; u += stride, ++k) {
@@ -1123,10 +929,10 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocksPerSm)
           CopyAsync8(&units[(k + 3) & 3], &args.units[u + 3 * stride]);
       }
     };
-    StepUnit<kKind, kMaster, kMom, kVar, kPrefetch, kStage>(
+    StepUnit<kKind, kMaster, kMom, kVar, kPrefetch>(
         args, units[k & 3], meta[slot], units[(k + 1) & 3], meta[slot1], u + stride < n_units,
-        tables, stage, parity, issue_meta);
-    // The metadata copy (and, with staging, the next tile's stage, issued a tile ago).
+        tables, issue_meta);
+    // The metadata copy.
     if (copier) CopyAsyncWaitAll();
     __syncthreads();
     slot = slot1;

@@ -125,9 +125,6 @@ StepPlan::StepPlan(Algorithm algo, const StateFormats& formats, const std::vecto
     if (VecAligned(meta.ecc, ecc_bytes)) vec |= detail::kVecEcc;
     if (VecAligned(meta.m, m_q8 ? 1 : 4)) vec |= detail::kVecM;
     if (VecAligned(meta.v, v_q8 ? 1 : 4)) vec |= detail::kVecV;
-    // Note [Tile staging]: a warp's 8 group scales are copied as one 16-byte piece.
-    if (VecAligned(meta.m_scales, 16)) vec |= detail::kVecMScales;
-    if (VecAligned(meta.v_scales, 16)) vec |= detail::kVecVScales;
     meta.vec_ok = vec;
     for (uint64_t c = 0; c < chunks; ++c)
       units.push_back(WorkUnit{static_cast<uint32_t>(i), static_cast<uint32_t>(c)});

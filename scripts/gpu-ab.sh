@@ -5,8 +5,8 @@
 # points of copy between lent H200s) does not enter the comparison.
 #   VARIANTS="base:;t4:-DTANDEM_GPU_TILES_PER_UNIT=4" KERNELS=adamw_ecc8_q8_q8,lion_ecc8_q8 \
 #     BENCH_ARGS="--model none" scripts/gpu-ab.sh OUT_DIR
-# The knobs: TANDEM_GPU_TILES_PER_UNIT, TANDEM_GPU_MIN_BLOCKS, TANDEM_GPU_L2_PREFETCH(_ADAM),
-# TANDEM_GPU_STAGE (cuda/step_kernel.cuh). Run from the repository root.
+# The knobs: TANDEM_GPU_BLOCK_THREADS, TANDEM_GPU_TILES_PER_UNIT, TANDEM_GPU_MIN_BLOCKS,
+# TANDEM_GPU_L2_PREFETCH(_ADAM) (cuda/step_kernel.cuh). Run from the repository root.
 set -uo pipefail
 out=$1; shift; mkdir -p "$out"
 root=$(pwd)

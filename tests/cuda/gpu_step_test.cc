@@ -135,9 +135,8 @@ void FillGrad(Tensor& t, std::mt19937& rng) {
 
 // Runs `steps` steps of one plan over tensors of `sizes` and compares after each.
 // misalign_scales: also place the q8 scale arrays of some otherwise aligned tensors 2 bytes
-// past a 16-byte boundary (Note [Tile staging]: full tiles whose scales are read from
-// global memory), and the byte arrays (ecc8, codes) of some 8 bytes past one (aligned for
-// FastTile's 8-byte accesses, not for 16-byte ones).
+// past a 16-byte boundary, and the byte arrays (ecc8, codes) of some 8 bytes past one
+// (aligned for FastTile's 8-byte accesses, not for 16-byte ones).
 // nonfinite: every third tensor gets NaN and +-Inf gradients (about 1 in 64 elements);
 // fp32 state arrays are then compared with SameFloats.
 void RunParity(const Combo& c, const std::vector<size_t>& sizes, int steps, uint32_t seed,
@@ -352,9 +351,9 @@ TEST_P(GpuStepParity, ThousandsOfTinyTensorsTwoSteps) {
 }
 
 // More work units than any device has resident blocks (2 per SM: 264 on an H200; here
-// ~660 units of 32768 elements), so every block runs several units: Note [Tile staging]
-// stages across units and spans (the next unit's tile 0), and Note [L2 prefetch] looks
-// into the next unit, mixing full, partial and misaligned tiles and scale arrays.
+// ~660 units of 32768 elements), so every block runs several units: Note [Metadata
+// prefetch] rotates its buffers and Note [L2 prefetch] looks into the next unit (its tile
+// 0, of another span), mixing full, partial and misaligned tiles and scale arrays.
 TEST_P(GpuStepParity, ManyUnitsPerBlockTwoSteps) {
   std::mt19937 rng(2024);
   std::vector<size_t> sizes = {1000000, 4096, 16384 * 2 + 2048 * 3 + 256, 700001};
