@@ -29,13 +29,21 @@ __device__ void Report(unsigned long long* count, unsigned int* first, uint32_t 
   if (atomicAdd(count, 1ull) == 0ull) *first = input;
 }
 
-// Inputs [8 * t, 8 * t + 8) of all 2^32 fp32 bit patterns.
-__global__ void CheckEcc8Encode(Counters* c) {
-  const uint64_t t = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x;
-  if (t >= (uint64_t{1} << 29)) return;
-  float x[8];
+// This thread's tile of the 2^32 fp32 bit patterns: x[i] = bits 8 * t + i, t the global
+// thread index; false for the threads past the 2^29 tiles.
+__device__ bool InputTile(uint64_t& t, float (&x)[8]) {
+  t = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x;
+  if (t >= (uint64_t{1} << 29)) return false;
 #pragma unroll
   for (int i = 0; i < 8; ++i) x[i] = num::FloatOf(static_cast<uint32_t>(8 * t + i));
+  return true;
+}
+
+// Inputs [8 * t, 8 * t + 8) of all 2^32 fp32 bit patterns.
+__global__ void CheckEcc8Encode(Counters* c) {
+  uint64_t t;
+  float x[8];
+  if (!InputTile(t, x)) return;
   uint32_t b[4], e[2];
   bool ok = true;
   EncodeEcc8Tile(x, b, e, ok);
@@ -103,11 +111,9 @@ __global__ void CheckSqrt(Counters* c) {
 // whether it is one the tile would leave to the fallback. The fallback is checked on
 // every input.
 __global__ void CheckMomentum(Counters* c) {
-  const uint64_t t = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x;
-  if (t >= (uint64_t{1} << 29)) return;
+  uint64_t t;
   float m[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) m[i] = num::FloatOf(static_cast<uint32_t>(8 * t + i));
+  if (!InputTile(t, m)) return;
   unsigned long long fallbacks = 0;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {

@@ -90,22 +90,29 @@ template <typename T>
   return ::testing::AssertionSuccess();
 }
 
-// SameBytes for fp32 arrays where NaN payloads may differ: the GPU's arithmetic returns
-// the canonical NaN 0x7FFFFFFF where x86 propagates the operand's payload, so an fp32
-// state that became NaN matches as "a NaN"; every other value, and every encoded array
-// (bf16, ecc, codes: their encoders canonicalise NaN), must match bit for bit.
-::testing::AssertionResult SameFloats(MirroredBuffer& buf, size_t off, const std::vector<float>& want,
-                                      const std::string& what) {
-  if (want.empty()) return ::testing::AssertionSuccess();
-  const float* got = reinterpret_cast<const float*>(buf.host(off));
-  for (size_t i = 0; i < want.size(); ++i) {
-    const bool both_nan = std::isnan(got[i]) && std::isnan(want[i]);
-    if (!both_nan && std::memcmp(&got[i], &want[i], sizeof(float)) != 0)
+// SameBytes for the n fp32 values at `want` (any alignment). With nan_any, NaN matches
+// NaN whatever the payload: the GPU's arithmetic returns the canonical NaN 0x7FFFFFFF
+// where x86 propagates the operand's payload, so an fp32 state that became NaN matches
+// as "a NaN"; every other value, and every encoded array (bf16, ecc, codes: their
+// encoders canonicalise NaN, compared by SameBytes), must match bit for bit.
+::testing::AssertionResult SameFloats(MirroredBuffer& buf, size_t off, const void* want, size_t n,
+                                      bool nan_any, const std::string& what) {
+  if (n == 0) return ::testing::AssertionSuccess();
+  for (size_t i = 0; i < n; ++i) {
+    float g, w;
+    std::memcpy(&g, buf.host(off + i * sizeof(float)), sizeof(float));
+    std::memcpy(&w, static_cast<const uint8_t*>(want) + i * sizeof(float), sizeof(float));
+    const bool both_nan = nan_any && std::isnan(g) && std::isnan(w);
+    if (!both_nan && std::memcmp(&g, &w, sizeof(float)) != 0)
       return ::testing::AssertionFailure()
-             << what << " differs at index " << i << " of " << want.size() << ": gpu " << got[i]
-             << " reference " << want[i];
+             << what << " differs at index " << i << " of " << n << ": gpu " << g << " reference "
+             << w;
   }
   return ::testing::AssertionSuccess();
+}
+::testing::AssertionResult SameFloats(MirroredBuffer& buf, size_t off, const std::vector<float>& want,
+                                      bool nan_any, const std::string& what) {
+  return SameFloats(buf, off, want.data(), want.size(), nan_any, what);
 }
 
 float RandomGrad(std::mt19937& rng, float scale) {
@@ -138,7 +145,7 @@ void FillGrad(Tensor& t, std::mt19937& rng) {
 // past a 16-byte boundary, and the byte arrays (ecc8, codes) of some 8 bytes past one
 // (aligned for FastTile's 8-byte accesses, not for 16-byte ones).
 // nonfinite: every third tensor gets NaN and +-Inf gradients (about 1 in 64 elements);
-// fp32 state arrays are then compared with SameFloats.
+// fp32 state arrays and fp32 parameters are then compared with NaN matching NaN.
 void RunParity(const Combo& c, const std::vector<size_t>& sizes, int steps, uint32_t seed,
                bool misalign_scales = false, bool nonfinite = false) {
   std::mt19937 rng(seed);
@@ -254,23 +261,18 @@ void RunParity(const Combo& c, const std::vector<size_t>& sizes, int steps, uint
       const std::string at = "step " + std::to_string(step) + " tensor " + std::to_string(k) +
                              " (n=" + std::to_string(t.n) + ", grad " + Name(t.grad_dtype) +
                              (t.misaligned ? ", misaligned" : "") + ") ";
-      ASSERT_TRUE(nonfinite ? SameFloats(state, t.master_f32, t.ref.master_f32, at + "master.f32")
-                            : SameBytes(state, t.master_f32, t.ref.master_f32, at + "master.f32"));
+      ASSERT_TRUE(SameFloats(state, t.master_f32, t.ref.master_f32, nonfinite, at + "master.f32"));
       ASSERT_TRUE(SameBytes(state, t.master_bf16, t.ref.master_bf16, at + "master.bf16"));
       ASSERT_TRUE(SameBytes(state, t.ecc8, t.ref.ecc8, at + "ecc8"));
       ASSERT_TRUE(SameBytes(state, t.ecc16, t.ref.ecc16, at + "ecc16"));
-      ASSERT_TRUE(nonfinite ? SameFloats(state, t.m_f32, t.ref.m_f32, at + "m.f32")
-                            : SameBytes(state, t.m_f32, t.ref.m_f32, at + "m.f32"));
-      ASSERT_TRUE(nonfinite ? SameFloats(state, t.v_f32, t.ref.v_f32, at + "v.f32")
-                            : SameBytes(state, t.v_f32, t.ref.v_f32, at + "v.f32"));
+      ASSERT_TRUE(SameFloats(state, t.m_f32, t.ref.m_f32, nonfinite, at + "m.f32"));
+      ASSERT_TRUE(SameFloats(state, t.v_f32, t.ref.v_f32, nonfinite, at + "v.f32"));
       ASSERT_TRUE(SameBytes(state, t.m_codes, t.ref.m_codes, at + "m.codes"));
       ASSERT_TRUE(SameBytes(state, t.v_codes, t.ref.v_codes, at + "v.codes"));
       ASSERT_TRUE(SameBytes(state, t.m_scales, t.ref.m_scales, at + "m.scales"));
       ASSERT_TRUE(SameBytes(state, t.v_scales, t.ref.v_scales, at + "v.scales"));
-      if (nonfinite && t.param_dtype == DType::kF32 && !t.ref_param.empty()) {
-        std::vector<float> want(t.n);
-        std::memcpy(want.data(), t.ref_param.data(), t.n * sizeof(float));
-        ASSERT_TRUE(SameFloats(state, t.param, want, at + "param f32"));
+      if (t.param_dtype == DType::kF32 && !t.ref_param.empty()) {
+        ASSERT_TRUE(SameFloats(state, t.param, t.ref_param.data(), t.n, nonfinite, at + "param f32"));
       } else {
         ASSERT_TRUE(SameBytes(state, t.param, t.ref_param, at + "param " + Name(t.param_dtype)));
       }
