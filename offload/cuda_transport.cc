@@ -43,6 +43,7 @@ Ticket CudaTransport::Enqueue(bool upload, void* dst, const void* src, size_t by
   const Ticket t = next_++;
   Copy& c = Slot(t);
   const std::string ctx = Ctx(t, bytes, upload);
+  if (InjectedCopyFailure()) throw Error(ErrorKind::kCuda, "injected failure of " + ctx);
   if (c.start == nullptr) {
     TANDEM_CUDA(cudaEventCreate(&c.start), ctx);
     TANDEM_CUDA(cudaEventCreate(&c.end), ctx);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "offload/cuda_transport.h"
+#include "offload/device_range.h"
 #include "offload/host_transport.h"
 #include "offload/cuda_check.h"
 #include "offload/optimizer_impl.h"
@@ -101,10 +102,18 @@ void HybridOptimizer::Impl::Validate() {
         cudaPointerAttributes a{};
         const cudaError_t err = cudaPointerGetAttributes(&a, p);
         cudaGetLastError();
+        const char* what = p == s.param ? "param" : "grad";
         if (err != cudaSuccess || (a.type != cudaMemoryTypeDevice &&
                                    a.type != cudaMemoryTypeManaged))
-          fail(who + ": " + (p == s.param ? "param" : "grad") +
-               " is not device memory (GPU mode needs device pointers)");
+          fail(who + ": " + what + " is not device memory (GPU mode needs device pointers)");
+        const uint64_t need =
+            s.numel * DTypeSize(p == s.param ? s.param_dtype : s.grad_dtype);
+        if (const auto have = offload::DeviceBytesFrom(p); have && *have < need)
+          fail(who + ": " + what + " needs " + std::to_string(need) + " bytes (" +
+               std::to_string(s.numel) + " elements of " +
+               Name(p == s.param ? s.param_dtype : s.grad_dtype) +
+               ") but its device allocation holds only " + std::to_string(*have) +
+               " bytes from that address");
       }
     }
   }

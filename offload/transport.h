@@ -45,4 +45,11 @@ class Transport {
   virtual void ResetTimes() = 0;
 };
 
+// Test hook: the n-th copy enqueued from now on, on any transport and counting downloads
+// and uploads (1-based; 0 disables), fails as a CUDA copy would: CudaTransport throws
+// Error(kCuda, "injected ...") from the enqueue, HostTransport reports it from Wait.
+void FailCopyForTesting(uint64_t nth);
+// Counts one enqueued copy against that hook; true for the copy that must fail.
+bool InjectedCopyFailure() noexcept;
+
 }  // namespace tandem::offload

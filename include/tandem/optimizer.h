@@ -15,9 +15,12 @@
 // each other but not with Step. Between BeginStep and Step the optimizer's own worker
 // thread updates offloaded chunks in the background; that needs nothing from the caller.
 //
-// Failure: every method throws tandem::Error. A Step that throws, or that finds a
-// non-finite gradient, leaves every parameter and every state as it was before the call
-// (device and host); the optimizer stays usable.
+// Failure: every method throws tandem::Error. A Step that rejects its arguments, or that
+// finds a non-finite gradient, leaves every parameter and every state as it was before
+// the call (device and host). A copy or kernel failure in the middle of a step (kCuda)
+// says how many offload chunks were applied: the hot elements and those chunks keep
+// their update, the step count does not advance, and the optimizer stays usable;
+// restoring a Snapshot taken before the step undoes it (docs/user_guide.md, "Errors").
 #pragma once
 
 #include <cstddef>

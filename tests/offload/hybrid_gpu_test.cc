@@ -1,13 +1,18 @@
 // HybridOptimizer in GPU mode (skipped without a CUDA device): the same random,
 // model-shaped problem stepped 20 times at fractions 0, 0.25, 0.5, 0.75 and 1, under each
 // placement policy, chunk size and thread count, gives byte-identical parameters and state,
-// equal to host mode's; a non-finite gradient changes nothing; device pointers are checked;
+// equal to host mode's; a non-finite gradient changes nothing; device pointers and the
+// sizes of their allocations are checked;
 // speculative early start (BeginStep) gives the same bits as plain steps.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
+#include <string>
 
+#include "offload/device_range.h"
+#include "offload/transport.h"
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
 #include "tests/offload/hybrid_fixture.h"
@@ -139,6 +144,41 @@ TEST(HybridGpu, SpeculativeEarlyStartIsBitIdentical) {
   }
 }
 
+// A copy that fails mid-step (injected at the enqueue, as a failing cudaMemcpyAsync would)
+// is reported as kCuda; restoring the snapshot from before the step and stepping again
+// gives the bits of the run that never failed.
+TEST(HybridGpu, CopyFailureMidStepIsReportedAndRecoverable) {
+  SKIP_WITHOUT_GPU();
+  const OptimizerConfig c =
+      QuantizedConfig(ExecutionMode::kGpu, 0.5, PlacementPolicy::kBackwardOrder, 256, 4);
+  const auto want = RunGpu(c);
+  DeviceModel m(7);
+  HybridOptimizer opt(m.Specs(), c);
+  for (int t = 1; t <= 20; ++t) {
+    m.FillGrads(t);
+    auto step = [&] { return opt.Step(1e-3 * (1.0 + 0.01 * t), {.max_grad_norm = 5.0}); };
+    if (t == 10) {
+      const OptimizerSnapshot before = opt.Snapshot();
+      for (uint64_t nth : {1u, 6u}) {
+        offload::FailCopyForTesting(nth);
+        try {
+          step();
+          FAIL() << "no error for failed copy " << nth;
+        } catch (const Error& e) {
+          EXPECT_EQ(e.kind(), ErrorKind::kCuda);
+          EXPECT_NE(std::string(e.what()).find("chunks applied"), std::string::npos)
+              << e.what();
+        }
+        EXPECT_EQ(opt.step_count(), 9);
+        opt.Restore(before);
+      }
+    }
+    ASSERT_TRUE(step().applied);
+  }
+  EXPECT_EQ(m.ReadParams(), want.second);
+  EXPECT_TRUE(opt.Snapshot() == want.first);
+}
+
 TEST(HybridGpu, HostPointersAreRejectedInGpuMode) {
   SKIP_WITHOUT_GPU();
   DeviceModel m(7);
@@ -153,6 +193,54 @@ TEST(HybridGpu, HostPointersAreRejectedInGpuMode) {
               std::string::npos)
         << e.what();
   }
+}
+
+// A size or dtype that promises more bytes than the buffer has is caught at construction
+// (from the driver's record of the allocation), before any kernel runs past its end.
+TEST(HybridGpu, SizesBeyondTheDeviceAllocationAreRejected) {
+  SKIP_WITHOUT_GPU();
+  DeviceModel m(7);
+  const OptimizerConfig c =
+      QuantizedConfig(ExecutionMode::kGpu, 0.5, PlacementPolicy::kBackwardOrder, 256, 4);
+  auto expect = [&](const std::vector<TensorSpec>& specs, const std::string& needle) {
+    try {
+      HybridOptimizer opt(specs, c);
+      FAIL() << "no error; expected '" << needle << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  // The driver's record of layer7's parameter buffer (9000 bf16 elements, 18000 bytes,
+  // perhaps rounded up by the allocator): every check below is relative to it.
+  const std::optional<uint64_t> have = offload::DeviceBytesFrom(m.params[7]);
+  ASSERT_TRUE(have.has_value());
+  ASSERT_GE(*have, 18000u);
+  uint8_t* p7 = static_cast<uint8_t*>(m.params[7]);
+  EXPECT_EQ(offload::DeviceBytesFrom(p7 + 100), *have - 100);
+  const uint64_t fits = *have / 2;  // bf16 elements that fit from the start
+  auto specs = m.Specs();
+  specs[7].numel = fits + 1;
+  expect(specs, "'layer7': param needs " + std::to_string(2 * (fits + 1)) + " bytes (" +
+                    std::to_string(fits + 1) + " elements of bf16) but its device allocation "
+                    "holds only " + std::to_string(*have) + " bytes");
+  // A gradient declared fp32 where 18000 bytes (9000 bf16 elements) remain.
+  specs = m.Specs();
+  const std::optional<uint64_t> have_g = offload::DeviceBytesFrom(m.grads[7]);
+  ASSERT_TRUE(have_g.has_value());
+  specs[7].grad = static_cast<uint8_t*>(m.grads[7]) + (*have_g - 18000);
+  specs[7].grad_dtype = DType::kF32;
+  expect(specs, "'layer7': grad needs 36000 bytes (9000 elements of f32) but its device "
+                "allocation holds only 18000 bytes");
+  // A view that starts inside an allocation counts only what lies after it.
+  specs = m.Specs();
+  specs[7].param = p7 + *have - 1000;
+  specs[7].grad = static_cast<uint8_t*>(m.grads[7]) + 17000;
+  specs[7].numel = 501;
+  expect(specs, "'layer7': param needs 1002 bytes (501 elements of bf16) but its device "
+                "allocation holds only 1000 bytes");
+  specs[7].numel = 500;  // ends exactly at the end of the allocation: accepted
+  EXPECT_NO_THROW(HybridOptimizer(specs, c));
 }
 
 TEST(HybridGpu, MemoryReportMatchesDeviceAllocations) {

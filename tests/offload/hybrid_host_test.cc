@@ -9,6 +9,7 @@
 #include "engine/tensor_state.h"
 #include "offload/memory.h"
 #include "offload/state_layout.h"
+#include "offload/transport.h"
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
 #include "tests/offload/hybrid_fixture.h"
@@ -250,6 +251,44 @@ TEST(HybridHost, BadInputIsRejectedWithAClearError) {
   ExpectInvalid([&] { opt.GradReady(99); }, "tensor index 99");
   EXPECT_TRUE(opt.Snapshot() == before);
   EXPECT_TRUE(opt.Step(1e-3).applied);
+}
+
+// A copy that fails in the middle of a step (a CUDA error in GPU mode) is reported as
+// kCuda with the chunks applied; the step count stays, and restoring the snapshot taken
+// before the step, then stepping again, gives the bits of a run that never failed.
+TEST(HybridHost, CopyFailureMidStepIsReportedAndRecoverable) {
+  const Case s = kSetups[0];
+  const OptimizerConfig c = Config(s, 0.5, PlacementPolicy::kBackwardOrder, 64, 2);
+  const auto want = Train(s, c, 3);
+  Model m;
+  m.Init(7);
+  HybridOptimizer opt(m.Specs(2), c);
+  auto step = [&](int t) { return opt.Step(1e-3 * (1.0 + 0.01 * t), {.max_grad_norm = 5.0}); };
+  m.FillGrads(1);
+  ASSERT_TRUE(step(1).applied);
+  m.FillGrads(2);
+  const OptimizerSnapshot before = opt.Snapshot();
+  // With 3 pipeline slots, copies 1-3 are the first downloads and copy 4 the first upload.
+  for (uint64_t nth : {1u, 4u, 9u}) {
+    offload::FailCopyForTesting(nth);
+    try {
+      step(2);
+      FAIL() << "no error for failed copy " << nth;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kCuda);
+      EXPECT_NE(std::string(e.what()).find("injected failure"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("chunks applied"), std::string::npos) << e.what();
+      const char* which = nth == 1 ? "download" : nth == 4 ? "upload" : "";
+      EXPECT_NE(std::string(e.what()).find(which), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(opt.step_count(), 1);
+    opt.Restore(before);
+  }
+  ASSERT_TRUE(step(2).applied);
+  m.FillGrads(3);
+  ASSERT_TRUE(step(3).applied);
+  EXPECT_EQ(m.params, want.second);
+  EXPECT_TRUE(opt.Snapshot() == want.first);
 }
 
 // The closed-form formula of docs/user_guide.md ("Memory"), computed independently.
