@@ -26,8 +26,7 @@ Ticket HostTransport::Enqueue(Queue& q, void* dst, const void* src, size_t bytes
   std::lock_guard<std::mutex> lock(mu_);
   const Ticket t = (next_seq_++ << 1) | (upload ? 1u : 0u);
   ++enqueued_;
-  const bool fail = InjectedCopyFailure() || (fail_at_ != 0 && enqueued_ == fail_at_);
-  q.pending.push_back({t, dst, src, bytes, fail});
+  q.pending.push_back({t, dst, src, bytes, InjectedCopyFailure()});
   cv_.notify_all();
   return t;
 }

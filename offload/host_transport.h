@@ -1,8 +1,8 @@
 // HostTransport: a Transport whose "device" is ordinary host memory; each queue is a
-// worker thread doing memcpy in FIFO order. Used by host-side tests of the pipeline and
-// available for fault injection: FailCopy(n) makes the n-th enqueued copy (1-based,
-// counting both queues) fail with Error(kCuda, "injected ..."), and SetDelayUs() slows
-// every copy down to expose ordering bugs.
+// worker thread doing memcpy in FIFO order. Used by host mode and by host-side tests of
+// the pipeline: a copy failed by FailCopyForTesting (transport.h) is reported from Wait
+// as Error(kCuda, "injected ..."), and SetDelayUs() slows every copy down to expose
+// ordering bugs.
 #pragma once
 
 #include <condition_variable>
@@ -34,7 +34,6 @@ class HostTransport : public Transport {
   void ResetTimes() override;
 
   // Test hooks.
-  void FailCopy(uint64_t nth) { fail_at_ = nth; }
   void SetDelayUs(int us) { delay_us_ = us; }
   uint64_t copies_enqueued() const { return enqueued_; }
 
@@ -66,7 +65,6 @@ class HostTransport : public Transport {
   uint64_t next_seq_ = 1;
   uint64_t enqueued_ = 0;
   Ticket last_upload_ = 0;
-  uint64_t fail_at_ = 0;
   int delay_us_ = 0;
 };
 

@@ -112,7 +112,7 @@ TEST(Pipeline, FailedCopyIsReportedAndPipelineStaysUsable) {
     std::vector<OffloadChunk> chunks = fx.Chunks(st);
     const StepScalars s = ComputeStepScalars(Algorithm::kAdamW, fx.h, 1e-3, 1, 1.0);
     auto step = [](const StepScalars& sc, const StepSpan& span) { ReferenceStep(sc, span); };
-    tr.FailCopy(fail_at);
+    offload::FailCopyForTesting(fail_at);
     try {
       pipe.Run(chunks, &s, step, nullptr, nullptr);
       FAIL() << "no error for failed copy " << fail_at;

@@ -119,7 +119,7 @@ TEST(Speculator, AFailedDownloadIsReportedAndLeavesItsChunkUnwritten) {
     std::vector<offload::OffloadChunk> cs = fx.Chunks(st);
     auto spec = fx.Make(cs, backup, &tr);
     spec->Begin({ComputeStepScalars(Algorithm::kAdamW, fx.h, 1e-3, 1, 1.0)}, 0);
-    tr.FailCopy(fail_at);
+    offload::FailCopyForTesting(fail_at);
     for (size_t i = 0; i < cs.size(); ++i)
       spec->Enqueue(i, tr.Download(fx.early.data() + i * SpecFixture::kChunk, cs[i].device_grad,
                                    cs[i].grad_bytes));
