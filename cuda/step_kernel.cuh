@@ -68,8 +68,8 @@ inline constexpr int kUnitElems = kTileElems * kTilesPerUnit;       // 32768
 //    kernels want warps in flight.
 inline constexpr int kMinBlocksPerSm = TANDEM_GPU_MIN_BLOCKS;
 // Note [L2 prefetch] on (1) or off (0), for measuring it: -DTANDEM_GPU_L2_PREFETCH=0 in
-// CMAKE_CUDA_FLAGS; _ADAM=1 turns it on for the Adam kernels too (off by default: see
-// the Note). Results are the same either way.
+// CMAKE_CUDA_FLAGS; _ADAM=1 turns it on for every Adam kernel too (by default only the
+// bf16+ecc16 ones prefetch: see the Note). Results are the same either way.
 #ifndef TANDEM_GPU_L2_PREFETCH
 #define TANDEM_GPU_L2_PREFETCH 1
 #endif
@@ -796,7 +796,9 @@ __device__ __forceinline__ bool FastOk(const SpanMeta& sp, bool has_m, uint64_t 
 // it. The Adam q8 kernels lose 1.6 points with the per-thread prefetch (69.5 -> 67.9) and
 // 2.5 with the bulk one: their tiles are long enough that the other warps' loads already
 // overlap a warp's compute, and they are closer to issue-bound, so they do not prefetch
-// (TANDEM_GPU_L2_PREFETCH_ADAM=1 turns it on, for measuring).
+// (TANDEM_GPU_L2_PREFETCH_ADAM=1 turns it on, for measuring), except with the bf16+ecc16
+// master: after the instruction cuts of session 4 that kernel gains 4 points with it
+// (73.6 -> 77.5, one A/B run of session 5), while bf16+ecc8 still loses 1.8 (71.9 -> 70.1).
 // A hint only: results do not depend on it.
 
 // Asks L2 for the lines of this thread's 8 elements of the tile at `lo` of span `sp`, one
@@ -897,8 +899,10 @@ __global__ void __launch_bounds__(kBlockThreads, kMinBlocksPerSm)
     FillDecodeTables(tables);
   }
   // Note [L2 prefetch].
-  constexpr bool kPrefetch = kTables && TANDEM_GPU_L2_PREFETCH != 0 &&
-                            (kKind != Kind::kAdam || TANDEM_GPU_L2_PREFETCH_ADAM != 0);
+  constexpr bool kPrefetch =
+      kTables && TANDEM_GPU_L2_PREFETCH != 0 &&
+      (kKind != Kind::kAdam || kMaster == MasterFormat::kBF16Ecc16 ||
+       TANDEM_GPU_L2_PREFETCH_ADAM != 0);
   const uint32_t n_units = args.num_units;
   const uint64_t stride = gridDim.x;
   const uint32_t first = blockIdx.x;  // < n_units: the grid never exceeds the unit count
