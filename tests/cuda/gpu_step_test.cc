@@ -146,8 +146,11 @@ void FillGrad(Tensor& t, std::mt19937& rng) {
 // (aligned for FastTile's 8-byte accesses, not for 16-byte ones).
 // nonfinite: every third tensor gets NaN and +-Inf gradients (about 1 in 64 elements);
 // fp32 state arrays and fp32 parameters are then compared with NaN matching NaN.
+// grad_dtypes: when not empty, tensor k gets gradient dtype grad_dtypes[k % size] and
+// every array aligned (instead of random dtypes and every third tensor misaligned).
 void RunParity(const Combo& c, const std::vector<size_t>& sizes, int steps, uint32_t seed,
-               bool misalign_scales = false, bool nonfinite = false) {
+               bool misalign_scales = false, bool nonfinite = false,
+               const std::vector<DType>& grad_dtypes = {}) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd;
   const DType dtypes[3] = {DType::kF32, DType::kBF16, DType::kF16};
@@ -164,6 +167,10 @@ void RunParity(const Combo& c, const std::vector<size_t>& sizes, int steps, uint
     Tensor& t = tensors.back();
     t.grad_dtype = dtypes[rng() % 3];
     t.misaligned = rng() % 3 == 1;
+    if (!grad_dtypes.empty()) {
+      t.grad_dtype = grad_dtypes[k % grad_dtypes.size()];
+      t.misaligned = false;
+    }
     t.grad_scale = scales[rng() % 5];
     t.nonfinite = nonfinite && k % 3 == 0;
     const int p = static_cast<int>(rng() % 5);  // 0: no param, else a dtype or an alias
@@ -363,6 +370,17 @@ TEST_P(GpuStepParity, ManyUnitsPerBlockTwoSteps) {
   RunParity(GetParam(), sizes, 2, 4321, /*misalign_scales=*/true);
 }
 
+// Aligned tensors of several whole work units (32768 elements each, Note [Whole fast
+// units] in cuda/step_kernel.cuh) plus a partial unit, with each gradient dtype, so that
+// every instance runs its whole-unit loop for bf16, fp32 and fp16 gradients and its
+// per-tile loop for the last unit of each tensor.
+TEST_P(GpuStepParity, WholeUnitsEveryGradDtypeTwoSteps) {
+  const std::vector<size_t> sizes = {3 * 32768, 2 * 32768 + 4101, 32768 + 4096,
+                                     65536,     32768 * 2 + 31,   4 * 32768 + 8};
+  RunParity(GetParam(), sizes, 2, 8080, /*misalign_scales=*/false, /*nonfinite=*/false,
+            {DType::kBF16, DType::kF32, DType::kF16});
+}
+
 // Non-finite gradients through every path: the fast tiles' batched fallbacks (NaN
 // masters, NaN/Inf moments, square roots out of range) and the element-wise path, on full
 // tiles, tails and misaligned tensors.
@@ -416,6 +434,11 @@ TEST_F(GpuStepPlanErrors, RejectsBadSpansAndScalars) {
   const StepScalars two_adamw[2] = {adamw, adamw};
   EXPECT_THROW(plan.Launch(two_lion, 2, nullptr), Error);
   EXPECT_THROW(plan.Launch(two_adamw, 1, nullptr), Error);
+  // Adam keeps a momentum buffer: scalars saying otherwise are rejected before anything
+  // is enqueued (the kernels take momentum as given for Adam and Lion).
+  StepScalars no_m[2] = {adamw, adamw};
+  no_m[1].has_momentum = 0;
+  EXPECT_THROW(plan.Launch(no_m, 2, nullptr), Error);
   EXPECT_NO_THROW(plan.Launch(two_adamw, 2, nullptr));
   // A moved-from plan is empty; the moved-to one still launches.
   StepPlan moved = std::move(plan);
