@@ -49,6 +49,7 @@ if [ "${SKIP_SANITIZER:-0}" != 1 ]; then
   filter+=':AllFormats/GpuStepParity.MixedSizesThreeSteps/lion_bf16_ecc16_mq8_vf32'
   filter+=':AllFormats/GpuStepParity.MixedSizesThreeSteps/sgd_mixed_bf16_ecc8_mf32_vf32'
   filter+=':AllFormats/GpuStepParity.ThousandsOfTinyTensorsTwoSteps/adamw_bf16_ecc8_mq8_vq8'
+  filter+=':AllFormats/GpuStepParity.WholeUnitsEveryGradDtypeTwoSteps/adamw_bf16_ecc8_mq8_vq8'
   filter+=':GradNorm.*:GpuStepPlanErrors.*'
   for tool in memcheck racecheck; do
     phase "compute-sanitizer $tool"

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # A/B of compile-time variants of the CUDA kernels on one GPU host, in one call: builds
 # tandem-bench-gpu once per variant (in parallel, /tmp/b-NAME) against the offline bundle
-# in .bundle, then runs each on the same GPU, so machine-to-machine variation (a few
-# points of copy between lent H200s) does not enter the comparison.
+# in .bundle, then runs the variants in turn on the same GPU, ROUNDS times (interleaved:
+# a b c a b c ...), so machine-to-machine variation (a few points of copy between lent
+# H200s) and drift within the run do not enter the comparison.
 #   VARIANTS="base:;t4:-DTANDEM_GPU_TILES_PER_UNIT=4" KERNELS=adamw_ecc8_q8_q8,lion_ecc8_q8 \
-#     BENCH_ARGS="--model none" scripts/gpu-ab.sh OUT_DIR
+#     BENCH_ARGS="--model none" ROUNDS=2 scripts/gpu-ab.sh OUT_DIR
+# SRC_NAME=DIR builds variant NAME from another source tree (e.g. the previous commit,
+# unpacked from `git archive`), so that code changes, not only flags, can be compared.
+# TARGETS (default tandem-bench-gpu) sets the build targets, e.g. "tandem-bench-gpu cuda_tests";
+# TARGETS_NAME sets them for variant NAME alone.
 # The knobs: TANDEM_GPU_BLOCK_THREADS, TANDEM_GPU_TILES_PER_UNIT, TANDEM_GPU_MIN_BLOCKS,
-# TANDEM_GPU_L2_PREFETCH(_ADAM) (cuda/step_kernel.cuh). Run from the repository root.
+# TANDEM_GPU_L2_PREFETCH(_ADAM), TANDEM_GPU_LOAD_MODE (cuda/step_kernel.cuh). Run from the
+# repository root. Prints "variant kernel round of_copy" rows last.
 set -uo pipefail
 out=$1; shift; mkdir -p "$out"
 root=$(pwd)
@@ -15,19 +21,28 @@ for f in .bundle/*.deb; do dpkg -x "$f" "$prefix"; done
 export PATH=/usr/local/cuda/bin:$PATH
 IFS=';' read -ra vs <<< "$VARIANTS"
 lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket)' > $out/lscpu.txt
-pids=()
+jobs=$(( $(nproc) / ${#vs[@]} )); [ "$jobs" -ge 2 ] || jobs=2
 for v in "${vs[@]}"; do
   name=${v%%:*}; flags=${v#*:}
-  ( cmake -S $root -B /tmp/b-$name -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$prefix/usr \
+  src_var="SRC_$name"; src=${!src_var:-$root}
+  tgt_var="TARGETS_$name"; targets=${!tgt_var:-${TARGETS:-tandem-bench-gpu}}
+  ( cmake -S $src -B /tmp/b-$name -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$prefix/usr \
       -DGTest_DIR=$prefix/usr/lib/x86_64-linux-gnu/cmake/GTest -DTANDEM_WERROR=OFF \
       "-DCMAKE_CUDA_FLAGS=$flags" > $out/cfg-$name.log 2>&1 &&
-    ninja -C /tmp/b-$name -j 6 ${TARGETS:-tandem-bench-gpu} > $out/build-$name.log 2>&1; echo "built $name rc=$?" ) &
-  pids+=($!)
+    ninja -C /tmp/b-$name -j $jobs $targets > $out/build-$name.log 2>&1; echo "built $name rc=$?" ) &
 done
 wait
-for v in "${vs[@]}"; do
-  name=${v%%:*}
-  [ -x /tmp/b-$name/bench/gpu/tandem-bench-gpu ] || { echo "$name: no binary"; tail -5 $out/build-$name.log; continue; }
-  /tmp/b-$name/bench/gpu/tandem-bench-gpu --kernels ${KERNELS} ${BENCH_ARGS:-} --json $out/k-$name.json > $out/k-$name.log 2>&1
-  echo "== $name"; grep -E "copy|adamw|lion|sgd" $out/k-$name.log | grep -v "^  " | head -12
+rows=()
+for r in $(seq 1 ${ROUNDS:-1}); do
+  for v in "${vs[@]}"; do
+    name=${v%%:*}
+    bin=/tmp/b-$name/bench/gpu/tandem-bench-gpu
+    [ -x $bin ] || { [ $r -eq 1 ] && { echo "$name: no binary"; tail -5 $out/build-$name.log; }; continue; }
+    $bin --kernels ${KERNELS} ${BENCH_ARGS:-} --json $out/k-$name-r$r.json > $out/k-$name-r$r.log 2>&1
+    while read -r kernel layout pct; do
+      rows+=("$(printf '%-10s %-20s %-16s r%d %s' $name $kernel $layout $r $pct)")
+    done < <(awk 'NF >= 8 && $1 ~ /^(adamw|lion|sgd)/ {print $1, $2, $7}' $out/k-$name-r$r.log)
+  done
 done
+grep -h "device-to-device" $out/k-*-r1.log | head -1
+printf '%s\n' "${rows[@]}" | sort -k2,2 -k3,3 -k1,1 -k4,4 | tee $out/ab-table.txt
