@@ -651,27 +651,20 @@ __device__ __forceinline__ void ComputeTile(
   const bool has_m = HasMomentum<kKind>(s);
   const uint64_t group = e / kQuantGroup;
   const bool group_leader = threadIdx.x % kThreadsPerGroup == 0;
-  const auto& graw = raw.g;
-  const auto& wraw = raw.w;
-  [[maybe_unused]] const auto& eraw = raw.ecc;
-  const auto& mraw = raw.m;
-  [[maybe_unused]] const auto& vraw = raw.v;
-  [[maybe_unused]] const uint16_t m_scale_bits = raw.m_scale;
-  [[maybe_unused]] const uint16_t v_scale_bits = raw.v_scale;
 
   // 1. Gradient, as fp32 (exact).
   float g[8];
   if constexpr (kGrad == DType::kF32) {
-    UnpackF32(graw, g);
+    UnpackF32(raw.g, g);
   } else {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       if constexpr (kGrad == DType::kBF16) {
-        g[2 * j] = num::FloatOf(graw.w[j] << 16);
-        g[2 * j + 1] = num::FloatOf(graw.w[j] & 0xFFFF0000u);
+        g[2 * j] = num::FloatOf(raw.g.w[j] << 16);
+        g[2 * j + 1] = num::FloatOf(raw.g.w[j] & 0xFFFF0000u);
       } else {
-        g[2 * j] = num::F16ToF32(static_cast<uint16_t>(graw.w[j] & 0xFFFFu));
-        g[2 * j + 1] = num::F16ToF32(static_cast<uint16_t>(graw.w[j] >> 16));
+        g[2 * j] = num::F16ToF32(static_cast<uint16_t>(raw.g.w[j] & 0xFFFFu));
+        g[2 * j + 1] = num::F16ToF32(static_cast<uint16_t>(raw.g.w[j] >> 16));
       }
     }
   }
@@ -681,10 +674,10 @@ __device__ __forceinline__ void ComputeTile(
   [[maybe_unused]] uint32_t wp[4];
   [[maybe_unused]] uint32_t ep[4];  // ecc8: ep[0..1]; ecc16: pairs
   if constexpr (kMaster == MasterFormat::kF32) {
-    UnpackF32(wraw, w);
+    UnpackF32(raw.w, w);
   } else {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) wp[j] = wraw.w[j];
+    for (int j = 0; j < 4; ++j) wp[j] = raw.w.w[j];
     if constexpr (kMaster == MasterFormat::kBF16) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -692,7 +685,7 @@ __device__ __forceinline__ void ComputeTile(
         w[2 * j + 1] = num::FloatOf(wp[j] & 0xFFFF0000u);
       }
     } else if constexpr (kMaster == MasterFormat::kBF16Ecc8) {
-      ep[0] = eraw.w[0], ep[1] = eraw.w[1];
+      ep[0] = raw.ecc.w[0], ep[1] = raw.ecc.w[1];
       w[0] = DecodeEcc8Packed<0>(wp[0], ep[0]);
       w[1] = DecodeEcc8Packed<1>(wp[0], ep[0]);
       w[2] = DecodeEcc8Packed<2>(wp[1], ep[0]);
@@ -704,7 +697,7 @@ __device__ __forceinline__ void ComputeTile(
     } else {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        ep[j] = eraw.w[j];
+        ep[j] = raw.ecc.w[j];
         w[2 * j] = num::DecodeEcc16(static_cast<uint16_t>(wp[j] & 0xFFFFu),
                                     static_cast<int16_t>(ep[j] & 0xFFFFu));
         w[2 * j + 1] =
@@ -717,12 +710,12 @@ __device__ __forceinline__ void ComputeTile(
   float m[8] = {};
   if (has_m) {
     if constexpr (kMom == MomentFormat::kF32) {
-      UnpackF32(mraw, m);
+      UnpackF32(raw.m, m);
     } else {
-      const float scale = num::Bf16ToF32(m_scale_bits);
+      const float scale = num::Bf16ToF32(raw.m_scale);
 #pragma unroll
       for (int i = 0; i < 8; ++i)
-        m[i] = tables.momentum[(mraw.w[i / 4] >> (8 * (i % 4))) & 0xFFu] * scale;
+        m[i] = tables.momentum[(raw.m.w[i / 4] >> (8 * (i % 4))) & 0xFFu] * scale;
     }
   }
 
@@ -731,12 +724,12 @@ __device__ __forceinline__ void ComputeTile(
   [[maybe_unused]] float u[8] = {};
   if constexpr (kAdam) {
     if constexpr (kVar == MomentFormat::kF32) {
-      UnpackF32(vraw, v);
+      UnpackF32(raw.v, v);
     } else {
-      const float scale = num::Bf16ToF32(v_scale_bits);
+      const float scale = num::Bf16ToF32(raw.v_scale);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        u[i] = tables.variance[(vraw.w[i / 4] >> (8 * (i % 4))) & 0xFFu] * scale;
+        u[i] = tables.variance[(raw.v.w[i / 4] >> (8 * (i % 4))) & 0xFFu] * scale;
         v[i] = u[i] * u[i];
       }
     }
