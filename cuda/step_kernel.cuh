@@ -983,6 +983,18 @@ __device__ __forceinline__ void PrefetchThread(const LaunchArgs& args, const Spa
   }
 }
 
+// Note [L2 prefetch] for the block's next tile: the unit's next tile at `base` + one tile
+// when in_unit, else tile 0 of the block's next unit (at next_base of next_sp) if any.
+template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar>
+__device__ __forceinline__ void PrefetchNextTile(const LaunchArgs& args, const SpanMeta& sp,
+                                                 uint64_t base, bool in_unit,
+                                                 const SpanMeta& next_sp, uint64_t next_base,
+                                                 bool has_next) {
+  if (in_unit || has_next)
+    PrefetchThread<kKind, kMaster, kMom, kVar>(args, in_unit ? sp : next_sp,
+                                               in_unit ? base + kTileElems : next_base);
+}
+
 // Whether every tile of the unit at `unit_base` of span `sp` is a full fast tile (Note
 // [Fast tiles]): the unit lies inside the span and every array allows the vector access.
 // Uniform in the block.
@@ -1010,12 +1022,9 @@ __device__ __forceinline__ void FastUnit(const LaunchArgs& args, const StepScala
 #pragma unroll 1
   for (int t = 0; t < kTilesPerUnit; ++t) {
     const uint64_t base = unit_base + static_cast<uint64_t>(t) * kTileElems;
-    if constexpr (kPrefetch) {
-      const bool in_unit = t + 1 < kTilesPerUnit;
-      if (in_unit || has_next)
-        PrefetchThread<kKind, kMaster, kMom, kVar>(args, in_unit ? sp : next_sp,
-                                                   in_unit ? base + kTileElems : next_base);
-    }
+    if constexpr (kPrefetch)
+      PrefetchNextTile<kKind, kMaster, kMom, kVar>(args, sp, base, t + 1 < kTilesPerUnit, next_sp,
+                                                   next_base, has_next);
     FastTile<kKind, kMaster, kMom, kVar, kGrad>(s, sp, base + threadIdx.x * kElemsPerThread,
                                                 tables);
   }
@@ -1063,11 +1072,9 @@ __device__ __forceinline__ void StepUnit(const LaunchArgs& args, const WorkUnit 
     const uint64_t base = unit_base + static_cast<uint64_t>(t) * kTileElems;
     if (base >= sp.n) break;
     const bool in_unit = t + 1 < kTilesPerUnit && base + kTileElems < sp.n;
-    if constexpr (kPrefetch) {
-      if (in_unit || has_next)
-        PrefetchThread<kKind, kMaster, kMom, kVar>(args, in_unit ? sp : next_sp,
-                                                   in_unit ? base + kTileElems : next_base);
-    }
+    if constexpr (kPrefetch)
+      PrefetchNextTile<kKind, kMaster, kMom, kVar>(args, sp, base, in_unit, next_sp, next_base,
+                                                   has_next);
     const uint64_t e = base + threadIdx.x * kElemsPerThread;
     if (FastOk<kKind, kMaster>(sp, has_m, base)) {
       switch (static_cast<DType>(sp.grad_dtype)) {
