@@ -1,8 +1,11 @@
 // HybridOptimizer: construction, validation, state layout, PredictMemory, and the public
 // methods that forward to Impl (offload/optimizer_impl.h says how the files divide).
+#include <sched.h>
+
 #include <algorithm>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "offload/cuda_transport.h"
 #include "offload/device_range.h"
@@ -16,6 +19,15 @@ namespace tandem {
 using offload::MemKind;
 
 bool CudaDeviceAvailable() { return gpu::DeviceAvailable(); }
+
+int MaxHostThreads() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cores = 0;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
+  if (cores <= 0) cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(16, 4 * std::max(cores, 1));
+}
 
 // ---------------------------------------------------------------------------------------
 // Construction
@@ -82,6 +94,10 @@ void HybridOptimizer::Impl::Validate() {
   if (c.pipeline_slots < 2)
     fail("pipeline_slots must be >= 2, got " + std::to_string(c.pipeline_slots));
   if (c.host_threads < 0) fail("host_threads must be >= 0, got " + std::to_string(c.host_threads));
+  if (c.host_threads > MaxHostThreads())
+    fail("host_threads = " + std::to_string(c.host_threads) + " exceeds the limit of " +
+         std::to_string(MaxHostThreads()) +
+         " (4 x the cores this process may run on, at least 16); 0 uses every core");
 
   std::set<std::string> names;
   for (size_t i = 0; i < specs_.size(); ++i) {
@@ -365,6 +381,8 @@ HybridOptimizer::HybridOptimizer(std::vector<TensorSpec> tensors, OptimizerConfi
     : impl_(std::make_unique<Impl>(std::move(tensors), std::move(config))) {}
 HybridOptimizer::~HybridOptimizer() = default;
 StepResult HybridOptimizer::Step(double lr, const StepOptions& o) { return impl_->Step(lr, o); }
+void HybridOptimizer::ReloadParams(std::span<const size_t> t) { impl_->ReloadParams(t); }
+int64_t HybridOptimizer::tensor_step_count(size_t i) const { return impl_->tensor_step_count(i); }
 void HybridOptimizer::GradReady(size_t i) { impl_->GradReady(i); }
 void HybridOptimizer::BeginStep(double lr, const StepOptions& o) { impl_->BeginStep(lr, o); }
 bool HybridOptimizer::step_begun() const { return impl_->step_begun(); }

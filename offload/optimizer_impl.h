@@ -41,6 +41,8 @@ class HybridOptimizer::Impl {
   ~Impl();
 
   StepResult Step(double lr, const StepOptions& opt);
+  void ReloadParams(std::span<const size_t> tensors);
+  int64_t tensor_step_count(size_t i) const;
   void GradReady(size_t i);
   void BeginStep(double lr, const StepOptions& opt);
   bool step_begun() const { return begun_; }

@@ -240,4 +240,16 @@ void HybridOptimizer::Impl::Restore(const OptimizerSnapshot& snap) {
 }
 
 
+// Placeholder until the per-tensor steps and the reload land (same session).
+void HybridOptimizer::Impl::ReloadParams(std::span<const size_t>) {
+  throw Error(ErrorKind::kUnsupported, "ReloadParams: not built yet");
+}
+int64_t HybridOptimizer::Impl::tensor_step_count(size_t i) const {
+  if (i >= specs_.size())
+    throw Error(ErrorKind::kInvalidArgument, "tensor_step_count: tensor index " +
+                                                 std::to_string(i) + " of " +
+                                                 std::to_string(specs_.size()));
+  return step_;
+}
+
 }  // namespace tandem

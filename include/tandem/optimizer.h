@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ namespace tandem {
 struct TensorSpec {
   std::string name;               // unique; used in errors and checkpoints
   uint64_t numel = 0;             // may be 0
+  // Original shape (row-major), kept in snapshots and checkpoints; empty means one
+  // dimension of numel elements. When non-empty its product must equal numel.
+  std::vector<uint64_t> shape;
   DType param_dtype = DType::kBF16;
   DType grad_dtype = DType::kBF16;
   void* param = nullptr;          // device pointer (GPU mode) or host pointer (host mode)
@@ -66,7 +70,9 @@ struct OptimizerConfig {
   double offload_fraction = 0.0;
   PlacementPolicy placement = PlacementPolicy::kBackwardOrder;
   ExecutionMode mode = ExecutionMode::kAuto;
-  int host_threads = 0;               // 0: all cores
+  // Host threads for the host kernels; 0: all cores this process may use. At most
+  // MaxHostThreads() (Error(kInvalidArgument) beyond).
+  int host_threads = 0;
   uint64_t chunk_elements = 1 << 21;  // offload pipeline chunk; multiple of 32, >= 32
   int pipeline_slots = 4;             // pinned gradient slots in flight, >= 2
   // The caller's CUDA stream (a cudaStream_t, as void*); nullptr is the legacy default
@@ -84,12 +90,19 @@ struct OptimizerConfig {
 struct StepOptions {
   double max_grad_norm = 0.0;  // > 0: clip the global L2 norm to this; 0: no clipping
   double loss_scale = 1.0;     // gradients are divided by this (finite, > 0)
+  // Which tensors have a gradient at this step, one entry per tensor (non-zero: yes);
+  // empty means every tensor. A tensor without one is not stepped at all, as in
+  // torch.optim: its parameter, master, moments and step count stay as they are, and its
+  // gradient buffer is not read (it is left out of the norm and the non-finite check).
+  // The span must stay valid for the call. BeginStep ignores it; Step's decides.
+  std::span<const uint8_t> active;
 };
 
 struct StepResult {
   bool applied = false;     // false when skipped for a non-finite gradient
   double grad_norm = 0.0;   // global L2 norm of the unscaled gradients (NaN/Inf if skipped)
   int64_t step = 0;         // the optimizer's step count after this call
+  uint64_t stepped_tensors = 0;  // tensors updated by this call (0 when not applied)
 };
 
 // Bytes held by the optimizer itself (not the caller's parameters and gradients), by
@@ -146,9 +159,29 @@ class HybridOptimizer {
   HybridOptimizer& operator=(const HybridOptimizer&) = delete;
 
   // One optimizer step with learning rate lr (finite, >= 0). Gradients must be final
-  // (on cuda_stream in GPU mode). Checks all gradients first; on a non-finite value it
-  // changes nothing and returns applied = false.
+  // (on cuda_stream in GPU mode). Checks the gradients of every active tensor
+  // (StepOptions::active) first; on a non-finite value it changes nothing and returns
+  // applied = false. Each active tensor's bias corrections use its own step count + 1
+  // (tensor_step_count), as torch.optim keeps one step per parameter; the optimizer's
+  // step count (step_count) counts the applied Step calls.
   StepResult Step(double lr, const StepOptions& options = {});
+
+  // The parameter is the source of truth: re-derives tensor i's master from its
+  // parameter (for each i in `tensors`) after the caller wrote the parameter between
+  // steps (loaded weights, re-initialised a layer, swapped in an EMA copy). Every element
+  // whose parameter no longer equals the value its master gives (converted to the
+  // parameter's dtype) gets its master re-encoded from the parameter: an fp32 master
+  // takes the parameter's value; a bf16+ecc master takes it with the correction reset
+  // (exact for bf16 and fp32 parameters). Where the master's bf16 array *is* the
+  // parameter (bf16 parameters, bf16-based master) the engine cannot tell which elements
+  // changed and resets the correction of every element of the tensor. Moments and step
+  // counts stay. GPU mode: waits for cuda_stream first (the writes must be queued there
+  // or done). Throws Error(kInvalidArgument) for a bad index (nothing changed) or while a
+  // step is begun.
+  void ReloadParams(std::span<const size_t> tensors);
+
+  // Tensor i's own step count: the updates it has received.
+  int64_t tensor_step_count(size_t i) const;
 
   // Replaces group g's hyper-parameters from the next Step on (learning-rate schedulers
   // that keep one lr per group set lr_scale here, or pass betas/weight decay changes).
@@ -161,10 +194,13 @@ class HybridOptimizer {
 
   // Early start: tells the optimizer that tensor i's gradient is final on cuda_stream
   // (in backward order), so its offloaded part can start copying down before Step.
-  // Step must follow after all gradients are ready. Calling it is optional. The first
-  // call for a tensor in a step counts; later ones are ignored until Step. Between
+  // Step must follow after all gradients are ready. Calling it is optional. Between
   // BeginStep and Step it also queues the tensor's offloaded chunks for a speculative
-  // host update (below). Throws Error(kInvalidArgument) for a bad index.
+  // host update (below). A second call for the same tensor in one step says its gradient
+  // changed since the first (gradient accumulation): the early work done for it is
+  // discarded (its speculated chunks rolled back, its downloads made again after the new
+  // gradient), so the step gives the same bits as without early start; that costs a wait
+  // for the speculation worker. Throws Error(kInvalidArgument) for a bad index.
   void GradReady(size_t tensor_index);
 
   // Speculative early start: announces the coming Step(lr, options), before backward (or
@@ -209,8 +245,13 @@ class HybridOptimizer {
   std::unique_ptr<Impl> impl_;
 };
 
-// Whether this process can use a CUDA device (never throws).
+// Whether this process can use a CUDA device (never throws). False in a build without
+// CUDA (TANDEM_HAS_CUDA == 0), where GPU mode throws Error(kUnsupported).
 bool CudaDeviceAvailable();
+
+// The largest OptimizerConfig::host_threads accepted: 4 x the cores this process may run
+// on (its CPU affinity), at least 16.
+int MaxHostThreads();
 
 // The memory a HybridOptimizer built from `tensors` and `config` in `mode` (kGpu or kHost)
 // would report, computed without allocating anything; the tensors' pointers are ignored.

@@ -17,11 +17,18 @@
 namespace tandem {
 
 struct TensorSnapshot {
-  std::string name;
+  std::string name;  // fully qualified parameter name where the caller gave one
   uint64_t numel = 0;
+  // The parameter's original shape (row-major); empty means one dimension of numel
+  // elements. When non-empty its product must equal numel.
+  std::vector<uint64_t> shape;
   DType param_dtype = DType::kF32;
   DType grad_dtype = DType::kF32;
   uint32_t group = 0;  // index into OptimizerSnapshot::groups
+  // Updates this tensor has received (its own bias-correction count, as torch keeps one
+  // `step` per parameter): a tensor without a gradient at a step is not stepped. In
+  // [0, OptimizerSnapshot::step].
+  int64_t step = 0;
 
   std::vector<float> master_f32;     // MasterFormat::kF32
   std::vector<uint16_t> master_bf16; // kBF16, kBF16Ecc8, kBF16Ecc16 (bf16 bit patterns)
@@ -38,15 +45,21 @@ struct OptimizerSnapshot {
   Algorithm algo = Algorithm::kAdamW;
   StateFormats formats;
   std::vector<HyperParams> groups;  // per parameter group
-  int64_t step = 0;                 // number of steps taken (the next step is step + 1)
+  int64_t step = 0;                 // number of steps applied; in [0, 2^53]
   std::vector<TensorSnapshot> tensors;
+  // Opaque text kept with the state for the optimizer's user, e.g. tandem.torch's
+  // param_groups as JSON. The engine never reads it; checkpoints store it verbatim.
+  std::string metadata;
 
   friend bool operator==(const OptimizerSnapshot&, const OptimizerSnapshot&) = default;
 };
 
 // Throws Error(kInvalidArgument) naming the first tensor/array whose size does not match
 // its numel, formats and algorithm (e.g. "tensor 'wq.3': m_scales has 7 entries, expected 8"),
-// or the second tensor that repeats a name ("tensor 'wq.3': duplicate name").
+// the second tensor that repeats a name ("tensor 'wq.3': duplicate name"), a step out of
+// range, a shape whose product is not numel, or a value the format cannot hold (a NaN or
+// infinite master, a NaN moment, a negative fp32 variance, a NaN, infinite or negative q8
+// scale), naming the tensor, the array and the element.
 void ValidateSnapshot(const OptimizerSnapshot& s);
 
 }  // namespace tandem
