@@ -41,14 +41,14 @@ namespace tandem {
 struct TensorSpec {
   std::string name;               // unique; used in errors and checkpoints
   uint64_t numel = 0;             // may be 0
-  // Original shape (row-major), kept in snapshots and checkpoints; empty means one
-  // dimension of numel elements. When non-empty its product must equal numel.
-  std::vector<uint64_t> shape;
   DType param_dtype = DType::kBF16;
   DType grad_dtype = DType::kBF16;
   void* param = nullptr;          // device pointer (GPU mode) or host pointer (host mode)
   const void* grad = nullptr;     // same memory space as param
   uint32_t group = 0;             // index into OptimizerConfig::groups
+  // Original shape (row-major), kept in snapshots and checkpoints; empty means one
+  // dimension of numel elements. When non-empty its product must equal numel.
+  std::vector<uint64_t> shape;
 };
 
 enum class ExecutionMode : uint8_t {

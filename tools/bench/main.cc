@@ -157,7 +157,7 @@ double StepRate(const KernelCase& c, ExecutionMode mode, uint64_t n, int threads
     param = hp.data();
     grad = hg.data();
   }
-  TensorSpec s{"calibration", n, DType::kBF16, DType::kBF16, param, grad, 0};
+  TensorSpec s{"calibration", n, DType::kBF16, DType::kBF16, param, grad, 0, {}};
   OptimizerConfig cfg;
   cfg.algorithm = c.algo;
   cfg.formats = c.f;
