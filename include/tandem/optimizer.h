@@ -48,7 +48,7 @@ struct TensorSpec {
   uint32_t group = 0;             // index into OptimizerConfig::groups
   // Original shape (row-major), kept in snapshots and checkpoints; empty means one
   // dimension of numel elements. When non-empty its product must equal numel.
-  std::vector<uint64_t> shape;
+  std::vector<uint64_t> shape = {};
 };
 
 enum class ExecutionMode : uint8_t {
@@ -95,7 +95,7 @@ struct StepOptions {
   // torch.optim: its parameter, master, moments and step count stay as they are, and its
   // gradient buffer is not read (it is left out of the norm and the non-finite check).
   // The span must stay valid for the call. BeginStep ignores it; Step's decides.
-  std::span<const uint8_t> active;
+  std::span<const uint8_t> active = {};
 };
 
 struct StepResult {
