@@ -1,12 +1,23 @@
 // tandem-demo: steps the toy problems with every algorithm and state format using the
 // scalar reference step, and prints the loss reached and the bytes per parameter.
+// `tandem-demo --version` prints the version and exits.
 #include <cstdio>
+#include <cstring>
 
 #include "tandem/types.h"
+#include "tandem/version.h"
 #include "tools/toy_problem.h"
 
-int main() {
+int main(int argc, char** argv) {
   using namespace tandem;
+  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("tandem-demo %s\n", TANDEM_VERSION_STRING);
+    return 0;
+  }
+  if (argc > 1) {
+    std::fprintf(stderr, "usage: tandem-demo [--version]\n");
+    return 2;
+  }
   auto lsq = toy::LeastSquares(100, 400, 10.0, 3);
   auto logi = toy::Logistic(100, 400, 5);
   struct Algo {
