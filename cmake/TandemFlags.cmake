@@ -16,6 +16,8 @@ if(TANDEM_WERROR)
     $<$<COMPILE_LANGUAGE:CXX>:-Werror>
     $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Werror>)
 endif()
+# TANDEM_HAS_CUDA (1 or 0, TandemCuda.cmake): whether this build has the GPU code.
+target_compile_definitions(tandem_flags INTERFACE TANDEM_HAS_CUDA=${TANDEM_HAS_CUDA})
 target_include_directories(tandem_flags INTERFACE
   ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR})
 

@@ -13,7 +13,7 @@
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
 
-#if TANDEM_EXAMPLE_HAS_CUDA
+#if TANDEM_HAS_CUDA
 #include <cuda_runtime.h>
 #endif
 
@@ -29,7 +29,7 @@ int main() {
   // 1. Describe the tensors: name, size, dtypes, where the parameter and its gradient live.
   const bool gpu = CudaDeviceAvailable();
   void *dw = w.data(), *db = b.data(), *dgw = gw.data(), *dgb = gb.data();
-#if TANDEM_EXAMPLE_HAS_CUDA
+#if TANDEM_HAS_CUDA
   if (gpu) {
     cudaMalloc(&dw, w.size() * 4);
     cudaMalloc(&db, b.size() * 4);
@@ -64,7 +64,7 @@ int main() {
     // 3. Train: forward/backward (here on the CPU), then one Step per iteration.
     double loss = 0;
     for (int it = 1; it <= 300; ++it) {
-#if TANDEM_EXAMPLE_HAS_CUDA
+#if TANDEM_HAS_CUDA
       if (gpu) {
         cudaMemcpy(w.data(), dw, w.size() * 4, cudaMemcpyDeviceToHost);
         cudaMemcpy(b.data(), db, b.size() * 4, cudaMemcpyDeviceToHost);
@@ -88,7 +88,7 @@ int main() {
           gb[o] += e / batch;
         }
       }
-#if TANDEM_EXAMPLE_HAS_CUDA
+#if TANDEM_HAS_CUDA
       if (gpu) {
         cudaMemcpy(dgw, gw.data(), gw.size() * 4, cudaMemcpyHostToDevice);
         cudaMemcpy(dgb, gb.data(), gb.size() * 4, cudaMemcpyHostToDevice);
@@ -120,7 +120,7 @@ int main() {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }
-#if TANDEM_EXAMPLE_HAS_CUDA
+#if TANDEM_HAS_CUDA
   if (gpu) {
     cudaFree(dw);
     cudaFree(db);

@@ -2,8 +2,7 @@
 // optimizer at another (and another policy, chunk size and thread count), and the next
 // steps are bit-identical to those of the optimizer that saved. A damaged file or a
 // mismatched layout is refused and the optimizer in memory is unchanged. Host transport
-// here; the GPU variant runs where a CUDA device is present.
-#include <cuda_runtime.h>
+// here; the GPU variant is checkpoint_roundtrip_gpu_test.cc (offload_gpu_tests).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -114,33 +113,6 @@ TEST(CheckpointRoundTrip, DamagedOrForeignFileLeavesTheOptimizerUntouched) {
   }
   EXPECT_TRUE(ob.Snapshot() == before);
   std::remove(path.c_str());
-}
-
-TEST(CheckpointRoundTrip, AcrossFractionsOnTheGpu) {
-  if (!CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device: GPU-mode test skipped";
-  const std::pair<double, double> pairs[] = {{0.0, 1.0}, {0.5, 0.25}, {1.0, 0.0}};
-  for (const auto& [from, to] : pairs) {
-    testing::DeviceModel a(7), b(8);
-    HybridOptimizer oa(a.Specs(), QuantizedConfig(ExecutionMode::kGpu, from,
-                                         PlacementPolicy::kBackwardOrder, 64, 4));
-    for (int t = 1; t <= 3; ++t) {
-      a.FillGrads(t);
-      oa.Step(1e-3);
-    }
-    const std::string path = TempPath("gpu_roundtrip.tdm");
-    SaveCheckpoint(oa.Snapshot(), path);
-    HybridOptimizer ob(b.Specs(), QuantizedConfig(ExecutionMode::kGpu, to,
-                                         PlacementPolicy::kLargestFirst, 4096, 2));
-    Resume(ob, path);
-    for (int t = 4; t <= 6; ++t) {
-      a.FillGrads(t);
-      b.FillGrads(t);
-      oa.Step(1e-3);
-      ob.Step(1e-3);
-    }
-    EXPECT_TRUE(oa.Snapshot() == ob.Snapshot()) << from << " -> " << to;
-    std::remove(path.c_str());
-  }
 }
 
 }  // namespace

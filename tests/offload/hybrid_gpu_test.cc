@@ -15,6 +15,7 @@
 #include "offload/transport.h"
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
+#include "tests/offload/device_model.h"
 #include "tests/offload/hybrid_fixture.h"
 
 namespace tandem {
