@@ -10,3 +10,24 @@ configure_and_build() {
   cmake -S "$TANDEM_ROOT" -B "$dir" -G Ninja "$@" >/dev/null
   cmake --build "$dir" -j "$JOBS"
 }
+# summarize_tests DIR CTEST_LOG: one line from a ctest run (its stdout in CTEST_LOG): how
+# many tests ran, passed and failed, and how many were skipped because they need a GPU
+# (label "gpu"; their "SKIPPED: ... its N tests need a GPU" lines give the case counts).
+summarize_tests() {
+  local dir=$1 log=$2 total failed skipped gpu_names gpu=0 other=0 cases name
+  total=$(sed -nE 's/.* tests? failed out of ([0-9]+).*/\1/p' "$log" | tail -1)
+  failed=$(sed -nE 's/.* ([0-9]+) tests? failed out of .*/\1/p' "$log" | tail -1)
+  [ -n "$total" ] || { echo "test.sh: no ctest summary in $log"; return 0; }
+  # (before `ctest -N`, which rewrites LastTest.log)
+  cases=$({ grep -ohE 'its [0-9]+ tests need a GPU' "$dir/Testing/Temporary/LastTest.log" || true; } |
+          awk '{n += $2} END {print n + 0}')
+  gpu_names=" $(ctest --test-dir "$dir" -N -L '^gpu$' | sed -nE 's/^ *Test +#[0-9]+: (.*)$/\1/p' | tr '\n' ' ')"
+  skipped=$(sed -nE 's/^[[:space:]]*[0-9]+ - ([^ ]+) .*\((Skipped|Disabled|Not Run)\)$/\1/p' "$log")
+  for name in $skipped; do
+    if [[ "$gpu_names" == *" $name "* ]]; then gpu=$((gpu + 1)); else other=$((other + 1)); fi
+  done
+  local ran=$((total - gpu - other)) in_cases=""
+  [ "$cases" -eq 0 ] || in_cases=" (suites of $cases test cases)"
+  echo "test.sh: $ran of $total tests ran: $((ran - failed)) passed, $failed failed;" \
+       "$gpu skipped because they need a GPU$in_cases; $other skipped for other reasons"
+}
