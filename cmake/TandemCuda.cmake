@@ -17,7 +17,7 @@ endif()
 set(TANDEM_HAS_CUDA 0)
 if(_tandem_cuda_mode STREQUAL "OFF")
   set(_tandem_cuda_why "TANDEM_CUDA=OFF")
-elseif(DEFINED CMAKE_CUDA_COMPILER AND NOT EXISTS "${CMAKE_CUDA_COMPILER}")
+elseif(CMAKE_CUDA_COMPILER AND NOT EXISTS "${CMAKE_CUDA_COMPILER}")
   # check_language() trusts a given compiler path without looking at it.
   set(_tandem_cuda_why "CMAKE_CUDA_COMPILER=${CMAKE_CUDA_COMPILER} does not exist")
 else()
@@ -26,7 +26,9 @@ else()
   if(CMAKE_CUDA_COMPILER)
     set(TANDEM_HAS_CUDA 1)
   else()
-    set(_tandem_cuda_why "no working CUDA compiler found (nvcc not on PATH; CUDACXX unset)")
+    # (cached: after installing CUDA, configure a new build dir or pass
+    # -UCMAKE_CUDA_COMPILER)
+    set(_tandem_cuda_why "no working CUDA compiler was found (no nvcc on PATH, CUDACXX unset)")
   endif()
 endif()
 
@@ -36,8 +38,8 @@ if(NOT TANDEM_HAS_CUDA)
             "(e.g. /usr/local/cuda/bin), or pass -DCMAKE_CUDA_COMPILER=/path/to/nvcc, or "
             "build without GPU support with -DTANDEM_CUDA=AUTO or OFF")
   endif()
-  message(STATUS "Tandem: GPU support OFF (${_tandem_cuda_why}): host mode only; cuda/, "
-          "the GPU tests and the GPU benchmarks are not built")
+  message(STATUS "Tandem: GPU support OFF because ${_tandem_cuda_why}: host mode only; "
+          "cuda/, the GPU tests and the GPU benchmarks are not built")
   return()
 endif()
 
