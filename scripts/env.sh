@@ -4,10 +4,13 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 TANDEM_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JOBS=${JOBS:-$(nproc)}
-# configure_and_build DIR [cmake args...]
+# configure_and_build DIR [cmake args...]; TANDEM_CUDA=AUTO|ON|OFF in the environment
+# becomes -DTANDEM_CUDA (docs/building.md). Only CMake's "Tandem:" status lines are shown
+# (whether the build has GPU support, and why).
 configure_and_build() {
   local dir=$1; shift
-  cmake -S "$TANDEM_ROOT" -B "$dir" -G Ninja "$@" >/dev/null
+  cmake -S "$TANDEM_ROOT" -B "$dir" -G Ninja ${TANDEM_CUDA:+-DTANDEM_CUDA=$TANDEM_CUDA} "$@" |
+    { grep -E '^-- Tandem: ' || true; }
   cmake --build "$dir" -j "$JOBS"
 }
 # summarize_tests DIR CTEST_LOG: one line from a ctest run (its stdout in CTEST_LOG): how
