@@ -5,7 +5,7 @@
 # AdamW baseline. Logs and JSON go to OUT_DIR; a short table is printed last.
 #   scripts/device-bench.sh BUNDLE_DIR OUT_DIR [bench args...]
 # Environment: BUILD_DIR (default build-device), SKIP_TORCH=1, SKIP_SANITIZER=1,
-# PROFILE=1 (ncu counters of each kernel and the SASS, for tuning).
+# PROFILE=1 (ncu counters of each kernel and the SASS, for tuning), CUDA_ARCHS (default 90).
 set -uo pipefail
 bundle=$1; out=$2; shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,6 +23,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 
 phase "build"
 if ! bash "$root/scripts/offline-build.sh" "$bundle" "$build" -DTANDEM_BUILD_BENCH=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" \
     > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"; echo "device-bench: build failed (log: $out/build.log)"; exit 1
 fi

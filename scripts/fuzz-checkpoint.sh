@@ -13,7 +13,8 @@ CLANG=${CLANG:-clang++-14}
 san="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g"
 cmake -S "$TANDEM_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER="$CLANG" -DCMAKE_CXX_FLAGS="$san" \
-  -DTANDEM_BUILD_FUZZERS=ON -DTANDEM_BUILD_TESTS=OFF -DTANDEM_BUILD_BENCH=OFF >/dev/null
+  -DTANDEM_BUILD_FUZZERS=ON -DTANDEM_BUILD_TESTS=OFF -DTANDEM_BUILD_BENCH=OFF \
+  -DTANDEM_CUDA=OFF >/dev/null
 cmake --build "$dir" -j "$JOBS" --target "${name}_fuzzer"
 work="$dir/corpus-$name"
 mkdir -p "$work"

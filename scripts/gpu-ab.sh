@@ -9,7 +9,7 @@
 # SRC_NAME=DIR builds variant NAME from another source tree (e.g. the previous commit,
 # unpacked from `git archive`), so that code changes, not only flags, can be compared.
 # TARGETS (default tandem-bench-gpu) sets the build targets, e.g. "tandem-bench-gpu cuda_tests";
-# TARGETS_NAME sets them for variant NAME alone.
+# TARGETS_NAME sets them for variant NAME alone. CUDA_ARCHS (default 90) the architectures.
 # The knobs: TANDEM_GPU_BLOCK_THREADS, TANDEM_GPU_TILES_PER_UNIT, TANDEM_GPU_MIN_BLOCKS,
 # TANDEM_GPU_L2_PREFETCH(_ADAM), TANDEM_GPU_LOAD_MODE (cuda/step_kernel.cuh). Run from the
 # repository root. Prints "variant kernel round of_copy" rows last.
@@ -28,6 +28,7 @@ for v in "${vs[@]}"; do
   tgt_var="TARGETS_$name"; targets=${!tgt_var:-${TARGETS:-tandem-bench-gpu}}
   ( cmake -S $src -B /tmp/b-$name -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$prefix/usr \
       -DGTest_DIR=$prefix/usr/lib/x86_64-linux-gnu/cmake/GTest -DTANDEM_WERROR=OFF \
+      -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-90}" \
       "-DCMAKE_CUDA_FLAGS=$flags" > $out/cfg-$name.log 2>&1 &&
     ninja -C /tmp/b-$name -j $jobs $targets > $out/build-$name.log 2>&1; echo "built $name rc=$?" ) &
 done
