@@ -22,10 +22,27 @@
 namespace tandem::bench {
 namespace {
 
+// "41% of host copy at 12.25 B/param": the step's fewest bytes moved per second against
+// the copy bandwidth measured in the same run.
+std::string PercentOf(double gparams, double bytes, double limit_gbps, const char* limit_name) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.0f%% of %s at %.4g B/param", 100 * gparams * bytes / limit_gbps,
+                limit_name, bytes);
+  return buf;
+}
+
+// A step rate's roofline: the copy bandwidth measured in the same run.
+struct Roofline {
+  double bytes_per_param = 0;  // 0: the figure is not a step rate
+  double limit_gbps = 0;
+  std::string limit_name;
+};
+
 struct Figure {
   std::string name, unit;
   Spread spread;
-  std::string roofline;  // "41% of host copy" for a step rate; may be empty
+  Roofline roofline;
+  std::string roofline_text;  // "41% of host copy at 12.25 B/param"; empty for bandwidths
 };
 
 class Report {
@@ -34,18 +51,20 @@ class Report {
 
   // Measures `fn` o_.repeats times; prints and records the figure; returns its median.
   Spread Measure(const std::string& name, const std::string& unit,
-                 const std::function<double()>& fn,
-                 const std::function<std::string(double)>& roofline = {}) {
+                 const std::function<double()>& fn, const Roofline& roofline = {}) {
     bar_.Note(name);
     std::vector<double> values;
     for (int i = 0; i < o_.repeats; ++i) {
       values.push_back(fn());
       bar_.Advance();
     }
-    Figure f{name, unit, SpreadOf(values), roofline ? roofline(SpreadOf(values).median) : ""};
+    Figure f{name, unit, SpreadOf(values), roofline, ""};
+    if (roofline.bytes_per_param > 0)
+      f.roofline_text = PercentOf(f.spread.median, roofline.bytes_per_param,
+                                  roofline.limit_gbps, roofline.limit_name.c_str());
     bar_.Print("  %-36s %8.2f %-8s spread %4.1f%% (min %.2f, max %.2f)%s%s\n", name.c_str(),
                f.spread.median, unit.c_str(), 100 * f.spread.relative(), f.spread.min,
-               f.spread.max, f.roofline.empty() ? "" : "  = ", f.roofline.c_str());
+               f.spread.max, f.roofline_text.empty() ? "" : "  = ", f.roofline_text.c_str());
     if (o_.repeats > 1 && f.spread.relative() > o_.max_spread) {
       bar_.Print("  warning: %s varies by %.0f%% (> %.0f%%) over %d repeats: too wide to "
                  "trust; rerun on a quiet machine or with larger sizes\n",
@@ -58,13 +77,21 @@ class Report {
 
   const std::vector<std::string>& wide() const { return wide_; }
 
-  nlohmann::json ToJson(const planner::Profile& p) const {
+  // `gpu_name` empty: the GPU was not measured (the profile then holds reference figures).
+  nlohmann::json ToJson(const planner::Profile& p, const std::string& gpu_name) const {
     nlohmann::json figs = nlohmann::json::array();
     for (const Figure& f : figures_) {
       nlohmann::json j{{"name", f.name},         {"unit", f.unit},
                        {"median", f.spread.median}, {"min", f.spread.min},
                        {"max", f.spread.max},    {"spread", f.spread.relative()}};
-      if (!f.roofline.empty()) j["roofline"] = f.roofline;
+      if (f.roofline.bytes_per_param > 0) {
+        j["roofline"] = f.roofline_text;
+        j["bytes_per_param"] = f.roofline.bytes_per_param;
+        j["limit"] = f.roofline.limit_name;
+        j["limit_gbps"] = f.roofline.limit_gbps;
+        j["fraction_of_limit"] =
+            f.spread.median * f.roofline.bytes_per_param / f.roofline.limit_gbps;
+      }
       figs.push_back(j);
     }
     return {{"benchmark", "tandem-bench calibrate"},
@@ -75,11 +102,11 @@ class Report {
              {{"cpu", CpuName()},
               {"host_threads", p.host.threads},
               {"isa", p.host.isa},
-              {"gpu", p.gpu.name}}},
+              {"gpu", gpu_name}}},
             {"repeats", o_.repeats},
             {"reps", o_.reps},
             {"host_elements", o_.host_elements},
-            {"gpu_elements", p.gpu.name.empty() ? 0 : o_.gpu_elements},
+            {"gpu_elements", gpu_name.empty() ? 0 : o_.gpu_elements},
             {"max_spread", o_.max_spread},
             {"too_wide", wide_},
             {"figures", figs},
@@ -92,12 +119,6 @@ class Report {
   std::vector<Figure> figures_;
   std::vector<std::string> wide_;
 };
-
-std::string PercentOf(double gbps, double limit_gbps, const char* limit_name) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%.0f%% of %s", 100 * gbps / limit_gbps, limit_name);
-  return buf;
-}
 
 }  // namespace
 
@@ -142,7 +163,7 @@ int Calibrate(const CalibrateOptions& o) {
                        return MeasureStepRate(c, ExecutionMode::kHost, o.host_elements,
                                               o.threads, o.reps);
                      },
-                     [&](double r) { return PercentOf(r * bytes, copy.median, "host copy"); })
+                     Roofline{bytes, copy.median, "host copy"})
             .median;
   }
 
@@ -162,7 +183,7 @@ int Calibrate(const CalibrateOptions& o) {
                          return MeasureStepRate(c, ExecutionMode::kGpu, o.gpu_elements,
                                                 o.threads, o.reps);
                        },
-                       [&](double r) { return PercentOf(r * bytes, hbm.median, "HBM copy"); })
+                       Roofline{bytes, hbm.median, "HBM copy"})
               .median;
     }
     PcieResult pc;
@@ -193,7 +214,7 @@ int Calibrate(const CalibrateOptions& o) {
   std::printf("wrote %s (use: tandem-plan --profile %s ...)\n", o.profile_path.c_str(),
               o.profile_path.c_str());
   if (!o.json_path.empty()) {
-    WriteTextFile(o.json_path, report.ToJson(p).dump(2) + "\n");
+    WriteTextFile(o.json_path, report.ToJson(p, gpu ? p.gpu.name : "").dump(2) + "\n");
     std::printf("wrote %s (every figure with its min / median / max)\n", o.json_path.c_str());
   }
   if (!report.wide().empty())
