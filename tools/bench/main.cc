@@ -73,9 +73,9 @@ int NoCudaBuild(const char* sub) {
 // ---------------------------------------------------------------------------------------
 // pcie
 
-int Pcie(size_t mib, int reps, const std::string& json_path) {
+int Pcie(size_t mib, int reps, const std::string& json_path, const std::string& command) {
   if (!TANDEM_HAS_CUDA) return NoCudaBuild("pcie");
-  nlohmann::json j{{"benchmark", "tandem-bench pcie"}, {"date", UtcNow()},
+  nlohmann::json j{{"benchmark", "tandem-bench pcie"}, {"command", command}, {"date", UtcNow()},
                    {"version", kVersion},             {"bytes", mib << 20},
                    {"reps", reps},                    {"cpu", CpuName()}};
   if (!CudaDeviceAvailable()) {
@@ -271,7 +271,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    if (*pcie) return Pcie(pcie_mib, pcie_reps, pcie_json);
+    if (*pcie) return Pcie(pcie_mib, pcie_reps, pcie_json, CommandLine(argc, argv));
     if (*cal) {
       co.command = CommandLine(argc, argv);
       return Calibrate(co);
