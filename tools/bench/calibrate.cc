@@ -60,15 +60,16 @@ class Report {
     }
     Figure f{name, unit, SpreadOf(values), roofline, ""};
     if (roofline.bytes_per_param > 0)
-      f.roofline_text = PercentOf(f.spread.median, roofline.bytes_per_param,
-                                  roofline.limit_gbps, roofline.limit_name.c_str());
+      f.roofline_text = PercentOf(f.spread.median, roofline.bytes_per_param, roofline.limit_gbps,
+                                  roofline.limit_name.c_str());
     bar_.Print("  %-36s %8.2f %-8s spread %4.1f%% (min %.2f, max %.2f)%s%s\n", name.c_str(),
-               f.spread.median, unit.c_str(), 100 * f.spread.relative(), f.spread.min,
-               f.spread.max, f.roofline_text.empty() ? "" : "  = ", f.roofline_text.c_str());
+               f.spread.median, unit.c_str(), 100 * f.spread.relative(), f.spread.min, f.spread.max,
+               f.roofline_text.empty() ? "" : "  = ", f.roofline_text.c_str());
     if (o_.repeats > 1 && f.spread.relative() > o_.max_spread) {
-      bar_.Print("  warning: %s varies by %.0f%% (> %.0f%%) over %d repeats: too wide to "
-                 "trust; rerun on a quiet machine or with larger sizes\n",
-                 name.c_str(), 100 * f.spread.relative(), 100 * o_.max_spread, o_.repeats);
+      bar_.Print(
+          "  warning: %s varies by %.0f%% (> %.0f%%) over %d repeats: too wide to "
+          "trust; rerun on a quiet machine or with larger sizes\n",
+          name.c_str(), 100 * f.spread.relative(), 100 * o_.max_spread, o_.repeats);
       wide_.push_back(name);
     }
     figures_.push_back(f);
@@ -81,9 +82,9 @@ class Report {
   nlohmann::json ToJson(const planner::Profile& p, const std::string& gpu_name) const {
     nlohmann::json figs = nlohmann::json::array();
     for (const Figure& f : figures_) {
-      nlohmann::json j{{"name", f.name},         {"unit", f.unit},
-                       {"median", f.spread.median}, {"min", f.spread.min},
-                       {"max", f.spread.max},    {"spread", f.spread.relative()}};
+      nlohmann::json j{
+          {"name", f.name},      {"unit", f.unit},      {"median", f.spread.median},
+          {"min", f.spread.min}, {"max", f.spread.max}, {"spread", f.spread.relative()}};
       if (f.roofline.bytes_per_param > 0) {
         j["roofline"] = f.roofline_text;
         j["bytes_per_param"] = f.roofline.bytes_per_param;
@@ -158,12 +159,13 @@ int Calibrate(const CalibrateOptions& o) {
     const double bytes = CaseBytesPerElement(c);
     p.host.kernels[key].gparams_per_s =
         report
-            .Measure("host " + key, "Gparam/s",
-                     [&] {
-                       return MeasureStepRate(c, ExecutionMode::kHost, o.host_elements,
-                                              o.threads, o.reps);
-                     },
-                     Roofline{bytes, copy.median, "host copy"})
+            .Measure(
+                "host " + key, "Gparam/s",
+                [&] {
+                  return MeasureStepRate(c, ExecutionMode::kHost, o.host_elements, o.threads,
+                                         o.reps);
+                },
+                Roofline{bytes, copy.median, "host copy"})
             .median;
   }
 
@@ -178,12 +180,13 @@ int Calibrate(const CalibrateOptions& o) {
       const double bytes = CaseBytesPerElement(c);
       p.gpu.kernels[key].gparams_per_s =
           report
-              .Measure("GPU  " + key, "Gparam/s",
-                       [&] {
-                         return MeasureStepRate(c, ExecutionMode::kGpu, o.gpu_elements,
-                                                o.threads, o.reps);
-                       },
-                       Roofline{bytes, hbm.median, "HBM copy"})
+              .Measure(
+                  "GPU  " + key, "Gparam/s",
+                  [&] {
+                    return MeasureStepRate(c, ExecutionMode::kGpu, o.gpu_elements, o.threads,
+                                           o.reps);
+                  },
+                  Roofline{bytes, hbm.median, "HBM copy"})
               .median;
     }
     PcieResult pc;
@@ -202,9 +205,10 @@ int Calibrate(const CalibrateOptions& o) {
     const char* why = !TANDEM_HAS_CUDA ? "built without CUDA"
                       : o.host_only    ? "--host-only"
                                        : "no CUDA device";
-    bar.Print("  GPU and PCIe: skipped (%s); the profile keeps the built-in H200 reference "
-              "figures for them\n",
-              why);
+    bar.Print(
+        "  GPU and PCIe: skipped (%s); the profile keeps the built-in H200 reference "
+        "figures for them\n",
+        why);
     p.source += " (host only; GPU/PCIe from the built-in H200 reference)";
   }
   p.machine = CpuName() + (gpu ? " + " + p.gpu.name : std::string(" (no GPU)"));
@@ -218,9 +222,10 @@ int Calibrate(const CalibrateOptions& o) {
     std::printf("wrote %s (every figure with its min / median / max)\n", o.json_path.c_str());
   }
   if (!report.wide().empty())
-    std::printf("warning: %zu figure(s) varied by more than %.0f%% between repeats; the "
-                "profile holds their medians\n",
-                report.wide().size(), 100 * o.max_spread);
+    std::printf(
+        "warning: %zu figure(s) varied by more than %.0f%% between repeats; the "
+        "profile holds their medians\n",
+        report.wide().size(), 100 * o.max_spread);
   return 0;
 }
 

@@ -14,14 +14,14 @@ inline constexpr int kExitNoCuda = 2;
 
 struct CalibrateOptions {
   uint64_t host_elements = 64ull << 20, gpu_elements = 512ull << 20;
-  int threads = 0;         // host threads, 0: all
-  int reps = 5;            // timed repetitions inside one measurement (median)
-  int repeats = 3;         // whole measurements per figure (min / median / max)
+  int threads = 0;           // host threads, 0: all
+  int reps = 5;              // timed repetitions inside one measurement (median)
+  int repeats = 3;           // whole measurements per figure (min / median / max)
   double max_spread = 0.10;  // warn above this (max - min) / median
-  bool host_only = false;  // skip GPU and PCIe even with a device
+  bool host_only = false;    // skip GPU and PCIe even with a device
   std::string profile_path = "tandem-profile.json";
-  std::string json_path;   // the report with spreads; empty: none
-  std::string command;     // the command line, recorded in the report
+  std::string json_path;  // the report with spreads; empty: none
+  std::string command;    // the command line, recorded in the report
 };
 int Calibrate(const CalibrateOptions& o);
 

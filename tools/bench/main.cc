@@ -22,8 +22,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -75,9 +75,13 @@ int NoCudaBuild(const char* sub) {
 
 int Pcie(size_t mib, int reps, const std::string& json_path, const std::string& command) {
   if (!TANDEM_HAS_CUDA) return NoCudaBuild("pcie");
-  nlohmann::json j{{"benchmark", "tandem-bench pcie"}, {"command", command}, {"date", UtcNow()},
-                   {"version", kVersion},             {"bytes", mib << 20},
-                   {"reps", reps},                    {"cpu", CpuName()}};
+  nlohmann::json j{{"benchmark", "tandem-bench pcie"},
+                   {"command", command},
+                   {"date", UtcNow()},
+                   {"version", kVersion},
+                   {"bytes", mib << 20},
+                   {"reps", reps},
+                   {"cpu", CpuName()}};
   if (!CudaDeviceAvailable()) {
     std::printf("tandem-bench pcie: skipped: no CUDA device on this machine\n");
     j["skipped"] = "no CUDA device";
@@ -89,10 +93,11 @@ int Pcie(size_t mib, int reps, const std::string& json_path, const std::string& 
     });
     bar.Finish();
     std::printf("PCIe on %s, %zu MiB transfers, median of %d\n", GpuName().c_str(), mib, reps);
-    std::printf("  %-26s %8.1f GB/s\n  %-26s %8.1f GB/s\n  %-26s %8.1f GB/s\n"
-                "  %-26s %8.1f GB/s\n  %-26s %8.1f GB/s\n",
-                "pinned H2D", r.h2d, "pinned D2H", r.d2h, "pinned both at once", r.bidir,
-                "pageable H2D", r.h2d_pageable, "pageable D2H", r.d2h_pageable);
+    std::printf(
+        "  %-26s %8.1f GB/s\n  %-26s %8.1f GB/s\n  %-26s %8.1f GB/s\n"
+        "  %-26s %8.1f GB/s\n  %-26s %8.1f GB/s\n",
+        "pinned H2D", r.h2d, "pinned D2H", r.d2h, "pinned both at once", r.bidir, "pageable H2D",
+        r.h2d_pageable, "pageable D2H", r.d2h_pageable);
     j.update({{"gpu", GpuName()},
               {"h2d_gbps", r.h2d},
               {"d2h_gbps", r.d2h},
@@ -116,8 +121,9 @@ std::string Sibling(const char* name) {
   std::string self = len > 0 ? std::string(buf, size_t(len)) : std::string("./tandem-bench");
   const std::string dir = self.substr(0, self.find_last_of('/'));
   // Installed side by side, or in the build tree: tools/bench/../../bench/...
-  for (const std::string& p : {dir + "/" + name, dir + "/../../bench/" + name,
-                               dir + "/../../bench/gpu/" + name, dir + "/../../bench/hybrid/" + name})
+  for (const std::string& p :
+       {dir + "/" + name, dir + "/../../bench/" + name, dir + "/../../bench/gpu/" + name,
+        dir + "/../../bench/hybrid/" + name})
     if (access(p.c_str(), X_OK) == 0) return p;
   return "";
 }
@@ -142,8 +148,8 @@ int RunSibling(const char* name, const std::vector<std::string>& args, uint64_t 
   std::printf("== %s\n", cmd.c_str());
   std::fflush(stdout);
   // The child's stdout is a pipe: have it line-buffered too where coreutils' stdbuf exists.
-  const std::string run = (access("/usr/bin/stdbuf", X_OK) == 0 ? "/usr/bin/stdbuf -oL " : "") +
-                          cmd;
+  const std::string run =
+      (access("/usr/bin/stdbuf", X_OK) == 0 ? "/usr/bin/stdbuf -oL " : "") + cmd;
   std::FILE* pipe = popen(run.c_str(), "r");
   if (!pipe) throw Error(ErrorKind::kIO, std::string("cannot start ") + path);
   tools::Progress bar(name, total_rows);
@@ -224,8 +230,9 @@ std::string CommandLine(int argc, char** argv) {
 int main(int argc, char** argv) {
   using namespace tandem::bench;
   tandem::tools::LineBufferStdout();
-  CLI::App app{"tandem-bench: Tandem's throughput measurements, each against the limit "
-               "measured beside it"};
+  CLI::App app{
+      "tandem-bench: Tandem's throughput measurements, each against the limit "
+      "measured beside it"};
   app.set_version_flag("--version", std::string("tandem-bench ") + tandem::kVersion);
   app.require_subcommand(0, 1);
 
@@ -238,9 +245,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   pcie->add_option("--json", pcie_json, "write the figures as JSON to this file");
 
-  auto* cal = app.add_subcommand(
-      "calibrate", "repeated host (and GPU) measurements with their spread -> a tandem-plan "
-                   "profile");
+  auto* cal =
+      app.add_subcommand("calibrate",
+                         "repeated host (and GPU) measurements with their spread -> a tandem-plan "
+                         "profile");
   CalibrateOptions co;
   cal->add_option("--host-elements", co.host_elements, "elements per host measurement");
   cal->add_option("--gpu-elements", co.gpu_elements, "elements per GPU measurement");
@@ -266,8 +274,9 @@ int main(int argc, char** argv) {
 
   auto* hyb = app.add_subcommand("hybrid", "the whole step across offload fractions (GPU)");
   hyb->prefix_command();  // everything after "hybrid" goes to tandem-bench-hybrid, in order
-  hyb->footer("All arguments are passed to tandem-bench-hybrid (--models, --fractions, "
-              "--steps, --fp32, --json ...).");
+  hyb->footer(
+      "All arguments are passed to tandem-bench-hybrid (--models, --fractions, "
+      "--steps, --fp32, --json ...).");
   CLI11_PARSE(app, argc, argv);
 
   try {

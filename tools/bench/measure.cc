@@ -101,8 +101,7 @@ HostBandwidth MeasureHostBandwidth(uint64_t n, int reps) {
   return {8.0 * double(n) / (copy_ms * 1e6), 12.0 * double(n) / (triad_ms * 1e6)};
 }
 
-double MeasureStepRate(const KernelCase& c, ExecutionMode mode, uint64_t n, int threads,
-                       int reps) {
+double MeasureStepRate(const KernelCase& c, ExecutionMode mode, uint64_t n, int threads, int reps) {
   const bool gpu = mode == ExecutionMode::kGpu;
 #if !TANDEM_HAS_CUDA
   if (gpu) NoCuda("GPU step rate");
@@ -153,8 +152,7 @@ double MeasureStepRate(const KernelCase& c, ExecutionMode mode, uint64_t n, int 
 
 #if TANDEM_HAS_CUDA
 
-PcieResult MeasurePcie(size_t bytes, int reps,
-                       const std::function<void(const char*)>& on_done) {
+PcieResult MeasurePcie(size_t bytes, int reps, const std::function<void(const char*)>& on_done) {
   auto done = [&](const char* what) {
     if (on_done) on_done(what);
   };
@@ -171,10 +169,12 @@ PcieResult MeasurePcie(size_t bytes, int reps,
   Cuda(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), "stream");
   const double gb = double(bytes) / 1e9;
   auto copy = [&](void* dst, const void* src, cudaMemcpyKind k) {
-    return gb / (MedianMs(reps, [&] {
-                   Cuda(cudaMemcpyAsync(dst, src, bytes, k, s1), "copy");
-                   Cuda(cudaStreamSynchronize(s1), "sync");
-                 }) / 1e3);
+    return gb / (MedianMs(reps,
+                          [&] {
+                            Cuda(cudaMemcpyAsync(dst, src, bytes, k, s1), "copy");
+                            Cuda(cudaStreamSynchronize(s1), "sync");
+                          }) /
+                 1e3);
   };
   r.h2d = copy(dev_a, pin_a, cudaMemcpyHostToDevice);
   done("pinned H2D");
@@ -184,14 +184,16 @@ PcieResult MeasurePcie(size_t bytes, int reps,
   done("pageable H2D");
   r.d2h_pageable = copy(page_b.data(), dev_b, cudaMemcpyDeviceToHost);
   done("pageable D2H");
-  r.bidir = 2 * gb / (MedianMs(reps, [&] {
-                        Cuda(cudaMemcpyAsync(dev_a, pin_a, bytes, cudaMemcpyHostToDevice, s1),
-                             "h2d");
-                        Cuda(cudaMemcpyAsync(pin_b, dev_b, bytes, cudaMemcpyDeviceToHost, s2),
-                             "d2h");
-                        Cuda(cudaStreamSynchronize(s1), "sync");
-                        Cuda(cudaStreamSynchronize(s2), "sync");
-                      }) / 1e3);
+  r.bidir =
+      2 * gb /
+      (MedianMs(reps,
+                [&] {
+                  Cuda(cudaMemcpyAsync(dev_a, pin_a, bytes, cudaMemcpyHostToDevice, s1), "h2d");
+                  Cuda(cudaMemcpyAsync(pin_b, dev_b, bytes, cudaMemcpyDeviceToHost, s2), "d2h");
+                  Cuda(cudaStreamSynchronize(s1), "sync");
+                  Cuda(cudaStreamSynchronize(s2), "sync");
+                }) /
+       1e3);
   done("pinned both at once");
   cudaStreamDestroy(s1);
   cudaStreamDestroy(s2);

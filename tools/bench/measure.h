@@ -46,8 +46,7 @@ HostBandwidth MeasureHostBandwidth(uint64_t n, int reps);
 
 // Gparam/s of HybridOptimizer::Step over one tensor of `n` bf16 elements, from the
 // engine's own timer of the update. kGpu needs a CUDA build and device (throws otherwise).
-double MeasureStepRate(const KernelCase& c, ExecutionMode mode, uint64_t n, int threads,
-                       int reps);
+double MeasureStepRate(const KernelCase& c, ExecutionMode mode, uint64_t n, int threads, int reps);
 
 struct PcieResult {
   double h2d = 0, d2h = 0, bidir = 0, h2d_pageable = 0, d2h_pageable = 0;  // GB/s
