@@ -240,9 +240,9 @@ int main(int argc, char** argv) {
   size_t pcie_mib = 512;
   int pcie_reps = 5;
   std::string pcie_json;
-  pcie->add_option("--mib", pcie_mib, "transfer size in MiB")->check(CLI::PositiveNumber);
+  pcie->add_option("--mib", pcie_mib, "transfer size in MiB")->check(CLI::Range(1, 1000000));
   pcie->add_option("--reps", pcie_reps, "timed repetitions (median reported)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   pcie->add_option("--json", pcie_json, "write the figures as JSON to this file");
 
   auto* cal =
@@ -254,11 +254,11 @@ int main(int argc, char** argv) {
   cal->add_option("--gpu-elements", co.gpu_elements, "elements per GPU measurement");
   cal->add_option("--threads", co.threads, "host threads (0: all)");
   cal->add_option("--reps", co.reps, "timed repetitions inside one measurement (median)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   cal->add_option("--repeats", co.repeats,
                   "measurements per figure: the profile takes the median, the report the "
                   "min / median / max (default 3)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   cal->add_option("--max-spread", co.max_spread,
                   "warn when (max - min) / median over the repeats exceeds this (default 0.10)");
   cal->add_flag("--host-only", co.host_only, "measure the host only, even with a GPU");
