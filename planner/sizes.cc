@@ -40,11 +40,18 @@ uint64_t ParseBytes(std::string_view text) {
   double v = 0;
   std::string unit;
   Split(text, "size", &v, &unit);
+  if (unit.empty()) {
+    // A bare number was once read as bytes, so "--gpu-mem 80" planned for 80 bytes.
+    const std::string n(text);
+    throw Error(ErrorKind::kInvalidArgument,
+                "size '" + n + "' has no unit: write e.g. '" + n + "GiB' (2^30 bytes) or '" + n +
+                    "GB' (10^9 bytes); units B, KB, MB, GB, TB (powers of 1000), KiB, MiB, "
+                    "GiB, TiB (powers of 1024)");
+  }
   static const struct {
     const char* unit;
     double scale;
-  } kUnits[] = {{"", 1},
-                {"b", 1},
+  } kUnits[] = {{"b", 1},
                 {"kb", 1e3},
                 {"mb", 1e6},
                 {"gb", 1e9},
