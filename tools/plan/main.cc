@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 
@@ -68,7 +69,7 @@ void ParseHeadroom(const std::string& text, PlanInputs* in) {
   }
 }
 
-PlanInputs ToInputs(const Args& a, bool param_dtype_given) {
+PlanInputs ToInputs(const Args& a, std::pair<bool, bool> dtypes_given) {
   PlanInputs in;
   ConfigOptions options;
   options.include_mtp = a.include_mtp;
@@ -93,8 +94,10 @@ PlanInputs ToInputs(const Args& a, bool param_dtype_given) {
   in.formats.momentum = ParseMomentFormat(Canon(a.m));
   in.formats.variance = ParseMomentFormat(Canon(a.v));
   in.param_dtype = ParseDType(Canon(a.param_dtype));
-  if (!param_dtype_given && in.model.dtype) in.param_dtype = *in.model.dtype;
+  // A tensor list says its dtype; PyTorch's gradients have their parameter's.
+  if (!dtypes_given.first && in.model.dtype) in.param_dtype = *in.model.dtype;
   in.grad_dtype = ParseDType(Canon(a.grad_dtype));
+  if (!dtypes_given.second && in.model.dtype) in.grad_dtype = *in.model.dtype;
   in.hyper.momentum = in.algorithm == Algorithm::kSGD ? a.momentum : 0.0;
   in.speculative_early_start = a.speculative;
   in.gpus_per_node = a.gpus_per_node;
@@ -192,7 +195,8 @@ int main(int argc, char** argv) {
   }
   PlanResult plan;
   try {
-    plan = MakePlan(ToInputs(a, app.count("--param-dtype") > 0));
+    plan = MakePlan(
+        ToInputs(a, {app.count("--param-dtype") > 0, app.count("--grad-dtype") > 0}));
   } catch (const tandem::Error& e) {
     std::fprintf(stderr, "tandem-plan: %s\n", e.what());
     return 2;
