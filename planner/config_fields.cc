@@ -26,10 +26,10 @@ constexpr std::array<std::string_view, 78> kInertFields = {
     "decoder_start_token_id", "return_dict", "output_attentions", "output_hidden_states",
     "use_return_dict", "task_specific_params", "pretraining_tp", "use_cache", "is_decoder",
     // Numerics and initialisation.
-    "hidden_act", "activation_function", "initializer_range", "initializer_factor",
-    "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "attention_dropout", "attn_pdrop",
-    "embd_pdrop", "resid_pdrop", "hidden_dropout", "hidden_dropout_prob", "dropout",
-    "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
+    "hidden_act", "activation_function", "initializer_range", "initializer_factor", "rms_norm_eps",
+    "layer_norm_eps", "layer_norm_epsilon", "attention_dropout", "attn_pdrop", "embd_pdrop",
+    "resid_pdrop", "hidden_dropout", "hidden_dropout_prob", "dropout", "scale_attn_weights",
+    "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
     // Positions: RoPE has no parameters (GPT-2's learned table is n_positions).
     "max_position_embeddings", "rope_theta", "rope_scaling", "rope_parameters", "rope_interleave",
     "partial_rotary_factor", "n_ctx",
@@ -51,9 +51,9 @@ constexpr std::array<std::string_view, 78> kInertFields = {
 
 // Fragments of a field name that suggest it changes the parameter count.
 constexpr std::array<std::string_view, 23> kSuggestive = {
-    "expert", "lora",   "rank", "head",  "layer", "intermediate", "vocab", "hidden",
-    "embed",  "dim",    "size", "bias",  "norm",  "proj",         "moe",   "mlp",
-    "num_",   "shared", "kv",   "dense", "sparse", "tie",         "block"};
+    "expert", "lora",   "rank", "head",  "layer",  "intermediate", "vocab", "hidden",
+    "embed",  "dim",    "size", "bias",  "norm",   "proj",         "moe",   "mlp",
+    "num_",   "shared", "kv",   "dense", "sparse", "tie",          "block"};
 
 }  // namespace
 

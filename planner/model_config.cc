@@ -173,11 +173,16 @@ ModelDescription ModelFromJson(const nlohmann::json& j, std::string_view where,
   if (!j.is_object()) Fail(where, "config must be a JSON object");
   // Architecture: "architectures"[0] if present, else "model_type".
   static const std::map<std::string, std::string> kByClass = {
-      {"LlamaForCausalLM", "llama"},         {"MistralForCausalLM", "mistral"},
-      {"Qwen2ForCausalLM", "qwen2"},         {"Qwen3ForCausalLM", "qwen3"},
-      {"MixtralForCausalLM", "mixtral"},     {"Qwen2MoeForCausalLM", "qwen2_moe"},
-      {"Qwen3MoeForCausalLM", "qwen3_moe"},  {"DeepseekV2ForCausalLM", "deepseek_v2"},
-      {"DeepseekV3ForCausalLM", "deepseek_v3"}, {"GPT2LMHeadModel", "gpt2"},
+      {"LlamaForCausalLM", "llama"},
+      {"MistralForCausalLM", "mistral"},
+      {"Qwen2ForCausalLM", "qwen2"},
+      {"Qwen3ForCausalLM", "qwen3"},
+      {"MixtralForCausalLM", "mixtral"},
+      {"Qwen2MoeForCausalLM", "qwen2_moe"},
+      {"Qwen3MoeForCausalLM", "qwen3_moe"},
+      {"DeepseekV2ForCausalLM", "deepseek_v2"},
+      {"DeepseekV3ForCausalLM", "deepseek_v3"},
+      {"GPT2LMHeadModel", "gpt2"},
       {"GPT2Model", "gpt2"}};
   std::string arch;
   if (j.contains("architectures") && j.at("architectures").is_array() &&

@@ -14,8 +14,8 @@ const char* kMoeActivationNote =
     "experts' buffers (top-k x expert width per token) and the router's are not counted";
 
 // Routed experts under `prefix` ("...experts."), each a SwiGLU MLP of width `inter`.
-void AddExperts(Builder* b, const std::string& prefix, uint64_t experts, uint64_t h,
-                uint64_t inter, int l) {
+void AddExperts(Builder* b, const std::string& prefix, uint64_t experts, uint64_t h, uint64_t inter,
+                int l) {
   for (uint64_t e = 0; e < experts; ++e)
     AddGatedMlp(b, prefix + std::to_string(e) + ".", h, inter, l);
 }

@@ -31,12 +31,12 @@ bool ParamDType(std::string s, DType* out) {
 // The block index after ".layers.", ".h." or ".blocks." (or at the start), else -1.
 int LayerOf(const std::string& name) {
   for (const char* marker : {"layers.", "h.", "blocks."}) {
-    for (size_t at = name.find(marker); at != std::string::npos;
-         at = name.find(marker, at + 1)) {
+    for (size_t at = name.find(marker); at != std::string::npos; at = name.find(marker, at + 1)) {
       if (at != 0 && name[at - 1] != '.') continue;
       size_t i = at + std::string_view(marker).size(), n = 0;
       int layer = 0;
-      for (; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])) && n < 7; ++i, ++n)
+      for (; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])) && n < 7;
+           ++i, ++n)
         layer = layer * 10 + (name[i] - '0');
       if (n > 0 && (i == name.size() || name[i] == '.')) return layer;
     }
@@ -100,8 +100,7 @@ ModelDescription ModelFromParamsJson(std::string_view text, std::string_view whe
     m.dtype.reset();
     m.notes.push_back("the tensors have mixed dtypes: --param-dtype applies to all of them");
   }
-  if (empty > 0)
-    m.notes.push_back(std::to_string(empty) + " empty tensor(s) left out");
+  if (empty > 0) m.notes.push_back(std::to_string(empty) + " empty tensor(s) left out");
   if (m.tensors.empty()) Fail(where, "every tensor is empty");
   if (any_layer) m.num_layers = max_layer + 1;
   return m;

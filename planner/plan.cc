@@ -60,9 +60,9 @@ uint64_t RankCount(const PlanInputs& in) {
 uint64_t UsableGpuBytes(const PlanInputs& in) {
   if (!(in.gpu_headroom_fraction >= 0 && in.gpu_headroom_fraction < 1))
     throw Error(ErrorKind::kInvalidArgument, "plan: the GPU headroom must be in [0%, 100%)");
-  const uint64_t kept =
-      static_cast<uint64_t>(std::ceil(static_cast<double>(in.gpu_budget) * in.gpu_headroom_fraction)) +
-      in.gpu_headroom_bytes;
+  const uint64_t kept = static_cast<uint64_t>(std::ceil(static_cast<double>(in.gpu_budget) *
+                                                        in.gpu_headroom_fraction)) +
+                        in.gpu_headroom_bytes;
   return kept >= in.gpu_budget ? 0 : in.gpu_budget - kept;
 }
 
@@ -225,8 +225,7 @@ PlanResult MakePlan(const PlanInputs& in) {
     if (plan.gpu_short_bytes > 0)
       plan.messages.push_back("DOES NOT FIT: GPU memory short by " + GiB(plan.gpu_short_bytes) +
                               " even with all optimizer state offloaded (fraction 1): needs " +
-                              GiB(all_off.gpu.total()) + " of " + GiB(usable) +
-                              " usable per GPU");
+                              GiB(all_off.gpu.total()) + " of " + GiB(usable) + " usable per GPU");
     if (plan.host_short_bytes > 0) {
       char b[64];
       std::snprintf(b, sizeof b, "%.4f", plan.min_fraction);
@@ -246,15 +245,18 @@ PlanResult MakePlan(const PlanInputs& in) {
     char b[96] = "";
     if (in.gpu_headroom_fraction > 0)
       std::snprintf(b, sizeof b, "%g%% of ", in.gpu_headroom_fraction * 100);
-    plan.messages.push_back("note: GPU headroom " + std::string(b) +
-                            (in.gpu_headroom_fraction > 0 ? "the budget" : "") +
-                            (in.gpu_headroom_fraction > 0 && in.gpu_headroom_bytes > 0 ? " + " : "") +
-                            (in.gpu_headroom_bytes > 0 ? GiB(in.gpu_headroom_bytes) : "") +
-                            " kept free for the CUDA context, NCCL and the allocator: the plan "
-                            "uses " + GiB(usable) + " of " + GiB(in.gpu_budget) + " (--headroom)");
+    plan.messages.push_back(
+        "note: GPU headroom " + std::string(b) +
+        (in.gpu_headroom_fraction > 0 ? "the budget" : "") +
+        (in.gpu_headroom_fraction > 0 && in.gpu_headroom_bytes > 0 ? " + " : "") +
+        (in.gpu_headroom_bytes > 0 ? GiB(in.gpu_headroom_bytes) : "") +
+        " kept free for the CUDA context, NCCL and the allocator: the plan "
+        "uses " +
+        GiB(usable) + " of " + GiB(in.gpu_budget) + " (--headroom)");
   } else {
-    plan.messages.push_back("note: no GPU headroom kept (--headroom 0%): the CUDA context, NCCL "
-                            "and the allocator's fragmentation are not counted");
+    plan.messages.push_back(
+        "note: no GPU headroom kept (--headroom 0%): the CUDA context, NCCL "
+        "and the allocator's fragmentation are not counted");
   }
   if (in.grad_release)
     plan.messages.push_back(

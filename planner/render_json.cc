@@ -10,10 +10,12 @@ namespace {
 using nlohmann::json;
 
 json BreakdownJson(const MemoryBreakdown& m) {
-  return {{"weights", m.weights}, {"master", m.master},           {"correction", m.correction},
-          {"moments", m.moments}, {"scales", m.scales},           {"gradients", m.gradients},
-          {"staging", m.staging}, {"activations", m.activations}, {"metadata", m.metadata},
-          {"speculation", m.speculation}, {"total", m.total()}};
+  return {{"weights", m.weights},       {"master", m.master},
+          {"correction", m.correction}, {"moments", m.moments},
+          {"scales", m.scales},         {"gradients", m.gradients},
+          {"staging", m.staging},       {"activations", m.activations},
+          {"metadata", m.metadata},     {"speculation", m.speculation},
+          {"total", m.total()}};
 }
 
 json PointJson(const FractionPoint& p) {
@@ -76,7 +78,7 @@ std::string PlanToJson(const PlanResult& plan) {
       {"activation_bytes", plan.activation_bytes},
       {"activations",
        {{"bytes", plan.activation_bytes},
-        {"source", in.activation_bytes_given          ? "given"
+        {"source", in.activation_bytes_given         ? "given"
                    : in.activation_shape.seq_len > 0 ? "estimated"
                                                      : "none"},
         {"attention", Name(in.activation_shape.attention)},

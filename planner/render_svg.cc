@@ -65,9 +65,7 @@ constexpr double kWidth = 900, kHeight = 800;
 
 struct Box {
   double x0, y0, x1, y1;
-  bool Overlaps(const Box& o) const {
-    return x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1;
-  }
+  bool Overlaps(const Box& o) const { return x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1; }
 };
 
 size_t Glyphs(const std::string& s) {  // UTF-8 code points
@@ -101,8 +99,8 @@ class Labels {
       for (const Box& o : placed_) free = free && !b.Overlaps(o);
       if (!free) continue;
       placed_.push_back(b);
-      *out_ += "<text x='" + Fmt("%.1f", at.x) + "' y='" + Fmt("%.1f", at.y) +
-               "' text-anchor='" + at.anchor + "' font-size='" + Fmt("%g", size) + "'" +
+      *out_ += "<text x='" + Fmt("%.1f", at.x) + "' y='" + Fmt("%.1f", at.y) + "' text-anchor='" +
+               at.anchor + "' font-size='" + Fmt("%g", size) + "'" +
                (bold ? " font-weight='bold'" : "") + attrs + ">" + Escape(text) + "</text>\n";
       return true;
     }
@@ -224,32 +222,31 @@ std::string PlanToSvg(const PlanResult& plan) {
   const char* kHost = "#ff7f0e";
   const char* kTime = "#9467bd";
   std::string s = "<svg xmlns='http://www.w3.org/2000/svg' width='" + Fmt("%g", kWidth) +
-                  "' height='" + Fmt("%g", kHeight) + "' viewBox='0 0 " + Fmt("%g", kWidth) +
-                  " " + Fmt("%g", kHeight) + "' font-family='sans-serif'>\n" +
+                  "' height='" + Fmt("%g", kHeight) + "' viewBox='0 0 " + Fmt("%g", kWidth) + " " +
+                  Fmt("%g", kHeight) + "' font-family='sans-serif'>\n" +
                   "<rect width='100%' height='100%' fill='white'/>\n";
   Labels labels(&s);
   const double full = kWidth - 20;
-  labels.Place({{kWidth / 2, 22, "middle"}}, 16,
-               Fit("tandem-plan: " + in.model.name + ", " + Name(in.algorithm) + " " +
-                       Name(in.formats),
-                   16, full));
-  std::string headroom = in.gpu_headroom_fraction > 0 ? Fmt("%g%%", in.gpu_headroom_fraction * 100)
-                                                      : std::string();
+  labels.Place(
+      {{kWidth / 2, 22, "middle"}}, 16,
+      Fit("tandem-plan: " + in.model.name + ", " + Name(in.algorithm) + " " + Name(in.formats), 16,
+          full));
+  std::string headroom =
+      in.gpu_headroom_fraction > 0 ? Fmt("%g%%", in.gpu_headroom_fraction * 100) : std::string();
   if (in.gpu_headroom_bytes > 0)
     headroom += (headroom.empty() ? "" : " + ") + Fmt("%.1f GiB", ToGiB(in.gpu_headroom_bytes));
   if (headroom.empty()) headroom = "none";
-  const std::string act =
-      in.activation_bytes_given           ? "given"
-      : in.activation_shape.seq_len == 0 ? "none"
-      : in.activation_shape.attention == Attention::kFlash
-          ? "estimated, FlashAttention-style"
-          : "estimated, eager attention";
-  labels.Place({{kWidth / 2, 42, "middle"}}, 12,
-               Fit("GPU " + Fmt("%.1f GiB", ToGiB(in.gpu_budget)) + ", " +
-                       Fmt("%.1f GiB", ToGiB(plan.usable_gpu_bytes)) + " usable (headroom " +
-                       headroom + "); activations " + Fmt("%.1f GiB", ToGiB(plan.activation_bytes)) +
-                       " (" + act + ")",
-                   12, full));
+  const std::string act = in.activation_bytes_given          ? "given"
+                          : in.activation_shape.seq_len == 0 ? "none"
+                          : in.activation_shape.attention == Attention::kFlash
+                              ? "estimated, FlashAttention-style"
+                              : "estimated, eager attention";
+  labels.Place(
+      {{kWidth / 2, 42, "middle"}}, 12,
+      Fit("GPU " + Fmt("%.1f GiB", ToGiB(in.gpu_budget)) + ", " +
+              Fmt("%.1f GiB", ToGiB(plan.usable_gpu_bytes)) + " usable (headroom " + headroom +
+              "); activations " + Fmt("%.1f GiB", ToGiB(plan.activation_bytes)) + " (" + act + ")",
+          12, full));
   labels.Place({{kWidth / 2 - 10, 62, "end"}}, 12, "GPU memory, per GPU", Fill(kGpu));
   labels.Place({{kWidth / 2 + 10, 62, "start"}}, 12, "host memory, per node", Fill(kHost));
   labels.Place({{kWidth / 2, kHeight - 8, "middle"}}, 12,
@@ -277,9 +274,9 @@ std::string PlanToSvg(const PlanResult& plan) {
   HLine(&s, &labels, &overflow, mem, ToGiB(in.gpu_budget), kGpu,
         "GPU budget " + Fmt("%.1f GiB", ToGiB(in.gpu_budget)));
   if (plan.usable_gpu_bytes != in.gpu_budget)
-    HLine(&s, &labels, &overflow, mem, ToGiB(plan.usable_gpu_bytes), kGpu,
-          "usable " + Fmt("%.1f GiB", ToGiB(plan.usable_gpu_bytes)) + " (headroom " + headroom +
-              ")");
+    HLine(
+        &s, &labels, &overflow, mem, ToGiB(plan.usable_gpu_bytes), kGpu,
+        "usable " + Fmt("%.1f GiB", ToGiB(plan.usable_gpu_bytes)) + " (headroom " + headroom + ")");
   const std::string host_label = "host budget " + Fmt("%.0f GiB", ToGiB(in.host_budget));
   if (host_on_scale) {
     HLine(&s, &labels, &overflow, mem, ToGiB(in.host_budget), kHost, host_label);

@@ -30,8 +30,8 @@ std::string PlanToText(const PlanResult& plan) {
          Name(in.formats).c_str(), Name(in.param_dtype), Name(in.grad_dtype),
          in.grad_release ? " (released per layer: what-if, not available in this version)" : "",
          Name(in.placement));
-  Append(&s, "Ranks      %u GPU(s)/node x %u node(s) = %llu; %s: %llu elements\n",
-         in.gpus_per_node, in.nodes, static_cast<unsigned long long>(plan.ranks),
+  Append(&s, "Ranks      %u GPU(s)/node x %u node(s) = %llu; %s: %llu elements\n", in.gpus_per_node,
+         in.nodes, static_cast<unsigned long long>(plan.ranks),
          in.zero1_sharding ? "rank 0 optimizer shard (ZeRO-1 what-if: not available in this "
                              "version)"
                            : "each rank steps the whole model (ZeRO-1 sharding: not available "

@@ -51,15 +51,9 @@ uint64_t ParseBytes(std::string_view text) {
   static const struct {
     const char* unit;
     double scale;
-  } kUnits[] = {{"b", 1},
-                {"kb", 1e3},
-                {"mb", 1e6},
-                {"gb", 1e9},
-                {"tb", 1e12},
-                {"kib", 1024.0},
-                {"mib", 1048576.0},
-                {"gib", 1073741824.0},
-                {"tib", 1099511627776.0}};
+  } kUnits[] = {{"b", 1},           {"kb", 1e3},           {"mb", 1e6},
+                {"gb", 1e9},        {"tb", 1e12},          {"kib", 1024.0},
+                {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0}};
   for (const auto& u : kUnits)
     if (unit == u.unit) return Checked(v * u.scale, text, "size");
   throw Error(ErrorKind::kInvalidArgument, "size '" + std::string(text) + "': unknown unit '" +

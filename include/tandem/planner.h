@@ -255,11 +255,11 @@ struct PlanInputs {
   bool grad_release = false;
   bool zero1_sharding = false;
   PlacementPolicy placement = PlacementPolicy::kBackwardOrder;
-  uint64_t chunk_elements = 1 << 21;  // as OptimizerConfig
-  int pipeline_slots = 4;             // as OptimizerConfig
+  uint64_t chunk_elements = 1 << 21;     // as OptimizerConfig
+  int pipeline_slots = 4;                // as OptimizerConfig
   bool speculative_early_start = false;  // as OptimizerConfig: adds its buffers
-  uint32_t gpus_per_node = 1;         // >= 1
-  uint32_t nodes = 1;                 // >= 1
+  uint32_t gpus_per_node = 1;            // >= 1
+  uint32_t nodes = 1;                    // >= 1
   Profile profile = DefaultProfile();
 };
 
@@ -295,7 +295,7 @@ struct PlanResult {
   std::vector<std::string> messages;  // the verdict, then warnings
   Rates rates;
   uint64_t ranks = 1;
-  uint64_t shard_elements = 0;  // rank 0's optimizer state elements (all without ZeRO-1)
+  uint64_t shard_elements = 0;    // rank 0's optimizer state elements (all without ZeRO-1)
   uint64_t usable_gpu_bytes = 0;  // UsableGpuBytes(inputs)
   uint64_t activation_bytes = 0;
   PlanInputs inputs;

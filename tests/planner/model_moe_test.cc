@@ -71,8 +71,7 @@ TEST(ModelMoe, Qwen3_8bIs8_2B) {
   EXPECT_EQ(m.architecture, "qwen3");
   EXPECT_EQ(m.total_params(), 8190735360u);
   ExpectPublished(m.total_params(), 8.2, 1);
-  EXPECT_EQ(Sum(m, "self_attn.q_norm.weight") + Sum(m, "self_attn.k_norm.weight"),
-            36ull * 2 * 128);
+  EXPECT_EQ(Sum(m, "self_attn.q_norm.weight") + Sum(m, "self_attn.k_norm.weight"), 36ull * 2 * 128);
   EXPECT_EQ(m.tensors.back().name, "lm_head.weight");
   EXPECT_TRUE(m.notes.empty());
 }
@@ -214,10 +213,9 @@ TEST(ConfigFields, InertAndHarmlessFields) {
   for (const char* inert : {"rope_theta", "num_experts_per_tok", "max_position_embeddings",
                             "quantization_config", "sliding_window"})
     EXPECT_TRUE(FieldKnownInert(inert)) << inert;
-  for (const char* suggestive : {"expert", "lora", "rank", "head", "layer", "intermediate",
-                                 "vocab", "hidden", "embed"})
-    EXPECT_FALSE(FieldSuggestsCount(std::string("x_") + suggestive + "_y").empty())
-        << suggestive;
+  for (const char* suggestive :
+       {"expert", "lora", "rank", "head", "layer", "intermediate", "vocab", "hidden", "embed"})
+    EXPECT_FALSE(FieldSuggestsCount(std::string("x_") + suggestive + "_y").empty()) << suggestive;
   EXPECT_TRUE(FieldSuggestsCount("greeting").empty());
 }
 
@@ -228,8 +226,8 @@ TEST(ConfigFields, AttentionAndMlpBiasesCount) {
   const uint64_t plain =
       ModelFromConfigText(R"({"architectures": ["LlamaForCausalLM"], )" + base + "}", "p")
           .total_params();
-  const uint64_t biased = ModelFromConfigText(R"({"architectures": ["LlamaForCausalLM"], )" +
-                                                  base + R"(, "attention_bias": true,
+  const uint64_t biased = ModelFromConfigText(R"({"architectures": ["LlamaForCausalLM"], )" + base +
+                                                  R"(, "attention_bias": true,
     "mlp_bias": true})",
                                               "b")
                               .total_params();

@@ -50,8 +50,8 @@ TEST(ParamsJson, MixedDtypesAndEmptyTensors) {
 
 TEST(ParamsJson, FileAndErrorsNameTheEntry) {
   TempDir dir;
-  const std::string path = dir.Write("params.json",
-                                     R"([{"name": "w", "shape": [3, 5], "dtype": "float32"}])");
+  const std::string path =
+      dir.Write("params.json", R"([{"name": "w", "shape": [3, 5], "dtype": "float32"}])");
   const ModelDescription m = ModelFromParamsFile(path);
   EXPECT_EQ(m.total_params(), 15u);
   EXPECT_EQ(m.name, path);
@@ -72,8 +72,7 @@ TEST(ParamsJson, FileAndErrorsNameTheEntry) {
        "tensor 1 ('v'): field 'shape'"},
       {R"([{"name": "w", "shape": [1], "dtype": "torch.int64"}])", "torch.int64"},
       {R"([{"name": "w", "shape": [0], "dtype": "float32"}])", "every tensor is empty"},
-      {R"([{"name": "w", "shape": [4294967296, 4294967296], "dtype": "float32"}])",
-       "overflows"},
+      {R"([{"name": "w", "shape": [4294967296, 4294967296], "dtype": "float32"}])", "overflows"},
       {"[{", "not valid JSON"},
   };
   for (const Case& c : cases) {

@@ -283,8 +283,7 @@ TEST(PlanHeadroom, TenPercentByDefault) {
   EXPECT_EQ(with.usable_gpu_bytes, 36 * kGiB);
   ASSERT_TRUE(with.feasible);
   EXPECT_LE(with.recommended.gpu.total(), 36 * kGiB);
-  EXPECT_GT(EvaluateFraction(in, with.min_fraction - 1.0 / kFractionSteps).gpu.total(),
-            36 * kGiB);
+  EXPECT_GT(EvaluateFraction(in, with.min_fraction - 1.0 / kFractionSteps).gpu.total(), 36 * kGiB);
   bool said = false;
   for (const std::string& m : with.messages)
     said = said || (m.find("headroom 10%") != std::string::npos &&

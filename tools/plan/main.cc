@@ -186,8 +186,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
   if (grad_release || zero1) {
-    std::fprintf(stderr,
-                 "tandem-plan: %s is not available in this version (%s); plan without it\n",
+    std::fprintf(stderr, "tandem-plan: %s is not available in this version (%s); plan without it\n",
                  grad_release ? "--grad-release" : "--zero1",
                  grad_release ? "the engine keeps every gradient until Step()"
                               : "every rank holds the whole optimizer state");
@@ -195,8 +194,7 @@ int main(int argc, char** argv) {
   }
   PlanResult plan;
   try {
-    plan = MakePlan(
-        ToInputs(a, {app.count("--param-dtype") > 0, app.count("--grad-dtype") > 0}));
+    plan = MakePlan(ToInputs(a, {app.count("--param-dtype") > 0, app.count("--grad-dtype") > 0}));
   } catch (const tandem::Error& e) {
     std::fprintf(stderr, "tandem-plan: %s\n", e.what());
     return 2;
