@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -198,13 +199,13 @@ ModelDescription ModelFromJson(const nlohmann::json& j, std::string_view where,
     arch = it->second;
   } else if (j.contains("model_type") && j.at("model_type").is_string()) {
     arch = j.at("model_type").get<std::string>();
-    std::string list;
-    bool known = false;
-    for (const auto& [cls, type] : kByClass) {
-      known = known || type == arch;
-      if (list.find(type) == std::string::npos) list += (list.empty() ? "" : ", ") + type;
+    std::set<std::string> types;
+    for (const auto& [cls, type] : kByClass) types.insert(type);
+    if (types.count(arch) == 0) {
+      std::string list;
+      for (const std::string& t : types) list += (list.empty() ? "" : ", ") + t;
+      Fail(where, "unknown model_type '" + arch + "' (supported: " + list + ")");
     }
-    if (!known) Fail(where, "unknown model_type '" + arch + "' (supported: " + list + ")");
   } else {
     Fail(where, "missing key 'architectures' (or 'model_type')");
   }

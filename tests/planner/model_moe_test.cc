@@ -105,6 +105,67 @@ TEST(ModelMoe, DeepseekV3Is671BWithoutItsMtpModule) {
   EXPECT_EQ(t.tensors.back().name.rfind("model.layers.61.", 0), 0u);
 }
 
+TEST(ModelMoe, Qwen3_06bTiesItsEmbedding) {
+  // Qwen3-0.6B: 0.6B, 0.44B without the embedding (its model card); tied head.
+  const ModelDescription m = ModelFromConfigText(R"({"architectures": ["Qwen3ForCausalLM"],
+    "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 151643,
+    "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 1024,
+    "initializer_range": 0.02, "intermediate_size": 3072, "max_position_embeddings": 40960,
+    "max_window_layers": 28, "model_type": "qwen3", "num_attention_heads": 16,
+    "num_hidden_layers": 28, "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
+    "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null,
+    "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.51.0",
+    "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})",
+                                                 "qwen3-0.6b");
+  EXPECT_EQ(m.total_params(), 596049920u);
+  ExpectPublished(m.total_params() - 151936ull * 1024, 0.44, 2);
+  EXPECT_EQ(m.tensors.back().name, "model.norm.weight");
+  EXPECT_TRUE(m.notes.empty());
+}
+
+TEST(ModelMoe, RealDenseConfigsHaveNoUnknownFields) {
+  // Llama-3.1-8B's config.json, with its rope_scaling object: nothing refused or ignored.
+  const ModelDescription l = ModelFromConfigText(R"({"architectures": ["LlamaForCausalLM"],
+    "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 128000,
+    "eos_token_id": [128001, 128008, 128009], "hidden_act": "silu", "hidden_size": 4096,
+    "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 131072,
+    "mlp_bias": false, "model_type": "llama", "num_attention_heads": 32,
+    "num_hidden_layers": 32, "num_key_value_heads": 8, "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05, "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192,
+    "rope_type": "llama3"}, "rope_theta": 500000.0, "tie_word_embeddings": false,
+    "torch_dtype": "bfloat16", "transformers_version": "4.43.0.dev0", "use_cache": true,
+    "vocab_size": 128256})",
+                                                 "llama-3.1-8b");
+  EXPECT_EQ(l.total_params(), 8030261248u);
+  EXPECT_TRUE(l.notes.empty());
+  // GPT-2's config.json.
+  const ModelDescription g = ModelFromConfigText(R"({"activation_function": "gelu_new",
+    "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1, "bos_token_id": 50256,
+    "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02,
+    "layer_norm_epsilon": 1e-05, "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768,
+    "n_head": 12, "n_layer": 12, "n_positions": 1024, "resid_pdrop": 0.1,
+    "summary_activation": null, "summary_first_dropout": 0.1, "summary_proj_to_labels": true,
+    "summary_type": "cls_index", "summary_use_proj": true,
+    "task_specific_params": {"text-generation": {"do_sample": true, "max_length": 50}},
+    "vocab_size": 50257})",
+                                                 "gpt2");
+  EXPECT_EQ(g.total_params(), 124439808u);
+  EXPECT_TRUE(g.notes.empty());
+}
+
+TEST(ModelMoe, Qwen3MoeSharedExpertWhenPresent) {
+  const std::string base = R"("architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 64,
+    "moe_intermediate_size": 32, "num_experts": 4, "num_hidden_layers": 4,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100)";
+  const uint64_t plain = ModelFromConfigText("{" + base + "}", "p").total_params();
+  const ModelDescription shared =
+      ModelFromConfigText("{" + base + R"(, "shared_expert_intermediate_size": 48})", "s");
+  // Per layer: a SwiGLU of width 48 and the shared expert's 1 x 64 gate.
+  EXPECT_EQ(shared.total_params() - plain, 4u * (3 * 64 * 48 + 64));
+  EXPECT_EQ(Sum(shared, "layers.2.mlp.shared_expert_gate.weight"), 64u);
+}
+
 TEST(ModelMoe, ModelDirectoryReadsItsConfig) {
   const std::string dir = std::string(TANDEM_PLANNER_CONFIGS) + "/qwen3-8b";
   EXPECT_EQ(ModelFromConfigFile(dir).total_params(), 8190735360u);

@@ -64,6 +64,16 @@ void ParseHeadroom(const std::string& text, PlanInputs* in) {
     in->gpu_headroom_fraction = pct / 100;
     in->gpu_headroom_bytes = 0;
   } else {
+    size_t used = 0;
+    try {
+      std::stod(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used > 0 && used == text.size())
+      throw Error(ErrorKind::kInvalidArgument, "--headroom '" + text +
+                                                   "' has no unit: write a percentage ('" + text +
+                                                   "%') or a size ('" + text + "GiB')");
     in->gpu_headroom_fraction = 0;
     in->gpu_headroom_bytes = ParseBytes(text);
   }
