@@ -124,6 +124,7 @@ class Labels {
 std::string Fit(const std::string& text, double size, double width) {
   const size_t max = static_cast<size_t>(width / (size * kCharWidth));
   if (Glyphs(text) <= max) return text;
+  if (max <= 3) return "";
   std::string out;
   size_t n = 0;
   for (unsigned char c : text) {

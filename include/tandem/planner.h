@@ -266,7 +266,7 @@ struct PlanInputs {
 // The plan at one offload fraction.
 struct FractionPoint {
   double fraction = 0;
-  uint64_t hot_elements = 0, cold_elements = 0;  // of rank 0's shard
+  uint64_t hot_elements = 0, cold_elements = 0;  // of rank 0's tensors (ShardSpecs)
   MemoryBreakdown gpu;                           // one GPU
   MemoryBreakdown host;                          // one rank's host memory
   uint64_t host_node_bytes = 0;                  // host.total() * gpus_per_node
@@ -306,7 +306,9 @@ struct PlanResult {
 uint64_t UsableGpuBytes(const PlanInputs& inputs);
 
 // Builds the plan. Optimizer-state and staging bytes come from tandem::PredictMemory on
-// rank 0's shard, so they equal what HybridOptimizer::memory() would report there.
+// rank 0's tensors (the whole model; its ZeRO-1 shard with the zero1_sharding what-if),
+// so they equal what HybridOptimizer::memory() would report there. messages: the
+// verdict, then notes (headroom, what-ifs, FSDP2, the model's notes, the profile).
 // Throws Error(kInvalidArgument) for bad inputs (empty model, zero budgets, bad shapes).
 PlanResult MakePlan(const PlanInputs& inputs);
 
