@@ -17,14 +17,14 @@ FORMATS = [
 ]
 
 
-def run(k, fraction, formats, early="off", use_context=False, steps=4):
+def run(k, fraction, formats, early="off", use_context=False, steps=4, device="cpu"):
     """Trains `steps` steps of k micro-batches each; returns (bits, warnings caught)."""
-    model = make_mlp(seed=12)
+    model = make_mlp(seed=12).to(device)
     opt = tandem.torch.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1,
                              offload_fraction=fraction, chunk_elements=64, max_grad_norm=5.0,
                              early_start=early == "plain",
                              speculative_early_start=early == "speculative", **formats)
-    data = batches(steps * k, seed=13)
+    data = [(x.to(device), y.to(device)) for x, y in batches(steps * k, seed=13)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for t in range(steps):
@@ -41,7 +41,7 @@ def run(k, fraction, formats, early="off", use_context=False, steps=4):
                     loss.backward()
             opt.step()
             assert opt.last_result.applied
-    return params_bits(model), [w for w in caught
+    return [b.cpu() for b in params_bits(model)], [w for w in caught
                                 if issubclass(w.category, tandem.torch.TandemWarning)]
 
 

@@ -45,12 +45,16 @@ def test_zero_grad_sets_grads_to_none_and_keeps_buffers(fraction):
     dict(master_format="bf16+ecc8", momentum_format="q8", variance_format="q8"),
 ])
 def test_frozen_after_build_does_not_move(fraction, formats):
-    model = make_mlp()
+    check_frozen_after_build(fraction, formats, "cpu")
+
+
+def check_frozen_after_build(fraction, formats, device):
+    model = make_mlp().to(device)
     opt = adamw(model.parameters(), fraction, **formats)
-    train(model, opt, batches(2))
+    train(model, opt, [(x.to(device), y.to(device)) for x, y in batches(2)])
     model[0].requires_grad_(False)
     frozen = params_bits(model[0])
-    train(model, opt, batches(3, seed=5))
+    train(model, opt, [(x.to(device), y.to(device)) for x, y in batches(3, seed=5)])
     assert same_bits(params_bits(model[0]), frozen)
     counts = opt.tensor_step_counts()
     assert counts[:2] == [2, 2] and counts[2:] == [5] * 4
@@ -104,7 +108,11 @@ def test_assigned_and_in_place_gradients_count():
 @pytest.mark.parametrize("fraction", FRACTIONS)
 @pytest.mark.parametrize("algo", ["adamw", "adam", "sgd"])
 def test_freeze_unfreeze_loop_matches_torch(fraction, algo):
-    ours, theirs = make_mlp(), make_mlp()
+    check_freeze_unfreeze_loop(fraction, algo, "cpu")
+
+
+def check_freeze_unfreeze_loop(fraction, algo, device):
+    ours, theirs = make_mlp().to(device), make_mlp().to(device)
     if algo == "sgd":
         opt = tandem.torch.SGD(ours.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-3,
                                offload_fraction=fraction, chunk_elements=64)
@@ -120,6 +128,7 @@ def test_freeze_unfreeze_loop_matches_torch(fraction, algo):
     frozen = {t: ([0] if 2 <= t <= 5 else []) + ([2] if 4 <= t <= 8 else []) +
               ([4] if t == 9 else []) for t in range(12)}
     for t, (x, y) in enumerate(batches(12, seed=6)):
+        x, y = x.to(device), y.to(device)
         for model, o in ((ours, opt), (theirs, ref_opt)):
             for i in (0, 2, 4):
                 model[i].requires_grad_(i not in frozen[t])
@@ -151,11 +160,16 @@ class MoE(torch.nn.Module):
 
 @pytest.mark.parametrize("fraction", FRACTIONS)
 def test_expert_without_gradient_matches_torch(fraction):
-    ours, theirs = MoE(), MoE()
+    check_moe(fraction, "cpu")
+
+
+def check_moe(fraction, device):
+    ours, theirs = MoE().to(device), MoE().to(device)
     opt = adamw(ours.parameters(), fraction)
     ref_opt = torch.optim.AdamW(theirs.parameters(), lr=1e-2, weight_decay=0.05)
     routes = [(0,), (0, 1), (2,), (1,), (0, 2), (2,), (1, 2), (0,)]
     for (x, y), route in zip(batches(len(routes), seed=7), routes):
+        x, y = x.to(device), y.to(device)
         for model, o in ((ours, opt), (theirs, ref_opt)):
             o.zero_grad()
             torch.nn.functional.mse_loss(model(x, route), y).backward()

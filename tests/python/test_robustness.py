@@ -111,11 +111,16 @@ def _snapshot_key(sd):
 
 @pytest.mark.parametrize("fraction", FRACTIONS)
 def test_state_dict_from_another_thread_sees_a_state_between_steps(fraction):
+    check_concurrent_state_dicts(fraction, "cpu")
+
+
+def check_concurrent_state_dicts(fraction, device):
     steps = 12
 
     def build():
         torch.manual_seed(5)  # large enough for steps to overlap the reader
         model = torch.nn.Sequential(torch.nn.Linear(512, 384), torch.nn.Linear(384, 96))
+        model = model.to(device)
         opt = tandem.torch.AdamW(model.parameters(), lr=1e-2, offload_fraction=fraction,
                                  chunk_elements=64, master_format="bf16+ecc8",
                                  momentum_format="q8", variance_format="q8")
@@ -124,7 +129,7 @@ def test_state_dict_from_another_thread_sees_a_state_between_steps(fraction):
     def one_step(model, opt, t):
         opt.zero_grad()
         for p, g in zip(model.parameters(), fixed_grads(model, 100 + t)):
-            p.grad = g
+            p.grad = g.to(device)
         opt.step()
 
     model, opt = build()

@@ -29,7 +29,8 @@ def build(model, master, fraction, lr=1e-6, **kwargs):
 def step_with(model, opt, seed=5):
     """One backward on a fixed batch, then one step."""
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(16, 64, generator=g).to(next(model.parameters()).dtype)
+    p = next(model.parameters())
+    x = torch.randn(16, 64, generator=g).to(p.device, p.dtype)
     opt.zero_grad()
     model(x).float().pow(2).mean().backward()
     opt.step()
@@ -39,9 +40,13 @@ def step_with(model, opt, seed=5):
 @pytest.mark.parametrize("master", MASTERS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "bf16"])
 def test_load_state_dict_after_build_matches_torch(fraction, master, dtype):
-    # The issue's repro: AdamW(lr=1e-6) built, then the weights loaded, then one step.
+    check_issue_repro(fraction, master, dtype, "cpu")
+
+
+def check_issue_repro(fraction, master, dtype, device):
+    """The issue's repro: AdamW(lr=1e-6) built, then the weights loaded, then one step."""
     torch.manual_seed(0)
-    ours = torch.nn.Linear(64, 48).to(dtype)
+    ours = torch.nn.Linear(64, 48).to(device, dtype)
     theirs = copy.deepcopy(ours)
     opt = build(ours, master, fraction)
     ref_opt = torch.optim.AdamW(theirs.parameters(), lr=1e-6)
@@ -59,11 +64,12 @@ def test_load_state_dict_after_build_matches_torch(fraction, master, dtype):
     assert (w - ref).abs().max().item() <= 2e-6 + (0.0 if dtype == torch.float32 else 4e-3)
 
 
-def written_then_stepped(fraction, master, dtype, write):
+def written_then_stepped(fraction, master, dtype, write, device="cpu"):
     """Builds an optimizer, trains two steps, calls write(model) and steps once with
     lr = 0 and zero gradients: the parameters must then hold what was written."""
     torch.manual_seed(1)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 40), torch.nn.Linear(40, 8)).to(dtype)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 40), torch.nn.Linear(40, 8))
+    model = model.to(device, dtype)
     opt = build(model, master, fraction, lr=1e-3)
     step_with(model, opt, seed=1)
     step_with(model, opt, seed=2)
@@ -151,6 +157,20 @@ def test_data_copy_without_reload_is_not_seen():
     assert not torch.equal(got[1], expected[1])
 
 
+def check_reload_mid_training(fraction, device):
+    data = [(x.to(device), y.to(device)) for x, y in batches(8, seed=3)]
+    ours, theirs = make_mlp().to(device), make_mlp().to(device)
+    opt = tandem.torch.AdamW(ours.parameters(), lr=1e-2, weight_decay=0.05,
+                             offload_fraction=fraction, chunk_elements=64)
+    ref_opt = torch.optim.AdamW(theirs.parameters(), lr=1e-2, weight_decay=0.05)
+    new_weights = make_mlp(seed=11).to(device).state_dict()
+    for model, o in ((ours, opt), (theirs, ref_opt)):
+        train(model, o, data[:4])
+        model.load_state_dict(new_weights)
+        train(model, o, data[4:])
+    assert max_rel_diff(ours, theirs) < 1e-5
+
+
 def test_state_dict_after_a_write_saves_the_written_weights():
     model = make_mlp()
     opt = tandem.torch.AdamW(model.parameters(), lr=1e-3)
@@ -166,14 +186,4 @@ def test_state_dict_after_a_write_saves_the_written_weights():
 
 @pytest.mark.parametrize("fraction", FRACTIONS)
 def test_reload_mid_training_matches_torch(fraction):
-    data = batches(8, seed=3)
-    ours, theirs = make_mlp(), make_mlp()
-    opt = tandem.torch.AdamW(ours.parameters(), lr=1e-2, weight_decay=0.05,
-                             offload_fraction=fraction, chunk_elements=64)
-    ref_opt = torch.optim.AdamW(theirs.parameters(), lr=1e-2, weight_decay=0.05)
-    new_weights = make_mlp(seed=11).state_dict()
-    for model, o in ((ours, opt), (theirs, ref_opt)):
-        train(model, o, data[:4])
-        model.load_state_dict(new_weights)
-        train(model, o, data[4:])
-    assert max_rel_diff(ours, theirs) < 1e-5
+    check_reload_mid_training(fraction, "cpu")
