@@ -135,6 +135,16 @@ def _pick_format(what, new_name, new, old_name, old):
     return value
 
 
+def _warn(message, category):
+    """warnings.warn attributed to the caller's line: the first frame outside this file
+    and torch (whose optimizer wrappers differ between versions)."""
+    skip = (__file__, _torch.__file__.rsplit("/", 1)[0])
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(skip):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
+
 def _label(name, p):
     return "parameter '%s' (shape %s, %s)" % (name, tuple(p.shape), p.dtype)
 
@@ -457,12 +467,11 @@ class TandemOptimizer(_torch.optim.Optimizer):
                     self._adopt_grad(k)
                 if self._ready[k] and not self._warned_accumulation:
                     self._warned_accumulation = True
-                    warnings.warn(
-                        "early_start: parameter %s got a second gradient in one step "
-                        "(gradient accumulation); the engine redoes its early work, so "
-                        "results are exact but the first copies were wasted. Run every "
-                        "micro-batch but the last inside `with opt.accumulating():`."
-                        % self._label(k), EarlyStartAccumulationWarning, stacklevel=2)
+                    _warn("early_start: parameter %s got a second gradient in one step "
+                          "(gradient accumulation); the engine redoes its early work, so "
+                          "results are exact but the first copies were wasted. Run every "
+                          "micro-batch but the last inside `with opt.accumulating():`."
+                          % self._label(k), EarlyStartAccumulationWarning)
                 self._ready[k] = True
                 with self._device_guard():
                     self._engine.grad_ready(k)
@@ -614,10 +623,9 @@ class TandemOptimizer(_torch.optim.Optimizer):
             self.last_result = StepResult(*result)
             if not self.last_result.applied:
                 self.skipped_steps += 1
-                warnings.warn("tandem: non-finite gradient (norm %r): step skipped, nothing "
-                              "changed (%d skipped so far)"
-                              % (self.last_result.grad_norm, self.skipped_steps),
-                              SkippedStepWarning, stacklevel=3)
+                _warn("tandem: non-finite gradient (norm %r): step skipped, nothing "
+                      "changed (%d skipped so far)"
+                      % (self.last_result.grad_norm, self.skipped_steps), SkippedStepWarning)
         return loss
 
     def _engine_step(self, lr, clip, loss_scale, active):

@@ -132,13 +132,13 @@ def check_freeze_unfreeze_loop(fraction, algo, device):
         for model, o in ((ours, opt), (theirs, ref_opt)):
             for i in (0, 2, 4):
                 model[i].requires_grad_(i not in frozen[t])
-            o.zero_grad()
+            o.zero_grad(set_to_none=True)  # torch < 2.0 defaults to False
             backward(model, x, y)
             o.step()
     assert max_rel_diff(ours, theirs) < 1e-5
-    ref_steps = [int(ref_opt.state[p]["step"]) if p in ref_opt.state else 0
-                 for p in theirs.parameters()]
-    if algo != "sgd":
+    if algo != "sgd":  # torch's SGD keeps no step
+        ref_steps = [int(ref_opt.state[p]["step"]) if p in ref_opt.state else 0
+                     for p in theirs.parameters()]
         assert opt.tensor_step_counts() == ref_steps
         state = opt.state_dict()["state"]
         assert [int(state[i]["step"]) for i in range(6)] == ref_steps
@@ -171,7 +171,7 @@ def check_moe(fraction, device):
     for (x, y), route in zip(batches(len(routes), seed=7), routes):
         x, y = x.to(device), y.to(device)
         for model, o in ((ours, opt), (theirs, ref_opt)):
-            o.zero_grad()
+            o.zero_grad(set_to_none=True)
             torch.nn.functional.mse_loss(model(x, route), y).backward()
             o.step()
     assert max_rel_diff(ours, theirs) < 1e-5
