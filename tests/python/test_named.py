@@ -5,6 +5,7 @@ names and "param_names" in param_groups, and each tensor's shape reaches the eng
 import pytest
 import torch
 
+import tandem
 import tandem.torch
 from helpers import batches, make_mlp, params_bits, same_bits, train
 
@@ -100,3 +101,18 @@ def test_state_dict_round_trip_with_names():
     train(model, opt, data)
     train(other_model, other, data)
     assert same_bits(params_bits(other_model), params_bits(model))
+
+
+def test_binding_takes_seven_and_eight_field_specs():
+    p, g = torch.zeros(6, 4), torch.ones(6, 4)
+    base = ("w", p.numel(), "f32", "f32", p.data_ptr(), g.data_ptr(), 0)
+    groups = [dict(lr_scale=1.0)]
+    for spec, shape in ((base, [24]), (base + ([6, 4],), [6, 4])):
+        engine = tandem._C.HybridOptimizer([spec], "sgd", groups, mode="host")
+        engine.step(0.5)
+        assert list(engine.snapshot()["tensors"][0].get("shape") or [24]) == shape
+    assert torch.equal(p, torch.full((6, 4), -1.0))  # two steps of lr 0.5, gradient 1
+    with pytest.raises(ValueError, match="tensor spec must be"):
+        tandem._C.HybridOptimizer([base[:6]], "sgd", groups, mode="host")
+    with pytest.raises(ValueError, match="shape|numel"):
+        tandem._C.HybridOptimizer([base + ([5, 4],)], "sgd", groups, mode="host")
