@@ -31,6 +31,7 @@ import math
 import sys
 import threading
 import warnings
+import weakref
 
 try:
     import torch as _torch
@@ -313,49 +314,50 @@ class TandemOptimizer(_torch.optim.Optimizer):
     def _install_hooks(self):
         """Per parameter: a tensor hook that installs the engine's buffer as p.grad before
         autograd accumulates into it (when p.grad is None), and a post-accumulate hook
-        that marks the gradient fresh and, with early start, calls grad_ready."""
+        that marks the gradient fresh and, with early start, calls grad_ready.
+
+        The hooks hold the optimizer weakly and are removed when it is collected, so an
+        optimizer that is dropped (a new one built for the same model) frees its engine
+        and stops touching the parameters' gradients."""
+        ref = weakref.ref(self)
         for k, p in enumerate(self._params):
-            self._hook_handles.append(p.register_hook(self._make_install_hook(k)))
-            hook = self._make_grad_ready_hook(k)
+            self._hook_handles.append(p.register_hook(
+                lambda _grad, k=k: _call(ref, "_on_grad_arriving", k)))
             if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
-                self._hook_handles.append(
-                    p.register_post_accumulate_grad_hook(lambda _p, hook=hook: hook()))
+                self._hook_handles.append(p.register_post_accumulate_grad_hook(
+                    lambda _p, k=k: _call(ref, "_on_grad_accumulated", k)))
             else:
                 # Older torch: a post-hook on the parameter's AccumulateGrad node, which
                 # runs once the gradient has been accumulated into p.grad.
                 with _torch.enable_grad():
                     acc = p.expand_as(p).grad_fn.next_functions[0][0]
-                self._hook_handles.append(acc.register_hook(lambda *_a, hook=hook: hook()))
+                self._hook_handles.append(acc.register_hook(
+                    lambda *_a, k=k: _call(ref, "_on_grad_accumulated", k)))
                 self._grad_accumulators.append(acc)  # keeps the node (and hook) alive
+        weakref.finalize(self, _remove_hooks, self._hook_handles)
 
-    def _make_install_hook(self, k):
-        def hook(grad):
-            p = self._params[k]
-            if p.grad is None:
-                with _torch.no_grad():
-                    self._install_zeroed(k)
-            return grad
-        return hook
+    def _on_grad_arriving(self, k):
+        if self._params[k].grad is None:
+            with _torch.no_grad():
+                self._install_zeroed(k)
 
-    def _make_grad_ready_hook(self, k):
-        def hook():
-            self._fresh[k] = True
-            if not self.early_start or self._accumulating:
-                return
-            with self._lock:
-                with _torch.no_grad():
-                    self._adopt_grad(k)
-                if self._ready[k] and not self._warned_accumulation:
-                    self._warned_accumulation = True
-                    _warn("early_start: parameter %s got a second gradient in one step "
-                          "(gradient accumulation); the engine redoes its early work, so "
-                          "results are exact but the first copies were wasted. Run every "
-                          "micro-batch but the last inside `with opt.accumulating():`."
-                          % self._label(k), EarlyStartAccumulationWarning)
-                self._ready[k] = True
-                with self._device_guard():
-                    self._engine.grad_ready(k)
-        return hook
+    def _on_grad_accumulated(self, k):
+        self._fresh[k] = True
+        if not self.early_start or self._accumulating:
+            return
+        with self._lock:
+            with _torch.no_grad():
+                self._adopt_grad(k)
+            if self._ready[k] and not self._warned_accumulation:
+                self._warned_accumulation = True
+                _warn("early_start: parameter %s got a second gradient in one step "
+                      "(gradient accumulation); the engine redoes its early work, so "
+                      "results are exact but the first copies were wasted. Run every "
+                      "micro-batch but the last inside `with opt.accumulating():`."
+                      % self._label(k), EarlyStartAccumulationWarning)
+            self._ready[k] = True
+            with self._device_guard():
+                self._engine.grad_ready(k)
 
     # ----------------------------------------------------------------------------------
     # torch.optim.Optimizer interface
@@ -892,6 +894,18 @@ class TandemOptimizer(_torch.optim.Optimizer):
 
     def _hyper(self, group):
         raise NotImplementedError
+
+
+def _call(ref, method, k):
+    """Calls ref().method(k) while the optimizer lives (gradient hooks)."""
+    opt = ref()
+    if opt is not None:
+        getattr(opt, method)(k)
+
+
+def _remove_hooks(handles):
+    for handle in handles:
+        handle.remove()
 
 
 class _NullContext:

@@ -2,12 +2,14 @@
 bad options, concurrent state dicts, format spellings, duplicate tensors, a bad lr,
 skipped steps, and importing tandem.torch without PyTorch."""
 
+import gc
 import math
 import os
 import subprocess
 import sys
 import threading
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -65,6 +67,28 @@ def test_grad_data_of_another_shape_or_dtype_is_refused():
         opt.step()
     assert same_bits(params_bits(model), before)
     assert names[0] == "0.weight"
+
+
+# ---- a dropped optimizer lets go of the model ---------------------------------------------
+
+def test_dropped_optimizer_is_freed_and_its_hooks_removed():
+    model = make_mlp()
+    opt = tandem.torch.AdamW(model.parameters(), lr=1e-2, early_start=True)
+    train(model, opt, batches(1))
+    dead = weakref.ref(opt)
+    del opt
+    gc.collect()
+    assert dead() is None
+    assert all(len(p._backward_hooks) == 0 for p in model.parameters())
+    # A new optimizer for the same model gets backward's gradients in its own buffers.
+    opt = tandem.torch.AdamW(model.parameters(), lr=1e-2, early_start=True)
+    opt.zero_grad()
+    x, y = batches(1)[0]
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    assert [p.grad.data_ptr() for p in model.parameters()] == [b.data_ptr()
+                                                              for b in opt._grads]
+    opt.step()
+    assert opt.last_result.stepped_tensors == 6
 
 
 # ---- option validation -------------------------------------------------------------------
