@@ -167,13 +167,14 @@ class TandemOptimizer(_torch.optim.Optimizer):
         if hyperparam_update not in ("error", "restore"):
             raise ValueError("hyperparam_update must be 'error' or 'restore', got %r"
                              % (hyperparam_update,))
-        _options.check_options(offload_fraction, host_threads, chunk_elements, pipeline_slots,
-                       max_grad_norm)
-        formats = (_options.pick_format("master", "master_format", master_format, "master", master),
-                   _options.pick_format("momentum", "momentum_format", momentum_format, "momentum",
-                                momentum),
-                   _options.pick_format("variance", "variance_format", variance_format, "variance",
-                                variance))
+        _options.check_options(offload_fraction, host_threads, chunk_elements,
+                               pipeline_slots, max_grad_norm)
+        formats = (
+            _options.pick_format("master", "master_format", master_format, "master", master),
+            _options.pick_format("momentum", "momentum_format", momentum_format, "momentum",
+                                 momentum),
+            _options.pick_format("variance", "variance_format", variance_format, "variance",
+                                 variance))
         groups = _options.normalize_params(params, module)
         self._building = True
         super().__init__(groups, defaults)
