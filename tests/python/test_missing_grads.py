@@ -187,3 +187,33 @@ def test_unfreezing_a_parameter_frozen_at_build_raises():
     backward(model, *batches(1)[0])
     with pytest.raises(ValueError, match="did not require grad when the optimizer was built"):
         opt.step()
+
+
+@pytest.mark.parametrize("fraction", FRACTIONS)
+def test_zero_grad_without_set_to_none_matches_torch(fraction):
+    # set_to_none=False keeps zeroed gradients, so torch steps a frozen layer with a zero
+    # gradient (its moments and weight decay move it); so do we.
+    ours, theirs = make_mlp(), make_mlp()
+    opt = adamw(ours.parameters(), fraction)
+    ref_opt = torch.optim.AdamW(theirs.parameters(), lr=1e-2, weight_decay=0.05)
+    for t, (x, y) in enumerate(batches(6, seed=8)):
+        for model, o in ((ours, opt), (theirs, ref_opt)):
+            model[0].requires_grad_(t < 2)
+            o.zero_grad(set_to_none=False)
+            backward(model, x, y)
+            o.step()
+    assert max_rel_diff(ours, theirs) < 1e-5
+    assert opt.tensor_step_counts() == [6] * 6
+
+
+def test_gradient_computed_before_the_optimizer_is_used():
+    ours, theirs = make_mlp(), make_mlp()
+    x, y = batches(1)[0]
+    backward(ours, x, y)
+    backward(theirs, x, y)
+    opt = adamw(ours.parameters(), 0.0)
+    ref_opt = torch.optim.AdamW(theirs.parameters(), lr=1e-2, weight_decay=0.05)
+    opt.step()
+    ref_opt.step()
+    assert opt.last_result.stepped_tensors == 6
+    assert max_rel_diff(ours, theirs) < 1e-5
