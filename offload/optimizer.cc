@@ -274,9 +274,8 @@ void HybridOptimizer::Impl::BuildLayout() {
     sp.param_dtype = specs_[t].param_dtype;
     sp.param = p.alias_param ? nullptr : specs_[t].param;
     spans.push_back(sp);
-    // Construction-time scalar index: the group (each Step assigns its own slots; a
-    // group's spans agree on keeping momentum, which is what the plan checks here).
-    index.push_back(specs_[t].group);
+    // Every span starts left out; each Step assigns its slots (Note [Scalar slots]).
+    index.push_back(offload::GpuSide::kSkip);
     hot_tensor_.push_back(t);
   }
   if (gpu()) {

@@ -264,6 +264,39 @@ TEST(TorchSemantics, RepeatedGradReadyGivesTheBitsOfAStepWithoutEarlyStart) {
   }
 }
 
+// ---- Restore ----------------------------------------------------------------------------
+
+TEST(TorchSemantics, RestoreComparesGradDtypeShapeAndTensorStepsAndChangesNothing) {
+  Model m;
+  m.Init(3);
+  std::vector<TensorSpec> specs = m.Specs(2);
+  specs[1].shape = {m.sizes[1]};
+  HybridOptimizer opt(specs, Config(0.5));
+  m.FillGrads(0);
+  ASSERT_TRUE(opt.Step(1e-2).applied);
+  const OptimizerSnapshot good = opt.Snapshot();
+  auto refused = [&](OptimizerSnapshot bad, const std::string& needle) {
+    try {
+      opt.Restore(bad);
+      ADD_FAILURE() << "restored a snapshot with " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(opt.Snapshot(), good);
+  };
+  OptimizerSnapshot b = good;
+  b.tensors[2].grad_dtype = DType::kF32;
+  refused(b, "grad dtype");
+  b = good;
+  b.tensors[1].shape = {m.sizes[1] / 2, 2};
+  refused(b, "shape");
+  b = good;
+  b.tensors[0].step = 2;  // more updates than steps taken
+  refused(b, "step");
+  opt.Restore(good);
+  EXPECT_EQ(opt.Snapshot(), good);
+}
+
 // ---- Arguments -------------------------------------------------------------------------
 
 TEST(TorchSemantics, HostThreadsBeyondTheLimitAreRefused) {
