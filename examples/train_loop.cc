@@ -27,7 +27,7 @@ int main() {
   std::vector<float> gw(w.size()), gb(b.size());
 
   // 1. Describe the tensors: name, size, dtypes, where the parameter and its gradient live.
-  const bool gpu = CudaDeviceAvailable();
+  [[maybe_unused]] const bool gpu = CudaDeviceAvailable();  // (unused without CUDA)
   void *dw = w.data(), *db = b.data(), *dgw = gw.data(), *dgb = gb.data();
 #if TANDEM_HAS_CUDA
   if (gpu) {
