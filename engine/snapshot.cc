@@ -72,25 +72,30 @@ void CheckMasterBf16(const TensorSnapshot& t, const StateFormats& f) {
   // A correction that moves +-0 across the sign boundary decodes to a NaN bit pattern
   // (the encoders never write one; Note [Correction in ulps of x]).
   if (f.master == MasterFormat::kBF16Ecc8) {
-    i = FirstBad(b.size(), [&](size_t k) { return !std::isfinite(num::DecodeEcc8(b[k], t.ecc8[k])); });
+    i = FirstBad(b.size(),
+                 [&](size_t k) { return !std::isfinite(num::DecodeEcc8(b[k], t.ecc8[k])); });
     if (i != kNone) Bad(t, At("master_bf16", i) + " with " + At("ecc8", i) + " decodes to NaN");
   } else if (f.master == MasterFormat::kBF16Ecc16) {
-    i = FirstBad(b.size(), [&](size_t k) { return !std::isfinite(num::DecodeEcc16(b[k], t.ecc16[k])); });
+    i = FirstBad(b.size(),
+                 [&](size_t k) { return !std::isfinite(num::DecodeEcc16(b[k], t.ecc16[k])); });
     if (i != kNone) Bad(t, At("master_bf16", i) + " with " + At("ecc16", i) + " decodes to NaN");
   }
 }
 
 void CheckVariance(const TensorSnapshot& t) {
   const std::vector<float>& v = t.v_f32;
-  const size_t i = FirstBad(v.size(), [&](size_t k) { return !(v[k] >= 0.0f) || std::isinf(v[k]); });
+  const size_t i =
+      FirstBad(v.size(), [&](size_t k) { return !(v[k] >= 0.0f) || std::isinf(v[k]); });
   if (i != kNone) Bad(t, At("v_f32", i) + " is " + F32Kind(v[i]));
 }
 
 // q8 scales are bf16 bit patterns of finite values >= 0 (the encoder's floor is FLT_MIN);
 // a set sign bit (-0 included) is refused as negative.
 void CheckScales(const TensorSnapshot& t, const char* array, const std::vector<uint16_t>& s) {
-  const size_t i = FirstBad(s.size(), [&](size_t k) { return Bf16NonFinite(s[k]) || (s[k] & 0x8000u); });
-  if (i != kNone) Bad(t, At(array, i) + " is " + (Bf16NonFinite(s[i]) ? Bf16Kind(s[i]) : "negative"));
+  const size_t i =
+      FirstBad(s.size(), [&](size_t k) { return Bf16NonFinite(s[k]) || (s[k] & 0x8000u); });
+  if (i != kNone)
+    Bad(t, At(array, i) + " is " + (Bf16NonFinite(s[i]) ? Bf16Kind(s[i]) : "negative"));
 }
 
 }  // namespace
@@ -101,8 +106,8 @@ void ValidateSnapshotLayout(const OptimizerSnapshot& s) {
   for (size_t g = 0; g < s.groups.size(); ++g)
     ValidateHyperParams(s.algo, s.groups[g], "group " + std::to_string(g));
   if (s.step < 0 || s.step > kMaxSnapshotStep)
-    throw Error(ErrorKind::kInvalidArgument, "snapshot step " + std::to_string(s.step) +
-                                                 " is outside [0, 2^53]");
+    throw Error(ErrorKind::kInvalidArgument,
+                "snapshot step " + std::to_string(s.step) + " is outside [0, 2^53]");
   std::unordered_set<std::string> names;
   for (const TensorSnapshot& t : s.tensors) {
     if (!names.insert(t.name).second) Bad(t, "duplicate name");
