@@ -235,6 +235,18 @@ TEST_F(ToolTest, ToTorchDecodesAndFromTorchEncodes) {
   EXPECT_NE(out.find("contradicts"), std::string::npos) << out;
 }
 
+TEST_F(ToolTest, ToTorchRefusesAParameterNamedLikeAState) {
+  OptimizerSnapshot s = testing::MakeSnapshot(Algorithm::kAdamW, {}, 3, {2, 2});
+  s.tensors[0].name = "w";
+  s.tensors[1].name = "w.exp_avg";
+  const std::string ckpt = (dir_ / "n.ckpt").string(), st = (dir_ / "n.safetensors").string();
+  SaveCheckpoint(s, ckpt);
+  std::string out;
+  EXPECT_EQ(Run("to-torch " + ckpt + " " + st, &out), 2) << out;
+  EXPECT_NE(out.find("'w.exp_avg' is reserved or used twice"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(st));
+}
+
 TEST_F(ToolTest, FromTorchWithoutTandemMetadata) {
   const std::vector<float> w = {1, 2, 3, 4, 5, 6}, m = {0.1f, 0, 0, 0, 0, -0.1f}, v = {1, 0, 0, 0, 0, 2};
   const std::string in = Write("plain.safetensors",
