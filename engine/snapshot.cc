@@ -103,19 +103,18 @@ void CheckMasterBf16(const TensorSnapshot& t, const StateFormats& f) {
 
 void CheckVariance(const TensorSnapshot& t) {
   const std::vector<float>& v = t.v_f32;
-  // NaN or infinite, or the sign bit set on a non-zero magnitude (-0 is zero).
+  // The finite values >= 0 are the bit patterns [0, 0x7F7FFFFF] and -0 (0x80000000).
   const size_t i = FirstBad(v.size(), [&](size_t k) {
     const uint32_t u = num::BitsOf(v[k]);
-    return F32NonFinite(u) | (u > 0x80000000u);
+    return u >= 0x7F800000u && u != 0x80000000u;
   });
   if (i != kNone) Bad(t, At("v_f32", i) + " is " + F32Kind(v[i]));
 }
 
-// q8 scales are bf16 bit patterns of finite values >= 0 (the encoder's floor is FLT_MIN);
-// a set sign bit (-0 included) is refused as negative.
+// q8 scales are bf16 bit patterns of finite values >= 0 (the encoder's floor is FLT_MIN):
+// [0, 0x7F7F]; a set sign bit (-0 included) is refused as negative.
 void CheckScales(const TensorSnapshot& t, const char* array, const std::vector<uint16_t>& s) {
-  const size_t i =
-      FirstBad(s.size(), [&](size_t k) { return Bf16NonFinite(s[k]) | ((s[k] & 0x8000u) != 0); });
+  const size_t i = FirstBad(s.size(), [&](size_t k) { return s[k] >= 0x7F80u; });
   if (i != kNone)
     Bad(t, At(array, i) + " is " + (Bf16NonFinite(s[i]) ? Bf16Kind(s[i]) : "negative"));
 }
