@@ -9,7 +9,6 @@
 #include <set>
 #include <vector>
 
-#include "checkpoint/error_text.h"
 #include "tandem/error.h"
 
 namespace tandem::tool {
@@ -345,7 +344,7 @@ OptimizerSnapshot ReadTorchState(const std::string& path, const TorchDefaults& d
     } catch (const json::exception& e) {
       Invalid(path, ctx + ": a per-parameter __metadata__ entry has the wrong type: " + e.what());
     } catch (const Error& e) {
-      Invalid(path, ctx + ": " + ckpt::BareMessage(e));
+      Invalid(path, ctx + ": " + e.message());
     }
     if (t.group >= s.groups.size())
       Invalid(path, ctx + ": group " + std::to_string(t.group) + " of " +
