@@ -14,15 +14,19 @@
 namespace tandem::testing {
 
 // A snapshot of `algo`/`formats` with tensors of the given sizes and random contents
-// (every bit pattern, NaNs included), alternating between two groups; for SGD group 1 has
-// momentum 0 (no momentum buffer). Passes ValidateSnapshot.
+// (random bit patterns, each made valid with the fewest bit changes: no NaN or infinity,
+// no negative variance or scale), alternating between two groups; for SGD group 1 has
+// momentum 0 (no momentum buffer). Tensor i has step s.step - i (at least 0) and a shape
+// for some sizes (0 -> [0, 7], a multiple of 8 -> [n/8, 2, 4], odd i -> [1, n]); the
+// metadata is JSON with non-ASCII text. Passes ValidateSnapshot.
 OptimizerSnapshot MakeSnapshot(Algorithm algo, StateFormats formats, uint32_t seed,
                                const std::vector<uint64_t>& sizes = {0, 1, 31, 32, 33, 200});
 
 // A snapshot whose arrays hold low-entropy data, so deflate pays.
 OptimizerSnapshot MakeCompressibleSnapshot(uint32_t seed);
 
-// Bit-for-bit equality (operator== says NaN != NaN, and random arrays hold NaNs).
+// Bit-for-bit equality of every field (operator== says -0 == +0, and ignores nothing,
+// but tests want to see bit patterns).
 bool SameBits(const OptimizerSnapshot& a, const OptimizerSnapshot& b);
 
 // Every algorithm x master x momentum x variance combination.
