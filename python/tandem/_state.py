@@ -70,7 +70,13 @@ def _snapshot(opt):
     with opt._device_guard():
         if opt._cuda:
             torch.cuda.synchronize(opt._device)
-        return opt._engine.snapshot()
+        snap = opt._engine.snapshot()
+    # Engines from before per-tensor steps leave TensorSnapshot::step at 0; their tensors
+    # all have the optimizer's step. (Remove once every engine fills it.)
+    if snap["step"] > 0 and all(t["step"] == 0 for t in snap["tensors"]):
+        for t in snap["tensors"]:
+            t["step"] = snap["step"]
+    return snap
 
 
 def _restore(opt, snap):
@@ -641,8 +647,9 @@ def from_torch_state(opt, sd):
         names = {"adam": ("exp_avg", "exp_avg_sq"), "adamw": ("exp_avg", "exp_avg_sq"),
                  "lion": ("exp_avg",), "sgd": ("momentum_buffer",)}[algorithm]
         values = [moment(key) for key in names]
-        if algorithm in ("adam", "adamw") and entry and None in values:
-            raise ValueError("%s has no key %r" % (ew, names[values.index(None)]))
+        missing = [key for key, v in zip(names, values) if v is None]
+        if algorithm in ("adam", "adamw") and entry and missing:
+            raise ValueError("%s has no key %r" % (ew, missing[0]))
         if entry.get("max_exp_avg_sq") is not None:
             raise ValueError("%s has max_exp_avg_sq (amsgrad), which tandem does not "
                              "support" % ew)
