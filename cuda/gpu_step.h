@@ -49,6 +49,15 @@ class StepPlan {
   StepPlan(StepPlan&& other) noexcept;
   StepPlan& operator=(StepPlan&& other) noexcept;
 
+  // Which scalars each span uses from the next Launch on `stream` on: index[i] for span
+  // i, or kSkipSpan to leave span i out of the launches (not read, not written). Replaces
+  // the construction's scalar_index (same rules per index); uploads the span table on
+  // `stream` only when this changes it. Throws Error(kInvalidArgument) naming the span
+  // (a wrong size, an index >= kMaxScalarGroups, spans of one index that disagree on a
+  // momentum buffer); nothing changes then.
+  static constexpr uint32_t kSkipSpan = 0xFFFFFFFFu;
+  void SetScalarIndex(const std::vector<uint32_t>& index, void* stream);
+
   // Enqueues one fused step of all spans on `stream`. scalars[k] are the scalars of
   // scalar_index k (num_scalars must cover every index used, at most kMaxScalarGroups);
   // each must have algo == the plan's algorithm and, for SGD, has_momentum matching the
@@ -75,6 +84,9 @@ class StepPlan {
   int sm_count_ = 0;  // of the device current at construction
   // For each scalar index: -1 unused, 0 its spans keep no momentum, 1 they do.
   std::vector<int8_t> group_has_m_;
+  std::vector<uint8_t> span_has_m_;     // per span: keeps a momentum buffer (and n > 0)
+  std::vector<uint32_t> scalar_index_;  // per span, as in the device table now
+  std::vector<unsigned char> host_spans_;  // the device span table's bytes
   void* device_spans_ = nullptr;  // detail::SpanMeta[num_spans_]
   void* device_units_ = nullptr;  // detail::WorkUnit[num_units_]
 };
@@ -101,6 +113,12 @@ class GradNormPlan {
   // Enqueues the reduction on `stream`; the result lands in pinned host memory.
   void Launch(void* stream);
 
+  // From the next Launch on `stream` on, the tensors with active[i] == 0 count as empty
+  // (not read); an empty `active` means every tensor. The tensor table is uploaded (on
+  // `stream`) only when this changes it. Throws Error(kInvalidArgument) for a size that
+  // is neither 0 nor the tensor count.
+  void SetActive(const std::vector<uint8_t>& active, void* stream);
+
   struct Result {
     double sum_squares;  // sum over all elements of x*x, x converted exactly to double
     bool nonfinite;      // some element is NaN or +-Inf
@@ -117,6 +135,10 @@ class GradNormPlan {
  private:
   size_t num_tensors_ = 0;
   size_t num_units_ = 0;
+  void Release() noexcept;
+
+  std::vector<GradRef> grads_;       // as built
+  std::vector<uint8_t> active_;      // as in the device table now
   void* device_tensors_ = nullptr;  // detail::NormTensor[]
   void* device_units_ = nullptr;    // detail::WorkUnit[]
   double* device_partials_ = nullptr;

@@ -14,13 +14,14 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/gpu_step.h"
+#include "cuda/plan_sizes.h"
 #include "engine/fp_bits.h"
 
 namespace tandem::gpu {
 namespace detail {
 
 inline constexpr int kNormThreads = 256;
-inline constexpr int kNormUnitElems = 16 * 1024;
+inline constexpr int kNormUnitElems = static_cast<int>(gpu::kNormUnitElems);
 inline constexpr int kFinishThreads = 1024;
 
 struct NormTensor {
@@ -34,6 +35,9 @@ struct NormUnit {
   uint32_t tensor;
   uint32_t chunk;
 };
+// Note [Plan sizes] in cuda/plan_sizes.h.
+static_assert(sizeof(NormTensor) == kNormTensorBytes, "cuda/plan_sizes.h: NormTensor");
+static_assert(sizeof(NormUnit) == kNormUnitBytes, "cuda/plan_sizes.h: NormUnit");
 
 // Fixed-order tree sum of one value per thread; the result is valid in thread 0.
 template <int kThreads>
@@ -54,7 +58,10 @@ __global__ void __launch_bounds__(kNormThreads)
   const NormUnit unit = units[blockIdx.x];
   const NormTensor t = tensors[unit.tensor];
   const uint64_t begin = uint64_t{unit.chunk} * kNormUnitElems;
-  const uint64_t end = t.n - begin < kNormUnitElems ? t.n : begin + kNormUnitElems;
+  // A tensor left out of this step (GradNormPlan::SetActive) has n = 0 in the table.
+  const uint64_t end = begin >= t.n                    ? begin
+                       : t.n - begin < kNormUnitElems ? t.n
+                                                      : begin + kNormUnitElems;
   double sum = 0.0;
   if (t.dtype == static_cast<uint32_t>(DType::kF32)) {
     const float* p = static_cast<const float*>(t.ptr);
@@ -101,7 +108,8 @@ T* DeviceAlloc(size_t count, const char* what) {
 
 }  // namespace
 
-GradNormPlan::GradNormPlan(const std::vector<GradRef>& grads) : num_tensors_(grads.size()) {
+GradNormPlan::GradNormPlan(const std::vector<GradRef>& grads)
+    : num_tensors_(grads.size()), grads_(grads), active_(grads.size(), 1) {
   std::vector<detail::NormTensor> tensors(grads.size());
   std::vector<detail::NormUnit> units;
   for (size_t i = 0; i < grads.size(); ++i) {
@@ -143,12 +151,14 @@ GradNormPlan::GradNormPlan(const std::vector<GradRef>& grads) : num_tensors_(gra
     host_total_ = static_cast<double*>(host);
     *host_total_ = 0.0;
   } catch (...) {
-    this->~GradNormPlan();
+    Release();
     throw;
   }
 }
 
-GradNormPlan::~GradNormPlan() {
+GradNormPlan::~GradNormPlan() { Release(); }
+
+void GradNormPlan::Release() noexcept {
   if (device_tensors_ != nullptr) cudaFree(device_tensors_);
   if (device_units_ != nullptr) cudaFree(device_units_);
   if (device_partials_ != nullptr) cudaFree(device_partials_);
@@ -174,6 +184,27 @@ void GradNormPlan::Launch(void* stream) {
             Where() + "cudaMemcpyAsync of the result");
 }
 
+void GradNormPlan::SetActive(const std::vector<uint8_t>& active, void* stream) {
+  if (!active.empty() && active.size() != num_tensors_)
+    throw Error(ErrorKind::kInvalidArgument, Where() + "SetActive: " +
+                                                 std::to_string(active.size()) + " flags for " +
+                                                 std::to_string(num_tensors_) + " tensors");
+  std::vector<uint8_t> next(num_tensors_, 1);
+  for (size_t i = 0; i < active.size(); ++i) next[i] = active[i] != 0 ? 1 : 0;
+  if (next == active_) return;
+  std::vector<detail::NormTensor> table(num_tensors_);
+  for (size_t i = 0; i < num_tensors_; ++i) {
+    const GradRef& g = grads_[i];
+    table[i] = detail::NormTensor{g.ptr, next[i] != 0 ? g.n : 0, static_cast<uint32_t>(g.dtype), 0};
+  }
+  // From pageable memory: the copy is staged before cudaMemcpyAsync returns, so `table`
+  // may go away; it runs in stream order, before the next Launch.
+  CheckCuda(cudaMemcpyAsync(device_tensors_, table.data(), table.size() * sizeof(table[0]),
+                            cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)),
+            Where() + "cudaMemcpyAsync of the tensor table (SetActive)");
+  active_ = std::move(next);
+}
+
 GradNormPlan::Result GradNormPlan::Read() const {
   const double total = *host_total_;
   return Result{total, !std::isfinite(total)};
@@ -185,11 +216,7 @@ size_t GradNormPlan::device_bytes() const {
 }
 
 size_t GradNormPlan::PredictDeviceBytes(const std::vector<uint64_t>& tensor_numels) {
-  size_t units = 0;
-  for (uint64_t n : tensor_numels)
-    units += (n + detail::kNormUnitElems - 1) / detail::kNormUnitElems;
-  return tensor_numels.size() * sizeof(detail::NormTensor) +
-         units * (sizeof(detail::NormUnit) + sizeof(double)) + sizeof(double);
+  return PredictGradNormPlanBytes(tensor_numels);
 }
 
 }  // namespace tandem::gpu

@@ -122,13 +122,16 @@ struct SpanMeta {
   void* v;
   uint16_t* v_scales;
   uint64_t n;
-  uint32_t scalar_index;
+  uint32_t scalar_index;  // into LaunchArgs::scalars; kSkipSpanIndex: not stepped now
   uint32_t vec_ok;      // VecBit mask
   uint8_t grad_dtype;   // DType
   uint8_t param_dtype;  // DType
   uint8_t pad[6];
 };
 static_assert(sizeof(SpanMeta) == 88, "the kernel copies SpanMeta as 11 words");
+
+// SpanMeta::scalar_index of a span left out of the launch (StepPlan::kSkipSpan).
+inline constexpr uint32_t kSkipSpanIndex = 0xFFFFFFFFu;
 
 struct alignas(8) WorkUnit {  // 8-byte aligned: copied with cp.async
   uint32_t span;
@@ -963,7 +966,7 @@ template <Kind kKind, MasterFormat kMaster, MomentFormat kMom, MomentFormat kVar
 __device__ __forceinline__ void PrefetchThread(const LaunchArgs& args, const SpanMeta& sp,
                                                uint64_t lo) {
   const uint64_t e = lo + threadIdx.x * kElemsPerThread;
-  if (e >= sp.n) return;
+  if (e >= sp.n || sp.scalar_index == kSkipSpanIndex) return;
   constexpr bool kAdam = kKind == Kind::kAdam;
   const bool has_m = args.scalars[sp.scalar_index].has_momentum != 0;
   const unsigned gsize = sp.grad_dtype == static_cast<uint8_t>(DType::kF32) ? 4 : 2;
@@ -1043,6 +1046,10 @@ __device__ __forceinline__ void StepUnit(const LaunchArgs& args, const WorkUnit 
                                          const SpanMeta& sp, const WorkUnit next,
                                          const SpanMeta& next_sp, bool has_next,
                                          const DecodeTables& tables, MetaFn issue_meta) {
+  if (sp.scalar_index == kSkipSpanIndex) {  // left out of this launch (uniform in the block)
+    issue_meta();
+    return;
+  }
   const StepScalars& s = args.scalars[sp.scalar_index];
   const bool has_m = HasMomentum<kKind>(s);
   issue_meta();

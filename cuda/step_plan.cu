@@ -2,14 +2,23 @@
 // step (step_kernel.cuh) over all spans in one kernel per call.
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <string>
 #include <utility>
 
 #include "cuda/cuda_check.h"
 #include "cuda/gpu_step.h"
+#include "cuda/plan_sizes.h"
 #include "cuda/step_kernel.cuh"
 
 namespace tandem::gpu {
+
+// Note [Plan sizes] in cuda/plan_sizes.h.
+static_assert(sizeof(detail::SpanMeta) == kSpanMetaBytes, "cuda/plan_sizes.h: SpanMeta");
+static_assert(sizeof(detail::WorkUnit) == kWorkUnitBytes, "cuda/plan_sizes.h: WorkUnit");
+static_assert(detail::kUnitElems == kStepUnitElems, "cuda/plan_sizes.h: unit elements");
+static_assert(StepPlan::kSkipSpan == detail::kSkipSpanIndex, "one value marks a skipped span");
+
 namespace {
 
 using detail::CheckCuda;
@@ -69,6 +78,8 @@ StepPlan::StepPlan(Algorithm algo, const StateFormats& formats, const std::vecto
   if (spans.size() > UINT32_MAX) Invalid("too many spans");
   std::vector<SpanMeta> metas(spans.size());
   std::vector<WorkUnit> units;
+  span_has_m_.assign(spans.size(), 0);
+  scalar_index_ = scalar_index;
   for (size_t i = 0; i < spans.size(); ++i) {
     const StepSpan& sp = spans[i];
     const std::string name = SpanName(i);
@@ -86,6 +97,7 @@ StepPlan::StepPlan(Algorithm algo, const StateFormats& formats, const std::vecto
     implied.has_momentum = has_m ? 1 : 0;
     ValidateStepSpan(implied, sp, name.c_str());
     int8_t& group_m = group_has_m_[scalar_index[i]];
+    span_has_m_[i] = sp.n > 0 && has_m ? 1 : 0;
     if (sp.n > 0) {
       if (group_m >= 0 && group_m != (has_m ? 1 : 0))
         Invalid("span " + std::to_string(i) + (has_m ? " keeps" : " keeps no") +
@@ -136,6 +148,8 @@ StepPlan::StepPlan(Algorithm algo, const StateFormats& formats, const std::vecto
   CheckCuda(cudaGetDevice(&device), "gpu::StepPlan: cudaGetDevice");
   CheckCuda(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device),
             "gpu::StepPlan: cudaDeviceGetAttribute(multiprocessor count)");
+  host_spans_.resize(metas.size() * sizeof(SpanMeta));
+  if (!metas.empty()) std::memcpy(host_spans_.data(), metas.data(), host_spans_.size());
   try {
     device_spans_ = Upload(metas.data(), metas.size() * sizeof(SpanMeta), "span table");
     device_units_ = Upload(units.data(), units.size() * sizeof(WorkUnit), "work-unit map");
@@ -164,9 +178,45 @@ StepPlan& StepPlan::operator=(StepPlan&& other) noexcept {
   num_units_ = std::exchange(other.num_units_, 0);
   sm_count_ = other.sm_count_;
   group_has_m_ = std::move(other.group_has_m_);
+  span_has_m_ = std::move(other.span_has_m_);
+  scalar_index_ = std::move(other.scalar_index_);
+  host_spans_ = std::move(other.host_spans_);
   device_spans_ = std::exchange(other.device_spans_, nullptr);
   device_units_ = std::exchange(other.device_units_, nullptr);
   return *this;
+}
+
+void StepPlan::SetScalarIndex(const std::vector<uint32_t>& index, void* stream) {
+  if (index.size() != num_spans_)
+    Invalid("SetScalarIndex: " + std::to_string(index.size()) + " indices for " +
+            std::to_string(num_spans_) + " spans");
+  std::vector<int8_t> group_m(kMaxScalarGroups, -1);
+  for (size_t i = 0; i < index.size(); ++i) {
+    if (index[i] == kSkipSpan) continue;
+    if (index[i] >= kMaxScalarGroups)
+      Invalid("SetScalarIndex: span " + std::to_string(i) + " uses scalar index " +
+              std::to_string(index[i]) + ", the limit is " + std::to_string(kMaxScalarGroups - 1));
+    const SpanMeta* meta = reinterpret_cast<const SpanMeta*>(host_spans_.data()) + i;
+    if (meta->n == 0) continue;
+    int8_t& m = group_m[index[i]];
+    if (m >= 0 && m != span_has_m_[i])
+      Invalid("SetScalarIndex: span " + std::to_string(i) +
+              (span_has_m_[i] ? " keeps" : " keeps no") +
+              " momentum buffer but an earlier span of scalar index " + std::to_string(index[i]) +
+              " does not agree");
+    m = static_cast<int8_t>(span_has_m_[i]);
+  }
+  group_has_m_ = std::move(group_m);
+  if (index == scalar_index_) return;
+  for (size_t i = 0; i < index.size(); ++i)
+    reinterpret_cast<SpanMeta*>(host_spans_.data())[i].scalar_index = index[i];
+  // From pageable memory: staged before cudaMemcpyAsync returns; runs in stream order,
+  // before the next Launch on `stream`.
+  CheckCuda(cudaMemcpyAsync(device_spans_, host_spans_.data(), host_spans_.size(),
+                            cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)),
+            "gpu::StepPlan::SetScalarIndex: cudaMemcpyAsync of the span table (" +
+                std::to_string(host_spans_.size()) + " bytes)");
+  scalar_index_ = index;
 }
 
 void StepPlan::Launch(const StepScalars* scalars, size_t num_scalars, void* stream) const {
@@ -187,6 +237,9 @@ void StepPlan::Launch(const StepScalars* scalars, size_t num_scalars, void* stre
               (group_has_m_[k] == 1 ? "keep" : "keep no") + " momentum buffer");
   }
   if (num_units_ == 0) return;
+  bool any = false;
+  for (uint32_t k : scalar_index_) any |= k != kSkipSpan;
+  if (!any) return;  // every span left out of this step
 
   detail::LaunchArgs args{};
   args.spans = static_cast<const SpanMeta*>(device_spans_);
@@ -221,9 +274,7 @@ size_t StepPlan::device_bytes() const {
 }
 
 size_t StepPlan::PredictDeviceBytes(const std::vector<uint64_t>& span_numels) {
-  size_t units = 0;
-  for (uint64_t n : span_numels) units += (n + detail::kUnitElems - 1) / detail::kUnitElems;
-  return span_numels.size() * sizeof(SpanMeta) + units * sizeof(WorkUnit);
+  return PredictStepPlanBytes(span_numels);
 }
 
 }  // namespace tandem::gpu

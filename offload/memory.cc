@@ -1,6 +1,8 @@
 #include "offload/memory.h"
 
+#if TANDEM_HAS_CUDA
 #include <cuda_runtime.h>
+#endif
 
 #include <atomic>
 #include <cstdlib>
@@ -45,22 +47,35 @@ Slab::Slab(MemKind kind, uint64_t bytes, const std::string& what) : kind_(kind),
     bytes_ = 0;
     throw Error(ErrorKind::kOutOfMemory, desc + " failed (injected)");
   }
-  cudaError_t err = cudaSuccess;
+  std::string failure;
   switch (kind) {
-    case MemKind::kDevice: err = cudaMalloc(&ptr_, bytes); break;
-    case MemKind::kPinned: err = cudaHostAlloc(&ptr_, bytes, cudaHostAllocDefault); break;
+    case MemKind::kDevice:
+    case MemKind::kPinned:
+#if TANDEM_HAS_CUDA
+    {
+      const cudaError_t err = kind == MemKind::kDevice
+                                  ? cudaMalloc(&ptr_, bytes)
+                                  : cudaHostAlloc(&ptr_, bytes, cudaHostAllocDefault);
+      if (err != cudaSuccess) {
+        cudaGetLastError();  // clear the sticky-free error state
+        failure = cudaGetErrorString(err);
+      }
+      break;
+    }
+#else
+      bytes_ = 0;
+      throw Error(ErrorKind::kUnsupported, desc + ": this build has no CUDA support");
+#endif
     case MemKind::kHost:
       ptr_ = std::aligned_alloc(kSlabAlign, Aligned(bytes));
-      if (ptr_ == nullptr) err = cudaErrorMemoryAllocation;
+      if (ptr_ == nullptr) failure = "aligned_alloc returned null";
       break;
   }
-  if (err != cudaSuccess || ptr_ == nullptr) {
+  if (!failure.empty() || ptr_ == nullptr) {
     ptr_ = nullptr;
     bytes_ = 0;
-    if (kind != MemKind::kHost) cudaGetLastError();  // clear the sticky-free error state
     throw Error(ErrorKind::kOutOfMemory,
-                desc + " failed: " + (kind == MemKind::kHost ? "aligned_alloc returned null"
-                                                             : cudaGetErrorString(err)));
+                desc + " failed: " + (failure.empty() ? "null pointer" : failure));
   }
 }
 
@@ -82,8 +97,13 @@ Slab& Slab::operator=(Slab&& o) noexcept {
 void Slab::Release() noexcept {
   if (ptr_ == nullptr) return;
   switch (kind_) {
+#if TANDEM_HAS_CUDA
     case MemKind::kDevice: cudaFree(ptr_); break;
     case MemKind::kPinned: cudaFreeHost(ptr_); break;
+#else
+    case MemKind::kDevice:
+    case MemKind::kPinned: break;  // never allocated without CUDA
+#endif
     case MemKind::kHost: std::free(ptr_); break;
   }
   ptr_ = nullptr;

@@ -7,10 +7,7 @@
 #include <string>
 #include <thread>
 
-#include "offload/cuda_transport.h"
-#include "offload/device_range.h"
 #include "offload/host_transport.h"
-#include "offload/cuda_check.h"
 #include "offload/optimizer_impl.h"
 #include "tandem/error.h"
 
@@ -18,7 +15,7 @@ namespace tandem {
 
 using offload::MemKind;
 
-bool CudaDeviceAvailable() { return gpu::DeviceAvailable(); }
+bool CudaDeviceAvailable() { return offload::GpuSide::Available(); }
 
 int MaxHostThreads() {
   cpu_set_t set;
@@ -38,9 +35,12 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
       mode_(cfg_.mode),
       driver_(cfg_.host_threads, size_t{1} << 16) {
   if (mode_ == ExecutionMode::kAuto)
-    mode_ = gpu::DeviceAvailable() ? ExecutionMode::kGpu : ExecutionMode::kHost;
-  if (mode_ == ExecutionMode::kGpu && !gpu::DeviceAvailable())
-    throw Error(ErrorKind::kUnsupported, "GPU mode requested but no CUDA device is available");
+    mode_ = offload::GpuSide::Available() ? ExecutionMode::kGpu : ExecutionMode::kHost;
+  if (mode_ == ExecutionMode::kGpu) {
+    gpu_ = offload::GpuSide::Create(cfg_.cuda_stream);  // kUnsupported in a build without CUDA
+    if (!offload::GpuSide::Available())
+      throw Error(ErrorKind::kUnsupported, "GPU mode requested but no CUDA device is available");
+  }
   Validate();
   std::vector<uint64_t> numels;
   for (const TensorSpec& s : specs_) numels.push_back(s.numel);
@@ -51,11 +51,7 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
   last_upload_.assign(specs_.size(), 0);
   chunk_ticket_.assign(chunks_.size(), 0);
   grad_ready_.assign(specs_.size(), 0);
-  scalars_.resize(cfg_.groups.size());
-  spec_scalars_.resize(cfg_.groups.size());
-  if (gpu()) {
-    for (cudaEvent_t& e : ev_) TANDEM_CUDA(cudaEventCreate(&e), "(optimizer timing events)");
-  }
+  tensor_step_.assign(specs_.size(), 0);
   if (cfg_.speculative_early_start && pipeline_) BuildSpeculation();
 }
 
@@ -64,8 +60,6 @@ HybridOptimizer::Impl::~Impl() {
   // drops the rest; nothing it used is freed before it is joined.
   speculator_.reset();
   if (transport_) transport_->Drain();
-  for (cudaEvent_t e : ev_)
-    if (e != nullptr) cudaEventDestroy(e);
 }
 
 void HybridOptimizer::Impl::Validate() {
@@ -110,27 +104,34 @@ void HybridOptimizer::Impl::Validate() {
     if (s.group >= c.groups.size())
       fail(who + ": group " + std::to_string(s.group) + " but only " +
            std::to_string(c.groups.size()) + " groups configured");
+    if (!s.shape.empty()) {
+      uint64_t product = 1;
+      bool overflow = false;
+      for (uint64_t d : s.shape) {
+        if (d != 0 && product > UINT64_MAX / d) overflow = true;
+        product *= d;
+      }
+      if (overflow || product != s.numel) {
+        std::string m = who;
+        m.append(": shape has ").append(overflow ? "more than 2^64" : std::to_string(product));
+        m.append(" elements but numel is ").append(std::to_string(s.numel));
+        fail(m);
+      }
+    }
     if (s.numel == 0) continue;
     if (s.param == nullptr) fail(who + ": param is null");
     if (s.grad == nullptr) fail(who + ": grad is null");
     if (gpu()) {
-      for (const void* p : {static_cast<const void*>(s.param), s.grad}) {
-        cudaPointerAttributes a{};
-        const cudaError_t err = cudaPointerGetAttributes(&a, p);
-        cudaGetLastError();
-        const char* what = p == s.param ? "param" : "grad";
-        if (err != cudaSuccess || (a.type != cudaMemoryTypeDevice &&
-                                   a.type != cudaMemoryTypeManaged))
-          fail(who + ": " + what + " is not device memory (GPU mode needs device pointers)");
-        const uint64_t need =
-            s.numel * DTypeSize(p == s.param ? s.param_dtype : s.grad_dtype);
-        if (const auto have = offload::DeviceBytesFrom(p); have && *have < need)
-          fail(who + ": " + what + " needs " + std::to_string(need) + " bytes (" +
-               std::to_string(s.numel) + " elements of " +
-               Name(p == s.param ? s.param_dtype : s.grad_dtype) +
-               ") but its device allocation holds only " + std::to_string(*have) +
-               " bytes from that address");
-      }
+      auto detail = [&](DType d) {
+        std::string text = std::to_string(s.numel);
+        text.insert(0, 1, '(');
+        text.append(" elements of ").append(Name(d)).append(")");
+        return text;
+      };
+      gpu_->CheckDevicePointer(s.param, s.numel * DTypeSize(s.param_dtype),
+                               detail(s.param_dtype), who, "param");
+      gpu_->CheckDevicePointer(s.grad, s.numel * DTypeSize(s.grad_dtype), detail(s.grad_dtype),
+                               who, "grad");
     }
   }
 }
@@ -242,7 +243,7 @@ void HybridOptimizer::Impl::BuildLayout() {
     for (uint64_t o : goff) gs.push_back(staging_slab_.data() + o);
     for (uint64_t o : poff) ps.push_back(staging_slab_.data() + o);
     if (gpu())
-      transport_ = std::make_unique<offload::CudaTransport>(stream());
+      transport_ = gpu_->MakeTransport();
     else
       transport_ = std::make_unique<offload::HostTransport>();
     pipeline_ = std::make_unique<offload::Pipeline>(transport_.get(), gs, ps);
@@ -251,6 +252,7 @@ void HybridOptimizer::Impl::BuildLayout() {
   // The hot step: one fused launch (GPU) or one driver run (host) over all hot parts.
   std::vector<StepSpan> spans;
   std::vector<uint32_t> index;
+  hot_tensor_.clear();
   for (size_t t = 0; t < n; ++t) {
     const offload::Part& p = hot_.part(t);
     if (p.count == 0) continue;
@@ -260,21 +262,18 @@ void HybridOptimizer::Impl::BuildLayout() {
     sp.param_dtype = specs_[t].param_dtype;
     sp.param = p.alias_param ? nullptr : specs_[t].param;
     spans.push_back(sp);
+    // Construction-time scalar index: the group (each Step assigns its own slots; a
+    // group's spans agree on keeping momentum, which is what the plan checks here).
     index.push_back(specs_[t].group);
+    hot_tensor_.push_back(t);
   }
   if (gpu()) {
-    if (!spans.empty()) {
-      hot_plan_ = std::make_unique<gpu::StepPlan>(cfg_.algorithm, f, spans, index);
-      report_.device.metadata += hot_plan_->device_bytes();
-    }
-    std::vector<gpu::GradRef> grads;
+    std::vector<offload::HostGrad> grads;
     for (const TensorSpec& s : specs_) grads.push_back({s.grad, s.numel, s.grad_dtype});
-    norm_plan_ = std::make_unique<gpu::GradNormPlan>(grads);
-    report_.device.metadata += norm_plan_->device_bytes();
-    report_.host.metadata += norm_plan_->pinned_bytes();
+    report_.device.metadata += gpu_->BuildPlans(cfg_.algorithm, f, spans, index, grads);
+    report_.host.metadata += sizeof(double);  // the pre-pass result, pinned
   } else {
     for (const StepSpan& sp : spans) hot_work_.push_back({nullptr, sp});
-    hot_index_ = index;
   }
 }
 
@@ -367,8 +366,7 @@ MemoryReport PredictMemory(const std::vector<TensorSpec>& tensors, const Optimiz
     std::vector<uint64_t> hot;
     for (size_t t = 0; t < tensors.size(); ++t)
       if (p.tensors[t].device_count > 0) hot.push_back(p.tensors[t].device_count);
-    if (!hot.empty()) r.device.metadata += gpu::StepPlan::PredictDeviceBytes(hot);
-    r.device.metadata += gpu::GradNormPlan::PredictDeviceBytes(numels);
+    r.device.metadata += offload::GpuSide::PredictMetadataBytes(hot, numels);
     r.host.metadata += sizeof(double);  // the pre-pass result, pinned
   }
   return r;

@@ -30,15 +30,28 @@ const void* HybridOptimizer::Impl::EarlyGrad(size_t c) const {
 // The tensor's offloaded gradients go down chunk by chunk into the early-start buffer as
 // soon as backward produced them; Step then finds them on the host. Between BeginStep and
 // Step each chunk is also handed to the speculation worker.
+//
+// Note [A second GradReady]: under gradient accumulation the hook fires once per
+// micro-batch, and only the last gradient is final. A second call for a tensor in one
+// step therefore redoes its early work: the worker is waited for (it may be reading the
+// early buffer of these chunks), the tensor's speculated chunks are restored from their
+// backup, and the downloads are enqueued again; the download queue is FIFO and ordered
+// after the compute stream, so the new gradient lands after the old one. The step then
+// gives the bits it gives without early start.
 void HybridOptimizer::Impl::GradReady(size_t i) {
   if (i >= specs_.size())
     throw Error(ErrorKind::kInvalidArgument, "GradReady: tensor index " + std::to_string(i) +
                                                  " of " + std::to_string(specs_.size()));
-  if (!pipeline_ || cold_.part(i).count == 0 || grad_ready_[i] != 0) return;
+  if (!pipeline_ || cold_.part(i).count == 0) return;
+  const bool again = grad_ready_[i] != 0;
   AllocateEarlyBuffer();
+  if (again && begun_ && speculator_) {
+    (void)speculator_->WaitIdle();  // a chunk's error stays recorded; Step reports it
+    for (size_t c = chunk_begin_[i]; c < chunk_end_[i]; ++c) speculator_->Forget(c);
+  }
   transport_->DownloadsAfterComputeStream();
   for (size_t c = chunk_begin_[i]; c < chunk_end_[i]; ++c) {
-    if (chunk_ticket_[c] != 0) continue;  // a retry after a failed enqueue
+    if (!again && chunk_ticket_[c] != 0) continue;  // a retry after a failed enqueue
     const offload::OffloadChunk& ch = chunks_[c];
     chunk_ticket_[c] =
         transport_->Download(const_cast<void*>(EarlyGrad(c)), ch.device_grad, ch.grad_bytes);
@@ -57,10 +70,10 @@ void HybridOptimizer::Impl::BeginStep(double lr, const StepOptions& opt) {
                 "BeginStep: a step is already begun; call Step before the next BeginStep");
   ValidateStepArgs(lr, opt);
   // The scalars Step computes when the clip coefficient is exactly 1: grad_mul =
-  // clip / loss_scale = 1.0 / loss_scale, the same double, so the same float.
-  for (size_t g = 0; g < cfg_.groups.size(); ++g)
-    spec_scalars_[g] =
-        ComputeStepScalars(cfg_.algorithm, cfg_.groups[g], lr, step_ + 1, 1.0 / opt.loss_scale);
+  // clip / loss_scale = 1.0 / loss_scale, the same double, so the same float; one slot per
+  // (group, tensor step) as Step assigns them (Note [Scalar slots]), every tensor active.
+  AssignSlots({}, lr, 1.0 / opt.loss_scale, &spec_scalars_, &spec_slot_);
+  for (offload::OffloadChunk& c : chunks_) c.scalar_index = spec_slot_[c.tensor];
   if (speculator_) {
     speculator_->Begin(spec_scalars_, pipeline_->last_upload());
     // Gradients marked ready before BeginStep are speculated on too.

@@ -10,18 +10,19 @@
 // The implementation is split by concern: optimizer.cc (construction, validation,
 // layout, PredictMemory), optimizer_step.cc (Step and its companions),
 // optimizer_state.cc (initialisation, Snapshot, Restore), optimizer_early.cc (GradReady,
-// BeginStep and the speculation's bookkeeping; the worker itself is offload/speculation.h).
+// BeginStep and the speculation's bookkeeping; the worker itself is offload/speculation.h),
+// optimizer_reload.cc (ReloadParams). Everything of GPU mode that needs CUDA is behind
+// offload::GpuSide (offload/gpu_side.h), so this builds without a CUDA toolkit.
 #pragma once
-
-#include <cuda_runtime.h>
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "cpu_simd/host_kernels.h"
-#include "cuda/gpu_step.h"
 #include "engine/step_scalars.h"
+#include "offload/gpu_side.h"
 #include "offload/memory.h"
 #include "offload/pipeline.h"
 #include "offload/speculation.h"
@@ -67,8 +68,17 @@ class HybridOptimizer::Impl {
   void BuildChunks();
   void CopyToDeviceSide(void* dst, const void* src, size_t bytes) const;
   void CopyFromDeviceSide(void* dst, const void* src, size_t bytes) const;
+  // Waits for the copies in flight and (GPU mode) the caller's stream.
+  void Quiesce(const char* why) const;
   std::vector<float> ReadParamAsF32(size_t t) const;
   void WriteParamsFromMasters(size_t t, const TensorSnapshot& ts);
+  // Tensor t's whole state (hot and offloaded parts) as a snapshot entry, and back.
+  TensorSnapshot ReadTensorState(size_t t) const;
+  void WriteTensorState(size_t t, TensorSnapshot& ts);
+  // Per-step scalar slots: one StepScalars per distinct (group, tensor step) of the
+  // tensors in `active` (empty: all); slot_of_tensor[t] = its slot or GpuSide::kSkip.
+  void AssignSlots(const std::vector<uint8_t>& active, double lr, double grad_mul,
+                   std::vector<StepScalars>* scalars, std::vector<uint32_t>* slot_of_tensor) const;
   void BuildSpeculation();
   void AllocateEarlyBuffer();
   const void* EarlyGrad(size_t chunk) const;
@@ -76,13 +86,13 @@ class HybridOptimizer::Impl {
   // cancelling what is queued), tickets and marks are cleared. Never throws.
   void EndEarlyStart() noexcept;
   void RequireNoBegunStep(const char* what) const;
-  cudaStream_t stream() const { return static_cast<cudaStream_t>(cfg_.cuda_stream); }
 
   std::vector<TensorSpec> specs_;
   OptimizerConfig cfg_;
   ExecutionMode mode_;
   Placement placement_;
   int64_t step_ = 0;
+  std::vector<int64_t> tensor_step_;  // per tensor: updates received (torch's per-param step)
 
   offload::StateLayout hot_, cold_;  // per-tensor state of the two parts
   offload::Slab hot_slab_, cold_slab_, staging_slab_, early_slab_;
@@ -91,8 +101,8 @@ class HybridOptimizer::Impl {
   cpu::HostDriver driver_;
   std::unique_ptr<offload::Transport> transport_;
   std::unique_ptr<offload::Pipeline> pipeline_;
-  std::unique_ptr<gpu::StepPlan> hot_plan_;
-  std::unique_ptr<gpu::GradNormPlan> norm_plan_;
+  std::unique_ptr<offload::GpuSide> gpu_;  // GPU mode only
+  std::vector<size_t> hot_tensor_;         // per hot span (GPU plan / host work): its tensor
   std::vector<offload::OffloadChunk> chunks_;
   std::vector<offload::Ticket> last_upload_;
   // Early start. chunks_[chunk_begin_[t] .. chunk_end_[t]) are tensor t's chunks;
@@ -113,11 +123,13 @@ class HybridOptimizer::Impl {
   double begun_lr_ = 0;
   StepOptions begun_opt_;
   std::vector<StepScalars> spec_scalars_;
+  std::vector<uint32_t> spec_slot_;      // per tensor: its slot in spec_scalars_
   std::vector<StepScalars> scalars_;
+  std::vector<uint32_t> slot_;           // per tensor: its slot in scalars_ this step
+  std::vector<uint8_t> active_;          // per tensor: stepped this step
   std::vector<cpu::HostWork> hot_work_;  // host mode: the hot parts
-  std::vector<uint32_t> hot_index_;      // host mode: group of each hot part
+  std::vector<cpu::HostWork> run_work_;  // host mode: the active hot parts of a step
 
-  cudaEvent_t ev_[4] = {nullptr, nullptr, nullptr, nullptr};  // prepass/hot start+end
   StageTimes times_;
   bool times_pending_gpu_ = false;
   // Last: destroyed first, so its worker is joined before the chunks, slabs and the

@@ -8,7 +8,6 @@
 #include "engine/fp_bits.h"
 #include "engine/master_codec.h"
 #include "engine/q8_codec.h"
-#include "offload/cuda_check.h"
 #include "offload/optimizer_impl.h"
 #include "tandem/error.h"
 
@@ -17,7 +16,7 @@ namespace tandem {
 void HybridOptimizer::Impl::CopyToDeviceSide(void* dst, const void* src, size_t bytes) const {
   if (bytes == 0) return;
   if (gpu())
-    TANDEM_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "(state upload)");
+    gpu_->Copy(dst, src, bytes, "(state upload)");
   else
     std::memcpy(dst, src, bytes);
 }
@@ -25,9 +24,14 @@ void HybridOptimizer::Impl::CopyToDeviceSide(void* dst, const void* src, size_t 
 void HybridOptimizer::Impl::CopyFromDeviceSide(void* dst, const void* src, size_t bytes) const {
   if (bytes == 0) return;
   if (gpu())
-    TANDEM_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "(state download)");
+    gpu_->Copy(dst, src, bytes, "(state download)");
   else
     std::memcpy(dst, src, bytes);
+}
+
+void HybridOptimizer::Impl::Quiesce(const char* why) const {
+  if (transport_) transport_->Drain();
+  if (gpu()) gpu_->SyncStream(why);
 }
 
 namespace {
@@ -40,6 +44,7 @@ TensorSnapshot EncodeInitial(const TensorSpec& s, const std::vector<float>& w, A
   ts.param_dtype = s.param_dtype;
   ts.grad_dtype = s.grad_dtype;
   ts.group = s.group;
+  ts.shape = s.shape;
   const size_t n = s.numel, groups = GroupCount(n);
   // Encoding is per element: parallel over blocks (an 8B model has 0.5G-element tensors).
   auto each = [n](auto fn) {
@@ -140,34 +145,46 @@ void HybridOptimizer::Impl::InitState() {
 // ---------------------------------------------------------------------------------------
 // Snapshots
 
+TensorSnapshot HybridOptimizer::Impl::ReadTensorState(size_t t) const {
+  const TensorSpec& s = specs_[t];
+  // Sized like a fresh state, then overwritten part by part.
+  TensorSnapshot ts = EncodeInitial(s, std::vector<float>(s.numel, 0.0f), cfg_.algorithm,
+                                    cfg_.groups[s.group], cfg_.formats);
+  ts.step = tensor_step_[t];
+  offload::Part hot = hot_.part(t);
+  if (hot.alias_param) {  // the master (or its bf16 part) is the parameter
+    if (cfg_.formats.master == MasterFormat::kF32)
+      hot.state.master.f32 = static_cast<float*>(s.param);
+    else
+      hot.state.master.bf16 = static_cast<uint16_t*>(s.param);
+  }
+  ForEachArray(hot, ts, [&](void* part, void* whole, size_t bytes) {
+    CopyFromDeviceSide(whole, part, bytes);
+  });
+  ForEachArray(cold_.part(t), ts,
+               [&](void* part, void* whole, size_t bytes) { std::memcpy(whole, part, bytes); });
+  return ts;
+}
+
+// Writes the state arrays of `ts` (whole tensor) into tensor t's parts; the parameter is
+// not written (an aliased master's bf16 array is the parameter: it gets the same bits).
+void HybridOptimizer::Impl::WriteTensorState(size_t t, TensorSnapshot& ts) {
+  ForEachArray(hot_.part(t), ts, [&](void* part, void* whole, size_t bytes) {
+    CopyToDeviceSide(part, whole, bytes);
+  });
+  ForEachArray(cold_.part(t), ts,
+               [&](void* part, void* whole, size_t bytes) { std::memcpy(part, whole, bytes); });
+}
+
 OptimizerSnapshot HybridOptimizer::Impl::Snapshot() const {
   RequireNoBegunStep("Snapshot");
-  if (transport_) transport_->Drain();
-  if (gpu()) TANDEM_CUDA(cudaStreamSynchronize(stream()), "(snapshot: waiting for the step)");
+  Quiesce("(snapshot: waiting for the step)");
   OptimizerSnapshot snap;
   snap.algo = cfg_.algorithm;
   snap.formats = cfg_.formats;
   snap.groups = cfg_.groups;
   snap.step = step_;
-  for (size_t t = 0; t < specs_.size(); ++t) {
-    const TensorSpec& s = specs_[t];
-    // Sized like a fresh state, then overwritten part by part.
-    TensorSnapshot ts = EncodeInitial(s, std::vector<float>(s.numel, 0.0f), cfg_.algorithm,
-                                      cfg_.groups[s.group], cfg_.formats);
-    offload::Part hot = hot_.part(t);
-    if (hot.alias_param) {  // the master (or its bf16 part) is the parameter
-      if (cfg_.formats.master == MasterFormat::kF32)
-        hot.state.master.f32 = static_cast<float*>(s.param);
-      else
-        hot.state.master.bf16 = static_cast<uint16_t*>(s.param);
-    }
-    ForEachArray(hot, ts, [&](void* part, void* whole, size_t bytes) {
-      CopyFromDeviceSide(whole, part, bytes);
-    });
-    ForEachArray(cold_.part(t), ts,
-                 [&](void* part, void* whole, size_t bytes) { std::memcpy(whole, part, bytes); });
-    snap.tensors.push_back(std::move(ts));
-  }
+  for (size_t t = 0; t < specs_.size(); ++t) snap.tensors.push_back(ReadTensorState(t));
   return snap;
 }
 
@@ -217,39 +234,28 @@ void HybridOptimizer::Impl::Restore(const OptimizerSnapshot& snap) {
     if (ts.param_dtype != s.param_dtype)
       fail(who + ": snapshot param dtype " + Name(ts.param_dtype) + ", optimizer " +
            Name(s.param_dtype));
+    if (!ts.shape.empty() && !s.shape.empty() && ts.shape != s.shape)
+      fail(who + ": snapshot and optimizer disagree on the tensor's shape");
+    if (ts.step < 0 || ts.step > snap.step)
+      fail(who + ": tensor step " + std::to_string(ts.step) + " outside [0, " +
+           std::to_string(snap.step) + "]");
     // SGD groups may differ in whether they keep momentum: the arrays must match ours.
     if (HasMomentum(snap.algo, snap.groups[ts.group]) !=
         HasMomentum(cfg_.algorithm, cfg_.groups[s.group]))
       fail(who + ": snapshot and optimizer disagree on keeping a momentum buffer");
   }
   // Everything checked: nothing above changed any state.
-  if (transport_) transport_->Drain();
-  if (gpu()) TANDEM_CUDA(cudaStreamSynchronize(stream()), "(restore: waiting for the step)");
+  Quiesce("(restore: waiting for the step)");
   cfg_.groups = snap.groups;
   for (size_t t = 0; t < specs_.size(); ++t) {
     TensorSnapshot ts = snap.tensors[t];
-    ForEachArray(hot_.part(t), ts, [&](void* part, void* whole, size_t bytes) {
-      CopyToDeviceSide(part, whole, bytes);
-    });
-    ForEachArray(cold_.part(t), ts,
-                 [&](void* part, void* whole, size_t bytes) { std::memcpy(part, whole, bytes); });
+    WriteTensorState(t, ts);
     if (ts.numel > 0) WriteParamsFromMasters(t, ts);
+    tensor_step_[t] = ts.step;
   }
   step_ = snap.step;
   EndEarlyStart();  // gradients copied down early belong to the old state
 }
 
-
-// Placeholder until the per-tensor steps and the reload land (same session).
-void HybridOptimizer::Impl::ReloadParams(std::span<const size_t>) {
-  throw Error(ErrorKind::kUnsupported, "ReloadParams: not built yet");
-}
-int64_t HybridOptimizer::Impl::tensor_step_count(size_t i) const {
-  if (i >= specs_.size())
-    throw Error(ErrorKind::kInvalidArgument, "tensor_step_count: tensor index " +
-                                                 std::to_string(i) + " of " +
-                                                 std::to_string(specs_.size()));
-  return step_;
-}
 
 }  // namespace tandem

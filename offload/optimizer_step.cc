@@ -5,9 +5,9 @@
 #include <exception>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "offload/host_norm.h"
-#include "offload/cuda_check.h"
 #include "offload/optimizer_impl.h"
 #include "tandem/error.h"
 
@@ -46,6 +46,32 @@ void ValidateStepArgs(double lr, const StepOptions& opt) {
                                                  std::to_string(opt.max_grad_norm));
 }
 
+// Note [Scalar slots]: torch.optim keeps one step count per parameter, so one step may
+// update tensors whose bias corrections differ. Each distinct (group, tensor step + 1) of
+// the step's active tensors gets one StepScalars slot, in tensor order (deterministic);
+// a tensor left out of the step gets GpuSide::kSkip. The usual step has one slot per
+// group. The same (group, step) gives the same floats wherever it is computed, which is
+// what lets the speculation's slots (BeginStep) and Step's agree.
+void HybridOptimizer::Impl::AssignSlots(const std::vector<uint8_t>& active, double lr,
+                                        double grad_mul, std::vector<StepScalars>* scalars,
+                                        std::vector<uint32_t>* slot_of_tensor) const {
+  scalars->clear();
+  slot_of_tensor->assign(specs_.size(), offload::GpuSide::kSkip);
+  std::vector<std::pair<uint32_t, int64_t>> keys;
+  for (size_t t = 0; t < specs_.size(); ++t) {
+    if (!active.empty() && active[t] == 0) continue;
+    const std::pair<uint32_t, int64_t> key{specs_[t].group, tensor_step_[t] + 1};
+    size_t k = 0;
+    while (k < keys.size() && keys[k] != key) ++k;
+    if (k == keys.size()) {
+      keys.push_back(key);
+      scalars->push_back(ComputeStepScalars(cfg_.algorithm, cfg_.groups[key.first], lr,
+                                            key.second, grad_mul));
+    }
+    (*slot_of_tensor)[t] = static_cast<uint32_t>(k);
+  }
+}
+
 StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
   const auto t0 = Clock::now();
   // Whatever way this call ends, the early start of the step ends with it; a speculation
@@ -55,6 +81,10 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
     ~EndOfStep() { self->EndEarlyStart(); }
   } end_of_step{this};
   ValidateStepArgs(lr, opt);
+  if (!opt.active.empty() && opt.active.size() != specs_.size())
+    throw Error(ErrorKind::kInvalidArgument,
+                "StepOptions::active has " + std::to_string(opt.active.size()) +
+                    " entries for " + std::to_string(specs_.size()) + " tensors");
   if (begun_ && (lr != begun_lr_ || opt.max_grad_norm != begun_opt_.max_grad_norm ||
                  opt.loss_scale != begun_opt_.loss_scale))
     throw Error(ErrorKind::kInvalidArgument,
@@ -62,20 +92,18 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
                     Describe(begun_lr_, begun_opt_) +
                     "); the speculative update was undone, nothing changed: call Step again");
   times_ = {};
-  // 1. Pre-pass over every gradient, hot and offloaded, before any update.
+  active_.assign(specs_.size(), 1);
+  for (size_t t = 0; t < opt.active.size(); ++t) active_[t] = opt.active[t] != 0 ? 1 : 0;
+  // 1. Pre-pass over the gradient of every active tensor, hot and offloaded, before any
+  // update.
   offload::NormResult norm;
   if (gpu()) {
-    TANDEM_CUDA(cudaEventRecord(ev_[0], stream()), "(prepass start)");
-    norm_plan_->Launch(cfg_.cuda_stream);
-    TANDEM_CUDA(cudaEventRecord(ev_[1], stream()), "(prepass end)");
-    TANDEM_CUDA(cudaEventSynchronize(ev_[1]), "(waiting for the gradient pre-pass)");
-    const gpu::GradNormPlan::Result r = norm_plan_->Read();
-    norm.sum_squares = r.sum_squares;
-    norm.nonfinite = r.nonfinite;
+    norm = gpu_->Prepass(active_);
   } else {
     const auto p0 = Clock::now();
     std::vector<offload::HostGrad> grads;
-    for (const TensorSpec& s : specs_) grads.push_back({s.grad, s.numel, s.grad_dtype});
+    for (size_t t = 0; t < specs_.size(); ++t)
+      grads.push_back({specs_[t].grad, active_[t] != 0 ? specs_[t].numel : 0, specs_[t].grad_dtype});
     norm = offload::HostGradNorm(grads);
     times_.prepass_ms = std::chrono::duration<double, std::milli>(Clock::now() - p0).count();
   }
@@ -101,7 +129,11 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
   const double clip = ClipCoefficient(result.grad_norm, opt);
   const double grad_mul = clip / opt.loss_scale;
   if (speculating) {
-    if (clip == 1.0) {
+    // A chunk speculated on for a tensor that this step leaves out was stepped wrongly.
+    bool all_active = true;
+    for (size_t c = 0; c < chunks_.size(); ++c)
+      if (speculator_->stepped(c) && active_[chunks_[c].tensor] == 0) all_active = false;
+    if (clip == 1.0 && all_active) {
       // Commit: the speculated chunks keep their update; only their uploads remain.
       spec_commit_ = true;
       for (size_t c = 0; c < chunks_.size(); ++c) {
@@ -110,25 +142,32 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
         times_.speculated_chunks += chunks_[c].stepped ? 1 : 0;
       }
     } else {
-      // Clipping: the speculation assumed the wrong multiplier. Undo it; the normal path
-      // below steps every chunk (from the gradients already on the host).
+      // Clipping (or a tensor left out): the speculation assumed the wrong step. Undo it;
+      // the normal path below steps every chunk (from the gradients already on the host).
       times_.rolled_back_chunks = speculator_->Rollback();
     }
   }
-  // 2. Per-group scalars, validated before anything is written.
-  for (size_t g = 0; g < cfg_.groups.size(); ++g)
-    scalars_[g] = ComputeStepScalars(cfg_.algorithm, cfg_.groups[g], lr, step_ + 1, grad_mul);
+  // 2. Scalar slots (Note [Scalar slots]), validated before anything is written.
+  AssignSlots(active_, lr, grad_mul, &scalars_, &slot_);
+  for (const offload::OffloadChunk& c : chunks_)
+    if (c.stepped && slot_[c.tensor] == offload::GpuSide::kSkip)
+      throw Error(ErrorKind::kInternal, "a committed chunk belongs to an inactive tensor");
 
-  // 3. Hot elements: one fused launch (GPU) or one driver run (host).
+  // 3. Hot elements: fused launches (GPU) or one driver run (host).
   if (gpu()) {
-    TANDEM_CUDA(cudaEventRecord(ev_[2], stream()), "(hot step start)");
-    if (hot_plan_) hot_plan_->Launch(scalars_.data(), scalars_.size(), cfg_.cuda_stream);
-    TANDEM_CUDA(cudaEventRecord(ev_[3], stream()), "(hot step end)");
+    std::vector<uint32_t> span_slot(hot_tensor_.size());
+    for (size_t i = 0; i < hot_tensor_.size(); ++i) span_slot[i] = slot_[hot_tensor_[i]];
+    gpu_->LaunchHot(scalars_, span_slot);
     times_pending_gpu_ = true;
   } else if (!hot_work_.empty()) {
     const auto h0 = Clock::now();
-    for (size_t i = 0; i < hot_work_.size(); ++i) hot_work_[i].scalars = &scalars_[hot_index_[i]];
-    driver_.Run(hot_work_.data(), hot_work_.size());
+    run_work_.clear();
+    for (size_t i = 0; i < hot_work_.size(); ++i) {
+      const uint32_t k = slot_[hot_tensor_[i]];
+      if (k == offload::GpuSide::kSkip) continue;
+      run_work_.push_back({&scalars_[k], hot_work_[i].span});
+    }
+    driver_.Run(run_work_.data(), run_work_.size());
     times_.gpu_update_ms = std::chrono::duration<double, std::milli>(Clock::now() - h0).count();
   }
 
@@ -137,7 +176,9 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
     for (size_t i = 0; i < chunks_.size(); ++i) {
       offload::OffloadChunk& c = chunks_[i];
       c.host_grad = nullptr;
-      if (!c.stepped && chunk_ticket_[i] != 0) {
+      c.skip = slot_[c.tensor] == offload::GpuSide::kSkip;
+      c.scalar_index = c.skip ? 0 : slot_[c.tensor];
+      if (!c.skip && !c.stepped && chunk_ticket_[i] != 0) {
         transport_->Wait(chunk_ticket_[i]);
         c.host_grad = EarlyGrad(i);
       }
@@ -157,10 +198,23 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
     times_.chunks = chunks_.size();
   }
   ++step_;
+  for (size_t t = 0; t < specs_.size(); ++t)
+    if (slot_[t] != offload::GpuSide::kSkip) {
+      ++tensor_step_[t];
+      ++result.stepped_tensors;
+    }
   result.applied = true;
   result.step = step_;
   times_.step_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   return result;
+}
+
+int64_t HybridOptimizer::Impl::tensor_step_count(size_t i) const {
+  if (i >= specs_.size())
+    throw Error(ErrorKind::kInvalidArgument, "tensor_step_count: tensor index " +
+                                                 std::to_string(i) + " of " +
+                                                 std::to_string(specs_.size()));
+  return tensor_step_[i];
 }
 
 void HybridOptimizer::Impl::SetHyperParams(size_t g, const HyperParams& h) {
@@ -186,10 +240,7 @@ const HyperParams& HybridOptimizer::Impl::hyper_params(size_t g) const {
 
 StageTimes HybridOptimizer::Impl::last_step_times() {
   if (gpu() && times_pending_gpu_) {
-    float ms = 0;
-    TANDEM_CUDA(cudaEventSynchronize(ev_[3]), "(reading step timings)");
-    if (cudaEventElapsedTime(&ms, ev_[0], ev_[1]) == cudaSuccess) times_.prepass_ms = ms;
-    if (cudaEventElapsedTime(&ms, ev_[2], ev_[3]) == cudaSuccess) times_.gpu_update_ms = ms;
+    gpu_->ReadTimes(&times_.prepass_ms, &times_.gpu_update_ms);
     times_pending_gpu_ = false;
   }
   return times_;
@@ -200,9 +251,7 @@ void HybridOptimizer::Impl::WaitParam(size_t i, void* stream) const {
     throw Error(ErrorKind::kInvalidArgument, "WaitParam: tensor index " + std::to_string(i) +
                                                  " of " + std::to_string(specs_.size()));
   if (!gpu()) return;
-  if (placement_.tensors[i].device_count > 0 && step_ > 0)
-    TANDEM_CUDA(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), ev_[3], 0),
-                "(waiting for the hot step of tensor '" + specs_[i].name + "')");
+  if (placement_.tensors[i].device_count > 0 && step_ > 0) gpu_->StreamWaitHot(stream);
   if (last_upload_[i] != 0) transport_->StreamWaitFor(last_upload_[i], stream);
 }
 

@@ -34,7 +34,7 @@ void Pipeline::Run(std::vector<OffloadChunk>& chunks, const StepScalars* scalars
   size_t applied = 0;
   work_.clear();
   for (size_t i = 0; i < n; ++i)
-    if (!chunks[i].stepped) work_.push_back(i);
+    if (!chunks[i].stepped && !chunks[i].skip) work_.push_back(i);
   const size_t w = work_.size();
   down_.assign(w, 0);
   auto enqueue_download = [&](size_t j) {
@@ -52,7 +52,7 @@ void Pipeline::Run(std::vector<OffloadChunk>& chunks, const StepScalars* scalars
     // Chunks stepped before Run: their state is final, only the parameter goes up.
     for (size_t i = n; i-- > 0;) {
       const OffloadChunk& c = chunks[i];
-      if (!c.stepped || c.param_bytes == 0) continue;
+      if (!c.stepped || c.skip || c.param_bytes == 0) continue;
       const void* src = c.param_source != nullptr ? c.param_source : c.host_param;
       if (src == nullptr)
         throw Error(ErrorKind::kInternal, "stepped chunk of tensor " + std::to_string(c.tensor) +

@@ -8,7 +8,7 @@
 // it finished; a parameter staging slot is reused only after the upload that read it
 // completed; the first chunk's host update waits for the previous Run's uploads of the
 // same state (Note [Uploads read the state]). A chunk marked `stepped` (updated before
-// Run, by the speculation worker) is only uploaded; those uploads are enqueued first, in
+// Run, by the speculation worker) is only uploaded; a chunk marked `skip` is left alone; those uploads are enqueued first, in
 // reverse chunk order (forward order, so the next forward's first tensors arrive first).
 //
 // Not thread-safe: one Run at a time.
@@ -40,6 +40,9 @@ struct OffloadChunk {
   // param_source, else from host_param, and neither downloads nor steps the chunk.
   bool stepped = false;
   const void* host_param = nullptr;
+  // Left out of this Run (its tensor has no gradient at this step): not downloaded, not
+  // stepped, not uploaded.
+  bool skip = false;
   uint32_t scalar_index = 0;
 };
 

@@ -187,25 +187,40 @@ void Speculator::Run(size_t c, Ticket ticket, Ticket previous_upload) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+void Speculator::Restore(size_t c) {
+  const StepSpan& live = (*chunks_)[c].span;
+  const uint64_t n = live.n;
+  arena_.execute([&] {
+    tbb::parallel_for(uint64_t{0}, PieceCount(n), [&](uint64_t p) {
+      const uint64_t off = p * kPiece, cnt = std::min(kPiece, n - off);
+      CopyState(SubSpan(live, off, cnt), SubSpan(backup_[c], off, cnt));
+    });
+  });
+  status_[c] = kIdle;
+}
+
 size_t Speculator::Rollback() {
   std::lock_guard<std::mutex> lock(mu_);
   if (head_ != tail_ || running_)
     throw Error(ErrorKind::kInternal, "Speculator::Rollback while chunks are still queued");
   size_t restored = 0;
-  arena_.execute([&] {
-    for (size_t c = 0; c < status_.size(); ++c) {
-      if (status_[c] != kStepped) continue;
-      const StepSpan& live = (*chunks_)[c].span;
-      const uint64_t n = live.n;
-      tbb::parallel_for(uint64_t{0}, PieceCount(n), [&](uint64_t p) {
-        const uint64_t off = p * kPiece, cnt = std::min(kPiece, n - off);
-        CopyState(SubSpan(live, off, cnt), SubSpan(backup_[c], off, cnt));
-      });
-      status_[c] = kIdle;
-      ++restored;
-    }
-  });
+  for (size_t c = 0; c < status_.size(); ++c) {
+    if (status_[c] != kStepped) continue;
+    Restore(c);
+    ++restored;
+  }
   return restored;
+}
+
+void Speculator::Forget(size_t c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (head_ != tail_ || running_)
+    throw Error(ErrorKind::kInternal, "Speculator::Forget while chunks are still queued");
+  if (c >= status_.size())
+    throw Error(ErrorKind::kInternal, "Speculator::Forget: chunk " + std::to_string(c));
+  if (status_[c] == kStepped) Restore(c);
+  status_[c] = kIdle;
+  head_ = tail_ = 0;  // idle: the queue starts over (each chunk at most once until then)
 }
 
 void Speculator::End() {

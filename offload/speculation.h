@@ -55,7 +55,7 @@ class Speculator {
   // (Note [Uploads read the state] in offload/pipeline.h).
   void Begin(const std::vector<StepScalars>& scalars, Ticket previous_upload);
   // Queues chunk c, whose gradient arrives with download `ticket`. Each chunk at most once
-  // per speculation. Never blocks on the worker.
+  // per speculation, or once more after Forget(c). Never blocks on the worker.
   void Enqueue(size_t c, Ticket ticket);
   // Blocks until every queued chunk is done or skipped; returns the first error a chunk
   // raised since Begin (null: none). After an error the worker skips the rest.
@@ -65,6 +65,10 @@ class Speculator {
   // Copies the backup back into every chunk stepped since Begin; returns how many. (A chunk
   // whose step failed was already restored by the worker.)
   size_t Rollback();
+  // Undoes chunk c's speculation so that it can be queued again (its gradient changed:
+  // gradient accumulation): restores it from its backup if it was stepped. Requires the
+  // worker to be idle (after WaitIdle).
+  void Forget(size_t c);
   // Ends the speculation (after a commit or a rollback).
   void End();
 
@@ -77,6 +81,7 @@ class Speculator {
   enum Status : uint8_t { kIdle, kQueued, kBackedUp, kStepped };
   void Work();
   void Run(size_t c, Ticket ticket, Ticket previous_upload);
+  void Restore(size_t c);  // copies chunk c's backup back (mu_ held, worker idle)
 
   const std::vector<OffloadChunk>* chunks_;
   std::vector<StepSpan> backup_;

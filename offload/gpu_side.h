@@ -1,0 +1,81 @@
+// GpuSide: what GPU mode needs from CUDA, behind one interface, so that offload/ builds
+// and runs host mode without a CUDA toolkit (TANDEM_HAS_CUDA == 0: gpu_side_none.cc).
+//
+// One object per optimizer in GPU mode, bound to the caller's stream: the fused hot step
+// (gpu::StepPlan), the gradient pre-pass (gpu::GradNormPlan), the copy transport, the
+// checks of the caller's device pointers, synchronous copies to and from the device, and
+// the events that time the step and order other streams after it.
+//
+// Thread safety: used by the optimizer's thread only. Every failing CUDA call throws
+// Error(kCuda) (kOutOfMemory for allocations) naming the call and `context`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/plan_sizes.h"
+#include "engine/step_scalars.h"
+#include "engine/step_span.h"
+#include "offload/host_norm.h"
+#include "offload/transport.h"
+#include "tandem/types.h"
+
+namespace tandem::offload {
+
+class GpuSide {
+ public:
+  // Whether this build has CUDA and this process can use a CUDA device. Never throws.
+  static bool Available() noexcept;
+  // A GpuSide on `stream` (a cudaStream_t as void*; nullptr = legacy default stream).
+  // Throws Error(kUnsupported) in a build without CUDA.
+  static std::unique_ptr<GpuSide> Create(void* stream);
+  // Device bytes the hot plan and the norm plan of these sizes take (no CUDA needed).
+  static uint64_t PredictMetadataBytes(const std::vector<uint64_t>& hot_span_numels,
+                                       const std::vector<uint64_t>& tensor_numels) {
+    return (hot_span_numels.empty() ? 0 : gpu::PredictStepPlanBytes(hot_span_numels)) +
+           gpu::PredictGradNormPlanBytes(tensor_numels);
+  }
+
+  virtual ~GpuSide() = default;
+
+  // Throws Error(kInvalidArgument) "<who>: <what> ..." unless `p` is device memory with
+  // at least `need` bytes from `p` (where the driver can tell the allocation's size);
+  // `need_detail` explains `need` in the message, e.g. "(9000 elements of f32)".
+  virtual void CheckDevicePointer(const void* p, uint64_t need, const std::string& need_detail,
+                                  const std::string& who, const char* what) const = 0;
+  // The transport of GPU mode: two copy streams ordered after the caller's stream.
+  virtual std::unique_ptr<Transport> MakeTransport() = 0;
+
+  // Builds the hot plan over `spans` (scalar index per span) and the norm plan over
+  // every tensor's gradient; returns the device bytes they hold.
+  virtual uint64_t BuildPlans(Algorithm algo, const StateFormats& formats,
+                              const std::vector<StepSpan>& spans,
+                              const std::vector<uint32_t>& scalar_index,
+                              const std::vector<HostGrad>& grads) = 0;
+
+  // The pre-pass over the gradients of the tensors with active[i] != 0 (empty: all),
+  // timed, then waited for: the norm is needed on the host before any update.
+  virtual NormResult Prepass(const std::vector<uint8_t>& active) = 0;
+  // One or more fused launches of the hot plan: span i uses scalars[slot[i]], or is left
+  // out where slot[i] == kSkip. Any number of distinct slots (launches of at most
+  // gpu::kMaxScalarGroups each). Timed; not waited for.
+  static constexpr uint32_t kSkip = 0xFFFFFFFFu;
+  virtual void LaunchHot(const std::vector<StepScalars>& scalars,
+                         const std::vector<uint32_t>& slot) = 0;
+  // Whether the last LaunchHot launched anything (else WaitHot has nothing to wait for).
+  virtual bool hot_launched() const = 0;
+  // Makes `stream` wait for the last LaunchHot (non-blocking).
+  virtual void StreamWaitHot(void* stream) const = 0;
+  // Pre-pass and hot-step times of the last step in ms (waits for the hot step's end).
+  virtual void ReadTimes(double* prepass_ms, double* hot_ms) = 0;
+
+  // Synchronous copies between device (or pinned) and host memory, and a wait for
+  // everything queued on the caller's stream.
+  virtual void Copy(void* dst, const void* src, size_t bytes, const char* context) const = 0;
+  virtual void SyncStream(const char* context) const = 0;
+};
+
+}  // namespace tandem::offload
