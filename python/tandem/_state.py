@@ -70,13 +70,7 @@ def _snapshot(opt):
     with opt._device_guard():
         if opt._cuda:
             torch.cuda.synchronize(opt._device)
-        snap = opt._engine.snapshot()
-    # Engines from before per-tensor steps leave TensorSnapshot::step at 0; their tensors
-    # all have the optimizer's step. (Remove once every engine fills it.)
-    if snap["step"] > 0 and all(t["step"] == 0 for t in snap["tensors"]):
-        for t in snap["tensors"]:
-            t["step"] = snap["step"]
-    return snap
+        return opt._engine.snapshot()
 
 
 def _restore(opt, snap):

@@ -124,15 +124,6 @@ CORRUPTIONS = [
 ]
 
 
-def engine_keeps_tensor_steps():
-    """Whether the engine's snapshots carry per-tensor steps (TensorSnapshot::step);
-    engines from before them report 0."""
-    model = make_mlp()
-    opt = tandem.torch.SGD(model.parameters(), lr=0.1)
-    train(model, opt, batches(1))
-    return opt.state_dict()["state"][0]["step"].item() == 1
-
-
 def trained():
     model = make_mlp(seed=3)
     opt = tandem.torch.AdamW(two_groups(model), lr=1e-2, master="bf16+ecc8",
@@ -191,8 +182,7 @@ def test_version_1_still_loads():
     assert same_bits(params_bits(model_b), params_bits(model_a))
     after = opt_b.state_dict()
     for k, entry in after["state"].items():
-        if engine_keeps_tensor_steps():
-            assert entry["step"].item() == sd["tandem"]["step"]
+        assert entry["step"].item() == sd["tandem"]["step"]
         assert bits_equal({n: v for n, v in entry.items() if n != "step"},
                           {n: v for n, v in sd["state"][k].items() if n != "step"})
     data = batches(3, seed=7)

@@ -285,3 +285,43 @@ def test_export_masters_refuses_a_foreign_module(tmp_path):
     with pytest.raises(ValueError, match="not a parameter of the given module"):
         tandem.torch.export_masters(opt, tmp_path / "x.safetensors", module=Net())
     assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_per_parameter_steps_carry_over():
+    """torch keeps one step per parameter (a parameter without a gradient is not
+    stepped); Tandem's per-tensor steps take them over, so bias corrections continue
+    alike, and to_torch_state gives them back."""
+    data = batches(6, seed=44)
+    model_t = make_mlp(seed=1)
+    opt_t = torch.optim.AdamW(model_t.parameters(), lr=1e-2, weight_decay=0.05)
+    for i, (x, y) in enumerate(data[:3]):
+        opt_t.zero_grad(set_to_none=True)
+        torch.nn.functional.mse_loss(model_t(x), y).backward()
+        if i == 0:
+            model_t[4].weight.grad = None  # the last layer skips the first step
+            model_t[4].bias.grad = None
+        opt_t.step()
+    steps = {k: v["step"].item() for k, v in opt_t.state_dict()["state"].items()}
+    assert steps == {0: 3, 1: 3, 2: 3, 3: 3, 4: 2, 5: 2}
+
+    model_o = copy.deepcopy(model_t)
+    opt_o = tandem.torch.AdamW(model_o.parameters(), lr=1e-2, weight_decay=0.05)
+    tandem.torch.from_torch_state(opt_o, opt_t.state_dict())
+    sd = opt_o.state_dict()
+    assert {k: v["step"].item() for k, v in sd["state"].items()} == steps
+    assert sd["tandem"]["step"] == 3
+    assert {k: v["step"].item()
+            for k, v in tandem.torch.to_torch_state(opt_o)["state"].items()} == steps
+    # Control: the same state with every step at 3.
+    flat = copy.deepcopy(opt_t.state_dict())
+    for entry in flat["state"].values():
+        entry["step"] = torch.tensor(3.0)
+    model_c = copy.deepcopy(model_t)
+    opt_c = tandem.torch.AdamW(model_c.parameters(), lr=1e-2, weight_decay=0.05)
+    tandem.torch.from_torch_state(opt_c, flat)
+
+    train(model_t, opt_t, data[3:])
+    train(model_o, opt_o, data[3:])
+    train(model_c, opt_c, data[3:])
+    assert max_rel_diff(model_o, model_t) < TOL
+    assert max_rel_diff(model_c, model_t) > 100 * TOL
