@@ -200,3 +200,16 @@ def test_version_2_fields():
         step = sd["state"][k]["step"]
         assert step.dtype == torch.float32 and step.dim() == 0
         assert 0 <= step.item() <= sd["tandem"]["step"] == 3
+
+
+def test_per_parameter_steps_round_trip():
+    model, opt = trained()
+    sd = copy.deepcopy(opt.state_dict())
+    sd["state"][4]["step"] = torch.tensor(1.0)
+    sd["state"][5]["step"] = 0  # a plain int is accepted too
+    opt.load_state_dict(sd)
+    steps = {k: v["step"].item() for k, v in opt.state_dict()["state"].items()}
+    assert steps == {0: 3, 1: 3, 2: 3, 3: 3, 4: 1, 5: 0}
+    train(model, opt, batches(1, seed=8))
+    steps = {k: v["step"].item() for k, v in opt.state_dict()["state"].items()}
+    assert steps == {0: 4, 1: 4, 2: 4, 3: 4, 4: 2, 5: 1}
