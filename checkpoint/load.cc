@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/error_text.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/sections.h"
 #include "engine/snapshot_check.h"
@@ -31,11 +32,12 @@ class Problems {
       return true;
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::kIO) throw;
+      if (e.kind() == ErrorKind::kCorruption && list_ == nullptr) throw;
       const std::string msg = e.kind() == ErrorKind::kInvalidArgument
-                                  ? where + ": inconsistent state: " + e.what()
-                                  : std::string(e.what());
+                                  ? where + ": inconsistent state: " + ckpt::BareMessage(e)
+                                  : ckpt::BareMessage(e);
       if (list_ == nullptr) throw Error(ErrorKind::kCorruption, msg);
-      list_->push_back(msg);
+      list_->push_back(Error(ErrorKind::kCorruption, msg).what());
       return false;
     }
   }

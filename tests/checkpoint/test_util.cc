@@ -2,8 +2,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
+#include "checkpoint/crc.h"
+#include "checkpoint/format.h"
 #include "engine/fp_bits.h"
 #include "engine/master_codec.h"
 #include "tandem/error.h"
@@ -183,6 +186,75 @@ std::vector<std::pair<Algorithm, StateFormats>> AllCombinations() {
         for (MomentFormat v : {MomentFormat::kF32, MomentFormat::kQ8})
           out.push_back({a, StateFormats{m, mo, v}});
   return out;
+}
+
+std::string WithManifest(const std::string& file,
+                         const std::function<void(nlohmann::json&)>& edit) {
+  const size_t kF = ckpt::kFooterSize;
+  uint64_t off;
+  memcpy(&off, file.data() + file.size() - kF, 8);
+  nlohmann::json j = nlohmann::json::parse(file.substr(off, file.size() - kF - off));
+  edit(j);
+  const std::string text = j.dump();
+  std::string out = file.substr(0, off) + text;
+  unsigned char f[ckpt::kFooterSize];
+  memcpy(f, file.data() + file.size() - kF, kF);
+  const uint64_t len = text.size(), file_len = out.size() + kF;
+  const uint32_t crc = ckpt::SectionCrc(ckpt::SectionKind::kManifest, ckpt::kNoTensor,
+                                        ckpt::Codec::kNone, len, text.data(), len);
+  memcpy(f + 8, &len, 8);
+  memcpy(f + 16, &crc, 4);
+  memcpy(f + 24, &file_len, 8);
+  const uint32_t fcrc = ckpt::Crc32c(f, 44);
+  memcpy(f + 44, &fcrc, 4);
+  return out + std::string(reinterpret_cast<char*>(f), kF);
+}
+
+std::string WithSectionByte(const std::string& file, size_t section, uint64_t byte,
+                            uint8_t value) {
+  std::string out = file;
+  // WithManifest reads the data part of `out` after edit() ran, so the changed byte and the
+  // CRC computed over it land in the same file.
+  return WithManifest(out, [&](nlohmann::json& j) {
+    nlohmann::json& s = j["sections"][section];
+    const uint64_t off = s["offset"].get<uint64_t>(), len = s["length"].get<uint64_t>();
+    out[off + byte] = static_cast<char>(value);
+    s["crc32c"] = ckpt::SectionCrc(static_cast<ckpt::SectionKind>(s["kind"].get<uint32_t>()),
+                                   s["tensor"].get<uint32_t>(), ckpt::Codec::kNone, len,
+                                   out.data() + off, len);
+  });
+}
+
+namespace {
+std::string GoodSmallFile() {
+  auto env = NewMemEnv();
+  SaveCheckpoint(MakeSnapshot(Algorithm::kAdamW, {}, 7, {1, 33, 40}), "f", {}, env.get());
+  return ReadAll(env.get(), "f");
+}
+}  // namespace
+
+std::string DuplicateNameFile() {
+  return WithManifest(GoodSmallFile(), [](nlohmann::json& j) {
+    j["tensors"][1]["name"] = j["tensors"][0]["name"];
+  });
+}
+
+std::string StepOverflowFile() {
+  return WithManifest(GoodSmallFile(), [](nlohmann::json& j) {
+    j["step"] = std::numeric_limits<int64_t>::max();
+  });
+}
+
+std::string NaNMasterFile() {
+  const std::string good = GoodSmallFile();
+  size_t section = 0;
+  (void)WithManifest(good, [&](nlohmann::json& j) {  // find tensor 1's master_f32
+    for (size_t i = 0; i < j["sections"].size(); ++i)
+      if (j["sections"][i]["tensor"] == 1 && j["sections"][i]["kind"] == 1) section = i;
+  });
+  // Element 5 becomes 0x7FC00000 (little-endian: bytes 2 and 3 are 0xC0 0x7F).
+  const std::string f = WithSectionByte(good, section, 5 * 4 + 2, 0xC0);
+  return WithSectionByte(f, section, 5 * 4 + 3, 0x7F);
 }
 
 std::string ReadAll(Env* env, const std::string& path) {

@@ -3,10 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "tandem/checkpoint.h"
 #include "tandem/snapshot.h"
@@ -31,6 +34,23 @@ bool SameBits(const OptimizerSnapshot& a, const OptimizerSnapshot& b);
 
 // Every algorithm x master x momentum x variance combination.
 std::vector<std::pair<Algorithm, StateFormats>> AllCombinations();
+
+// `file` (the bytes of a good checkpoint) with its manifest rewritten by edit(json) and the
+// manifest CRC and footer fixed, so that only the checks behind the CRCs can object.
+std::string WithManifest(const std::string& file,
+                         const std::function<void(nlohmann::json&)>& edit);
+
+// `file` with byte `byte` of data section `section` replaced by `value` and the section's
+// CRC in the manifest fixed (the section must be stored uncompressed).
+std::string WithSectionByte(const std::string& file, size_t section, uint64_t byte,
+                            uint8_t value);
+
+// Good CRCs, bad contents: files that only the snapshot checks refuse. Each is a saved
+// MakeSnapshot(kAdamW, f32 formats, 7, {1, 33, 40}) changed so that: tensor 1 repeats
+// tensor 0's name / the manifest step is 2^63 - 1 / element 5 of tensor 1's master is NaN.
+std::string DuplicateNameFile();
+std::string StepOverflowFile();
+std::string NaNMasterFile();
 
 // Bytes of a file in an Env.
 std::string ReadAll(Env* env, const std::string& path);
