@@ -243,6 +243,22 @@ OptimizerSnapshot SnapshotFromDict(const py::dict& d) {
   return s;
 }
 
+#if TANDEM_PY_HAS_CHECKPOINT
+// tandem::ConvertSnapshot on a snapshot dict: the same state in the formats named.
+py::dict ConvertSnapshotDict(const py::dict& d, const std::string& master,
+                             const std::string& momentum, const std::string& variance) {
+  OptimizerSnapshot s = SnapshotFromDict(d);
+  const StateFormats to{ParseMasterFormat(master), ParseMomentFormat(momentum),
+                        ParseMomentFormat(variance)};
+  OptimizerSnapshot out;
+  {
+    py::gil_scoped_release release;
+    out = ConvertSnapshot(s, to);
+  }
+  return SnapshotToDict(std::move(out));
+}
+#endif
+
 py::dict BytesToDict(const MemoryReport::Bytes& b) {
   py::dict d;
   d["master"] = b.master;
@@ -490,6 +506,12 @@ PYBIND11_MODULE(_C, m) {
   });
 
   m.attr("has_checkpoint") = py::bool_(TANDEM_PY_HAS_CHECKPOINT != 0);
+#if TANDEM_PY_HAS_CHECKPOINT
+  m.def("convert_snapshot", &tandem::ConvertSnapshotDict, py::arg("snapshot"),
+        py::arg("master"), py::arg("momentum"), py::arg("variance"),
+        "The snapshot dict re-encoded in the formats named (tandem::ConvertSnapshot): "
+        "masters and moments through fp32, everything else copied.");
+#endif
   m.def("cuda_device_available", &tandem::CudaDeviceAvailable,
         "Whether this process can use a CUDA device (never raises).");
 

@@ -325,3 +325,28 @@ def test_per_parameter_steps_carry_over():
     train(model_c, opt_c, data[3:])
     assert max_rel_diff(model_o, model_t) < TOL
     assert max_rel_diff(model_c, model_t) > 100 * TOL
+
+
+@pytest.mark.skipif(not HAS_CONVERT, reason="no tandem._C.convert_snapshot in this build")
+def test_convert_snapshot_binding():
+    model = make_mlp()
+    opt = tandem.torch.AdamW(model.parameters(), lr=1e-2, master="bf16+ecc16")
+    train(model, opt, batches(2))
+    snap = opt._engine.snapshot()
+    snap["metadata"] = "kept \udcff verbatim"  # not UTF-8: crosses as a surrogate escape
+    q8 = tandem._C.convert_snapshot(snap, "bf16+ecc16", "q8", "q8")
+    assert (q8["master"], q8["momentum"], q8["variance"]) == ("bf16+ecc16", "q8", "q8")
+    assert q8["metadata"] == snap["metadata"] and q8["step"] == 2
+    for a, b in zip(q8["tensors"], snap["tensors"]):
+        assert (a["name"], a["shape"], a["step"]) == (b["name"], b["shape"], b["step"])
+        assert np.array_equal(a["master_bf16"], b["master_bf16"])
+        assert np.array_equal(a["ecc16"], b["ecc16"])
+        assert a["m_codes"].dtype == np.int8 and a["v_codes"].dtype == np.uint8
+    same = tandem._C.convert_snapshot(snap, "bf16+ecc16", "f32", "f32")
+    for a, b in zip(same["tensors"], snap["tensors"]):
+        assert np.array_equal(a["m_f32"], b["m_f32"]) and np.array_equal(a["v_f32"], b["v_f32"])
+    del snap["tensors"][1]["numel"]
+    with pytest.raises(ValueError, match="snapshot tensor 1: missing 'numel'"):
+        tandem._C.convert_snapshot(snap, "f32", "f32", "f32")
+    with pytest.raises(ValueError, match="q8"):
+        tandem._C.convert_snapshot(q8, "f32", "f32", "q4")
