@@ -15,6 +15,8 @@ Every function takes the optimizer (a ``tandem.torch.TandemOptimizer``) first; t
 methods of that class delegate here. docs/python.md, "State", describes the formats.
 """
 
+import contextlib
+import functools
 import json
 import math
 import numbers
@@ -63,6 +65,18 @@ _QUANT_GROUP = 32  # elements per q8 scale (docs/numerics.md)
 
 # ---------------------------------------------------------------------------------------
 # Engine snapshots
+
+
+def _locked(fn):
+    """Runs fn(opt, ...) under the optimizer's lock where it has one (an RLock that step
+    and the other state calls hold too), so a state read or written from another thread
+    falls between two steps."""
+    @functools.wraps(fn)
+    def wrapper(opt, *args, **kwargs):
+        lock = getattr(opt, "_lock", None)
+        with lock if lock is not None else contextlib.nullcontext():
+            return fn(opt, *args, **kwargs)
+    return wrapper
 
 
 def _snapshot(opt):
@@ -242,6 +256,7 @@ def _check_engine_group(h, where):
 # State dicts
 
 
+@_locked
 def state_dict(opt):
     """TandemOptimizer.state_dict: see its docstring."""
     snap = _snapshot(opt)
@@ -271,6 +286,7 @@ def state_dict(opt):
     return {"state": state, "param_groups": _torch_groups(opt), "tandem": meta}
 
 
+@_locked
 def load_state_dict(opt, sd):
     """TandemOptimizer.load_state_dict: see its docstring."""
     if not isinstance(sd, Mapping):
@@ -511,6 +527,7 @@ def _parse_metadata(opt, text, path):
     return groups, ref_group, lr_scales, [dict(h) for h in engine_hyper]
 
 
+@_locked
 def save_checkpoint(opt, path, compression="none", sync=True):
     """TandemOptimizer.save_checkpoint: see its docstring."""
     opt._require_checkpoint()
@@ -521,6 +538,7 @@ def save_checkpoint(opt, path, compression="none", sync=True):
         opt._engine.save_checkpoint(str(path), compression, bool(sync), metadata)
 
 
+@_locked
 def load_checkpoint(opt, path):
     """TandemOptimizer.load_checkpoint: see its docstring."""
     opt._require_checkpoint()
@@ -548,6 +566,7 @@ def load_checkpoint(opt, path):
 # torch.optim state dicts
 
 
+@_locked
 def to_torch_state(opt):
     """A state dict of the torch.optim optimizer of the same algorithm.
 
@@ -582,6 +601,7 @@ def to_torch_state(opt):
     return {"state": state, "param_groups": _torch_groups(opt)}
 
 
+@_locked
 def from_torch_state(opt, sd):
     """Loads a torch.optim state dict (AdamW/Adam: exp_avg, exp_avg_sq, step; SGD:
     momentum_buffer; Lion-style: exp_avg) into a Tandem optimizer of any formats.
@@ -671,6 +691,7 @@ def from_torch_state(opt, sd):
 # safetensors export
 
 
+@_locked
 def export_masters(opt, path, module=None):
     """Writes the fp32 master weights of the stepped parameters to `path` as safetensors,
     each under its fully qualified name and with its original shape, so that

@@ -7,6 +7,7 @@ import copy
 import pytest
 import torch
 
+import tandem._C
 import tandem.torch
 from helpers import batches, make_mlp, params_bits, same_bits, train
 
@@ -213,3 +214,30 @@ def test_per_parameter_steps_round_trip():
     train(model, opt, batches(1, seed=8))
     steps = {k: v["step"].item() for k, v in opt.state_dict()["state"].items()}
     assert steps == {0: 4, 1: 4, 2: 4, 3: 4, 4: 2, 5: 1}
+
+
+def test_state_calls_hold_the_optimizers_lock(tmp_path):
+    class CountingLock:
+        def __init__(self):
+            self.entered = 0
+
+        def __enter__(self):
+            self.entered += 1
+
+        def __exit__(self, *exc):
+            return False
+
+    model, opt = trained()
+    opt._lock = CountingLock()
+    calls = [  # (call, how many state calls it makes)
+        (lambda: opt.load_state_dict(opt.state_dict()), 2),
+        (lambda: tandem.torch.from_torch_state(opt, tandem.torch.to_torch_state(opt)), 2),
+        (lambda: tandem.torch.export_masters(opt, tmp_path / "m.safetensors"), 1),
+    ]
+    if tandem._C.has_checkpoint:
+        calls.append((lambda: (opt.save_checkpoint(tmp_path / "c.tckpt"),
+                               opt.load_checkpoint(tmp_path / "c.tckpt")), 2))
+    for call, count in calls:
+        before = opt._lock.entered
+        call()
+        assert opt._lock.entered == before + count
