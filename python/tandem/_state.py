@@ -557,7 +557,7 @@ def load_checkpoint(opt, path):
     if parsed[0] is None:
         warnings.warn("checkpoint '%s' holds no tandem.torch param_groups (written by an "
                       "older tandem or another program): the optimizer keeps its own "
-                      "param_groups and hyper-parameters" % (path,), stacklevel=3)
+                      "param_groups and hyper-parameters" % (path,), stacklevel=4)
     else:
         _apply_groups(opt, *parsed[0])
 
