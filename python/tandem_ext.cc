@@ -193,8 +193,9 @@ T Field(const py::dict& d, const char* key, const std::string& where) {
     return d[key].cast<T>();
   } catch (const py::cast_error&) {
     throw Error(ErrorKind::kInvalidArgument,
-                where + ": '" + key + "' has type " +
-                    std::string(py::str(py::type::of(d[key]).attr("__name__"))));
+                where + ": '" + key + "' holds a " +
+                    std::string(py::str(py::type::of(d[key]).attr("__name__"))) +
+                    " that is not of the expected type or range");
   }
 }
 

@@ -241,3 +241,34 @@ def test_state_calls_hold_the_optimizers_lock(tmp_path):
         before = opt._lock.entered
         call()
         assert opt._lock.entered == before + count
+
+
+@pytest.mark.parametrize("mutate,match", [
+    (lambda s: s.pop("algorithm"), "snapshot: missing 'algorithm'"),
+    (lambda s: s.update(groups=[1]), "'groups' entries must be dicts"),
+    (lambda s: s.update(step="3"), "snapshot: 'step' holds a str"),
+    (lambda s: s["tensors"][2].pop("group"), "snapshot tensor 2: missing 'group'"),
+    (lambda s: s["tensors"][0].update(shape=[-1]), "snapshot tensor 0: 'shape'"),
+    (lambda s: s.update(metadata=b"x"), "'metadata' must be a str"),
+])
+def test_engine_snapshot_dict_errors_name_the_key(mutate, match):
+    """The binding's own snapshot dicts: ValueError naming the key, not KeyError."""
+    _, opt = trained()
+    snap = opt._engine.snapshot()
+    before = opt.state_dict()
+    mutate(snap)
+    with pytest.raises(ValueError, match=match):
+        opt._engine.restore(snap)
+    assert bits_equal(opt.state_dict(), before)
+
+
+def test_engine_snapshot_dict_carries_steps_shapes_and_metadata():
+    model, opt = trained()
+    snap = opt._engine.snapshot()
+    assert snap["metadata"] == "" and snap["step"] == 3
+    for t, p in zip(snap["tensors"], model.parameters()):
+        assert t["step"] == 3 and t["numel"] == p.numel()
+        assert t["shape"] in ([], list(p.shape))  # [] where the spec gave no shape
+    snap["tensors"][1]["step"] = 2
+    opt._engine.restore(snap)
+    assert opt._engine.snapshot()["tensors"][1]["step"] == 2
