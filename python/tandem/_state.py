@@ -12,7 +12,8 @@
 * ``export_masters``: the fp32 master weights as a safetensors file, by parameter name.
 
 Every function takes the optimizer (a ``tandem.torch.TandemOptimizer``) first; the
-methods of that class delegate here. docs/python.md, "State", describes the formats.
+methods of that class delegate here. docs/python.md, "State and checkpoints", describes
+them.
 """
 
 import contextlib
