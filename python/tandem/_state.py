@@ -706,6 +706,8 @@ def export_masters(opt, path, module=None):
     over `path`). Raises ValueError for duplicate or missing names.
     """
     snap = _snapshot(opt)
+    metadata = {"format": "pt", "tandem_algorithm": snap["algorithm"],
+                "tandem_master": snap["master"], "tandem_step": str(snap["step"])}
     snap = _convert(snap, "f32", snap["momentum"], snap["variance"])
     by_id = {}
     if module is not None:
@@ -726,8 +728,6 @@ def export_masters(opt, path, module=None):
             raise ValueError("two parameters are both named %r" % name)
         shape = list(t["shape"]) or list(p.shape)
         tensors[name] = (shape, np.ascontiguousarray(t["master_f32"], dtype="<f4"))
-    metadata = {"format": "pt", "tandem_algorithm": snap["algorithm"],
-                "tandem_master": snap["master"], "tandem_step": str(snap["step"])}
     tmp = str(path) + ".tmp"
     try:
         try:

@@ -240,7 +240,7 @@ def test_state_calls_hold_the_optimizers_lock(tmp_path):
     for call, count in calls:
         before = opt._lock.entered
         call()
-        assert opt._lock.entered == before + count
+        assert opt._lock.entered >= before + count
 
 
 @pytest.mark.parametrize("mutate,match", [

@@ -265,6 +265,7 @@ def test_export_masters_loads_into_the_model(tmp_path, formats, naming):
     except ImportError:
         loaded, meta = read_safetensors(path)
         assert meta["format"] == "pt" and meta["tandem_step"] == "3"
+        assert meta["tandem_master"] == formats["master"]
     assert set(loaded) == {n for n, _ in net.named_parameters()}
     for name, p in net.named_parameters():
         assert loaded[name].dtype == torch.float32 and loaded[name].shape == p.shape
