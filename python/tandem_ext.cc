@@ -12,7 +12,9 @@
 // Snapshots cross as a dict of plain values and NumPy arrays. Arrays returned by
 // `snapshot()` own their memory (the engine's vectors are moved into capsules, no copy).
 // bf16 bit patterns are returned as int16 arrays (NumPy has no bf16 and old PyTorch has
-// no uint16), q8 momentum codes as int8, variance codes as uint8.
+// no uint16), q8 momentum codes as int8, variance codes as uint8. Each tensor's dict has
+// its "step" and "shape" (a list, empty where the spec gave none); the snapshot's
+// "metadata" is a str (tandem.torch keeps its param_groups there in checkpoints).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
