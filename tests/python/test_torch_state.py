@@ -2,6 +2,7 @@
 (from_torch_state / to_torch_state), and the fp32 masters exported as safetensors."""
 
 import copy
+import inspect
 import json
 import struct
 
@@ -351,3 +352,30 @@ def test_convert_snapshot_binding():
         tandem._C.convert_snapshot(snap, "f32", "f32", "f32")
     with pytest.raises(ValueError, match="q8"):
         tandem._C.convert_snapshot(q8, "f32", "f32", "q4")
+
+
+@pytest.mark.skipif(not HAS_CONVERT, reason="no tandem._C.convert_snapshot in this build")
+@pytest.mark.parametrize("name,make_torch,make_tandem",
+                         [p for p in PAIRS if p[0] in ("sgd_nesterov", "lion")],
+                         ids=["sgd_nesterov", "lion"])
+def test_quantized_momentum_both_ways(name, make_torch, make_tandem):
+    data = batches(4, seed=45)
+    model_t = make_mlp(seed=1)
+    opt_t = make_torch(model_t.parameters())
+    train(model_t, opt_t, data[:2])
+    model_o = copy.deepcopy(model_t)
+    if "momentum_format" in inspect.signature(tandem.torch.TandemOptimizer).parameters:
+        formats = dict(master_format="bf16+ecc16", momentum_format="q8")
+    elif name == "lion":
+        formats = dict(master="bf16+ecc16", momentum="q8")
+    else:
+        pytest.skip("SGD's momentum= is its hyper-parameter; no momentum_format= here")
+    opt_o = make_tandem(model_o.parameters(), **formats)
+    opt_o.load_state_dict(opt_t.state_dict())
+    assert opt_o.state_dict()["state"][0]["m_codes"].dtype == torch.int8
+    back = tandem.torch.to_torch_state(opt_o)
+    key = "exp_avg" if name == "lion" else "momentum_buffer"
+    for k, entry in opt_t.state_dict()["state"].items():
+        ref, got = entry[key], back["state"][k][key]
+        assert got.shape == ref.shape
+        assert torch.allclose(got, ref, rtol=0.1, atol=1e-2 * ref.abs().max().item())
