@@ -1,19 +1,27 @@
 #!/usr/bin/env python3
 """Planner accuracy on the H200 machine: tandem-plan's predicted step time and memory
-against the engine's measured hybrid steps (bench/results/*_h200_2026-11-21.json).
+against the engine's measured hybrid steps of 2026-11-21 (the sweeps and the fp32
+point recorded in commit ada0e38, read from git history).
 
 Run from the repository root after building (build/tools/plan/tandem-plan):
     python3 bench/planner_accuracy.py
-Writes bench/results/planner_accuracy_h200_2026-11-21.json and prints a table. The
+Writes bench/results/planner_accuracy_h200.json and prints a table. The
 quantized-state points (bf16+ecc8/q8/q8) include the data the planner's per-chunk
 overhead was fitted on; the fp32-state points at fraction 0.5 are out of sample.
 """
+import datetime
 import json
 import subprocess
 
-PROFILE = 'bench/results/profile_h200_2026-11-21.json'
-RESULTS = 'bench/results/'
+PROFILE = 'bench/results/calibrate_h200.json'
+OUT = 'bench/results/planner_accuracy_h200.json'
 FORMATS = {'quantized': ['bf16+ecc8', 'q8', 'q8'], 'fp32': ['f32', 'f32', 'f32']}
+
+
+def recorded(commit, name):
+    """A result file as committed in `commit` (bench/results keeps only current results)."""
+    return json.loads(subprocess.run(['git', 'show', f'{commit}:bench/results/{name}'],
+                                     capture_output=True, text=True, check=True).stdout)
 
 
 def measurements():
@@ -24,11 +32,11 @@ def measurements():
         meas.setdefault(key, []).append(value)
 
     for model in ('llama3-1b', 'llama3-3b', 'llama3-8b'):
-        for r in json.load(open(f'{RESULTS}hybrid_{model}_h200_2026-11-21.json')):
+        for r in recorded('ada0e38', f'hybrid_{model}_h200_2026-11-21.json'):
             if 'step_ms' in r:
                 add((model, 'quantized', r['fraction']),
                     (r['step_ms'], r['device_bytes'], r['host_bytes']))
-    for r in json.load(open(f'{RESULTS}hybrid_llama3-8b_f0.5_fp32_h200_2026-11-21.json')):
+    for r in recorded('ada0e38', 'hybrid_llama3-8b_f0.5_fp32_h200_2026-11-21.json'):
         if r['formats'].startswith('master=f32'):
             add(('llama3-8b', 'fp32', 0.5), (r['step_ms'], r['device_bytes'], r['host_bytes']))
     # Printed tables of runs whose JSON did not come back (step time only). The earlier
@@ -76,7 +84,11 @@ def main():
             f"{r['engine_host_bytes'] == r['predicted_host_bytes']}")
         print(f"{r['formats']:15s} {r['model']:10s} {r['fraction']:5.2f} {r['measured_ms']:9.2f} "
               f"{r['predicted_ms']:9.2f} {100 * r['error']:+6.1f}%  {eq}")
-    json.dump(rows, open(f'{RESULTS}planner_accuracy_h200_2026-11-21.json', 'w'), indent=2)
+    commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True,
+                            text=True, check=False).stdout.strip()
+    date = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%MZ')
+    json.dump({'command': 'python3 bench/planner_accuracy.py', 'commit': commit, 'date': date,
+               'results': rows}, open(OUT, 'w'), indent=2)
 
 
 if __name__ == '__main__':

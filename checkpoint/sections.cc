@@ -77,7 +77,7 @@ size_t KindElementSize(SectionKind kind) noexcept {
 }
 
 bool KindCompressesWell(SectionKind kind) noexcept {
-  // Measured on training-like state (bench/results/checkpoint_dev2core_2026-11-21.md):
+  // Measured on training-like state (bench/results/checkpoint_dev2core.md):
   // bf16 weights 1.28x (the exponent byte repeats), bf16 scales 1.46x; codes, ecc and fp32
   // arrays 1.00-1.08x, not worth igzip's time.
   return kind == SectionKind::kMasterBf16 || kind == SectionKind::kMScales ||

@@ -36,7 +36,8 @@ class StepPlan {
   // spans: device pointers (grad, param, master, m, v) that must stay valid and keep
   // their addresses for the plan's life; every span must satisfy the StepSpan contract
   // (engine/step_span.h) and have formats == `formats`. scalar_index[i] (one per span,
-  // < kMaxScalarGroups) selects the entry of Launch's `scalars` that span i uses.
+  // < kMaxScalarGroups, or kSkipSpan: left out until SetScalarIndex) selects the entry of
+  // Launch's `scalars` that span i uses.
   // For SGD a span keeps a momentum buffer exactly when m.f32 or m.codes is set (or the
   // momentum format is q8); spans of one scalar_index must agree on that.
   // Throws Error(kInvalidArgument) naming the span (ValidateStepSpan), Error(kCuda /

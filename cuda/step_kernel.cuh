@@ -65,11 +65,11 @@ inline constexpr int kUnitElems = kTileElems * kTilesPerUnit;       // 32768
 //    69.8 at 1024), the kernel that is furthest from its target.
 //  * Registers: 64 at any of these shapes. Forcing 48 (5 x 256) spills 136-200 bytes per
 //    thread and loses 2-11 points; allowing ~78 (3 x 256, no spill) loses 5-9: the
-//    kernels want warps in flight. Session 6, loads up front: 320 x 2 (20 warps, 94
+//    kernels want warps in flight. 2026-11-24, loads up front: 320 x 2 (20 warps, 94
 //    registers) 65.7 against 77.6 for AdamW ecc8/q8/q8, and a register pipeline that
 //    loads the next tile's words before computing the current one (+16 registers) gets
 //    back only 6 of those 12 points at that shape (docs/gpu_kernels.md).
-//  * Session 6, whole fast units: 16 tiles per unit measured 80.3 against 79.3 on one
+//  * 2026-11-24, whole fast units: 16 tiles per unit measured 80.3 against 79.3 on one
 //    host and 81.0 against 81.9 on another (3 rounds each, AdamW ecc8/q8/q8); 8 stays.
 inline constexpr int kMinBlocksPerSm = TANDEM_GPU_MIN_BLOCKS;
 // Note [L2 prefetch] on (1) or off (0), for measuring it: -DTANDEM_GPU_L2_PREFETCH=0 in
@@ -949,9 +949,9 @@ __device__ __forceinline__ bool FastOk(const SpanMeta& sp, bool has_m, uint64_t 
 // 2.5 with the bulk one: their tiles are long enough that the other warps' loads already
 // overlap a warp's compute, and they are closer to issue-bound, so they do not prefetch
 // (TANDEM_GPU_L2_PREFETCH_ADAM=1 turns it on, for measuring), except with the bf16+ecc16
-// master: after the instruction cuts of session 4 that kernel gains 4 points with it
-// (73.6 -> 77.5, one A/B run of session 5), while bf16+ecc8 still loses 1.8 (71.9 -> 70.1).
-// Session 6 (the loads up front, Note [One round trip per tile], and whole fast units):
+// master: after the instruction cuts of 05afa00 that kernel gains 4 points with it
+// (73.6 -> 77.5, one A/B run at c07b12c), while bf16+ecc8 still loses 1.8 (71.9 -> 70.1).
+// On 2026-11-24 (the loads up front, Note [One round trip per tile], and whole fast units):
 // turned on for AdamW ecc8/q8/q8 it measured 74.4 against 76.3, then 79.8 against 79.3 and
 // 80.5 against 81.8 on two other hosts (flat 2^30, % of copy): still off for it.
 // A hint only: results do not depend on it.

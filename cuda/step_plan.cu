@@ -86,7 +86,8 @@ StepPlan::StepPlan(Algorithm algo, const StateFormats& formats, const std::vecto
     if (!(sp.formats == formats))
       Invalid("span " + std::to_string(i) + " has formats " + Name(sp.formats) + ", the plan " +
               Name(formats));
-    if (scalar_index[i] >= kMaxScalarGroups)
+    const bool skipped = scalar_index[i] == kSkipSpan;  // left out until SetScalarIndex
+    if (!skipped && scalar_index[i] >= kMaxScalarGroups)
       Invalid("span " + std::to_string(i) + " uses scalar index " +
               std::to_string(scalar_index[i]) + ", the limit is " +
               std::to_string(kMaxScalarGroups - 1));
@@ -96,9 +97,9 @@ StepPlan::StepPlan(Algorithm algo, const StateFormats& formats, const std::vecto
     const bool has_m = SpanKeepsMomentum(algo, sp);
     implied.has_momentum = has_m ? 1 : 0;
     ValidateStepSpan(implied, sp, name.c_str());
-    int8_t& group_m = group_has_m_[scalar_index[i]];
     span_has_m_[i] = sp.n > 0 && has_m ? 1 : 0;
-    if (sp.n > 0) {
+    if (sp.n > 0 && !skipped) {
+      int8_t& group_m = group_has_m_[scalar_index[i]];
       if (group_m >= 0 && group_m != (has_m ? 1 : 0))
         Invalid("span " + std::to_string(i) + (has_m ? " keeps" : " keeps no") +
                 " momentum buffer but an earlier span of scalar index " +

@@ -17,6 +17,7 @@ const char* ErrorKindName(ErrorKind kind) noexcept {
 
 Error::Error(ErrorKind kind, const std::string& message)
     : std::runtime_error(std::string("tandem: ") + ErrorKindName(kind) + ": " + message),
-      kind_(kind) {}
+      kind_(kind),
+      message_(message) {}
 
 }  // namespace tandem

@@ -49,8 +49,9 @@ class GpuSide {
   // The transport of GPU mode: two copy streams ordered after the caller's stream.
   virtual std::unique_ptr<Transport> MakeTransport() = 0;
 
-  // Builds the hot plan over `spans` (scalar index per span) and the norm plan over
-  // every tensor's gradient; returns the device bytes they hold.
+  // Builds the hot plan over `spans` (scalar index per span, kSkip: left out until a
+  // LaunchHot) and the norm plan over every tensor's gradient; returns the device bytes
+  // they hold.
   virtual uint64_t BuildPlans(Algorithm algo, const StateFormats& formats,
                               const std::vector<StepSpan>& spans,
                               const std::vector<uint32_t>& scalar_index,

@@ -12,6 +12,8 @@
 #include "tandem/error.h"
 
 namespace tandem::offload {
+static_assert(GpuSide::kSkip == gpu::StepPlan::kSkipSpan, "one value marks a span left out");
+
 namespace {
 
 class CudaSide final : public GpuSide {

@@ -29,11 +29,27 @@ int MaxHostThreads() {
 // ---------------------------------------------------------------------------------------
 // Construction
 
+namespace {
+// host_threads, checked before the driver's arena is made from it (a huge value used to
+// build an arena and crash later).
+int CheckedHostThreads(int threads) {
+  if (threads < 0)
+    throw Error(ErrorKind::kInvalidArgument,
+                "host_threads must be >= 0, got " + std::to_string(threads));
+  if (threads > MaxHostThreads())
+    throw Error(ErrorKind::kInvalidArgument,
+                "host_threads = " + std::to_string(threads) + " exceeds the limit of " +
+                    std::to_string(MaxHostThreads()) +
+                    " (4 x the cores this process may run on, at least 16); 0 uses every core");
+  return threads;
+}
+}  // namespace
+
 HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
     : specs_(std::move(specs)),
       cfg_(std::move(cfg)),
       mode_(cfg_.mode),
-      driver_(cfg_.host_threads, size_t{1} << 16) {
+      driver_(CheckedHostThreads(cfg_.host_threads), size_t{1} << 16) {
   if (mode_ == ExecutionMode::kAuto)
     mode_ = offload::GpuSide::Available() ? ExecutionMode::kGpu : ExecutionMode::kHost;
   if (mode_ == ExecutionMode::kGpu) {
@@ -87,11 +103,7 @@ void HybridOptimizer::Impl::Validate() {
          std::to_string(c.chunk_elements));
   if (c.pipeline_slots < 2)
     fail("pipeline_slots must be >= 2, got " + std::to_string(c.pipeline_slots));
-  if (c.host_threads < 0) fail("host_threads must be >= 0, got " + std::to_string(c.host_threads));
-  if (c.host_threads > MaxHostThreads())
-    fail("host_threads = " + std::to_string(c.host_threads) + " exceeds the limit of " +
-         std::to_string(MaxHostThreads()) +
-         " (4 x the cores this process may run on, at least 16); 0 uses every core");
+
 
   std::set<std::string> names;
   for (size_t i = 0; i < specs_.size(); ++i) {
@@ -262,9 +274,8 @@ void HybridOptimizer::Impl::BuildLayout() {
     sp.param_dtype = specs_[t].param_dtype;
     sp.param = p.alias_param ? nullptr : specs_[t].param;
     spans.push_back(sp);
-    // Construction-time scalar index: the group (each Step assigns its own slots; a
-    // group's spans agree on keeping momentum, which is what the plan checks here).
-    index.push_back(specs_[t].group);
+    // Every span starts left out; each Step assigns its slots (Note [Scalar slots]).
+    index.push_back(offload::GpuSide::kSkip);
     hot_tensor_.push_back(t);
   }
   if (gpu()) {

@@ -234,6 +234,9 @@ void HybridOptimizer::Impl::Restore(const OptimizerSnapshot& snap) {
     if (ts.param_dtype != s.param_dtype)
       fail(who + ": snapshot param dtype " + Name(ts.param_dtype) + ", optimizer " +
            Name(s.param_dtype));
+    if (ts.grad_dtype != s.grad_dtype)
+      fail(who + ": snapshot grad dtype " + Name(ts.grad_dtype) + ", optimizer " +
+           Name(s.grad_dtype));
     if (!ts.shape.empty() && !s.shape.empty() && ts.shape != s.shape)
       fail(who + ": snapshot and optimizer disagree on the tensor's shape");
     if (ts.step < 0 || ts.step > snap.step)

@@ -1,6 +1,8 @@
 #include "offload/pipeline.h"
 
 #include <chrono>
+#include <exception>
+#include <new>
 #include <string>
 
 #include "tandem/error.h"
@@ -95,13 +97,23 @@ void Pipeline::Run(std::vector<OffloadChunk>& chunks, const StepScalars* scalars
       if (j + k < w) enqueue_download(j + k);
     }
     transport_->ComputeStreamAfterUploads();
-  } catch (const Error& e) {
+  } catch (...) {
+    // Whatever failed (a copy, a host step, an allocation), no copy may still be running
+    // into or out of a slot when this returns.
     transport_->Drain();
     last_run_upload_ = 0;
     for (Ticket& t : param_slot_ticket_) t = 0;
-    throw Error(e.kind(), std::string(e.what()) + " (offload pipeline: " +
-                              std::to_string(applied) + " of " + std::to_string(n) +
-                              " chunks applied)");
+    const std::string where = " (offload pipeline: " + std::to_string(applied) + " of " +
+                              std::to_string(n) + " chunks applied)";
+    try {
+      throw;
+    } catch (const Error& e) {
+      throw Error(e.kind(), e.message() + where);
+    } catch (const std::bad_alloc&) {
+      throw Error(ErrorKind::kOutOfMemory, "host allocation failed" + where);
+    } catch (const std::exception& e) {
+      throw Error(ErrorKind::kInternal, std::string(e.what()) + where);
+    }
   }
   if (times != nullptr) {
     times->host_ms = host_ms;

@@ -154,7 +154,7 @@ void Speculator::Run(size_t c, Ticket ticket, Ticket previous_upload) {
     if (previous_upload != 0) transport_->Wait(previous_upload);
     if (ticket != 0) transport_->Wait(ticket);
   } catch (const Error& e) {
-    throw Error(e.kind(), who + ": " + e.what());
+    throw Error(e.kind(), who + ": " + e.message());
   }
   const auto t0 = std::chrono::steady_clock::now();
   StepSpan span = chunk.span;

@@ -19,6 +19,15 @@ const char* Name(Recompute r) noexcept {
   return "?";
 }
 
+const char* Name(Attention a) noexcept { return a == Attention::kFlash ? "flash" : "eager"; }
+
+Attention ParseAttention(std::string_view s) {
+  if (s == "flash") return Attention::kFlash;
+  if (s == "eager") return Attention::kEager;
+  throw Error(ErrorKind::kInvalidArgument,
+              "unknown attention '" + std::string(s) + "' (flash, eager)");
+}
+
 Recompute ParseRecompute(std::string_view s) {
   if (s == "none") return Recompute::kNone;
   if (s == "selective") return Recompute::kSelective;
@@ -42,9 +51,15 @@ uint64_t EstimateActivationBytes(const ActivationShape& x, Recompute r) {
   uint64_t per_layer = 0;
   switch (r) {
     case Recompute::kNone:
-      // s*b*h*(34 + 5*a*s/h) = 34*s*b*h + 5*a*s^2*b: the 5as/h term is the attention
-      // scores, softmax output and dropout mask (2 + 2 + 1 bytes per score).
-      per_layer = 34 * sbh + 5 * x.heads * x.seq_len * x.seq_len * x.batch;
+      if (x.attention == Attention::kEager) {
+        // s*b*h*(34 + 5*a*s/h) = 34*s*b*h + 5*a*s^2*b: the 5as/h term is the attention
+        // scores, softmax output and dropout mask (2 + 2 + 1 bytes per score).
+        per_layer = 34 * sbh + 5 * x.heads * x.seq_len * x.seq_len * x.batch;
+      } else {
+        // FlashAttention recomputes the scores in backward from Q, K, V (already in the
+        // 34) and keeps only the fp32 log-sum-exp of each head and token.
+        per_layer = 34 * sbh + 4 * x.heads * x.seq_len * x.batch;
+      }
       break;
     case Recompute::kSelective:  // attention core recomputed: the 5as/h term goes
       per_layer = 34 * sbh;

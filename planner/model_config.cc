@@ -1,9 +1,12 @@
-// Model descriptions: parameter counts, Hugging Face config.json files, built-in presets.
+// Model descriptions: parameter counts, Hugging Face config.json files (dense families
+// here, mixtures of experts in model_moe.cc), built-in presets.
 #include "planner/model_config.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -16,49 +19,15 @@ namespace {
   throw Error(ErrorKind::kInvalidArgument, std::string(where) + ": " + what);
 }
 
-// A required positive integer key.
-uint64_t Count(const nlohmann::json& j, const char* key, std::string_view where) {
-  if (!j.contains(key)) Fail(where, std::string("missing key '") + key + "'");
-  const nlohmann::json& v = j.at(key);
-  if (!v.is_number_integer() || v.get<int64_t>() <= 0)
-    Fail(where, std::string("key '") + key + "' must be a positive integer, got " + v.dump());
-  return v.get<uint64_t>();
-}
-
-// An optional positive integer key; `fallback` when absent or null.
-uint64_t CountOr(const nlohmann::json& j, const char* key, uint64_t fallback,
-                 std::string_view where) {
-  if (!j.contains(key) || j.at(key).is_null()) return fallback;
-  return Count(j, key, where);
-}
-
-bool FlagOr(const nlohmann::json& j, const char* key, bool fallback, std::string_view where) {
-  if (!j.contains(key) || j.at(key).is_null()) return fallback;
-  if (!j.at(key).is_boolean())
-    Fail(where, std::string("key '") + key + "' must be true or false, got " + j.at(key).dump());
-  return j.at(key).get<bool>();
-}
-
-class Builder {
- public:
-  explicit Builder(ModelDescription* m) : m_(m) {}
-  void Add(std::string name, uint64_t numel, int layer = -1) {
-    m_->tensors.push_back({std::move(name), numel, layer});
-  }
-
- private:
-  ModelDescription* m_;
-};
-
-ModelDescription Gpt2Model(const nlohmann::json& j, std::string_view where) {
-  const uint64_t h = Count(j, "n_embd", where);
-  const uint64_t layers = Count(j, "n_layer", where);
-  const uint64_t heads = Count(j, "n_head", where);
-  const uint64_t vocab = Count(j, "vocab_size", where);
-  const uint64_t positions = Count(j, "n_positions", where);
-  const uint64_t inner = CountOr(j, "n_inner", 4 * h, where);
+ModelDescription Gpt2Model(ConfigReader* r) {
+  const uint64_t h = r->Count("n_embd");
+  const uint64_t layers = r->Count("n_layer");
+  const uint64_t heads = r->Count("n_head");
+  const uint64_t vocab = r->Count("vocab_size");
+  const uint64_t positions = r->Count("n_positions");
+  const uint64_t inner = r->CountOr("n_inner", 4 * h);
   ModelDescription m;
-  m.name = std::string(where);
+  m.name = std::string(r->where());
   m.architecture = "gpt2";
   m.hidden_size = h;
   m.num_layers = layers;
@@ -89,27 +58,17 @@ ModelDescription Gpt2Model(const nlohmann::json& j, std::string_view where) {
   return m;
 }
 
-ModelDescription LlamaFromJson(const nlohmann::json& j, std::string_view where,
-                               const std::string& arch) {
-  LlamaShape s;
-  s.hidden = Count(j, "hidden_size", where);
-  s.intermediate = Count(j, "intermediate_size", where);
-  s.layers = Count(j, "num_hidden_layers", where);
-  s.heads = Count(j, "num_attention_heads", where);
-  s.kv_heads = CountOr(j, "num_key_value_heads", s.heads, where);
-  if (!j.contains("head_dim") || j.at("head_dim").is_null()) {
-    if (s.hidden % s.heads != 0)
-      Fail(where, "hidden_size " + std::to_string(s.hidden) +
-                      " is not a multiple of num_attention_heads " + std::to_string(s.heads) +
-                      " and there is no 'head_dim'");
-    s.head_dim = s.hidden / s.heads;
-  } else {
-    s.head_dim = Count(j, "head_dim", where);
+// Llama, Mistral, Qwen2, Qwen3: the options each family has.
+ModelDescription DenseFromConfig(ConfigReader* r, const std::string& arch) {
+  LlamaShape s = ReadLlamaShape(r);
+  if (arch == "qwen2") {
+    s.qkv_bias = true;  // Qwen2 always has q, k and v biases and no o bias
+  } else if (arch == "llama" || arch == "qwen3") {
+    s.qkv_bias = s.o_bias = r->FlagOr("attention_bias", false);
   }
-  s.vocab = Count(j, "vocab_size", where);
-  s.tied = FlagOr(j, "tie_word_embeddings", false, where);
-  s.qkv_bias = arch == "qwen2";
-  return LlamaModel(s, std::string(where), arch);
+  if (arch == "llama") s.mlp_bias = r->FlagOr("mlp_bias", false);
+  s.qk_norm = arch == "qwen3";
+  return LlamaModel(s, std::string(r->where()), arch);
 }
 
 }  // namespace
@@ -133,84 +92,160 @@ uint64_t ModelDescription::largest_layer_params() const {
   return largest;
 }
 
+LlamaShape ReadLlamaShape(ConfigReader* r, bool need_intermediate) {
+  LlamaShape s;
+  s.hidden = r->Count("hidden_size");
+  if (need_intermediate)
+    s.intermediate = r->Count("intermediate_size");
+  else
+    s.intermediate = r->CountOr("intermediate_size", 0);
+  s.layers = r->Count("num_hidden_layers");
+  s.heads = r->Count("num_attention_heads");
+  s.kv_heads = r->CountOr("num_key_value_heads", s.heads);
+  if (!r->Present("head_dim")) {
+    r->Known("head_dim");
+    if (s.hidden % s.heads != 0)
+      r->Fail("hidden_size " + std::to_string(s.hidden) + " is not a multiple of " +
+              "num_attention_heads " + std::to_string(s.heads) + " and there is no 'head_dim'");
+    s.head_dim = s.hidden / s.heads;
+  } else {
+    s.head_dim = r->Count("head_dim");
+  }
+  s.vocab = r->Count("vocab_size");
+  s.tied = r->FlagOr("tie_word_embeddings", false);
+  return s;
+}
+
+void SetShape(ModelDescription* m, const LlamaShape& s, std::string name, std::string arch) {
+  m->name = std::move(name);
+  m->architecture = std::move(arch);
+  m->hidden_size = s.hidden;
+  m->num_layers = s.layers;
+  m->num_heads = s.heads;
+  m->vocab_size = s.vocab;
+}
+
+void AddGqaAttention(Builder* b, const std::string& p, const LlamaShape& s, int l) {
+  const uint64_t h = s.hidden, q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
+  b->Add(p + "self_attn.q_proj.weight", h * q, l);
+  if (s.qkv_bias) b->Add(p + "self_attn.q_proj.bias", q, l);
+  b->Add(p + "self_attn.k_proj.weight", h * kv, l);
+  if (s.qkv_bias) b->Add(p + "self_attn.k_proj.bias", kv, l);
+  b->Add(p + "self_attn.v_proj.weight", h * kv, l);
+  if (s.qkv_bias) b->Add(p + "self_attn.v_proj.bias", kv, l);
+  if (s.qk_norm) {
+    b->Add(p + "self_attn.q_norm.weight", s.head_dim, l);
+    b->Add(p + "self_attn.k_norm.weight", s.head_dim, l);
+  }
+  b->Add(p + "self_attn.o_proj.weight", q * h, l);
+  if (s.o_bias) b->Add(p + "self_attn.o_proj.bias", h, l);
+}
+
+void AddGatedMlp(Builder* b, const std::string& p, uint64_t h, uint64_t inter, int l, bool bias) {
+  b->Add(p + "gate_proj.weight", h * inter, l);
+  if (bias) b->Add(p + "gate_proj.bias", inter, l);
+  b->Add(p + "up_proj.weight", h * inter, l);
+  if (bias) b->Add(p + "up_proj.bias", inter, l);
+  b->Add(p + "down_proj.weight", inter * h, l);
+  if (bias) b->Add(p + "down_proj.bias", h, l);
+}
+
 ModelDescription LlamaModel(const LlamaShape& s, std::string name, std::string arch) {
   ModelDescription m;
-  m.name = std::move(name);
-  m.architecture = std::move(arch);
-  m.hidden_size = s.hidden;
-  m.num_layers = s.layers;
-  m.num_heads = s.heads;
-  m.vocab_size = s.vocab;
-  const uint64_t h = s.hidden, q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
+  SetShape(&m, s, std::move(name), std::move(arch));
+  const uint64_t h = s.hidden;
   Builder b(&m);
   b.Add("model.embed_tokens.weight", s.vocab * h);
   for (uint64_t i = 0; i < s.layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     const int l = static_cast<int>(i);
     b.Add(p + "input_layernorm.weight", h, l);
-    b.Add(p + "self_attn.q_proj.weight", h * q, l);
-    if (s.qkv_bias) b.Add(p + "self_attn.q_proj.bias", q, l);
-    b.Add(p + "self_attn.k_proj.weight", h * kv, l);
-    if (s.qkv_bias) b.Add(p + "self_attn.k_proj.bias", kv, l);
-    b.Add(p + "self_attn.v_proj.weight", h * kv, l);
-    if (s.qkv_bias) b.Add(p + "self_attn.v_proj.bias", kv, l);
-    b.Add(p + "self_attn.o_proj.weight", q * h, l);
+    AddGqaAttention(&b, p, s, l);
     b.Add(p + "post_attention_layernorm.weight", h, l);
-    b.Add(p + "mlp.gate_proj.weight", h * s.intermediate, l);
-    b.Add(p + "mlp.up_proj.weight", h * s.intermediate, l);
-    b.Add(p + "mlp.down_proj.weight", s.intermediate * h, l);
+    AddGatedMlp(&b, p + "mlp.", h, s.intermediate, l, s.mlp_bias);
   }
   b.Add("model.norm.weight", h);
   if (!s.tied) b.Add("lm_head.weight", s.vocab * h);
   return m;
 }
 
-ModelDescription ModelFromJson(const nlohmann::json& j, std::string_view where) {
+ModelDescription ModelFromJson(const nlohmann::json& j, std::string_view where,
+                               const ConfigOptions& options) {
   if (!j.is_object()) Fail(where, "config must be a JSON object");
   // Architecture: "architectures"[0] if present, else "model_type".
+  static const std::map<std::string, std::string> kByClass = {
+      {"LlamaForCausalLM", "llama"},
+      {"MistralForCausalLM", "mistral"},
+      {"Qwen2ForCausalLM", "qwen2"},
+      {"Qwen3ForCausalLM", "qwen3"},
+      {"MixtralForCausalLM", "mixtral"},
+      {"Qwen2MoeForCausalLM", "qwen2_moe"},
+      {"Qwen3MoeForCausalLM", "qwen3_moe"},
+      {"DeepseekV2ForCausalLM", "deepseek_v2"},
+      {"DeepseekV3ForCausalLM", "deepseek_v3"},
+      {"GPT2LMHeadModel", "gpt2"},
+      {"GPT2Model", "gpt2"}};
   std::string arch;
   if (j.contains("architectures") && j.at("architectures").is_array() &&
       !j.at("architectures").empty() && j.at("architectures")[0].is_string()) {
     const std::string a = j.at("architectures")[0].get<std::string>();
-    static const std::map<std::string, std::string> kByClass = {{"LlamaForCausalLM", "llama"},
-                                                                {"MistralForCausalLM", "mistral"},
-                                                                {"Qwen2ForCausalLM", "qwen2"},
-                                                                {"GPT2LMHeadModel", "gpt2"},
-                                                                {"GPT2Model", "gpt2"}};
     auto it = kByClass.find(a);
-    if (it == kByClass.end())
-      Fail(where, "unknown architecture '" + a +
-                      "' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                      "GPT2LMHeadModel)");
+    if (it == kByClass.end()) {
+      std::string list;
+      for (const auto& [cls, type] : kByClass)
+        if (cls != "GPT2Model") list += (list.empty() ? "" : ", ") + cls;
+      Fail(where, "unknown architecture '" + a + "' (supported: " + list + ")");
+    }
     arch = it->second;
   } else if (j.contains("model_type") && j.at("model_type").is_string()) {
     arch = j.at("model_type").get<std::string>();
-    if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "gpt2")
-      Fail(where, "unknown model_type '" + arch + "' (supported: llama, mistral, qwen2, gpt2)");
+    std::set<std::string> types;
+    for (const auto& [cls, type] : kByClass) types.insert(type);
+    if (types.count(arch) == 0) {
+      std::string list;
+      for (const std::string& t : types) list += (list.empty() ? "" : ", ") + t;
+      Fail(where, "unknown model_type '" + arch + "' (supported: " + list + ")");
+    }
   } else {
     Fail(where, "missing key 'architectures' (or 'model_type')");
   }
-  if (arch == "gpt2") return Gpt2Model(j, where);
-  return LlamaFromJson(j, where, arch);
+  ConfigReader r(j, where);
+  ModelDescription m;
+  if (arch == "gpt2")
+    m = Gpt2Model(&r);
+  else if (arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3")
+    m = DenseFromConfig(&r, arch);
+  else
+    m = MoeFromConfig(&r, arch, options);
+  r.Finish(&m);
+  if (j.contains("quantization_config"))
+    m.notes.push_back(
+        "quantization_config ignored: tensors are counted at their full shapes, as training "
+        "holds them; a quantized checkpoint's scale tensors are not counted");
+  return m;
 }
 
-ModelDescription ModelFromConfigText(std::string_view json, std::string_view where) {
+ModelDescription ModelFromConfigText(std::string_view json, std::string_view where,
+                                     const ConfigOptions& options) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json);
   } catch (const nlohmann::json::exception& e) {
     Fail(where, std::string("not valid JSON: ") + e.what());
   }
-  return ModelFromJson(j, where);
+  return ModelFromJson(j, where, options);
 }
 
-ModelDescription ModelFromConfigFile(const std::string& path) {
+ModelDescription ModelFromConfigFile(const std::string& given, const ConfigOptions& options) {
+  std::error_code ec;
+  const std::string path =
+      std::filesystem::is_directory(given, ec) ? given + "/config.json" : given;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorKind::kIO, path + ": cannot open model config");
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw Error(ErrorKind::kIO, path + ": read failed");
-  return ModelFromConfigText(text.str(), path);
+  return ModelFromConfigText(text.str(), path, options);
 }
 
 ModelDescription ModelFromParamCount(uint64_t params, uint32_t pieces) {

@@ -1,7 +1,10 @@
 // Internal: model descriptions from parsed JSON, shared by the file/text readers and tests.
 #pragma once
 
+#include <set>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -9,20 +12,96 @@
 
 namespace tandem::planner {
 
-// Shape of a Llama-family decoder (Llama, Mistral, Qwen2).
+// Reads the top-level fields of one config.json and remembers which it read, so that
+// Finish() can refuse the fields it did not (Note [Config fields] in config_fields.cc).
+// Every getter marks its key as read, present or not. Errors: Error(kInvalidArgument)
+// "<where>: ..." naming the key.
+class ConfigReader {
+ public:
+  ConfigReader(const nlohmann::json& j, std::string_view where) : j_(j), where_(where) {}
+
+  // A required integer > 0.
+  uint64_t Count(const char* key);
+  // An optional integer > 0; `fallback` when absent or null.
+  uint64_t CountOr(const char* key, uint64_t fallback);
+  // An optional integer >= 0; `fallback` when absent or null.
+  uint64_t NaturalOr(const char* key, uint64_t fallback);
+  bool FlagOr(const char* key, bool fallback);
+  std::string TextOr(const char* key, std::string fallback);
+  // An optional list of integers >= 0 (e.g. mlp_only_layers); empty when absent or null.
+  std::vector<uint64_t> IndexList(const char* key);
+  // Marks `key` as read without reading it: known to the architecture, no effect on the
+  // count (e.g. Qwen3-MoE's intermediate_size when every layer is sparse).
+  void Known(const char* key) { used_.insert(key); }
+  bool Present(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+
+  [[noreturn]] void Fail(const std::string& what) const;
+  std::string_view where() const { return where_; }
+
+  // Refuses the first field (in key order) that was not read, is not on the list of
+  // fields known not to change the parameter count, and whose name suggests that it
+  // does; adds a note to `m` naming the other unread fields, which are ignored.
+  void Finish(ModelDescription* m) const;
+
+ private:
+  const nlohmann::json& j_;
+  std::string_view where_;
+  std::set<std::string, std::less<>> used_;
+};
+
+// Whether `key` is on the list of config fields known not to change the parameter count.
+bool FieldKnownInert(std::string_view key);
+// The fragment of `key`'s name that suggests it changes the count ("expert", "layer",
+// ...), or empty.
+std::string_view FieldSuggestsCount(std::string_view key);
+
+// Appends tensors in forward order.
+class Builder {
+ public:
+  explicit Builder(ModelDescription* m) : m_(m) {}
+  void Add(std::string name, uint64_t numel, int layer = -1) {
+    m_->tensors.push_back({std::move(name), numel, layer});
+  }
+
+ private:
+  ModelDescription* m_;
+};
+
+// Shape of a Llama-family decoder (Llama, Mistral, Qwen2, Qwen3, and the attention and
+// dense blocks of Mixtral and Qwen-MoE).
 struct LlamaShape {
   uint64_t hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
   uint64_t vocab = 0;
   bool tied = false;
-  bool qkv_bias = false;  // Qwen2
+  bool qkv_bias = false;  // Qwen2, or attention_bias
+  bool o_bias = false;    // attention_bias (Llama, Qwen3)
+  bool mlp_bias = false;  // Llama's mlp_bias
+  bool qk_norm = false;   // Qwen3: RMSNorm of head_dim on q and k
 };
 
 // Tensors of a Llama-family model in forward order: embed_tokens; per layer
-// input_layernorm, q, k, v (+ biases), o, post_attention_layernorm, gate, up, down;
-// norm; lm_head unless tied.
+// input_layernorm, q, k, v (+ biases), (q_norm, k_norm), o, post_attention_layernorm,
+// gate, up, down; norm; lm_head unless tied.
 ModelDescription LlamaModel(const LlamaShape& s, std::string name, std::string arch);
+// One layer's grouped-query attention (q, k, v, o and their options) under `prefix`.
+void AddGqaAttention(Builder* b, const std::string& prefix, const LlamaShape& s, int layer);
+// A SwiGLU MLP: `prefix` + gate_proj, up_proj, down_proj (h x inter each).
+void AddGatedMlp(Builder* b, const std::string& prefix, uint64_t hidden, uint64_t inter, int layer,
+                 bool bias = false);
+// The shape fields every Llama-family reader shares (hidden_size, intermediate_size when
+// `need_intermediate`, num_hidden_layers, num_attention_heads, num_key_value_heads,
+// head_dim, vocab_size, tie_word_embeddings).
+LlamaShape ReadLlamaShape(ConfigReader* r, bool need_intermediate = true);
+// Fills name, architecture and the shape fields of the description.
+void SetShape(ModelDescription* m, const LlamaShape& s, std::string name, std::string arch);
+
+// The mixture-of-experts readers (model_moe.cc): "mixtral", "qwen2_moe", "qwen3_moe",
+// "deepseek_v2", "deepseek_v3".
+ModelDescription MoeFromConfig(ConfigReader* r, const std::string& arch,
+                               const ConfigOptions& options);
 
 // From a parsed config.json; `where` names it in errors.
-ModelDescription ModelFromJson(const nlohmann::json& j, std::string_view where);
+ModelDescription ModelFromJson(const nlohmann::json& j, std::string_view where,
+                               const ConfigOptions& options = {});
 
 }  // namespace tandem::planner

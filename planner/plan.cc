@@ -3,6 +3,7 @@
 #include "planner/plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -18,6 +19,9 @@ void Validate(const PlanInputs& in) {
   if (in.gpu_budget == 0) bad("plan: the GPU memory budget must be > 0");
   if (in.host_budget == 0) bad("plan: the host memory budget must be > 0");
   if (in.gpus_per_node == 0 || in.nodes == 0) bad("plan: gpus per node and nodes must be >= 1");
+  if (!(in.gpu_headroom_fraction >= 0 && in.gpu_headroom_fraction < 1))
+    bad("plan: the GPU headroom must be in [0%, 100%), got " +
+        std::to_string(in.gpu_headroom_fraction * 100) + "%");
   if (in.profile.gpu.hbm_copy_gbps <= 0 || in.profile.host.triad_gbps <= 0 ||
       in.profile.pcie.h2d_gbps <= 0 || in.profile.pcie.d2h_gbps <= 0 ||
       in.profile.pcie.bidir_gbps <= 0)
@@ -53,8 +57,17 @@ uint64_t RankCount(const PlanInputs& in) {
   return static_cast<uint64_t>(in.gpus_per_node) * in.nodes;
 }
 
+uint64_t UsableGpuBytes(const PlanInputs& in) {
+  if (!(in.gpu_headroom_fraction >= 0 && in.gpu_headroom_fraction < 1))
+    throw Error(ErrorKind::kInvalidArgument, "plan: the GPU headroom must be in [0%, 100%)");
+  const uint64_t kept = static_cast<uint64_t>(std::ceil(static_cast<double>(in.gpu_budget) *
+                                                        in.gpu_headroom_fraction)) +
+                        in.gpu_headroom_bytes;
+  return kept >= in.gpu_budget ? 0 : in.gpu_budget - kept;
+}
+
 std::vector<TensorSpec> ShardSpecs(const PlanInputs& in) {
-  const uint64_t ranks = RankCount(in);
+  const uint64_t ranks = in.zero1_sharding ? RankCount(in) : 1;
   std::vector<TensorSpec> specs;
   specs.reserve(in.model.tensors.size());
   for (const ModelTensor& t : in.model.tensors) {
@@ -123,7 +136,7 @@ FractionPoint EvaluateFraction(const PlanInputs& in, double fraction) {
   state(r.device, &p.gpu);
   state(r.host, &p.host);
   p.host_node_bytes = p.host.total() * in.gpus_per_node;
-  p.fits_gpu = p.gpu.total() <= in.gpu_budget;
+  p.fits_gpu = p.gpu.total() <= UsableGpuBytes(in);
   p.fits_host = p.host_node_bytes <= in.host_budget;
   std::vector<uint64_t> numels;
   uint64_t shard = 0;
@@ -140,6 +153,8 @@ PlanResult MakePlan(const PlanInputs& in) {
   PlanResult plan;
   plan.inputs = in;
   plan.ranks = RankCount(in);
+  plan.usable_gpu_bytes = UsableGpuBytes(in);
+  const uint64_t usable = plan.usable_gpu_bytes;
   plan.rates = ResolveRates(in);
   plan.activation_bytes = ActivationBytes(in);
   const std::vector<TensorSpec> specs = ShardSpecs(in);
@@ -163,7 +178,7 @@ PlanResult MakePlan(const PlanInputs& in) {
   } else if (all_off.fits_gpu) {
     kmin = Bisect(0, kFractionSteps, [&](int k) { return at(k).fits_gpu; });
   } else {
-    plan.gpu_short_bytes = all_off.gpu.total() - in.gpu_budget;
+    plan.gpu_short_bytes = all_off.gpu.total() - usable;
   }
   // Largest fraction that fits the host (host bytes grow with the fraction).
   int khmax = -1;
@@ -198,10 +213,11 @@ PlanResult MakePlan(const PlanInputs& in) {
     }
     char b[320];
     std::snprintf(b, sizeof b,
-                  "FITS: recommended offload fraction %.4f: %s of %s GPU, %s of %s host per "
-                  "node; step %.2f ms (bottleneck: %s). The GPU budget needs fraction >= %.4f.",
+                  "FITS: recommended offload fraction %.4f: %s of %s usable GPU, %s of %s host "
+                  "per node; step %.2f ms (bottleneck: %s). The GPU budget needs fraction "
+                  ">= %.4f.",
                   plan.recommended.fraction, GiB(plan.recommended.gpu.total()).c_str(),
-                  GiB(in.gpu_budget).c_str(), GiB(plan.recommended.host_node_bytes).c_str(),
+                  GiB(usable).c_str(), GiB(plan.recommended.host_node_bytes).c_str(),
                   GiB(in.host_budget).c_str(), plan.recommended.time.step_ms,
                   Name(plan.recommended.time.bottleneck), plan.min_fraction);
     plan.messages.push_back(b);
@@ -209,7 +225,7 @@ PlanResult MakePlan(const PlanInputs& in) {
     if (plan.gpu_short_bytes > 0)
       plan.messages.push_back("DOES NOT FIT: GPU memory short by " + GiB(plan.gpu_short_bytes) +
                               " even with all optimizer state offloaded (fraction 1): needs " +
-                              GiB(all_off.gpu.total()) + " of " + GiB(in.gpu_budget) + " per GPU");
+                              GiB(all_off.gpu.total()) + " of " + GiB(usable) + " usable per GPU");
     if (plan.host_short_bytes > 0) {
       char b[64];
       std::snprintf(b, sizeof b, "%.4f", plan.min_fraction);
@@ -224,6 +240,36 @@ PlanResult MakePlan(const PlanInputs& in) {
                               std::to_string(plan.max_host_fraction) + ")");
     plan.recommended = plan.min_fraction >= 0 ? at(kmin) : all_off;
   }
+  // What the plan assumes, and what this version cannot do.
+  if (in.gpu_headroom_fraction > 0 || in.gpu_headroom_bytes > 0) {
+    char b[96] = "";
+    if (in.gpu_headroom_fraction > 0)
+      std::snprintf(b, sizeof b, "%g%% of ", in.gpu_headroom_fraction * 100);
+    plan.messages.push_back(
+        "note: GPU headroom " + std::string(b) +
+        (in.gpu_headroom_fraction > 0 ? "the budget" : "") +
+        (in.gpu_headroom_fraction > 0 && in.gpu_headroom_bytes > 0 ? " + " : "") +
+        (in.gpu_headroom_bytes > 0 ? GiB(in.gpu_headroom_bytes) : "") +
+        " kept free for the CUDA context, NCCL and the allocator: the plan "
+        "uses " +
+        GiB(usable) + " of " + GiB(in.gpu_budget) + " (--headroom)");
+  } else {
+    plan.messages.push_back(
+        "note: no GPU headroom kept (--headroom 0%): the CUDA context, NCCL "
+        "and the allocator's fragmentation are not counted");
+  }
+  if (in.grad_release)
+    plan.messages.push_back(
+        "warning: gradient release is not available in this version: this plan is a what-if "
+        "(one layer's gradients resident); the engine keeps every gradient until Step()");
+  if (in.zero1_sharding && plan.ranks > 1)
+    plan.messages.push_back(
+        "warning: ZeRO-1 sharding is not available in this version: this plan is a what-if "
+        "(optimizer state divided among the ranks); the engine keeps the whole state per rank");
+  plan.messages.push_back(
+      "note: FSDP2 shards are not modelled yet: weights and gradients are counted whole on "
+      "every GPU");
+  for (const std::string& n : in.model.notes) plan.messages.push_back("note: " + n);
   if (in.profile.builtin_default)
     plan.messages.push_back(
         "note: step times use the built-in H200 reference profile (design-brief figures, "

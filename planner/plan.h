@@ -16,9 +16,10 @@ inline constexpr int kSweepSteps = 16;
 // Data-parallel ranks: gpus_per_node * nodes.
 uint64_t RankCount(const PlanInputs& in);
 
-// The tensors rank 0 steps under ZeRO-1 sharding: each tensor's first
-// ceil(numel / ranks) elements rounded up to a quantization group (rank 0 holds the
-// largest shard of every tensor, so it is the rank that bounds memory and time).
+// The tensors rank 0 steps: every tensor whole (the engine today), or with the
+// zero1_sharding what-if each tensor's first ceil(numel / ranks) elements rounded up to
+// a quantization group (rank 0 holds the largest shard of every tensor, so it is the
+// rank that bounds memory and time).
 std::vector<TensorSpec> ShardSpecs(const PlanInputs& in);
 
 // The optimizer configuration rank 0 would run with at `fraction`.

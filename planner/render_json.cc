@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/planner.h"
+#include "tandem/version.h"
 
 namespace tandem::planner {
 namespace {
@@ -9,10 +10,12 @@ namespace {
 using nlohmann::json;
 
 json BreakdownJson(const MemoryBreakdown& m) {
-  return {{"weights", m.weights}, {"master", m.master},           {"correction", m.correction},
-          {"moments", m.moments}, {"scales", m.scales},           {"gradients", m.gradients},
-          {"staging", m.staging}, {"activations", m.activations}, {"metadata", m.metadata},
-          {"speculation", m.speculation}, {"total", m.total()}};
+  return {{"weights", m.weights},       {"master", m.master},
+          {"correction", m.correction}, {"moments", m.moments},
+          {"scales", m.scales},         {"gradients", m.gradients},
+          {"staging", m.staging},       {"activations", m.activations},
+          {"metadata", m.metadata},     {"speculation", m.speculation},
+          {"total", m.total()}};
 }
 
 json PointJson(const FractionPoint& p) {
@@ -43,8 +46,10 @@ std::string PlanToJson(const PlanResult& plan) {
   for (const FractionPoint& p : plan.sweep) sweep.push_back(PointJson(p));
   json j = {
       {"schema", "tandem-plan/1"},
+      {"version", kVersion},
       {"model",
        {{"name", in.model.name},
+        {"notes", in.model.notes},
         {"architecture", in.model.architecture},
         {"params", in.model.total_params()},
         {"tensors", in.model.tensors.size()},
@@ -57,14 +62,30 @@ std::string PlanToJson(const PlanResult& plan) {
         {"param_dtype", Name(in.param_dtype)},
         {"grad_dtype", Name(in.grad_dtype)},
         {"grad_release", in.grad_release},
+        {"zero1_sharding", in.zero1_sharding},
         {"placement", Name(in.placement)}}},
       {"ranks",
        {{"gpus_per_node", in.gpus_per_node},
         {"nodes", in.nodes},
         {"total", plan.ranks},
         {"shard_elements", plan.shard_elements}}},
-      {"budgets", {{"gpu_bytes", in.gpu_budget}, {"host_bytes_per_node", in.host_budget}}},
+      {"budgets",
+       {{"gpu_bytes", in.gpu_budget},
+        {"gpu_headroom_fraction", in.gpu_headroom_fraction},
+        {"gpu_headroom_bytes", in.gpu_headroom_bytes},
+        {"usable_gpu_bytes", plan.usable_gpu_bytes},
+        {"host_bytes_per_node", in.host_budget}}},
       {"activation_bytes", plan.activation_bytes},
+      {"activations",
+       {{"bytes", plan.activation_bytes},
+        {"source", in.activation_bytes_given         ? "given"
+                   : in.activation_shape.seq_len > 0 ? "estimated"
+                                                     : "none"},
+        {"attention", Name(in.activation_shape.attention)},
+        {"recompute", Name(in.recompute)}}},
+      // What this version of the engine can run; the plan is a what-if where it is used.
+      {"available",
+       {{"grad_release", false}, {"zero1_sharding", false}, {"fsdp2", "not modelled"}}},
       {"profile",
        {{"machine", in.profile.machine},
         {"builtin_default", in.profile.builtin_default},

@@ -28,17 +28,34 @@ std::string PlanToText(const PlanResult& plan) {
          in.model.tensors.size());
   Append(&s, "Optimizer  %s, %s, params %s, grads %s%s, placement %s\n", Name(in.algorithm),
          Name(in.formats).c_str(), Name(in.param_dtype), Name(in.grad_dtype),
-         in.grad_release ? " (released per layer)" : "", Name(in.placement));
-  Append(&s,
-         "Ranks      %u GPU(s)/node x %u node(s) = %llu; rank 0 optimizer shard %llu elements\n",
-         in.gpus_per_node, in.nodes, static_cast<unsigned long long>(plan.ranks),
+         in.grad_release ? " (released per layer: what-if, not available in this version)" : "",
+         Name(in.placement));
+  Append(&s, "Ranks      %u GPU(s)/node x %u node(s) = %llu; %s: %llu elements\n", in.gpus_per_node,
+         in.nodes, static_cast<unsigned long long>(plan.ranks),
+         in.zero1_sharding ? "rank 0 optimizer shard (ZeRO-1 what-if: not available in this "
+                             "version)"
+                           : "each rank steps the whole model (ZeRO-1 sharding: not available "
+                             "in this version; FSDP2 shards: not modelled yet)",
          static_cast<unsigned long long>(plan.shard_elements));
-  Append(&s, "Budgets    GPU %.2f GiB per GPU, host %.2f GiB per node; activations %.2f GiB",
-         ToGiB(in.gpu_budget), ToGiB(in.host_budget), ToGiB(plan.activation_bytes));
-  if (!in.activation_bytes_given && in.activation_shape.seq_len > 0)
-    Append(&s, " (estimated: batch %llu, seq %llu, recompute %s)",
+  Append(&s, "Budgets    GPU %.2f GiB per GPU, of which %.2f GiB usable (headroom",
+         ToGiB(in.gpu_budget), ToGiB(plan.usable_gpu_bytes));
+  if (in.gpu_headroom_fraction > 0) Append(&s, " %g%%", in.gpu_headroom_fraction * 100);
+  if (in.gpu_headroom_bytes > 0) Append(&s, " %.2f GiB", ToGiB(in.gpu_headroom_bytes));
+  if (in.gpu_headroom_fraction == 0 && in.gpu_headroom_bytes == 0) s += " none";
+  Append(&s, "); host %.2f GiB per node\n", ToGiB(in.host_budget));
+  Append(&s, "Activations %.2f GiB per GPU", ToGiB(plan.activation_bytes));
+  if (in.activation_bytes_given) {
+    s += " (given)";
+  } else if (in.activation_shape.seq_len > 0) {
+    Append(&s, " (estimated: batch %llu, seq %llu, recompute %s, %s)",
            static_cast<unsigned long long>(in.activation_shape.batch),
-           static_cast<unsigned long long>(in.activation_shape.seq_len), Name(in.recompute));
+           static_cast<unsigned long long>(in.activation_shape.seq_len), Name(in.recompute),
+           in.activation_shape.attention == Attention::kFlash
+               ? "FlashAttention-style: no s x s scores kept"
+               : "eager attention: s x s scores kept");
+  } else {
+    s += " (none given: pass --activations or --seq)";
+  }
   s += "\n";
   Append(&s, "Profile    %s%s\n", in.profile.machine.c_str(),
          in.profile.builtin_default ? " [BUILT-IN DEFAULT]" : "");

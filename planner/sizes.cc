@@ -40,19 +40,20 @@ uint64_t ParseBytes(std::string_view text) {
   double v = 0;
   std::string unit;
   Split(text, "size", &v, &unit);
+  if (unit.empty()) {
+    // A bare number was once read as bytes, so "--gpu-mem 80" planned for 80 bytes.
+    const std::string n(text);
+    throw Error(ErrorKind::kInvalidArgument,
+                "size '" + n + "' has no unit: write e.g. '" + n + "GiB' (2^30 bytes) or '" + n +
+                    "GB' (10^9 bytes); units B, KB, MB, GB, TB (powers of 1000), KiB, MiB, "
+                    "GiB, TiB (powers of 1024)");
+  }
   static const struct {
     const char* unit;
     double scale;
-  } kUnits[] = {{"", 1},
-                {"b", 1},
-                {"kb", 1e3},
-                {"mb", 1e6},
-                {"gb", 1e9},
-                {"tb", 1e12},
-                {"kib", 1024.0},
-                {"mib", 1048576.0},
-                {"gib", 1073741824.0},
-                {"tib", 1099511627776.0}};
+  } kUnits[] = {{"b", 1},           {"kb", 1e3},           {"mb", 1e6},
+                {"gb", 1e9},        {"tb", 1e12},          {"kib", 1024.0},
+                {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0}};
   for (const auto& u : kUnits)
     if (unit == u.unit) return Checked(v * u.scale, text, "size");
   throw Error(ErrorKind::kInvalidArgument, "size '" + std::string(text) + "': unknown unit '" +

@@ -145,7 +145,7 @@ StepTime PredictStepTime(const PlanInputs& in, const Rates& rates, uint64_t hot,
     // stage moves (kernel bytes + DMA bytes) per element at the bandwidth the calibrated
     // rate implies. Each chunk also costs a fixed dispatch/synchronisation overhead
     // (kChunkOverheadMs). Both were fitted on the H200 machine's 16-core host on
-    // 2026-11-21 (bench/results/planner_accuracy_h200_2026-11-21.json).
+    // 2026-11-21 (bench/results/planner_accuracy_h200.json).
     const double dma_factor = 1.0 + (g_bytes + p_bytes) / rates.host_bytes_per_element;
     const double chunks =
         std::ceil(n / static_cast<double>(std::max<uint64_t>(in.chunk_elements, 1)));

@@ -276,12 +276,14 @@ py::dict BytesToDict(const MemoryReport::Bytes& b) {
   return d;
 }
 
-// TensorSpec from a tuple (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, group).
+// TensorSpec from a tuple (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, group
+// [, shape]); shape is a sequence of dimensions whose product is numel (the engine checks).
+// The 7-field form (no shape) stays accepted.
 TensorSpec SpecFromTuple(const py::tuple& t) {
-  if (t.size() != 7)
+  if (t.size() != 7 && t.size() != 8)
     throw Error(ErrorKind::kInvalidArgument,
                 "tensor spec must be (name, numel, param_dtype, grad_dtype, param_ptr, "
-                "grad_ptr, group), got " +
+                "grad_ptr, group[, shape]), got " +
                     std::to_string(t.size()) + " fields");
   TensorSpec s;
   s.name = t[0].cast<std::string>();
@@ -291,7 +293,34 @@ TensorSpec SpecFromTuple(const py::tuple& t) {
   s.param = ToPointer(t[4].cast<uint64_t>());
   s.grad = ToPointer(t[5].cast<uint64_t>());
   s.group = t[6].cast<uint32_t>();
+  if (t.size() == 8) {
+    for (auto d : t[7].cast<py::sequence>()) {
+      const int64_t dim = d.cast<int64_t>();
+      if (dim < 0)
+        throw Error(ErrorKind::kInvalidArgument,
+                    "tensor '" + s.name + "': negative dimension " + std::to_string(dim));
+      s.shape.push_back(static_cast<uint64_t>(dim));
+    }
+  }
   return s;
+}
+
+// One flag per tensor from None (every tensor), bytes or a sequence of 0/1 values;
+// `count` entries are required.
+std::vector<uint8_t> ActiveFromObject(const py::object& active, size_t count) {
+  std::vector<uint8_t> flags;
+  if (active.is_none()) return flags;
+  if (py::isinstance<py::bytes>(active) || py::isinstance<py::bytearray>(active)) {
+    const std::string raw = active.cast<std::string>();
+    flags.assign(raw.begin(), raw.end());
+  } else {
+    for (auto v : active.cast<py::sequence>()) flags.push_back(v.cast<int>() != 0 ? 1 : 0);
+  }
+  if (flags.size() != count)
+    throw Error(ErrorKind::kInvalidArgument,
+                "step: active has " + std::to_string(flags.size()) +
+                    " entries, the optimizer has " + std::to_string(count) + " tensors");
+  return flags;
 }
 
 // The bound object: the engine optimizer and the configuration it was built with.
@@ -322,13 +351,30 @@ class PyOptimizer {
     opt_ = std::make_unique<HybridOptimizer>(std::move(specs), std::move(cfg));
   }
 
-  py::tuple Step(double lr, double max_grad_norm, double loss_scale) {
+  // Returns (applied, grad_norm, step, stepped_tensors).
+  py::tuple Step(double lr, double max_grad_norm, double loss_scale, const py::object& active) {
+    const std::vector<uint8_t> flags = ActiveFromObject(active, opt_->tensor_count());
     StepResult r;
     {
       py::gil_scoped_release release;
-      r = opt_->Step(lr, StepOptions{max_grad_norm, loss_scale});
+      StepOptions options{max_grad_norm, loss_scale};
+      options.active = flags;
+      r = opt_->Step(lr, options);
     }
-    return py::make_tuple(r.applied, r.grad_norm, r.step);
+    return py::make_tuple(r.applied, r.grad_norm, r.step, r.stepped_tensors);
+  }
+
+  // Re-derives the masters of `indices` from their parameters (HybridOptimizer::ReloadParams).
+  void ReloadParams(const std::vector<size_t>& indices) {
+    py::gil_scoped_release release;
+    opt_->ReloadParams(indices);
+  }
+
+  // Each tensor's own step count, in tensor order.
+  std::vector<int64_t> TensorStepCounts() const {
+    std::vector<int64_t> counts;
+    for (size_t i = 0; i < opt_->tensor_count(); ++i) counts.push_back(opt_->tensor_step_count(i));
+    return counts;
   }
 
   void BeginStep(double lr, double max_grad_norm, double loss_scale) {
@@ -517,6 +563,8 @@ PYBIND11_MODULE(_C, m) {
 #endif
   m.def("cuda_device_available", &tandem::CudaDeviceAvailable,
         "Whether this process can use a CUDA device (never raises).");
+  m.def("max_host_threads", &tandem::MaxHostThreads,
+        "The largest host_threads an optimizer accepts.");
 
   py::class_<PyOptimizer>(m, "HybridOptimizer")
       .def(py::init<const py::list&, const std::string&, const py::list&, const std::string&,
@@ -529,10 +577,16 @@ PYBIND11_MODULE(_C, m) {
            py::arg("chunk_elements") = uint64_t{1} << 21, py::arg("pipeline_slots") = 4,
            py::arg("cuda_stream") = 0, py::arg("speculative_early_start") = false,
            "tensors: list of (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, "
-           "group); groups: list of dicts of HyperParams fields. The buffers must outlive "
+           "group[, shape]); groups: list of dicts of HyperParams fields. The buffers must outlive "
            "the optimizer.")
       .def("step", &PyOptimizer::Step, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
-           py::arg("loss_scale") = 1.0, "Returns (applied, grad_norm, step).")
+           py::arg("loss_scale") = 1.0, py::arg("active") = py::none(),
+           "active: None (every tensor) or bytes/list of 0/1 per tensor; a tensor marked 0 "
+           "is not stepped. Returns (applied, grad_norm, step, stepped_tensors).")
+      .def("reload_params", &PyOptimizer::ReloadParams, py::arg("indices"),
+           "Re-derives the masters of the given tensors from their parameters.")
+      .def("tensor_step_counts", &PyOptimizer::TensorStepCounts,
+           "Each tensor's own step count (updates it has received).")
       .def("begin_step", &PyOptimizer::BeginStep, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
            py::arg("loss_scale") = 1.0,
            "Announces the next step before backward (speculative early start).")

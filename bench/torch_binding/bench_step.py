@@ -30,10 +30,13 @@ def make_params(n_tensors, n_params, device):
     return params
 
 
-def timed(opt, device, warmup, iters):
+def timed(opt, params, device, warmup, iters):
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     walls, engine = [], []
     for i in range(warmup + iters):
+        with torch.no_grad():
+            for p in params:  # a write: tandem.torch steps parameters with a new gradient
+                p.grad.mul_(1.0)
         sync()
         t0 = time.perf_counter()
         opt.step()
@@ -66,7 +69,7 @@ def main():
         params = make_params(args.tensors, args.params, args.device)
         opt = tandem.torch.AdamW(params, lr=1e-4, offload_fraction=f, master=master,
                                  momentum=momentum, variance=variance)
-        wall, engine = timed(opt, args.device, args.warmup, args.iters)
+        wall, engine = timed(opt, params, args.device, args.warmup, args.iters)
         rows.append(dict(run="tandem %s f=%g" % (args.formats, f), wall_ms=wall,
                          engine_ms=engine, overhead_ms=wall - engine))
         del opt, params
@@ -76,7 +79,7 @@ def main():
         opt = torch.optim.AdamW(params, lr=1e-4, **kwargs)
     except (TypeError, RuntimeError):
         opt = torch.optim.AdamW(params, lr=1e-4)
-    wall, _ = timed(opt, args.device, args.warmup, args.iters)
+    wall, _ = timed(opt, params, args.device, args.warmup, args.iters)
     rows.append(dict(run="torch AdamW %s" % ("fused" if kwargs else "default"), wall_ms=wall,
                      engine_ms=None, overhead_ms=None))
 

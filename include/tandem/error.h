@@ -30,9 +30,14 @@ class Error : public std::runtime_error {
   Error(ErrorKind kind, const std::string& message);
 
   ErrorKind kind() const noexcept { return kind_; }
+  // The message as given, without the "tandem: <kind>: " that what() puts before it:
+  // code that adds context to an error it rethrows builds on this, so that the prefix
+  // appears once.
+  const std::string& message() const noexcept { return message_; }
 
  private:
   ErrorKind kind_;
+  std::string message_;
 };
 
 }  // namespace tandem

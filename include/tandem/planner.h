@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,13 +43,20 @@ struct ModelTensor {
 // A model: its tensors in forward order and, where known, the transformer shape used by
 // the activation estimate (0 = unknown).
 struct ModelDescription {
-  std::string name;          // preset name, config file path, or "N parameters"
-  std::string architecture;  // "llama", "mistral", "qwen2", "gpt2", "flat"
+  std::string name;  // preset name, config file path, params file path or "N parameters"
+  // "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe",
+  // "deepseek_v2", "deepseek_v3", "gpt2", "params" (from a tensor list), "flat"
+  std::string architecture;
   std::vector<ModelTensor> tensors;
   uint64_t hidden_size = 0;
   uint64_t num_layers = 0;
   uint64_t num_heads = 0;
   uint64_t vocab_size = 0;
+  // The dtype every tensor has, where the description says (a tensor list); else empty.
+  std::optional<DType> dtype;
+  // What the reader assumed or left out, one sentence each (e.g. a DeepSeek MTP module
+  // not counted, fields ignored); the plan repeats them.
+  std::vector<std::string> notes;
 
   uint64_t total_params() const;
   // Elements of the largest gradient-release group: one transformer block (all tensors
@@ -61,13 +69,40 @@ struct ModelDescription {
 // Throws Error(kInvalidArgument) if params == 0 or pieces == 0 or pieces > params.
 ModelDescription ModelFromParamCount(uint64_t params, uint32_t pieces = 1);
 
-// A Hugging Face style config.json: LlamaForCausalLM, MistralForCausalLM,
-// Qwen2ForCausalLM or GPT2LMHeadModel (by "architectures", else "model_type").
-// Throws Error(kInvalidArgument) naming the file and the missing or bad key, or the
-// unknown architecture; Error(kIO) if the file cannot be read.
-ModelDescription ModelFromConfigFile(const std::string& path);
+// Options of the config.json readers.
+struct ConfigOptions {
+  // DeepSeek-V3: count the multi-token-prediction modules (num_nextn_predict_layers) as
+  // extra blocks. Default false: Hugging Face transformers does not build them, and the
+  // published 671B excludes them (docs/planner.md "Model descriptions").
+  bool include_mtp = false;
+};
+
+// A Hugging Face config.json, or a model directory holding one (DIR/config.json).
+// Architectures ("architectures"[0], else "model_type"): LlamaForCausalLM,
+// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM,
+// Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, DeepseekV2ForCausalLM,
+// DeepseekV3ForCausalLM, GPT2LMHeadModel.
+// Every top-level field is either read, on a list of fields known not to change the
+// parameter count, or ignored with a note; a field that is none of these and whose name
+// suggests a shape ("expert", "lora", "rank", "head", "layer", "intermediate", "vocab",
+// "hidden", "embed", ...) is an error naming it (docs/planner.md "Config fields").
+// Throws Error(kInvalidArgument) naming the file and the missing, bad or unknown key, or
+// the unknown architecture; Error(kIO) if the file cannot be read.
+ModelDescription ModelFromConfigFile(const std::string& path, const ConfigOptions& options = {});
 // The same from the text of a config.json; `where` names it in errors.
-ModelDescription ModelFromConfigText(std::string_view json, std::string_view where);
+ModelDescription ModelFromConfigText(std::string_view json, std::string_view where,
+                                     const ConfigOptions& options = {});
+
+// A tensor list: a JSON array of {"name": str, "shape": [int, ...], "dtype": str}, e.g.
+// what `[{"name": n, "shape": list(p.shape), "dtype": str(p.dtype)} for n, p in
+// model.named_parameters() if p.requires_grad]` writes. dtype: "float32", "bfloat16",
+// "float16" with or without "torch.", or the library's names (f32, bf16, f16). A tensor's
+// block is the number after ".layers.", ".h." or ".blocks." in its name (else -1). Empty
+// tensors are left out (with a note). The description's dtype is set when all agree.
+// Throws Error(kInvalidArgument) naming `where`, the entry's index and the bad field;
+// Error(kIO) if the file cannot be read.
+ModelDescription ModelFromParamsJson(std::string_view json, std::string_view where);
+ModelDescription ModelFromParamsFile(const std::string& path);
 
 // Built-in presets: "llama3-1b", "llama3-3b", "llama3-8b", "llama3-70b".
 // Throws Error(kInvalidArgument) listing the presets for an unknown name.
@@ -81,6 +116,13 @@ enum class Recompute : uint8_t { kNone = 0, kSelective = 1, kFull = 2 };
 const char* Name(Recompute r) noexcept;        // "none", "selective", "full"
 Recompute ParseRecompute(std::string_view s);  // throws Error(kInvalidArgument)
 
+// How attention keeps what backward needs. kFlash (FlashAttention, PyTorch SDPA): no
+// s x s scores are kept, only the fp32 log-sum-exp per head and token. kEager: the
+// scores, their softmax and the dropout mask are kept (Korthikanti's 5as/h term).
+enum class Attention : uint8_t { kFlash = 0, kEager = 1 };
+const char* Name(Attention a) noexcept;        // "flash", "eager"
+Attention ParseAttention(std::string_view s);  // throws Error(kInvalidArgument)
+
 struct ActivationShape {
   uint64_t batch = 1;    // micro-batch per GPU, b
   uint64_t seq_len = 0;  // s
@@ -88,10 +130,12 @@ struct ActivationShape {
   uint64_t layers = 0;   // L
   uint64_t heads = 0;    // a
   uint64_t vocab = 0;    // V (0: no logits term)
+  Attention attention = Attention::kFlash;
 };
 
 // Bytes of activations kept for backward, bf16, no tensor/sequence parallelism:
-//   per layer  none: s*b*h*(34 + 5*a*s/h)   selective: 34*s*b*h   full: 2*s*b*h
+//   per layer  none, eager: s*b*h*(34 + 5*a*s/h)   none, flash: 34*s*b*h + 4*a*s*b
+//              selective: 34*s*b*h                 full: 2*s*b*h
 //   total = L * per layer + 4*s*b*V (fp32 logits).
 // Throws Error(kInvalidArgument) if seq_len, hidden, layers or (for kNone) heads is 0.
 uint64_t EstimateActivationBytes(const ActivationShape& shape, Recompute recompute);
@@ -143,8 +187,9 @@ std::string KernelKey(Algorithm algo, const StateFormats& f, DType grad_dtype);
 // ---------------------------------------------------------------------------------------
 // Sizes
 
-// "80GiB", "80 GB", "512MiB", "1.5TiB", "1000000" (bytes) -> bytes. Units: B, KB, MB, GB,
-// TB (powers of 1000), KiB, MiB, GiB, TiB (powers of 1024); case-insensitive.
+// "80GiB", "80 GB", "512MiB", "1.5TiB", "4096B" -> bytes. Units: B, KB, MB, GB, TB
+// (powers of 1000), KiB, MiB, GiB, TiB (powers of 1024); case-insensitive. The unit is
+// required: a bare number ("80") throws, suggesting "80GiB" and "80GB".
 // Throws Error(kInvalidArgument) naming the text.
 uint64_t ParseBytes(std::string_view text);
 // "8e9", "8B", "7.5B", "125M", "1T", "1000" -> a count (K, M, B/G, T suffixes).
@@ -183,6 +228,12 @@ struct PlanInputs {
   ModelDescription model;
   uint64_t gpu_budget = 0;   // bytes per GPU, > 0
   uint64_t host_budget = 0;  // bytes of host memory per node, > 0
+  // GPU memory kept free for what the plan does not count (CUDA context, NCCL buffers,
+  // the caching allocator's fragmentation): the plan fits into
+  // gpu_budget * (1 - gpu_headroom_fraction) - gpu_headroom_bytes (UsableGpuBytes).
+  // Default 10%; fraction in [0, 1).
+  double gpu_headroom_fraction = 0.10;
+  uint64_t gpu_headroom_bytes = 0;
   // Activations per GPU: given in bytes when activation_bytes_given, else estimated from
   // `activation_shape` (its hidden/layers/heads/vocab default to the model's when 0) if
   // activation_shape.seq_len > 0, else 0.
@@ -196,20 +247,26 @@ struct PlanInputs {
   StateFormats formats{MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
   DType param_dtype = DType::kBF16;
   DType grad_dtype = DType::kBF16;
+  // What-ifs the engine cannot run in this version (the plan says "not available in this
+  // version" wherever it mentions them; tandem-plan refuses them):
+  //   grad_release: only the largest layer's gradients resident.
+  //   zero1_sharding: optimizer state divided among the ranks (ShardSpecs). Without it
+  //   every rank holds the whole optimizer state, as the engine does today.
   bool grad_release = false;
+  bool zero1_sharding = false;
   PlacementPolicy placement = PlacementPolicy::kBackwardOrder;
-  uint64_t chunk_elements = 1 << 21;  // as OptimizerConfig
-  int pipeline_slots = 4;             // as OptimizerConfig
+  uint64_t chunk_elements = 1 << 21;     // as OptimizerConfig
+  int pipeline_slots = 4;                // as OptimizerConfig
   bool speculative_early_start = false;  // as OptimizerConfig: adds its buffers
-  uint32_t gpus_per_node = 1;         // >= 1
-  uint32_t nodes = 1;                 // >= 1
+  uint32_t gpus_per_node = 1;            // >= 1
+  uint32_t nodes = 1;                    // >= 1
   Profile profile = DefaultProfile();
 };
 
 // The plan at one offload fraction.
 struct FractionPoint {
   double fraction = 0;
-  uint64_t hot_elements = 0, cold_elements = 0;  // of rank 0's shard
+  uint64_t hot_elements = 0, cold_elements = 0;  // of rank 0's tensors (ShardSpecs)
   MemoryBreakdown gpu;                           // one GPU
   MemoryBreakdown host;                          // one rank's host memory
   uint64_t host_node_bytes = 0;                  // host.total() * gpus_per_node
@@ -238,13 +295,20 @@ struct PlanResult {
   std::vector<std::string> messages;  // the verdict, then warnings
   Rates rates;
   uint64_t ranks = 1;
-  uint64_t shard_elements = 0;  // rank 0's optimizer shard
+  uint64_t shard_elements = 0;    // rank 0's optimizer state elements (all without ZeRO-1)
+  uint64_t usable_gpu_bytes = 0;  // UsableGpuBytes(inputs)
   uint64_t activation_bytes = 0;
   PlanInputs inputs;
 };
 
+// The GPU bytes a plan may use: the budget less the headroom (0 if the headroom exceeds
+// it). Throws Error(kInvalidArgument) if gpu_headroom_fraction is not in [0, 1).
+uint64_t UsableGpuBytes(const PlanInputs& inputs);
+
 // Builds the plan. Optimizer-state and staging bytes come from tandem::PredictMemory on
-// rank 0's shard, so they equal what HybridOptimizer::memory() would report there.
+// rank 0's tensors (the whole model; its ZeRO-1 shard with the zero1_sharding what-if),
+// so they equal what HybridOptimizer::memory() would report there. messages: the
+// verdict, then notes (headroom, what-ifs, FSDP2, the model's notes, the profile).
 // Throws Error(kInvalidArgument) for bad inputs (empty model, zero budgets, bad shapes).
 PlanResult MakePlan(const PlanInputs& inputs);
 

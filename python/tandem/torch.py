@@ -3,39 +3,73 @@
 Usage::
 
     import tandem.torch
-    opt = tandem.torch.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1,
-                             offload_fraction=0.5, master="bf16+ecc8",
-                             momentum="q8", variance="q8")
+    opt = tandem.torch.AdamW(model.named_parameters(), lr=3e-4, weight_decay=0.1,
+                             offload_fraction=0.5, master_format="bf16+ecc8",
+                             momentum_format="q8", variance_format="q8")
     for batch in data:
         loss = model(batch).mean(); loss.backward()
         opt.step(); opt.zero_grad()
 
-The optimizers subclass :class:`torch.optim.Optimizer`: ``param_groups`` carry the
-per-group hyper-parameters, ``torch.optim.lr_scheduler`` schedulers work unchanged,
-``state_dict``/``load_state_dict`` round-trip the engine state bit for bit.
+The optimizers subclass :class:`torch.optim.Optimizer` and follow torch.optim's
+semantics (docs/python.md, "Semantics"): ``param_groups`` carry the per-group
+hyper-parameters, schedulers work unchanged, ``zero_grad()`` sets ``p.grad = None``, a
+parameter without a gradient is not stepped, each parameter keeps its own step count,
+and weights written in place after construction (``model.load_state_dict``,
+``nn.init``, ``p.copy_``) are picked up by the next step.
 
-Pointer contract (docs/python.md): the engine keeps raw pointers to every parameter and
-to a gradient buffer that the optimizer allocates once per parameter and installs as
-``p.grad``. Parameters must not be reallocated (``model.to(...)``, ``p.data = ...``)
-after the optimizer is built; ``zero_grad`` zeroes the buffers in place whatever
-``set_to_none`` says. A ``p.grad`` replaced by another tensor is copied into the buffer
-at the next step (correct, but an extra copy).
+Pointer contract: the engine keeps raw pointers to every parameter and to a gradient
+buffer the optimizer allocates once per parameter (installed as ``p.grad`` when a
+gradient arrives). Parameters must not be reallocated (``model.to(...)``,
+``p.data = ...``) after the optimizer is built. Writes that bypass torch's version
+counter (``p.data.copy_(...)``, raw pointers) need ``opt.reload_params()``.
 """
 
 import collections
+import contextlib
+import functools
 import math
 import sys
+import threading
+import warnings
+import weakref
 
-import torch as _torch
+try:
+    import torch as _torch
+except ImportError as _e:  # depends on the machine
+    raise ImportError(
+        "tandem.torch needs PyTorch, which is not importable here (%s). Install it with "
+        "pip install 'tandem[torch]' (or pip install torch, the build matching your CUDA "
+        "version)." % (_e,)) from _e
 
 from tandem import _C
+from tandem import _options
 from tandem import _state
 from tandem._state import export_masters, from_torch_state, to_torch_state
 
-__all__ = ["AdamW", "Adam", "Lion", "SGD", "StepResult", "TandemOptimizer", "export_masters",
-           "from_torch_state", "to_torch_state"]
+__all__ = ["AdamW", "Adam", "Lion", "SGD", "StepResult", "TandemOptimizer", "TandemWarning",
+           "SkippedStepWarning", "EarlyStartAccumulationWarning", "export_masters", "from_torch_state",
+           "to_torch_state"]
 
-StepResult = collections.namedtuple("StepResult", ["applied", "grad_norm", "step"])
+StepResult = collections.namedtuple("StepResult",
+                                    ["applied", "grad_norm", "step", "stepped_tensors"],
+                                    defaults=(0,))
+
+
+class TandemWarning(UserWarning):
+    """Base class of the warnings tandem.torch emits."""
+
+
+class SkippedStepWarning(TandemWarning):
+    """A step found a non-finite gradient and changed nothing (``opt.skipped_steps``
+    counts them). Silence with
+    ``warnings.simplefilter("ignore", tandem.torch.SkippedStepWarning)``."""
+
+
+class EarlyStartAccumulationWarning(TandemWarning):
+    """early_start saw a second gradient for a parameter in one step (gradient
+    accumulation): the engine redoes the early work, so results are exact but the first
+    copies were wasted. Run the micro-batches but the last in ``opt.accumulating()``."""
+
 
 _DTYPE_NAMES = {
     _torch.float32: "f32",
@@ -56,26 +90,48 @@ def _is_dtensor(t):
     return any(c.__name__ == "DTensor" for c in type(t).__mro__)
 
 
+def _warn(message, category):
+    """warnings.warn attributed to the caller's line: the first frame outside this file
+    and torch (whose optimizer wrappers differ between versions)."""
+    skip = (__file__, _torch.__file__.rsplit("/", 1)[0])
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(skip):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
+
 class TandemOptimizer(_torch.optim.Optimizer):
     """Base class: a torch optimizer whose step runs in a Tandem HybridOptimizer.
 
     Subclasses set ``_ALGORITHM`` and implement ``_hyper(group)``, which maps a param
     group to the engine's hyper-parameter fields.
 
+    params: parameters, ``(name, parameter)`` pairs (``model.named_parameters()``), or
+    param groups whose "params" hold either; names are stored as "param_names" in
+    ``param_groups`` (as torch >= 2.4 does) and name the engine's tensors (errors,
+    checkpoints). The same tensor twice raises ValueError.
+
     Tandem options (keyword-only, shared by every algorithm):
+      module: a module whose ``named_parameters()`` names plain parameters.
       offload_fraction: fraction of the elements whose state lives in (pinned) host
-        memory and is stepped by the host, in [0, 1]. GPU mode only; default 0.
-      master: master weight format: "f32" (default), "bf16", "bf16+ecc8", "bf16+ecc16".
-      momentum: first moment format: "f32" (default) or "q8".
-      variance: second moment format (Adam/AdamW only): "f32" (default) or "q8".
+        memory and is stepped through the offload pipeline, in [0, 1]; default 0.
+      master_format (or master): master weight format: "f32" (default), "bf16",
+        "bf16+ecc8", "bf16+ecc16".
+      momentum_format (or momentum, except for SGD whose momentum is the
+        hyper-parameter): first moment format: "f32" (default) or "q8".
+      variance_format (or variance): second moment format (Adam/AdamW only): "f32"
+        (default) or "q8". Giving both spellings of one format raises ValueError.
       placement: "backward_order" (default), "forward_order" or "largest_first".
-      host_threads: host threads for the host kernels; 0 (default) = all cores.
-      chunk_elements: offload pipeline chunk, a multiple of 32 (default 2**21).
+      host_threads: host threads for the host kernels, 0 (default: all cores) up to
+        ``tandem._C.max_host_threads()``.
+      chunk_elements: offload pipeline chunk, a positive multiple of 32 (default 2**21).
       pipeline_slots: pinned gradient slots in flight, >= 2 (default 4).
       max_grad_norm: > 0 clips the global gradient L2 norm at each step (default 0: off).
       early_start: call the engine's GradReady from a post-accumulate-grad hook as each
-        gradient is final, so offloaded gradients start copying during backward. Only
-        for one backward per step (see docs/python.md); default False.
+        gradient is final, so offloaded gradients start copying during backward. Exact
+        under gradient accumulation too (the engine redoes a tensor whose gradient
+        changes), but wasteful: run all micro-batches but the last inside
+        ``with opt.accumulating():``. Default False.
       speculative_early_start: also update the offloaded state on the host during
         backward, speculatively, after ``begin_step()`` (implies ``early_start``); the
         step keeps the speculative results when every gradient is finite and clipping
@@ -87,62 +143,101 @@ class TandemOptimizer(_torch.optim.Optimizer):
         "restore" (default) passes the new values to the engine before the step
         (HybridOptimizer::SetHyperParams: cheap, no state is copied); "error" raises
         ValueError instead, for code that wants hyper-parameters frozen.
+
+    Thread safety: step, begin_step, zero_grad, reload_params, state_dict,
+    load_state_dict, save_checkpoint and load_checkpoint hold one lock, so a state dict
+    taken from another thread sees the state between two steps.
     """
 
     _ALGORITHM = None
 
-    def __init__(self, params, defaults, *, offload_fraction=0.0, master="f32",
-                 momentum="f32", variance="f32", placement="backward_order",
+    def __init__(self, params, defaults, *, module=None, offload_fraction=0.0,
+                 master_format=None, momentum_format=None, variance_format=None,
+                 master=None, momentum=None, variance=None, placement="backward_order",
                  host_threads=0, chunk_elements=1 << 21, pipeline_slots=4,
                  max_grad_norm=0.0, early_start=False, speculative_early_start=False,
                  hyperparam_update="restore"):
         if hyperparam_update not in ("error", "restore"):
             raise ValueError("hyperparam_update must be 'error' or 'restore', got %r"
                              % (hyperparam_update,))
+        _options.check_options(offload_fraction, host_threads, chunk_elements,
+                               pipeline_slots, max_grad_norm)
+        formats = (
+            _options.pick_format("master", "master_format", master_format, "master", master),
+            _options.pick_format("momentum", "momentum_format", momentum_format, "momentum",
+                                 momentum),
+            _options.pick_format("variance", "variance_format", variance_format, "variance",
+                                 variance))
+        groups = _options.normalize_params(params, module)
         self._building = True
-        super().__init__(params, defaults)
+        super().__init__(groups, defaults)
         self._building = False
+        _options.check_lrs(self.param_groups)
+        self._lock = threading.RLock()
         self.max_grad_norm = float(max_grad_norm)
         self.speculative_early_start = bool(speculative_early_start)
         self.early_start = bool(early_start) or self.speculative_early_start
         self._begun = None     # (lr, max_grad_norm, loss_scale) between begin_step and step
         self.hyperparam_update = hyperparam_update
         self.last_result = None
+        self.skipped_steps = 0
+        self._accumulating = False
+        self._warned_accumulation = False
         self._hook_handles = []
         self._grad_accumulators = []
 
-        # Every parameter that trains, in param_groups order; frozen ones are left out.
+        # Every parameter that requires grad at construction, in param_groups order;
+        # frozen ones are left out (the engine allocates state at construction).
         self._params = []      # engine tensor index -> parameter
+        self._names = []       # engine tensor index -> engine tensor name
         self._indices = []     # engine tensor index -> torch state_dict index
-        self._grads = []       # engine tensor index -> persistent gradient buffer
         self._ptrs = []        # engine tensor index -> parameter data pointer at build
-        specs = []
+        self._frozen = []      # parameters left out: (label, parameter)
+        group_of = []          # engine tensor index -> group
         device = None
         index = 0
         for g, group in enumerate(self.param_groups):
+            names = group.get("param_names")
             for j, p in enumerate(group["params"]):
+                name = names[j] if names else None
+                where = "'%s'" % name if name else "group %d param %d" % (g, j)
                 if p.requires_grad:
-                    device = self._check_param(p, "group %d param %d" % (g, j), device)
+                    device = self._check_param(p, where, device)
                     self._params.append(p)
+                    self._names.append(name if name else "g%d.p%d" % (g, len(group_of)))
                     self._indices.append(index)
+                    group_of.append(g)
+                else:
+                    self._frozen.append((where, p))
                 index += 1
         if not self._params:
             raise ValueError("optimizer got no parameter that requires grad")
+        if len(set(self._names)) != len(self._names):
+            dup = sorted({n for n in self._names if self._names.count(n) > 1})
+            raise ValueError("parameter names must be unique, got %s more than once" % dup)
         self._device = device
         self._cuda = device.type == "cuda"
         self._index_by_id = {id(p): k for k, p in enumerate(self._params)}
 
-        group_of = {}
-        for g, group in enumerate(self.param_groups):
-            for p in group["params"]:
-                group_of[id(p)] = g
+        # Gradient buffers: the engine reads self._grads[k]; p.grad gets a separate alias
+        # of it (self._alias_of), so nothing the user does to p.grad (p.grad.data = ...,
+        # p.grad = None) can take the engine's buffer away.
+        self._grads = []
+        specs = []
         for k, p in enumerate(self._params):
-            buf = self._grad_buffer(p)
-            g = group_of[id(p)]
-            specs.append(("g%d.p%d" % (g, k), p.numel(), _DTYPE_NAMES[p.dtype],
-                          _DTYPE_NAMES[p.dtype], p.data_ptr(), buf.data_ptr(), g))
+            buf = _torch.zeros(p.shape, dtype=p.dtype, device=p.device)
+            specs.append((self._names[k], p.numel(), _DTYPE_NAMES[p.dtype],
+                          _DTYPE_NAMES[p.dtype], p.data_ptr(), buf.data_ptr(), group_of[k],
+                          list(p.shape)))
             self._grads.append(buf)
             self._ptrs.append(p.data_ptr())
+        # Gradient bookkeeping, per engine tensor (Note [Which parameters have a gradient]).
+        self._grad_versions = [buf._version for buf in self._grads]
+        self._fresh = [False] * len(self._params)
+        self._ready = [False] * len(self._params)   # grad_ready called in this step
+        for k, p in enumerate(self._params):
+            if p.grad is not None:  # a gradient computed before the optimizer was built
+                self._fresh[k] = True
 
         # One engine lr per step: lr_scale_g = lr_g / lr_ref, fixed (Note in _engine_lr).
         lrs = [float(group["lr"]) for group in self.param_groups]
@@ -160,14 +255,16 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 self._stream = current.cuda_stream
                 current.synchronize()  # the engine reads the parameters' initial values
             self._engine = _C.HybridOptimizer(
-                specs, self._ALGORITHM, engine_groups, master=master, momentum=momentum,
-                variance=variance, offload_fraction=float(offload_fraction),
-                placement=placement, mode="gpu" if self._cuda else "host",
-                host_threads=int(host_threads), chunk_elements=int(chunk_elements),
-                pipeline_slots=int(pipeline_slots), cuda_stream=self._stream,
+                specs, self._ALGORITHM, engine_groups, master=formats[0],
+                momentum=formats[1], variance=formats[2],
+                offload_fraction=float(offload_fraction), placement=placement,
+                mode="gpu" if self._cuda else "host", host_threads=int(host_threads),
+                chunk_elements=int(chunk_elements), pipeline_slots=int(pipeline_slots),
+                cuda_stream=self._stream,
                 speculative_early_start=self.speculative_early_start)
-        self._formats = (master, momentum, variance)
-        self._install_early_start_hooks()
+        self._formats = formats
+        self._record_param_versions()
+        self._install_hooks()
 
     # ----------------------------------------------------------------------------------
     # Construction helpers
@@ -203,41 +300,58 @@ class TandemOptimizer(_torch.optim.Optimizer):
             return _torch.device("cuda", _torch.cuda.current_device())
         return p.device if device is None else device
 
-    @staticmethod
-    def _grad_buffer(p):
-        buf = _torch.zeros(p.shape, dtype=p.dtype, device=p.device)
-        if p.grad is not None:
-            buf.copy_(p.grad)
-        p.grad = buf
-        return buf
-
     def _device_guard(self):
         if self._cuda:
             return _torch.cuda.device(self._device)
         return _NullContext()
 
-    def _install_early_start_hooks(self):
+    def _install_hooks(self):
+        """Per parameter: a tensor hook that installs the engine's buffer as p.grad before
+        autograd accumulates into it (when p.grad is None), and a post-accumulate hook
+        that marks the gradient fresh and, with early start, calls grad_ready.
+
+        The hooks hold the optimizer weakly and are removed when it is collected, so an
+        optimizer that is dropped (a new one built for the same model) frees its engine
+        and stops touching the parameters' gradients."""
+        ref = weakref.ref(self)
         for k, p in enumerate(self._params):
-            hook = self._make_grad_ready_hook(k)
+            self._hook_handles.append(p.register_hook(
+                lambda _grad, k=k: _call(ref, "_on_grad_arriving", k)))
             if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
-                self._hook_handles.append(
-                    p.register_post_accumulate_grad_hook(lambda _p, hook=hook: hook()))
+                self._hook_handles.append(p.register_post_accumulate_grad_hook(
+                    lambda _p, k=k: _call(ref, "_on_grad_accumulated", k)))
             else:
                 # Older torch: a post-hook on the parameter's AccumulateGrad node, which
                 # runs once the gradient has been accumulated into p.grad.
                 with _torch.enable_grad():
                     acc = p.expand_as(p).grad_fn.next_functions[0][0]
-                self._hook_handles.append(acc.register_hook(lambda *_a, hook=hook: hook()))
+                self._hook_handles.append(acc.register_hook(
+                    lambda *_a, k=k: _call(ref, "_on_grad_accumulated", k)))
                 self._grad_accumulators.append(acc)  # keeps the node (and hook) alive
+        weakref.finalize(self, _remove_hooks, self._hook_handles)
 
-    def _make_grad_ready_hook(self, k):
-        def hook():
-            if not self.early_start:
-                return
-            self._adopt_grad(k)
+    def _on_grad_arriving(self, k):
+        if self._params[k].grad is None:
+            with _torch.no_grad():
+                self._install_zeroed(k)
+
+    def _on_grad_accumulated(self, k):
+        self._fresh[k] = True
+        if not self.early_start or self._accumulating:
+            return
+        with self._lock:
+            with _torch.no_grad():
+                self._adopt_grad(k)
+            if self._ready[k] and not self._warned_accumulation:
+                self._warned_accumulation = True
+                _warn("early_start: parameter %s got a second gradient in one step "
+                      "(gradient accumulation); the engine redoes its early work, so "
+                      "results are exact but the first copies were wasted. Run every "
+                      "micro-batch but the last inside `with opt.accumulating():`."
+                      % self._label(k), EarlyStartAccumulationWarning)
+            self._ready[k] = True
             with self._device_guard():
                 self._engine.grad_ready(k)
-        return hook
 
     # ----------------------------------------------------------------------------------
     # torch.optim.Optimizer interface
@@ -252,17 +366,52 @@ class TandemOptimizer(_torch.optim.Optimizer):
 
     @_torch.no_grad()
     def zero_grad(self, set_to_none=True):
-        """Zeroes the gradients in place.
+        """As torch.optim: ``set_to_none=True`` (the default) sets every ``p.grad`` to
+        None, so a parameter that gets no gradient before the next step is not stepped;
+        ``False`` zeroes the gradients in place (a write: the parameters are stepped
+        with zero gradients, as torch does). The engine's gradient buffers stay
+        allocated either way and are installed again as ``p.grad`` when backward next
+        produces a gradient."""
+        with self._lock:
+            for k, p in enumerate(self._params):
+                if set_to_none:
+                    p.grad = None
+                    self._fresh[k] = False
+                    self._grad_versions[k] = self._grads[k]._version
+                elif p.grad is not None:
+                    self._grads[k].zero_()
+                    if not self._is_own_grad(k, p.grad):
+                        p.grad = self._alias_of(k)
+            for _where, p in self._frozen:
+                if p.grad is not None:
+                    if set_to_none:
+                        p.grad = None
+                    else:
+                        if p.grad.grad_fn is not None:
+                            p.grad.detach_()
+                        else:
+                            p.grad.requires_grad_(False)
+                        p.grad.zero_()
 
-        ``set_to_none`` is accepted for compatibility but ignored for the optimizer's
-        parameters: the engine holds pointers to their gradient buffers, which are
-        zeroed in place and stay installed as ``p.grad``.
+    @contextlib.contextmanager
+    def accumulating(self):
+        """Context for the micro-batches of gradient accumulation but the last: inside
+        it the gradient hooks do not call the engine's grad_ready (early start), so
+        the early work runs once, on the last micro-batch's backward outside it. A no-op
+        without early start. Example::
+
+            for micro in batches[:-1]:
+                with opt.accumulating():
+                    model(micro).mean().backward()
+            model(batches[-1]).mean().backward()
+            opt.step(); opt.zero_grad()
         """
-        del set_to_none
-        for p, buf in zip(self._params, self._grads):
-            buf.zero_()
-            if p.grad is None or p.grad.data_ptr() != buf.data_ptr():
-                p.grad = buf
+        previous = self._accumulating
+        self._accumulating = True
+        try:
+            yield self
+        finally:
+            self._accumulating = previous
 
     @_torch.no_grad()
     def begin_step(self, *, max_grad_norm=None, loss_scale=1.0):
@@ -278,17 +427,19 @@ class TandemOptimizer(_torch.optim.Optimizer):
         if not self.speculative_early_start:
             raise ValueError("begin_step needs the optimizer built with "
                              "speculative_early_start=True")
-        if self._engine.step_begun:
-            raise ValueError("begin_step called twice without a step in between")
-        lr = self._engine_lr()
-        clip = self.max_grad_norm if max_grad_norm is None else float(max_grad_norm)
-        with self._device_guard():
-            self._engine.begin_step(lr, clip, float(loss_scale))
-        self._begun = (lr, clip, float(loss_scale))
+        with self._lock:
+            if self._engine.step_begun:
+                raise ValueError("begin_step called twice without a step in between")
+            self._sync_params()  # parameters written since the last step
+            lr = self._engine_lr()
+            clip = self.max_grad_norm if max_grad_norm is None else float(max_grad_norm)
+            with self._device_guard():
+                self._engine.begin_step(lr, clip, float(loss_scale))
+            self._begun = (lr, clip, float(loss_scale))
 
     @_torch.no_grad()
     def step(self, closure=None, *, max_grad_norm=None, loss_scale=None):
-        """One optimizer step over every parameter.
+        """One optimizer step over every parameter that has a gradient.
 
         Args:
           closure: optional callable re-evaluating the model and returning the loss.
@@ -296,53 +447,80 @@ class TandemOptimizer(_torch.optim.Optimizer):
           loss_scale: gradients are divided by this (for static loss scaling; default
             1, or the value given to ``begin_step``).
 
+        A parameter is stepped when it got a gradient since the last step (backward
+        accumulated into it, ``p.grad`` was assigned, or written in place); one whose
+        ``p.grad`` is None, or that got none, keeps its weight, state and step count.
+        Parameters written since the last step are reloaded into the engine first
+        (``reload_params``).
+
         Returns the closure's loss (or None). ``self.last_result`` holds the engine's
-        StepResult(applied, grad_norm, step); ``applied`` is False when a non-finite
-        gradient made the engine skip the step (nothing changed).
+        StepResult(applied, grad_norm, step, stepped_tensors); ``applied`` is False when
+        a non-finite gradient made the engine skip the step (nothing changed;
+        ``skipped_steps`` counts those, with a SkippedStepWarning).
         """
         loss = None
-        # (lr, clip, loss_scale) of begin_step while the engine's step is begun; the
-        # engine's Step ends it whether it succeeds or raises.
-        begun = self._begun if self._engine.step_begun else None
-        self._begun = begun
-        if begun is not None and closure is not None:
-            # The engine would see gradients of a second backward after speculating on
-            # the first; refuse before anything runs.
-            raise ValueError("step() after begin_step() takes no closure")
         if closure is not None:
+            if self._engine.step_begun:
+                # The engine would see gradients of a second backward after speculating
+                # on the first; refuse before anything runs.
+                raise ValueError("step() after begin_step() takes no closure")
+            # Outside the lock: backward's hooks take it (from autograd's threads).
             with _torch.enable_grad():
                 loss = closure()
-        for k in range(len(self._params)):
-            self._adopt_grad(k)
-        if begun is not None:
-            # The lr announced by begin_step; a differing clip norm or loss scale reaches
-            # the engine, which undoes the speculation and raises.
-            lr = begun[0]
-            clip = begun[1] if max_grad_norm is None else float(max_grad_norm)
-            loss_scale = begun[2] if loss_scale is None else loss_scale
-        else:
-            lr = self._engine_lr()
-            clip = self.max_grad_norm if max_grad_norm is None else float(max_grad_norm)
-            loss_scale = 1.0 if loss_scale is None else loss_scale
+        with self._lock:
+            # (lr, clip, loss_scale) of begin_step while the engine's step is begun; the
+            # engine's Step ends it whether it succeeds or raises.
+            begun = self._begun if self._engine.step_begun else None
+            self._begun = begun
+            self._check_frozen()
+            active = bytearray(len(self._params))
+            for k in range(len(self._params)):
+                active[k] = 1 if self._take_grad(k) else 0
+            self._sync_params()
+            if begun is not None:
+                # The lr announced by begin_step; a differing clip norm or loss scale
+                # reaches the engine, which undoes the speculation and raises.
+                lr = begun[0]
+                clip = begun[1] if max_grad_norm is None else float(max_grad_norm)
+                loss_scale = begun[2] if loss_scale is None else loss_scale
+            else:
+                lr = self._engine_lr()
+                clip = self.max_grad_norm if max_grad_norm is None else float(max_grad_norm)
+                loss_scale = 1.0 if loss_scale is None else loss_scale
+            active = bytes(active)
+            try:
+                result = self._engine_step(lr, clip, float(loss_scale), active)
+            finally:
+                self._begun = None
+                self._ready = [False] * len(self._params)
+            for k in range(len(self._params)):
+                self._fresh[k] = False
+                self._grad_versions[k] = self._grads[k]._version
+            self.last_result = StepResult(*result)
+            if not self.last_result.applied:
+                self.skipped_steps += 1
+                _warn("tandem: non-finite gradient (norm %r): step skipped, nothing "
+                      "changed (%d skipped so far)"
+                      % (self.last_result.grad_norm, self.skipped_steps), SkippedStepWarning)
+        return loss
+
+    def _engine_step(self, lr, clip, loss_scale, active):
         with self._device_guard():
             if self._cuda:
                 current = _torch.cuda.current_stream(self._device)
                 if current.cuda_stream != self._stream:
                     # The engine runs on the stream it was built with; order it after the
                     # caller's stream and the caller's stream after it.
-                    engine = (_torch.cuda.default_stream(self._device) if self._stream == 0
-                              else _torch.cuda.ExternalStream(self._stream,
-                                                              device=self._device))
+                    engine = self._engine_stream()
                     engine.wait_stream(current)
-                    result = self._engine.step(lr, clip, float(loss_scale))
+                    result = self._engine.step(lr, clip, loss_scale, active)
                     current.wait_stream(engine)
-                else:
-                    result = self._engine.step(lr, clip, float(loss_scale))
-            else:
-                result = self._engine.step(lr, clip, float(loss_scale))
-        self._begun = None
-        self.last_result = StepResult(*result)
-        return loss
+                    return result
+            return self._engine.step(lr, clip, loss_scale, active)
+
+    def _engine_stream(self):
+        return (_torch.cuda.default_stream(self._device) if self._stream == 0
+                else _torch.cuda.ExternalStream(self._stream, device=self._device))
 
     def state_dict(self):
         """The torch-style state dict with the engine's whole state.
@@ -422,6 +600,37 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 handles.append(sub.register_forward_pre_hook(pre_hook))
         return handles
 
+    @_torch.no_grad()
+    def reload_params(self, params=None):
+        """Re-reads the master weights of ``params`` (default: every parameter) from the
+        parameters' current values, for writes the optimizer cannot see.
+
+        Writes through torch ops on the parameter (``model.load_state_dict``,
+        ``nn.init.*``, ``p.copy_`` under ``torch.no_grad()``) bump the parameter's version
+        counter and are reloaded by the next step without this call. ``p.data.copy_``,
+        ``p.detach()`` of an older version counter, or writes through raw pointers
+        (NCCL, custom kernels) bypass the counter: call this after them."""
+        with self._lock:
+            if params is None:
+                indices = list(range(len(self._params)))
+            else:
+                if isinstance(params, _torch.Tensor):
+                    params = [params]
+                indices = [self._index_of(p) for p in params]
+            self._reload(indices)
+
+    def tensor_step_counts(self):
+        """Each parameter's own step count (the updates it received), in the order of
+        the parameters that require grad in ``param_groups``; torch.optim keeps the
+        same per parameter (``state[p]["step"]``)."""
+        return list(self._engine.tensor_step_counts())
+
+    @property
+    def param_names(self):
+        """The engine's tensor names, in engine order: the parameters' names when named
+        (``named_parameters()``, ``module=``), otherwise "g<group>.p<index>"."""
+        return list(self._names)
+
     @property
     def mode(self):
         """"gpu" or "host"."""
@@ -452,24 +661,109 @@ class TandemOptimizer(_torch.optim.Optimizer):
             raise ValueError("parameter is not stepped by this optimizer")
         return k
 
+    def _label(self, k):
+        return _options.label(self._names[k], self._params[k])
+
+    def _alias_of(self, k):
+        """A new tensor sharing the storage of engine buffer k (what p.grad gets)."""
+        return self._grads[k].detach()
+
+    def _is_own_grad(self, k, grad):
+        buf = self._grads[k]
+        return (grad.data_ptr() == buf.data_ptr() and grad.shape == buf.shape
+                and grad.dtype == buf.dtype and grad.device == buf.device
+                and grad.layout == _torch.strided and grad.is_contiguous())
+
+    def _install_zeroed(self, k):
+        buf = self._grads[k]
+        buf.zero_()
+        self._params[k].grad = self._alias_of(k)
+        self._grad_versions[k] = buf._version  # installing is no gradient yet
+
+    def _check_realloc(self, k):
+        if self._params[k].data_ptr() != self._ptrs[k]:
+            raise RuntimeError("%s was reallocated after the optimizer was built "
+                               "(model.to(), p.data = ...?); the engine holds its old "
+                               "address. Build the optimizer after moving the model."
+                               % self._label(k))
+
     def _adopt_grad(self, k):
-        """Makes sure the engine's buffer holds parameter k's gradient."""
+        """Makes the engine's buffer hold parameter k's gradient; returns False when
+        p.grad is None. Note [Which parameters have a gradient].
+
+        A p.grad that is not the engine's buffer (assigned, stolen by autograd,
+        ``p.grad.data = ...``, resized) is copied into the buffer, which is installed
+        again as p.grad; another shape, dtype or device raises ValueError."""
         p, buf = self._params[k], self._grads[k]
-        if p.data_ptr() != self._ptrs[k]:
-            raise RuntimeError("parameter %d (shape %s) was reallocated after the optimizer "
-                               "was built (model.to(), p.data = ...?); the engine holds "
-                               "its old address. Build the optimizer after moving the model."
-                               % (self._indices[k], tuple(p.shape)))
+        self._check_realloc(k)
         grad = p.grad
         if grad is None:
-            buf.zero_()
-            p.grad = buf
-        elif grad.is_sparse or grad.layout != _torch.strided:
-            raise ValueError("parameter %d: sparse gradients are not supported"
-                             % self._indices[k])
-        elif grad.data_ptr() != buf.data_ptr():
-            buf.copy_(grad)
-            p.grad = buf
+            return False
+        if grad.is_sparse or grad.layout != _torch.strided:
+            raise ValueError("%s: sparse gradients are not supported" % self._label(k))
+        if self._is_own_grad(k, grad):
+            return True
+        if grad.shape != p.shape or grad.dtype != p.dtype or grad.device != p.device:
+            raise ValueError("%s: p.grad was replaced by a tensor of shape %s, %s on %s "
+                             "(p.grad.data = ... or resize_?); the gradient must keep the "
+                             "parameter's shape, dtype and device"
+                             % (self._label(k), tuple(grad.shape), grad.dtype, grad.device))
+        buf.copy_(grad)
+        p.grad = self._alias_of(k)
+        self._fresh[k] = True  # an assigned gradient is a gradient
+        return True
+
+    def _take_grad(self, k):
+        """Whether parameter k has a gradient for this step (and its buffer holds it).
+
+        Note [Which parameters have a gradient]: torch.optim steps the parameters whose
+        p.grad is not None. We step those that got a gradient since the last step: a
+        post-accumulate hook fired (backward), p.grad was assigned another tensor
+        (copied into the engine buffer), or the buffer was written in place (its
+        version counter moved: p.grad.copy_, clip_grad_norm_, torch's zero_grad with
+        set_to_none=False). Ours with set_to_none=True sets p.grad = None; the buffer
+        stays alive in self._grads and is installed again by the tensor hook before
+        autograd accumulates. A second step() without any new gradient steps nothing
+        (torch would step again with the old gradients)."""
+        if not self._adopt_grad(k):
+            return False
+        return self._fresh[k] or self._grads[k]._version != self._grad_versions[k]
+
+    def _check_frozen(self):
+        """Parameters frozen at construction have no engine state: refuse to silently
+        skip one that was unfrozen and got a gradient (torch.optim would step it)."""
+        for where, p in self._frozen:
+            if p.grad is not None and p.requires_grad:
+                raise ValueError(
+                    "parameter %s (shape %s, %s) did not require grad when the optimizer "
+                    "was built, so it has no optimizer state, but it has a gradient now; "
+                    "build the optimizer after unfreezing it (freeze after building to "
+                    "skip parameters for a while)" % (where, tuple(p.shape), p.dtype))
+
+    def _record_param_versions(self):
+        self._param_versions = [p._version for p in self._params]
+
+    def _sync_params(self):
+        """Reloads the parameters written (by torch ops) since the engine last wrote
+        them. Note [The parameter is the source of truth]: the engine writes parameters
+        through raw pointers, which leaves their version counters alone, so a counter
+        that moved means the user wrote the weight."""
+        changed = [k for k, p in enumerate(self._params)
+                   if p._version != self._param_versions[k]]
+        if changed:
+            self._reload(changed)
+
+    def _reload(self, indices):
+        for k in indices:
+            self._check_realloc(k)
+        if indices:
+            with self._device_guard():
+                if self._cuda:
+                    current = _torch.cuda.current_stream(self._device)
+                    if current.cuda_stream != self._stream:
+                        self._engine_stream().wait_stream(current)
+                self._engine.reload_params(list(indices))
+        self._record_param_versions()
 
     def _engine_lr(self):
         """The one lr the engine's Step takes.
@@ -484,8 +778,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
         lrs = [float(group["lr"]) for group in self.param_groups]
         for g, lr in enumerate(lrs):
             if not math.isfinite(lr) or lr < 0:
-                raise ValueError("group %d: learning rate must be finite and >= 0, got %r"
-                                 % (g, lr))
+                raise ValueError("group %d: lr must be finite and >= 0, got %r (the "
+                                 "group's learning rate)" % (g, lr))
         ref = lrs[self._ref_group]
         hyper = [self._hyper(group) for group in self.param_groups]
         ratio_ok = all(math.isclose(lr, ref * s, rel_tol=_LR_RTOL, abs_tol=0.0)
@@ -514,6 +808,18 @@ class TandemOptimizer(_torch.optim.Optimizer):
 
     def _hyper(self, group):
         raise NotImplementedError
+
+
+def _call(ref, method, k):
+    """Calls ref().method(k) while the optimizer lives (gradient hooks)."""
+    opt = ref()
+    if opt is not None:
+        getattr(opt, method)(k)
+
+
+def _remove_hooks(handles):
+    for handle in handles:
+        handle.remove()
 
 
 class _NullContext:
@@ -587,7 +893,10 @@ class Lion(TandemOptimizer):
 
 
 class SGD(TandemOptimizer):
-    """SGD with momentum, dampening, Nesterov and L2 weight decay, as torch.optim.SGD."""
+    """SGD with momentum, dampening, Nesterov and L2 weight decay, as torch.optim.SGD.
+
+    ``momentum`` is the momentum factor; the momentum buffer's format is
+    ``momentum_format`` ("f32" or "q8")."""
 
     _ALGORITHM = "sgd"
 
@@ -595,6 +904,10 @@ class SGD(TandemOptimizer):
                  nesterov=False, *, maximize=False, **options):
         if maximize:
             raise ValueError("maximize is not supported by tandem")
+        if isinstance(momentum, str):
+            raise ValueError("SGD's momentum is the momentum factor (a number), got %r; "
+                             "choose the momentum buffer's format with momentum_format="
+                             % (momentum,))
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
                         weight_decay=weight_decay, nesterov=nesterov)
         super().__init__(params, defaults, **options)
@@ -604,3 +917,29 @@ class SGD(TandemOptimizer):
                     weight_decay=float(group["weight_decay"]),
                     momentum=float(group["momentum"]), dampening=float(group["dampening"]),
                     nesterov=bool(group["nesterov"]))
+
+
+def _serialised(method, sync_before=False, record_after=False):
+    """``method`` under the optimizer's lock; with sync_before, parameters written since
+    the last step are reloaded first (so the saved masters are the live weights); with
+    record_after, the parameters' version counters are recorded after the engine wrote
+    them (Note [The parameter is the source of truth])."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            if sync_before and not self._engine.step_begun:
+                self._sync_params()
+            result = method(self, *args, **kwargs)
+            if record_after:
+                self._record_param_versions()
+            return result
+    return wrapper
+
+
+# The state methods, serialised with step() (thread safety in TandemOptimizer).
+for _name, _before, _after in (("state_dict", True, False), ("save_checkpoint", True, False),
+                               ("load_state_dict", False, True),
+                               ("load_checkpoint", False, True)):
+    setattr(TandemOptimizer, _name,
+            _serialised(getattr(TandemOptimizer, _name), _before, _after))
+del _name, _before, _after

@@ -150,7 +150,7 @@ void FillGrad(Tensor& t, std::mt19937& rng) {
 // every array aligned (instead of random dtypes and every third tensor misaligned).
 void RunParity(const Combo& c, const std::vector<size_t>& sizes, int steps, uint32_t seed,
                bool misalign_scales = false, bool nonfinite = false,
-               const std::vector<DType>& grad_dtypes = {}) {
+               const std::vector<DType>& grad_dtypes = {}, bool skip_some = false) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd;
   const DType dtypes[3] = {DType::kF32, DType::kBF16, DType::kF16};
@@ -248,9 +248,20 @@ void RunParity(const Combo& c, const std::vector<size_t>& sizes, int steps, uint
     StepScalars s[2];
     for (int k = 0; k < 2; ++k)
       s[k] = ComputeStepScalars(c.algo, c.hyper[k], lr, step, k == 0 ? 1.0 : 0.25);
-    for (Tensor& t : tensors) {
+    // skip_some: at step 2 every third tensor is left out (StepPlan::SetScalarIndex) and
+    // must come out untouched; at step 3 every tensor is back.
+    const bool skipping = skip_some && step == 2;
+    if (skip_some) {
+      std::vector<uint32_t> now = index;
+      for (size_t k = 0; k < now.size(); ++k)
+        if (skipping && k % 3 == 1) now[k] = StepPlan::kSkipSpan;
+      plan.SetScalarIndex(now, nullptr);
+    }
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      Tensor& t = tensors[k];
       FillGrad(t, rng);
       Put(grads, t.grad_off, t.grad);
+      if (skipping && k % 3 == 1) continue;
       void* param = t.param_aliases ? static_cast<void*>(t.ref.master_bf16.data())
                     : t.has_param   ? static_cast<void*>(t.ref_param.data())
                                     : nullptr;
@@ -384,6 +395,14 @@ TEST_P(GpuStepParity, WholeUnitsEveryGradDtypeTwoSteps) {
 // Non-finite gradients through every path: the fast tiles' batched fallbacks (NaN
 // masters, NaN/Inf moments, square roots out of range) and the element-wise path, on full
 // tiles, tails and misaligned tensors.
+// Spans left out of a launch (tensors without a gradient at a step, through
+// StepPlan::SetScalarIndex) are neither read nor written, and come back the next step.
+TEST_P(GpuStepParity, SkippedSpansThreeSteps) {
+  const std::vector<size_t> sizes = {4096, 40000, 33, 8192, 70001, 4097, 16384, 100, 32768, 5000};
+  RunParity(GetParam(), sizes, 3, 606, /*misalign_scales=*/false, /*nonfinite=*/false, {},
+            /*skip_some=*/true);
+}
+
 TEST_P(GpuStepParity, NonFiniteGradientsThreeSteps) {
   const std::vector<size_t> sizes = {4096, 40000, 33, 8192, 70001, 4097, 16384, 100, 32768, 5000};
   RunParity(GetParam(), sizes, 3, 555, /*misalign_scales=*/false, /*nonfinite=*/true);

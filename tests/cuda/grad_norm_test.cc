@@ -121,6 +121,46 @@ TEST_F(GradNorm, FlagsNanAndInfAnywhere) {
   EXPECT_FALSE(Run(plan).nonfinite);
 }
 
+TEST_F(GradNorm, InactiveTensorsAreNotReadAndRepeatBitForBit) {
+  const std::vector<size_t> sizes = {1000, 40000, 5, 70000, 16384};
+  Build(sizes, 13);
+  ASSERT_FALSE(HasFatalFailure());
+  GradNormPlan plan(refs_);
+  const GradNormPlan::Result all = Run(plan);
+  // Tensor 1 out: a NaN in it is not seen, and the sum is the host sum of the others.
+  const std::vector<uint8_t> mask = {1, 0, 1, 1, 0};
+  double host_active = 0.0;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    if (!mask[k]) continue;
+    for (size_t i = 0; i < sizes[k]; ++i) {
+      const uint8_t* p = buf_.host(offsets_[k]);
+      float x;
+      if (refs_[k].dtype == DType::kF32) {
+        std::memcpy(&x, p + 4 * i, 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        x = refs_[k].dtype == DType::kBF16 ? num::Bf16ToF32(h) : num::F16ToF32(h);
+      }
+      host_active += double(x) * double(x);
+    }
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  ASSERT_EQ(cudaMemcpy(const_cast<void*>(refs_[1].ptr), &nan, 4, cudaMemcpyHostToDevice),
+            cudaSuccess);
+  plan.SetActive(mask, nullptr);
+  const GradNormPlan::Result masked = Run(plan);
+  EXPECT_FALSE(masked.nonfinite);
+  EXPECT_NEAR(masked.sum_squares, host_active, 1e-12 * host_active);
+  const GradNormPlan::Result again = Run(plan);
+  EXPECT_EQ(std::memcmp(&again.sum_squares, &masked.sum_squares, sizeof(double)), 0);
+  // Every tensor back in: the NaN is seen; a wrong-sized mask is refused.
+  plan.SetActive({}, nullptr);
+  EXPECT_TRUE(Run(plan).nonfinite);
+  EXPECT_THROW(plan.SetActive({1, 0}, nullptr), Error);
+  (void)all;
+}
+
 TEST_F(GradNorm, EmptyListIsZero) {
   GradNormPlan plan({});
   const GradNormPlan::Result r = Run(plan);

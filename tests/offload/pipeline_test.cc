@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 
 #include "engine/fp_bits.h"
@@ -119,6 +120,9 @@ TEST(Pipeline, FailedCopyIsReportedAndPipelineStaysUsable) {
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::kCuda);
       EXPECT_NE(std::string(e.what()).find("chunks applied"), std::string::npos) << e.what();
+      // Context is added once, and so is the "tandem: CUDA error: " prefix.
+      const std::string what = e.what();
+      EXPECT_EQ(what.find("tandem:"), what.rfind("tandem:")) << what;
       if (fail_at == 1) {  // the very first download: nothing was stepped
         EXPECT_NE(std::string(e.what()).find("0 of"), std::string::npos) << e.what();
       }
@@ -131,6 +135,39 @@ TEST(Pipeline, FailedCopyIsReportedAndPipelineStaysUsable) {
     ReferenceStep(s, ref.Span(0, Fixture::kN, fx.grad.data(), DType::kF32));
     EXPECT_EQ(fresh.master_f32, ref.master_f32);
   }
+}
+
+// A host step that throws something other than tandem::Error (here std::runtime_error)
+// still drains the copies in flight before the error leaves Run, which names the chunks
+// applied, and the pipeline stays usable.
+TEST(Pipeline, AnyExceptionFromAHostStepDrainsAndIsReported) {
+  Fixture fx;
+  TensorState st(Algorithm::kAdamW, fx.h, fx.f, fx.w0.data(), Fixture::kN);
+  HostTransport tr;
+  std::vector<std::vector<uint8_t>> gmem(3, std::vector<uint8_t>(4 * Fixture::kChunk));
+  std::vector<std::vector<uint8_t>> pmem(3, std::vector<uint8_t>(2 * Fixture::kChunk));
+  Pipeline pipe(&tr, {gmem[0].data(), gmem[1].data(), gmem[2].data()},
+                {pmem[0].data(), pmem[1].data(), pmem[2].data()});
+  std::vector<OffloadChunk> chunks = fx.Chunks(st);
+  const StepScalars s = ComputeStepScalars(Algorithm::kAdamW, fx.h, 1e-3, 1, 1.0);
+  int calls = 0;
+  auto failing = [&](const StepScalars& sc, const StepSpan& span) {
+    if (++calls == 3) throw std::runtime_error("host step blew up");
+    ReferenceStep(sc, span);
+  };
+  try {
+    pipe.Run(chunks, &s, failing, nullptr, nullptr);
+    FAIL() << "no error from a throwing host step";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInternal);
+    EXPECT_NE(std::string(e.what()).find("host step blew up (offload pipeline: 2 of"),
+              std::string::npos)
+        << e.what();
+  }
+  TensorState fresh(Algorithm::kAdamW, fx.h, fx.f, fx.w0.data(), Fixture::kN);
+  std::vector<OffloadChunk> again = fx.Chunks(fresh);
+  auto step = [](const StepScalars& sc, const StepSpan& span) { ReferenceStep(sc, span); };
+  EXPECT_NO_THROW(pipe.Run(again, &s, step, nullptr, nullptr));
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ PlanInputs Inputs(ModelDescription model, StateFormats f, DType param, DType gra
   in.grad_dtype = grad;
   in.gpu_budget = 1000 * kGiB;
   in.host_budget = 1000 * kGiB;
+  in.gpu_headroom_fraction = 0;  // these tests set exact budgets; PlanHeadroom tests it
   return in;
 }
 
@@ -81,6 +82,7 @@ TEST(PlanMemory, OptimizerStateIsPredictMemoryOfTheShard) {
   for (uint32_t gpus : {1u, 8u}) {
     PlanInputs in = Flash(ModelFromPreset("llama3-1b"));
     in.gpus_per_node = gpus;
+    in.zero1_sharding = true;
     for (double f : {0.0, 0.3, 1.0}) {
       const FractionPoint p = EvaluateFraction(in, f);
       const MemoryReport r = PredictMemory(ShardSpecs(in), ShardConfig(in, f), ExecutionMode::kGpu);
@@ -128,6 +130,7 @@ TEST(PlanMemory, ZeroOneShardsOptimizerStateOnly) {
   PlanInputs one = Flash(ModelFromPreset("llama3-8b"));
   PlanInputs eight = one;
   eight.gpus_per_node = 8;
+  eight.zero1_sharding = true;  // the what-if
   const FractionPoint a = EvaluateFraction(one, 0.0), b = EvaluateFraction(eight, 0.0);
   EXPECT_EQ(a.gpu.weights, b.gpu.weights);
   EXPECT_EQ(a.gpu.gradients, b.gpu.gradients);
@@ -223,6 +226,98 @@ TEST(PlanActivations, EstimatedFromTheModelShape) {
   in.activation_bytes_given = true;
   in.activation_bytes = 20 * kGiB;
   EXPECT_EQ(EvaluateFraction(in, 0.0).gpu.activations, 20 * kGiB);
+}
+
+}  // namespace
+}  // namespace tandem::planner
+
+namespace tandem::planner {
+namespace {
+
+TEST(PlanRanks, WithoutZeroOneEveryRankHoldsTheWholeState) {
+  // The engine today: no ZeRO-1, so eight ranks each step all of the model.
+  PlanInputs one = Flash(ModelFromPreset("llama3-8b"));
+  PlanInputs eight = one;
+  eight.gpus_per_node = 8;
+  const FractionPoint a = EvaluateFraction(one, 0.5), b = EvaluateFraction(eight, 0.5);
+  EXPECT_EQ(a.gpu.total(), b.gpu.total());
+  EXPECT_EQ(a.host.total(), b.host.total());
+  EXPECT_EQ(b.host_node_bytes, 8 * a.host_node_bytes);
+  const PlanResult plan = MakePlan(eight);
+  EXPECT_EQ(plan.shard_elements, one.model.total_params());
+  bool fsdp = false, zero = false;
+  for (const std::string& m : plan.messages) {
+    fsdp = fsdp || m.find("FSDP2 shards are not modelled yet") != std::string::npos;
+    zero = zero || m.find("ZeRO-1") != std::string::npos;
+  }
+  EXPECT_TRUE(fsdp);
+  EXPECT_FALSE(zero);  // not used, so not mentioned in the messages
+  EXPECT_NE(PlanToText(plan).find("ZeRO-1 sharding: not available in this version"),
+            std::string::npos);
+}
+
+TEST(PlanRanks, WhatIfsSayTheyAreNotAvailable) {
+  PlanInputs in = Flash(ModelFromPreset("llama3-1b"));
+  in.gpus_per_node = 4;
+  in.zero1_sharding = true;
+  in.grad_release = true;
+  const PlanResult plan = MakePlan(in);
+  int unavailable = 0;
+  for (const std::string& m : plan.messages)
+    unavailable += m.find("not available in this version") != std::string::npos;
+  EXPECT_EQ(unavailable, 2);
+  const std::string text = PlanToText(plan);
+  EXPECT_NE(text.find("released per layer: what-if, not available in this version"),
+            std::string::npos);
+  EXPECT_NE(text.find("ZeRO-1 what-if: not available in this version"), std::string::npos);
+}
+
+TEST(PlanHeadroom, TenPercentByDefault) {
+  PlanInputs in;
+  EXPECT_DOUBLE_EQ(in.gpu_headroom_fraction, 0.10);
+  in.model = ModelFromPreset("llama3-8b");
+  in.gpu_budget = 40 * kGiB;
+  in.host_budget = 512 * kGiB;
+  EXPECT_EQ(UsableGpuBytes(in), 36 * kGiB);
+  const PlanResult with = MakePlan(in);
+  EXPECT_EQ(with.usable_gpu_bytes, 36 * kGiB);
+  ASSERT_TRUE(with.feasible);
+  EXPECT_LE(with.recommended.gpu.total(), 36 * kGiB);
+  EXPECT_GT(EvaluateFraction(in, with.min_fraction - 1.0 / kFractionSteps).gpu.total(), 36 * kGiB);
+  bool said = false;
+  for (const std::string& m : with.messages)
+    said = said || (m.find("headroom 10%") != std::string::npos &&
+                    m.find("36.00 GiB of 40.00 GiB") != std::string::npos);
+  EXPECT_TRUE(said);
+  EXPECT_NE(PlanToText(with).find("36.00 GiB usable (headroom 10%)"), std::string::npos);
+  // Without headroom the same budget needs a smaller fraction.
+  in.gpu_headroom_fraction = 0;
+  const PlanResult without = MakePlan(in);
+  EXPECT_LT(without.min_fraction, with.min_fraction);
+  // Bytes instead of a fraction.
+  in.gpu_headroom_bytes = 4 * kGiB;
+  EXPECT_EQ(UsableGpuBytes(in), 36 * kGiB);
+  EXPECT_EQ(MakePlan(in).min_fraction, with.min_fraction);
+  in.gpu_headroom_bytes = 50 * kGiB;
+  EXPECT_EQ(UsableGpuBytes(in), 0u);
+  in.gpu_headroom_fraction = 1.0;
+  EXPECT_THROW(MakePlan(in), Error);
+}
+
+TEST(PlanModels, MixtureOfExpertsConfigPlans) {
+  // Qwen3-30B-A3B (30.5B): all of it fits on one 141 GB GPU only with most state offloaded.
+  PlanInputs in;
+  in.model = ModelFromConfigFile(std::string(TANDEM_PLANNER_CONFIGS) + "/qwen3-30b-a3b");
+  in.gpu_budget = 141000000000ull;
+  in.host_budget = 1ull << 40;
+  const PlanResult plan = MakePlan(in);
+  EXPECT_TRUE(plan.feasible) << plan.messages[0];
+  EXPECT_GT(plan.min_fraction, 0.5);
+  EXPECT_EQ(plan.recommended.gpu.weights, 2 * in.model.total_params());
+  bool moe_note = false;
+  for (const std::string& m : plan.messages)
+    moe_note = moe_note || m.find("note: mixture of experts") == 0;
+  EXPECT_TRUE(moe_note);
 }
 
 }  // namespace

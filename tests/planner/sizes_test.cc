@@ -1,3 +1,5 @@
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "tandem/error.h"
@@ -12,12 +14,31 @@ TEST(Sizes, ParseBytesUnits) {
   EXPECT_EQ(ParseBytes("141GB"), 141000000000ull);
   EXPECT_EQ(ParseBytes("512MiB"), 512ull << 20);
   EXPECT_EQ(ParseBytes("1.5TiB"), 3ull << 39);
-  EXPECT_EQ(ParseBytes("123456"), 123456u);
   EXPECT_EQ(ParseBytes("4096B"), 4096u);
+  EXPECT_EQ(ParseBytes("2TB"), 2000000000000ull);
+  EXPECT_EQ(ParseBytes("2tib"), 2ull << 40);
+  EXPECT_EQ(ParseBytes("3MB"), 3000000u);
+  EXPECT_EQ(ParseBytes("1KiB"), 1024u);
   EXPECT_THROW(ParseBytes("80 parsecs"), Error);
   EXPECT_THROW(ParseBytes("GiB"), Error);
   EXPECT_THROW(ParseBytes("-1GiB"), Error);
   EXPECT_THROW(ParseBytes("1e30TiB"), Error);
+}
+
+TEST(Sizes, BareNumberIsAnErrorSuggestingUnits) {
+  // "--gpu-mem 80" once planned for 80 bytes.
+  for (const char* bare : {"80", "123456", "0", "1.5"}) {
+    try {
+      ParseBytes(bare);
+      ADD_FAILURE() << bare << " was accepted";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+      EXPECT_NE(m.find(std::string(bare) + "GiB"), std::string::npos) << m;
+      EXPECT_NE(m.find(std::string(bare) + "GB"), std::string::npos) << m;
+      EXPECT_NE(m.find("no unit"), std::string::npos) << m;
+    }
+  }
 }
 
 TEST(Sizes, ParseCountSuffixes) {

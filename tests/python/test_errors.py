@@ -106,19 +106,27 @@ def test_non_finite_gradient_skips_step():
     opt = tandem.torch.AdamW(model.parameters(), lr=1e-3)
     before = [p.detach().clone() for p in model.parameters()]
     opt.zero_grad()
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
     next(model.parameters()).grad[0, 0] = float("inf")
-    opt.step()
+    with pytest.warns(tandem.torch.SkippedStepWarning):
+        opt.step()
     assert opt.last_result.applied is False
+    assert opt.skipped_steps == 1
     assert all(torch.equal(a, p) for a, p in zip(before, model.parameters()))
 
 
 def test_zero_grad_keeps_buffers_and_model_zero_grad_is_adopted():
     model = make_mlp()
     opt = tandem.torch.SGD(model.parameters(), lr=0.1)
-    ptrs = [p.grad.data_ptr() for p in model.parameters()]
     train(model, opt, batches(2))
-    opt.zero_grad(set_to_none=True)
+    ptrs = [p.grad.data_ptr() for p in model.parameters()]
+    opt.zero_grad(set_to_none=True)  # torch.optim's default: p.grad = None
+    assert all(p.grad is None for p in model.parameters())
+    x, y = batches(1)[0]
+    torch.nn.functional.mse_loss(model(x), y).backward()  # the same buffers come back
     assert [p.grad.data_ptr() for p in model.parameters()] == ptrs
+    opt.step()
     model.zero_grad(set_to_none=True)  # torch's own: p.grad = None
     x, y = batches(1)[0]
     torch.nn.functional.mse_loss(model(x), y).backward()

@@ -1,69 +1,47 @@
 // tandem-bench: one command for Tandem's throughput measurements.
 //
 //   tandem-bench pcie       pinned and pageable H2D, D2H, and both directions at once
-//   tandem-bench calibrate  quick host/GPU step rates, copy and PCIe bandwidths -> a
-//                           profile JSON that tandem-plan reads (--profile)
+//   tandem-bench calibrate  host/GPU step rates, copy and PCIe bandwidths, each repeated
+//                           with its spread -> a profile JSON that tandem-plan reads
 //   tandem-bench kernels    host and GPU kernels against their rooflines
 //                           (runs tandem-bench-host and tandem-bench-gpu)
 //   tandem-bench hybrid     the whole step across offload fractions (tandem-bench-hybrid)
 //
-// Every subcommand runs on a machine without a GPU and says what it skipped and why.
-// calibrate and pcie measure in-process with the engine itself: the step rates are those
-// of HybridOptimizer::Step on one large tensor (host mode for the host rate, GPU mode at
-// fraction 0 for the GPU rate), so the profile keys are exactly the planner's.
-#include <cuda_runtime.h>
-#include <tbb/parallel_for.h>
+// Results go to stdout (line-buffered, so logs fill line by line); a progress bar with an
+// ETA goes to stderr only when stderr is a terminal. On a machine without a GPU every
+// subcommand says what it skipped and why; in a build without CUDA the GPU-only
+// subcommands (pcie, hybrid) fail with exit status 2. calibrate and pcie measure
+// in-process with the engine itself: the step rates are those of HybridOptimizer::Step on
+// one large tensor, so the profile keys are exactly the planner's.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <ctime>
 #include <fstream>
+#include <functional>
+#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "cpu_simd/host_kernels.h"
+#include "commands.h"
+#include "measure.h"
+#include "progress.h"
 #include "tandem/error.h"
-#include "tandem/optimizer.h"
-#include "tandem/planner.h"
+#include "tandem/version.h"
 
-namespace {
+namespace tandem::bench {
 
-using namespace tandem;
-using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-template <typename Fn>
-double MedianMs(int reps, Fn fn) {
-  std::vector<double> t;
-  fn();  // warm-up
-  for (int i = 0; i < reps; ++i) {
-    const auto t0 = Clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  return Median(t);
-}
-
-void Cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw Error(ErrorKind::kCuda, std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-std::string Today() {
+std::string UtcNow() {
   char buf[32];
   const std::time_t now = std::time(nullptr);
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
 
@@ -75,148 +53,63 @@ std::string CpuName() {
   return "unknown CPU";
 }
 
-// ---------------------------------------------------------------------------------------
-// PCIe
+void WriteTextFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  f.close();
+  if (!f) throw Error(ErrorKind::kIO, "cannot write " + path);
+}
 
-struct PcieResult {
-  double h2d = 0, d2h = 0, bidir = 0, h2d_pageable = 0, d2h_pageable = 0;
-};
+namespace {
 
-PcieResult MeasurePcie(size_t bytes, int reps) {
-  PcieResult r;
-  void *dev_a, *dev_b, *pin_a, *pin_b;
-  Cuda(cudaMalloc(&dev_a, bytes), "cudaMalloc");
-  Cuda(cudaMalloc(&dev_b, bytes), "cudaMalloc");
-  Cuda(cudaHostAlloc(&pin_a, bytes, cudaHostAllocDefault), "cudaHostAlloc");
-  Cuda(cudaHostAlloc(&pin_b, bytes, cudaHostAllocDefault), "cudaHostAlloc");
-  std::vector<uint8_t> page_a(bytes, 1), page_b(bytes, 2);
-  std::memset(pin_a, 3, bytes);
-  cudaStream_t s1, s2;
-  Cuda(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), "stream");
-  Cuda(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), "stream");
-  const double gb = double(bytes) / 1e9;
-  auto copy = [&](void* dst, const void* src, cudaMemcpyKind k) {
-    return gb / (MedianMs(reps, [&] {
-                   Cuda(cudaMemcpyAsync(dst, src, bytes, k, s1), "copy");
-                   Cuda(cudaStreamSynchronize(s1), "sync");
-                 }) / 1e3);
-  };
-  r.h2d = copy(dev_a, pin_a, cudaMemcpyHostToDevice);
-  r.d2h = copy(pin_b, dev_b, cudaMemcpyDeviceToHost);
-  r.h2d_pageable = copy(dev_a, page_a.data(), cudaMemcpyHostToDevice);
-  r.d2h_pageable = copy(page_b.data(), dev_b, cudaMemcpyDeviceToHost);
-  r.bidir = 2 * gb / (MedianMs(reps, [&] {
-                        Cuda(cudaMemcpyAsync(dev_a, pin_a, bytes, cudaMemcpyHostToDevice, s1), "h2d");
-                        Cuda(cudaMemcpyAsync(pin_b, dev_b, bytes, cudaMemcpyDeviceToHost, s2), "d2h");
-                        Cuda(cudaStreamSynchronize(s1), "sync");
-                        Cuda(cudaStreamSynchronize(s2), "sync");
-                      }) / 1e3);
-  cudaStreamDestroy(s1);
-  cudaStreamDestroy(s2);
-  cudaFree(dev_a);
-  cudaFree(dev_b);
-  cudaFreeHost(pin_a);
-  cudaFreeHost(pin_b);
-  return r;
+int NoCudaBuild(const char* sub) {
+  std::fprintf(stderr,
+               "tandem-bench %s: this tandem-bench was built without CUDA (TANDEM_HAS_CUDA=0); "
+               "%s needs a CUDA build and a GPU\n",
+               sub, sub);
+  return kExitNoCuda;
 }
 
 // ---------------------------------------------------------------------------------------
-// Step rates through the engine
+// pcie
 
-struct KernelCase {
-  Algorithm algo;
-  StateFormats f;
-};
-
-const KernelCase kCases[] = {
-    {Algorithm::kAdamW, {MasterFormat::kF32, MomentFormat::kF32, MomentFormat::kF32}},
-    {Algorithm::kAdamW, {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8}},
-    {Algorithm::kAdamW, {MasterFormat::kBF16Ecc16, MomentFormat::kQ8, MomentFormat::kQ8}},
-    {Algorithm::kLion, {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kF32}},
-    {Algorithm::kSGD, {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kF32}},
-};
-
-// Gparam/s of the step over one tensor of n bf16 elements (params and grads in `mode`'s
-// memory), measured from the engine's own stage timer of the update.
-double StepRate(const KernelCase& c, ExecutionMode mode, uint64_t n, int threads, int reps) {
-  const bool gpu = mode == ExecutionMode::kGpu;
-  void *param = nullptr, *grad = nullptr;
-  std::vector<uint16_t> hp, hg;
-  hp.resize(n);
-  hg.resize(n);
-  tbb::parallel_for(uint64_t{0}, n, [&](uint64_t i) {
-    hp[i] = 0x3C00 + uint16_t(i % 61);  // small positive bf16 weights
-    hg[i] = uint16_t(0x3A00 + (i % 97)) | (i % 2 ? 0x8000 : 0);
-  });
-  if (gpu) {
-    Cuda(cudaMalloc(&param, n * 2), "cudaMalloc");
-    Cuda(cudaMalloc(&grad, n * 2), "cudaMalloc");
-    Cuda(cudaMemcpy(param, hp.data(), n * 2, cudaMemcpyHostToDevice), "upload");
-    Cuda(cudaMemcpy(grad, hg.data(), n * 2, cudaMemcpyHostToDevice), "upload");
+int Pcie(size_t mib, int reps, const std::string& json_path, const std::string& command) {
+  if (!TANDEM_HAS_CUDA) return NoCudaBuild("pcie");
+  nlohmann::json j{{"benchmark", "tandem-bench pcie"},
+                   {"command", command},
+                   {"date", UtcNow()},
+                   {"version", kVersion},
+                   {"bytes", mib << 20},
+                   {"reps", reps},
+                   {"cpu", CpuName()}};
+  if (!CudaDeviceAvailable()) {
+    std::printf("tandem-bench pcie: skipped: no CUDA device on this machine\n");
+    j["skipped"] = "no CUDA device";
   } else {
-    param = hp.data();
-    grad = hg.data();
+    tools::Progress bar("pcie", kPcieFigures);
+    const PcieResult r = MeasurePcie(mib << 20, reps, [&](const char* what) {
+      bar.Note(what);
+      bar.Advance();
+    });
+    bar.Finish();
+    std::printf("PCIe on %s, %zu MiB transfers, median of %d\n", GpuName().c_str(), mib, reps);
+    std::printf(
+        "  %-26s %8.1f GB/s\n  %-26s %8.1f GB/s\n  %-26s %8.1f GB/s\n"
+        "  %-26s %8.1f GB/s\n  %-26s %8.1f GB/s\n",
+        "pinned H2D", r.h2d, "pinned D2H", r.d2h, "pinned both at once", r.bidir, "pageable H2D",
+        r.h2d_pageable, "pageable D2H", r.d2h_pageable);
+    j.update({{"gpu", GpuName()},
+              {"h2d_gbps", r.h2d},
+              {"d2h_gbps", r.d2h},
+              {"bidir_gbps", r.bidir},
+              {"h2d_pageable_gbps", r.h2d_pageable},
+              {"d2h_pageable_gbps", r.d2h_pageable}});
   }
-  TensorSpec s{"calibration", n, DType::kBF16, DType::kBF16, param, grad, 0, {}};
-  OptimizerConfig cfg;
-  cfg.algorithm = c.algo;
-  cfg.formats = c.f;
-  cfg.mode = mode;
-  cfg.host_threads = threads;
-  if (c.algo == Algorithm::kSGD) cfg.groups[0].momentum = 0.9;
-  if (c.algo == Algorithm::kLion) cfg.groups[0].beta2 = 0.99;
-  std::vector<double> ms;
-  {
-    HybridOptimizer opt({s}, cfg);
-    for (int i = 0; i < reps + 1; ++i) {
-      opt.Step(1e-4);
-      if (gpu) Cuda(cudaDeviceSynchronize(), "step");
-      if (i > 0) ms.push_back(opt.last_step_times().gpu_update_ms);
-    }
+  if (!json_path.empty()) {
+    WriteTextFile(json_path, j.dump(2) + "\n");
+    std::printf("wrote %s\n", json_path.c_str());
   }
-  if (gpu) {
-    cudaFree(param);
-    cudaFree(grad);
-  }
-  return double(n) / (Median(ms) * 1e6);
-}
-
-// STREAM-like copy and triad over all threads, GB/s counting bytes read and written.
-std::pair<double, double> HostBandwidth(uint64_t n, int reps) {
-  std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.0f);
-  auto par = [&](auto body) {
-    tbb::parallel_for(tbb::blocked_range<uint64_t>(0, n, 1 << 16),
-                      [&](const tbb::blocked_range<uint64_t>& r) {
-                        for (uint64_t i = r.begin(); i < r.end(); ++i) body(i);
-                      });
-  };
-  const double copy_ms = MedianMs(reps, [&] { par([&](uint64_t i) { c[i] = a[i]; }); });
-  const double triad_ms =
-      MedianMs(reps, [&] { par([&](uint64_t i) { c[i] = a[i] + 3.0f * b[i]; }); });
-  return {8.0 * n / (copy_ms * 1e6), 12.0 * n / (triad_ms * 1e6)};
-}
-
-double HbmCopy(size_t bytes, int reps) {
-  void *a, *b;
-  Cuda(cudaMalloc(&a, bytes), "cudaMalloc");
-  Cuda(cudaMalloc(&b, bytes), "cudaMalloc");
-  Cuda(cudaMemset(a, 1, bytes), "memset");
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<double> t;
-  for (int i = 0; i < reps + 1; ++i) {
-    cudaEventRecord(e0);
-    Cuda(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice), "d2d");
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    if (i > 0) t.push_back(ms);
-  }
-  cudaFree(a);
-  cudaFree(b);
-  return 2.0 * double(bytes) / (Median(t) * 1e6);
+  return 0;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -228,160 +121,177 @@ std::string Sibling(const char* name) {
   std::string self = len > 0 ? std::string(buf, size_t(len)) : std::string("./tandem-bench");
   const std::string dir = self.substr(0, self.find_last_of('/'));
   // Installed side by side, or in the build tree: tools/bench/../../bench/...
-  for (const std::string& p : {dir + "/" + name, dir + "/../../bench/" + name,
-                               dir + "/../../bench/gpu/" + name, dir + "/../../bench/hybrid/" + name})
+  for (const std::string& p :
+       {dir + "/" + name, dir + "/../../bench/" + name, dir + "/../../bench/gpu/" + name,
+        dir + "/../../bench/hybrid/" + name})
     if (access(p.c_str(), X_OK) == 0) return p;
   return "";
 }
 
-int RunSibling(const char* name, const std::vector<std::string>& args) {
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs `name` with `args`, passing its output through line by line; the bar advances on
+// each line that `is_row` accepts (a result row). `total_rows` 0: unknown.
+int RunSibling(const char* name, const std::vector<std::string>& args, uint64_t total_rows,
+               const std::function<bool(const std::string&)>& is_row) {
   const std::string path = Sibling(name);
   if (path.empty()) {
     std::printf("skipped %s: not found beside tandem-bench (not built?)\n", name);
     return 0;
   }
-  std::string cmd = "'" + path + "'";
-  for (const std::string& a : args) cmd += " '" + a + "'";
+  std::string cmd = Quote(path);
+  for (const std::string& a : args) cmd += " " + Quote(a);
   std::printf("== %s\n", cmd.c_str());
   std::fflush(stdout);
-  return std::system(cmd.c_str()) == 0 ? 0 : 1;
+  // The child's stdout is a pipe: have it line-buffered too where coreutils' stdbuf exists.
+  const std::string run =
+      (access("/usr/bin/stdbuf", X_OK) == 0 ? "/usr/bin/stdbuf -oL " : "") + cmd;
+  std::FILE* pipe = popen(run.c_str(), "r");
+  if (!pipe) throw Error(ErrorKind::kIO, std::string("cannot start ") + path);
+  tools::Progress bar(name, total_rows);
+  char line[4096];
+  while (std::fgets(line, sizeof line, pipe)) {
+    bar.Print("%s", line);
+    if (is_row(line)) bar.Advance();
+  }
+  bar.Finish();
+  const int status = pclose(pipe);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
+int Kernels(bool quick, const std::string& out_dir) {
+  std::vector<std::string> host_args, gpu_args;
+  if (quick) {
+    host_args = {"--size", std::to_string(64ull << 20), "--reps", "3"};
+    gpu_args = {"--elements", std::to_string(256ull << 20), "--reps", "5"};
+  }
+  if (!out_dir.empty()) {
+    host_args.insert(host_args.end(), {"--json", out_dir + "/host_kernels.json"});
+    gpu_args.insert(gpu_args.end(), {"--json", out_dir + "/gpu_kernels.json"});
+  }
+  // Result rows: anything but comments, headers and blank lines (the totals are unknown
+  // here: the bar shows rows done and the time elapsed).
+  auto row = [](const std::string& l) {
+    return !l.empty() && l[0] != '#' && l[0] != '\n' && l.rfind("kernel", 0) != 0;
+  };
+  int rc = RunSibling("tandem-bench-host", host_args, 0, row);
+  if (!TANDEM_HAS_CUDA)
+    std::printf("skipped tandem-bench-gpu: this tandem-bench was built without CUDA\n");
+  else if (!CudaDeviceAvailable())
+    std::printf("skipped tandem-bench-gpu: no CUDA device on this machine\n");
+  else
+    rc |= RunSibling("tandem-bench-gpu", gpu_args, 0, row);
+  return rc;
+}
+
+// The values after `flag` in `args`, up to the next option.
+std::vector<std::string> ValuesOf(const std::vector<std::string>& args, const std::string& flag) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i] == flag)
+      for (size_t k = i + 1; k < args.size() && args[k].rfind("--", 0) != 0; ++k)
+        out.push_back(args[k]);
+  return out;
+}
+
+int Hybrid(const std::vector<std::string>& args) {
+  if (!TANDEM_HAS_CUDA) return NoCudaBuild("hybrid");
+  if (!CudaDeviceAvailable()) {
+    std::printf("tandem-bench hybrid: skipped: the hybrid step needs a CUDA device\n");
+    return 0;
+  }
+  // Rows expected: models x fractions x formats, with tandem-bench-hybrid's defaults.
+  std::vector<std::string> models = ValuesOf(args, "--models");
+  if (models.empty()) models = {"llama3-1b"};
+  uint64_t fractions = ValuesOf(args, "--fractions").size();
+  if (fractions == 0) {
+    const auto step = ValuesOf(args, "--fraction-step");
+    fractions = uint64_t(1.0 / (step.empty() ? 0.125 : std::stod(step[0])) + 1e-9) + 1;
+  }
+  const uint64_t formats = std::find(args.begin(), args.end(), "--fp32") != args.end() ? 2 : 1;
+  const std::set<std::string> names(models.begin(), models.end());
+  auto row = [&](const std::string& l) { return names.count(l.substr(0, l.find(' '))) > 0; };
+  return RunSibling("tandem-bench-hybrid", args, models.size() * fractions * formats, row);
+}
+
+std::string CommandLine(int argc, char** argv) {
+  std::string s = "tandem-bench";
+  for (int i = 1; i < argc; ++i) s += std::string(" ") + argv[i];
+  return s;
 }
 
 }  // namespace
+}  // namespace tandem::bench
 
 int main(int argc, char** argv) {
-  CLI::App app{"tandem-bench: Tandem's throughput measurements"};
-  app.require_subcommand(1);
+  using namespace tandem::bench;
+  tandem::tools::LineBufferStdout();
+  CLI::App app{
+      "tandem-bench: Tandem's throughput measurements, each against the limit "
+      "measured beside it"};
+  app.set_version_flag("--version", std::string("tandem-bench ") + tandem::kVersion);
+  app.require_subcommand(0, 1);
 
-  auto* pcie = app.add_subcommand("pcie", "pinned/pageable H2D, D2H and both at once");
+  auto* pcie = app.add_subcommand("pcie", "pinned/pageable H2D, D2H and both at once (GPU)");
   size_t pcie_mib = 512;
-  int reps = 5;
+  int pcie_reps = 5;
   std::string pcie_json;
-  pcie->add_option("--mib", pcie_mib, "transfer size in MiB");
-  pcie->add_option("--reps", reps, "timed repetitions (median reported)");
-  pcie->add_option("--json", pcie_json, "write JSON");
+  pcie->add_option("--mib", pcie_mib, "transfer size in MiB")->check(CLI::Range(1, 1000000));
+  pcie->add_option("--reps", pcie_reps, "timed repetitions (median reported)")
+      ->check(CLI::Range(1, 1000000));
+  pcie->add_option("--json", pcie_json, "write the figures as JSON to this file");
 
-  auto* cal = app.add_subcommand("calibrate", "quick measurements -> a tandem-plan profile");
-  uint64_t host_n = 64ull << 20, gpu_n = 512ull << 20;
-  int threads = 0;
-  std::string profile_path = "tandem-profile.json";
-  cal->add_option("--host-elements", host_n, "elements per host measurement");
-  cal->add_option("--gpu-elements", gpu_n, "elements per GPU measurement");
-  cal->add_option("--threads", threads, "host threads (0: all)");
-  cal->add_option("--reps", reps, "timed repetitions (median reported)");
-  cal->add_option("-o,--out", profile_path, "profile JSON to write");
+  auto* cal =
+      app.add_subcommand("calibrate",
+                         "repeated host (and GPU) measurements with their spread -> a tandem-plan "
+                         "profile");
+  CalibrateOptions co;
+  cal->add_option("--host-elements", co.host_elements, "elements per host measurement");
+  cal->add_option("--gpu-elements", co.gpu_elements, "elements per GPU measurement");
+  cal->add_option("--threads", co.threads, "host threads (0: all)");
+  cal->add_option("--reps", co.reps, "timed repetitions inside one measurement (median)")
+      ->check(CLI::Range(1, 1000000));
+  cal->add_option("--repeats", co.repeats,
+                  "measurements per figure: the profile takes the median, the report the "
+                  "min / median / max (default 3)")
+      ->check(CLI::Range(1, 1000000));
+  cal->add_option("--max-spread", co.max_spread,
+                  "warn when (max - min) / median over the repeats exceeds this (default 0.10)");
+  cal->add_flag("--host-only", co.host_only, "measure the host only, even with a GPU");
+  cal->add_option("-o,--out", co.profile_path, "profile JSON to write (for tandem-plan)");
+  cal->add_option("--json", co.json_path,
+                  "also write a report JSON: every figure with min, median, max and spread");
 
-  std::vector<std::string> pass;
   auto* kern = app.add_subcommand("kernels", "host and GPU kernels against their rooflines");
   bool quick = false;
   std::string out_dir;
   kern->add_flag("--quick", quick, "small sizes (64Mi host elements, 256Mi GPU elements)");
   kern->add_option("--out-dir", out_dir, "write host_kernels.json and gpu_kernels.json here");
-  auto* hyb = app.add_subcommand("hybrid", "the whole step across offload fractions");
-  hyb->add_option("args", pass, "passed to tandem-bench-hybrid (--models, --fractions, ...)");
-  hyb->allow_extras();
+
+  auto* hyb = app.add_subcommand("hybrid", "the whole step across offload fractions (GPU)");
+  hyb->prefix_command();  // everything after "hybrid" goes to tandem-bench-hybrid, in order
+  hyb->footer(
+      "All arguments are passed to tandem-bench-hybrid (--models, --fractions, "
+      "--steps, --fp32, --json ...).");
   CLI11_PARSE(app, argc, argv);
 
-  const bool gpu = CudaDeviceAvailable();
   try {
-    if (*pcie) {
-      if (!gpu) {
-        std::printf("tandem-bench pcie: skipped: no CUDA device on this machine\n");
-        return 0;
-      }
-      const PcieResult r = MeasurePcie(pcie_mib << 20, reps);
-      std::printf("PCIe, %zu MiB transfers, median of %d\n", pcie_mib, reps);
-      std::printf("  %-26s %8.1f GB/s\n  %-26s %8.1f GB/s\n  %-26s %8.1f GB/s\n"
-                  "  %-26s %8.1f GB/s\n  %-26s %8.1f GB/s\n",
-                  "pinned H2D", r.h2d, "pinned D2H", r.d2h, "pinned both at once", r.bidir,
-                  "pageable H2D", r.h2d_pageable, "pageable D2H", r.d2h_pageable);
-      if (!pcie_json.empty())
-        std::ofstream(pcie_json) << nlohmann::json{{"h2d_gbps", r.h2d}, {"d2h_gbps", r.d2h},
-                                                   {"bidir_gbps", r.bidir},
-                                                   {"h2d_pageable_gbps", r.h2d_pageable},
-                                                   {"d2h_pageable_gbps", r.d2h_pageable},
-                                                   {"bytes", pcie_mib << 20}, {"date", Today()}}
-                                        .dump(2)
-                                 << "\n";
-      return 0;
-    }
+    if (*pcie) return Pcie(pcie_mib, pcie_reps, pcie_json, CommandLine(argc, argv));
     if (*cal) {
-      planner::Profile p = planner::DefaultProfile();
-      p.builtin_default = false;
-      p.machine = CpuName() + (gpu ? " + GPU" : " (no GPU)");
-      p.date = Today();
-      p.source = "tandem-bench calibrate";
-      p.host.kernels.clear();
-      p.gpu.kernels.clear();
-      cpu::HostDriver probe(threads);
-      p.host.threads = probe.threads();
-      p.host.isa = cpu::IsaName(cpu::ActiveIsa());
-      std::printf("calibrate: host %s, %d threads, %s\n", CpuName().c_str(), p.host.threads,
-                  p.host.isa.c_str());
-      const auto [copy, triad] = HostBandwidth(host_n, reps);
-      p.host.copy_gbps = copy;
-      p.host.triad_gbps = triad;
-      std::printf("  host copy %.1f GB/s, triad %.1f GB/s\n", copy, triad);
-      for (const KernelCase& c : kCases) {
-        const std::string key = planner::KernelKey(c.algo, c.f, DType::kBF16);
-        const double r = StepRate(c, ExecutionMode::kHost, host_n, threads, reps);
-        p.host.kernels[key].gparams_per_s = r;
-        std::printf("  host %-32s %7.2f Gparam/s\n", key.c_str(), r);
-      }
-      if (gpu) {
-        cudaDeviceProp prop{};
-        cudaGetDeviceProperties(&prop, 0);
-        p.gpu.name = prop.name;
-        p.gpu.hbm_copy_gbps = HbmCopy(size_t{2} << 30, reps);
-        std::printf("  GPU %s: HBM copy %.0f GB/s\n", prop.name, p.gpu.hbm_copy_gbps);
-        for (const KernelCase& c : kCases) {
-          const std::string key = planner::KernelKey(c.algo, c.f, DType::kBF16);
-          const double r = StepRate(c, ExecutionMode::kGpu, gpu_n, threads, reps);
-          p.gpu.kernels[key].gparams_per_s = r;
-          std::printf("  GPU  %-32s %7.2f Gparam/s\n", key.c_str(), r);
-        }
-        const PcieResult pc = MeasurePcie(size_t{512} << 20, reps);
-        p.pcie.h2d_gbps = pc.h2d;
-        p.pcie.d2h_gbps = pc.d2h;
-        p.pcie.bidir_gbps = pc.bidir;
-        std::printf("  PCIe pinned H2D %.1f, D2H %.1f, both %.1f GB/s\n", pc.h2d, pc.d2h, pc.bidir);
-      } else {
-        std::printf("  GPU and PCIe: skipped (no CUDA device); the profile keeps the built-in "
-                    "H200 reference figures for them\n");
-        p.source += " (host only; GPU/PCIe from the built-in H200 reference)";
-      }
-      planner::WriteProfile(p, profile_path);
-      std::printf("wrote %s (use: tandem-plan --profile %s ...)\n", profile_path.c_str(),
-                  profile_path.c_str());
-      return 0;
+      co.command = CommandLine(argc, argv);
+      return Calibrate(co);
     }
-    if (*kern) {
-      std::vector<std::string> host_args, gpu_args;
-      if (quick) {
-        host_args = {"--size", std::to_string(64ull << 20), "--reps", "3"};
-        gpu_args = {"--elements", std::to_string(256ull << 20), "--reps", "5"};
-      }
-      if (!out_dir.empty()) {
-        host_args.insert(host_args.end(), {"--json", out_dir + "/host_kernels.json"});
-        gpu_args.insert(gpu_args.end(), {"--json", out_dir + "/gpu_kernels.json"});
-      }
-      int rc = RunSibling("tandem-bench-host", host_args);
-      if (gpu)
-        rc |= RunSibling("tandem-bench-gpu", gpu_args);
-      else
-        std::printf("skipped tandem-bench-gpu: no CUDA device on this machine\n");
-      return rc;
-    }
-    if (*hyb) {
-      if (!gpu) {
-        std::printf("tandem-bench hybrid: skipped: the hybrid step needs a CUDA device\n");
-        return 0;
-      }
-      return RunSibling("tandem-bench-hybrid", pass);
-    }
-  } catch (const Error& e) {
-    std::fprintf(stderr, "%s\n", e.what());
+    if (*kern) return Kernels(quick, out_dir);
+    if (*hyb) return Hybrid(hyb->remaining());
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "tandem-bench: %s\n", e.what());
     return 1;
   }
+  std::printf("%s", app.help().c_str());
   return 0;
 }

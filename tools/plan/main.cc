@@ -7,11 +7,13 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 
 #include "tandem/error.h"
 #include "tandem/planner.h"
+#include "tandem/version.h"
 
 namespace {
 
@@ -27,7 +29,9 @@ std::string Canon(std::string s) {
 }
 
 struct Args {
-  std::string params, config, model;
+  std::string params, config, model, params_json;
+  bool include_mtp = false;
+  std::string headroom = "10%", attention = "flash";
   uint32_t pieces = 1;
   std::string gpu_mem, host_mem, activations;
   uint64_t batch = 1, seq = 0;
@@ -35,7 +39,6 @@ struct Args {
   std::string algo = "adamw", master = "bf16+ecc8", m = "q8", v = "q8";
   std::string param_dtype = "bf16", grad_dtype = "bf16";
   double momentum = 0.9;
-  bool grad_release = false;
   bool speculative = false;
   uint32_t gpus_per_node = 1, nodes = 1;
   std::string profile, policy = "backward_order";
@@ -45,13 +48,49 @@ struct Args {
   std::string svg;
 };
 
-PlanInputs ToInputs(const Args& a) {
+// "10%" -> a fraction of the budget; "4GiB" -> bytes.
+void ParseHeadroom(const std::string& text, PlanInputs* in) {
+  if (!text.empty() && text.back() == '%') {
+    size_t used = 0;
+    double pct = -1;
+    try {
+      pct = std::stod(text.substr(0, text.size() - 1), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size() - 1 || !(pct >= 0 && pct < 100))
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--headroom '" + text + "': expected a percentage in [0%, 100%) or a size");
+    in->gpu_headroom_fraction = pct / 100;
+    in->gpu_headroom_bytes = 0;
+  } else {
+    size_t used = 0;
+    try {
+      std::stod(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used > 0 && used == text.size())
+      throw Error(ErrorKind::kInvalidArgument, "--headroom '" + text +
+                                                   "' has no unit: write a percentage ('" + text +
+                                                   "%') or a size ('" + text + "GiB')");
+    in->gpu_headroom_fraction = 0;
+    in->gpu_headroom_bytes = ParseBytes(text);
+  }
+}
+
+PlanInputs ToInputs(const Args& a, std::pair<bool, bool> dtypes_given) {
   PlanInputs in;
+  ConfigOptions options;
+  options.include_mtp = a.include_mtp;
   if (!a.params.empty()) in.model = ModelFromParamCount(ParseCount(a.params), a.pieces);
-  if (!a.config.empty()) in.model = ModelFromConfigFile(a.config);
+  if (!a.config.empty()) in.model = ModelFromConfigFile(a.config, options);
   if (!a.model.empty()) in.model = ModelFromPreset(a.model);
+  if (!a.params_json.empty()) in.model = ModelFromParamsFile(a.params_json);
   in.gpu_budget = ParseBytes(a.gpu_mem);
   in.host_budget = ParseBytes(a.host_mem);
+  ParseHeadroom(a.headroom, &in);
+  in.activation_shape.attention = ParseAttention(a.attention);
   if (!a.activations.empty()) {
     in.activation_bytes_given = true;
     in.activation_bytes = ParseBytes(a.activations);
@@ -65,9 +104,11 @@ PlanInputs ToInputs(const Args& a) {
   in.formats.momentum = ParseMomentFormat(Canon(a.m));
   in.formats.variance = ParseMomentFormat(Canon(a.v));
   in.param_dtype = ParseDType(Canon(a.param_dtype));
+  // A tensor list says its dtype; PyTorch's gradients have their parameter's.
+  if (!dtypes_given.first && in.model.dtype) in.param_dtype = *in.model.dtype;
   in.grad_dtype = ParseDType(Canon(a.grad_dtype));
+  if (!dtypes_given.second && in.model.dtype) in.grad_dtype = *in.model.dtype;
   in.hyper.momentum = in.algorithm == Algorithm::kSGD ? a.momentum : 0.0;
-  in.grad_release = a.grad_release;
   in.speculative_early_start = a.speculative;
   in.gpus_per_node = a.gpus_per_node;
   in.nodes = a.nodes;
@@ -85,14 +126,32 @@ int main(int argc, char** argv) {
   Args a;
   auto* model = app.add_option_group("model", "the model (exactly one)");
   model->add_option("--params", a.params, "parameter count, e.g. 8e9 or 7.5B (one flat tensor)");
-  model->add_option("--config", a.config, "Hugging Face config.json (Llama, Mistral, Qwen2, GPT-2)")
-      ->check(CLI::ExistingFile);
+  model
+      ->add_option("--config", a.config,
+                   "Hugging Face config.json or a model directory holding one (Llama, Mistral, "
+                   "Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V2/V3, GPT-2)")
+      ->check(CLI::ExistingPath);
   model->add_option("--model", a.model, "preset: llama3-1b, llama3-3b, llama3-8b, llama3-70b");
+  model
+      ->add_option("--params-json", a.params_json,
+                   "tensor list: JSON [{\"name\", \"shape\", \"dtype\"}, ...]")
+      ->check(CLI::ExistingFile);
   model->require_option(1);
+  app.set_version_flag("--version", std::string("tandem-plan ") + tandem::kVersion);
+  app.add_flag("--include-mtp", a.include_mtp,
+               "DeepSeek-V3: count the multi-token-prediction modules");
   app.add_option("--pieces", a.pieces, "with --params: split into this many equal tensors")
       ->check(CLI::Range(1u, 1000000u));
-  app.add_option("--gpu-mem", a.gpu_mem, "GPU memory budget per GPU (80GiB, 141GB, ...)")
+  app.add_option("--gpu-mem", a.gpu_mem,
+                 "GPU memory budget per GPU with a unit (80GiB, 141GB, ...)")
       ->required();
+  app.add_option("--headroom", a.headroom,
+                 "GPU memory kept free: a percentage of --gpu-mem (10%) or a size (4GiB)")
+      ->capture_default_str();
+  app.add_option("--attention", a.attention,
+                 "activation estimate: flash (no s x s scores kept) | eager")
+      ->check(CLI::IsMember({"flash", "eager"}))
+      ->capture_default_str();
   app.add_option("--host-mem", a.host_mem, "host memory budget per node (512GiB, ...)")->required();
   auto* act = app.add_option("--activations", a.activations, "activation memory per GPU (20GiB)");
   auto* batch = app.add_option("--batch", a.batch, "micro-batch per GPU for the estimate");
@@ -110,8 +169,10 @@ int main(int argc, char** argv) {
   app.add_option("--param-dtype", a.param_dtype, "f32 | bf16 | f16")->capture_default_str();
   app.add_option("--grad-dtype", a.grad_dtype, "f32 | bf16 | f16")->capture_default_str();
   app.add_option("--momentum", a.momentum, "SGD momentum (0: no buffer)")->capture_default_str();
-  app.add_flag("--grad-release", a.grad_release,
-               "gradients are consumed as produced: one layer's gradients resident");
+  // Not available in this version: accepted only to say so (exit status 2).
+  bool grad_release = false, zero1 = false;
+  app.add_flag("--grad-release", grad_release, "not available in this version");
+  app.add_flag("--zero1", zero1, "not available in this version");
   app.add_flag("--speculative-early-start", a.speculative,
                "the optimizer speculates during backward (BeginStep): adds its host backup");
   app.add_option("--gpus-per-node", a.gpus_per_node, "data-parallel GPUs per node")
@@ -134,9 +195,16 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  if (grad_release || zero1) {
+    std::fprintf(stderr, "tandem-plan: %s is not available in this version (%s); plan without it\n",
+                 grad_release ? "--grad-release" : "--zero1",
+                 grad_release ? "the engine keeps every gradient until Step()"
+                              : "every rank holds the whole optimizer state");
+    return 2;
+  }
   PlanResult plan;
   try {
-    plan = MakePlan(ToInputs(a));
+    plan = MakePlan(ToInputs(a, {app.count("--param-dtype") > 0, app.count("--grad-dtype") > 0}));
   } catch (const tandem::Error& e) {
     std::fprintf(stderr, "tandem-plan: %s\n", e.what());
     return 2;

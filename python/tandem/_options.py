@@ -1,0 +1,135 @@
+"""Arguments of the tandem.torch optimizers, checked and normalised before the engine is
+built: the params argument (tensors, (name, tensor) pairs, groups of either, module=),
+the state format spellings, and the numeric options. Every refusal is a ValueError (or
+TypeError, as torch.optim raises) naming the argument, parameter and value."""
+
+import math
+import numbers
+
+import torch as _torch
+
+from tandem import _C
+
+
+def is_int(x):
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def check_options(offload_fraction, host_threads, chunk_elements, pipeline_slots,
+                   max_grad_norm):
+    """Validates the numeric Tandem options before the engine sees them (ValueError
+    naming the argument and the value)."""
+    if (isinstance(offload_fraction, bool) or not isinstance(offload_fraction, numbers.Real)
+            or not 0.0 <= float(offload_fraction) <= 1.0):
+        raise ValueError("offload_fraction must be a number in [0, 1], got %r"
+                         % (offload_fraction,))
+    limit = _C.max_host_threads()
+    if not is_int(host_threads) or not 0 <= host_threads <= limit:
+        raise ValueError("host_threads must be an integer in [0, %d] (0: all cores), got %r"
+                         % (limit, host_threads))
+    if not is_int(chunk_elements) or chunk_elements <= 0 or chunk_elements % 32:
+        raise ValueError("chunk_elements must be a positive multiple of 32, got %r"
+                         % (chunk_elements,))
+    if not is_int(pipeline_slots) or pipeline_slots < 2:
+        raise ValueError("pipeline_slots must be an integer >= 2, got %r" % (pipeline_slots,))
+    if (isinstance(max_grad_norm, bool) or not isinstance(max_grad_norm, numbers.Real)
+            or not math.isfinite(max_grad_norm) or max_grad_norm < 0):
+        raise ValueError("max_grad_norm must be finite and >= 0, got %r" % (max_grad_norm,))
+
+
+def check_lrs(param_groups):
+    for g, group in enumerate(param_groups):
+        lr = group["lr"]
+        if (isinstance(lr, bool) or not isinstance(lr, numbers.Real)
+                or not math.isfinite(lr) or lr < 0):
+            raise ValueError("group %d: lr must be finite and >= 0, got %r" % (g, lr))
+
+
+def pick_format(what, new_name, new, old_name, old):
+    """One state format from its two spellings (format_name= and the older name=)."""
+    if new is not None and old is not None:
+        raise ValueError("%s format given twice: pass %s= or %s=, not both"
+                         % (what, new_name, old_name))
+    value = new if new is not None else old
+    if value is None:
+        return "f32"
+    if not isinstance(value, str):
+        raise ValueError("%s must be a format name (a str), got %r" % (new_name, value))
+    return value
+
+
+def label(name, p):
+    return "parameter '%s' (shape %s, %s)" % (name, tuple(p.shape), p.dtype)
+
+
+def normalize_params(params, module):
+    """torch.optim's params argument as a list of group dicts whose "params" are tensors
+    and, for named parameters (``(name, tensor)`` pairs, torch >= 2.4; or module=),
+    whose "param_names" hold the names. Raises ValueError for a tensor given twice."""
+    if isinstance(params, _torch.Tensor):
+        raise TypeError("params argument given to the optimizer should be an iterable of "
+                        "Tensors, (name, Tensor) pairs or dicts, but got %s"
+                        % _torch.typename(params))
+    groups = list(params)
+    if not groups:
+        raise ValueError("optimizer got an empty parameter list")
+    if not isinstance(groups[0], dict):
+        groups = [{"params": groups}]
+    module_names = None
+    if module is not None:
+        module_names = {id(p): n for n, p in module.named_parameters()}
+    seen = {}
+    out = []
+    for g, group in enumerate(groups):
+        if not isinstance(group, dict):
+            raise TypeError("param group %d is a %s, not a dict" % (g, type(group).__name__))
+        group = dict(group)
+        items = group["params"]
+        if isinstance(items, _torch.Tensor):
+            items = [items]
+        elif isinstance(items, set):
+            raise TypeError("optimizer parameters need to be organized in ordered "
+                            "collections, but the ordering of tensors in sets will change "
+                            "between runs. Please use a list instead.")
+        tensors, names = [], []
+        for item in items:
+            if isinstance(item, tuple):
+                if len(item) != 2 or not isinstance(item[0], str):
+                    raise TypeError("group %d: a named parameter is a (str, Tensor) pair, "
+                                    "got %r" % (g, item))
+                names.append(item[0])
+                item = item[1]
+            if not isinstance(item, _torch.Tensor):
+                raise TypeError("group %d: optimizer can only optimize Tensors, got %s"
+                                % (g, _torch.typename(item)))
+            tensors.append(item)
+        if names and len(names) != len(tensors):
+            raise ValueError("group %d: all parameters of a group must be named or none "
+                             "(%d of %d named)" % (g, len(names), len(tensors)))
+        if not names and "param_names" in group:
+            names = list(group["param_names"])
+            if len(names) != len(tensors):
+                raise ValueError("group %d: %d param_names for %d params"
+                                 % (g, len(names), len(tensors)))
+        if not names and module_names is not None:
+            for j, p in enumerate(tensors):
+                if id(p) not in module_names:
+                    raise ValueError("group %d param %d (shape %s) is not a parameter of "
+                                     "the module given as module=" % (g, j, tuple(p.shape)))
+                names.append(module_names[id(p)])
+        for j, p in enumerate(tensors):
+            where = "'%s'" % names[j] if names else "group %d param %d" % (g, j)
+            if id(p) in seen:
+                raise ValueError("parameter %s (shape %s, %s) appears twice (first as %s); "
+                                 "give each tensor to the optimizer once"
+                                 % (where, tuple(p.shape), p.dtype, seen[id(p)]))
+            seen[id(p)] = where
+        group["params"] = tensors
+        if names:
+            group["param_names"] = names
+        out.append(group)
+    named = ["param_names" in group for group in out]
+    if any(named) and not all(named):
+        raise ValueError("all param groups must be named or none (groups %s are named)"
+                         % [g for g, n in enumerate(named) if n])
+    return out

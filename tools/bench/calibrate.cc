@@ -1,0 +1,232 @@
+// tandem-bench calibrate: this machine's host (and GPU) figures -> a tandem-plan profile,
+// and a report of each figure's spread over repeated measurements.
+//
+// Each figure is measured `repeats` times (each time the median of `reps` timed
+// repetitions); the profile takes the median, the report keeps min / median / max and the
+// relative spread (max - min) / median, and a spread above `max_spread` is warned about:
+// such a figure says more about the machine's other load than about Tandem.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+
+#include "commands.h"
+#include "cpu_simd/host_kernels.h"
+#include "measure.h"
+#include "progress.h"
+#include "tandem/error.h"
+#include "tandem/planner.h"
+#include "tandem/version.h"
+
+namespace tandem::bench {
+namespace {
+
+// "41% of host copy at 12.25 B/param": the step's fewest bytes moved per second against
+// the copy bandwidth measured in the same run.
+std::string PercentOf(double gparams, double bytes, double limit_gbps, const char* limit_name) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.0f%% of %s at %.4g B/param", 100 * gparams * bytes / limit_gbps,
+                limit_name, bytes);
+  return buf;
+}
+
+// A step rate's roofline: the copy bandwidth measured in the same run.
+struct Roofline {
+  double bytes_per_param = 0;  // 0: the figure is not a step rate
+  double limit_gbps = 0;
+  std::string limit_name;
+};
+
+struct Figure {
+  std::string name, unit;
+  Spread spread;
+  Roofline roofline;
+  std::string roofline_text;  // "41% of host copy at 12.25 B/param"; empty for bandwidths
+};
+
+class Report {
+ public:
+  Report(const CalibrateOptions& o, tools::Progress& bar) : o_(o), bar_(bar) {}
+
+  // Measures `fn` o_.repeats times; prints and records the figure; returns its median.
+  Spread Measure(const std::string& name, const std::string& unit,
+                 const std::function<double()>& fn, const Roofline& roofline = {}) {
+    bar_.Note(name);
+    std::vector<double> values;
+    for (int i = 0; i < o_.repeats; ++i) {
+      values.push_back(fn());
+      bar_.Advance();
+    }
+    Figure f{name, unit, SpreadOf(values), roofline, ""};
+    if (roofline.bytes_per_param > 0)
+      f.roofline_text = PercentOf(f.spread.median, roofline.bytes_per_param, roofline.limit_gbps,
+                                  roofline.limit_name.c_str());
+    bar_.Print("  %-36s %8.2f %-8s spread %4.1f%% (min %.2f, max %.2f)%s%s\n", name.c_str(),
+               f.spread.median, unit.c_str(), 100 * f.spread.relative(), f.spread.min, f.spread.max,
+               f.roofline_text.empty() ? "" : "  = ", f.roofline_text.c_str());
+    if (o_.repeats > 1 && f.spread.relative() > o_.max_spread) {
+      bar_.Print(
+          "  warning: %s varies by %.0f%% (> %.0f%%) over %d repeats: too wide to "
+          "trust; rerun on a quiet machine or with larger sizes\n",
+          name.c_str(), 100 * f.spread.relative(), 100 * o_.max_spread, o_.repeats);
+      wide_.push_back(name);
+    }
+    figures_.push_back(f);
+    return f.spread;
+  }
+
+  const std::vector<std::string>& wide() const { return wide_; }
+
+  // `gpu_name` empty: the GPU was not measured (the profile then holds reference figures).
+  nlohmann::json ToJson(const planner::Profile& p, const std::string& gpu_name) const {
+    nlohmann::json figs = nlohmann::json::array();
+    for (const Figure& f : figures_) {
+      nlohmann::json j{
+          {"name", f.name},      {"unit", f.unit},      {"median", f.spread.median},
+          {"min", f.spread.min}, {"max", f.spread.max}, {"spread", f.spread.relative()}};
+      if (f.roofline.bytes_per_param > 0) {
+        j["roofline"] = f.roofline_text;
+        j["bytes_per_param"] = f.roofline.bytes_per_param;
+        j["limit"] = f.roofline.limit_name;
+        j["limit_gbps"] = f.roofline.limit_gbps;
+        j["fraction_of_limit"] =
+            f.spread.median * f.roofline.bytes_per_param / f.roofline.limit_gbps;
+      }
+      figs.push_back(j);
+    }
+    return {{"benchmark", "tandem-bench calibrate"},
+            {"command", o_.command},
+            {"version", kVersion},
+            {"date", p.date},
+            {"machine",
+             {{"cpu", CpuName()},
+              {"host_threads", p.host.threads},
+              {"isa", p.host.isa},
+              {"gpu", gpu_name}}},
+            {"repeats", o_.repeats},
+            {"reps", o_.reps},
+            {"host_elements", o_.host_elements},
+            {"gpu_elements", gpu_name.empty() ? 0 : o_.gpu_elements},
+            {"max_spread", o_.max_spread},
+            {"too_wide", wide_},
+            {"figures", figs},
+            {"profile", o_.profile_path}};
+  }
+
+ private:
+  const CalibrateOptions& o_;
+  tools::Progress& bar_;
+  std::vector<Figure> figures_;
+  std::vector<std::string> wide_;
+};
+
+}  // namespace
+
+int Calibrate(const CalibrateOptions& o) {
+  if (o.repeats < 1 || o.reps < 1 || o.host_elements == 0)
+    throw Error(ErrorKind::kInvalidArgument,
+                "calibrate: --repeats, --reps and --host-elements must be at least 1");
+  const bool gpu = TANDEM_HAS_CUDA && !o.host_only && CudaDeviceAvailable();
+  const auto& cases = CalibrationCases();
+  const uint64_t host_units = uint64_t(o.repeats) * (1 + cases.size());
+  const uint64_t gpu_units = gpu ? uint64_t(o.repeats) * (2 + cases.size()) : 0;
+  tools::Progress bar("calibrate", host_units + gpu_units);
+  Report report(o, bar);
+
+  planner::Profile p = planner::DefaultProfile();
+  p.builtin_default = false;
+  p.date = UtcNow();
+  p.source = "tandem-bench calibrate";
+  p.host.kernels.clear();
+  p.gpu.kernels.clear();
+  cpu::HostDriver probe(o.threads);
+  p.host.threads = probe.threads();
+  p.host.isa = cpu::IsaName(cpu::ActiveIsa());
+  bar.Print("calibrate: host %s, %d threads, %s; each figure the median of %d repeats\n",
+            CpuName().c_str(), p.host.threads, p.host.isa.c_str(), o.repeats);
+
+  double triad = 0;
+  const Spread copy = report.Measure("host copy", "GB/s", [&] {
+    const HostBandwidth b = MeasureHostBandwidth(o.host_elements, o.reps);
+    triad = std::max(triad, b.triad_gbps);
+    return b.copy_gbps;
+  });
+  p.host.copy_gbps = copy.median;
+  p.host.triad_gbps = triad;
+  for (const KernelCase& c : cases) {
+    const std::string key = planner::KernelKey(c.algo, c.formats, DType::kBF16);
+    const double bytes = CaseBytesPerElement(c);
+    p.host.kernels[key].gparams_per_s =
+        report
+            .Measure(
+                "host " + key, "Gparam/s",
+                [&] {
+                  return MeasureStepRate(c, ExecutionMode::kHost, o.host_elements, o.threads,
+                                         o.reps);
+                },
+                Roofline{bytes, copy.median, "host copy"})
+            .median;
+  }
+
+  if (gpu) {
+    p.gpu.name = GpuName();
+    bar.Print("  GPU %s\n", p.gpu.name.c_str());
+    const Spread hbm = report.Measure("GPU HBM copy", "GB/s",
+                                      [&] { return MeasureHbmCopy(size_t{2} << 30, o.reps); });
+    p.gpu.hbm_copy_gbps = hbm.median;
+    for (const KernelCase& c : cases) {
+      const std::string key = planner::KernelKey(c.algo, c.formats, DType::kBF16);
+      const double bytes = CaseBytesPerElement(c);
+      p.gpu.kernels[key].gparams_per_s =
+          report
+              .Measure(
+                  "GPU  " + key, "Gparam/s",
+                  [&] {
+                    return MeasureStepRate(c, ExecutionMode::kGpu, o.gpu_elements, o.threads,
+                                           o.reps);
+                  },
+                  Roofline{bytes, hbm.median, "HBM copy"})
+              .median;
+    }
+    PcieResult pc;
+    p.pcie.h2d_gbps = report
+                          .Measure("PCIe pinned H2D", "GB/s",
+                                   [&] {
+                                     pc = MeasurePcie(size_t{512} << 20, o.reps);
+                                     return pc.h2d;
+                                   })
+                          .median;
+    // D2H and both-at-once come from the last repeat; H2D carries the spread.
+    p.pcie.d2h_gbps = pc.d2h;
+    p.pcie.bidir_gbps = pc.bidir;
+    bar.Print("  PCIe pinned D2H %.1f GB/s, both at once %.1f GB/s\n", pc.d2h, pc.bidir);
+  } else {
+    const char* why = !TANDEM_HAS_CUDA ? "built without CUDA"
+                      : o.host_only    ? "--host-only"
+                                       : "no CUDA device";
+    bar.Print(
+        "  GPU and PCIe: skipped (%s); the profile keeps the built-in H200 reference "
+        "figures for them\n",
+        why);
+    p.source += " (host only; GPU/PCIe from the built-in H200 reference)";
+  }
+  p.machine = CpuName() + (gpu ? " + " + p.gpu.name : std::string(" (no GPU)"));
+  bar.Finish();
+
+  planner::WriteProfile(p, o.profile_path);
+  std::printf("wrote %s (use: tandem-plan --profile %s ...)\n", o.profile_path.c_str(),
+              o.profile_path.c_str());
+  if (!o.json_path.empty()) {
+    WriteTextFile(o.json_path, report.ToJson(p, gpu ? p.gpu.name : "").dump(2) + "\n");
+    std::printf("wrote %s (every figure with its min / median / max)\n", o.json_path.c_str());
+  }
+  if (!report.wide().empty())
+    std::printf(
+        "warning: %zu figure(s) varied by more than %.0f%% between repeats; the "
+        "profile holds their medians\n",
+        report.wide().size(), 100 * o.max_spread);
+  return 0;
+}
+
+}  // namespace tandem::bench

@@ -1,0 +1,249 @@
+// tandem-bench's in-process measurements (see measure.h).
+#include "measure.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#if TANDEM_HAS_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "planner/step_time.h"
+#include "tandem/error.h"
+
+namespace tandem::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+template <typename Fn>
+double MedianMs(int reps, Fn fn) {
+  std::vector<double> t;
+  fn();  // warm-up
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = Clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  return Median(t);
+}
+
+#if TANDEM_HAS_CUDA
+void Cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw Error(ErrorKind::kCuda, std::string(what) + ": " + cudaGetErrorString(e));
+}
+#else
+[[noreturn]] void NoCuda(const char* what) {
+  throw Error(ErrorKind::kUnsupported,
+              std::string(what) + ": this build of Tandem has no CUDA (TANDEM_HAS_CUDA=0)");
+}
+#endif
+
+}  // namespace
+
+Spread SpreadOf(std::vector<double> values) {
+  Spread s;
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  s.min = values.front();
+  s.max = values.back();
+  const size_t n = values.size();
+  s.median = n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+  return s;
+}
+
+const std::vector<KernelCase>& CalibrationCases() {
+  static const std::vector<KernelCase> cases = {
+      {Algorithm::kAdamW, {MasterFormat::kF32, MomentFormat::kF32, MomentFormat::kF32}},
+      {Algorithm::kAdamW, {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8}},
+      {Algorithm::kAdamW, {MasterFormat::kBF16Ecc16, MomentFormat::kQ8, MomentFormat::kQ8}},
+      {Algorithm::kLion, {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kF32}},
+      {Algorithm::kSGD, {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kF32}},
+  };
+  return cases;
+}
+
+namespace {
+HyperParams CaseHyper(const KernelCase& c) {
+  HyperParams h;
+  if (c.algo == Algorithm::kSGD) h.momentum = 0.9;
+  if (c.algo == Algorithm::kLion) h.beta2 = 0.99;
+  return h;
+}
+}  // namespace
+
+double CaseBytesPerElement(const KernelCase& c) {
+  return planner::KernelBytesPerElement(c.algo, CaseHyper(c), c.formats, DType::kBF16,
+                                        DType::kBF16);
+}
+
+HostBandwidth MeasureHostBandwidth(uint64_t n, int reps) {
+  std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.0f);
+  auto par = [&](auto body) {
+    tbb::parallel_for(tbb::blocked_range<uint64_t>(0, n, 1 << 16),
+                      [&](const tbb::blocked_range<uint64_t>& r) {
+                        for (uint64_t i = r.begin(); i < r.end(); ++i) body(i);
+                      });
+  };
+  const double copy_ms = MedianMs(reps, [&] { par([&](uint64_t i) { c[i] = a[i]; }); });
+  const double triad_ms =
+      MedianMs(reps, [&] { par([&](uint64_t i) { c[i] = a[i] + 3.0f * b[i]; }); });
+  return {8.0 * double(n) / (copy_ms * 1e6), 12.0 * double(n) / (triad_ms * 1e6)};
+}
+
+double MeasureStepRate(const KernelCase& c, ExecutionMode mode, uint64_t n, int threads, int reps) {
+  const bool gpu = mode == ExecutionMode::kGpu;
+#if !TANDEM_HAS_CUDA
+  if (gpu) NoCuda("GPU step rate");
+#endif
+  std::vector<uint16_t> hp(n), hg(n);
+  tbb::parallel_for(uint64_t{0}, n, [&](uint64_t i) {
+    hp[i] = uint16_t(0x3C00 + i % 61);  // small positive bf16 weights
+    hg[i] = uint16_t(0x3A00 + (i % 97)) | (i % 2 ? 0x8000 : 0);
+  });
+  void* param = hp.data();
+  void* grad = hg.data();
+#if TANDEM_HAS_CUDA
+  if (gpu) {
+    Cuda(cudaMalloc(&param, n * 2), "cudaMalloc");
+    Cuda(cudaMalloc(&grad, n * 2), "cudaMalloc");
+    Cuda(cudaMemcpy(param, hp.data(), n * 2, cudaMemcpyHostToDevice), "upload");
+    Cuda(cudaMemcpy(grad, hg.data(), n * 2, cudaMemcpyHostToDevice), "upload");
+  }
+#endif
+  TensorSpec s{"calibration", n, DType::kBF16, DType::kBF16, param, grad, 0, {}};
+  OptimizerConfig cfg;
+  cfg.algorithm = c.algo;
+  cfg.formats = c.formats;
+  cfg.mode = mode;
+  cfg.host_threads = threads;
+  const HyperParams h = CaseHyper(c);
+  cfg.groups[0].momentum = h.momentum;
+  cfg.groups[0].beta2 = h.beta2;
+  std::vector<double> ms;
+  {
+    HybridOptimizer opt({s}, cfg);
+    for (int i = 0; i < reps + 1; ++i) {
+      opt.Step(1e-4);
+#if TANDEM_HAS_CUDA
+      if (gpu) Cuda(cudaDeviceSynchronize(), "step");
+#endif
+      if (i > 0) ms.push_back(opt.last_step_times().gpu_update_ms);
+    }
+  }
+#if TANDEM_HAS_CUDA
+  if (gpu) {
+    cudaFree(param);
+    cudaFree(grad);
+  }
+#endif
+  return double(n) / (Median(ms) * 1e6);
+}
+
+#if TANDEM_HAS_CUDA
+
+PcieResult MeasurePcie(size_t bytes, int reps, const std::function<void(const char*)>& on_done) {
+  auto done = [&](const char* what) {
+    if (on_done) on_done(what);
+  };
+  PcieResult r;
+  void *dev_a, *dev_b, *pin_a, *pin_b;
+  Cuda(cudaMalloc(&dev_a, bytes), "cudaMalloc");
+  Cuda(cudaMalloc(&dev_b, bytes), "cudaMalloc");
+  Cuda(cudaHostAlloc(&pin_a, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+  Cuda(cudaHostAlloc(&pin_b, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+  std::vector<uint8_t> page_a(bytes, 1), page_b(bytes, 2);
+  std::memset(pin_a, 3, bytes);
+  cudaStream_t s1, s2;
+  Cuda(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), "stream");
+  Cuda(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), "stream");
+  const double gb = double(bytes) / 1e9;
+  auto copy = [&](void* dst, const void* src, cudaMemcpyKind k) {
+    return gb / (MedianMs(reps,
+                          [&] {
+                            Cuda(cudaMemcpyAsync(dst, src, bytes, k, s1), "copy");
+                            Cuda(cudaStreamSynchronize(s1), "sync");
+                          }) /
+                 1e3);
+  };
+  r.h2d = copy(dev_a, pin_a, cudaMemcpyHostToDevice);
+  done("pinned H2D");
+  r.d2h = copy(pin_b, dev_b, cudaMemcpyDeviceToHost);
+  done("pinned D2H");
+  r.h2d_pageable = copy(dev_a, page_a.data(), cudaMemcpyHostToDevice);
+  done("pageable H2D");
+  r.d2h_pageable = copy(page_b.data(), dev_b, cudaMemcpyDeviceToHost);
+  done("pageable D2H");
+  r.bidir =
+      2 * gb /
+      (MedianMs(reps,
+                [&] {
+                  Cuda(cudaMemcpyAsync(dev_a, pin_a, bytes, cudaMemcpyHostToDevice, s1), "h2d");
+                  Cuda(cudaMemcpyAsync(pin_b, dev_b, bytes, cudaMemcpyDeviceToHost, s2), "d2h");
+                  Cuda(cudaStreamSynchronize(s1), "sync");
+                  Cuda(cudaStreamSynchronize(s2), "sync");
+                }) /
+       1e3);
+  done("pinned both at once");
+  cudaStreamDestroy(s1);
+  cudaStreamDestroy(s2);
+  cudaFree(dev_a);
+  cudaFree(dev_b);
+  cudaFreeHost(pin_a);
+  cudaFreeHost(pin_b);
+  return r;
+}
+
+double MeasureHbmCopy(size_t bytes, int reps) {
+  void *a, *b;
+  Cuda(cudaMalloc(&a, bytes), "cudaMalloc");
+  Cuda(cudaMalloc(&b, bytes), "cudaMalloc");
+  Cuda(cudaMemset(a, 1, bytes), "memset");
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<double> t;
+  for (int i = 0; i < reps + 1; ++i) {
+    cudaEventRecord(e0);
+    Cuda(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice), "d2d");
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (i > 0) t.push_back(ms);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(a);
+  cudaFree(b);
+  return 2.0 * double(bytes) / (Median(t) * 1e6);
+}
+
+std::string GpuName() {
+  if (!CudaDeviceAvailable()) return "";
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return "";
+  return prop.name;
+}
+
+#else  // !TANDEM_HAS_CUDA
+
+PcieResult MeasurePcie(size_t, int, const std::function<void(const char*)>&) {
+  NoCuda("PCIe bandwidth");
+}
+double MeasureHbmCopy(size_t, int) { NoCuda("HBM copy bandwidth"); }
+std::string GpuName() { return ""; }
+
+#endif
+
+}  // namespace tandem::bench

@@ -1,0 +1,64 @@
+// tandem-bench's in-process measurements: host copy/triad bandwidth, step rates through
+// the engine, and (with CUDA) PCIe and HBM copy bandwidths. Host clocks time the host,
+// CUDA events or synchronised host clocks the GPU; every figure is the median of `reps`
+// timed repetitions after one untimed warm-up. Not thread-safe: one measurement at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tandem/optimizer.h"
+
+// Set by the build for every target; builds from before CUDA became optional always had it.
+#ifndef TANDEM_HAS_CUDA
+#define TANDEM_HAS_CUDA 1
+#endif
+
+namespace tandem::bench {
+
+// min / median / max of repeated measurements of one figure.
+struct Spread {
+  double min = 0, median = 0, max = 0;
+  // (max - min) / median; 0 for fewer than two values or a zero median.
+  double relative() const { return median > 0 ? (max - min) / median : 0; }
+};
+// The spread of `values` (empty: all zero).
+Spread SpreadOf(std::vector<double> values);
+
+// The optimizer step cases that calibrate measures (the planner's kernel keys).
+struct KernelCase {
+  Algorithm algo;
+  StateFormats formats;
+};
+const std::vector<KernelCase>& CalibrationCases();
+// Bytes one element of `c` moves at the least (bf16 parameters and gradients), the
+// roofline's numerator: AdamW bf16+ecc8/q8/q8 12.25, all-fp32 AdamW 28.
+double CaseBytesPerElement(const KernelCase& c);
+
+struct HostBandwidth {
+  double copy_gbps = 0, triad_gbps = 0;  // bytes read + written per second, all threads
+};
+// STREAM-like copy and triad over `n` floats on the TBB pool.
+HostBandwidth MeasureHostBandwidth(uint64_t n, int reps);
+
+// Gparam/s of HybridOptimizer::Step over one tensor of `n` bf16 elements, from the
+// engine's own timer of the update. kGpu needs a CUDA build and device (throws otherwise).
+double MeasureStepRate(const KernelCase& c, ExecutionMode mode, uint64_t n, int threads, int reps);
+
+struct PcieResult {
+  double h2d = 0, d2h = 0, bidir = 0, h2d_pageable = 0, d2h_pageable = 0;  // GB/s
+};
+// Needs CUDA and a device; throws Error(kCuda) on a CUDA failure, Error(kUnsupported) in a
+// build without CUDA. Calls `on_done` with each figure's name once it is measured (five).
+inline constexpr int kPcieFigures = 5;
+PcieResult MeasurePcie(size_t bytes, int reps,
+                       const std::function<void(const char*)>& on_done = {});
+// Device-to-device copy, GB/s read + written.
+double MeasureHbmCopy(size_t bytes, int reps);
+// The first device's name ("" without CUDA or device).
+std::string GpuName();
+
+}  // namespace tandem::bench
