@@ -35,12 +35,16 @@ void CheckTarget(Algorithm algo, const StateFormats& to) {
 }
 
 // Group g of a tensor of n elements: [32g, 32g + len).
-int GroupLen(size_t n, size_t g0) { return static_cast<int>(std::min<size_t>(kQuantGroup, n - g0)); }
+int GroupLen(size_t n, size_t g0) {
+  return static_cast<int>(std::min<size_t>(kQuantGroup, n - g0));
+}
 
 void EncodeMasterFrom(const std::vector<float>& w, MasterFormat to, TensorSnapshot* t) {
   const size_t n = w.size();
   switch (to) {
-    case MasterFormat::kF32: t->master_f32 = w; return;
+    case MasterFormat::kF32:
+      t->master_f32 = w;
+      return;
     case MasterFormat::kBF16:
       t->master_bf16.resize(n);
       for (size_t i = 0; i < n; ++i) t->master_bf16[i] = num::F32ToBf16(w[i]);
@@ -62,8 +66,8 @@ std::vector<float> DecodeMomentum(const TensorSnapshot& t, MomentFormat f) {
   if (f == MomentFormat::kF32) return t.m_f32;
   std::vector<float> m(t.numel);
   for (size_t g0 = 0, g = 0; g0 < t.numel; g0 += kQuantGroup, ++g)
-    num::DecodeMomentumGroup(reinterpret_cast<const int8_t*>(t.m_codes.data() + g0),
-                             t.m_scales[g], GroupLen(t.numel, g0), m.data() + g0);
+    num::DecodeMomentumGroup(reinterpret_cast<const int8_t*>(t.m_codes.data() + g0), t.m_scales[g],
+                             GroupLen(t.numel, g0), m.data() + g0);
   return m;
 }
 

@@ -72,8 +72,7 @@ void ReadState(const ckpt::CheckpointReader& reader, OptimizerSnapshot* out,
     bool intact = true;
     for (; i < info.sections.size() && info.sections[i].tensor == ti; ++i) {
       const CheckpointSection& sec = info.sections[i];
-      void* dest = ckpt::ResizeArray(&t, static_cast<ckpt::SectionKind>(sec.kind),
-                                     sec.raw_length);
+      void* dest = ckpt::ResizeArray(&t, static_cast<ckpt::SectionKind>(sec.kind), sec.raw_length);
       intact &= problems.Run(reader.where(), [&] { reader.ReadSection(i, dest); });
       ++stats->sections;
       stats->bytes += sec.length;

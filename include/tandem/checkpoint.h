@@ -194,9 +194,10 @@ OptimizerSnapshot ConvertSnapshot(const OptimizerSnapshot& s, const StateFormats
 std::vector<float> DecodeMasterF32(const TensorSnapshot& t, const StateFormats& f);
 
 // Writes every tensor's fp32 master as a safetensors file (dtype "F32", the tensor's shape
-// or [numel] where it has none, tensors in snapshot order, __metadata__ with format "pt", algorithm, formats and step),
-// atomically like SaveCheckpoint. Throws Error(kInvalidArgument) for duplicate names or an
-// invalid snapshot, Error(kIO) for I/O failures.
+// or [numel] where it has none, tensors in snapshot order, __metadata__ with format "pt",
+// algorithm, formats and step), atomically like SaveCheckpoint. Throws
+// Error(kInvalidArgument) for duplicate names or an invalid snapshot, Error(kIO) for I/O
+// failures.
 void ExportSafetensorsMasters(const OptimizerSnapshot& snapshot, const std::string& path,
                               Env* env = nullptr);
 

@@ -42,7 +42,8 @@ TEST(ConvertTest, IdentityIsBitExactForEveryCombination) {
       EXPECT_THROW(ConvertSnapshot(s, formats), Error);  // not a format the engine accepts
       continue;
     }
-    EXPECT_TRUE(testing::SameBits(ConvertSnapshot(s, formats), s)) << Name(algo) << " " << Name(formats);
+    EXPECT_TRUE(testing::SameBits(ConvertSnapshot(s, formats), s))
+        << Name(algo) << " " << Name(formats);
   }
 }
 
@@ -105,7 +106,8 @@ TEST(ConvertTest, Q8RoundTripWithinTheFormatsError) {
                   num::DecodeMomentum(static_cast<int8_t>(z.m_codes[i]),
                                       num::Bf16ToF32(z.m_scales[i / kQuantGroup])));
       for (size_t i = 0; i < z.v_codes.size(); ++i) {
-        const float u = num::DecodeSqrtVariance(z.v_codes[i], num::Bf16ToF32(z.v_scales[i / kQuantGroup]));
+        const float u =
+            num::DecodeSqrtVariance(z.v_codes[i], num::Bf16ToF32(z.v_scales[i / kQuantGroup]));
         EXPECT_EQ(back.tensors[ti].v_f32[i], u * u);
       }
     }
@@ -152,7 +154,9 @@ TEST(ConvertTest, EccMastersReconstruct) {
         const int64_t ulps = std::llabs(int64_t{num::BitsOf(x)} - int64_t{num::BitsOf(y)});
         // ecc16: exact but for the one tie of Note [Correction in ulps of x] (1 ulp);
         // ecc8: half of 256 ulps; plain bf16: half of 65536 ulps.
-        const int64_t limit = m == MasterFormat::kBF16Ecc16 ? 1 : m == MasterFormat::kBF16Ecc8 ? 128 : 32768;
+        const int64_t limit = m == MasterFormat::kBF16Ecc16  ? 1
+                              : m == MasterFormat::kBF16Ecc8 ? 128
+                                                             : 32768;
         EXPECT_LE(ulps, limit) << a.name << "[" << i << "] " << x << " -> " << y;
         if (m == MasterFormat::kBF16Ecc8) {
           uint16_t b;
@@ -188,13 +192,23 @@ void ExpectInvalid(const std::function<void()>& f, const std::string& needle) {
 
 TEST(ConvertTest, TargetsThatDoNotSuitTheAlgorithm) {
   const OptimizerSnapshot lion = TrainingLike(Algorithm::kLion, 6);
-  ExpectInvalid([&] { ConvertSnapshot(lion, {MasterFormat::kF32, MomentFormat::kQ8, MomentFormat::kQ8}); },
-                "variance format q8 given, but lion keeps no variance");
+  ExpectInvalid(
+      [&] {
+        ConvertSnapshot(lion, {MasterFormat::kF32, MomentFormat::kQ8, MomentFormat::kQ8});
+      },
+      "variance format q8 given, but lion keeps no variance");
   const OptimizerSnapshot sgd = TrainingLike(Algorithm::kSGD, 6);
-  ExpectInvalid([&] { ConvertSnapshot(sgd, {MasterFormat::kF32, MomentFormat::kF32, MomentFormat::kQ8}); },
-                "sgd keeps no variance");
-  ExpectInvalid([&] { ConvertSnapshot(sgd, {static_cast<MasterFormat>(9), MomentFormat::kF32, MomentFormat::kF32}); },
-                "unknown master format value 9");
+  ExpectInvalid(
+      [&] {
+        ConvertSnapshot(sgd, {MasterFormat::kF32, MomentFormat::kF32, MomentFormat::kQ8});
+      },
+      "sgd keeps no variance");
+  ExpectInvalid(
+      [&] {
+        ConvertSnapshot(sgd,
+                        {static_cast<MasterFormat>(9), MomentFormat::kF32, MomentFormat::kF32});
+      },
+      "unknown master format value 9");
 }
 
 TEST(ConvertTest, InvalidSnapshotOrValuesOutOfTheNewRange) {
@@ -203,8 +217,11 @@ TEST(ConvertTest, InvalidSnapshotOrValuesOutOfTheNewRange) {
   ExpectInvalid([&] { ConvertSnapshot(s, kF32); }, "v_f32[3] is negative");
   s = TrainingLike(Algorithm::kAdamW, 7);
   s.tensors[5].master_f32[9] = 3.4e38f;  // finite in fp32, rounds to infinity in bf16
-  ExpectInvalid([&] { ConvertSnapshot(s, {MasterFormat::kBF16, MomentFormat::kF32, MomentFormat::kF32}); },
-                "master_bf16[9] is infinite");
+  ExpectInvalid(
+      [&] {
+        ConvertSnapshot(s, {MasterFormat::kBF16, MomentFormat::kF32, MomentFormat::kF32});
+      },
+      "master_bf16[9] is infinite");
 }
 
 }  // namespace

@@ -43,7 +43,8 @@ inline OptimizerSnapshot GoldenSnapshot(Algorithm algo, StateFormats f) {
       if (!bf) t.master_f32.push_back(x * 0.125f);
       if (bf) t.master_bf16.push_back(static_cast<uint16_t>(0x3F00 + k * 3));
       if (f.master == MasterFormat::kBF16Ecc8) t.ecc8.push_back(static_cast<int8_t>(k % 7) - 3);
-      if (f.master == MasterFormat::kBF16Ecc16) t.ecc16.push_back(static_cast<int16_t>(k * 97) - 900);
+      if (f.master == MasterFormat::kBF16Ecc16)
+        t.ecc16.push_back(static_cast<int16_t>(k * 97) - 900);
       if (hm && !mq) t.m_f32.push_back(x * 0.01f);
       if (hm && mq) t.m_codes.push_back(static_cast<uint8_t>(k * 11));
       if (hv && !vq) t.v_f32.push_back(static_cast<float>(k) * 0.001f);

@@ -42,9 +42,8 @@ const StateFormats kF32{};
 const StateFormats kBf16Q8{MasterFormat::kBF16, MomentFormat::kQ8, MomentFormat::kQ8};
 
 TEST(ValidateTest, GlobalStepRange) {
-  OptimizerSnapshot s = Edited(Algorithm::kAdamW, kF32, [](OptimizerSnapshot& s) {
-    s.step = int64_t{1} << 53;
-  });
+  OptimizerSnapshot s =
+      Edited(Algorithm::kAdamW, kF32, [](OptimizerSnapshot& s) { s.step = int64_t{1} << 53; });
   EXPECT_NO_THROW(ValidateSnapshot(s));
   s.step = (int64_t{1} << 53) + 1;
   ExpectInvalid(s, {"snapshot step 9007199254740993", "[0, 2^53]"});
@@ -55,9 +54,8 @@ TEST(ValidateTest, GlobalStepRange) {
 }
 
 TEST(ValidateTest, TensorStepRange) {
-  auto s = Edited(Algorithm::kAdamW, kF32, [](OptimizerSnapshot& s) {
-    s.tensors[1].step = s.step + 1;
-  });
+  auto s =
+      Edited(Algorithm::kAdamW, kF32, [](OptimizerSnapshot& s) { s.tensors[1].step = s.step + 1; });
   ExpectInvalid(s, {"tensor 'layer.1.weight'", "step " + std::to_string(s.step + 1),
                     "[0, " + std::to_string(s.step) + "]"});
   s.tensors[1].step = -3;
@@ -69,7 +67,9 @@ TEST(ValidateTest, TensorStepRange) {
 }
 
 TEST(ValidateTest, ShapeProduct) {
-  auto s = Edited(Algorithm::kAdamW, kF32, [](OptimizerSnapshot& s) { s.tensors[1].shape = {3, 11}; });
+  auto s = Edited(Algorithm::kAdamW, kF32, [](OptimizerSnapshot& s) {
+    s.tensors[1].shape = {3, 11};
+  });
   EXPECT_NO_THROW(ValidateSnapshot(s));
   s.tensors[1].shape = {3, 12};
   ExpectInvalid(s, {"tensor 'layer.1.weight'", "shape [3, 12] has 36 elements, numel is 33"});
@@ -82,7 +82,8 @@ TEST(ValidateTest, ShapeProduct) {
 }
 
 TEST(ValidateTest, NaNOrInfiniteFp32Master) {
-  auto s = Edited(Algorithm::kAdamW, kF32, [](OptimizerSnapshot& s) { s.tensors[1].master_f32[7] = kNaN; });
+  auto s = Edited(Algorithm::kAdamW, kF32,
+                  [](OptimizerSnapshot& s) { s.tensors[1].master_f32[7] = kNaN; });
   ExpectInvalid(s, {"tensor 'layer.1.weight'", "master_f32[7] is NaN"});
   s.tensors[1].master_f32[7] = -kInf;
   ExpectInvalid(s, {"master_f32[7] is infinite"});
@@ -102,11 +103,12 @@ TEST(ValidateTest, NaNOrInfiniteBf16Master) {
 }
 
 TEST(ValidateTest, EccCorrectionThatDecodesToNaN) {
-  auto s = Edited(Algorithm::kAdamW, {MasterFormat::kBF16Ecc8, MomentFormat::kF32, MomentFormat::kF32},
-                  [](OptimizerSnapshot& s) {
-                    s.tensors[0].master_bf16[3] = 0x0000;  // +0 with a negative correction
-                    s.tensors[0].ecc8[3] = -1;
-                  });
+  auto s =
+      Edited(Algorithm::kAdamW, {MasterFormat::kBF16Ecc8, MomentFormat::kF32, MomentFormat::kF32},
+             [](OptimizerSnapshot& s) {
+               s.tensors[0].master_bf16[3] = 0x0000;  // +0 with a negative correction
+               s.tensors[0].ecc8[3] = -1;
+             });
   ExpectInvalid(s, {"tensor 'layer.0.weight'", "master_bf16[3] with ecc8[3] decodes to NaN"});
   s = Edited(Algorithm::kAdamW, {MasterFormat::kBF16Ecc16, MomentFormat::kF32, MomentFormat::kF32},
              [](OptimizerSnapshot& s) {
@@ -117,7 +119,8 @@ TEST(ValidateTest, EccCorrectionThatDecodesToNaN) {
 }
 
 TEST(ValidateTest, NaNOrInfiniteMoment) {
-  auto s = Edited(Algorithm::kAdamW, kF32, [](OptimizerSnapshot& s) { s.tensors[1].m_f32[32] = kNaN; });
+  auto s =
+      Edited(Algorithm::kAdamW, kF32, [](OptimizerSnapshot& s) { s.tensors[1].m_f32[32] = kNaN; });
   ExpectInvalid(s, {"tensor 'layer.1.weight'", "m_f32[32] is NaN"});
   s.tensors[1].m_f32[32] = kInf;
   ExpectInvalid(s, {"m_f32[32] is infinite"});
@@ -126,7 +129,8 @@ TEST(ValidateTest, NaNOrInfiniteMoment) {
 }
 
 TEST(ValidateTest, NegativeNaNOrInfiniteVariance) {
-  auto s = Edited(Algorithm::kAdam, kF32, [](OptimizerSnapshot& s) { s.tensors[1].v_f32[2] = -1e-30f; });
+  auto s =
+      Edited(Algorithm::kAdam, kF32, [](OptimizerSnapshot& s) { s.tensors[1].v_f32[2] = -1e-30f; });
   ExpectInvalid(s, {"tensor 'layer.1.weight'", "v_f32[2] is negative"});
   s.tensors[1].v_f32[2] = kNaN;
   ExpectInvalid(s, {"v_f32[2] is NaN"});
@@ -137,7 +141,8 @@ TEST(ValidateTest, NegativeNaNOrInfiniteVariance) {
 }
 
 TEST(ValidateTest, NaNInfiniteOrNegativeScales) {
-  auto s = Edited(Algorithm::kAdamW, kBf16Q8, [](OptimizerSnapshot& s) { s.tensors[1].m_scales[1] = 0x7FC0; });
+  auto s = Edited(Algorithm::kAdamW, kBf16Q8,
+                  [](OptimizerSnapshot& s) { s.tensors[1].m_scales[1] = 0x7FC0; });
   ExpectInvalid(s, {"tensor 'layer.1.weight'", "m_scales[1] is NaN"});
   s.tensors[1].m_scales[1] = 0xBF80;  // -1
   ExpectInvalid(s, {"m_scales[1] is negative"});
@@ -184,7 +189,8 @@ void ExpectLoadAndVerifyRefuse(const std::string& bytes, const std::string& need
 }
 
 TEST(ValidateTest, LoadAndVerifyRefuseDuplicateNames) {
-  ExpectLoadAndVerifyRefuse(testing::DuplicateNameFile(), "tensor 'layer.0.weight': duplicate name");
+  ExpectLoadAndVerifyRefuse(testing::DuplicateNameFile(),
+                            "tensor 'layer.0.weight': duplicate name");
 }
 
 TEST(ValidateTest, LoadAndVerifyRefuseStepOverflow) {
@@ -192,13 +198,15 @@ TEST(ValidateTest, LoadAndVerifyRefuseStepOverflow) {
 }
 
 TEST(ValidateTest, LoadAndVerifyRefuseNaNValues) {
-  ExpectLoadAndVerifyRefuse(testing::NaNMasterFile(), "tensor 'layer.1.weight': master_f32[5] is NaN");
+  ExpectLoadAndVerifyRefuse(testing::NaNMasterFile(),
+                            "tensor 'layer.1.weight': master_f32[5] is NaN");
 }
 
 TEST(ValidateTest, VerifyListsEveryProblem) {
   // A duplicate name and a NaN in another tensor: Load reports the first, Verify both.
   std::string bytes = testing::NaNMasterFile();
-  bytes = testing::WithManifest(bytes, [](nlohmann::json& j) { j["tensors"][2]["name"] = "layer.0.weight"; });
+  bytes = testing::WithManifest(
+      bytes, [](nlohmann::json& j) { j["tensors"][2]["name"] = "layer.0.weight"; });
   auto env = NewMemEnv();
   testing::WriteAll(env.get(), "bad", bytes);
   const VerifyReport r = VerifyCheckpoint("bad", env.get());
@@ -210,7 +218,8 @@ TEST(ValidateTest, VerifyListsEveryProblem) {
 
 TEST(ValidateTest, SaveRefusesInvalidValuesAndWritesNothing) {
   auto env = NewMemEnv();
-  auto s = Edited(Algorithm::kAdamW, kF32, [](OptimizerSnapshot& s) { s.tensors[1].v_f32[0] = -2.0f; });
+  auto s =
+      Edited(Algorithm::kAdamW, kF32, [](OptimizerSnapshot& s) { s.tensors[1].v_f32[0] = -2.0f; });
   EXPECT_THROW(SaveCheckpoint(s, "c", {}, env.get()), Error);
   EXPECT_FALSE(env->FileExists("c"));
   EXPECT_FALSE(env->FileExists("c.tmp"));

@@ -131,9 +131,15 @@ TEST(VersionTest, Version2ManifestFieldsAreRequiredAndTyped) {
   ExpectCorrupt(WithManifest(good, [](json& j) { j["metadata"] = 5; }), "metadata is not a string");
   ExpectCorrupt(WithManifest(good, [](json& j) { j["tensors"][1].erase("shape"); }),
                 "tensors[1] has no field 'shape'");
-  ExpectCorrupt(WithManifest(good, [](json& j) { j["tensors"][1]["shape"] = {4, -4}; }),
+  ExpectCorrupt(WithManifest(good,
+                             [](json& j) {
+                               j["tensors"][1]["shape"] = {4, -4};
+                             }),
                 "tensors[1].shape[1] is not a non-negative integer");
-  ExpectCorrupt(WithManifest(good, [](json& j) { j["tensors"][1]["shape"] = {4, 5}; }),
+  ExpectCorrupt(WithManifest(good,
+                             [](json& j) {
+                               j["tensors"][1]["shape"] = {4, 5};
+                             }),
                 "shape [4, 5] has 20 elements, numel is 16");
   ExpectCorrupt(WithManifest(good, [](json& j) { j["tensors"][1].erase("step"); }),
                 "tensors[1] has no field 'step'");
@@ -141,8 +147,9 @@ TEST(VersionTest, Version2ManifestFieldsAreRequiredAndTyped) {
                 "tensors[1].step is not an integer");
   ExpectCorrupt(WithManifest(good, [](json& j) { j["tensors"][1]["step"] = -1; }),
                 "step -1 is outside");
-  ExpectCorrupt(WithManifest(good, [](json& j) { j["tensors"][0]["step"] = j["step"].get<int64_t>() + 1; }),
-                "(the snapshot's step)");
+  ExpectCorrupt(
+      WithManifest(good, [](json& j) { j["tensors"][0]["step"] = j["step"].get<int64_t>() + 1; }),
+      "(the snapshot's step)");
   ExpectCorrupt(WithManifest(good, [](json& j) { j["tensors"][0]["step"] = uint64_t{1} << 63; }),
                 "is outside");
 }
