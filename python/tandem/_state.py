@@ -16,7 +16,6 @@ methods of that class delegate here. docs/python.md, "State and checkpoints", de
 them.
 """
 
-import contextlib
 import functools
 import json
 import math
@@ -68,16 +67,25 @@ _QUANT_GROUP = 32  # elements per q8 scale (docs/numerics.md)
 # Engine snapshots
 
 
-def _locked(fn):
-    """Runs fn(opt, ...) under the optimizer's lock where it has one (an RLock that step
-    and the other state calls hold too), so a state read or written from another thread
-    falls between two steps."""
-    @functools.wraps(fn)
-    def wrapper(opt, *args, **kwargs):
-        lock = getattr(opt, "_lock", None)
-        with lock if lock is not None else contextlib.nullcontext():
-            return fn(opt, *args, **kwargs)
-    return wrapper
+def _serialised(sync_before=False, record_after=False):
+    """For the functions called on their own (not through a TandemOptimizer method, which
+    torch.py serialises the same way): fn(opt, ...) under the optimizer's lock, so it
+    falls between two steps; with sync_before, parameters written by torch ops since the
+    engine last wrote them are reloaded first (the state read is the live weights'); with
+    record_after, the parameters' version counters are recorded after the engine wrote
+    them (Note [The parameter is the source of truth] in torch.py)."""
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(opt, *args, **kwargs):
+            with opt._lock:
+                if sync_before and not opt._engine.step_begun:
+                    opt._sync_params()
+                result = fn(opt, *args, **kwargs)
+                if record_after:
+                    opt._record_param_versions()
+                return result
+        return wrapper
+    return decorate
 
 
 def _snapshot(opt):
@@ -257,7 +265,6 @@ def _check_engine_group(h, where):
 # State dicts
 
 
-@_locked
 def state_dict(opt):
     """TandemOptimizer.state_dict: see its docstring."""
     snap = _snapshot(opt)
@@ -287,7 +294,6 @@ def state_dict(opt):
     return {"state": state, "param_groups": _torch_groups(opt), "tandem": meta}
 
 
-@_locked
 def load_state_dict(opt, sd):
     """TandemOptimizer.load_state_dict: see its docstring."""
     if not isinstance(sd, Mapping):
@@ -528,7 +534,6 @@ def _parse_metadata(opt, text, path):
     return groups, ref_group, lr_scales, [dict(h) for h in engine_hyper]
 
 
-@_locked
 def save_checkpoint(opt, path, compression="none", sync=True):
     """TandemOptimizer.save_checkpoint: see its docstring."""
     opt._require_checkpoint()
@@ -539,7 +544,6 @@ def save_checkpoint(opt, path, compression="none", sync=True):
         opt._engine.save_checkpoint(str(path), compression, bool(sync), metadata)
 
 
-@_locked
 def load_checkpoint(opt, path):
     """TandemOptimizer.load_checkpoint: see its docstring."""
     opt._require_checkpoint()
@@ -567,7 +571,7 @@ def load_checkpoint(opt, path):
 # torch.optim state dicts
 
 
-@_locked
+@_serialised(sync_before=True)
 def to_torch_state(opt):
     """A state dict of the torch.optim optimizer of the same algorithm.
 
@@ -602,7 +606,7 @@ def to_torch_state(opt):
     return {"state": state, "param_groups": _torch_groups(opt)}
 
 
-@_locked
+@_serialised(record_after=True)
 def from_torch_state(opt, sd):
     """Loads a torch.optim state dict (AdamW/Adam: exp_avg, exp_avg_sq, step; SGD:
     momentum_buffer; Lion-style: exp_avg) into a Tandem optimizer of any formats.
@@ -692,7 +696,7 @@ def from_torch_state(opt, sd):
 # safetensors export
 
 
-@_locked
+@_serialised(sync_before=True)
 def export_masters(opt, path, module=None):
     """Writes the fp32 master weights of the stepped parameters to `path` as safetensors,
     each under its fully qualified name and with its original shape, so that

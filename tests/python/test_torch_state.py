@@ -379,3 +379,22 @@ def test_quantized_momentum_both_ways(name, make_torch, make_tandem):
         ref, got = entry[key], back["state"][k][key]
         assert got.shape == ref.shape
         assert torch.allclose(got, ref, rtol=0.1, atol=1e-2 * ref.abs().max().item())
+
+
+def test_exports_see_weights_written_since_the_last_step(tmp_path):
+    """The parameter is the source of truth: weights written with torch ops after a step
+    are what export_masters and to_torch_state's optimizer continue from."""
+    torch.manual_seed(0)
+    net = Net()
+    opt = tandem.torch.AdamW(net.parameters(), lr=1e-2, master="bf16+ecc8")
+    idx = torch.randint(0, 11, (8, 4), generator=torch.Generator().manual_seed(2))
+    net(idx).square().mean().backward()
+    opt.step()
+    with torch.no_grad():
+        net.block[0].weight.fill_(0.25)
+    path = tmp_path / "m.safetensors"
+    tandem.torch.export_masters(opt, path, module=net)
+    loaded, _ = read_safetensors(path)
+    assert torch.equal(loaded["block.0.weight"], torch.full((9, 6), 0.25))
+    assert torch.equal(loaded["embed.weight"], net.embed.weight.detach())
+
