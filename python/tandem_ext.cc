@@ -133,8 +133,8 @@ void CopyFromArray(const py::dict& d, const char* key, std::vector<T>* out) {
 // Snapshot metadata is opaque bytes to the engine; Python sees a str. Bytes that are not
 // UTF-8 cross as surrogate escapes, so metadata of any origin round-trips unchanged.
 py::str MetadataToStr(const std::string& m) {
-  PyObject* o = PyUnicode_DecodeUTF8(m.data(), static_cast<py::ssize_t>(m.size()),
-                                     "surrogateescape");
+  PyObject* o =
+      PyUnicode_DecodeUTF8(m.data(), static_cast<py::ssize_t>(m.size()), "surrogateescape");
   if (!o) throw py::error_already_set();
   return py::reinterpret_steal<py::str>(o);
 }
@@ -189,8 +189,7 @@ py::dict SnapshotToDict(OptimizerSnapshot s) {
 // naming `where` and the key (not a bare KeyError or "Unable to cast").
 template <typename T>
 T Field(const py::dict& d, const char* key, const std::string& where) {
-  if (!d.contains(key))
-    throw Error(ErrorKind::kInvalidArgument, where + ": missing '" + key + "'");
+  if (!d.contains(key)) throw Error(ErrorKind::kInvalidArgument, where + ": missing '" + key + "'");
   try {
     return d[key].cast<T>();
   } catch (const py::cast_error&) {
@@ -556,8 +555,8 @@ PYBIND11_MODULE(_C, m) {
 
   m.attr("has_checkpoint") = py::bool_(TANDEM_PY_HAS_CHECKPOINT != 0);
 #if TANDEM_PY_HAS_CHECKPOINT
-  m.def("convert_snapshot", &tandem::ConvertSnapshotDict, py::arg("snapshot"),
-        py::arg("master"), py::arg("momentum"), py::arg("variance"),
+  m.def("convert_snapshot", &tandem::ConvertSnapshotDict, py::arg("snapshot"), py::arg("master"),
+        py::arg("momentum"), py::arg("variance"),
         "The snapshot dict re-encoded in the formats named (tandem::ConvertSnapshot): "
         "masters and moments through fp32, everything else copied.");
 #endif
