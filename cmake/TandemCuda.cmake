@@ -28,7 +28,13 @@ else()
   else()
     # (cached: after installing CUDA, configure a new build dir or pass
     # -UCMAKE_CUDA_COMPILER)
-    set(_tandem_cuda_why "no working CUDA compiler was found (no nvcc on PATH, CUDACXX unset)")
+    find_program(_tandem_nvcc nvcc NO_CACHE)
+    if(_tandem_nvcc OR NOT "$ENV{CUDACXX}" STREQUAL "")
+      string(CONCAT _tandem_cuda_why "the CUDA compiler found ($ENV{CUDACXX}${_tandem_nvcc}) "
+             "failed CMake's test compile (CMakeFiles/CMakeError.log says why)")
+    else()
+      set(_tandem_cuda_why "no working CUDA compiler was found (no nvcc on PATH, CUDACXX unset)")
+    endif()
   endif()
 endif()
 
