@@ -1,5 +1,6 @@
 // CheckCompatible: structural comparison of a loaded snapshot with the optimizer's layout.
 #include <string>
+#include <vector>
 
 #include "tandem/checkpoint.h"
 #include "tandem/error.h"
@@ -13,6 +14,12 @@ namespace {
 
 std::string Both(const std::string& a, const std::string& b) {
   return "checkpoint has " + a + ", optimizer has " + b;
+}
+
+std::string ShapeText(const std::vector<uint64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
 }
 
 }  // namespace
@@ -36,6 +43,8 @@ void CheckCompatible(const OptimizerSnapshot& loaded, const OptimizerSnapshot& l
     const std::string tn = t + " ('" + a.name + "') ";
     if (a.numel != b.numel)
       Mismatch(tn + "numel: " + Both(std::to_string(a.numel), std::to_string(b.numel)));
+    if (!a.shape.empty() && !b.shape.empty() && a.shape != b.shape)
+      Mismatch(tn + "shape: " + Both(ShapeText(a.shape), ShapeText(b.shape)));
     if (a.param_dtype != b.param_dtype)
       Mismatch(tn + "param dtype: " + Both(Name(a.param_dtype), Name(b.param_dtype)));
     if (a.grad_dtype != b.grad_dtype)

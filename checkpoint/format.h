@@ -17,7 +17,12 @@ static_assert(std::endian::native == std::endian::little,
 // File = Header | (Padding Section)* | Padding Manifest | Footer.
 inline constexpr char kHeaderMagic[8] = {'T', 'N', 'D', 'M', 'C', 'K', 'P', 'T'};
 inline constexpr char kFooterMagic[8] = {'T', 'N', 'D', 'M', 'E', 'N', 'D', '1'};
-inline constexpr uint32_t kVersion = 1;
+// Format versions (docs/checkpoint_format.md, "Version history"). The writer writes
+// kVersion; the reader reads every version in [kOldestReadableVersion, kVersion].
+inline constexpr uint32_t kVersion1 = 1;  // the first format
+inline constexpr uint32_t kVersion2 = 2;  // + tensors[].shape, tensors[].step, metadata
+inline constexpr uint32_t kVersion = kVersion2;
+inline constexpr uint32_t kOldestReadableVersion = kVersion1;
 
 inline constexpr size_t kHeaderSize = 32;  // magic[8] version u32 header_size u32 reserved[12] crc u32
 inline constexpr size_t kFooterSize = 48;  // see docs/checkpoint_format.md, "Footer"

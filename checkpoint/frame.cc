@@ -57,9 +57,10 @@ uint32_t DecodeHeader(const unsigned char* p, const std::string& where) {
   if (memcmp(p, kHeaderMagic, 8) != 0)
     Bad(where, "header at offset 0: bad magic (not a Tandem checkpoint)");
   const uint32_t version = Get<uint32_t>(p + 8);
-  if (version != kVersion)
+  if (version < kOldestReadableVersion || version > kVersion)
     Bad(where, "header at offset 0: unsupported format version " + std::to_string(version) +
-                   " (this build reads version " + std::to_string(kVersion) + ")");
+                   " (this build reads versions " + std::to_string(kOldestReadableVersion) +
+                   " to " + std::to_string(kVersion) + ")");
   const uint32_t want = Get<uint32_t>(p + 28), got = Crc32c(p, 28);
   if (want != got)
     Bad(where, "header at offset 0: CRC mismatch (stored " + Hex(want) + ", computed " +
@@ -71,7 +72,7 @@ uint32_t DecodeHeader(const unsigned char* p, const std::string& where) {
   return version;
 }
 
-Footer DecodeFooter(const unsigned char* p, const std::string& where) {
+Footer DecodeFooter(const unsigned char* p, uint32_t header_version, const std::string& where) {
   if (memcmp(p + 32, kFooterMagic, 8) != 0)
     Bad(where, "footer: bad magic (file truncated, extended or not a Tandem checkpoint)");
   const uint32_t want = Get<uint32_t>(p + 44), got = Crc32c(p, 44);
@@ -84,9 +85,9 @@ Footer DecodeFooter(const unsigned char* p, const std::string& where) {
   f.manifest_crc = Get<uint32_t>(p + 16);
   f.version = Get<uint32_t>(p + 20);
   f.file_length = Get<uint64_t>(p + 24);
-  if (f.version != kVersion)
+  if (f.version != header_version)
     Bad(where, "footer: format version " + std::to_string(f.version) + " != header version " +
-                   std::to_string(kVersion));
+                   std::to_string(header_version));
   return f;
 }
 

@@ -22,8 +22,9 @@ std::array<unsigned char, kHeaderSize> EncodeHeader();
 std::array<unsigned char, kFooterSize> EncodeFooter(const Footer& f);
 
 // Check magic, then version, then CRC; throw Error(kCorruption) prefixed with `where`.
-// DecodeHeader returns the version (always kVersion when it returns).
+// DecodeHeader returns the version, one in [kOldestReadableVersion, kVersion];
+// DecodeFooter requires the footer's version to equal `header_version`.
 uint32_t DecodeHeader(const unsigned char* p, const std::string& where);
-Footer DecodeFooter(const unsigned char* p, const std::string& where);
+Footer DecodeFooter(const unsigned char* p, uint32_t header_version, const std::string& where);
 
 }  // namespace tandem::ckpt

@@ -1,32 +1,97 @@
 // LoadCheckpoint, VerifyCheckpoint and InspectCheckpoint on top of CheckpointReader.
+//
+// Load and Verify run the same checks through ReadState: the reader's checks of header,
+// footer and manifest, then ValidateSnapshotLayout on the manifest's tensors, then for
+// each tensor its sections (padding, CRC, inflation) and ValidateTensorState on its
+// arrays. Load stops at the first failure; Verify lists them all, holding one tensor's
+// arrays at a time.
+#include <string>
+#include <vector>
+
+#include "checkpoint/error_text.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/sections.h"
+#include "engine/snapshot_check.h"
 #include "tandem/checkpoint.h"
 #include "tandem/error.h"
 
 namespace tandem {
+namespace {
 
-OptimizerSnapshot LoadCheckpoint(const std::string& path, Env* env) {
-  if (env == nullptr) env = Env::Default();
-  const ckpt::CheckpointReader reader(path, env);
+// Where failures go: thrown (problems == nullptr) or listed.
+class Problems {
+ public:
+  explicit Problems(std::vector<std::string>* list) : list_(list) {}
+  // Runs f(); a kCorruption error it throws, or a kInvalidArgument one from the snapshot
+  // checks (reported as "inconsistent state"), is thrown again as kCorruption or listed.
+  // Returns whether f() succeeded.
+  template <typename F>
+  bool Run(const std::string& where, F&& f) {
+    try {
+      f();
+      return true;
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kIO) throw;
+      if (e.kind() == ErrorKind::kCorruption && list_ == nullptr) throw;
+      const std::string msg = e.kind() == ErrorKind::kInvalidArgument
+                                  ? where + ": inconsistent state: " + ckpt::BareMessage(e)
+                                  : ckpt::BareMessage(e);
+      if (list_ == nullptr) throw Error(ErrorKind::kCorruption, msg);
+      list_->push_back(Error(ErrorKind::kCorruption, msg).what());
+      return false;
+    }
+  }
+
+ private:
+  std::vector<std::string>* list_;
+};
+
+struct ReadStats {
+  uint64_t sections = 0;
+  uint64_t bytes = 0;
+};
+
+// Reads and checks the whole state of reader's file. With out != nullptr the snapshot is
+// assembled there; otherwise each tensor's arrays are dropped after their checks.
+void ReadState(const ckpt::CheckpointReader& reader, OptimizerSnapshot* out,
+               std::vector<std::string>* problem_list, ReadStats* stats) {
   const CheckpointInfo& info = reader.info();
+  Problems problems(problem_list);
   OptimizerSnapshot s;
   s.algo = info.algo;
   s.formats = info.formats;
   s.groups = info.groups;
   s.step = info.step;
+  s.metadata = info.metadata;
   s.tensors = info.tensors;
-  for (size_t i = 0; i < info.sections.size(); ++i) {
-    const CheckpointSection& sec = info.sections[i];
-    void* dest = ckpt::ResizeArray(&s.tensors[sec.tensor],
-                                   static_cast<ckpt::SectionKind>(sec.kind), sec.raw_length);
-    reader.ReadSection(i, dest);
+  problems.Run(reader.where(), [&] { ValidateSnapshotLayout(s); });
+  // The manifest lists sections by tensor, in tensor order (ExpectedSections).
+  size_t i = 0;
+  for (size_t ti = 0; ti < s.tensors.size(); ++ti) {
+    TensorSnapshot& t = s.tensors[ti];
+    bool intact = true;
+    for (; i < info.sections.size() && info.sections[i].tensor == ti; ++i) {
+      const CheckpointSection& sec = info.sections[i];
+      void* dest = ckpt::ResizeArray(&t, static_cast<ckpt::SectionKind>(sec.kind), sec.raw_length);
+      intact &= problems.Run(reader.where(), [&] { reader.ReadSection(i, dest); });
+      ++stats->sections;
+      stats->bytes += sec.length;
+    }
+    // Values of a damaged section are noise: its CRC failure is the one to report.
+    if (intact) problems.Run(reader.where(), [&] { ValidateTensorState(s, t); });
+    if (out == nullptr) t = info.tensors[ti];  // frees the arrays
   }
-  try {
-    ValidateSnapshot(s);  // the manifest checks imply this; kept as a second line
-  } catch (const Error& e) {
-    throw Error(ErrorKind::kCorruption, reader.where() + ": inconsistent state: " + e.what());
-  }
+  if (out != nullptr) *out = std::move(s);
+}
+
+}  // namespace
+
+OptimizerSnapshot LoadCheckpoint(const std::string& path, Env* env) {
+  if (env == nullptr) env = Env::Default();
+  const ckpt::CheckpointReader reader(path, env);
+  OptimizerSnapshot s;
+  ReadStats stats;
+  ReadState(reader, &s, nullptr, &stats);
   return s;
 }
 
@@ -47,16 +112,10 @@ VerifyReport VerifyCheckpoint(const std::string& path, Env* env) {
     return r;
   }
   r.info = reader->info();
-  for (size_t i = 0; i < r.info.sections.size(); ++i) {
-    try {
-      reader->ReadSection(i, nullptr);
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::kCorruption) throw;
-      r.problems.push_back(e.what());
-    }
-    ++r.sections_checked;
-    r.bytes_checked += r.info.sections[i].length;
-  }
+  ReadStats stats;
+  ReadState(*reader, nullptr, &r.problems, &stats);
+  r.sections_checked = stats.sections;
+  r.bytes_checked = stats.bytes;
   r.ok = r.problems.empty();
   return r;
 }

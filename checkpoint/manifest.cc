@@ -110,6 +110,7 @@ std::string EncodeManifest(const CheckpointInfo& info) {
                   {"momentum", Name(info.formats.momentum)},
                   {"variance", Name(info.formats.variance)}};
   j["step"] = info.step;
+  j["metadata"] = info.metadata;
   json groups = json::array();
   for (const HyperParams& h : info.groups)
     groups.push_back({{"lr_scale", h.lr_scale}, {"beta1", h.beta1}, {"beta2", h.beta2},
@@ -121,7 +122,7 @@ std::string EncodeManifest(const CheckpointInfo& info) {
   for (const TensorSnapshot& t : info.tensors)
     tensors.push_back({{"name", t.name}, {"numel", t.numel},
                        {"param_dtype", Name(t.param_dtype)}, {"grad_dtype", Name(t.grad_dtype)},
-                       {"group", t.group}});
+                       {"group", t.group}, {"shape", t.shape}, {"step", t.step}});
   j["tensors"] = tensors;
   json sections = json::array();
   for (const CheckpointSection& s : info.sections)
@@ -129,11 +130,11 @@ std::string EncodeManifest(const CheckpointInfo& info) {
                         {"length", s.length}, {"raw_length", s.raw_length},
                         {"crc32c", s.crc32c}, {"compression", s.compression}});
   j["sections"] = sections;
-  return j.dump();  // throws only for invalid UTF-8 in a name; SaveCheckpoint checks first
+  return j.dump();  // throws only for invalid UTF-8; SaveCheckpoint checks first
 }
 
-void DecodeManifest(const std::string& text, uint64_t manifest_offset, const std::string& w,
-                    CheckpointInfo* info) {
+void DecodeManifest(const std::string& text, uint32_t version, uint64_t manifest_offset,
+                    const std::string& w, CheckpointInfo* info) {
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) Bad(w, "is not valid JSON");
   // An lvalue, not a literal: GCC 14 takes Field(j, ..., "root", w) for a dangling reference.
@@ -150,6 +151,8 @@ void DecodeManifest(const std::string& text, uint64_t manifest_offset, const std
   const json& step = Field(j, "step", root, w);
   if (!step.is_number_integer() || step.get<int64_t>() < 0) Bad(w, "step is not an integer >= 0");
   info->step = step.get<int64_t>();
+  const bool v2 = version >= kVersion2;
+  info->metadata = v2 ? Str(j, "metadata", root, w) : std::string();
 
   const json& groups = Arr(j, "groups", root, w);
   if (groups.empty()) Bad(w, "has no parameter groups");
@@ -188,6 +191,22 @@ void DecodeManifest(const std::string& text, uint64_t manifest_offset, const std
     if (t.group >= info->groups.size())
       Bad(w, ctx + " ('" + t.name + "') group " + std::to_string(t.group) + " of " +
                  std::to_string(info->groups.size()));
+    if (v2) {
+      const json& shape = Arr(o, "shape", ctx, w);
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (!shape[d].is_number_unsigned())
+          Bad(w, ctx + ".shape[" + std::to_string(d) + "] is not a non-negative integer");
+        t.shape.push_back(shape[d].get<uint64_t>());
+      }
+      const json& ts = Field(o, "step", ctx, w);
+      if (!ts.is_number_integer()) Bad(w, ctx + ".step is not an integer");
+      // A value above INT64_MAX parses as unsigned; it is out of range either way.
+      t.step = ts.is_number_unsigned() && ts.get<uint64_t>() > uint64_t{INT64_MAX}
+                   ? INT64_MAX
+                   : ts.get<int64_t>();
+    } else {
+      t.step = info->step;  // version 1 kept one step for all tensors
+    }
     info->tensors.push_back(std::move(t));
   }
 

@@ -21,15 +21,21 @@ std::vector<CheckpointSection> ExpectedSections(const CheckpointInfo& info);
 // AlignUp(end of the previous), the manifest at AlignUp(end of the last).
 inline uint64_t AlignUp(uint64_t x) { return (x + kAlignment - 1) / kAlignment * kAlignment; }
 
-// Serialises info (algo, formats, groups, step, tensors, sections) as compact JSON.
+// Serialises info (algo, formats, groups, step, metadata, tensors with their shape and
+// step, sections) as compact JSON in the schema of version kVersion. Throws
+// nlohmann::json::exception if a name or the metadata is not valid UTF-8.
 std::string EncodeManifest(const CheckpointInfo& info);
 
-// Parses and checks a manifest: JSON syntax and schema, names of algorithm/formats/dtypes,
-// hyper-parameters (ValidateHyperParams), tensor groups, and that the section table equals
+// Parses and checks a manifest written by format `version` (in [kOldestReadableVersion,
+// kVersion]): JSON syntax and schema, names of algorithm/formats/dtypes, hyper-parameters
+// (ValidateHyperParams), tensor groups, and that the section table equals
 // ExpectedSections in order with each section laid out as AlignUp says, ending before
-// `manifest_offset`, with lengths consistent with codecs. Fills every field of *info except
-// path, file_size and version. Throws Error(kCorruption) prefixed with `where`.
-void DecodeManifest(const std::string& text, uint64_t manifest_offset, const std::string& where,
-                    CheckpointInfo* info);
+// `manifest_offset`, with lengths consistent with codecs. Ranges that need the whole
+// snapshot (steps, shapes, duplicate names) are left to ValidateSnapshotLayout.
+// A version 1 manifest has no shapes, tensor steps or metadata: every tensor's step is
+// then the global step, its shape and the metadata empty. Fills every field of *info
+// except path, file_size and version. Throws Error(kCorruption) prefixed with `where`.
+void DecodeManifest(const std::string& text, uint32_t version, uint64_t manifest_offset,
+                    const std::string& where, CheckpointInfo* info);
 
 }  // namespace tandem::ckpt

@@ -47,7 +47,7 @@ CheckpointReader::CheckpointReader(const std::string& path, Env* env)
   info_.version = DecodeHeader(h, where_);
   unsigned char fb[kFooterSize];
   ReadExact(size - kFooterSize, kFooterSize, fb, "footer");
-  const Footer f = DecodeFooter(fb, where_);
+  const Footer f = DecodeFooter(fb, info_.version, where_);
   if (f.file_length != size)
     throw Error(ErrorKind::kCorruption,
                 where_ + ": file is " + std::to_string(size) + " bytes, the footer says " +
@@ -68,7 +68,7 @@ CheckpointReader::CheckpointReader(const std::string& path, Env* env)
                 where_ + ": manifest at offset " + std::to_string(f.manifest_offset) +
                     ": CRC mismatch (stored " + Hex(f.manifest_crc) + ", computed " + Hex(crc) +
                     ")");
-  DecodeManifest(text, f.manifest_offset, where_, &info_);
+  DecodeManifest(text, info_.version, f.manifest_offset, where_, &info_);
   // The padding before the manifest must be zero.
   const uint64_t last_end =
       info_.sections.empty() ? kHeaderSize

@@ -42,7 +42,8 @@ void ExportSafetensorsMasters(const OptimizerSnapshot& s, const std::string& pat
       throw Error(ErrorKind::kInvalidArgument,
                   "safetensors export '" + path + "': duplicate or reserved tensor name '" +
                       t.name + "'");
-    h[t.name] = {{"dtype", "F32"}, {"shape", {t.numel}}, {"data_offsets", {offset, offset + 4 * t.numel}}};
+    const std::vector<uint64_t> shape = t.shape.empty() ? std::vector<uint64_t>{t.numel} : t.shape;
+    h[t.name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {offset, offset + 4 * t.numel}}};
     offset += 4 * t.numel;
   }
   std::string header;

@@ -114,18 +114,28 @@ void SaveCheckpoint(const OptimizerSnapshot& snapshot, const std::string& path,
   info.formats = snapshot.formats;
   info.groups = snapshot.groups;
   info.step = snapshot.step;
+  info.metadata = snapshot.metadata;
   info.tensors.reserve(snapshot.tensors.size());
   for (const TensorSnapshot& t : snapshot.tensors) {
     TensorSnapshot meta;
     meta.name = t.name;
     meta.numel = t.numel;
+    meta.shape = t.shape;
+    meta.step = t.step;
     meta.param_dtype = t.param_dtype;
     meta.grad_dtype = t.grad_dtype;
     meta.group = t.group;
     info.tensors.push_back(std::move(meta));
   }
+  // Fail before writing anything on text JSON cannot hold.
   try {
-    (void)ckpt::EncodeManifest(info);  // fail before writing anything on a bad name
+    (void)nlohmann::json(snapshot.metadata).dump();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "checkpoint '" + path + "': the metadata is not valid UTF-8: " + e.what());
+  }
+  try {
+    (void)ckpt::EncodeManifest(info);
   } catch (const nlohmann::json::exception& e) {
     throw Error(ErrorKind::kInvalidArgument,
                 "checkpoint '" + path + "': a tensor name is not valid UTF-8: " + e.what());

@@ -1,55 +1,188 @@
 #include "tandem/snapshot.h"
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_reduce.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <unordered_set>
 
+#include "engine/fp_bits.h"
+#include "engine/master_codec.h"
+#include "engine/snapshot_check.h"
 #include "tandem/error.h"
 
 namespace tandem {
 namespace {
 
+constexpr size_t kNone = std::numeric_limits<size_t>::max();
+
+// Elements per parallel chunk: large enough that scheduling costs nothing next to the
+// scan (a few microseconds of work), small enough to spread a large tensor over threads.
+constexpr size_t kGrain = size_t{1} << 16;
+
+[[noreturn]] void Bad(const TensorSnapshot& t, const std::string& what) {
+  throw Error(ErrorKind::kInvalidArgument, "tensor '" + t.name + "': " + what);
+}
+
 template <typename V>
 void ExpectSize(const TensorSnapshot& t, const char* field, const V& v, size_t want) {
   if (v.size() != want)
-    throw Error(ErrorKind::kInvalidArgument,
-                "tensor '" + t.name + "': " + field + " has " + std::to_string(v.size()) +
-                    " entries, expected " + std::to_string(want));
+    Bad(t, std::string(field) + " has " + std::to_string(v.size()) + " entries, expected " +
+               std::to_string(want));
+}
+
+// The smallest i in [begin, end) with bad(i), or kNone. Blocks of 256 are first tested
+// with a branch-free OR, which the compiler vectorises (bad() must be cheap and free of
+// side effects); only a block that holds a bad element is searched one by one.
+template <typename Pred>
+size_t FirstBadIn(size_t begin, size_t end, const Pred& bad) {
+  constexpr size_t kBlock = 256;
+  for (size_t b = begin; b < end; b += kBlock) {
+    const size_t e = std::min(end, b + kBlock);
+    bool any = false;
+    for (size_t i = b; i < e; ++i) any |= bad(i);
+    if (any)
+      for (size_t i = b; i < e; ++i)
+        if (bad(i)) return i;
+  }
+  return kNone;
+}
+
+// The smallest i in [0, n) with bad(i), or kNone. The minimum is the same whatever the
+// split, so the answer does not depend on the thread count.
+template <typename Pred>
+size_t FirstBad(size_t n, const Pred& bad) {
+  auto scan = [&](const tbb::blocked_range<size_t>& r, size_t found) {
+    if (found < r.begin()) return found;  // an earlier chunk of this body already failed
+    return std::min(found, FirstBadIn(r.begin(), r.end(), bad));
+  };
+  if (n <= kGrain) return scan(tbb::blocked_range<size_t>(0, n), kNone);
+  return tbb::parallel_reduce(tbb::blocked_range<size_t>(0, n, kGrain), kNone, scan,
+                              [](size_t a, size_t b) { return std::min(a, b); });
+}
+
+// Bit tests (integer operations vectorise where float classification may not).
+bool Bf16NonFinite(uint16_t b) { return (b & 0x7F80u) == 0x7F80u; }
+bool F32NonFinite(uint32_t u) { return (u & 0x7F800000u) == 0x7F800000u; }
+const char* Bf16Kind(uint16_t b) { return (b & 0x007Fu) != 0 ? "NaN" : "infinite"; }
+const char* F32Kind(float x) {
+  return std::isnan(x) ? "NaN" : std::isinf(x) ? "infinite" : x < 0.0f ? "negative" : "valid";
+}
+
+std::string At(const char* array, size_t i) {
+  return std::string(array) + "[" + std::to_string(i) + "]";
+}
+
+void CheckFinite(const TensorSnapshot& t, const char* array, const std::vector<float>& v) {
+  const size_t i = FirstBad(v.size(), [&](size_t k) { return F32NonFinite(num::BitsOf(v[k])); });
+  if (i != kNone) Bad(t, At(array, i) + " is " + F32Kind(v[i]));
+}
+
+void CheckMasterBf16(const TensorSnapshot& t, const StateFormats& f) {
+  const std::vector<uint16_t>& b = t.master_bf16;
+  size_t i = FirstBad(b.size(), [&](size_t k) { return Bf16NonFinite(b[k]); });
+  if (i != kNone) Bad(t, At("master_bf16", i) + " is " + Bf16Kind(b[i]));
+  // A correction that moves +-0 across the sign boundary decodes to a NaN bit pattern
+  // (the encoders never write one; Note [Correction in ulps of x]).
+  if (f.master == MasterFormat::kBF16Ecc8) {
+    i = FirstBad(b.size(), [&](size_t k) {
+      return F32NonFinite(num::BitsOf(num::DecodeEcc8(b[k], t.ecc8[k])));
+    });
+    if (i != kNone) Bad(t, At("master_bf16", i) + " with " + At("ecc8", i) + " decodes to NaN");
+  } else if (f.master == MasterFormat::kBF16Ecc16) {
+    i = FirstBad(b.size(), [&](size_t k) {
+      return F32NonFinite(num::BitsOf(num::DecodeEcc16(b[k], t.ecc16[k])));
+    });
+    if (i != kNone) Bad(t, At("master_bf16", i) + " with " + At("ecc16", i) + " decodes to NaN");
+  }
+}
+
+void CheckVariance(const TensorSnapshot& t) {
+  const std::vector<float>& v = t.v_f32;
+  // The finite values >= 0 are the bit patterns [0, 0x7F7FFFFF] and -0 (0x80000000).
+  const size_t i = FirstBad(v.size(), [&](size_t k) {
+    const uint32_t u = num::BitsOf(v[k]);
+    return u >= 0x7F800000u && u != 0x80000000u;
+  });
+  if (i != kNone) Bad(t, At("v_f32", i) + " is " + F32Kind(v[i]));
+}
+
+// q8 scales are bf16 bit patterns of finite values >= 0 (the encoder's floor is FLT_MIN):
+// [0, 0x7F7F]; a set sign bit (-0 included) is refused as negative.
+void CheckScales(const TensorSnapshot& t, const char* array, const std::vector<uint16_t>& s) {
+  const size_t i = FirstBad(s.size(), [&](size_t k) { return s[k] >= 0x7F80u; });
+  if (i != kNone)
+    Bad(t, At(array, i) + " is " + (Bf16NonFinite(s[i]) ? Bf16Kind(s[i]) : "negative"));
 }
 
 }  // namespace
 
-void ValidateSnapshot(const OptimizerSnapshot& s) {
+void ValidateSnapshotLayout(const OptimizerSnapshot& s) {
   if (s.groups.empty())
     throw Error(ErrorKind::kInvalidArgument, "snapshot has no parameter groups");
   for (size_t g = 0; g < s.groups.size(); ++g)
     ValidateHyperParams(s.algo, s.groups[g], "group " + std::to_string(g));
-  if (s.step < 0)
-    throw Error(ErrorKind::kInvalidArgument, "snapshot step " + std::to_string(s.step) + " < 0");
-  const StateFormats& f = s.formats;
+  if (s.step < 0 || s.step > kMaxSnapshotStep)
+    throw Error(ErrorKind::kInvalidArgument,
+                "snapshot step " + std::to_string(s.step) + " is outside [0, 2^53]");
   std::unordered_set<std::string> names;
   for (const TensorSnapshot& t : s.tensors) {
-    if (!names.insert(t.name).second)
-      throw Error(ErrorKind::kInvalidArgument, "tensor '" + t.name + "': duplicate name");
+    if (!names.insert(t.name).second) Bad(t, "duplicate name");
     if (t.group >= s.groups.size())
-      throw Error(ErrorKind::kInvalidArgument, "tensor '" + t.name + "': group " +
-                                                   std::to_string(t.group) + " of " +
-                                                   std::to_string(s.groups.size()));
-    const HyperParams& h = s.groups[t.group];
-    const size_t n = t.numel, groups = (n + kQuantGroup - 1) / kQuantGroup;
-    const bool bf = f.master != MasterFormat::kF32;
-    ExpectSize(t, "master_f32", t.master_f32, bf ? 0 : n);
-    ExpectSize(t, "master_bf16", t.master_bf16, bf ? n : 0);
-    ExpectSize(t, "ecc8", t.ecc8, f.master == MasterFormat::kBF16Ecc8 ? n : 0);
-    ExpectSize(t, "ecc16", t.ecc16, f.master == MasterFormat::kBF16Ecc16 ? n : 0);
-    const bool hm = HasMomentum(s.algo, h), hv = HasVariance(s.algo);
-    const bool mq = f.momentum == MomentFormat::kQ8, vq = f.variance == MomentFormat::kQ8;
-    ExpectSize(t, "m_f32", t.m_f32, hm && !mq ? n : 0);
-    ExpectSize(t, "m_codes", t.m_codes, hm && mq ? n : 0);
-    ExpectSize(t, "m_scales", t.m_scales, hm && mq ? groups : 0);
-    ExpectSize(t, "v_f32", t.v_f32, hv && !vq ? n : 0);
-    ExpectSize(t, "v_codes", t.v_codes, hv && vq ? n : 0);
-    ExpectSize(t, "v_scales", t.v_scales, hv && vq ? groups : 0);
+      Bad(t, "group " + std::to_string(t.group) + " of " + std::to_string(s.groups.size()));
+    if (t.step < 0 || t.step > s.step)
+      Bad(t, "step " + std::to_string(t.step) + " is outside [0, " + std::to_string(s.step) +
+                 "] (the snapshot's step)");
+    if (!t.shape.empty()) {
+      uint64_t product = 1;
+      std::string dims;
+      bool overflow = false;
+      for (uint64_t d : t.shape) {
+        dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+        if (d != 0 && product > std::numeric_limits<uint64_t>::max() / d) overflow = true;
+        product *= d;
+      }
+      if (overflow || product != t.numel)
+        Bad(t, "shape [" + dims + "] has " +
+                   (overflow ? std::string("more than 2^64") : std::to_string(product)) +
+                   " elements, numel is " + std::to_string(t.numel));
+    }
   }
+}
+
+void ValidateTensorState(const OptimizerSnapshot& s, const TensorSnapshot& t) {
+  const StateFormats& f = s.formats;
+  const HyperParams& h = s.groups[t.group];
+  const size_t n = t.numel, groups = (n + kQuantGroup - 1) / kQuantGroup;
+  const bool bf = f.master != MasterFormat::kF32;
+  ExpectSize(t, "master_f32", t.master_f32, bf ? 0 : n);
+  ExpectSize(t, "master_bf16", t.master_bf16, bf ? n : 0);
+  ExpectSize(t, "ecc8", t.ecc8, f.master == MasterFormat::kBF16Ecc8 ? n : 0);
+  ExpectSize(t, "ecc16", t.ecc16, f.master == MasterFormat::kBF16Ecc16 ? n : 0);
+  const bool hm = HasMomentum(s.algo, h), hv = HasVariance(s.algo);
+  const bool mq = f.momentum == MomentFormat::kQ8, vq = f.variance == MomentFormat::kQ8;
+  ExpectSize(t, "m_f32", t.m_f32, hm && !mq ? n : 0);
+  ExpectSize(t, "m_codes", t.m_codes, hm && mq ? n : 0);
+  ExpectSize(t, "m_scales", t.m_scales, hm && mq ? groups : 0);
+  ExpectSize(t, "v_f32", t.v_f32, hv && !vq ? n : 0);
+  ExpectSize(t, "v_codes", t.v_codes, hv && vq ? n : 0);
+  ExpectSize(t, "v_scales", t.v_scales, hv && vq ? groups : 0);
+  // Values, in the order of the arrays above.
+  CheckFinite(t, "master_f32", t.master_f32);
+  CheckMasterBf16(t, f);
+  CheckFinite(t, "m_f32", t.m_f32);
+  CheckScales(t, "m_scales", t.m_scales);
+  CheckVariance(t);
+  CheckScales(t, "v_scales", t.v_scales);
+}
+
+void ValidateSnapshot(const OptimizerSnapshot& s) {
+  ValidateSnapshotLayout(s);
+  for (const TensorSnapshot& t : s.tensors) ValidateTensorState(s, t);
 }
 
 }  // namespace tandem

@@ -36,11 +36,14 @@ bool SameBytes(const V& a, const V& b) {
 }
 
 bool SameBits(const tandem::OptimizerSnapshot& a, const tandem::OptimizerSnapshot& b) {
-  if (a.tensors.size() != b.tensors.size() || a.step != b.step || !(a.formats == b.formats)) return false;
+  if (a.tensors.size() != b.tensors.size() || a.step != b.step || !(a.formats == b.formats) ||
+      a.metadata != b.metadata)
+    return false;
   for (size_t i = 0; i < a.tensors.size(); ++i) {
     const auto& x = a.tensors[i];
     const auto& y = b.tensors[i];
-    if (x.name != y.name || x.numel != y.numel || !SameBytes(x.master_f32, y.master_f32) ||
+    if (x.name != y.name || x.numel != y.numel || x.shape != y.shape || x.step != y.step ||
+        !SameBytes(x.master_f32, y.master_f32) ||
         !SameBytes(x.master_bf16, y.master_bf16) || !SameBytes(x.ecc8, y.ecc8) ||
         !SameBytes(x.ecc16, y.ecc16) || !SameBytes(x.m_f32, y.m_f32) ||
         !SameBytes(x.v_f32, y.v_f32) || !SameBytes(x.m_codes, y.m_codes) ||

@@ -1,9 +1,12 @@
 // Writes the seed corpus of checkpoint_load_fuzzer (fuzz/corpus/checkpoint_load/):
-// small valid checkpoints of several algorithms and formats, plain and compressed.
+// small valid checkpoints of several algorithms and formats, plain and compressed, with
+// shapes, per-tensor steps and metadata, named after the format version that wrote them
+// (NAME_v2; the seeds without a suffix are version 1 files, kept for the old reader path).
 //   make_seeds OUT_DIR
 #include <cstdio>
 #include <string>
 
+#include "checkpoint/format.h"
 #include "tandem/checkpoint.h"
 
 int main(int argc, char** argv) {
@@ -33,12 +36,15 @@ int main(int argc, char** argv) {
     g0.momentum = 0.9;
     s.groups = {g0, g1};
     s.step = 42;
+    s.metadata = R"({"param_groups": [{"lr": 0.001, "params": [0, 1, 2]}]})";
     const uint64_t sizes[] = {3, 33, 0};
     for (int i = 0; i < 3; ++i) {
       TensorSnapshot t;
       t.name = "w" + std::to_string(i);
       t.numel = sizes[i];
       t.group = i % 2;
+      t.step = 40 + i;
+      if (i == 1) t.shape = {3, 11};
       const size_t n = t.numel, groups = (n + 31) / 32;
       const bool bf = sd.f.master != MasterFormat::kF32;
       const bool hm = HasMomentum(s.algo, s.groups[t.group]), hv = HasVariance(s.algo);
@@ -58,7 +64,7 @@ int main(int argc, char** argv) {
     CheckpointOptions o;
     o.compression = sd.c;
     o.sync = false;
-    SaveCheckpoint(s, std::string(argv[1]) + "/" + sd.name, o);
+    SaveCheckpoint(s, std::string(argv[1]) + "/" + sd.name + "_v" + std::to_string(ckpt::kVersion), o);
   }
   return 0;
 }

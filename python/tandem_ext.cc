@@ -12,7 +12,9 @@
 // Snapshots cross as a dict of plain values and NumPy arrays. Arrays returned by
 // `snapshot()` own their memory (the engine's vectors are moved into capsules, no copy).
 // bf16 bit patterns are returned as int16 arrays (NumPy has no bf16 and old PyTorch has
-// no uint16), q8 momentum codes as int8, variance codes as uint8.
+// no uint16), q8 momentum codes as int8, variance codes as uint8. Each tensor's dict has
+// its "step" and "shape" (a list, empty where the spec gave none); the snapshot's
+// "metadata" is a str (tandem.torch keeps its param_groups there in checkpoints).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -128,6 +130,23 @@ void CopyFromArray(const py::dict& d, const char* key, std::vector<T>* out) {
   if (a.size() > 0) std::memcpy(out->data(), a.data(), out->size() * sizeof(T));
 }
 
+// Snapshot metadata is opaque bytes to the engine; Python sees a str. Bytes that are not
+// UTF-8 cross as surrogate escapes, so metadata of any origin round-trips unchanged.
+py::str MetadataToStr(const std::string& m) {
+  PyObject* o =
+      PyUnicode_DecodeUTF8(m.data(), static_cast<py::ssize_t>(m.size()), "surrogateescape");
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
+std::string MetadataFromStr(const py::handle& h) {
+  if (!py::isinstance<py::str>(h))
+    throw Error(ErrorKind::kInvalidArgument, "snapshot 'metadata' must be a str");
+  PyObject* b = PyUnicode_AsEncodedString(h.ptr(), "utf-8", "surrogateescape");
+  if (!b) throw py::error_already_set();
+  return py::reinterpret_steal<py::bytes>(b).cast<std::string>();
+}
+
 py::dict SnapshotToDict(OptimizerSnapshot s) {
   py::dict d;
   d["algorithm"] = Name(s.algo);
@@ -138,14 +157,17 @@ py::dict SnapshotToDict(OptimizerSnapshot s) {
   for (const HyperParams& h : s.groups) groups.append(HyperParamsToDict(h));
   d["groups"] = groups;
   d["step"] = s.step;
+  d["metadata"] = MetadataToStr(s.metadata);
   py::list tensors;
   for (TensorSnapshot& t : s.tensors) {
     py::dict td;
     td["name"] = t.name;
     td["numel"] = t.numel;
+    td["shape"] = py::cast(t.shape);
     td["param_dtype"] = Name(t.param_dtype);
     td["grad_dtype"] = Name(t.grad_dtype);
     td["group"] = t.group;
+    td["step"] = t.step;
     // Only the arrays the format uses; empty ones are left out.
     if (!t.master_f32.empty()) td["master_f32"] = MoveToArray<float>(std::move(t.master_f32));
     if (!t.master_bf16.empty()) td["master_bf16"] = MoveToArray<int16_t>(std::move(t.master_bf16));
@@ -163,23 +185,51 @@ py::dict SnapshotToDict(OptimizerSnapshot s) {
   return d;
 }
 
+// d[key] cast to T; a missing key or a value of another type is Error(kInvalidArgument)
+// naming `where` and the key (not a bare KeyError or "Unable to cast").
+template <typename T>
+T Field(const py::dict& d, const char* key, const std::string& where) {
+  if (!d.contains(key)) throw Error(ErrorKind::kInvalidArgument, where + ": missing '" + key + "'");
+  try {
+    return d[key].cast<T>();
+  } catch (const py::cast_error&) {
+    throw Error(ErrorKind::kInvalidArgument,
+                where + ": '" + key + "' holds a " +
+                    std::string(py::str(py::type::of(d[key]).attr("__name__"))) +
+                    " that is not of the expected type or range");
+  }
+}
+
+// Snapshot dicts written before per-tensor steps, shapes and metadata existed still load:
+// a missing tensor "step" is the snapshot's step, a missing "shape" is empty (one
+// dimension of numel elements) and a missing "metadata" is empty.
 OptimizerSnapshot SnapshotFromDict(const py::dict& d) {
   OptimizerSnapshot s;
-  s.algo = ParseAlgorithm(d["algorithm"].cast<std::string>());
-  s.formats.master = ParseMasterFormat(d["master"].cast<std::string>());
-  s.formats.momentum = ParseMomentFormat(d["momentum"].cast<std::string>());
-  s.formats.variance = ParseMomentFormat(d["variance"].cast<std::string>());
-  for (auto g : d["groups"].cast<py::list>())
+  s.algo = ParseAlgorithm(Field<std::string>(d, "algorithm", "snapshot"));
+  s.formats.master = ParseMasterFormat(Field<std::string>(d, "master", "snapshot"));
+  s.formats.momentum = ParseMomentFormat(Field<std::string>(d, "momentum", "snapshot"));
+  s.formats.variance = ParseMomentFormat(Field<std::string>(d, "variance", "snapshot"));
+  for (auto g : Field<py::list>(d, "groups", "snapshot")) {
+    if (!py::isinstance<py::dict>(g))
+      throw Error(ErrorKind::kInvalidArgument, "snapshot: 'groups' entries must be dicts");
     s.groups.push_back(HyperParamsFromDict(g.cast<py::dict>()));
-  s.step = d["step"].cast<int64_t>();
-  for (auto item : d["tensors"].cast<py::list>()) {
+  }
+  s.step = Field<int64_t>(d, "step", "snapshot");
+  if (d.contains("metadata")) s.metadata = MetadataFromStr(d["metadata"]);
+  size_t index = 0;
+  for (auto item : Field<py::list>(d, "tensors", "snapshot")) {
+    const std::string where = "snapshot tensor " + std::to_string(index++);
+    if (!py::isinstance<py::dict>(item))
+      throw Error(ErrorKind::kInvalidArgument, where + ": not a dict");
     const py::dict td = item.cast<py::dict>();
     TensorSnapshot t;
-    t.name = td["name"].cast<std::string>();
-    t.numel = td["numel"].cast<uint64_t>();
-    t.param_dtype = ParseDType(td["param_dtype"].cast<std::string>());
-    t.grad_dtype = ParseDType(td["grad_dtype"].cast<std::string>());
-    t.group = td["group"].cast<uint32_t>();
+    t.name = Field<std::string>(td, "name", where);
+    t.numel = Field<uint64_t>(td, "numel", where);
+    if (td.contains("shape")) t.shape = Field<std::vector<uint64_t>>(td, "shape", where);
+    t.param_dtype = ParseDType(Field<std::string>(td, "param_dtype", where));
+    t.grad_dtype = ParseDType(Field<std::string>(td, "grad_dtype", where));
+    t.group = Field<uint32_t>(td, "group", where);
+    t.step = td.contains("step") ? Field<int64_t>(td, "step", where) : s.step;
     CopyFromArray(td, "master_f32", &t.master_f32);
     CopyFromArray(td, "master_bf16", &t.master_bf16);
     CopyFromArray(td, "ecc8", &t.ecc8);
@@ -194,6 +244,22 @@ OptimizerSnapshot SnapshotFromDict(const py::dict& d) {
   }
   return s;
 }
+
+#if TANDEM_PY_HAS_CHECKPOINT
+// tandem::ConvertSnapshot on a snapshot dict: the same state in the formats named.
+py::dict ConvertSnapshotDict(const py::dict& d, const std::string& master,
+                             const std::string& momentum, const std::string& variance) {
+  OptimizerSnapshot s = SnapshotFromDict(d);
+  const StateFormats to{ParseMasterFormat(master), ParseMomentFormat(momentum),
+                        ParseMomentFormat(variance)};
+  OptimizerSnapshot out;
+  {
+    py::gil_scoped_release release;
+    out = ConvertSnapshot(s, to);
+  }
+  return SnapshotToDict(std::move(out));
+}
+#endif
 
 py::dict BytesToDict(const MemoryReport::Bytes& b) {
   py::dict d;
@@ -346,8 +412,10 @@ class PyOptimizer {
   }
 
 #if TANDEM_PY_HAS_CHECKPOINT
-  // Writes the whole state to `path` with tandem::SaveCheckpoint (atomic, CRC-framed).
-  void SaveCheckpointFile(const std::string& path, const std::string& compression, bool sync) {
+  // Writes the whole state to `path` with tandem::SaveCheckpoint (atomic, CRC-framed),
+  // with `metadata` (tandem.torch: its param_groups as JSON) stored verbatim in the file.
+  void SaveCheckpointFile(const std::string& path, const std::string& compression, bool sync,
+                          const py::handle& metadata) {
     CheckpointOptions options;
     if (compression == "none") {
       options.compression = CheckpointCompression::kNone;
@@ -360,23 +428,41 @@ class PyOptimizer {
                   "unknown checkpoint compression '" + compression + "' (none, auto, all)");
     }
     options.sync = sync;
+    std::string text = MetadataFromStr(metadata);
     py::gil_scoped_release release;
-    SaveCheckpoint(opt_->Snapshot(), path, options);
+    OptimizerSnapshot s = opt_->Snapshot();
+    s.metadata = std::move(text);
+    SaveCheckpoint(s, path, options);
   }
 
-  // Loads and verifies `path` with tandem::LoadCheckpoint and restores it, with the
-  // hyper-parameters `groups` in place of the file's (the live optimizer's stay in force).
-  void LoadCheckpointFile(const std::string& path, const py::list& groups) {
-    std::vector<HyperParams> hs;
-    for (auto g : groups) hs.push_back(HyperParamsFromDict(g.cast<py::dict>()));
-    py::gil_scoped_release release;
-    OptimizerSnapshot s = LoadCheckpoint(path);
-    if (hs.size() != s.groups.size())
-      throw Error(ErrorKind::kInvalidArgument,
-                  "checkpoint '" + path + "' has " + std::to_string(s.groups.size()) +
-                      " groups, optimizer " + std::to_string(hs.size()));
-    s.groups = std::move(hs);
-    opt_->Restore(s);
+  // Loads and verifies `path` with tandem::LoadCheckpoint, then calls
+  // `groups_for(metadata)` (the file's metadata as a str) before anything changes: it may
+  // raise to refuse the file (nothing changed then), return None to restore the file's
+  // hyper-parameters, or return a list of group dicts to restore in their place (files
+  // without metadata: the live optimizer's stay in force). Then restores the state.
+  // Returns the metadata.
+  py::str LoadCheckpointFile(const std::string& path, const py::object& groups_for) {
+    OptimizerSnapshot s;
+    {
+      py::gil_scoped_release release;
+      s = LoadCheckpoint(path);
+    }
+    py::str metadata = MetadataToStr(s.metadata);
+    const py::object chosen = groups_for(metadata);
+    if (!chosen.is_none()) {
+      std::vector<HyperParams> hs;
+      for (auto g : chosen.cast<py::list>()) hs.push_back(HyperParamsFromDict(g.cast<py::dict>()));
+      if (hs.size() != s.groups.size())
+        throw Error(ErrorKind::kInvalidArgument,
+                    "checkpoint '" + path + "' has " + std::to_string(s.groups.size()) +
+                        " groups, optimizer " + std::to_string(hs.size()));
+      s.groups = std::move(hs);
+    }
+    {
+      py::gil_scoped_release release;
+      opt_->Restore(s);
+    }
+    return metadata;
   }
 #endif
 
@@ -468,6 +554,12 @@ PYBIND11_MODULE(_C, m) {
   });
 
   m.attr("has_checkpoint") = py::bool_(TANDEM_PY_HAS_CHECKPOINT != 0);
+#if TANDEM_PY_HAS_CHECKPOINT
+  m.def("convert_snapshot", &tandem::ConvertSnapshotDict, py::arg("snapshot"), py::arg("master"),
+        py::arg("momentum"), py::arg("variance"),
+        "The snapshot dict re-encoded in the formats named (tandem::ConvertSnapshot): "
+        "masters and moments through fp32, everything else copied.");
+#endif
   m.def("cuda_device_available", &tandem::CudaDeviceAvailable,
         "Whether this process can use a CUDA device (never raises).");
   m.def("max_host_threads", &tandem::MaxHostThreads,
@@ -503,9 +595,12 @@ PYBIND11_MODULE(_C, m) {
       .def("set_groups", &PyOptimizer::SetGroups, py::arg("groups"))
 #if TANDEM_PY_HAS_CHECKPOINT
       .def("save_checkpoint", &PyOptimizer::SaveCheckpointFile, py::arg("path"),
-           py::arg("compression") = "none", py::arg("sync") = true)
+           py::arg("compression") = "none", py::arg("sync") = true,
+           py::arg("metadata") = py::str(""))
       .def("load_checkpoint", &PyOptimizer::LoadCheckpointFile, py::arg("path"),
-           py::arg("groups"))
+           py::arg("groups_for"),
+           "groups_for(metadata) -> None (the file's groups) or a list of group dicts; "
+           "may raise to refuse the file. Returns the file's metadata.")
 #endif
       .def("snapshot", &PyOptimizer::Snapshot)
       .def("restore", &PyOptimizer::Restore, py::arg("snapshot"))

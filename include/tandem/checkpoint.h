@@ -1,5 +1,6 @@
 // Checkpoints of an OptimizerSnapshot: atomic save, fully verified load, inspection,
-// compatibility check, and fp32 master export/import as safetensors.
+// compatibility check, conversion between state formats, and fp32 master export/import
+// as safetensors.
 //
 // The file format is defined in docs/checkpoint_format.md: a fixed header, one data
 // section per array, a JSON manifest and a fixed footer, every part covered by CRC32C.
@@ -103,15 +104,20 @@ struct CheckpointOptions {
 // directory is written, flushed, fsynced, closed and renamed over `path`, then the
 // directory is fsynced. If anything fails (or the process dies) before the rename, `path`
 // keeps its previous contents; the temporary file is removed on a thrown failure.
-// Throws Error(kInvalidArgument) if ValidateSnapshot rejects the snapshot (nothing is
-// written then), Error(kIO) for file-system failures. env == nullptr means Env::Default();
-// it must outlive the call.
+// Writes format version ckpt::kVersion (shapes, per-tensor steps and the metadata string
+// verbatim). Throws Error(kInvalidArgument) if ValidateSnapshot rejects the snapshot or a
+// tensor name or the metadata is not valid UTF-8 (nothing is written then), Error(kIO)
+// for file-system failures. env == nullptr means Env::Default(); it must outlive the call.
 void SaveCheckpoint(const OptimizerSnapshot& snapshot, const std::string& path,
                     const CheckpointOptions& options = {}, Env* env = nullptr);
 
 // Reads and fully verifies `path` (magic, version, header/footer/manifest CRC, every
-// section's bounds, CRC and decompressed size, zero padding, and ValidateSnapshot) before
-// returning; never returns partial data. Throws Error(kCorruption) or Error(kIO).
+// section's bounds, CRC and decompressed size, zero padding, and ValidateSnapshot: steps,
+// shapes, duplicate names, array sizes and values) before returning; never returns
+// partial data. Reads every format version from ckpt::kOldestReadableVersion on: a
+// version 1 file has no per-tensor steps, shapes or metadata, so each tensor's step is
+// the file's step and shape and metadata are empty. Throws Error(kCorruption) (a
+// ValidateSnapshot failure reads "inconsistent state: ...") or Error(kIO).
 OptimizerSnapshot LoadCheckpoint(const std::string& path, Env* env = nullptr);
 
 // One data section as listed by the manifest.
@@ -135,7 +141,9 @@ struct CheckpointInfo {
   StateFormats formats;
   std::vector<HyperParams> groups;
   int64_t step = 0;
-  std::vector<TensorSnapshot> tensors;  // name, numel, dtypes, group; arrays empty
+  std::string metadata;  // OptimizerSnapshot::metadata; empty in version 1 files
+  // name, numel, shape, dtypes, group, step; arrays empty
+  std::vector<TensorSnapshot> tensors;
   std::vector<CheckpointSection> sections;
 };
 
@@ -152,16 +160,31 @@ struct VerifyReport {
   CheckpointInfo info;  // valid when the header, footer and manifest passed
 };
 
-// Checks everything LoadCheckpoint checks, continuing past a damaged section to list
-// every damaged one. Corruption is reported in the result, not thrown; throws Error(kIO)
-// only if the file cannot be opened or read.
+// Runs every check LoadCheckpoint runs, through the same code, continuing past a failure
+// to list every damaged section and every inconsistent value (one line each; the values
+// of a tensor with a damaged section are not judged). Holds one tensor's arrays at a
+// time. Corruption is reported in the result, not thrown; throws Error(kIO) only if the
+// file cannot be opened or read. ok is true exactly when LoadCheckpoint would succeed.
 VerifyReport VerifyCheckpoint(const std::string& path, Env* env = nullptr);
 
 // Throws Error(kInvalidArgument) naming the first difference between the structure of a
 // loaded snapshot and the optimizer's own layout: algorithm, formats, group count, tensor
-// count, then per tensor name, numel, param/grad dtype and group. Array contents,
-// hyper-parameter values and step are not compared. Call before touching optimizer state.
+// count, then per tensor name, numel, shape (only when both sides have one), param dtype,
+// grad dtype and group. Array contents, hyper-parameter values, steps and metadata are
+// not compared. Call before touching optimizer state.
 void CheckCompatible(const OptimizerSnapshot& loaded, const OptimizerSnapshot& layout);
+
+// ---- Conversion between state formats ---------------------------------------------------
+
+// Re-encodes every tensor's state in `to`: masters and moments are decoded to fp32
+// and encoded again in the new formats (q8 -> f32 decodes exactly; f32 -> q8 uses the
+// format's encoder; an fp32 master -> bf16+ecc uses the ecc encoder). Hyper-parameters,
+// steps, names, shapes and metadata are copied. Throws Error(kInvalidArgument) if `s`
+// fails ValidateSnapshot or `to` does not suit s.algo (e.g. a q8 variance for Lion).
+// The q8 encoding of each group of 32 is bit for bit what the step kernels write for the
+// same fp32 values (engine/q8_codec.h); a q8 variance stores sqrt(v) rounded once.
+// Converting to the formats `s` already has returns an exact copy.
+OptimizerSnapshot ConvertSnapshot(const OptimizerSnapshot& s, const StateFormats& to);
 
 // ---- fp32 master weights as safetensors -------------------------------------------------
 
@@ -170,10 +193,11 @@ void CheckCompatible(const OptimizerSnapshot& loaded, const OptimizerSnapshot& l
 // if the arrays do not match numel and formats.
 std::vector<float> DecodeMasterF32(const TensorSnapshot& t, const StateFormats& f);
 
-// Writes every tensor's fp32 master as a safetensors file (dtype "F32", shape [numel],
-// tensors in snapshot order, __metadata__ with format "pt", algorithm, formats and step),
-// atomically like SaveCheckpoint. Throws Error(kInvalidArgument) for duplicate names or an
-// invalid snapshot, Error(kIO) for I/O failures.
+// Writes every tensor's fp32 master as a safetensors file (dtype "F32", the tensor's shape
+// or [numel] where it has none, tensors in snapshot order, __metadata__ with format "pt",
+// algorithm, formats and step), atomically like SaveCheckpoint. Throws
+// Error(kInvalidArgument) for duplicate names or an invalid snapshot, Error(kIO) for I/O
+// failures.
 void ExportSafetensorsMasters(const OptimizerSnapshot& snapshot, const std::string& path,
                               Env* env = nullptr);
 

@@ -43,9 +43,12 @@ except ImportError as _e:  # depends on the machine
 
 from tandem import _C
 from tandem import _options
+from tandem import _state
+from tandem._state import export_masters, from_torch_state, to_torch_state
 
 __all__ = ["AdamW", "Adam", "Lion", "SGD", "StepResult", "TandemOptimizer", "TandemWarning",
-           "SkippedStepWarning", "EarlyStartAccumulationWarning"]
+           "SkippedStepWarning", "EarlyStartAccumulationWarning", "export_masters", "from_torch_state",
+           "to_torch_state"]
 
 StepResult = collections.namedtuple("StepResult",
                                     ["applied", "grad_norm", "step", "stepped_tensors"],
@@ -74,16 +77,6 @@ _DTYPE_NAMES = {
     _torch.float16: "f16",
 }
 
-# Engine hyper-parameter fields (HyperParams in include/tandem/types.h), lr_scale aside.
-_HYPER_FIELDS = ("beta1", "beta2", "eps", "weight_decay", "momentum", "dampening",
-                 "nesterov")
-
-# Snapshot arrays that hold bf16 bit patterns (carried as torch.bfloat16 tensors).
-_BF16_ARRAYS = ("master_bf16", "m_scales", "v_scales")
-_ARRAYS = ("master_f32", "master_bf16", "ecc8", "ecc16", "m_f32", "v_f32", "m_codes",
-           "v_codes", "m_scales", "v_scales")
-
-_STATE_DICT_VERSION = 1
 _LR_RTOL = 1e-9
 
 
@@ -535,96 +528,21 @@ class TandemOptimizer(_torch.optim.Optimizer):
         ``state[i]`` holds the engine snapshot arrays of parameter i (torch's numbering
         over param_groups), as CPU tensors: ``master_f32``/``m_f32``/``v_f32`` float32,
         ``master_bf16``/``m_scales``/``v_scales`` bfloat16 (bit patterns), ``ecc8`` and
-        ``m_codes`` int8, ``ecc16`` int16, ``v_codes`` uint8; plus ``step``. The
-        ``tandem`` entry carries the algorithm, formats and engine groups.
+        ``m_codes`` int8, ``ecc16`` int16, ``v_codes`` uint8; plus ``step``, the
+        updates that parameter has received (a float tensor, as torch keeps it). The
+        ``tandem`` entry carries the version (2), algorithm, formats, the optimizer's
+        step, the engine groups and per tensor its name, numel, shape, dtypes and group.
         """
-        with self._device_guard():
-            if self._cuda:
-                _torch.cuda.synchronize(self._device)  # the last step's state is final
-            snap = self._engine.snapshot()
-        state = {}
-        for k, t in enumerate(snap["tensors"]):
-            entry = {"step": _torch.tensor(float(snap["step"]))}
-            for name in _ARRAYS:
-                if name in t:
-                    tensor = _torch.from_numpy(t[name])
-                    if name in _BF16_ARRAYS:
-                        tensor = tensor.view(_torch.bfloat16)
-                    entry[name] = tensor
-            state[self._indices[k]] = entry
-        groups = []
-        index = 0
-        for group in self.param_groups:
-            g = {key: value for key, value in group.items() if key != "params"}
-            g["params"] = list(range(index, index + len(group["params"])))
-            index += len(group["params"])
-            groups.append(g)
-        meta = {
-            "version": _STATE_DICT_VERSION,
-            "algorithm": snap["algorithm"],
-            "master": snap["master"],
-            "momentum": snap["momentum"],
-            "variance": snap["variance"],
-            "step": int(snap["step"]),
-            "engine_groups": snap["groups"],
-            "ref_group": self._ref_group,
-            "tensors": [{key: t[key] for key in ("name", "numel", "param_dtype",
-                                                 "grad_dtype", "group")}
-                        for t in snap["tensors"]],
-        }
-        return {"state": state, "param_groups": groups, "tandem": meta}
+        return _state.state_dict(self)
 
     def load_state_dict(self, state_dict):
         """Restores a state dict written by ``state_dict`` of a tandem optimizer with the
         same parameters, algorithm and formats (any offload fraction, placement, chunk
-        size or thread count). The parameters are set from the restored master weights.
-        Raises ValueError (nothing changed) on a mismatch."""
-        meta = state_dict.get("tandem")
-        if meta is None:
-            raise ValueError("not a tandem state dict (no 'tandem' entry); loading the "
-                             "state of another optimizer is not supported")
-        if meta.get("version") != _STATE_DICT_VERSION:
-            raise ValueError("unsupported tandem state dict version %r" % meta.get("version"))
-        saved_groups = state_dict["param_groups"]
-        if len(saved_groups) != len(self.param_groups):
-            raise ValueError("state dict has %d parameter groups, optimizer %d"
-                             % (len(saved_groups), len(self.param_groups)))
-        for g, (saved, group) in enumerate(zip(saved_groups, self.param_groups)):
-            if len(saved["params"]) != len(group["params"]):
-                raise ValueError("group %d: state dict has %d parameters, optimizer %d"
-                                 % (g, len(saved["params"]), len(group["params"])))
-        if len(meta["tensors"]) != len(self._params):
-            raise ValueError("state dict has %d trained tensors, optimizer %d"
-                             % (len(meta["tensors"]), len(self._params)))
-        tensors = []
-        for k, info in enumerate(meta["tensors"]):
-            entry = state_dict["state"].get(self._indices[k])
-            if entry is None:
-                raise ValueError("state dict has no state for parameter %d"
-                                 % self._indices[k])
-            t = dict(info)
-            for name in _ARRAYS:
-                if name in entry:
-                    tensor = entry[name].detach().cpu()
-                    if name in _BF16_ARRAYS:
-                        tensor = tensor.view(_torch.int16)
-                    t[name] = tensor.contiguous().numpy()
-            tensors.append(t)
-        snap = {key: meta[key] for key in ("algorithm", "master", "momentum", "variance",
-                                           "step")}
-        snap["groups"] = meta["engine_groups"]
-        snap["tensors"] = tensors
-        with self._device_guard():
-            if self._cuda:
-                _torch.cuda.synchronize(self._device)
-            self._engine.restore(snap)
-        for saved, group in zip(saved_groups, self.param_groups):
-            for key, value in saved.items():
-                if key != "params":
-                    group[key] = value
-        self._ref_group = int(meta["ref_group"])
-        self._lr_scales = [float(h["lr_scale"]) for h in meta["engine_groups"]]
-        self._engine_hyper = [{f: h[f] for f in _HYPER_FIELDS} for h in meta["engine_groups"]]
+        size or thread count; versions 1 and 2), or a torch.optim state dict of the same
+        algorithm (no ``tandem`` entry: ``tandem.torch.from_torch_state``). The
+        parameters are set from the restored master weights. Every field is checked
+        first: ValueError naming the first bad or missing one, nothing changed."""
+        _state.load_state_dict(self, state_dict)
 
     # ----------------------------------------------------------------------------------
     # Tandem extras
@@ -632,27 +550,22 @@ class TandemOptimizer(_torch.optim.Optimizer):
     def save_checkpoint(self, path, compression="none", sync=True):
         """Writes the engine's whole state to a Tandem checkpoint file (atomic, every
         section CRC-checked; docs/checkpoint_format.md), without going through Python
-        objects. compression: "none" (default), "auto" or "all"; sync=False skips the
-        fsyncs. The file holds no torch param_groups: save those (or the scheduler's
-        state) yourself. Raises RuntimeError on I/O failures."""
-        self._require_checkpoint()
-        with self._device_guard():
-            if self._cuda:
-                _torch.cuda.synchronize(self._device)
-            self._engine.save_checkpoint(str(path), compression, bool(sync))
+        objects, with the param_groups (every key but ``params``) and the binding's
+        learning-rate bookkeeping as JSON metadata. compression: "none" (default),
+        "auto" or "all"; sync=False skips the fsyncs. Save the scheduler's state beside
+        it. Raises ValueError (nothing written) for a param_group value JSON cannot
+        hold, naming it, and RuntimeError on I/O failures."""
+        _state.save_checkpoint(self, path, compression, sync)
 
     def load_checkpoint(self, path):
         """Loads and fully verifies a checkpoint file written by ``save_checkpoint`` (at
         any offload fraction) and restores it: masters (written to the parameters),
-        moments and step. The hyper-parameters stay this optimizer's (param_groups).
-        Raises RuntimeError for a damaged or unreadable file and ValueError for one that
-        does not match this optimizer; nothing changes then."""
-        self._require_checkpoint()
-        groups = [dict(h, lr_scale=s) for h, s in zip(self._engine_hyper, self._lr_scales)]
-        with self._device_guard():
-            if self._cuda:
-                _torch.cuda.synchronize(self._device)
-            self._engine.load_checkpoint(str(path), groups)
+        moments, steps, hyper-parameters and param_groups, so that training resumes
+        bit-identically. A file without param_groups (older tandem, C++) keeps this
+        optimizer's, with a warning. Raises RuntimeError for a damaged or unreadable
+        file and ValueError for one that does not match this optimizer; nothing changes
+        then."""
+        _state.load_checkpoint(self, path)
 
     @staticmethod
     def _require_checkpoint():

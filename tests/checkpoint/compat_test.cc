@@ -82,6 +82,23 @@ TEST_F(CompatTest, DtypesAndGroup) {
   ExpectMismatch(s, {"tensor 1", "group"});
 }
 
+TEST_F(CompatTest, ShapeWhenBothHaveOne) {
+  ASSERT_EQ(layout_.tensors[3].shape, (std::vector<uint64_t>{4, 2, 4}));
+  auto s = layout_;
+  s.tensors[3].shape = {8, 4};
+  ExpectMismatch(s, {"tensor 3", "layer.3.weight", "shape", "[8, 4]", "[4, 2, 4]"});
+  s.tensors[3].shape = {};  // one side without a shape: not compared
+  EXPECT_NO_THROW(CheckCompatible(s, layout_));
+  EXPECT_NO_THROW(CheckCompatible(layout_, s));
+}
+
+TEST_F(CompatTest, StepsAndMetadataAreNotCompared) {
+  auto s = layout_;
+  s.tensors[2].step = 0;
+  s.metadata = "something else";
+  EXPECT_NO_THROW(CheckCompatible(s, layout_));
+}
+
 TEST_F(CompatTest, LoadedCheckpointAgainstLayout) {
   auto env = NewMemEnv();
   SaveCheckpoint(layout_, "c", {}, env.get());

@@ -151,11 +151,17 @@ TEST_F(CorruptionTest, WrongMagic) {
 
 TEST_F(CorruptionTest, WrongVersionEvenWithValidCrc) {
   std::string bad = good_;
-  const uint32_t v = 2;
+  const uint32_t v = ckpt::kVersion + 1;
   memcpy(bad.data() + 8, &v, 4);
   const uint32_t crc = ckpt::Crc32c(bad.data(), 28);
   memcpy(bad.data() + 28, &crc, 4);
-  ExpectCorrupt(bad, {"version 2", "reads version 1"});
+  ExpectCorrupt(bad, {"version " + std::to_string(v),
+                      "reads versions 1 to " + std::to_string(ckpt::kVersion)});
+  const uint32_t zero = 0;
+  memcpy(bad.data() + 8, &zero, 4);
+  const uint32_t crc0 = ckpt::Crc32c(bad.data(), 28);
+  memcpy(bad.data() + 28, &crc0, 4);
+  ExpectCorrupt(bad, {"version 0"});
 }
 
 TEST_F(CorruptionTest, ForeignFiles) {

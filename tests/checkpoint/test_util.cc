@@ -1,8 +1,14 @@
 #include "tests/checkpoint/test_util.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
+#include "checkpoint/crc.h"
+#include "checkpoint/format.h"
+#include "engine/fp_bits.h"
+#include "engine/master_codec.h"
 #include "tandem/error.h"
 
 namespace tandem::testing {
@@ -13,6 +19,23 @@ void Fill(V* v, size_t n, std::mt19937_64* rng) {
   v->resize(n);
   auto* p = reinterpret_cast<unsigned char*>(v->data());
   for (size_t i = 0; i < n * sizeof(typename V::value_type); ++i) p[i] = (*rng)() & 0xFF;
+}
+
+// Random bit patterns made valid with as few bit changes as possible: a non-finite value
+// loses its top exponent bit, a value that must not be negative its sign bit.
+void MakeFinite(std::vector<float>* v, bool non_negative) {
+  for (float& x : *v) {
+    uint32_t b = num::BitsOf(x);
+    if (!std::isfinite(x)) b &= ~0x40000000u;
+    if (non_negative) b &= 0x7FFFFFFFu;
+    x = num::FloatOf(b);
+  }
+}
+void MakeFiniteBf16(std::vector<uint16_t>* v, bool non_negative) {
+  for (uint16_t& x : *v) {
+    if ((x & 0x7F80u) == 0x7F80u) x &= 0xBFFFu;
+    if (non_negative) x &= 0x7FFFu;
+  }
 }
 
 class FaultWritableFile : public WritableFile {
@@ -69,6 +92,8 @@ OptimizerSnapshot MakeSnapshot(Algorithm algo, StateFormats f, uint32_t seed,
   g1.beta1 = 0.8;
   s.groups = {g0, g1};
   s.step = static_cast<int64_t>(seed) * 7 + 3;
+  s.metadata = std::string(R"([{"lr": 0.001, "name": "\u00e9mbed )") + "\xe2\x9c\x93\", \"seed\": " +
+               std::to_string(seed) + "}]";
   for (size_t i = 0; i < sizes.size(); ++i) {
     TensorSnapshot t;
     t.name = "layer." + std::to_string(i) + ".weight";
@@ -90,6 +115,21 @@ OptimizerSnapshot MakeSnapshot(Algorithm algo, StateFormats f, uint32_t seed,
     Fill(&t.v_f32, hv && !vq ? n : 0, &rng);
     Fill(&t.v_codes, hv && vq ? n : 0, &rng);
     Fill(&t.v_scales, hv && vq ? groups : 0, &rng);
+    MakeFinite(&t.master_f32, false);
+    MakeFinite(&t.m_f32, false);
+    MakeFinite(&t.v_f32, true);
+    MakeFiniteBf16(&t.master_bf16, false);
+    MakeFiniteBf16(&t.m_scales, true);
+    MakeFiniteBf16(&t.v_scales, true);
+    for (size_t k = 0; k < t.ecc8.size(); ++k)  // +-0 with a negative correction is NaN
+      if (!std::isfinite(num::DecodeEcc8(t.master_bf16[k], t.ecc8[k]))) t.ecc8[k] = 0;
+    for (size_t k = 0; k < t.ecc16.size(); ++k)
+      if (!std::isfinite(num::DecodeEcc16(t.master_bf16[k], t.ecc16[k]))) t.ecc16[k] = 0;
+    t.step = s.step - static_cast<int64_t>(i);
+    if (t.step < 0) t.step = 0;
+    if (n == 0) t.shape = {0, 7};
+    else if (n % 8 == 0) t.shape = {n / 8, 2, 4};
+    else if (i % 2 == 1) t.shape = {1, n};
     s.tensors.push_back(std::move(t));
   }
   ValidateSnapshot(s);
@@ -121,12 +161,13 @@ bool Same(const V& a, const V& b) {
 
 bool SameBits(const OptimizerSnapshot& a, const OptimizerSnapshot& b) {
   if (a.algo != b.algo || !(a.formats == b.formats) || a.groups != b.groups || a.step != b.step ||
-      a.tensors.size() != b.tensors.size())
+      a.metadata != b.metadata || a.tensors.size() != b.tensors.size())
     return false;
   for (size_t i = 0; i < a.tensors.size(); ++i) {
     const TensorSnapshot& x = a.tensors[i];
     const TensorSnapshot& y = b.tensors[i];
-    if (x.name != y.name || x.numel != y.numel || x.param_dtype != y.param_dtype ||
+    if (x.name != y.name || x.numel != y.numel || x.shape != y.shape || x.step != y.step ||
+        x.param_dtype != y.param_dtype ||
         x.grad_dtype != y.grad_dtype || x.group != y.group || !Same(x.master_f32, y.master_f32) ||
         !Same(x.master_bf16, y.master_bf16) || !Same(x.ecc8, y.ecc8) || !Same(x.ecc16, y.ecc16) ||
         !Same(x.m_f32, y.m_f32) || !Same(x.v_f32, y.v_f32) || !Same(x.m_codes, y.m_codes) ||
@@ -145,6 +186,75 @@ std::vector<std::pair<Algorithm, StateFormats>> AllCombinations() {
         for (MomentFormat v : {MomentFormat::kF32, MomentFormat::kQ8})
           out.push_back({a, StateFormats{m, mo, v}});
   return out;
+}
+
+std::string WithManifest(const std::string& file,
+                         const std::function<void(nlohmann::json&)>& edit) {
+  const size_t kF = ckpt::kFooterSize;
+  uint64_t off;
+  memcpy(&off, file.data() + file.size() - kF, 8);
+  nlohmann::json j = nlohmann::json::parse(file.substr(off, file.size() - kF - off));
+  edit(j);
+  const std::string text = j.dump();
+  std::string out = file.substr(0, off) + text;
+  unsigned char f[ckpt::kFooterSize];
+  memcpy(f, file.data() + file.size() - kF, kF);
+  const uint64_t len = text.size(), file_len = out.size() + kF;
+  const uint32_t crc = ckpt::SectionCrc(ckpt::SectionKind::kManifest, ckpt::kNoTensor,
+                                        ckpt::Codec::kNone, len, text.data(), len);
+  memcpy(f + 8, &len, 8);
+  memcpy(f + 16, &crc, 4);
+  memcpy(f + 24, &file_len, 8);
+  const uint32_t fcrc = ckpt::Crc32c(f, 44);
+  memcpy(f + 44, &fcrc, 4);
+  return out + std::string(reinterpret_cast<char*>(f), kF);
+}
+
+std::string WithSectionByte(const std::string& file, size_t section, uint64_t byte,
+                            uint8_t value) {
+  std::string out = file;
+  // WithManifest reads the data part of `out` after edit() ran, so the changed byte and the
+  // CRC computed over it land in the same file.
+  return WithManifest(out, [&](nlohmann::json& j) {
+    nlohmann::json& s = j["sections"][section];
+    const uint64_t off = s["offset"].get<uint64_t>(), len = s["length"].get<uint64_t>();
+    out[off + byte] = static_cast<char>(value);
+    s["crc32c"] = ckpt::SectionCrc(static_cast<ckpt::SectionKind>(s["kind"].get<uint32_t>()),
+                                   s["tensor"].get<uint32_t>(), ckpt::Codec::kNone, len,
+                                   out.data() + off, len);
+  });
+}
+
+namespace {
+std::string GoodSmallFile() {
+  auto env = NewMemEnv();
+  SaveCheckpoint(MakeSnapshot(Algorithm::kAdamW, {}, 7, {1, 33, 40}), "f", {}, env.get());
+  return ReadAll(env.get(), "f");
+}
+}  // namespace
+
+std::string DuplicateNameFile() {
+  return WithManifest(GoodSmallFile(), [](nlohmann::json& j) {
+    j["tensors"][1]["name"] = j["tensors"][0]["name"];
+  });
+}
+
+std::string StepOverflowFile() {
+  return WithManifest(GoodSmallFile(), [](nlohmann::json& j) {
+    j["step"] = std::numeric_limits<int64_t>::max();
+  });
+}
+
+std::string NaNMasterFile() {
+  const std::string good = GoodSmallFile();
+  size_t section = 0;
+  (void)WithManifest(good, [&](nlohmann::json& j) {  // find tensor 1's master_f32
+    for (size_t i = 0; i < j["sections"].size(); ++i)
+      if (j["sections"][i]["tensor"] == 1 && j["sections"][i]["kind"] == 1) section = i;
+  });
+  // Element 5 becomes 0x7FC00000 (little-endian: bytes 2 and 3 are 0xC0 0x7F).
+  const std::string f = WithSectionByte(good, section, 5 * 4 + 2, 0xC0);
+  return WithSectionByte(f, section, 5 * 4 + 3, 0x7F);
 }
 
 std::string ReadAll(Env* env, const std::string& path) {

@@ -3,10 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "tandem/checkpoint.h"
 #include "tandem/snapshot.h"
@@ -14,19 +17,40 @@
 namespace tandem::testing {
 
 // A snapshot of `algo`/`formats` with tensors of the given sizes and random contents
-// (every bit pattern, NaNs included), alternating between two groups; for SGD group 1 has
-// momentum 0 (no momentum buffer). Passes ValidateSnapshot.
+// (random bit patterns, each made valid with the fewest bit changes: no NaN or infinity,
+// no negative variance or scale), alternating between two groups; for SGD group 1 has
+// momentum 0 (no momentum buffer). Tensor i has step s.step - i (at least 0) and a shape
+// for some sizes (0 -> [0, 7], a multiple of 8 -> [n/8, 2, 4], odd i -> [1, n]); the
+// metadata is JSON with non-ASCII text. Passes ValidateSnapshot.
 OptimizerSnapshot MakeSnapshot(Algorithm algo, StateFormats formats, uint32_t seed,
                                const std::vector<uint64_t>& sizes = {0, 1, 31, 32, 33, 200});
 
 // A snapshot whose arrays hold low-entropy data, so deflate pays.
 OptimizerSnapshot MakeCompressibleSnapshot(uint32_t seed);
 
-// Bit-for-bit equality (operator== says NaN != NaN, and random arrays hold NaNs).
+// Bit-for-bit equality of every field (operator== says -0 == +0, and ignores nothing,
+// but tests want to see bit patterns).
 bool SameBits(const OptimizerSnapshot& a, const OptimizerSnapshot& b);
 
 // Every algorithm x master x momentum x variance combination.
 std::vector<std::pair<Algorithm, StateFormats>> AllCombinations();
+
+// `file` (the bytes of a good checkpoint) with its manifest rewritten by edit(json) and the
+// manifest CRC and footer fixed, so that only the checks behind the CRCs can object.
+std::string WithManifest(const std::string& file,
+                         const std::function<void(nlohmann::json&)>& edit);
+
+// `file` with byte `byte` of data section `section` replaced by `value` and the section's
+// CRC in the manifest fixed (the section must be stored uncompressed).
+std::string WithSectionByte(const std::string& file, size_t section, uint64_t byte,
+                            uint8_t value);
+
+// Good CRCs, bad contents: files that only the snapshot checks refuse. Each is a saved
+// MakeSnapshot(kAdamW, f32 formats, 7, {1, 33, 40}) changed so that: tensor 1 repeats
+// tensor 0's name / the manifest step is 2^63 - 1 / element 5 of tensor 1's master is NaN.
+std::string DuplicateNameFile();
+std::string StepOverflowFile();
+std::string NaNMasterFile();
 
 // Bytes of a file in an Env.
 std::string ReadAll(Env* env, const std::string& path);

@@ -4,11 +4,15 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "tandem/checkpoint.h"
+#include "tandem/version.h"
+#include "tests/checkpoint/golden_snapshot.h"
 #include "tests/checkpoint/test_util.h"
 
 namespace tandem {
@@ -39,10 +43,86 @@ class ToolTest : public ::testing::Test {
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
   }
 
+  std::string Write(const std::string& name, const std::string& bytes) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+
   fs::path dir_;
   std::string file_;
   OptimizerSnapshot snap_;
 };
+
+// The JSON header of a safetensors file.
+nlohmann::json SafetensorsHeader(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  uint64_t n = 0;
+  f.read(reinterpret_cast<char*>(&n), 8);
+  std::string text(n, '\0');
+  f.read(text.data(), static_cast<std::streamsize>(n));
+  return nlohmann::json::parse(text);
+}
+
+// A safetensors file of F32 tensors (name, shape, values) with the given __metadata__.
+std::string Safetensors(const std::vector<std::tuple<std::string, std::vector<uint64_t>, std::vector<float>>>& ts,
+                        const nlohmann::json& meta) {
+  nlohmann::json h = {{"__metadata__", meta}};
+  std::string data;
+  for (const auto& [name, shape, v] : ts) {
+    h[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {data.size(), data.size() + 4 * v.size()}}};
+    data.append(reinterpret_cast<const char*>(v.data()), 4 * v.size());
+  }
+  std::string text = h.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t n = text.size();
+  return std::string(reinterpret_cast<const char*>(&n), 8) + text + data;
+}
+
+TEST_F(ToolTest, Version) {
+  std::string out;
+  EXPECT_EQ(Run("--version", &out), 0) << out;
+  EXPECT_EQ(out, std::string("tandem-ckpt ") + TANDEM_VERSION_STRING + "\n");
+}
+
+TEST_F(ToolTest, InspectShowsShapeAndStepOfEachTensor) {
+  std::string out;
+  EXPECT_EQ(Run("inspect " + file_, &out), 0) << out;
+  ASSERT_EQ(snap_.tensors[5].shape, (std::vector<uint64_t>{25, 2, 4}));
+  for (const TensorSnapshot& t : snap_.tensors) {
+    // " [25,2,4] " and " 21 " as words of the tensor's row.
+    std::string shape = " [";
+    for (uint64_t d : t.shape.empty() ? std::vector<uint64_t>{t.numel} : t.shape) {
+      if (shape.size() > 2) shape += ',';
+      shape += std::to_string(d);
+    }
+    shape += "] ";
+    std::string step = " ";
+    step += std::to_string(t.step);
+    step += ' ';
+    const size_t line = out.find(t.name);
+    ASSERT_NE(line, std::string::npos) << out;
+    const std::string row = out.substr(line, out.find('\n', line) - line);
+    EXPECT_NE(row.find(shape), std::string::npos) << row;
+    EXPECT_NE(row.find(step), std::string::npos) << row;
+  }
+  EXPECT_NE(out.find("metadata   " + std::to_string(snap_.metadata.size()) + " bytes"), std::string::npos) << out;
+}
+
+TEST_F(ToolTest, VerifyRunsTheChecksOfALoad) {
+  std::string out;
+  const std::pair<std::string, std::string> files[] = {
+      {testing::DuplicateNameFile(), "duplicate name"},
+      {testing::StepOverflowFile(), "snapshot step 9223372036854775807"},
+      {testing::NaNMasterFile(), "master_f32[5] is NaN"}};
+  for (const auto& [bytes, needle] : files) {
+    const std::string path = Write("bad.ckpt", bytes);
+    EXPECT_EQ(Run("verify " + path, &out), 1) << out;
+    EXPECT_NE(out.find("DAMAGED"), std::string::npos) << out;
+    EXPECT_NE(out.find(needle), std::string::npos) << out;
+    EXPECT_EQ(Run("export " + path + " " + (dir_ / "x.safetensors").string(), &out), 1) << out;
+  }
+}
 
 TEST_F(ToolTest, InspectPrintsTensorsAndFormats) {
   std::string out;
@@ -77,6 +157,162 @@ TEST_F(ToolTest, ExportWritesSafetensors) {
   for (const auto& t : snap_.tensors) EXPECT_EQ(m.at(t.name).size(), t.numel);
   fs::resize_file(file_, 100);
   EXPECT_EQ(Run("export " + file_ + " " + st, &out), 1) << out;
+}
+
+TEST_F(ToolTest, ExportKeepsTheOriginalShapes) {
+  std::string out;
+  const std::string st = (dir_ / "w.safetensors").string();
+  ASSERT_EQ(Run("export " + file_ + " " + st, &out), 0) << out;
+  const nlohmann::json h = SafetensorsHeader(st);
+  EXPECT_EQ(h["__metadata__"]["format"], "pt");
+  for (const TensorSnapshot& t : snap_.tensors) {
+    EXPECT_EQ(h[t.name]["dtype"], "F32");
+    EXPECT_EQ(h[t.name]["shape"].get<std::vector<uint64_t>>(),
+              t.shape.empty() ? std::vector<uint64_t>{t.numel} : t.shape) << t.name;
+  }
+}
+
+// to-torch then from-torch gives the original state, bit for bit, for fp32 formats.
+TEST_F(ToolTest, TorchLayoutRoundTripIsExactForFp32Formats) {
+  uint32_t seed = 40;
+  for (Algorithm algo : {Algorithm::kAdamW, Algorithm::kAdam, Algorithm::kLion, Algorithm::kSGD}) {
+    SCOPED_TRACE(Name(algo));
+    const OptimizerSnapshot s = testing::MakeSnapshot(algo, {}, seed++);
+    const std::string ckpt = (dir_ / "a.ckpt").string(), st = (dir_ / "a.safetensors").string(),
+                      back = (dir_ / "b.ckpt").string();
+    SaveCheckpoint(s, ckpt);
+    std::string out;
+    ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 0) << out;
+    ASSERT_EQ(Run("from-torch " + st + " " + back, &out), 0) << out;
+    EXPECT_TRUE(testing::SameBits(LoadCheckpoint(back), s));
+    // The layout itself: names, shapes and metadata keys.
+    const nlohmann::json h = SafetensorsHeader(st);
+    const nlohmann::json& meta = h["__metadata__"];
+    EXPECT_EQ(meta["format"], "pt");
+    EXPECT_EQ(meta["tandem_algorithm"], Name(algo));
+    EXPECT_EQ(meta["tandem_step"], std::to_string(s.step));
+    EXPECT_EQ(meta["tandem_metadata"], s.metadata);
+    const auto steps = nlohmann::json::parse(meta["tandem_tensor_steps"].get<std::string>());
+    const auto groups = nlohmann::json::parse(meta["tandem_groups"].get<std::string>());
+    ASSERT_EQ(groups.size(), s.groups.size());
+    EXPECT_EQ(groups[1]["lr_scale"], s.groups[1].lr_scale);
+    const auto tgroups = nlohmann::json::parse(meta["tandem_tensor_groups"].get<std::string>());
+    for (size_t i = 0; i < s.tensors.size(); ++i) {
+      const TensorSnapshot& t = s.tensors[i];
+      EXPECT_EQ(steps[i], t.step);
+      EXPECT_EQ(tgroups[i], t.group);
+      const auto shape = t.shape.empty() ? std::vector<uint64_t>{t.numel} : t.shape;
+      EXPECT_EQ(h[t.name]["shape"].get<std::vector<uint64_t>>(), shape);
+      const bool adam = algo == Algorithm::kAdamW || algo == Algorithm::kAdam;
+      const bool sgd_m = algo == Algorithm::kSGD && HasMomentum(algo, s.groups[t.group]);
+      EXPECT_EQ(h.contains(t.name + ".exp_avg"), algo != Algorithm::kSGD);
+      EXPECT_EQ(h.contains(t.name + ".exp_avg_sq"), adam);
+      EXPECT_EQ(h.contains(t.name + ".momentum_buffer"), sgd_m);
+      if (h.contains(t.name + ".exp_avg")) {
+        EXPECT_EQ(h[t.name + ".exp_avg"]["shape"].get<std::vector<uint64_t>>(), shape);
+      }
+    }
+  }
+}
+
+TEST_F(ToolTest, ToTorchDecodesAndFromTorchEncodes) {
+  // Quantised state goes out as the fp32 values the kernels decode, and comes back in the
+  // formats asked for, through ConvertSnapshot. (Random q8 state can decode past the fp32
+  // range, so this uses the golden snapshot's moderate scales.)
+  std::string out;
+  const OptimizerSnapshot q = testing::GoldenSnapshot(Algorithm::kAdamW, snap_.formats);
+  const std::string ckpt = (dir_ / "g.ckpt").string(), st = (dir_ / "q.safetensors").string(),
+                    back = (dir_ / "q.ckpt").string();
+  SaveCheckpoint(q, ckpt);
+  ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 0) << out;
+  ASSERT_EQ(Run("from-torch " + st + " " + back + " --master bf16+ecc8 --momentum q8 --variance q8", &out), 0) << out;
+  const OptimizerSnapshot got = LoadCheckpoint(back);
+  const StateFormats f32{};
+  EXPECT_TRUE(testing::SameBits(got, ConvertSnapshot(ConvertSnapshot(q, f32), q.formats)));
+  // State that decodes past the fp32 range is refused with the tensor named.
+  ASSERT_EQ(Run("to-torch " + file_ + " " + st, &out), 2) << out;
+  ASSERT_EQ(Run("from-torch " + st + " " + back + " --algorithm lion", &out), 2) << out;
+  EXPECT_NE(out.find("contradicts"), std::string::npos) << out;
+}
+
+TEST_F(ToolTest, ToTorchRefusesAParameterNamedLikeAState) {
+  OptimizerSnapshot s = testing::MakeSnapshot(Algorithm::kAdamW, {}, 3, {2, 2});
+  s.tensors[0].name = "w";
+  s.tensors[1].name = "w.exp_avg";
+  const std::string ckpt = (dir_ / "n.ckpt").string(), st = (dir_ / "n.safetensors").string();
+  SaveCheckpoint(s, ckpt);
+  std::string out;
+  EXPECT_EQ(Run("to-torch " + ckpt + " " + st, &out), 2) << out;
+  EXPECT_NE(out.find("'w.exp_avg' is reserved or used twice"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(st));
+}
+
+TEST_F(ToolTest, FromTorchWithoutTandemMetadata) {
+  const std::vector<float> w = {1, 2, 3, 4, 5, 6}, m = {0.1f, 0, 0, 0, 0, -0.1f}, v = {1, 0, 0, 0, 0, 2};
+  const std::string in = Write("plain.safetensors",
+                               Safetensors({{"fc.weight", {2, 3}, w}, {"fc.weight.exp_avg", {2, 3}, m},
+                                            {"fc.weight.exp_avg_sq", {2, 3}, v}, {"fc.bias", {1}, {0.5f}},
+                                            {"fc.bias.exp_avg", {1}, {0}}, {"fc.bias.exp_avg_sq", {1}, {0}}},
+                                           {{"format", "pt"}}));
+  const std::string ckpt = (dir_ / "p.ckpt").string();
+  std::string out;
+  EXPECT_EQ(Run("from-torch " + in + " " + ckpt, &out), 2) << out;  // no algorithm anywhere
+  EXPECT_NE(out.find("--algorithm"), std::string::npos) << out;
+  ASSERT_EQ(Run("from-torch " + in + " " + ckpt + " --algorithm adamw --beta1 0.8 --weight-decay 0.1 --param-dtype bf16", &out), 0) << out;
+  const OptimizerSnapshot s = LoadCheckpoint(ckpt);
+  EXPECT_EQ(s.algo, Algorithm::kAdamW);
+  ASSERT_EQ(s.groups.size(), 1u);
+  EXPECT_EQ(s.groups[0].beta1, 0.8);
+  EXPECT_EQ(s.groups[0].weight_decay, 0.1);
+  EXPECT_EQ(s.groups[0].beta2, HyperParams{}.beta2);
+  EXPECT_EQ(s.step, 0);
+  EXPECT_TRUE(s.metadata.empty());
+  ASSERT_EQ(s.tensors.size(), 2u);
+  EXPECT_EQ(s.tensors[0].name, "fc.weight");  // the order of the data
+  EXPECT_EQ(s.tensors[0].shape, (std::vector<uint64_t>{2, 3}));
+  EXPECT_EQ(s.tensors[0].param_dtype, DType::kBF16);
+  EXPECT_EQ(s.tensors[0].master_f32, w);
+  EXPECT_EQ(s.tensors[0].m_f32, m);
+  EXPECT_EQ(s.tensors[0].v_f32, v);
+  EXPECT_TRUE(s.tensors[1].shape.empty());  // 1-D: no shape
+  // Steps from tandem_step alone.
+  const std::string in2 = Write("step.safetensors",
+                                Safetensors({{"w", {2}, {1, 2}}, {"w.exp_avg", {2}, {0, 0}}},
+                                            {{"format", "pt"}, {"tandem_algorithm", "lion"}, {"tandem_step", "17"}}));
+  ASSERT_EQ(Run("from-torch " + in2 + " " + ckpt, &out), 0) << out;
+  const OptimizerSnapshot l = LoadCheckpoint(ckpt);
+  EXPECT_EQ(l.algo, Algorithm::kLion);
+  EXPECT_EQ(l.step, 17);
+  EXPECT_EQ(l.tensors[0].step, 17);
+}
+
+TEST_F(ToolTest, FromTorchRefusesMissingExtraOrMisshapenState) {
+  std::string out;
+  const std::string ckpt = (dir_ / "p.ckpt").string();
+  const nlohmann::json meta = {{"format", "pt"}, {"tandem_algorithm", "adamw"}};
+  std::string in = Write("a.safetensors", Safetensors({{"w", {2}, {1, 2}}, {"w.exp_avg", {2}, {0, 0}}}, meta));
+  EXPECT_EQ(Run("from-torch " + in + " " + ckpt, &out), 2) << out;
+  EXPECT_NE(out.find("no tensor 'w.exp_avg_sq'"), std::string::npos) << out;
+  in = Write("b.safetensors", Safetensors({{"w", {2}, {1, 2}}, {"w.exp_avg", {2}, {0, 0}},
+                                           {"w.exp_avg_sq", {2}, {0, 0}}, {"w.momentum_buffer", {2}, {0, 0}}}, meta));
+  EXPECT_EQ(Run("from-torch " + in + " " + ckpt, &out), 2) << out;
+  EXPECT_NE(out.find("'w.momentum_buffer' is neither a parameter"), std::string::npos) << out;
+  in = Write("c.safetensors", Safetensors({{"w", {2, 1}, {1, 2}}, {"w.exp_avg", {2}, {0, 0}},
+                                           {"w.exp_avg_sq", {2}, {0, 0}}}, meta));
+  EXPECT_EQ(Run("from-torch " + in + " " + ckpt, &out), 2) << out;
+  EXPECT_NE(out.find("another shape"), std::string::npos) << out;
+  in = Write("d.safetensors", Safetensors({{"w", {2}, {1, -2}}, {"w.exp_avg", {2}, {0, 0}},
+                                           {"w.exp_avg_sq", {2}, {0, -1}}}, meta));
+  EXPECT_EQ(Run("from-torch " + in + " " + ckpt, &out), 2) << out;
+  EXPECT_NE(out.find("v_f32[1] is negative"), std::string::npos) << out;
+  in = Write("e.safetensors", Safetensors({{"w", {2}, {1, 2}}, {"w.exp_avg", {2}, {0, 0}}},
+                                          {{"format", "pt"}, {"tandem_algorithm", "lion"}}));
+  EXPECT_EQ(Run("from-torch " + in + " " + ckpt + " --variance q8", &out), 2) << out;
+  EXPECT_NE(out.find("lion keeps no variance"), std::string::npos) << out;
+  EXPECT_EQ(Run("from-torch " + in + " " + ckpt + " --master bf17", &out), 2) << out;
+  EXPECT_FALSE(fs::exists(ckpt));
+  in = Write("f.safetensors", "garbage that is not safetensors");
+  EXPECT_EQ(Run("from-torch " + in + " " + ckpt, &out), 1) << out;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@ import copy
 import pytest
 import torch
 
+import tandem._C
 import tandem.torch
 from helpers import batches, make_mlp, train
 
@@ -74,3 +75,43 @@ def test_changed_beta_raises_in_error_mode():
     opt.param_groups[0]["betas"] = (0.8, 0.999)
     with pytest.raises(ValueError, match="other than lr"):
         train(model, opt, batches(1))
+
+
+@pytest.mark.parametrize("via", ["state_dict", "checkpoint"])
+def test_resume_with_changing_betas_and_ratio_is_bit_identical(tmp_path, via):
+    """OneCycleLR moves betas every step, and one group's lr ratio changes mid-run: the
+    engine's groups, the reference group and the lr scales all come back on resume."""
+    if via == "checkpoint" and not tandem._C.has_checkpoint:
+        pytest.skip("built without checkpoint/")
+    data = batches(16, seed=14)
+
+    def build(seed):
+        model = make_mlp(seed=seed)
+        opt = tandem.torch.AdamW(two_groups(model, 1e-2, ratio=2.0), lr=1e-2,
+                                 weight_decay=0.05, master="bf16+ecc8", momentum="q8",
+                                 variance="q8", offload_fraction=0.5, chunk_elements=64)
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[1e-2, 2e-2],
+                                                    total_steps=16)
+        return model, opt, sched
+
+    model_a, opt_a, sched_a = build(1)
+    train(model_a, opt_a, data[:5], sched_a)
+    opt_a.param_groups[1]["lr"] *= 0.25  # the ratio changes: the reference group moves
+    train(model_a, opt_a, data[5:8], sched_a)
+    saved_sched = copy.deepcopy(sched_a.state_dict())
+    if via == "checkpoint":
+        opt_a.save_checkpoint(tmp_path / "a.tckpt")
+    else:
+        saved_opt = copy.deepcopy(opt_a.state_dict())
+    train(model_a, opt_a, data[8:], sched_a)
+
+    model_b, opt_b, sched_b = build(2)
+    if via == "checkpoint":
+        opt_b.load_checkpoint(tmp_path / "a.tckpt")
+    else:
+        opt_b.load_state_dict(saved_opt)
+    sched_b.load_state_dict(saved_sched)
+    train(model_b, opt_b, data[8:], sched_b)
+    for a, b in zip(model_a.parameters(), model_b.parameters()):
+        assert torch.equal(a, b)
+    assert opt_b._ref_group == opt_a._ref_group

@@ -1,16 +1,22 @@
 // tandem-ckpt: command-line access to checkpoint files (docs/checkpoint_tool.md).
 //
-//   tandem-ckpt inspect FILE            manifest summary: tensors, formats, sizes, step
-//   tandem-ckpt verify FILE             check every CRC; exit 0 good, 1 damaged, 2 usage/IO
+//   tandem-ckpt inspect FILE            manifest summary: tensors, shapes, steps, formats
+//   tandem-ckpt verify FILE             every check of a load; exit 0 good, 1 damaged
 //   tandem-ckpt export FILE OUT         fp32 master weights as safetensors
+//   tandem-ckpt to-torch FILE OUT       the state in the torch layout (torch_layout.h)
+//   tandem-ckpt from-torch IN OUT ...   a torch-layout file to a checkpoint
+//   tandem-ckpt --version
 // Exit status for every command: 0 success, 1 the checkpoint is damaged, 2 usage or I/O.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <string>
 
 #include "tandem/checkpoint.h"
 #include "tandem/error.h"
+#include "tandem/version.h"
+#include "tools/ckpt/torch_layout.h"
 
 namespace {
 
@@ -25,6 +31,35 @@ std::string Bytes(uint64_t n) {
   return buf;
 }
 
+std::string ShapeText(const tandem::TensorSnapshot& t) {
+  const std::vector<uint64_t> dims = t.shape.empty() ? std::vector<uint64_t>{t.numel} : t.shape;
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i > 0) s += ',';
+    s += std::to_string(dims[i]);
+  }
+  s += ']';
+  return s;
+}
+
+// The metadata on one line: its size and up to 100 bytes, control characters escaped.
+std::string MetadataText(const std::string& m) {
+  std::string s = std::to_string(m.size()) + " bytes";
+  if (m.empty()) return s;
+  s += ": ";
+  for (size_t i = 0; i < m.size() && i < 100; ++i) {
+    const unsigned char c = static_cast<unsigned char>(m[i]);
+    if (c < 0x20 || c == 0x7F) {
+      char buf[8];
+      snprintf(buf, sizeof buf, "\\x%02x", c);
+      s += buf;
+    } else {
+      s += static_cast<char>(c);
+    }
+  }
+  return m.size() > 100 ? s + "..." : s;
+}
+
 int Inspect(const std::string& path) {
   const tandem::CheckpointInfo info = tandem::InspectCheckpoint(path);
   std::printf("file       %s (%s)\n", path.c_str(), Bytes(info.file_size).c_str());
@@ -32,6 +67,7 @@ int Inspect(const std::string& path) {
   std::printf("algorithm  %s\n", tandem::Name(info.algo));
   std::printf("formats    %s\n", tandem::Name(info.formats).c_str());
   std::printf("step       %lld\n", static_cast<long long>(info.step));
+  std::printf("metadata   %s\n", MetadataText(info.metadata).c_str());
   for (size_t g = 0; g < info.groups.size(); ++g) {
     const tandem::HyperParams& h = info.groups[g];
     std::printf("group %-4zu lr_scale=%g beta1=%g beta2=%g eps=%g weight_decay=%g momentum=%g "
@@ -47,12 +83,13 @@ int Inspect(const std::string& path) {
     kinds[s.tensor] += (kinds[s.tensor].empty() ? "" : ",") + s.kind_name +
                        (s.compression == "none" ? "" : "(z)");
   }
-  std::printf("\n%5s  %-40s %14s %5s %5s %5s %12s %12s  %s\n", "#", "name", "numel", "param",
-              "grad", "group", "stored", "raw", "sections");
+  std::printf("\n%5s  %-40s %-20s %10s %14s %5s %5s %5s %12s %12s  %s\n", "#", "name", "shape",
+              "step", "numel", "param", "grad", "group", "stored", "raw", "sections");
   uint64_t total_stored = 0, total_raw = 0, total_numel = 0;
   for (size_t i = 0; i < info.tensors.size(); ++i) {
     const tandem::TensorSnapshot& t = info.tensors[i];
-    std::printf("%5zu  %-40s %14llu %5s %5s %5u %12s %12s  %s\n", i, t.name.c_str(),
+    std::printf("%5zu  %-40s %-20s %10lld %14llu %5s %5s %5u %12s %12s  %s\n", i, t.name.c_str(),
+                ShapeText(t).c_str(), static_cast<long long>(t.step),
                 static_cast<unsigned long long>(t.numel), tandem::Name(t.param_dtype),
                 tandem::Name(t.grad_dtype), t.group, Bytes(stored[i]).c_str(),
                 Bytes(raw[i]).c_str(), kinds[i].c_str());
@@ -70,7 +107,8 @@ int Verify(const std::string& path) {
   const tandem::VerifyReport r = tandem::VerifyCheckpoint(path);
   for (const std::string& p : r.problems) std::printf("DAMAGED: %s\n", p.c_str());
   if (r.ok) {
-    std::printf("OK: %s: header, footer, manifest and %llu sections (%s) pass their CRC32C\n",
+    std::printf("OK: %s: header, footer, manifest and %llu sections (%s) pass their CRC32C "
+                "and the state checks\n",
                 path.c_str(), static_cast<unsigned long long>(r.sections_checked),
                 Bytes(r.bytes_checked).c_str());
     return kOk;
@@ -90,10 +128,31 @@ int Export(const std::string& path, const std::string& out) {
   return kOk;
 }
 
+int ToTorch(const std::string& path, const std::string& out) {
+  const tandem::OptimizerSnapshot s = tandem::LoadCheckpoint(path);
+  tandem::tool::WriteTorchState(s, out);
+  std::printf("wrote %s: %zu parameters of %s state (from %s), step %lld\n", out.c_str(),
+              s.tensors.size(), tandem::Name(s.algo), tandem::Name(s.formats).c_str(),
+              static_cast<long long>(s.step));
+  return kOk;
+}
+
+int FromTorch(const std::string& in, const std::string& out, const tandem::StateFormats& to,
+              const tandem::tool::TorchDefaults& d) {
+  const tandem::OptimizerSnapshot f32 = tandem::tool::ReadTorchState(in, d);
+  const tandem::OptimizerSnapshot s = tandem::ConvertSnapshot(f32, to);
+  tandem::SaveCheckpoint(s, out);
+  std::printf("wrote %s: %zu parameters of %s state, %s, step %lld\n", out.c_str(),
+              s.tensors.size(), tandem::Name(s.algo), tandem::Name(s.formats).c_str(),
+              static_cast<long long>(s.step));
+  return kOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tandem-ckpt: inspect, verify and export Tandem optimizer checkpoints"};
+  CLI::App app{"tandem-ckpt: inspect, verify, export and convert Tandem optimizer checkpoints"};
+  app.set_version_flag("--version", std::string("tandem-ckpt ") + TANDEM_VERSION_STRING);
   app.require_subcommand(1);
   std::string file, out;
   CLI::App* inspect = app.add_subcommand("inspect", "print the manifest: tensors, formats, sizes, step");
@@ -103,6 +162,40 @@ int main(int argc, char** argv) {
   CLI::App* exp = app.add_subcommand("export", "write the fp32 master weights as safetensors");
   exp->add_option("FILE", file, "checkpoint file")->required();
   exp->add_option("OUT", out, "output .safetensors file")->required();
+  CLI::App* to_torch = app.add_subcommand(
+      "to-torch", "write the whole state, decoded to fp32, in the torch.optim layout as safetensors");
+  to_torch->add_option("FILE", file, "checkpoint file")->required();
+  to_torch->add_option("OUT", out, "output .safetensors file")->required();
+  CLI::App* from_torch = app.add_subcommand(
+      "from-torch", "make a checkpoint from a torch.optim-layout safetensors file");
+  std::string algorithm, master = "f32", momentum = "f32", variance = "f32";
+  std::string param_dtype = "f32", grad_dtype = "f32";
+  tandem::HyperParams hp;
+  from_torch->add_option("IN", file, "input .safetensors file (torch layout)")->required();
+  from_torch->add_option("OUT", out, "output checkpoint file")->required();
+  from_torch->add_option("--algorithm", algorithm,
+                         "adamw, adam, lion or sgd (required if the file has no tandem_algorithm)");
+  from_torch->add_option("--master", master, "master format: f32, bf16, bf16+ecc8, bf16+ecc16")
+      ->capture_default_str();
+  from_torch->add_option("--momentum", momentum, "momentum format: f32 or q8")->capture_default_str();
+  from_torch->add_option("--variance", variance, "variance format: f32 or q8 (Adam only)")
+      ->capture_default_str();
+  const char* kNoGroups = "; used when the file has no tandem_groups";
+  from_torch->add_option("--lr-scale", hp.lr_scale, std::string("lr_scale") + kNoGroups)->capture_default_str();
+  from_torch->add_option("--beta1", hp.beta1, std::string("beta1") + kNoGroups)->capture_default_str();
+  from_torch->add_option("--beta2", hp.beta2, std::string("beta2") + kNoGroups)->capture_default_str();
+  from_torch->add_option("--eps", hp.eps, std::string("eps") + kNoGroups)->capture_default_str();
+  from_torch->add_option("--weight-decay", hp.weight_decay, std::string("weight_decay") + kNoGroups)
+      ->capture_default_str();
+  from_torch->add_option("--sgd-momentum", hp.momentum, std::string("SGD momentum") + kNoGroups)
+      ->capture_default_str();
+  from_torch->add_option("--dampening", hp.dampening, std::string("SGD dampening") + kNoGroups)
+      ->capture_default_str();
+  from_torch->add_flag("--nesterov", hp.nesterov, std::string("SGD Nesterov") + kNoGroups);
+  from_torch->add_option("--param-dtype", param_dtype,
+                         "parameter dtype when the file has no tandem_param_dtypes")->capture_default_str();
+  from_torch->add_option("--grad-dtype", grad_dtype,
+                         "gradient dtype when the file has no tandem_grad_dtypes")->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -112,7 +205,22 @@ int main(int argc, char** argv) {
   try {
     if (inspect->parsed()) return Inspect(file);
     if (verify->parsed()) return Verify(file);
-    return Export(file, out);
+    if (exp->parsed()) return Export(file, out);
+    if (to_torch->parsed()) return ToTorch(file, out);
+    tandem::StateFormats to;
+    tandem::tool::TorchDefaults d;
+    try {
+      to = {tandem::ParseMasterFormat(master), tandem::ParseMomentFormat(momentum),
+            tandem::ParseMomentFormat(variance)};
+      if (!algorithm.empty()) d.algorithm = tandem::ParseAlgorithm(algorithm);
+      d.param_dtype = tandem::ParseDType(param_dtype);
+      d.grad_dtype = tandem::ParseDType(grad_dtype);
+    } catch (const tandem::Error& e) {
+      std::fprintf(stderr, "tandem-ckpt from-torch: %s\n", e.what());
+      return kUsageOrIO;
+    }
+    d.hyper = hp;
+    return FromTorch(file, out, to, d);
   } catch (const tandem::Error& e) {
     std::fprintf(stderr, "tandem-ckpt: %s\n", e.what());
     return e.kind() == tandem::ErrorKind::kCorruption ? kDamaged : kUsageOrIO;

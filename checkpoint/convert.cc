@@ -1,0 +1,175 @@
+// ConvertSnapshot: re-encodes a snapshot's state in other formats, through fp32, with the
+// same encoders and decoders the step kernels use (engine/master_codec.h,
+// engine/q8_codec.h), group by group as the reference step does.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "checkpoint/error_text.h"
+#include "engine/fp_bits.h"
+#include "engine/fp_mode.h"
+#include "engine/master_codec.h"
+#include "engine/q8_codec.h"
+#include "engine/update_math.h"
+#include "tandem/checkpoint.h"
+#include "tandem/error.h"
+
+namespace tandem {
+namespace {
+
+[[noreturn]] void Invalid(const std::string& what) {
+  throw Error(ErrorKind::kInvalidArgument, "ConvertSnapshot: " + what);
+}
+
+void CheckTarget(Algorithm algo, const StateFormats& to) {
+  if (static_cast<unsigned>(to.master) > static_cast<unsigned>(MasterFormat::kBF16Ecc16))
+    Invalid("unknown master format value " + std::to_string(static_cast<unsigned>(to.master)));
+  if (static_cast<unsigned>(to.momentum) > static_cast<unsigned>(MomentFormat::kQ8))
+    Invalid("unknown momentum format value " + std::to_string(static_cast<unsigned>(to.momentum)));
+  if (static_cast<unsigned>(to.variance) > static_cast<unsigned>(MomentFormat::kQ8))
+    Invalid("unknown variance format value " + std::to_string(static_cast<unsigned>(to.variance)));
+  // As the optimizer's own configuration check: only Adam keeps a variance.
+  if (!HasVariance(algo) && to.variance != MomentFormat::kF32)
+    Invalid(std::string("variance format ") + Name(to.variance) + " given, but " + Name(algo) +
+            " keeps no variance");
+}
+
+// Group g of a tensor of n elements: [32g, 32g + len).
+int GroupLen(size_t n, size_t g0) {
+  return static_cast<int>(std::min<size_t>(kQuantGroup, n - g0));
+}
+
+void EncodeMasterFrom(const std::vector<float>& w, MasterFormat to, TensorSnapshot* t) {
+  const size_t n = w.size();
+  switch (to) {
+    case MasterFormat::kF32:
+      t->master_f32 = w;
+      return;
+    case MasterFormat::kBF16:
+      t->master_bf16.resize(n);
+      for (size_t i = 0; i < n; ++i) t->master_bf16[i] = num::F32ToBf16(w[i]);
+      return;
+    case MasterFormat::kBF16Ecc8:
+      t->master_bf16.resize(n);
+      t->ecc8.resize(n);
+      for (size_t i = 0; i < n; ++i) num::EncodeEcc8(w[i], &t->master_bf16[i], &t->ecc8[i]);
+      return;
+    case MasterFormat::kBF16Ecc16:
+      t->master_bf16.resize(n);
+      t->ecc16.resize(n);
+      for (size_t i = 0; i < n; ++i) num::EncodeEcc16(w[i], &t->master_bf16[i], &t->ecc16[i]);
+      return;
+  }
+}
+
+std::vector<float> DecodeMomentum(const TensorSnapshot& t, MomentFormat f) {
+  if (f == MomentFormat::kF32) return t.m_f32;
+  std::vector<float> m(t.numel);
+  for (size_t g0 = 0, g = 0; g0 < t.numel; g0 += kQuantGroup, ++g)
+    num::DecodeMomentumGroup(reinterpret_cast<const int8_t*>(t.m_codes.data() + g0), t.m_scales[g],
+                             GroupLen(t.numel, g0), m.data() + g0);
+  return m;
+}
+
+void EncodeMomentum(const std::vector<float>& m, MomentFormat to, TensorSnapshot* t) {
+  if (to == MomentFormat::kF32) {
+    t->m_f32 = m;
+    return;
+  }
+  const size_t n = m.size();
+  t->m_codes.resize(n);
+  t->m_scales.resize((n + kQuantGroup - 1) / kQuantGroup);
+  for (size_t g0 = 0, g = 0; g0 < n; g0 += kQuantGroup, ++g)
+    num::EncodeMomentumGroup(m.data() + g0, GroupLen(n, g0),
+                             reinterpret_cast<int8_t*>(t->m_codes.data() + g0), &t->m_scales[g]);
+}
+
+// v in fp32: f32 as is; q8 stores u = sqrt(v), decoded and squared as the step does.
+std::vector<float> DecodeVariance(const TensorSnapshot& t, MomentFormat f) {
+  if (f == MomentFormat::kF32) return t.v_f32;
+  std::vector<float> v(t.numel);
+  for (size_t g0 = 0, g = 0; g0 < t.numel; g0 += kQuantGroup, ++g)
+    num::DecodeSqrtVarianceGroup(t.v_codes.data() + g0, t.v_scales[g], GroupLen(t.numel, g0),
+                                 v.data() + g0);
+  for (float& x : v) x = x * x;
+  return v;
+}
+
+void EncodeVariance(const std::vector<float>& v, MomentFormat to, TensorSnapshot* t) {
+  if (to == MomentFormat::kF32) {
+    t->v_f32 = v;
+    return;
+  }
+  const size_t n = v.size();
+  std::vector<float> u(n);
+  for (size_t i = 0; i < n; ++i) u[i] = num::Sqrt(v[i]);  // the root AdamElement returns
+  t->v_codes.resize(n);
+  t->v_scales.resize((n + kQuantGroup - 1) / kQuantGroup);
+  for (size_t g0 = 0, g = 0; g0 < n; g0 += kQuantGroup, ++g)
+    num::EncodeSqrtVarianceGroup(u.data() + g0, GroupLen(n, g0), t->v_codes.data() + g0,
+                                 &t->v_scales[g]);
+}
+
+}  // namespace
+
+OptimizerSnapshot ConvertSnapshot(const OptimizerSnapshot& s, const StateFormats& to) {
+  CheckTarget(s.algo, to);
+  ValidateSnapshot(s);
+  FpModeGuard fp_mode;  // round to nearest, no flush to zero: the kernels' mode
+  const StateFormats& from = s.formats;
+  OptimizerSnapshot out;
+  out.algo = s.algo;
+  out.formats = to;
+  out.groups = s.groups;
+  out.step = s.step;
+  out.metadata = s.metadata;
+  out.tensors.reserve(s.tensors.size());
+  for (const TensorSnapshot& t : s.tensors) {
+    TensorSnapshot c;
+    c.name = t.name;
+    c.numel = t.numel;
+    c.shape = t.shape;
+    c.param_dtype = t.param_dtype;
+    c.grad_dtype = t.grad_dtype;
+    c.group = t.group;
+    c.step = t.step;
+    // A format that does not change is copied, so that the identity is exact.
+    if (to.master == from.master) {
+      c.master_f32 = t.master_f32;
+      c.master_bf16 = t.master_bf16;
+      c.ecc8 = t.ecc8;
+      c.ecc16 = t.ecc16;
+    } else {
+      EncodeMasterFrom(DecodeMasterF32(t, from), to.master, &c);
+    }
+    if (HasMomentum(s.algo, s.groups[t.group])) {
+      if (to.momentum == from.momentum) {
+        c.m_f32 = t.m_f32;
+        c.m_codes = t.m_codes;
+        c.m_scales = t.m_scales;
+      } else {
+        EncodeMomentum(DecodeMomentum(t, from.momentum), to.momentum, &c);
+      }
+    }
+    if (HasVariance(s.algo)) {
+      if (to.variance == from.variance) {
+        c.v_f32 = t.v_f32;
+        c.v_codes = t.v_codes;
+        c.v_scales = t.v_scales;
+      } else {
+        EncodeVariance(DecodeVariance(t, from.variance), to.variance, &c);
+      }
+    }
+    out.tensors.push_back(std::move(c));
+  }
+  // A finite fp32 value can still leave the range of the new format (a master above the
+  // largest bf16 rounds to infinity; so does the scale of such a moment).
+  try {
+    ValidateSnapshot(out);
+  } catch (const Error& e) {
+    Invalid("the state does not fit " + Name(to) + ": " + ckpt::BareMessage(e));
+  }
+  return out;
+}
+
+}  // namespace tandem
