@@ -813,6 +813,9 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 _torch.cuda.synchronize(self._device)  # the last step's state is final
             snap = self._engine.snapshot()
         keep = set(self._index_by_id) | new_ids
+        # Weights written by torch ops since the engine last wrote them: reloaded below.
+        written = {id(p) for k, p in enumerate(self._params)
+                   if p._version != self._param_versions[k]}
         old_tables = {key: getattr(self, key) for key in (
             "_params", "_names", "_indices", "_group_of", "_frozen", "_device", "_cuda",
             "_index_by_id", "_grads", "_ptrs", "_storages", "_stream")}
@@ -820,6 +823,10 @@ class TandemOptimizer(_torch.optim.Optimizer):
             self._layout(lambda p: id(p) in keep)
             engine = self._new_engine()
             with self._device_guard():
+                # The restore writes the masters to the parameters; a parameter need not
+                # hold its decoded master (never stepped, new, written, reloaded), so its
+                # value is put back after: a rebind leaves every weight as it was.
+                values = [p.detach().clone() for p in self._params]
                 fresh = engine.snapshot()
                 by_name = {t["name"]: t for t in snap["tensors"]}
                 fresh["tensors"] = [by_name.get(t["name"], t) for t in fresh["tensors"]]
@@ -827,6 +834,11 @@ class TandemOptimizer(_torch.optim.Optimizer):
                     if key in snap:
                         fresh[key] = snap[key]
                 engine.restore(fresh)
+                if self._cuda:
+                    _torch.cuda.synchronize(self._device)
+                for p, value in zip(self._params, values):
+                    p.data.copy_(value)  # p.data: the version counter stays
+                del values
         except BaseException:
             for key, value in old_tables.items():  # no state change on a failed call
                 setattr(self, key, value)
@@ -834,7 +846,6 @@ class TandemOptimizer(_torch.optim.Optimizer):
         old_index = {id(p): k for k, p in enumerate(old["params"])}
         # Gradients: the engine's old buffers (p.grad aliases them) move into the new ones.
         self._fresh, self._grad_versions, self._param_versions = [], [], []
-        written = []
         for k, p in enumerate(self._params):
             buf = self._grads[k]
             o = old_index.get(id(p))
@@ -849,10 +860,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 if grad is not None and grad.data_ptr() == old_buf.data_ptr():
                     buf.copy_(old_buf)
                     p.grad = self._alias_of(k)
-                # Written by torch ops since the engine last wrote it: reloaded below.
                 self._param_versions.append(old["param_versions"][o])
-                if p._version != old["param_versions"][o]:
-                    written.append(k)
             self._grad_versions.append(buf._version)
         self._ready = [False] * len(self._params)
         _remove_hooks(old["hooks"])
@@ -861,7 +869,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
         self._install_hooks()
         self._engine = engine  # the old one is freed here
         if written:
-            self._reload(written)
+            self._reload([k for k, p in enumerate(self._params) if id(p) in written])
         self.rebinds += 1
         self._warn_rebind(len(new_ids), len(moved))
 
