@@ -354,14 +354,16 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 self._grad_accumulators.append(acc)  # keeps the node (and hook) alive
 
     def _on_grad_arriving(self, k):
-        if self._params[k].grad is None:
+        # A reallocated parameter (perhaps on another device now) gets autograd's own
+        # gradient; the next step's rebind adopts it into a new buffer.
+        if self._params[k].grad is None and not self._moved(k):
             with _torch.no_grad():
                 self._install_zeroed(k)
 
     def _on_grad_accumulated(self, k):
         self._fresh[k] = True
-        if not self.early_start or self._accumulating:
-            return
+        if not self.early_start or self._accumulating or self._moved(k):
+            return  # a reallocated parameter: the next step rebinds, then steps it
         with self._lock:
             with _torch.no_grad():
                 self._adopt_grad(k)
@@ -396,6 +398,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
         allocated either way and are installed again as ``p.grad`` when backward next
         produces a gradient."""
         with self._lock:
+            if not set_to_none:
+                self._rebind_if_needed(added=False)  # buffers that fit moved parameters
             for k, p in enumerate(self._params):
                 if set_to_none:
                     p.grad = None
@@ -616,14 +620,17 @@ class TandemOptimizer(_torch.optim.Optimizer):
         """Registers a forward pre-hook on every submodule of ``module`` that owns
         parameters of this optimizer, calling ``wait_param`` for them on the current
         stream before the submodule runs. Returns the hook handles."""
-        owned = {id(p) for p in self._params}
+        # Every parameter of param_groups: one frozen at construction may join the engine
+        # later (_rebind); the hook waits for those in the engine when it runs.
+        owned = {id(p) for group in self.param_groups for p in group["params"]}
         handles = []
         for sub in module.modules():
             mine = [p for p in sub.parameters(recurse=False) if id(p) in owned]
             if mine:
                 def pre_hook(_module, _inputs, mine=mine):
                     for p in mine:
-                        self.wait_param(p)
+                        if id(p) in self._index_by_id:
+                            self.wait_param(p)
                 handles.append(sub.register_forward_pre_hook(pre_hook))
         return handles
 
@@ -710,6 +717,11 @@ class TandemOptimizer(_torch.optim.Optimizer):
         self._params[k].grad = self._alias_of(k)
         self._grad_versions[k] = buf._version  # installing is no gradient yet
 
+    def _moved(self, k):
+        """Whether parameter k was reallocated since the engine was built over it (its
+        old storage is kept alive, so no new tensor can have the old address)."""
+        return self._params[k].data_ptr() != self._ptrs[k]
+
     def _check_realloc(self, k):
         """Reached with the engine's step begun (begin_step): no rebind can run then."""
         if self._params[k].data_ptr() != self._ptrs[k]:
@@ -770,17 +782,18 @@ class TandemOptimizer(_torch.optim.Optimizer):
                     "step(), so it has no optimizer state in this step; unfreeze it before "
                     "begin_step()" % (where, tuple(p.shape), p.dtype))
 
-    def _rebind_if_needed(self, anticipate=False):
+    def _rebind_if_needed(self, anticipate=False, added=True):
         """Rebinds the engine (_rebind) when a parameter left out of it now has a
         gradient (unfrozen after construction; with ``anticipate``, from begin_step, one
         that requires grad: its gradient comes during the backward that follows) or an
         engine parameter was reallocated (same shape and dtype, new address or device).
-        A no-op while the engine's step is begun. Note [Rebinding]."""
+        ``added=False`` looks for reallocations only. A no-op while the engine's step is
+        begun. Note [Rebinding]."""
         if self._engine.step_begun:
             return
         new = [p for _where, p in self._frozen
-               if p.requires_grad and (anticipate or p.grad is not None)]
-        moved = [k for k, p in enumerate(self._params) if p.data_ptr() != self._ptrs[k]]
+               if added and p.requires_grad and (anticipate or p.grad is not None)]
+        moved = [k for k in range(len(self._params)) if self._moved(k)]
         if not new and not moved:
             return
         for k in moved:
@@ -800,11 +813,13 @@ class TandemOptimizer(_torch.optim.Optimizer):
         out at construction (frozen) get a gradient, we build a new engine over the
         current parameters (the old tensors plus the new ones, in param_groups order; the
         mode follows their device) and restore into it the old engine's snapshot entries
-        by tensor name: masters, moments and per-tensor steps carry over bit for bit
-        (the masters are written to the parameters, which for a move hold the same
-        values), new tensors keep their fresh state (step 0, zero moments, master from
-        the parameter). The old storages are kept alive until here (_layout), so the
-        snapshot reads valid memory. Costs a full state copy: warned (RebindWarning)."""
+        by tensor name: masters, moments and per-tensor steps carry over bit for bit;
+        new tensors keep their fresh state (step 0, zero moments, master from the
+        parameter). The restore writes the masters to the parameters; their values
+        before it are put back (a never-stepped parameter need not hold its decoded
+        master), so a rebind changes no weight. The old storages are kept alive until
+        here (_layout), so the snapshot reads valid memory (masters that alias the
+        parameters included). Costs a full state copy: warned (RebindWarning)."""
         old = dict(params=self._params, grads=self._grads, fresh=self._fresh,
                    grad_versions=self._grad_versions, param_versions=self._param_versions,
                    frozen=self._frozen, hooks=list(self._hook_handles))

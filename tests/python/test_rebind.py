@@ -261,6 +261,33 @@ def test_reallocation_before_the_first_step_leaves_the_weights_alone(fraction):
     assert opt_moved.rebinds == 1
 
 
+@pytest.mark.parametrize("options", [dict(), dict(early_start=True),
+                                     dict(speculative_early_start=True)])
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_reallocation_before_backward(options, set_to_none):
+    # Reallocated before zero_grad and backward: the gradient hooks leave the moved
+    # parameters to autograd (no early work for them) and the step rebinds and steps.
+    def run(move):
+        model = make_mlp()
+        opt = adamw(model.parameters(), 0.5, **options, **QUANTIZED)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", tandem.torch.RebindWarning)
+            for t, (x, y) in enumerate(batches(4, seed=14)):
+                if move and t % 2:
+                    reallocate(model)
+                opt.zero_grad(set_to_none=set_to_none)
+                if options.get("speculative_early_start"):
+                    opt.begin_step()
+                backward(model, x, y)
+                opt.step()
+        return params_bits(model), opt
+
+    plain, _ = run(False)
+    moved, opt = run(True)
+    assert same_bits(plain, moved)
+    assert opt.rebinds == 2 and opt.tensor_step_counts() == [4] * 6
+
+
 def test_reallocation_warns_and_again_when_it_repeats():
     model = make_mlp()
     opt = adamw(model.parameters())
@@ -327,10 +354,9 @@ def test_reallocated_and_unfrozen_in_one_rebind():
     data = batches(4, seed=12)
     train(ours, opt, data[:2])
     train(theirs, ref, data[:2])
-    reallocate(ours)
     for model in (ours, theirs):
         model[0].requires_grad_(True)
-    train(ours, opt, data[2:])
+    train(ours, opt, data[2:], between=lambda t: reallocate(ours) if t == 0 else None)
     train(theirs, ref, data[2:])
     assert max_rel_diff(ours, theirs) < 1e-5
     assert opt.rebinds == 1 and opt.tensor_step_counts() == [2, 2, 4, 4, 4, 4]
@@ -388,6 +414,27 @@ def test_model_moved_to_cuda_after_building(formats):
     assert opt_moved.mode == "gpu" and opt_moved.rebinds == 1
     assert same_bits(params_bits(cpu), [b.cpu() for b in params_bits(moved)])
     assert opt_moved.tensor_step_counts() == [4] * 6
+
+
+@needs_cuda
+@pytest.mark.parametrize("options", [dict(), dict(early_start=True)])
+def test_model_moved_to_cuda_between_steps_with_backward(options):
+    # model.to("cuda") between steps, then a real backward (the gradient hooks must not
+    # install the old CPU buffers): equals a model on CUDA from the start.
+    ref = make_mlp().cuda()
+    ref_opt = adamw(ref.parameters(), 0.5, **options, **F32)
+    model = make_mlp()
+    opt = adamw(model.parameters(), 0.5, **options, **F32)
+    data = batches(4, seed=15)
+    train(ref, ref_opt, data[:1])
+    train(model, opt, data[:1])
+    model.to("cuda")
+    train(ref, ref_opt, data[1:])
+    train(model, opt, data[1:])
+    torch.cuda.synchronize()
+    assert opt.mode == "gpu" and opt.rebinds == 1
+    assert max_rel_diff(model, ref) < 1e-5
+    assert opt.tensor_step_counts() == [4] * 6
 
 
 @needs_cuda
