@@ -336,22 +336,46 @@ class TandemOptimizer(_torch.optim.Optimizer):
 
         The hooks hold the optimizer weakly and are removed when it is collected, so an
         optimizer that is dropped (a new one built for the same model) frees its engine
-        and stops touching the parameters' gradients."""
+        and stops touching the parameters' gradients.
+
+        A parameter that does not require grad now (one taken in from a state dict
+        before it was unfrozen) cannot take hooks: it gets them at the first step or
+        begin_step that finds it requiring grad (_hook_pending); until then its
+        gradient is autograd's own, copied into the buffer at the step."""
         ref = weakref.ref(self)
+        self._unhooked = []
         for k, p in enumerate(self._params):
-            self._hook_handles.append(p.register_hook(
-                lambda _grad, k=k: _call(ref, "_on_grad_arriving", k)))
-            if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
-                self._hook_handles.append(p.register_post_accumulate_grad_hook(
-                    lambda _p, k=k: _call(ref, "_on_grad_accumulated", k)))
-            else:
-                # Older torch: a post-hook on the parameter's AccumulateGrad node, which
-                # runs once the gradient has been accumulated into p.grad.
-                with _torch.enable_grad():
-                    acc = p.expand_as(p).grad_fn.next_functions[0][0]
-                self._hook_handles.append(acc.register_hook(
-                    lambda *_a, k=k: _call(ref, "_on_grad_accumulated", k)))
-                self._grad_accumulators.append(acc)  # keeps the node (and hook) alive
+            if not p.requires_grad:
+                self._unhooked.append(k)
+                continue
+            self._hook_param(ref, k, p)
+
+    def _hook_pending(self):
+        """Hooks the parameters _install_hooks had to leave out that require grad now."""
+        if self._unhooked and any(self._params[k].requires_grad for k in self._unhooked):
+            ref = weakref.ref(self)
+            pending = []
+            for k in self._unhooked:
+                if self._params[k].requires_grad:
+                    self._hook_param(ref, k, self._params[k])
+                else:
+                    pending.append(k)
+            self._unhooked = pending
+
+    def _hook_param(self, ref, k, p):
+        self._hook_handles.append(p.register_hook(
+            lambda _grad, k=k: _call(ref, "_on_grad_arriving", k)))
+        if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
+            self._hook_handles.append(p.register_post_accumulate_grad_hook(
+                lambda _p, k=k: _call(ref, "_on_grad_accumulated", k)))
+        else:
+            # Older torch: a post-hook on the parameter's AccumulateGrad node, which
+            # runs once the gradient has been accumulated into p.grad.
+            with _torch.enable_grad():
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+            self._hook_handles.append(acc.register_hook(
+                lambda *_a, k=k: _call(ref, "_on_grad_accumulated", k)))
+            self._grad_accumulators.append(acc)  # keeps the node (and hook) alive
 
     def _on_grad_arriving(self, k):
         # A reallocated parameter (perhaps on another device now) gets autograd's own
@@ -789,12 +813,36 @@ class TandemOptimizer(_torch.optim.Optimizer):
         engine parameter was reallocated (same shape and dtype, new address or device).
         ``added=False`` looks for reallocations only. A no-op while the engine's step is
         begun. Note [Rebinding]."""
+        self._hook_pending()
         if self._engine.step_begun:
             return
         new = [p for _where, p in self._frozen
                if added and p.requires_grad and (anticipate or p.grad is not None)]
+        self._rebind_checked({id(p) for p in new})
+
+    def _rebind_for_load(self, state_dict=None):
+        """Before load_state_dict/load_checkpoint: rebinds for reallocated parameters (the
+        restore writes the weights through the engine's pointers), and, for a state dict
+        that holds state for parameters frozen at construction (written after they were
+        unfrozen: resuming progressive unfreezing), takes those in first, so that the
+        tensor sets match."""
+        if self._engine.step_begun:
+            return
+        new = set()
+        state = state_dict.get("state") if isinstance(state_dict, dict) else None
+        if isinstance(state, dict):
+            params = [p for group in self.param_groups for p in group["params"]]
+            for i in state:
+                if (isinstance(i, int) and 0 <= i < len(params)
+                        and id(params[i]) not in self._index_by_id):
+                    new.add(id(params[i]))
+        self._rebind_checked(new)
+
+    def _rebind_checked(self, new_ids):
+        """Rebinds when new_ids (parameters to take in) is not empty or a parameter was
+        reallocated; a reallocation to another shape or dtype raises RuntimeError."""
         moved = [k for k in range(len(self._params)) if self._moved(k)]
-        if not new and not moved:
+        if not new_ids and not moved:
             return
         for k in moved:
             p, buf = self._params[k], self._grads[k]
@@ -804,7 +852,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
                     "shape or dtype since (model.half(), p.data = ...?) and its optimizer "
                     "state cannot follow. Build the optimizer after converting the model."
                     % (self._label(k), tuple(buf.shape), buf.dtype))
-        self._rebind({id(p) for p in new}, moved)
+        self._rebind(new_ids, moved)
 
     def _rebind(self, new_ids, moved):
         """Note [Rebinding]: the engine holds raw pointers to the parameters and state for
@@ -898,7 +946,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
             self._warned_rebind += 1
             what = []
             if added:
-                what.append("%d parameter(s) frozen at construction got a gradient" % added)
+                what.append("%d parameter(s) frozen at construction got a gradient (or "
+                            "state from a state dict)" % added)
             if moved:
                 what.append("%d parameter(s) were reallocated (model.to(), p.data = ...)"
                             % moved)
@@ -1094,14 +1143,18 @@ class SGD(TandemOptimizer):
 
 def _serialised(method, sync_before=False, record_after=False):
     """``method`` under the optimizer's lock; with sync_before, parameters written since
-    the last step are reloaded first (so the saved masters are the live weights); with
-    record_after, the parameters' version counters are recorded after the engine wrote
-    them (Note [The parameter is the source of truth])."""
+    the last step are reloaded first (so the saved masters are the live weights; this
+    rebinds first when needed); with record_after (the loads), the engine is rebound
+    first for reallocated parameters and parameters the state dict has state for
+    (_rebind_for_load), and the parameters' version counters are recorded after the
+    engine wrote them (Note [The parameter is the source of truth])."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         with self._lock:
             if sync_before and not self._engine.step_begun:
                 self._sync_params()
+            if record_after:
+                self._rebind_for_load(args[0] if args else None)
             result = method(self, *args, **kwargs)
             if record_after:
                 self._record_param_versions()

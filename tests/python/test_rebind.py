@@ -362,6 +362,48 @@ def test_reallocated_and_unfrozen_in_one_rebind():
     assert opt.rebinds == 1 and opt.tensor_step_counts() == [2, 2, 4, 4, 4, 4]
 
 
+@pytest.mark.parametrize("formats", [F32, QUANTIZED])
+def test_resume_after_unfreezing_from_a_state_dict(formats):
+    # The training script builds the optimizer with the backbone frozen, then loads a
+    # state dict written after the unfreeze: the optimizer takes the unfrozen
+    # parameters in first, and training resumes bit-identically.
+    model = make_mlp()
+    model[0].requires_grad_(False)
+    opt = adamw(model.parameters(), 0.5, **formats)
+    data = batches(6, seed=16)
+    train(model, opt, data[:2])
+    model[0].requires_grad_(True)
+    train(model, opt, data[2:4])
+    saved = opt.state_dict()
+    resumed = copy.deepcopy(model)
+    resumed[0].requires_grad_(False)
+    opt_resumed = adamw(resumed.parameters(), 0.5, **formats)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tandem.torch.RebindWarning)
+        opt_resumed.load_state_dict(saved)
+    assert opt_resumed.tensor_step_counts() == opt.tensor_step_counts() == [2, 2, 4, 4, 4, 4]
+    resumed[0].requires_grad_(True)
+    train(model, opt, data[4:])
+    train(resumed, opt_resumed, data[4:])
+    assert same_bits(params_bits(model), params_bits(resumed))
+    # Hooked once it required grad: backward writes into the engine's buffer again.
+    assert resumed[0].weight.grad.data_ptr() == opt_resumed._grads[0].data_ptr()
+
+
+def test_load_state_dict_after_reallocation_writes_the_new_weights():
+    model = make_mlp()
+    opt = adamw(model.parameters(), 0.5, **QUANTIZED)
+    train(model, opt, batches(2))
+    saved = opt.state_dict()
+    expected = params_bits(model)
+    train(model, opt, batches(2, seed=9))
+    reallocate(model)
+    with pytest.warns(tandem.torch.RebindWarning):
+        opt.load_state_dict(saved)
+    assert same_bits(params_bits(model), expected)
+    assert opt.rebinds == 1
+
+
 def test_failed_rebind_changes_nothing():
     # A new parameter on another device (here: one whose dtype tandem cannot hold) makes
     # the rebind fail; the optimizer keeps working with its old engine.
