@@ -211,6 +211,25 @@ def test_unfreezing_with_early_start(early):
     assert counts == plain_counts == [3, 3, 6, 6, 6, 6]
 
 
+def test_no_rebind_between_begin_step_and_step():
+    # The engine's step is begun: unfreezing or reallocating then raises at step().
+    model = make_mlp()
+    model[0].requires_grad_(False)
+    opt = adamw(model.parameters(), 0.5, speculative_early_start=True)
+    opt.begin_step()
+    model[0].requires_grad_(True)
+    backward(model, *batches(1)[0])
+    with pytest.raises(ValueError, match="unfrozen between begin_step"):
+        opt.step()
+    model = make_mlp()
+    opt = adamw(model.parameters(), 0.5, speculative_early_start=True)
+    opt.begin_step()
+    backward(model, *batches(1)[0])
+    reallocate(model)
+    with pytest.raises(RuntimeError, match="reallocated.*between begin_step"):
+        opt.step()
+
+
 # ---------------------------------------------------------------------------------------
 # (b) Reallocated parameters
 
