@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/error_text.h"
 #include "engine/fp_bits.h"
 #include "engine/fp_mode.h"
 #include "engine/master_codec.h"
@@ -167,7 +166,7 @@ OptimizerSnapshot ConvertSnapshot(const OptimizerSnapshot& s, const StateFormats
   try {
     ValidateSnapshot(out);
   } catch (const Error& e) {
-    Invalid("the state does not fit " + Name(to) + ": " + ckpt::BareMessage(e));
+    Invalid("the state does not fit " + Name(to) + ": " + e.message());
   }
   return out;
 }

@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/error_text.h"
 #include "checkpoint/reader.h"
 #include "checkpoint/sections.h"
 #include "engine/snapshot_check.h"
@@ -34,8 +33,8 @@ class Problems {
       if (e.kind() == ErrorKind::kIO) throw;
       if (e.kind() == ErrorKind::kCorruption && list_ == nullptr) throw;
       const std::string msg = e.kind() == ErrorKind::kInvalidArgument
-                                  ? where + ": inconsistent state: " + ckpt::BareMessage(e)
-                                  : ckpt::BareMessage(e);
+                                  ? where + ": inconsistent state: " + e.message()
+                                  : e.message();
       if (list_ == nullptr) throw Error(ErrorKind::kCorruption, msg);
       list_->push_back(Error(ErrorKind::kCorruption, msg).what());
       return false;

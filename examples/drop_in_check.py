@@ -236,9 +236,9 @@ def main():
     mode = "GPU mode (%s)" % torch.cuda.get_device_name(device) if device.type == "cuda" \
         else "host mode"
     print("tandem.torch drop-in check, %s, torch %s" % (mode, torch.__version__))
-    print("%-52s %8s  %-14s %-40s %s" % ("check", "fraction", "torch.optim", "tandem", "ok"))
+    print("%-64s %8s  %-14s %-40s %s" % ("check", "fraction", "torch.optim", "tandem", "ok"))
     for name, fraction, a, b, ok in ROWS:
-        print("%-52s %8s  %-14s %-40s %s" % (name, "-" if fraction is None else fraction, a, b,
+        print("%-64s %8s  %-14s %-40s %s" % (name, "-" if fraction is None else fraction, a, b,
                                             "PASS" if ok else "FAIL"))
     failed = sum(1 for r in ROWS if not r[4])
     print("%d passed, %d failed" % (len(ROWS) - failed, failed))

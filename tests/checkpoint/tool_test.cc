@@ -311,6 +311,12 @@ TEST_F(ToolTest, FromTorchRefusesMissingExtraOrMisshapenState) {
   EXPECT_NE(out.find("lion keeps no variance"), std::string::npos) << out;
   EXPECT_EQ(Run("from-torch " + in + " " + ckpt + " --master bf17", &out), 2) << out;
   EXPECT_FALSE(fs::exists(ckpt));
+  in = Write("g.safetensors", Safetensors({{"w", {2}, {1, 2}}, {"w.exp_avg", {2}, {0, 0}},
+                                           {"v", {2}, {1, 2}}, {"v.exp_avg", {2}, {0, 0}}},
+                                          {{"format", "pt"}, {"tandem_algorithm", "lion"},
+                                           {"tandem_tensor_steps", "[1]"}}));
+  EXPECT_EQ(Run("from-torch " + in + " " + ckpt, &out), 2) << out;
+  EXPECT_NE(out.find("tandem_tensor_steps is not a JSON list of 2 entries"), std::string::npos) << out;
   in = Write("f.safetensors", "garbage that is not safetensors");
   EXPECT_EQ(Run("from-torch " + in + " " + ckpt, &out), 1) << out;
 }

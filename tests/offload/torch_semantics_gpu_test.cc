@@ -43,53 +43,74 @@ OptimizerConfig Config(ExecutionMode mode, double fraction, size_t groups, bool 
 
 bool Active(int t, size_t k) { return (t * 7 + k) % 4 != 0; }
 
-// Steps a model of many small tensors (tensor k in group k % groups) with masks.
-template <typename Steps>
-std::pair<OptimizerSnapshot, std::vector<std::vector<uint8_t>>> RunModel(ExecutionMode mode,
-                                                                         double fraction,
-                                                                         size_t groups,
-                                                                         Steps steps) {
-  Model shape;
-  shape.sizes.clear();
-  for (int k = 0; k < 80; ++k) shape.sizes.push_back(1 + (k * 997) % 3000);
-  Model h = shape;
-  h.Init(5);
-  std::vector<void*> dp, dg;
-  std::vector<TensorSpec> specs = h.Specs(static_cast<uint32_t>(groups));
-  if (mode == ExecutionMode::kGpu)
-    for (size_t k = 0; k < specs.size(); ++k) {
+// A host model's parameters and gradients where `mode` wants them: the model's own host
+// buffers (host mode) or device copies (GPU mode), with the specs pointing there.
+class Placed {
+ public:
+  Placed(ExecutionMode mode, Model* h, uint32_t groups)
+      : gpu_(mode == ExecutionMode::kGpu), h_(h), specs_(h->Specs(groups)) {
+    if (!gpu_) return;
+    for (size_t k = 0; k < specs_.size(); ++k) {
       void *p = nullptr, *g = nullptr;
-      cudaMalloc(&p, std::max<size_t>(1, h.params[k].size()));
-      cudaMalloc(&g, std::max<size_t>(1, h.grads[k].size()));
-      cudaMemcpy(p, h.params[k].data(), h.params[k].size(), cudaMemcpyHostToDevice);
-      specs[k].param = p;
-      specs[k].grad = g;
-      dp.push_back(p);
-      dg.push_back(g);
-    }
-  auto upload_grads = [&] {
-    if (mode == ExecutionMode::kGpu)
-      for (size_t k = 0; k < dg.size(); ++k)
-        cudaMemcpy(dg[k], h.grads[k].data(), h.grads[k].size(), cudaMemcpyHostToDevice);
-  };
-  OptimizerSnapshot snap;
-  {
-    HybridOptimizer opt(specs, Config(mode, fraction, groups));
-    steps(opt, h, upload_grads);
-    snap = opt.Snapshot();
-  }
-  if (mode == ExecutionMode::kGpu) {
-    cudaDeviceSynchronize();
-    for (size_t k = 0; k < dp.size(); ++k) {
-      cudaMemcpy(h.params[k].data(), dp[k], h.params[k].size(), cudaMemcpyDeviceToHost);
-      cudaFree(dp[k]);
-      cudaFree(dg[k]);
+      cudaMalloc(&p, std::max<size_t>(1, h->params[k].size()));
+      cudaMalloc(&g, std::max<size_t>(1, h->grads[k].size()));
+      cudaMemcpy(p, h->params[k].data(), h->params[k].size(), cudaMemcpyHostToDevice);
+      specs_[k].param = p;
+      specs_[k].grad = g;
     }
   }
-  return {snap, h.params};
-}
+  ~Placed() {
+    if (!gpu_) return;
+    for (const TensorSpec& s : specs_) {
+      cudaFree(s.param);
+      cudaFree(const_cast<void*>(s.grad));
+    }
+  }
+  Placed(const Placed&) = delete;
+  Placed& operator=(const Placed&) = delete;
 
-auto MaskedSteps = [](HybridOptimizer& opt, Model& h, auto upload_grads) {
+  const std::vector<TensorSpec>& specs() const { return specs_; }
+  // Copies the host gradients to where the optimizer reads them.
+  void PutGrads() {
+    if (gpu_)
+      for (size_t k = 0; k < specs_.size(); ++k)
+        cudaMemcpy(const_cast<void*>(specs_[k].grad), h_->grads[k].data(), h_->grads[k].size(),
+                   cudaMemcpyHostToDevice);
+  }
+  // Writes tensor k's parameter where the optimizer keeps it (the caller's own write).
+  void PutParam(size_t k, const std::vector<uint8_t>& bytes) {
+    if (gpu_)
+      cudaMemcpy(specs_[k].param, bytes.data(), bytes.size(), cudaMemcpyHostToDevice);
+    else
+      h_->params[k] = bytes;
+  }
+  // The parameters as the optimizer left them.
+  std::vector<std::vector<uint8_t>> Params() const {
+    std::vector<std::vector<uint8_t>> out = h_->params;
+    if (gpu_) {
+      cudaDeviceSynchronize();
+      for (size_t k = 0; k < out.size(); ++k)
+        cudaMemcpy(out[k].data(), specs_[k].param, out[k].size(), cudaMemcpyDeviceToHost);
+    }
+    return out;
+  }
+
+ private:
+  bool gpu_;
+  Model* h_;
+  std::vector<TensorSpec> specs_;
+};
+
+using Result = std::pair<OptimizerSnapshot, std::vector<std::vector<uint8_t>>>;
+
+// 80 small tensors (tensor k in group k % groups), six steps with masks.
+Result RunMasked(ExecutionMode mode, double fraction, size_t groups) {
+  Model h;
+  h.sizes.clear();
+  for (int k = 0; k < 80; ++k) h.sizes.push_back(1 + (k * 997) % 3000);
+  h.Init(5);
+  Placed placed(mode, &h, static_cast<uint32_t>(groups));
+  HybridOptimizer opt(placed.specs(), Config(mode, fraction, groups));
   for (int t = 0; t < 6; ++t) {
     h.FillGrads(t);
     std::vector<uint8_t> mask(h.sizes.size());
@@ -98,77 +119,52 @@ auto MaskedSteps = [](HybridOptimizer& opt, Model& h, auto upload_grads) {
       if (!mask[k])  // never read: a NaN there must not skip the step
         Model::Store(h.grads[k].data(), h.grad_dtype, 0, std::numeric_limits<float>::quiet_NaN());
     }
-    upload_grads();
+    placed.PutGrads();
     StepOptions o;
     o.active = mask;
     EXPECT_TRUE(opt.Step(1e-2, o).applied) << "step " << t;
   }
-};
+  return {opt.Snapshot(), placed.Params()};
+}
 
 TEST(TorchSemanticsGpu, MasksAndManySlotsMatchHostModeAtEveryFraction) {
   SKIP_WITHOUT_GPU();
   for (size_t groups : {size_t{2}, size_t{40}}) {  // 40 groups x steps: several launches
-    const auto host = RunModel(ExecutionMode::kHost, 0.5, groups, MaskedSteps);
+    const Result host = RunMasked(ExecutionMode::kHost, 0.5, groups);
     for (double f : {0.0, 0.5, 1.0}) {
-      const auto gpu = RunModel(ExecutionMode::kGpu, f, groups, MaskedSteps);
+      const Result gpu = RunMasked(ExecutionMode::kGpu, f, groups);
       EXPECT_EQ(gpu.second, host.second) << groups << " groups, fraction " << f;
       EXPECT_TRUE(gpu.first == host.first) << groups << " groups, fraction " << f;
     }
   }
 }
 
+// Host mode and GPU mode agree after a reload: the same write, the same reload, steps.
+Result RunReload(ExecutionMode mode, double fraction) {
+  Model h;
+  h.Init(9);
+  Placed placed(mode, &h, 2);
+  HybridOptimizer opt(placed.specs(), Config(mode, fraction, 2));
+  for (int t = 0; t < 3; ++t) {
+    h.FillGrads(t);
+    placed.PutGrads();
+    EXPECT_TRUE(opt.Step(1e-2).applied);
+    if (t == 1) {
+      std::vector<uint8_t> quarter(h.params[3].size());
+      for (uint64_t i = 0; i < h.sizes[3]; ++i) Model::Store(quarter.data(), h.param_dtype, i, 0.25f);
+      placed.PutParam(3, quarter);
+      const size_t which[] = {3};
+      opt.ReloadParams(which);
+    }
+  }
+  return {opt.Snapshot(), placed.Params()};
+}
+
 TEST(TorchSemanticsGpu, ReloadParamsReadsTheDeviceParameters) {
   SKIP_WITHOUT_GPU();
-  // Host mode and GPU mode must agree after a reload: write the same values, reload, step.
-  auto run = [](ExecutionMode mode, double fraction) {
-    Model h;
-    h.Init(9);
-    std::vector<TensorSpec> specs = h.Specs(2);
-    std::vector<void*> dp, dg;
-    if (mode == ExecutionMode::kGpu)
-      for (size_t k = 0; k < specs.size(); ++k) {
-        void *p = nullptr, *g = nullptr;
-        cudaMalloc(&p, std::max<size_t>(1, h.params[k].size()));
-        cudaMalloc(&g, std::max<size_t>(1, h.grads[k].size()));
-        cudaMemcpy(p, h.params[k].data(), h.params[k].size(), cudaMemcpyHostToDevice);
-        specs[k].param = p;
-        specs[k].grad = g;
-        dp.push_back(p);
-        dg.push_back(g);
-      }
-    auto put = [&](size_t k, const std::vector<uint8_t>& bytes, bool grad) {
-      if (mode == ExecutionMode::kGpu)
-        cudaMemcpy(grad ? dg[k] : dp[k], bytes.data(), bytes.size(), cudaMemcpyHostToDevice);
-      else
-        (grad ? h.grads[k] : h.params[k]) = bytes;
-    };
-    HybridOptimizer opt(specs, Config(mode, fraction, 2));
-    for (int t = 0; t < 3; ++t) {
-      h.FillGrads(t);
-      for (size_t k = 0; k < specs.size(); ++k) put(k, h.grads[k], true);
-      EXPECT_TRUE(opt.Step(1e-2).applied);
-      if (t == 1) {
-        std::vector<uint8_t> quarter(h.params[3].size());
-        for (uint64_t i = 0; i < h.sizes[3]; ++i)
-          Model::Store(quarter.data(), h.param_dtype, i, 0.25f);
-        put(3, quarter, false);
-        const size_t which[] = {3};
-        opt.ReloadParams(which);
-      }
-    }
-    OptimizerSnapshot s = opt.Snapshot();
-    if (mode == ExecutionMode::kGpu) {
-      for (size_t k = 0; k < dp.size(); ++k) {
-        cudaMemcpy(h.params[k].data(), dp[k], h.params[k].size(), cudaMemcpyDeviceToHost);
-        cudaFree(dp[k]);
-        cudaFree(dg[k]);
-      }
-    }
-    return std::make_pair(s, h.params);
-  };
-  const auto host = run(ExecutionMode::kHost, 0.5);
+  const Result host = RunReload(ExecutionMode::kHost, 0.5);
   for (double f : {0.0, 0.5, 1.0}) {
-    const auto gpu = run(ExecutionMode::kGpu, f);
+    const Result gpu = RunReload(ExecutionMode::kGpu, f);
     EXPECT_EQ(gpu.second, host.second) << "fraction " << f;
     EXPECT_TRUE(gpu.first == host.first) << "fraction " << f;
   }

@@ -9,7 +9,6 @@
 #include <set>
 #include <vector>
 
-#include "checkpoint/error_text.h"
 #include "tandem/error.h"
 
 namespace tandem::tool {
@@ -302,12 +301,16 @@ OptimizerSnapshot ReadTorchState(const std::string& path, const TorchDefaults& d
   auto md = meta.find("tandem_metadata");
   if (md != meta.end()) s.metadata = md->second;
 
-  const json steps = MetaJson(meta, "tandem_tensor_steps", path);
-  const json tgroups = MetaJson(meta, "tandem_tensor_groups", path);
-  const json pdt = MetaJson(meta, "tandem_param_dtypes", path);
-  const json gdt = MetaJson(meta, "tandem_grad_dtypes", path);
-  for (const auto* j : {&steps, &tgroups, &pdt, &gdt})
-    if (!j->is_discarded()) (void)PerParam(*j, "tandem_tensor_steps/groups/dtypes", n, path);
+  // Lists with one entry per parameter, or discarded where absent.
+  auto per_param = [&](const char* key) {
+    json j = MetaJson(meta, key, path);
+    if (!j.is_discarded()) (void)PerParam(j, key, n, path);
+    return j;
+  };
+  const json steps = per_param("tandem_tensor_steps");
+  const json tgroups = per_param("tandem_tensor_groups");
+  const json pdt = per_param("tandem_param_dtypes");
+  const json gdt = per_param("tandem_grad_dtypes");
 
   std::set<std::string> used;
   for (size_t i = 0; i < n; ++i) {
@@ -345,7 +348,7 @@ OptimizerSnapshot ReadTorchState(const std::string& path, const TorchDefaults& d
     } catch (const json::exception& e) {
       Invalid(path, ctx + ": a per-parameter __metadata__ entry has the wrong type: " + e.what());
     } catch (const Error& e) {
-      Invalid(path, ctx + ": " + ckpt::BareMessage(e));
+      Invalid(path, ctx + ": " + e.message());
     }
     if (t.group >= s.groups.size())
       Invalid(path, ctx + ": group " + std::to_string(t.group) + " of " +
