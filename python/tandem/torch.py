@@ -19,9 +19,12 @@ and weights written in place after construction (``model.load_state_dict``,
 
 Pointer contract: the engine keeps raw pointers to every parameter and to a gradient
 buffer the optimizer allocates once per parameter (installed as ``p.grad`` when a
-gradient arrives). Parameters must not be reallocated (``model.to(...)``,
-``p.data = ...``) after the optimizer is built. Writes that bypass torch's version
-counter (``p.data.copy_(...)``, raw pointers) need ``opt.reload_params()``.
+gradient arrives). A parameter reallocated after the optimizer is built (same shape
+and dtype: ``model.to(device)``, ``p.data = ...``), or one frozen at construction that
+gets a gradient, makes the next step rebuild the engine over the current parameters,
+carrying the state over (a full state copy, warned once: RebindWarning); a changed
+shape or dtype raises. Writes that bypass torch's version counter
+(``p.data.copy_(...)``, raw pointers) need ``opt.reload_params()``.
 """
 
 import collections
@@ -47,8 +50,8 @@ from tandem import _state
 from tandem._state import export_masters, from_torch_state, to_torch_state
 
 __all__ = ["AdamW", "Adam", "Lion", "SGD", "StepResult", "TandemOptimizer", "TandemWarning",
-           "SkippedStepWarning", "EarlyStartAccumulationWarning", "export_masters", "from_torch_state",
-           "to_torch_state"]
+           "SkippedStepWarning", "EarlyStartAccumulationWarning", "RebindWarning",
+           "export_masters", "from_torch_state", "to_torch_state"]
 
 StepResult = collections.namedtuple("StepResult",
                                     ["applied", "grad_norm", "step", "stepped_tensors"],
@@ -63,6 +66,12 @@ class SkippedStepWarning(TandemWarning):
     """A step found a non-finite gradient and changed nothing (``opt.skipped_steps``
     counts them). Silence with
     ``warnings.simplefilter("ignore", tandem.torch.SkippedStepWarning)``."""
+
+
+class RebindWarning(TandemWarning):
+    """The optimizer rebuilt its engine (parameters reallocated after construction, or a
+    parameter frozen at construction got a gradient), copying its whole state: cheap
+    once, costly every step. ``opt.rebinds`` counts rebinds."""
 
 
 class EarlyStartAccumulationWarning(TandemWarning):
@@ -187,57 +196,12 @@ class TandemOptimizer(_torch.optim.Optimizer):
         self._grad_accumulators = []
 
         # Every parameter that requires grad at construction, in param_groups order;
-        # frozen ones are left out (the engine allocates state at construction).
-        self._params = []      # engine tensor index -> parameter
-        self._names = []       # engine tensor index -> engine tensor name
-        self._indices = []     # engine tensor index -> torch state_dict index
-        self._ptrs = []        # engine tensor index -> parameter data pointer at build
-        self._frozen = []      # parameters left out: (label, parameter)
-        group_of = []          # engine tensor index -> group
-        device = None
-        index = 0
-        for g, group in enumerate(self.param_groups):
-            names = group.get("param_names")
-            for j, p in enumerate(group["params"]):
-                name = names[j] if names else None
-                where = "'%s'" % name if name else "group %d param %d" % (g, j)
-                if p.requires_grad:
-                    device = self._check_param(p, where, device)
-                    self._params.append(p)
-                    self._names.append(name if name else "g%d.p%d" % (g, len(group_of)))
-                    self._indices.append(index)
-                    group_of.append(g)
-                else:
-                    self._frozen.append((where, p))
-                index += 1
-        if not self._params:
-            raise ValueError("optimizer got no parameter that requires grad")
-        if len(set(self._names)) != len(self._names):
-            dup = sorted({n for n in self._names if self._names.count(n) > 1})
-            raise ValueError("parameter names must be unique, got %s more than once" % dup)
-        self._device = device
-        self._cuda = device.type == "cuda"
-        self._index_by_id = {id(p): k for k, p in enumerate(self._params)}
-
-        # Gradient buffers: the engine reads self._grads[k]; p.grad gets a separate alias
-        # of it (self._alias_of), so nothing the user does to p.grad (p.grad.data = ...,
-        # p.grad = None) can take the engine's buffer away.
-        self._grads = []
-        specs = []
-        for k, p in enumerate(self._params):
-            buf = _torch.zeros(p.shape, dtype=p.dtype, device=p.device)
-            specs.append((self._names[k], p.numel(), _DTYPE_NAMES[p.dtype],
-                          _DTYPE_NAMES[p.dtype], p.data_ptr(), buf.data_ptr(), group_of[k],
-                          list(p.shape)))
-            self._grads.append(buf)
-            self._ptrs.append(p.data_ptr())
+        # frozen ones are left out (no state) until they get a gradient (_rebind).
+        self._layout(lambda p: p.requires_grad)
         # Gradient bookkeeping, per engine tensor (Note [Which parameters have a gradient]).
         self._grad_versions = [buf._version for buf in self._grads]
-        self._fresh = [False] * len(self._params)
+        self._fresh = [p.grad is not None for p in self._params]  # computed before build
         self._ready = [False] * len(self._params)   # grad_ready called in this step
-        for k, p in enumerate(self._params):
-            if p.grad is not None:  # a gradient computed before the optimizer was built
-                self._fresh[k] = True
 
         # One engine lr per step: lr_scale_g = lr_g / lr_ref, fixed (Note in _engine_lr).
         lrs = [float(group["lr"]) for group in self.param_groups]
@@ -245,29 +209,89 @@ class TandemOptimizer(_torch.optim.Optimizer):
         ref = lrs[self._ref_group]
         self._lr_scales = [(lr / ref if ref > 0 else 1.0) for lr in lrs]
         self._engine_hyper = [self._hyper(group) for group in self.param_groups]
+
+        self._engine_options = dict(
+            master=formats[0], momentum=formats[1], variance=formats[2],
+            offload_fraction=float(offload_fraction), placement=placement,
+            host_threads=int(host_threads), chunk_elements=int(chunk_elements),
+            pipeline_slots=int(pipeline_slots),
+            speculative_early_start=self.speculative_early_start)
+        self.rebinds = 0
+        self._rebind_step = None
+        self._warned_rebind = 0
+        self._engine = self._new_engine()
+        self._formats = formats
+        self._record_param_versions()
+        self._install_hooks()
+        # Removes the hooks of the optimizer's last engine layout (_rebind edits the list).
+        weakref.finalize(self, _remove_hooks, self._hook_handles)
+
+    # ----------------------------------------------------------------------------------
+    # Construction helpers
+
+    def _layout(self, include):
+        """Lays out the engine's tensors: every parameter of param_groups for which
+        include(p) holds, in param_groups order, with a new zeroed gradient buffer each;
+        the others are kept as frozen (no state). Sets the per-engine-tensor tables."""
+        params, names, indices, frozen, group_of = [], [], [], [], []
+        device = None
+        index = 0
+        for g, group in enumerate(self.param_groups):
+            given = group.get("param_names")
+            for j, p in enumerate(group["params"]):
+                name = given[j] if given else None
+                where = "'%s'" % name if name else "group %d param %d" % (g, j)
+                if include(p):
+                    device = self._check_param(p, where, device)
+                    params.append(p)
+                    # Unnamed: the torch state_dict index, which no rebind changes.
+                    names.append(name if name else "g%d.p%d" % (g, index))
+                    indices.append(index)
+                    group_of.append(g)
+                else:
+                    frozen.append((where, p))
+                index += 1
+        if not params:
+            raise ValueError("optimizer got no parameter that requires grad")
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError("parameter names must be unique, got %s more than once" % dup)
+        self._params = params      # engine tensor index -> parameter
+        self._names = names        # engine tensor index -> engine tensor name
+        self._indices = indices    # engine tensor index -> torch state_dict index
+        self._group_of = group_of  # engine tensor index -> group
+        self._frozen = frozen      # parameters left out: (label, parameter)
+        self._device = device
+        self._cuda = device.type == "cuda"
+        self._index_by_id = {id(p): k for k, p in enumerate(params)}
+        # Gradient buffers: the engine reads self._grads[k]; p.grad gets a separate alias
+        # of it (self._alias_of), so nothing the user does to p.grad (p.grad.data = ...,
+        # p.grad = None) can take the engine's buffer away.
+        self._grads = [_torch.zeros(p.shape, dtype=p.dtype, device=p.device) for p in params]
+        # The engine holds raw pointers: keep each parameter's storage alive, so that a
+        # parameter reallocated behind our back (p.data = ..., model.to()) leaves the old
+        # memory readable until _rebind takes the state from it, and no new tensor can
+        # get the old address (a changed data_ptr() always means a reallocation).
+        self._ptrs = [p.data_ptr() for p in params]
+        self._storages = [p.detach() for p in params]
+
+    def _new_engine(self):
+        """A HybridOptimizer over the current layout (_layout), with the options and
+        engine groups of construction; on CUDA it runs on the current stream."""
+        specs = [(self._names[k], p.numel(), _DTYPE_NAMES[p.dtype], _DTYPE_NAMES[p.dtype],
+                  p.data_ptr(), self._grads[k].data_ptr(), self._group_of[k], list(p.shape))
+                 for k, p in enumerate(self._params)]
         engine_groups = [dict(h, lr_scale=s)
                          for h, s in zip(self._engine_hyper, self._lr_scales)]
-
         self._stream = 0
         with self._device_guard():
             if self._cuda:
                 current = _torch.cuda.current_stream(self._device)
                 self._stream = current.cuda_stream
                 current.synchronize()  # the engine reads the parameters' initial values
-            self._engine = _C.HybridOptimizer(
-                specs, self._ALGORITHM, engine_groups, master=formats[0],
-                momentum=formats[1], variance=formats[2],
-                offload_fraction=float(offload_fraction), placement=placement,
-                mode="gpu" if self._cuda else "host", host_threads=int(host_threads),
-                chunk_elements=int(chunk_elements), pipeline_slots=int(pipeline_slots),
-                cuda_stream=self._stream,
-                speculative_early_start=self.speculative_early_start)
-        self._formats = formats
-        self._record_param_versions()
-        self._install_hooks()
-
-    # ----------------------------------------------------------------------------------
-    # Construction helpers
+            return _C.HybridOptimizer(
+                specs, self._ALGORITHM, engine_groups, mode="gpu" if self._cuda else "host",
+                cuda_stream=self._stream, **self._engine_options)
 
     @staticmethod
     def _check_param(p, where, device):
@@ -312,33 +336,58 @@ class TandemOptimizer(_torch.optim.Optimizer):
 
         The hooks hold the optimizer weakly and are removed when it is collected, so an
         optimizer that is dropped (a new one built for the same model) frees its engine
-        and stops touching the parameters' gradients."""
+        and stops touching the parameters' gradients.
+
+        A parameter that does not require grad now (one taken in from a state dict
+        before it was unfrozen) cannot take hooks: it gets them at the first step or
+        begin_step that finds it requiring grad (_hook_pending); until then its
+        gradient is autograd's own, copied into the buffer at the step."""
         ref = weakref.ref(self)
+        self._unhooked = []
         for k, p in enumerate(self._params):
-            self._hook_handles.append(p.register_hook(
-                lambda _grad, k=k: _call(ref, "_on_grad_arriving", k)))
-            if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
-                self._hook_handles.append(p.register_post_accumulate_grad_hook(
-                    lambda _p, k=k: _call(ref, "_on_grad_accumulated", k)))
-            else:
-                # Older torch: a post-hook on the parameter's AccumulateGrad node, which
-                # runs once the gradient has been accumulated into p.grad.
-                with _torch.enable_grad():
-                    acc = p.expand_as(p).grad_fn.next_functions[0][0]
-                self._hook_handles.append(acc.register_hook(
-                    lambda *_a, k=k: _call(ref, "_on_grad_accumulated", k)))
-                self._grad_accumulators.append(acc)  # keeps the node (and hook) alive
-        weakref.finalize(self, _remove_hooks, self._hook_handles)
+            if not p.requires_grad:
+                self._unhooked.append(k)
+                continue
+            self._hook_param(ref, k, p)
+
+    def _hook_pending(self):
+        """Hooks the parameters _install_hooks had to leave out that require grad now."""
+        if self._unhooked and any(self._params[k].requires_grad for k in self._unhooked):
+            ref = weakref.ref(self)
+            pending = []
+            for k in self._unhooked:
+                if self._params[k].requires_grad:
+                    self._hook_param(ref, k, self._params[k])
+                else:
+                    pending.append(k)
+            self._unhooked = pending
+
+    def _hook_param(self, ref, k, p):
+        self._hook_handles.append(p.register_hook(
+            lambda _grad, k=k: _call(ref, "_on_grad_arriving", k)))
+        if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
+            self._hook_handles.append(p.register_post_accumulate_grad_hook(
+                lambda _p, k=k: _call(ref, "_on_grad_accumulated", k)))
+        else:
+            # Older torch: a post-hook on the parameter's AccumulateGrad node, which
+            # runs once the gradient has been accumulated into p.grad.
+            with _torch.enable_grad():
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+            self._hook_handles.append(acc.register_hook(
+                lambda *_a, k=k: _call(ref, "_on_grad_accumulated", k)))
+            self._grad_accumulators.append(acc)  # keeps the node (and hook) alive
 
     def _on_grad_arriving(self, k):
-        if self._params[k].grad is None:
+        # A reallocated parameter (perhaps on another device now) gets autograd's own
+        # gradient; the next step's rebind adopts it into a new buffer.
+        if self._params[k].grad is None and not self._moved(k):
             with _torch.no_grad():
                 self._install_zeroed(k)
 
     def _on_grad_accumulated(self, k):
         self._fresh[k] = True
-        if not self.early_start or self._accumulating:
-            return
+        if not self.early_start or self._accumulating or self._moved(k):
+            return  # a reallocated parameter: the next step rebinds, then steps it
         with self._lock:
             with _torch.no_grad():
                 self._adopt_grad(k)
@@ -373,6 +422,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
         allocated either way and are installed again as ``p.grad`` when backward next
         produces a gradient."""
         with self._lock:
+            if not set_to_none:
+                self._rebind_if_needed(added=False)  # buffers that fit moved parameters
             for k, p in enumerate(self._params):
                 if set_to_none:
                     p.grad = None
@@ -430,7 +481,10 @@ class TandemOptimizer(_torch.optim.Optimizer):
         with self._lock:
             if self._engine.step_begun:
                 raise ValueError("begin_step called twice without a step in between")
-            self._sync_params()  # parameters written since the last step
+            # Parameters that require grad but are not in the engine get their gradient
+            # in the backward that follows: rebind now.
+            self._rebind_if_needed(anticipate=True)
+            self._sync_params(rebind=False)  # parameters written since the last step
             lr = self._engine_lr()
             clip = self.max_grad_norm if max_grad_norm is None else float(max_grad_norm)
             with self._device_guard():
@@ -472,11 +526,12 @@ class TandemOptimizer(_torch.optim.Optimizer):
             # engine's Step ends it whether it succeeds or raises.
             begun = self._begun if self._engine.step_begun else None
             self._begun = begun
+            self._rebind_if_needed()  # unfrozen or reallocated parameters (not when begun)
             self._check_frozen()
             active = bytearray(len(self._params))
             for k in range(len(self._params)):
                 active[k] = 1 if self._take_grad(k) else 0
-            self._sync_params()
+            self._sync_params(rebind=False)
             if begun is not None:
                 # The lr announced by begin_step; a differing clip norm or loss scale
                 # reaches the engine, which undoes the speculation and raises.
@@ -589,14 +644,17 @@ class TandemOptimizer(_torch.optim.Optimizer):
         """Registers a forward pre-hook on every submodule of ``module`` that owns
         parameters of this optimizer, calling ``wait_param`` for them on the current
         stream before the submodule runs. Returns the hook handles."""
-        owned = {id(p) for p in self._params}
+        # Every parameter of param_groups: one frozen at construction may join the engine
+        # later (_rebind); the hook waits for those in the engine when it runs.
+        owned = {id(p) for group in self.param_groups for p in group["params"]}
         handles = []
         for sub in module.modules():
             mine = [p for p in sub.parameters(recurse=False) if id(p) in owned]
             if mine:
                 def pre_hook(_module, _inputs, mine=mine):
                     for p in mine:
-                        self.wait_param(p)
+                        if id(p) in self._index_by_id:
+                            self.wait_param(p)
                 handles.append(sub.register_forward_pre_hook(pre_hook))
         return handles
 
@@ -611,6 +669,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
         ``p.detach()`` of an older version counter, or writes through raw pointers
         (NCCL, custom kernels) bypass the counter: call this after them."""
         with self._lock:
+            self._rebind_if_needed()
             if params is None:
                 indices = list(range(len(self._params)))
             else:
@@ -621,14 +680,16 @@ class TandemOptimizer(_torch.optim.Optimizer):
 
     def tensor_step_counts(self):
         """Each parameter's own step count (the updates it received), in the order of
-        the parameters that require grad in ``param_groups``; torch.optim keeps the
-        same per parameter (``state[p]["step"]``)."""
+        the engine's parameters in ``param_groups`` (those that required grad at
+        construction, and those that got a gradient since: ``param_names``);
+        torch.optim keeps the same per parameter (``state[p]["step"]``)."""
         return list(self._engine.tensor_step_counts())
 
     @property
     def param_names(self):
         """The engine's tensor names, in engine order: the parameters' names when named
-        (``named_parameters()``, ``module=``), otherwise "g<group>.p<index>"."""
+        (``named_parameters()``, ``module=``), otherwise "g<group>.p<index>" with the
+        parameter's index over all groups (its torch state_dict index)."""
         return list(self._names)
 
     @property
@@ -680,11 +741,16 @@ class TandemOptimizer(_torch.optim.Optimizer):
         self._params[k].grad = self._alias_of(k)
         self._grad_versions[k] = buf._version  # installing is no gradient yet
 
+    def _moved(self, k):
+        """Whether parameter k was reallocated since the engine was built over it (its
+        old storage is kept alive, so no new tensor can have the old address)."""
+        return self._params[k].data_ptr() != self._ptrs[k]
+
     def _check_realloc(self, k):
+        """Reached with the engine's step begun (begin_step): no rebind can run then."""
         if self._params[k].data_ptr() != self._ptrs[k]:
-            raise RuntimeError("%s was reallocated after the optimizer was built "
-                               "(model.to(), p.data = ...?); the engine holds its old "
-                               "address. Build the optimizer after moving the model."
+            raise RuntimeError("%s was reallocated (model.to(), p.data = ...?) between "
+                               "begin_step() and step(); move the model before begin_step()"
                                % self._label(k))
 
     def _adopt_grad(self, k):
@@ -730,24 +796,180 @@ class TandemOptimizer(_torch.optim.Optimizer):
         return self._fresh[k] or self._grads[k]._version != self._grad_versions[k]
 
     def _check_frozen(self):
-        """Parameters frozen at construction have no engine state: refuse to silently
-        skip one that was unfrozen and got a gradient (torch.optim would step it)."""
+        """Reached with the engine's step begun (otherwise _rebind_if_needed has taken the
+        unfrozen parameters in): refuse to silently skip one (torch.optim would step
+        it)."""
         for where, p in self._frozen:
             if p.grad is not None and p.requires_grad:
                 raise ValueError(
-                    "parameter %s (shape %s, %s) did not require grad when the optimizer "
-                    "was built, so it has no optimizer state, but it has a gradient now; "
-                    "build the optimizer after unfreezing it (freeze after building to "
-                    "skip parameters for a while)" % (where, tuple(p.shape), p.dtype))
+                    "parameter %s (shape %s, %s) was unfrozen between begin_step() and "
+                    "step(), so it has no optimizer state in this step; unfreeze it before "
+                    "begin_step()" % (where, tuple(p.shape), p.dtype))
+
+    def _rebind_if_needed(self, anticipate=False, added=True):
+        """Rebinds the engine (_rebind) when a parameter left out of it now has a
+        gradient (unfrozen after construction; with ``anticipate``, from begin_step, one
+        that requires grad: its gradient comes during the backward that follows) or an
+        engine parameter was reallocated (same shape and dtype, new address or device).
+        ``added=False`` looks for reallocations only. A no-op while the engine's step is
+        begun. Note [Rebinding]."""
+        self._hook_pending()
+        if self._engine.step_begun:
+            return
+        new = [p for _where, p in self._frozen
+               if added and p.requires_grad and (anticipate or p.grad is not None)]
+        self._rebind_checked({id(p) for p in new})
+
+    def _rebind_for_load(self, state_dict=None):
+        """Before load_state_dict/load_checkpoint: rebinds for reallocated parameters (the
+        restore writes the weights through the engine's pointers), and, for a state dict
+        that holds state for parameters frozen at construction (written after they were
+        unfrozen: resuming progressive unfreezing), takes those in first, so that the
+        tensor sets match."""
+        if self._engine.step_begun:
+            return
+        new = set()
+        state = state_dict.get("state") if isinstance(state_dict, dict) else None
+        if isinstance(state, dict):
+            params = [p for group in self.param_groups for p in group["params"]]
+            for i in state:
+                if (isinstance(i, int) and 0 <= i < len(params)
+                        and id(params[i]) not in self._index_by_id):
+                    new.add(id(params[i]))
+        self._rebind_checked(new)
+
+    def _rebind_checked(self, new_ids):
+        """Rebinds when new_ids (parameters to take in) is not empty or a parameter was
+        reallocated; a reallocation to another shape or dtype raises RuntimeError."""
+        moved = [k for k in range(len(self._params)) if self._moved(k)]
+        if not new_ids and not moved:
+            return
+        for k in moved:
+            p, buf = self._params[k], self._grads[k]
+            if p.shape != buf.shape or p.dtype != buf.dtype:
+                raise RuntimeError(
+                    "%s: the optimizer was built for shape %s, %s; the parameter changed "
+                    "shape or dtype since (model.half(), p.data = ...?) and its optimizer "
+                    "state cannot follow. Build the optimizer after converting the model."
+                    % (self._label(k), tuple(buf.shape), buf.dtype))
+        self._rebind(new_ids, moved)
+
+    def _rebind(self, new_ids, moved):
+        """Note [Rebinding]: the engine holds raw pointers to the parameters and state for
+        the tensors it was built with. When parameters are reallocated (same shape and
+        dtype: model.to(device), p.data = ..., Accelerate's prepare) or parameters left
+        out at construction (frozen) get a gradient, we build a new engine over the
+        current parameters (the old tensors plus the new ones, in param_groups order; the
+        mode follows their device) and restore into it the old engine's snapshot entries
+        by tensor name: masters, moments and per-tensor steps carry over bit for bit;
+        new tensors keep their fresh state (step 0, zero moments, master from the
+        parameter). The restore writes the masters to the parameters; their values
+        before it are put back (a never-stepped parameter need not hold its decoded
+        master), so a rebind changes no weight. The old storages are kept alive until
+        here (_layout), so the snapshot reads valid memory (masters that alias the
+        parameters included). Costs a full state copy: warned (RebindWarning)."""
+        old = dict(params=self._params, grads=self._grads, fresh=self._fresh,
+                   grad_versions=self._grad_versions, param_versions=self._param_versions,
+                   frozen=self._frozen, hooks=list(self._hook_handles))
+        with self._device_guard():
+            if self._cuda:
+                _torch.cuda.synchronize(self._device)  # the last step's state is final
+            snap = self._engine.snapshot()
+        keep = set(self._index_by_id) | new_ids
+        # Weights written by torch ops since the engine last wrote them: reloaded below.
+        written = {id(p) for k, p in enumerate(self._params)
+                   if p._version != self._param_versions[k]}
+        old_tables = {key: getattr(self, key) for key in (
+            "_params", "_names", "_indices", "_group_of", "_frozen", "_device", "_cuda",
+            "_index_by_id", "_grads", "_ptrs", "_storages", "_stream")}
+        try:
+            self._layout(lambda p: id(p) in keep)
+            engine = self._new_engine()
+            with self._device_guard():
+                # The restore writes the masters to the parameters; a parameter need not
+                # hold its decoded master (never stepped, new, written, reloaded), so its
+                # value is put back after: a rebind leaves every weight as it was.
+                values = [p.detach().clone() for p in self._params]
+                fresh = engine.snapshot()
+                by_name = {t["name"]: t for t in snap["tensors"]}
+                fresh["tensors"] = [by_name.get(t["name"], t) for t in fresh["tensors"]]
+                for key in ("step", "groups", "metadata"):
+                    if key in snap:
+                        fresh[key] = snap[key]
+                engine.restore(fresh)
+                if self._cuda:
+                    _torch.cuda.synchronize(self._device)
+                for p, value in zip(self._params, values):
+                    p.data.copy_(value)  # p.data: the version counter stays
+                del values
+        except BaseException:
+            for key, value in old_tables.items():  # no state change on a failed call
+                setattr(self, key, value)
+            raise
+        old_index = {id(p): k for k, p in enumerate(old["params"])}
+        # Gradients: the engine's old buffers (p.grad aliases them) move into the new ones.
+        self._fresh, self._grad_versions, self._param_versions = [], [], []
+        for k, p in enumerate(self._params):
+            buf = self._grads[k]
+            o = old_index.get(id(p))
+            if o is None:  # a new tensor: autograd's p.grad is adopted by _take_grad
+                self._fresh.append(p.grad is not None)
+                self._param_versions.append(p._version)
+            else:
+                old_buf = old["grads"][o]
+                self._fresh.append(old["fresh"][o]
+                                   or old_buf._version != old["grad_versions"][o])
+                grad = p.grad
+                if grad is not None and grad.data_ptr() == old_buf.data_ptr():
+                    buf.copy_(old_buf)
+                    p.grad = self._alias_of(k)
+                self._param_versions.append(old["param_versions"][o])
+            self._grad_versions.append(buf._version)
+        self._ready = [False] * len(self._params)
+        _remove_hooks(old["hooks"])
+        del self._hook_handles[:]
+        del self._grad_accumulators[:]
+        self._install_hooks()
+        self._engine = engine  # the old one is freed here
+        if written:
+            self._reload([k for k, p in enumerate(self._params) if id(p) in written])
+        self.rebinds += 1
+        self._warn_rebind(len(new_ids), len(moved))
+
+    def _warn_rebind(self, added, moved):
+        """Warns at the first rebind, and once more if rebinds come at consecutive steps
+        (a loop that reallocates parameters every step)."""
+        step = self._engine.step_count
+        repeated = self._rebind_step is not None and step - self._rebind_step <= 1
+        self._rebind_step = step
+        if self._warned_rebind == 0 or (repeated and self._warned_rebind == 1):
+            self._warned_rebind += 1
+            what = []
+            if added:
+                what.append("%d parameter(s) frozen at construction got a gradient (or "
+                            "state from a state dict)" % added)
+            if moved:
+                what.append("%d parameter(s) were reallocated (model.to(), p.data = ...)"
+                            % moved)
+            _warn("tandem: %s; the optimizer rebuilt its engine over the current "
+                  "parameters, copying its whole state (a full snapshot and restore)%s. "
+                  "Fine once; build the optimizer after moving the model to avoid it."
+                  % ("; ".join(what),
+                     ", at consecutive steps: something reallocates parameters every "
+                     "step" if repeated else ""), RebindWarning)
 
     def _record_param_versions(self):
         self._param_versions = [p._version for p in self._params]
 
-    def _sync_params(self):
+    def _sync_params(self, rebind=True):
         """Reloads the parameters written (by torch ops) since the engine last wrote
-        them. Note [The parameter is the source of truth]: the engine writes parameters
+        them, after rebinding the engine if parameters were unfrozen or reallocated
+        (with ``rebind``; the common entry of step, begin_step and the state calls).
+        Note [The parameter is the source of truth]: the engine writes parameters
         through raw pointers, which leaves their version counters alone, so a counter
         that moved means the user wrote the weight."""
+        if rebind:
+            self._rebind_if_needed()
         changed = [k for k, p in enumerate(self._params)
                    if p._version != self._param_versions[k]]
         if changed:
@@ -921,14 +1143,18 @@ class SGD(TandemOptimizer):
 
 def _serialised(method, sync_before=False, record_after=False):
     """``method`` under the optimizer's lock; with sync_before, parameters written since
-    the last step are reloaded first (so the saved masters are the live weights); with
-    record_after, the parameters' version counters are recorded after the engine wrote
-    them (Note [The parameter is the source of truth])."""
+    the last step are reloaded first (so the saved masters are the live weights; this
+    rebinds first when needed); with record_after (the loads), the engine is rebound
+    first for reallocated parameters and parameters the state dict has state for
+    (_rebind_for_load), and the parameters' version counters are recorded after the
+    engine wrote them (Note [The parameter is the source of truth])."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         with self._lock:
             if sync_before and not self._engine.step_begun:
                 self._sync_params()
+            if record_after:
+                self._rebind_for_load(args[0] if args else None)
             result = method(self, *args, **kwargs)
             if record_after:
                 self._record_param_versions()

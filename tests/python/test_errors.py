@@ -86,12 +86,16 @@ def test_bad_learning_rate_changes_nothing():
         train(model, opt, batches(1))
 
 
-def test_reallocated_parameter():
-    model = make_mlp()
-    opt = tandem.torch.AdamW(model.parameters(), lr=1e-3)
-    model[0].weight.data = model[0].weight.data.clone()
-    with pytest.raises(RuntimeError, match="reallocated"):
-        train(model, opt, batches(1))
+def test_reallocated_parameter_of_another_shape_or_dtype():
+    # Same shape and dtype rebinds (test_rebind.py); another shape or dtype raises,
+    # naming the parameter, and changes nothing.
+    for change in (lambda w: w.half(), lambda w: w[:3].clone()):
+        model = make_mlp()
+        opt = tandem.torch.AdamW(model.named_parameters(), lr=1e-3)
+        model[0].weight.data = change(model[0].weight.data)
+        with pytest.raises(RuntimeError, match="'0.weight'.*built for shape"):
+            opt.step()
+        assert opt.rebinds == 0 and opt.step_count == 0
 
 
 def test_no_new_param_groups():
