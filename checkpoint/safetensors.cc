@@ -1,13 +1,15 @@
 // Export of fp32 masters to safetensors and import from it
 // (format: https://github.com/huggingface/safetensors, "Format").
+#include "checkpoint/safetensors.h"
+
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "checkpoint/atomic_file.h"
 #include "engine/fp_bits.h"
 #include "tandem/checkpoint.h"
 #include "tandem/error.h"
@@ -26,61 +28,75 @@ constexpr uint64_t kMaxHeader = uint64_t{100} << 20;  // the reference implement
 
 }  // namespace
 
+namespace ckpt {
+
+std::string SafetensorsF32Header(const std::vector<std::pair<std::string, std::string>>& metadata,
+                                 const std::vector<SafetensorsTensor>& tensors) {
+  ordered_json h = ordered_json::object();
+  ordered_json& meta = h["__metadata__"] = ordered_json::object();
+  for (const auto& [key, value] : metadata) meta[key] = value;
+  uint64_t offset = 0;
+  for (const SafetensorsTensor& t : tensors) {
+    h[t.name] = {
+        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + 4 * t.numel}}};
+    offset += 4 * t.numel;
+  }
+  std::string header = h.dump();
+  header.append((8 - header.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+  return header;
+}
+
+void WriteSafetensorsFile(const std::string& header, const std::vector<SafetensorsTensor>& tensors,
+                          const std::string& path, Env* env) {
+  WriteFileAtomically(env, path, /*sync=*/true, [&](WritableFile* f) {
+    const uint64_t len = header.size();
+    unsigned char lb[8];
+    memcpy(lb, &len, 8);  // little-endian host (checkpoint/format.h asserts it)
+    f->Append(lb, 8);
+    f->Append(header.data(), header.size());
+    std::vector<float> scratch;
+    for (const SafetensorsTensor& t : tensors) {
+      const std::span<const float> v = t.values(&scratch);
+      if (v.size() != t.numel)
+        throw Error(ErrorKind::kInvalidArgument,
+                    "safetensors '" + path + "': tensor '" + t.name + "' has " +
+                        std::to_string(v.size()) + " values, its shape " + std::to_string(t.numel));
+      f->Append(v.data(), v.size() * 4);
+    }
+  });
+}
+
+}  // namespace ckpt
+
 void ExportSafetensorsMasters(const OptimizerSnapshot& s, const std::string& path, Env* env) {
   if (env == nullptr) env = Env::Default();
   ValidateSnapshot(s);
-  ordered_json h = ordered_json::object();
-  h["__metadata__"] = {{"format", "pt"},
-                       {"producer", "tandem"},
-                       {"tandem_algorithm", Name(s.algo)},
-                       {"tandem_formats", Name(s.formats)},
-                       {"tandem_step", std::to_string(s.step)}};
   std::set<std::string> names;
-  uint64_t offset = 0;
+  std::vector<ckpt::SafetensorsTensor> tensors;
   for (const TensorSnapshot& t : s.tensors) {
     if (t.name == "__metadata__" || !names.insert(t.name).second)
-      throw Error(ErrorKind::kInvalidArgument,
-                  "safetensors export '" + path + "': duplicate or reserved tensor name '" +
-                      t.name + "'");
-    const std::vector<uint64_t> shape = t.shape.empty() ? std::vector<uint64_t>{t.numel} : t.shape;
-    h[t.name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {offset, offset + 4 * t.numel}}};
-    offset += 4 * t.numel;
+      throw Error(
+          ErrorKind::kInvalidArgument,
+          "safetensors export '" + path + "': duplicate or reserved tensor name '" + t.name + "'");
+    tensors.push_back({t.name, t.shape.empty() ? std::vector<uint64_t>{t.numel} : t.shape, t.numel,
+                       [&t, &s](std::vector<float>* scratch) {
+                         *scratch = DecodeMasterF32(t, s.formats);
+                         return std::span<const float>(*scratch);
+                       }});
   }
   std::string header;
   try {
-    header = h.dump();
+    header = ckpt::SafetensorsF32Header({{"format", "pt"},
+                                         {"producer", "tandem"},
+                                         {"tandem_algorithm", Name(s.algo)},
+                                         {"tandem_formats", Name(s.formats)},
+                                         {"tandem_step", std::to_string(s.step)}},
+                                        tensors);
   } catch (const json::exception& e) {
     throw Error(ErrorKind::kInvalidArgument,
                 "safetensors export '" + path + "': bad tensor name: " + e.what());
   }
-  header.append((8 - header.size() % 8) % 8, ' ');  // data starts 8-byte aligned
-  const uint64_t len = header.size();
-  const std::string tmp = path + ".tmp";
-  try {
-    {
-      std::unique_ptr<WritableFile> f = env->NewWritableFile(tmp);
-      unsigned char lb[8];
-      memcpy(lb, &len, 8);  // little-endian host (checkpoint/format.h asserts it)
-      f->Append(lb, 8);
-      f->Append(header.data(), header.size());
-      for (const TensorSnapshot& t : s.tensors) {
-        const std::vector<float> v = DecodeMasterF32(t, s.formats);
-        f->Append(v.data(), v.size() * 4);
-      }
-      f->Flush();
-      f->Sync();
-      f->Close();
-    }
-    env->RenameFile(tmp, path);
-  } catch (...) {
-    try {
-      env->RemoveFile(tmp);
-    } catch (...) {
-    }
-    throw;
-  }
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  env->SyncDir(dir.empty() ? "." : dir);
+  ckpt::WriteSafetensorsFile(header, tensors, path, env);
 }
 
 std::map<std::string, std::vector<float>> ImportSafetensorsMasters(const std::string& path,
