@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/tensor_description.h"
 #include "engine/fp_bits.h"
 #include "engine/fp_mode.h"
 #include "engine/master_codec.h"
@@ -131,14 +132,7 @@ OptimizerSnapshot ConvertSnapshot(const OptimizerSnapshot& s, const StateFormats
   out.metadata = s.metadata;
   out.tensors.reserve(s.tensors.size());
   for (const TensorSnapshot& t : s.tensors) {
-    TensorSnapshot c;
-    c.name = t.name;
-    c.numel = t.numel;
-    c.shape = t.shape;
-    c.param_dtype = t.param_dtype;
-    c.grad_dtype = t.grad_dtype;
-    c.group = t.group;
-    c.step = t.step;
+    TensorSnapshot c = ckpt::TensorDescription(t);
     // A format that does not change is copied, so that the identity is exact.
     if (to.master == from.master) {
       c.master_f32 = t.master_f32;

@@ -10,6 +10,7 @@
 #include "checkpoint/frame.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/sections.h"
+#include "checkpoint/tensor_description.h"
 #include "tandem/checkpoint.h"
 #include "tandem/error.h"
 
@@ -111,17 +112,8 @@ void SaveCheckpoint(const OptimizerSnapshot& snapshot, const std::string& path,
   info.step = snapshot.step;
   info.metadata = snapshot.metadata;
   info.tensors.reserve(snapshot.tensors.size());
-  for (const TensorSnapshot& t : snapshot.tensors) {
-    TensorSnapshot meta;
-    meta.name = t.name;
-    meta.numel = t.numel;
-    meta.shape = t.shape;
-    meta.step = t.step;
-    meta.param_dtype = t.param_dtype;
-    meta.grad_dtype = t.grad_dtype;
-    meta.group = t.group;
-    info.tensors.push_back(std::move(meta));
-  }
+  for (const TensorSnapshot& t : snapshot.tensors)
+    info.tensors.push_back(ckpt::TensorDescription(t));
   // Fail before writing anything on text JSON cannot hold.
   try {
     (void)nlohmann::json(snapshot.metadata).dump();
