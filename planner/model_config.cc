@@ -4,12 +4,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 
+#include "planner/read_file.h"
 #include "tandem/error.h"
 
 namespace tandem::planner {
@@ -257,12 +256,7 @@ ModelDescription ModelFromConfigFile(const std::string& given, const ConfigOptio
   std::error_code ec;
   const std::string path =
       std::filesystem::is_directory(given, ec) ? given + "/config.json" : given;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kIO, path + ": cannot open model config");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw Error(ErrorKind::kIO, path + ": read failed");
-  return ModelFromConfigText(text.str(), path, options);
+  return ModelFromConfigText(ReadWholeFile(path, "model config"), path, options);
 }
 
 ModelDescription ModelFromParamCount(uint64_t params, uint32_t pieces) {
