@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <utility>
@@ -41,5 +42,27 @@ std::string SafetensorsF32Header(const std::vector<std::pair<std::string, std::s
 // `path` is untouched then.
 void WriteSafetensorsFile(const std::string& header, const std::vector<SafetensorsTensor>& tensors,
                           const std::string& path, Env* env);
+
+// One tensor entry of a safetensors header, checked.
+struct SafetensorsEntry {
+  std::string name;
+  int elem = 0;  // 4 = F32, 2 = BF16, -2 = F16
+  std::vector<uint64_t> shape;
+  uint64_t begin = 0, end = 0;  // data_offsets, relative to the data area
+  uint64_t numel = 1;           // the product of shape
+};
+
+struct SafetensorsHeader {
+  std::map<std::string, std::string> metadata;      // __metadata__, empty where absent
+  std::map<std::string, SafetensorsEntry> tensors;  // by name
+  uint64_t data_start = 0;                          // file offset of the data area
+};
+
+// Reads and checks the header of safetensors file `f`, named `path` in errors: its
+// length, JSON, __metadata__ (string values), each entry's dtype (F32, BF16, F16), shape
+// and data_offsets (inside the data area, matching shape and dtype), and that the data
+// areas neither overlap nor leave holes. Reads no tensor data. Throws
+// Error(kCorruption) naming the file and the entry at fault, or Error(kIO).
+SafetensorsHeader ReadSafetensorsHeader(const RandomAccessFile& f, const std::string& path);
 
 }  // namespace tandem::ckpt

@@ -117,37 +117,6 @@ int64_t ParseStep(const std::string& text, const std::string& path, const std::s
   return v;
 }
 
-struct Header {
-  std::map<std::string, std::string> meta;
-  struct Entry {
-    std::vector<uint64_t> shape;
-    uint64_t begin = 0;
-  };
-  std::map<std::string, Entry> tensors;
-};
-
-// The header of a safetensors file that ImportSafetensorsMasters has already checked.
-Header ReadHeader(const std::string& path) {
-  std::unique_ptr<RandomAccessFile> f = Env::Default()->NewRandomAccessFile(path);
-  uint64_t n = 0;
-  f->Read(0, 8, &n);
-  std::string text(n, '\0');
-  f->Read(8, n, text.data());
-  const json h = json::parse(text);
-  Header out;
-  for (const auto& [name, e] : h.items()) {
-    if (name == "__metadata__") {
-      for (const auto& [k, v] : e.items()) out.meta[k] = v.get<std::string>();
-      continue;
-    }
-    Header::Entry en;
-    en.shape = e["shape"].get<std::vector<uint64_t>>();
-    en.begin = e["data_offsets"][0].get<uint64_t>();
-    out.tensors[name] = en;
-  }
-  return out;
-}
-
 }  // namespace
 
 void WriteTorchState(const OptimizerSnapshot& snapshot, const std::string& path) {
@@ -200,8 +169,9 @@ void WriteTorchState(const OptimizerSnapshot& snapshot, const std::string& path)
 
 OptimizerSnapshot ReadTorchState(const std::string& path, const TorchDefaults& d) {
   std::map<std::string, std::vector<float>> values = ImportSafetensorsMasters(path);
-  const Header hdr = ReadHeader(path);
-  const auto& meta = hdr.meta;
+  const ckpt::SafetensorsHeader hdr =
+      ckpt::ReadSafetensorsHeader(*Env::Default()->NewRandomAccessFile(path), path);
+  const auto& meta = hdr.metadata;
   OptimizerSnapshot s;
 
   // Algorithm: the file's, which --algorithm may repeat but not contradict.
