@@ -1,7 +1,7 @@
-// Internal: writing safetensors files of F32 tensors (format:
-// https://github.com/huggingface/safetensors, "Format"), shared by
-// ExportSafetensorsMasters and tandem-ckpt's torch layout (tools/ckpt/torch_layout.h).
-// Thread-compatible free functions.
+// Internal: safetensors files (format: https://github.com/huggingface/safetensors,
+// "Format"): writing F32 tensors and reading a checked header, shared by
+// Export/ImportSafetensorsMasters and tandem-ckpt's torch layout
+// (tools/ckpt/torch_layout.h). Thread-compatible free functions.
 #pragma once
 
 #include <cstdint>
