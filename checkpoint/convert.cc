@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/tensor_description.h"
 #include "engine/fp_bits.h"
 #include "engine/fp_mode.h"
 #include "engine/master_codec.h"
@@ -61,13 +62,33 @@ void EncodeMasterFrom(const std::vector<float>& w, MasterFormat to, TensorSnapsh
   }
 }
 
+// n values from q8 codes (stored as bytes) and one bf16 scale per group, group by group
+// with `decode`, one of engine/q8_codec.h's Decode*Group.
+template <class Code>
+std::vector<float> DecodeQ8(const std::vector<uint8_t>& codes, const std::vector<uint16_t>& scales,
+                            size_t n, void (*decode)(const Code*, uint16_t, int, float*)) {
+  std::vector<float> x(n);
+  for (size_t g0 = 0, g = 0; g0 < n; g0 += kQuantGroup, ++g)
+    decode(reinterpret_cast<const Code*>(codes.data() + g0), scales[g], GroupLen(n, g0),
+           x.data() + g0);
+  return x;
+}
+
+// The inverse of DecodeQ8, with one of engine/q8_codec.h's Encode*Group.
+template <class Code>
+void EncodeQ8(const std::vector<float>& x, void (*encode)(const float*, int, Code*, uint16_t*),
+              std::vector<uint8_t>* codes, std::vector<uint16_t>* scales) {
+  const size_t n = x.size();
+  codes->resize(n);
+  scales->resize((n + kQuantGroup - 1) / kQuantGroup);
+  for (size_t g0 = 0, g = 0; g0 < n; g0 += kQuantGroup, ++g)
+    encode(x.data() + g0, GroupLen(n, g0), reinterpret_cast<Code*>(codes->data() + g0),
+           &(*scales)[g]);
+}
+
 std::vector<float> DecodeMomentum(const TensorSnapshot& t, MomentFormat f) {
   if (f == MomentFormat::kF32) return t.m_f32;
-  std::vector<float> m(t.numel);
-  for (size_t g0 = 0, g = 0; g0 < t.numel; g0 += kQuantGroup, ++g)
-    num::DecodeMomentumGroup(reinterpret_cast<const int8_t*>(t.m_codes.data() + g0), t.m_scales[g],
-                             GroupLen(t.numel, g0), m.data() + g0);
-  return m;
+  return DecodeQ8(t.m_codes, t.m_scales, t.numel, num::DecodeMomentumGroup);
 }
 
 void EncodeMomentum(const std::vector<float>& m, MomentFormat to, TensorSnapshot* t) {
@@ -75,21 +96,13 @@ void EncodeMomentum(const std::vector<float>& m, MomentFormat to, TensorSnapshot
     t->m_f32 = m;
     return;
   }
-  const size_t n = m.size();
-  t->m_codes.resize(n);
-  t->m_scales.resize((n + kQuantGroup - 1) / kQuantGroup);
-  for (size_t g0 = 0, g = 0; g0 < n; g0 += kQuantGroup, ++g)
-    num::EncodeMomentumGroup(m.data() + g0, GroupLen(n, g0),
-                             reinterpret_cast<int8_t*>(t->m_codes.data() + g0), &t->m_scales[g]);
+  EncodeQ8(m, num::EncodeMomentumGroup, &t->m_codes, &t->m_scales);
 }
 
 // v in fp32: f32 as is; q8 stores u = sqrt(v), decoded and squared as the step does.
 std::vector<float> DecodeVariance(const TensorSnapshot& t, MomentFormat f) {
   if (f == MomentFormat::kF32) return t.v_f32;
-  std::vector<float> v(t.numel);
-  for (size_t g0 = 0, g = 0; g0 < t.numel; g0 += kQuantGroup, ++g)
-    num::DecodeSqrtVarianceGroup(t.v_codes.data() + g0, t.v_scales[g], GroupLen(t.numel, g0),
-                                 v.data() + g0);
+  std::vector<float> v = DecodeQ8(t.v_codes, t.v_scales, t.numel, num::DecodeSqrtVarianceGroup);
   for (float& x : v) x = x * x;
   return v;
 }
@@ -99,14 +112,9 @@ void EncodeVariance(const std::vector<float>& v, MomentFormat to, TensorSnapshot
     t->v_f32 = v;
     return;
   }
-  const size_t n = v.size();
-  std::vector<float> u(n);
-  for (size_t i = 0; i < n; ++i) u[i] = num::Sqrt(v[i]);  // the root AdamElement returns
-  t->v_codes.resize(n);
-  t->v_scales.resize((n + kQuantGroup - 1) / kQuantGroup);
-  for (size_t g0 = 0, g = 0; g0 < n; g0 += kQuantGroup, ++g)
-    num::EncodeSqrtVarianceGroup(u.data() + g0, GroupLen(n, g0), t->v_codes.data() + g0,
-                                 &t->v_scales[g]);
+  std::vector<float> u(v.size());
+  for (size_t i = 0; i < v.size(); ++i) u[i] = num::Sqrt(v[i]);  // the root AdamElement returns
+  EncodeQ8(u, num::EncodeSqrtVarianceGroup, &t->v_codes, &t->v_scales);
 }
 
 }  // namespace
@@ -124,14 +132,7 @@ OptimizerSnapshot ConvertSnapshot(const OptimizerSnapshot& s, const StateFormats
   out.metadata = s.metadata;
   out.tensors.reserve(s.tensors.size());
   for (const TensorSnapshot& t : s.tensors) {
-    TensorSnapshot c;
-    c.name = t.name;
-    c.numel = t.numel;
-    c.shape = t.shape;
-    c.param_dtype = t.param_dtype;
-    c.grad_dtype = t.grad_dtype;
-    c.group = t.group;
-    c.step = t.step;
+    TensorSnapshot c = ckpt::TensorDescription(t);
     // A format that does not change is copied, so that the identity is exact.
     if (to.master == from.master) {
       c.master_f32 = t.master_f32;

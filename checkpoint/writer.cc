@@ -1,15 +1,16 @@
 // SaveCheckpoint: stream header, sections, manifest and footer to path.tmp, then rename.
 #include <algorithm>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "checkpoint/atomic_file.h"
 #include "checkpoint/compress.h"
 #include "checkpoint/crc.h"
 #include "checkpoint/frame.h"
 #include "checkpoint/manifest.h"
 #include "checkpoint/sections.h"
+#include "checkpoint/tensor_description.h"
 #include "tandem/checkpoint.h"
 #include "tandem/error.h"
 
@@ -98,11 +99,6 @@ void WriteFile(const OptimizerSnapshot& snap, CheckpointInfo* info,
   w.Append(footer.data(), footer.size());
 }
 
-std::string DirOf(const std::string& path) {
-  const std::string d = std::filesystem::path(path).parent_path().string();
-  return d.empty() ? "." : d;
-}
-
 }  // namespace
 
 void SaveCheckpoint(const OptimizerSnapshot& snapshot, const std::string& path,
@@ -116,17 +112,8 @@ void SaveCheckpoint(const OptimizerSnapshot& snapshot, const std::string& path,
   info.step = snapshot.step;
   info.metadata = snapshot.metadata;
   info.tensors.reserve(snapshot.tensors.size());
-  for (const TensorSnapshot& t : snapshot.tensors) {
-    TensorSnapshot meta;
-    meta.name = t.name;
-    meta.numel = t.numel;
-    meta.shape = t.shape;
-    meta.step = t.step;
-    meta.param_dtype = t.param_dtype;
-    meta.grad_dtype = t.grad_dtype;
-    meta.group = t.group;
-    info.tensors.push_back(std::move(meta));
-  }
+  for (const TensorSnapshot& t : snapshot.tensors)
+    info.tensors.push_back(ckpt::TensorDescription(t));
   // Fail before writing anything on text JSON cannot hold.
   try {
     (void)nlohmann::json(snapshot.metadata).dump();
@@ -142,25 +129,9 @@ void SaveCheckpoint(const OptimizerSnapshot& snapshot, const std::string& path,
   }
   info.sections = ckpt::ExpectedSections(info);
 
-  const std::string tmp = path + ".tmp";
-  try {
-    {
-      std::unique_ptr<WritableFile> file = env->NewWritableFile(tmp);
-      WriteFile(snapshot, &info, options.compression, file.get());
-      file->Flush();
-      if (options.sync) file->Sync();
-      file->Close();
-    }
-    env->RenameFile(tmp, path);
-  } catch (...) {
-    try {
-      env->RemoveFile(tmp);
-    } catch (...) {
-      // The original failure is the one worth reporting; a stale .tmp is harmless.
-    }
-    throw;
-  }
-  if (options.sync) env->SyncDir(DirOf(path));
+  ckpt::WriteFileAtomically(env, path, options.sync, [&](WritableFile* file) {
+    WriteFile(snapshot, &info, options.compression, file);
+  });
 }
 
 }  // namespace tandem

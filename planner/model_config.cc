@@ -4,12 +4,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 
+#include "planner/read_file.h"
 #include "tandem/error.h"
 
 namespace tandem::planner {
@@ -150,23 +149,40 @@ void AddGatedMlp(Builder* b, const std::string& p, uint64_t h, uint64_t inter, i
   if (bias) b->Add(p + "down_proj.bias", h, l);
 }
 
-ModelDescription LlamaModel(const LlamaShape& s, std::string name, std::string arch) {
+void AddDecoderLayer(Builder* b, const std::string& p, uint64_t hidden, int l,
+                     const LayerPart& attention, const LayerPart& mlp) {
+  b->Add(p + "input_layernorm.weight", hidden, l);
+  attention(b, p, l);
+  b->Add(p + "post_attention_layernorm.weight", hidden, l);
+  mlp(b, p, l);
+}
+
+void AddDecoder(Builder* b, uint64_t vocab, uint64_t hidden, uint64_t layers, bool tied,
+                const LayerPart& attention, const LayerPart& mlp) {
+  b->Add("model.embed_tokens.weight", vocab * hidden);
+  for (uint64_t i = 0; i < layers; ++i)
+    AddDecoderLayer(b, "model.layers." + std::to_string(i) + ".", hidden, static_cast<int>(i),
+                    attention, mlp);
+  b->Add("model.norm.weight", hidden);
+  if (!tied) b->Add("lm_head.weight", vocab * hidden);
+}
+
+ModelDescription LlamaDecoderModel(const LlamaShape& s, std::string name, std::string arch,
+                                   const LayerPart& mlp) {
   ModelDescription m;
   SetShape(&m, s, std::move(name), std::move(arch));
-  const uint64_t h = s.hidden;
-  Builder b(&m);
-  b.Add("model.embed_tokens.weight", s.vocab * h);
-  for (uint64_t i = 0; i < s.layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    const int l = static_cast<int>(i);
-    b.Add(p + "input_layernorm.weight", h, l);
-    AddGqaAttention(&b, p, s, l);
-    b.Add(p + "post_attention_layernorm.weight", h, l);
-    AddGatedMlp(&b, p + "mlp.", h, s.intermediate, l, s.mlp_bias);
-  }
-  b.Add("model.norm.weight", h);
-  if (!s.tied) b.Add("lm_head.weight", s.vocab * h);
+  Builder builder(&m);
+  AddDecoder(
+      &builder, s.vocab, s.hidden, s.layers, s.tied,
+      [&s](Builder* b, const std::string& p, int l) { AddGqaAttention(b, p, s, l); }, mlp);
   return m;
+}
+
+ModelDescription LlamaModel(const LlamaShape& s, std::string name, std::string arch) {
+  return LlamaDecoderModel(s, std::move(name), std::move(arch),
+                           [&s](Builder* b, const std::string& p, int l) {
+                             AddGatedMlp(b, p + "mlp.", s.hidden, s.intermediate, l, s.mlp_bias);
+                           });
 }
 
 ModelDescription ModelFromJson(const nlohmann::json& j, std::string_view where,
@@ -240,12 +256,7 @@ ModelDescription ModelFromConfigFile(const std::string& given, const ConfigOptio
   std::error_code ec;
   const std::string path =
       std::filesystem::is_directory(given, ec) ? given + "/config.json" : given;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kIO, path + ": cannot open model config");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw Error(ErrorKind::kIO, path + ": read failed");
-  return ModelFromConfigText(text.str(), path, options);
+  return ModelFromConfigText(ReadWholeFile(path, "model config"), path, options);
 }
 
 ModelDescription ModelFromParamCount(uint64_t params, uint32_t pieces) {

@@ -1,6 +1,7 @@
 // Internal: model descriptions from parsed JSON, shared by the file/text readers and tests.
 #pragma once
 
+#include <functional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -79,6 +80,23 @@ struct LlamaShape {
   bool qk_norm = false;   // Qwen3: RMSNorm of head_dim on q and k
 };
 
+// Adds one part of decoder layer `layer` (its attention or its MLP) under `prefix`
+// ("model.layers.<layer>.").
+using LayerPart = std::function<void(Builder* b, const std::string& prefix, int layer)>;
+
+// One decoder layer in forward order: input_layernorm, `attention`,
+// post_attention_layernorm, `mlp`.
+void AddDecoderLayer(Builder* b, const std::string& prefix, uint64_t hidden, int layer,
+                     const LayerPart& attention, const LayerPart& mlp);
+// The decoder skeleton every Llama-style reader shares, in forward order: embed_tokens
+// (vocab x hidden); layers 0 .. layers-1 (AddDecoderLayer under "model.layers.<i>.");
+// norm; lm_head unless `tied`.
+void AddDecoder(Builder* b, uint64_t vocab, uint64_t hidden, uint64_t layers, bool tied,
+                const LayerPart& attention, const LayerPart& mlp);
+// A Llama-family model (SetShape, then AddDecoder with AddGqaAttention) whose per-layer
+// MLP is `mlp`: dense, routed experts, shared experts, as the architecture has them.
+ModelDescription LlamaDecoderModel(const LlamaShape& s, std::string name, std::string arch,
+                                   const LayerPart& mlp);
 // Tensors of a Llama-family model in forward order: embed_tokens; per layer
 // input_layernorm, q, k, v (+ biases), (q_norm, k_norm), o, post_attention_layernorm,
 // gate, up, down; norm; lm_head unless tied.

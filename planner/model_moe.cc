@@ -23,27 +23,17 @@ void AddExperts(Builder* b, const std::string& prefix, uint64_t experts, uint64_
 ModelDescription Mixtral(ConfigReader* r) {
   const LlamaShape s = ReadLlamaShape(r);  // intermediate_size is each expert's width
   const uint64_t experts = r->Count("num_local_experts");
-  ModelDescription m;
-  SetShape(&m, s, std::string(r->where()), "mixtral");
-  const uint64_t h = s.hidden;
-  Builder b(&m);
-  b.Add("model.embed_tokens.weight", s.vocab * h);
-  for (uint64_t i = 0; i < s.layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    const int l = static_cast<int>(i);
-    b.Add(p + "input_layernorm.weight", h, l);
-    AddGqaAttention(&b, p, s, l);
-    b.Add(p + "post_attention_layernorm.weight", h, l);
-    b.Add(p + "block_sparse_moe.gate.weight", experts * h, l);
-    for (uint64_t e = 0; e < experts; ++e) {
-      const std::string x = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
-      b.Add(x + "w1.weight", s.intermediate * h, l);
-      b.Add(x + "w3.weight", s.intermediate * h, l);
-      b.Add(x + "w2.weight", h * s.intermediate, l);
-    }
-  }
-  b.Add("model.norm.weight", h);
-  if (!s.tied) b.Add("lm_head.weight", s.vocab * h);
+  ModelDescription m = LlamaDecoderModel(
+      s, std::string(r->where()), "mixtral", [&](Builder* b, const std::string& p, int l) {
+        const uint64_t h = s.hidden;
+        b->Add(p + "block_sparse_moe.gate.weight", experts * h, l);
+        for (uint64_t e = 0; e < experts; ++e) {
+          const std::string x = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
+          b->Add(x + "w1.weight", s.intermediate * h, l);
+          b->Add(x + "w3.weight", s.intermediate * h, l);
+          b->Add(x + "w2.weight", h * s.intermediate, l);
+        }
+      });
   m.notes.push_back(kMoeActivationNote);
   return m;
 }
@@ -72,30 +62,20 @@ ModelDescription QwenMoe(ConfigReader* r, const std::string& arch) {
     if (!sparse(i) && s.intermediate == 0)
       r->Fail("missing key 'intermediate_size' (layer " + std::to_string(i) +
               " is dense: mlp_only_layers or decoder_sparse_step)");
-  ModelDescription m;
-  SetShape(&m, s, std::string(r->where()), arch);
-  const uint64_t h = s.hidden;
-  Builder b(&m);
-  b.Add("model.embed_tokens.weight", s.vocab * h);
-  for (uint64_t i = 0; i < s.layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    const int l = static_cast<int>(i);
-    b.Add(p + "input_layernorm.weight", h, l);
-    AddGqaAttention(&b, p, s, l);
-    b.Add(p + "post_attention_layernorm.weight", h, l);
-    if (!sparse(i)) {
-      AddGatedMlp(&b, p + "mlp.", h, s.intermediate, l);
-      continue;
-    }
-    b.Add(p + "mlp.gate.weight", experts * h, l);
-    AddExperts(&b, p + "mlp.experts.", experts, h, expert_inter, l);
-    if (shared > 0) {
-      AddGatedMlp(&b, p + "mlp.shared_expert.", h, shared, l);
-      b.Add(p + "mlp.shared_expert_gate.weight", h, l);
-    }
-  }
-  b.Add("model.norm.weight", h);
-  if (!s.tied) b.Add("lm_head.weight", s.vocab * h);
+  ModelDescription m = LlamaDecoderModel(
+      s, std::string(r->where()), arch, [&](Builder* b, const std::string& p, int l) {
+        const uint64_t h = s.hidden;
+        if (!sparse(static_cast<uint64_t>(l))) {
+          AddGatedMlp(b, p + "mlp.", h, s.intermediate, l);
+          return;
+        }
+        b->Add(p + "mlp.gate.weight", experts * h, l);
+        AddExperts(b, p + "mlp.experts.", experts, h, expert_inter, l);
+        if (shared > 0) {
+          AddGatedMlp(b, p + "mlp.shared_expert.", h, shared, l);
+          b->Add(p + "mlp.shared_expert_gate.weight", h, l);
+        }
+      });
   if (experts > 0) m.notes.push_back(kMoeActivationNote);
   return m;
 }
@@ -107,11 +87,10 @@ struct MlaShape {
   bool Sparse(uint64_t i) const { return routed > 0 && i >= first_dense && i % freq == 0; }
 };
 
-// One DeepSeek decoder block: MLA attention, then a dense or a routed MLP.
-void AddDeepseekBlock(Builder* b, const std::string& p, const MlaShape& s, uint64_t i) {
-  const int l = static_cast<int>(i);
+// DeepSeek's multi-head latent attention (q through a low-rank q_a/q_b pair unless
+// q_lora_rank is null, k and v from one low-rank kv_a/kv_b pair).
+void AddMlaAttention(Builder* b, const std::string& p, const MlaShape& s, int l) {
   const uint64_t h = s.hidden, qk = s.nope + s.rope;
-  b->Add(p + "input_layernorm.weight", h, l);
   if (s.q_lora > 0) {
     b->Add(p + "self_attn.q_a_proj.weight", h * s.q_lora, l);
     if (s.attention_bias) b->Add(p + "self_attn.q_a_proj.bias", s.q_lora, l);
@@ -126,8 +105,12 @@ void AddDeepseekBlock(Builder* b, const std::string& p, const MlaShape& s, uint6
   b->Add(p + "self_attn.kv_b_proj.weight", s.kv_lora * s.heads * (s.nope + s.v), l);
   b->Add(p + "self_attn.o_proj.weight", s.heads * s.v * h, l);
   if (s.attention_bias) b->Add(p + "self_attn.o_proj.bias", h, l);
-  b->Add(p + "post_attention_layernorm.weight", h, l);
-  if (!s.Sparse(i)) {
+}
+
+// DeepSeek's MLP for layer `l`: dense, or routed experts plus shared experts.
+void AddDeepseekMlp(Builder* b, const std::string& p, const MlaShape& s, int l) {
+  const uint64_t h = s.hidden;
+  if (!s.Sparse(static_cast<uint64_t>(l))) {
     AddGatedMlp(b, p + "mlp.", h, s.inter, l);
     return;
   }
@@ -135,6 +118,13 @@ void AddDeepseekBlock(Builder* b, const std::string& p, const MlaShape& s, uint6
   if (s.score_bias) b->Add(p + "mlp.gate.e_score_correction_bias", s.routed, l);
   AddExperts(b, p + "mlp.experts.", s.routed, h, s.expert_inter, l);
   if (s.shared > 0) AddGatedMlp(b, p + "mlp.shared_experts.", h, s.expert_inter * s.shared, l);
+}
+
+LayerPart MlaAttention(const MlaShape& s) {
+  return [&s](Builder* b, const std::string& p, int l) { AddMlaAttention(b, p, s, l); };
+}
+LayerPart DeepseekMlp(const MlaShape& s) {
+  return [&s](Builder* b, const std::string& p, int l) { AddDeepseekMlp(b, p, s, l); };
 }
 
 // A multi-token-prediction module (DeepSeek-V3 section 2.2) as block `i`: enorm, hnorm,
@@ -146,7 +136,7 @@ void AddMtpModule(Builder* b, const MlaShape& s, uint64_t i) {
   b->Add(p + "enorm.weight", s.hidden, l);
   b->Add(p + "hnorm.weight", s.hidden, l);
   b->Add(p + "eh_proj.weight", 2 * s.hidden * s.hidden, l);
-  AddDeepseekBlock(b, p, s, i);
+  AddDecoderLayer(b, p, s.hidden, l, MlaAttention(s), DeepseekMlp(s));
   b->Add(p + "shared_head.norm.weight", s.hidden, l);
 }
 
@@ -183,11 +173,7 @@ ModelDescription Deepseek(ConfigReader* r, const std::string& arch, const Config
   m.num_heads = s.heads;
   m.vocab_size = vocab;
   Builder b(&m);
-  b.Add("model.embed_tokens.weight", vocab * s.hidden);
-  for (uint64_t i = 0; i < layers; ++i)
-    AddDeepseekBlock(&b, "model.layers." + std::to_string(i) + ".", s, i);
-  b.Add("model.norm.weight", s.hidden);
-  if (!tied) b.Add("lm_head.weight", vocab * s.hidden);
+  AddDecoder(&b, vocab, s.hidden, layers, tied, MlaAttention(s), DeepseekMlp(s));
   // The MTP modules run after the main model, on its last hidden states.
   ModelDescription extra;
   Builder mtp_builder(opt.include_mtp ? &m : &extra);

@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "planner/read_file.h"
 #include "tandem/error.h"
 #include "tandem/planner.h"
 
@@ -107,12 +106,7 @@ ModelDescription ModelFromParamsJson(std::string_view text, std::string_view whe
 }
 
 ModelDescription ModelFromParamsFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kIO, path + ": cannot open tensor list");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw Error(ErrorKind::kIO, path + ": read failed");
-  return ModelFromParamsJson(text.str(), path);
+  return ModelFromParamsJson(ReadWholeFile(path, "tensor list"), path);
 }
 
 }  // namespace tandem::planner

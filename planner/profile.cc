@@ -2,11 +2,11 @@
 // docs/planner.md "Profile schema" is the grammar; keep the two in step.
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "planner/read_file.h"
 #include "tandem/error.h"
 #include "tandem/planner.h"
 
@@ -115,12 +115,7 @@ Profile ParseProfile(std::string_view text, std::string_view where) {
 }
 
 Profile ReadProfile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorKind::kIO, path + ": cannot open profile");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw Error(ErrorKind::kIO, path + ": read failed");
-  return ParseProfile(text.str(), path);
+  return ParseProfile(ReadWholeFile(path, "profile"), path);
 }
 
 std::string ProfileToJson(const Profile& p) {

@@ -236,6 +236,23 @@ def _step_value(value, where, hi):
     return _int(int(value), where, 0, hi)
 
 
+def _saved_param_groups(opt, sd, check):
+    """The values (all but "params") of state dict `sd`'s param_groups: one per optimizer
+    group, each listing as many params as that group has. check(saved, params, where)
+    adds the caller's checks of a saved group before its values are checked as the
+    optimizer reads them (_check_group_values). Raises ValueError naming the field."""
+    saved_groups = _list(_need(sd, "param_groups", "state dict"), "state dict['param_groups']",
+                         len(opt.param_groups))
+    groups = []
+    for g, (saved, group) in enumerate(zip(saved_groups, opt.param_groups)):
+        gw = "state dict['param_groups'][%d]" % g
+        params = _list(_need(saved, "params", gw), gw + "['params']", len(group["params"]))
+        check(saved, params, gw)
+        _check_group_values(opt, saved, gw)
+        groups.append({key: value for key, value in saved.items() if key != "params"})
+    return groups
+
+
 def _check_group_values(opt, group, where):
     """The hyper-parameters of a saved param group, read as the optimizer reads them."""
     _float(_need(group, "lr", where), where + "['lr']", lo=0.0)
@@ -327,16 +344,12 @@ def _plan_load(opt, sd):
     step = _int(_need(meta, "step", where), where + "['step']", 0, _MAX_STEP)
 
     n_groups = len(opt.param_groups)
-    saved_groups = _list(_need(sd, "param_groups", "state dict"), "state dict['param_groups']",
-                         n_groups)
-    groups = []
-    for g, (saved, group) in enumerate(zip(saved_groups, opt.param_groups)):
-        gw = "state dict['param_groups'][%d]" % g
-        params = _list(_need(saved, "params", gw), gw + "['params']", len(group["params"]))
+
+    def check_params(saved, params, gw):
         for j, p in enumerate(params):
             _int(p, "%s['params'][%d]" % (gw, j))
-        _check_group_values(opt, saved, gw)
-        groups.append({key: value for key, value in saved.items() if key != "params"})
+
+    groups = _saved_param_groups(opt, sd, check_params)
 
     engine_groups = _list(_need(meta, "engine_groups", where), where + "['engine_groups']",
                           n_groups)
@@ -620,18 +633,13 @@ def from_torch_state(opt, sd):
     if not isinstance(sd, Mapping):
         raise ValueError("state dict must be a dict, got %s" % type(sd).__name__)
     algorithm = opt._ALGORITHM
-    n_groups = len(opt.param_groups)
-    saved_groups = _list(_need(sd, "param_groups", "state dict"), "state dict['param_groups']",
-                         n_groups)
-    groups = []
-    for g, (saved, group) in enumerate(zip(saved_groups, opt.param_groups)):
-        gw = "state dict['param_groups'][%d]" % g
-        _list(_need(saved, "params", gw), gw + "['params']", len(group["params"]))
+
+    def check_flags(saved, params, gw):
         for key in ("amsgrad", "maximize"):
             if saved.get(key):
                 raise ValueError("%s has %s=True, which tandem does not support" % (gw, key))
-        _check_group_values(opt, saved, gw)
-        groups.append({key: value for key, value in saved.items() if key != "params"})
+
+    groups = _saved_param_groups(opt, sd, check_flags)
     ref_group, lr_scales, engine_hyper = _bookkeeping_from_lrs(opt, groups)
     engine_groups = [dict(h, lr_scale=s) for h, s in zip(engine_hyper, lr_scales)]
     state = _need(sd, "state", "state dict")

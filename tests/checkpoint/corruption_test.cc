@@ -54,23 +54,7 @@ class CorruptionTest : public ::testing::Test {
   // Rewrites the manifest with edit(json) and fixes its CRC and the footer, so that only
   // the manifest's own checks can catch the change.
   std::string WithManifest(const std::function<void(nlohmann::json&)>& edit) const {
-    const uint64_t off = ManifestOffset();
-    const std::string text = good_.substr(off, good_.size() - ckpt::kFooterSize - off);
-    nlohmann::json j = nlohmann::json::parse(text);
-    edit(j);
-    const std::string t2 = j.dump();
-    std::string out = good_.substr(0, off) + t2;
-    unsigned char f[ckpt::kFooterSize];
-    memcpy(f, good_.data() + good_.size() - ckpt::kFooterSize, ckpt::kFooterSize);
-    const uint64_t len = t2.size(), file_len = out.size() + ckpt::kFooterSize;
-    const uint32_t crc = ckpt::SectionCrc(ckpt::SectionKind::kManifest, ckpt::kNoTensor,
-                                          ckpt::Codec::kNone, len, t2.data(), len);
-    memcpy(f + 8, &len, 8);
-    memcpy(f + 16, &crc, 4);
-    memcpy(f + 24, &file_len, 8);
-    const uint32_t fcrc = ckpt::Crc32c(f, 44);
-    memcpy(f + 44, &fcrc, 4);
-    return out + std::string(reinterpret_cast<char*>(f), sizeof f);
+    return testing::WithManifest(good_, edit);
   }
 
   std::unique_ptr<Env> env_ = NewMemEnv();

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/safetensors.h"
 #include "engine/fp_bits.h"
 #include "engine/master_codec.h"
 #include "tandem/checkpoint.h"
@@ -171,6 +172,26 @@ TEST(SafetensorsExportTest, RejectsDuplicateNames) {
   EXPECT_THROW(ExportSafetensorsMasters(s, "d", env.get()), Error);
   EXPECT_FALSE(env->FileExists("d"));
   EXPECT_FALSE(env->FileExists("d.tmp"));
+}
+
+// The writer ExportSafetensorsMasters and tandem-ckpt share refuses a tensor whose values
+// do not match its size, before anything replaces the target.
+TEST(SafetensorsWriterTest, RefusesValuesOfTheWrongCount) {
+  auto env = NewMemEnv();
+  const std::vector<float> three = {1, 2, 3};
+  std::vector<ckpt::SafetensorsTensor> tensors = {
+      {"w", {4}, 4, [&](std::vector<float>*) { return std::span<const float>(three); }}};
+  const std::string header = ckpt::SafetensorsF32Header({{"format", "pt"}}, tensors);
+  EXPECT_EQ(header.size() % 8, 0u);
+  try {
+    ckpt::WriteSafetensorsFile(header, tensors, "w.safetensors", env.get());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("tensor 'w' has 3 values"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(env->FileExists("w.safetensors"));
+  EXPECT_FALSE(env->FileExists("w.safetensors.tmp"));
 }
 
 }  // namespace

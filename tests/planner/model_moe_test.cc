@@ -22,6 +22,18 @@ void ExpectPublished(uint64_t count, double billions, double digits) {
   EXPECT_NEAR(count / 1e9, billions, 0.5 * std::pow(10.0, -digits)) << count;
 }
 
+// Checked-in config `model`'s description, after expecting its architecture, its exact
+// total and that the total is the published figure (ExpectPublished).
+ModelDescription Published(const std::string& model, const std::string& arch, uint64_t total,
+                           double billions, double digits) {
+  SCOPED_TRACE(model);
+  ModelDescription m = ModelFromConfigFile(Config(model));
+  EXPECT_EQ(m.architecture, arch);
+  EXPECT_EQ(m.total_params(), total);
+  ExpectPublished(m.total_params(), billions, digits);
+  return m;
+}
+
 // Expects `f` to throw Error(kInvalidArgument) whose message has every one of `parts`.
 template <typename F>
 void ExpectInvalid(F f, std::initializer_list<std::string> parts) {
@@ -44,10 +56,7 @@ uint64_t Sum(const ModelDescription& m, const std::string& part) {
 }
 
 TEST(ModelMoe, Mixtral8x7bIs46_7B) {
-  const ModelDescription m = ModelFromConfigFile(Config("mixtral-8x7b"));
-  EXPECT_EQ(m.architecture, "mixtral");
-  EXPECT_EQ(m.total_params(), 46702792704u);
-  ExpectPublished(m.total_params(), 46.7, 1);
+  const ModelDescription m = Published("mixtral-8x7b", "mixtral", 46702792704u, 46.7, 1);
   // 8 experts x 3 matrices of 4096 x 14336 in each of 32 layers, plus the routers.
   EXPECT_EQ(Sum(m, ".experts."), 32ull * 8 * 3 * 4096 * 14336);
   EXPECT_EQ(Sum(m, "block_sparse_moe.gate."), 32ull * 8 * 4096);
@@ -57,30 +66,21 @@ TEST(ModelMoe, Mixtral8x7bIs46_7B) {
 }
 
 TEST(ModelMoe, Qwen3_30bA3bIs30_5B) {
-  const ModelDescription m = ModelFromConfigFile(Config("qwen3-30b-a3b"));
-  EXPECT_EQ(m.architecture, "qwen3_moe");
-  EXPECT_EQ(m.total_params(), 30532122624u);
-  ExpectPublished(m.total_params(), 30.5, 1);
+  const ModelDescription m = Published("qwen3-30b-a3b", "qwen3_moe", 30532122624u, 30.5, 1);
   EXPECT_EQ(Sum(m, ".experts."), 48ull * 128 * 3 * 2048 * 768);
   EXPECT_EQ(Sum(m, "q_norm"), 48ull * 128);
   EXPECT_EQ(Sum(m, "mlp.gate_proj"), 0u);  // no dense layer
 }
 
 TEST(ModelMoe, Qwen3_8bIs8_2B) {
-  const ModelDescription m = ModelFromConfigFile(Config("qwen3-8b"));
-  EXPECT_EQ(m.architecture, "qwen3");
-  EXPECT_EQ(m.total_params(), 8190735360u);
-  ExpectPublished(m.total_params(), 8.2, 1);
+  const ModelDescription m = Published("qwen3-8b", "qwen3", 8190735360u, 8.2, 1);
   EXPECT_EQ(Sum(m, "self_attn.q_norm.weight") + Sum(m, "self_attn.k_norm.weight"), 36ull * 2 * 128);
   EXPECT_EQ(m.tensors.back().name, "lm_head.weight");
   EXPECT_TRUE(m.notes.empty());
 }
 
 TEST(ModelMoe, DeepseekV3Is671BWithoutItsMtpModule) {
-  const ModelDescription m = ModelFromConfigFile(Config("deepseek-v3"));
-  EXPECT_EQ(m.architecture, "deepseek_v3");
-  EXPECT_EQ(m.total_params(), 671026419200u);
-  ExpectPublished(m.total_params(), 671, 0);
+  const ModelDescription m = Published("deepseek-v3", "deepseek_v3", 671026419200u, 671, 0);
   EXPECT_EQ(m.num_layers, 61u);
   // 3 dense layers, 58 with 256 routed experts, one shared expert and a scoring bias.
   EXPECT_EQ(Sum(m, "mlp.experts."), 58ull * 256 * 3 * 7168 * 2048);

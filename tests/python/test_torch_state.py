@@ -26,6 +26,16 @@ def two_groups(model, lr):
             {"params": params[2:], "lr": lr / 4, "weight_decay": 0.0}]
 
 
+def trained_and_copied(make_first, make_second, data):
+    """A model trained on data[:3] with make_first's optimizer (two_groups, lr 1.0), and a
+    copy of it with a fresh optimizer of make_second's: (model, opt, copy, copy_opt)."""
+    model = make_mlp(seed=1)
+    opt = make_first(two_groups(model, 1.0))
+    train(model, opt, data[:3])
+    copied = copy.deepcopy(model)
+    return model, opt, copied, make_second(two_groups(copied, 1.0))
+
+
 class RefLion(torch.optim.Optimizer):
     """Lion as the common implementations write it (state: exp_avg), for the tests."""
 
@@ -69,12 +79,7 @@ IDS = [p[0] for p in PAIRS]
 @pytest.mark.parametrize("name,make_torch,make_tandem", PAIRS, ids=IDS)
 def test_torch_to_tandem_continues_alike(name, make_torch, make_tandem):
     data = batches(6, seed=41)
-    model_t = make_mlp(seed=1)
-    opt_t = make_torch(two_groups(model_t, 1.0))
-    train(model_t, opt_t, data[:3])
-
-    model_o = copy.deepcopy(model_t)
-    opt_o = make_tandem(two_groups(model_o, 1.0))
+    model_t, opt_t, model_o, opt_o = trained_and_copied(make_torch, make_tandem, data)
     before = params_bits(model_o)
     opt_o.load_state_dict(opt_t.state_dict())  # no "tandem" entry: from_torch_state
     assert same_bits(params_bits(model_o), before)  # fp32 masters: the parameters as they are
@@ -94,12 +99,7 @@ def test_torch_to_tandem_continues_alike(name, make_torch, make_tandem):
 @pytest.mark.parametrize("name,make_torch,make_tandem", PAIRS, ids=IDS)
 def test_tandem_to_torch_continues_alike(name, make_torch, make_tandem):
     data = batches(6, seed=42)
-    model_o = make_mlp(seed=1)
-    opt_o = make_tandem(two_groups(model_o, 1.0))
-    train(model_o, opt_o, data[:3])
-
-    model_t = copy.deepcopy(model_o)
-    opt_t = make_torch(two_groups(model_t, 1.0))
+    model_o, opt_o, model_t, opt_t = trained_and_copied(make_tandem, make_torch, data)
     sd = tandem.torch.to_torch_state(opt_o)
     opt_t.load_state_dict(sd)
     for k, p in enumerate(model_t.parameters()):

@@ -7,15 +7,16 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <span>
 #include <vector>
 
+#include "checkpoint/safetensors.h"
 #include "tandem/error.h"
 
 namespace tandem::tool {
 namespace {
 
 using nlohmann::json;
-using nlohmann::ordered_json;
 
 constexpr const char* kExpAvg = ".exp_avg";
 constexpr const char* kExpAvgSq = ".exp_avg_sq";
@@ -116,56 +117,21 @@ int64_t ParseStep(const std::string& text, const std::string& path, const std::s
   return v;
 }
 
-struct Header {
-  std::map<std::string, std::string> meta;
-  struct Entry {
-    std::vector<uint64_t> shape;
-    uint64_t begin = 0;
-  };
-  std::map<std::string, Entry> tensors;
-};
-
-// The header of a safetensors file that ImportSafetensorsMasters has already checked.
-Header ReadHeader(const std::string& path) {
-  std::unique_ptr<RandomAccessFile> f = Env::Default()->NewRandomAccessFile(path);
-  uint64_t n = 0;
-  f->Read(0, 8, &n);
-  std::string text(n, '\0');
-  f->Read(8, n, text.data());
-  const json h = json::parse(text);
-  Header out;
-  for (const auto& [name, e] : h.items()) {
-    if (name == "__metadata__") {
-      for (const auto& [k, v] : e.items()) out.meta[k] = v.get<std::string>();
-      continue;
-    }
-    Header::Entry en;
-    en.shape = e["shape"].get<std::vector<uint64_t>>();
-    en.begin = e["data_offsets"][0].get<uint64_t>();
-    out.tensors[name] = en;
-  }
-  return out;
-}
-
 }  // namespace
 
 void WriteTorchState(const OptimizerSnapshot& snapshot, const std::string& path) {
   const StateFormats f32{};
   const OptimizerSnapshot s = ConvertSnapshot(snapshot, f32);
   // Names: every parameter and its state tensors, none twice.
-  struct Out {
-    std::string name;
-    const TensorSnapshot* t;
-    const std::vector<float>* values;
-  };
-  std::vector<Out> outs;
+  std::vector<ckpt::SafetensorsTensor> tensors;
   std::set<std::string> names;
   auto add = [&](std::string name, const TensorSnapshot& t, const std::vector<float>& v) {
     if (name == "__metadata__" || !names.insert(name).second)
       Invalid(path, "tensor name '" + name +
                         "' is reserved or used twice (a parameter named "
                         "like another parameter's state)");
-    outs.push_back({std::move(name), &t, &v});
+    tensors.push_back({std::move(name), ShapeOf(t), t.numel,
+                       [&v](std::vector<float>*) { return std::span<const float>(v); }});
   };
   json steps = json::array(), tgroups = json::array(), groups = json::array(),
        tnames = json::array(), pdt = json::array(), gdt = json::array();
@@ -181,64 +147,31 @@ void WriteTorchState(const OptimizerSnapshot& snapshot, const std::string& path)
   }
   for (const HyperParams& h : s.groups) groups.push_back(HyperJson(h));
 
-  ordered_json h = ordered_json::object();
-  try {
-    h["__metadata__"] = {{"format", "pt"},
-                         {"tandem_algorithm", Name(s.algo)},
-                         {"tandem_step", std::to_string(s.step)},
-                         {"tandem_names", tnames.dump()},
-                         {"tandem_tensor_steps", steps.dump()},
-                         {"tandem_tensor_groups", tgroups.dump()},
-                         {"tandem_groups", groups.dump()},
-                         {"tandem_param_dtypes", pdt.dump()},
-                         {"tandem_grad_dtypes", gdt.dump()},
-                         {"tandem_formats", Name(snapshot.formats)},
-                         {"tandem_metadata", s.metadata}};
-    uint64_t offset = 0;
-    for (const Out& o : outs) {
-      const uint64_t bytes = 4 * o.t->numel;
-      h[o.name] = {
-          {"dtype", "F32"}, {"shape", ShapeOf(*o.t)}, {"data_offsets", {offset, offset + bytes}}};
-      offset += bytes;
-    }
-  } catch (const json::exception& e) {
-    Invalid(path, std::string("a name or the metadata is not valid UTF-8: ") + e.what());
-  }
   std::string header;
   try {
-    header = h.dump();
+    header = ckpt::SafetensorsF32Header({{"format", "pt"},
+                                         {"tandem_algorithm", Name(s.algo)},
+                                         {"tandem_step", std::to_string(s.step)},
+                                         {"tandem_names", tnames.dump()},
+                                         {"tandem_tensor_steps", steps.dump()},
+                                         {"tandem_tensor_groups", tgroups.dump()},
+                                         {"tandem_groups", groups.dump()},
+                                         {"tandem_param_dtypes", pdt.dump()},
+                                         {"tandem_grad_dtypes", gdt.dump()},
+                                         {"tandem_formats", Name(snapshot.formats)},
+                                         {"tandem_metadata", s.metadata}},
+                                        tensors);
   } catch (const json::exception& e) {
     Invalid(path, std::string("a name or the metadata is not valid UTF-8: ") + e.what());
   }
-  header.append((8 - header.size() % 8) % 8, ' ');  // data 8-byte aligned
-  Env* env = Env::Default();
-  const std::string tmp = path + ".tmp";
-  try {
-    {
-      std::unique_ptr<WritableFile> f = env->NewWritableFile(tmp);
-      const uint64_t len = header.size();
-      f->Append(&len, 8);  // little-endian host (checkpoint/format.h asserts it)
-      f->Append(header.data(), header.size());
-      for (const Out& o : outs) f->Append(o.values->data(), o.values->size() * 4);
-      f->Flush();
-      f->Sync();
-      f->Close();
-    }
-    env->RenameFile(tmp, path);
-  } catch (...) {
-    try {
-      env->RemoveFile(tmp);
-    } catch (...) {
-      // The original failure is the one worth reporting.
-    }
-    throw;
-  }
+  ckpt::WriteSafetensorsFile(header, tensors, path, Env::Default());
 }
 
 OptimizerSnapshot ReadTorchState(const std::string& path, const TorchDefaults& d) {
   std::map<std::string, std::vector<float>> values = ImportSafetensorsMasters(path);
-  const Header hdr = ReadHeader(path);
-  const auto& meta = hdr.meta;
+  const ckpt::SafetensorsHeader hdr =
+      ckpt::ReadSafetensorsHeader(*Env::Default()->NewRandomAccessFile(path), path);
+  const auto& meta = hdr.metadata;
   OptimizerSnapshot s;
 
   // Algorithm: the file's, which --algorithm may repeat but not contradict.

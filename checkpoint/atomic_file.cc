@@ -1,0 +1,35 @@
+// WriteFileAtomically: write path.tmp, then rename.
+#include "checkpoint/atomic_file.h"
+
+#include <filesystem>
+#include <memory>
+
+namespace tandem::ckpt {
+
+void WriteFileAtomically(Env* env, const std::string& path, bool sync,
+                         const std::function<void(WritableFile* file)>& fill) {
+  const std::string tmp = path + ".tmp";
+  try {
+    {
+      std::unique_ptr<WritableFile> file = env->NewWritableFile(tmp);
+      fill(file.get());
+      file->Flush();
+      if (sync) file->Sync();
+      file->Close();
+    }
+    env->RenameFile(tmp, path);
+  } catch (...) {
+    try {
+      env->RemoveFile(tmp);
+    } catch (...) {
+      // The original failure is the one worth reporting; a stale .tmp is harmless.
+    }
+    throw;
+  }
+  if (sync) {
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    env->SyncDir(dir.empty() ? "." : dir);
+  }
+}
+
+}  // namespace tandem::ckpt
