@@ -26,6 +26,7 @@
 #include "engine/q8_codec.h"
 #include "tandem/checkpoint.h"
 #include "tandem/error.h"
+#include "tandem/version.h"
 
 namespace {
 
@@ -217,6 +218,7 @@ KindStat MeasureKind(const std::string& kind, const void* p, size_t n) {
 
 int main(int argc, char** argv) {
   CLI::App app{"tandem-bench-ckpt: checkpoint save/load vs the disk's sequential speed"};
+  app.set_version_flag("--version", std::string("tandem-bench-ckpt ") + tandem::kVersion);
   double size_gb = 4.0;
   std::string dir = "/tmp", json_out, master = "bf16+ecc8", moments = "q8";
   int reps = 3;

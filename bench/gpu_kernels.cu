@@ -27,6 +27,7 @@
 #include "engine/fp_bits.h"
 #include "engine/step_scalars.h"
 #include "tandem/error.h"
+#include "tandem/version.h"
 
 namespace tandem::bench {
 namespace {
@@ -367,6 +368,7 @@ int main(int argc, char** argv) {
   using namespace tandem;
   using namespace tandem::bench;
   CLI::App app{"tandem-bench-gpu: fused CUDA optimizer kernels against the copy roofline"};
+  app.set_version_flag("--version", std::string("tandem-bench-gpu ") + tandem::kVersion);
   size_t elements = size_t{1} << 30;
   std::string model = "llama3-8b", json_path, only;
   int warmup = 3, reps = 15;

@@ -39,6 +39,7 @@
 #include "engine/step_scalars.h"
 #include "tandem/error.h"
 #include "tandem/types.h"
+#include "tandem/version.h"
 
 namespace tandem::bench {
 namespace {
@@ -336,6 +337,7 @@ std::string CpuModel() {
 
 int Main(int argc, char** argv) {
   CLI::App app{"tandem-bench-host: host step kernels vs. this machine's copy bandwidth"};
+  app.set_version_flag("--version", std::string("tandem-bench-host ") + tandem::kVersion);
   size_t size = size_t{256} << 20;
   std::string threads_list = "1,2,4,8,16", kernels_filter, json_path, isa_name;
   int reps = 5, warmup = 1, prefetch = -1, nt = -1, paired = -1;

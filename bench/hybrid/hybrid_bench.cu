@@ -28,6 +28,7 @@
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
 #include "tandem/planner.h"
+#include "tandem/version.h"
 
 namespace {
 
@@ -240,6 +241,7 @@ std::vector<EarlyResult> EarlyStart(Model& m, const StateFormats& f, double frac
 
 int main(int argc, char** argv) {
   CLI::App app{"tandem-bench-hybrid: the hybrid optimizer step across offload fractions"};
+  app.set_version_flag("--version", std::string("tandem-bench-hybrid ") + tandem::kVersion);
   std::vector<std::string> models{"llama3-1b"};
   std::vector<double> fractions;
   double step = 0.125;
