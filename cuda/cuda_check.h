@@ -1,4 +1,5 @@
-// Checking CUDA runtime calls: every failure becomes tandem::Error naming the call.
+// Checking CUDA runtime calls, the one place for it (cuda/ and offload/): every failure
+// becomes tandem::Error naming the call and what it was for.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -20,3 +21,9 @@ inline void CheckCuda(cudaError_t err, const std::string& what) {
 }
 
 }  // namespace tandem::gpu::detail
+
+// TANDEM_CUDA(call, context): runs `call` and throws as CheckCuda does, with the call's
+// text and `context` (a string naming the stream, copy, tensor or chunk) in the message:
+// "cudaEventRecord(c.end, s) (copy 12, 4096 bytes): cudaErrorLaunchFailure: ...".
+#define TANDEM_CUDA(call, context) \
+  ::tandem::gpu::detail::CheckCuda((call), std::string(#call " ") + (context))

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "offload/cuda_check.h"
+#include "cuda/cuda_check.h"
 
 namespace tandem::offload {
 namespace {

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "cuda/gpu_step.h"
-#include "offload/cuda_check.h"
+#include "cuda/cuda_check.h"
 #include "offload/cuda_transport.h"
 #include "offload/device_range.h"
 #include "offload/gpu_side.h"
