@@ -15,6 +15,7 @@
 #include "cpu_simd/host_kernels.h"
 #include "cpu_simd/span_kernels.h"
 #include "engine/fp_mode.h"
+#include "engine/state_arrays.h"
 #include "tandem/error.h"
 
 namespace tandem::cpu {
@@ -27,31 +28,6 @@ struct Piece {
   size_t count;
 };
 
-size_t ElementBytes(DType t) { return t == DType::kF32 ? 4 : 2; }
-
-template <class T>
-T* Offset(T* p, size_t elements) {
-  return p == nullptr ? nullptr : p + elements;
-}
-
-// The sub-span of `sp` starting at group-aligned element `off`, `count` elements long.
-StepSpan SubSpan(const StepSpan& sp, size_t off, size_t count) {
-  StepSpan r = sp;
-  r.n = count;
-  r.grad = static_cast<const unsigned char*>(sp.grad) + off * ElementBytes(sp.grad_dtype);
-  if (sp.param != nullptr)
-    r.param = static_cast<unsigned char*>(sp.param) + off * ElementBytes(sp.param_dtype);
-  r.master.f32 = Offset(sp.master.f32, off);
-  r.master.bf16 = Offset(sp.master.bf16, off);
-  r.master.ecc8 = Offset(sp.master.ecc8, off);
-  r.master.ecc16 = Offset(sp.master.ecc16, off);
-  for (MomentSpan* ms : {&r.m, &r.v}) {
-    ms->f32 = Offset(ms->f32, off);
-    ms->codes = Offset(ms->codes, off);
-    ms->scales = Offset(ms->scales, off / kQuantGroup);
-  }
-  return r;
-}
 
 }  // namespace
 

@@ -1,10 +1,12 @@
 #include "engine/tensor_state.h"
 
 #include <string>
+#include <type_traits>
 
 #include "engine/fp_bits.h"
 #include "engine/master_codec.h"
 #include "engine/q8_codec.h"
+#include "engine/state_arrays.h"
 #include "tandem/error.h"
 
 namespace tandem {
@@ -59,9 +61,6 @@ StepSpan TensorState::Span(size_t offset, size_t count, const void* grad, DType 
                 "TensorState::Span: range [" + std::to_string(offset) + ", " +
                     std::to_string(offset + count) + ") of a " + std::to_string(n_) +
                     "-element tensor must start on a group boundary and lie inside it");
-  auto at = [offset](auto& vec) { return vec.empty() ? nullptr : vec.data() + offset; };
-  const size_t g = offset / kQuantGroup;
-  auto sc = [g](std::vector<uint16_t>& vec) { return vec.empty() ? nullptr : vec.data() + g; };
   StepSpan s;
   s.n = count;
   s.formats = formats_;
@@ -69,16 +68,13 @@ StepSpan TensorState::Span(size_t offset, size_t count, const void* grad, DType 
   s.grad_dtype = grad_dtype;
   s.param = param;
   s.param_dtype = param_dtype;
-  s.master.f32 = at(master_f32);
-  s.master.bf16 = at(master_bf16);
-  s.master.ecc8 = at(ecc8);
-  s.master.ecc16 = at(ecc16);
-  s.m.f32 = at(m_f32);
-  s.m.codes = at(m_codes);
-  s.m.scales = sc(m_scales);
-  s.v.f32 = at(v_f32);
-  s.v.codes = at(v_codes);
-  s.v.scales = sc(v_scales);
+  void* at[kStateArrayCount];
+  ForEachStateVector(*this, [&](StateArray a, auto& vec) {
+    at[static_cast<int>(a)] = vec.empty() ? nullptr : vec.data() + ArrayIndex(a, offset);
+  });
+  ForEachStateArray(s, [&](StateArray a, auto*& p) {
+    p = static_cast<std::remove_reference_t<decltype(p)>>(at[static_cast<int>(a)]);
+  });
   return s;
 }
 

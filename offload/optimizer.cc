@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/state_arrays.h"
 #include "offload/host_transport.h"
 #include "offload/optimizer_impl.h"
 #include "tandem/error.h"
@@ -312,7 +313,7 @@ void HybridOptimizer::Impl::BuildChunks() {
       c.device_param = static_cast<uint8_t*>(s.param) + e * psz;
       c.grad_bytes = n * gsz;
       c.param_bytes = n * psz;
-      c.span = offload::SubSpan(p.state, off, n);
+      c.span = SubSpan(p.state, off, n);
       c.span.grad_dtype = s.grad_dtype;
       c.span.param_dtype = s.param_dtype;
       if (direct)
@@ -347,7 +348,7 @@ void HybridOptimizer::Impl::BuildSpeculation() {
   for (size_t c = 0; c < chunks_.size(); ++c) {
     const size_t t = chunks_[c].tensor;
     const uint64_t off = chunk_part_off_[c];
-    StepSpan b = offload::SubSpan(backup_.part(t).state, off, chunks_[c].span.n);
+    StepSpan b = SubSpan(backup_.part(t).state, off, chunks_[c].span.n);
     b.grad_dtype = specs_[t].grad_dtype;
     b.param_dtype = specs_[t].param_dtype;
     backup.push_back(b);

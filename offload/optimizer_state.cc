@@ -8,6 +8,7 @@
 #include "engine/fp_bits.h"
 #include "engine/master_codec.h"
 #include "engine/q8_codec.h"
+#include "engine/state_arrays.h"
 #include "offload/optimizer_impl.h"
 #include "tandem/error.h"
 
@@ -90,26 +91,18 @@ TensorSnapshot EncodeInitial(const TensorSpec& s, const std::vector<float>& w, A
   return ts;
 }
 
-// Copies between a whole-tensor snapshot and one part's arrays, in either direction.
+// Copies between a whole-tensor snapshot and one part's arrays, in either direction:
+// copy(part pointer, whole-tensor pointer, bytes) for each array both sides have.
 template <typename CopyFn>
 void ForEachArray(const offload::Part& p, TensorSnapshot& ts, CopyFn copy) {
-  const uint64_t o = p.offset, n = p.count, g0 = o / kQuantGroup, gn = GroupCount(n);
-  const StepSpan& s = p.state;
-  auto arr = [&](auto* part_ptr, auto& vec, uint64_t first, uint64_t count) {
-    if (part_ptr != nullptr && !vec.empty())
-      copy(static_cast<void*>(part_ptr), static_cast<void*>(vec.data() + first),
-           count * sizeof(vec[0]));
-  };
-  arr(s.master.f32, ts.master_f32, o, n);
-  arr(s.master.bf16, ts.master_bf16, o, n);
-  arr(s.master.ecc8, ts.ecc8, o, n);
-  arr(s.master.ecc16, ts.ecc16, o, n);
-  arr(s.m.f32, ts.m_f32, o, n);
-  arr(s.m.codes, ts.m_codes, o, n);
-  arr(s.m.scales, ts.m_scales, g0, gn);
-  arr(s.v.f32, ts.v_f32, o, n);
-  arr(s.v.codes, ts.v_codes, o, n);
-  arr(s.v.scales, ts.v_scales, g0, gn);
+  void* part[kStateArrayCount];
+  ForEachStateArray(p.state, [&](StateArray a, auto* ptr) { part[static_cast<int>(a)] = ptr; });
+  ForEachStateVector(ts, [&](StateArray a, auto& vec) {
+    void* at = part[static_cast<int>(a)];
+    if (at != nullptr && !vec.empty())
+      copy(at, static_cast<void*>(vec.data() + ArrayIndex(a, p.offset)),
+           ArrayEntries(a, p.count) * sizeof(vec[0]));
+  });
 }
 }  // namespace
 

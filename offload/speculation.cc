@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/state_arrays.h"
 #include "offload/state_layout.h"
 #include "tandem/error.h"
 
@@ -22,33 +23,6 @@ constexpr uint64_t kPiece = uint64_t{1} << 16;
 static_assert(kPiece % kQuantGroup == 0, "pieces must not split a quantization group");
 
 uint64_t PieceCount(uint64_t n) { return (n + kPiece - 1) / kPiece; }
-
-// Elements [off, off + count) of a chunk's span, gradient and parameter included.
-StepSpan Piece(const StepSpan& s, uint64_t off, uint64_t count) {
-  StepSpan r = SubSpan(s, off, count);
-  if (s.grad != nullptr)
-    r.grad = static_cast<const uint8_t*>(s.grad) + off * DTypeSize(s.grad_dtype);
-  if (s.param != nullptr) r.param = static_cast<uint8_t*>(s.param) + off * DTypeSize(s.param_dtype);
-  return r;
-}
-
-// Copies every state array of `src` into the same array of `dst` (same shape).
-void CopyState(const StepSpan& dst, const StepSpan& src) {
-  const size_t n = src.n, g = GroupCount(n);
-  auto copy = [](void* d, const void* s, size_t bytes) {
-    if (s != nullptr && bytes > 0) std::memcpy(d, s, bytes);
-  };
-  copy(dst.master.f32, src.master.f32, 4 * n);
-  copy(dst.master.bf16, src.master.bf16, 2 * n);
-  copy(dst.master.ecc8, src.master.ecc8, n);
-  copy(dst.master.ecc16, src.master.ecc16, 2 * n);
-  copy(dst.m.f32, src.m.f32, 4 * n);
-  copy(dst.m.codes, src.m.codes, n);
-  copy(dst.m.scales, src.m.scales, 2 * g);
-  copy(dst.v.f32, src.v.f32, 4 * n);
-  copy(dst.v.codes, src.v.codes, n);
-  copy(dst.v.scales, src.v.scales, 2 * g);
-}
 
 }  // namespace
 
@@ -166,13 +140,13 @@ void Speculator::Run(size_t c, Ticket ticket, Ticket previous_upload) {
   std::fill(piece_saved_.begin(), piece_saved_.begin() + pieces, uint8_t{0});
   auto piece = [&](uint64_t p, const StepSpan& of) {
     const uint64_t off = p * kPiece;
-    return Piece(of, off, std::min(kPiece, span.n - off));
+    return SubSpan(of, off, std::min(kPiece, span.n - off));
   };
   try {
     arena_.execute([&] {
       tbb::parallel_for(uint64_t{0}, pieces, [&](uint64_t p) {
         const StepSpan live = piece(p, span);
-        CopyState(piece(p, backup_[c]), live);
+        CopyStateArrays(piece(p, backup_[c]), live);
         piece_saved_[p] = 1;  // one task per piece: no two tasks write the same byte
         cpu::StepSpanHost(s, live);
       });
@@ -180,7 +154,7 @@ void Speculator::Run(size_t c, Ticket ticket, Ticket previous_upload) {
   } catch (...) {
     // Undo the pieces that may have been written; the others were never touched.
     for (uint64_t p = 0; p < pieces; ++p)
-      if (piece_saved_[p] != 0) CopyState(piece(p, span), piece(p, backup_[c]));
+      if (piece_saved_[p] != 0) CopyStateArrays(piece(p, span), piece(p, backup_[c]));
     throw;
   }
   busy_ms_ +=
@@ -193,7 +167,7 @@ void Speculator::Restore(size_t c) {
   arena_.execute([&] {
     tbb::parallel_for(uint64_t{0}, PieceCount(n), [&](uint64_t p) {
       const uint64_t off = p * kPiece, cnt = std::min(kPiece, n - off);
-      CopyState(SubSpan(live, off, cnt), SubSpan(backup_[c], off, cnt));
+      CopyStateArrays(SubSpan(live, off, cnt), SubSpan(backup_[c], off, cnt));
     });
   });
   status_[c] = kIdle;

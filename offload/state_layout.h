@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/state_arrays.h"
 #include "engine/step_span.h"
 #include "tandem/optimizer.h"
 
@@ -38,19 +39,14 @@ class StateLayout {
   void Report(MemoryReport::Bytes* b) const;
 
  private:
-  enum Array { kMasterF32, kBf16, kEcc8, kEcc16, kMF32, kMCodes, kMScales, kVF32, kVCodes,
-               kVScales, kArrays };
-  struct Entry {
+  struct Entry {  // per array (index: StateArray, engine/state_arrays.h)
     Part part;
-    uint64_t off[kArrays];
-    uint64_t size[kArrays];
+    uint64_t off[kStateArrayCount];
+    uint64_t size[kStateArrayCount];
   };
   std::vector<Part> parts_;
   std::vector<Entry> entries_;
   uint64_t total_ = 0;
 };
-
-// The sub-span [off, off + count) of `s`; off must be a multiple of kQuantGroup.
-StepSpan SubSpan(const StepSpan& s, uint64_t off, uint64_t count);
 
 }  // namespace tandem::offload
