@@ -11,6 +11,7 @@
 #include "tandem/checkpoint.h"
 #include "tandem/optimizer.h"
 #include "tests/offload/device_model.h"
+#include "tests/offload/checkpoint_resume.h"
 #include "tests/offload/hybrid_fixture.h"
 
 namespace tandem {
@@ -18,18 +19,8 @@ namespace {
 
 using testing::QuantizedConfig;
 
-std::string TempPath(const char* name) {
-  return (std::filesystem::temp_directory_path() /
-          (std::string("tandem_") + std::to_string(getpid()) + "_" + name))
-      .string();
-}
-
-// Loads `path` into `opt` the way a training script does.
-void Resume(HybridOptimizer& opt, const std::string& path) {
-  const OptimizerSnapshot loaded = LoadCheckpoint(path);
-  CheckCompatible(loaded, opt.Snapshot());
-  opt.Restore(loaded);
-}
+using testing::Resume;
+using testing::TempPath;
 
 TEST(CheckpointRoundTrip, AcrossFractionsOnTheGpu) {
   if (!CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device: GPU-mode test skipped";

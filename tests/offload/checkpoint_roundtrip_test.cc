@@ -13,6 +13,7 @@
 #include "tandem/checkpoint.h"
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
+#include "tests/offload/checkpoint_resume.h"
 #include "tests/offload/hybrid_fixture.h"
 
 namespace tandem {
@@ -21,18 +22,8 @@ namespace {
 using testing::Model;
 using testing::QuantizedConfig;
 
-std::string TempPath(const char* name) {
-  return (std::filesystem::temp_directory_path() /
-          (std::string("tandem_") + std::to_string(getpid()) + "_" + name))
-      .string();
-}
-
-// Loads `path` into `opt` the way a training script does.
-void Resume(HybridOptimizer& opt, const std::string& path) {
-  const OptimizerSnapshot loaded = LoadCheckpoint(path);
-  CheckCompatible(loaded, opt.Snapshot());
-  opt.Restore(loaded);
-}
+using testing::Resume;
+using testing::TempPath;
 
 TEST(CheckpointRoundTrip, AcrossFractionsInHostMode) {
   const std::pair<double, double> pairs[] = {{0.0, 1.0}, {0.5, 0.25}, {1.0, 0.0}};
