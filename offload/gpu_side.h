@@ -66,8 +66,6 @@ class GpuSide {
   static constexpr uint32_t kSkip = 0xFFFFFFFFu;
   virtual void LaunchHot(const std::vector<StepScalars>& scalars,
                          const std::vector<uint32_t>& slot) = 0;
-  // Whether the last LaunchHot launched anything (else WaitHot has nothing to wait for).
-  virtual bool hot_launched() const = 0;
   // Makes `stream` wait for the last LaunchHot (non-blocking).
   virtual void StreamWaitHot(void* stream) const = 0;
   // Pre-pass and hot-step times of the last step in ms (waits for the hot step's end).

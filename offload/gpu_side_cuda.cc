@@ -74,7 +74,6 @@ class CudaSide final : public GpuSide {
   void LaunchHot(const std::vector<StepScalars>& scalars,
                  const std::vector<uint32_t>& slot) override {
     TANDEM_CUDA(cudaEventRecord(ev_[2], stream_), "(hot step start)");
-    launched_ = false;
     if (hot_) {
       // Launches of at most kMaxScalarGroups distinct scalar sets; each leaves out the
       // spans of the other launches. One launch in the usual case (a few groups).
@@ -90,14 +89,11 @@ class CudaSide final : public GpuSide {
         if (!any) continue;
         hot_->SetScalarIndex(index, stream_);
         hot_->Launch(scalars.data() + first, std::min(per, scalars.size() - first), stream_);
-        launched_ = true;
       }
     }
     TANDEM_CUDA(cudaEventRecord(ev_[3], stream_), "(hot step end)");
     timed_ = true;
   }
-
-  bool hot_launched() const override { return launched_; }
 
   void StreamWaitHot(void* stream) const override {
     TANDEM_CUDA(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), ev_[3], 0),
@@ -127,7 +123,7 @@ class CudaSide final : public GpuSide {
   cudaEvent_t ev_[4] = {nullptr, nullptr, nullptr, nullptr};  // prepass/hot start+end
   std::unique_ptr<gpu::StepPlan> hot_;
   std::unique_ptr<gpu::GradNormPlan> norm_;
-  bool launched_ = false, timed_ = false;
+  bool timed_ = false;
 };
 
 }  // namespace
