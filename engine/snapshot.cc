@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <unordered_set>
 
 #include "engine/fp_bits.h"
 #include "engine/master_codec.h"
+#include "engine/shape.h"
 #include "engine/snapshot_check.h"
 #include "tandem/error.h"
 
@@ -138,18 +140,14 @@ void ValidateSnapshotLayout(const OptimizerSnapshot& s) {
       Bad(t, "step " + std::to_string(t.step) + " is outside [0, " + std::to_string(s.step) +
                  "] (the snapshot's step)");
     if (!t.shape.empty()) {
-      uint64_t product = 1;
-      std::string dims;
-      bool overflow = false;
-      for (uint64_t d : t.shape) {
-        dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-        if (d != 0 && product > std::numeric_limits<uint64_t>::max() / d) overflow = true;
-        product *= d;
-      }
-      if (overflow || product != t.numel)
+      const std::optional<uint64_t> product = ShapeElements(t.shape);
+      if (!product || *product != t.numel) {
+        std::string dims;
+        for (uint64_t d : t.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
         Bad(t, "shape [" + dims + "] has " +
-                   (overflow ? std::string("more than 2^64") : std::to_string(product)) +
+                   (product ? std::to_string(*product) : std::string("more than 2^64")) +
                    " elements, numel is " + std::to_string(t.numel));
+      }
     }
   }
 }

@@ -3,10 +3,12 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 
+#include "engine/shape.h"
 #include "engine/state_arrays.h"
 #include "offload/host_transport.h"
 #include "offload/optimizer_impl.h"
@@ -118,15 +120,10 @@ void HybridOptimizer::Impl::Validate() {
       fail(who + ": group " + std::to_string(s.group) + " but only " +
            std::to_string(c.groups.size()) + " groups configured");
     if (!s.shape.empty()) {
-      uint64_t product = 1;
-      bool overflow = false;
-      for (uint64_t d : s.shape) {
-        if (d != 0 && product > UINT64_MAX / d) overflow = true;
-        product *= d;
-      }
-      if (overflow || product != s.numel) {
+      const std::optional<uint64_t> product = ShapeElements(s.shape);
+      if (!product || *product != s.numel) {
         std::string m = who;
-        m.append(": shape has ").append(overflow ? "more than 2^64" : std::to_string(product));
+        m.append(": shape has ").append(product ? std::to_string(*product) : "more than 2^64");
         m.append(" elements but numel is ").append(std::to_string(s.numel));
         fail(m);
       }

@@ -232,9 +232,6 @@ void HybridOptimizer::Impl::Restore(const OptimizerSnapshot& snap) {
            Name(s.grad_dtype));
     if (!ts.shape.empty() && !s.shape.empty() && ts.shape != s.shape)
       fail(who + ": snapshot and optimizer disagree on the tensor's shape");
-    if (ts.step < 0 || ts.step > snap.step)
-      fail(who + ": tensor step " + std::to_string(ts.step) + " outside [0, " +
-           std::to_string(snap.step) + "]");
     // SGD groups may differ in whether they keep momentum: the arrays must match ours.
     if (HasMomentum(snap.algo, snap.groups[ts.group]) !=
         HasMomentum(cfg_.algorithm, cfg_.groups[s.group]))
