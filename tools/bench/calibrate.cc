@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <map>
+#include <string>
 
 #include "commands.h"
 #include "cpu_simd/host_kernels.h"
@@ -154,20 +156,23 @@ int Calibrate(const CalibrateOptions& o) {
   });
   p.host.copy_gbps = copy.median;
   p.host.triad_gbps = triad;
-  for (const KernelCase& c : cases) {
-    const std::string key = planner::KernelKey(c.algo, c.formats, DType::kBF16);
-    const double bytes = CaseBytesPerElement(c);
-    p.host.kernels[key].gparams_per_s =
-        report
-            .Measure(
-                "host " + key, "Gparam/s",
-                [&] {
-                  return MeasureStepRate(c, ExecutionMode::kHost, o.host_elements, o.threads,
-                                         o.reps);
-                },
-                Roofline{bytes, copy.median, "host copy"})
-            .median;
-  }
+  // Every calibration kernel in `mode`, against the copy bandwidth `roof` of this run.
+  auto measure_kernels = [&](ExecutionMode mode, uint64_t elements, const char* label,
+                             const Spread& roof, const char* roof_name,
+                             std::map<std::string, planner::KernelRate>* into) {
+    for (const KernelCase& c : cases) {
+      const std::string key = planner::KernelKey(c.algo, c.formats, DType::kBF16);
+      (*into)[key].gparams_per_s =
+          report
+              .Measure(
+                  label + key, "Gparam/s",
+                  [&] { return MeasureStepRate(c, mode, elements, o.threads, o.reps); },
+                  Roofline{CaseBytesPerElement(c), roof.median, roof_name})
+              .median;
+    }
+  };
+  measure_kernels(ExecutionMode::kHost, o.host_elements, "host ", copy, "host copy",
+                  &p.host.kernels);
 
   if (gpu) {
     p.gpu.name = GpuName();
@@ -175,20 +180,8 @@ int Calibrate(const CalibrateOptions& o) {
     const Spread hbm = report.Measure("GPU HBM copy", "GB/s",
                                       [&] { return MeasureHbmCopy(size_t{2} << 30, o.reps); });
     p.gpu.hbm_copy_gbps = hbm.median;
-    for (const KernelCase& c : cases) {
-      const std::string key = planner::KernelKey(c.algo, c.formats, DType::kBF16);
-      const double bytes = CaseBytesPerElement(c);
-      p.gpu.kernels[key].gparams_per_s =
-          report
-              .Measure(
-                  "GPU  " + key, "Gparam/s",
-                  [&] {
-                    return MeasureStepRate(c, ExecutionMode::kGpu, o.gpu_elements, o.threads,
-                                           o.reps);
-                  },
-                  Roofline{bytes, hbm.median, "HBM copy"})
-              .median;
-    }
+    measure_kernels(ExecutionMode::kGpu, o.gpu_elements, "GPU  ", hbm, "HBM copy",
+                    &p.gpu.kernels);
     PcieResult pc;
     p.pcie.h2d_gbps = report
                           .Measure("PCIe pinned H2D", "GB/s",
