@@ -20,6 +20,12 @@ enum class StateArray : uint8_t {
 };
 inline constexpr int kStateArrayCount = 10;
 
+// One of the master's arrays (fp32, or the bf16 part and its correction).
+constexpr bool IsMasterArray(StateArray a) {
+  return a == StateArray::kMasterF32 || a == StateArray::kMasterBf16 ||
+         a == StateArray::kEcc8 || a == StateArray::kEcc16;
+}
+
 // One scale per quantization group (else one entry per element).
 constexpr bool PerGroup(StateArray a) {
   return a == StateArray::kMScales || a == StateArray::kVScales;

@@ -72,9 +72,11 @@ class HybridOptimizer::Impl {
   void Quiesce(const char* why) const;
   std::vector<float> ReadParamAsF32(size_t t) const;
   void WriteParamsFromMasters(size_t t, const TensorSnapshot& ts);
-  // Tensor t's whole state (hot and offloaded parts) as a snapshot entry, and back.
-  TensorSnapshot ReadTensorState(size_t t) const;
-  void WriteTensorState(size_t t, TensorSnapshot& ts);
+  // Tensor t's whole state (hot and offloaded parts) as a snapshot entry, and back; with
+  // masters_only, the master's arrays alone are copied (the others keep their sizes and
+  // hold zeros in a snapshot read so).
+  TensorSnapshot ReadTensorState(size_t t, bool masters_only = false) const;
+  void WriteTensorState(size_t t, TensorSnapshot& ts, bool masters_only = false);
   // Per-step scalar slots: one StepScalars per distinct (group, tensor step) of the
   // tensors in `active` (empty: all); slot_of_tensor[t] = its slot or GpuSide::kSkip.
   void AssignSlots(const std::vector<uint8_t>& active, double lr, double grad_mul,

@@ -57,7 +57,7 @@ void HybridOptimizer::Impl::ReloadParams(std::span<const size_t> tensors) {
     const size_t n = s.numel;
     std::vector<uint8_t> raw(n * DTypeSize(s.param_dtype));
     CopyFromDeviceSide(raw.data(), s.param, raw.size());
-    TensorSnapshot ts = ReadTensorState(t);
+    TensorSnapshot ts = ReadTensorState(t, /*masters_only=*/true);
     // The hot prefix of a bf16 parameter with a bf16+ecc master *is* the master's bf16
     // array: which elements the caller changed cannot be told, so every correction there
     // is reset (the master becomes the parameter exactly). Elsewhere the master is
@@ -74,7 +74,7 @@ void HybridOptimizer::Impl::ReloadParams(std::span<const size_t> tensors) {
                           }
                         }
                       });
-    WriteTensorState(t, ts);
+    WriteTensorState(t, ts, /*masters_only=*/true);
   }
 }
 

@@ -55,7 +55,9 @@ TensorSnapshot EncodeInitial(const TensorSpec& s, const std::vector<float>& w, A
                       });
   };
   switch (f.master) {
-    case MasterFormat::kF32: ts.master_f32 = w; break;
+    case MasterFormat::kF32:
+      ts.master_f32 = w;
+      break;
     case MasterFormat::kBF16:
       ts.master_bf16.resize(n);
       each([&](size_t i) { ts.master_bf16[i] = num::F32ToBf16(w[i]); });
@@ -92,13 +94,16 @@ TensorSnapshot EncodeInitial(const TensorSpec& s, const std::vector<float>& w, A
 }
 
 // Copies between a whole-tensor snapshot and one part's arrays, in either direction:
-// copy(part pointer, whole-tensor pointer, bytes) for each array both sides have.
+// copy(part pointer, whole-tensor pointer, bytes) for each array both sides have (with
+// masters_only, the master's arrays alone).
 template <typename CopyFn>
-void ForEachArray(const offload::Part& p, TensorSnapshot& ts, CopyFn copy) {
+void ForEachArray(const offload::Part& p, TensorSnapshot& ts, CopyFn copy,
+                  bool masters_only = false) {
   void* part[kStateArrayCount];
   ForEachStateArray(p.state, [&](StateArray a, auto* ptr) { part[static_cast<int>(a)] = ptr; });
   ForEachStateVector(ts, [&](StateArray a, auto& vec) {
     void* at = part[static_cast<int>(a)];
+    if (masters_only && !IsMasterArray(a)) return;
     if (at != nullptr && !vec.empty())
       copy(at, static_cast<void*>(vec.data() + ArrayIndex(a, p.offset)),
            ArrayEntries(a, p.count) * sizeof(vec[0]));
@@ -123,22 +128,16 @@ void HybridOptimizer::Impl::InitState() {
   for (size_t t = 0; t < specs_.size(); ++t) {
     const TensorSpec& s = specs_[t];
     if (s.numel == 0) continue;
-    TensorSnapshot ts = EncodeInitial(s, ReadParamAsF32(t), cfg_.algorithm,
-                                      cfg_.groups[s.group], cfg_.formats);
-    ForEachArray(hot_.part(t), ts, [&](void* part, void* whole, size_t bytes) {
-      // An aliased master is the parameter itself: already holds these bits.
-      CopyToDeviceSide(part, whole, bytes);
-    });
-    ForEachArray(cold_.part(t), ts,
-                 [&](void* part, void* whole, size_t bytes) { std::memcpy(part, whole, bytes); });
+    TensorSnapshot ts =
+        EncodeInitial(s, ReadParamAsF32(t), cfg_.algorithm, cfg_.groups[s.group], cfg_.formats);
+    WriteTensorState(t, ts);  // an aliased master is the parameter: it gets its own bits
   }
 }
-
 
 // ---------------------------------------------------------------------------------------
 // Snapshots
 
-TensorSnapshot HybridOptimizer::Impl::ReadTensorState(size_t t) const {
+TensorSnapshot HybridOptimizer::Impl::ReadTensorState(size_t t, bool masters_only) const {
   const TensorSpec& s = specs_[t];
   // Sized like a fresh state, then overwritten part by part.
   TensorSnapshot ts = EncodeInitial(s, std::vector<float>(s.numel, 0.0f), cfg_.algorithm,
@@ -151,22 +150,28 @@ TensorSnapshot HybridOptimizer::Impl::ReadTensorState(size_t t) const {
     else
       hot.state.master.bf16 = static_cast<uint16_t*>(s.param);
   }
-  ForEachArray(hot, ts, [&](void* part, void* whole, size_t bytes) {
-    CopyFromDeviceSide(whole, part, bytes);
-  });
-  ForEachArray(cold_.part(t), ts,
-               [&](void* part, void* whole, size_t bytes) { std::memcpy(whole, part, bytes); });
+  ForEachArray(
+      hot, ts,
+      [&](void* part, void* whole, size_t bytes) { CopyFromDeviceSide(whole, part, bytes); },
+      masters_only);
+  ForEachArray(
+      cold_.part(t), ts,
+      [&](void* part, void* whole, size_t bytes) { std::memcpy(whole, part, bytes); },
+      masters_only);
   return ts;
 }
 
 // Writes the state arrays of `ts` (whole tensor) into tensor t's parts; the parameter is
 // not written (an aliased master's bf16 array is the parameter: it gets the same bits).
-void HybridOptimizer::Impl::WriteTensorState(size_t t, TensorSnapshot& ts) {
-  ForEachArray(hot_.part(t), ts, [&](void* part, void* whole, size_t bytes) {
-    CopyToDeviceSide(part, whole, bytes);
-  });
-  ForEachArray(cold_.part(t), ts,
-               [&](void* part, void* whole, size_t bytes) { std::memcpy(part, whole, bytes); });
+void HybridOptimizer::Impl::WriteTensorState(size_t t, TensorSnapshot& ts, bool masters_only) {
+  ForEachArray(
+      hot_.part(t), ts,
+      [&](void* part, void* whole, size_t bytes) { CopyToDeviceSide(part, whole, bytes); },
+      masters_only);
+  ForEachArray(
+      cold_.part(t), ts,
+      [&](void* part, void* whole, size_t bytes) { std::memcpy(part, whole, bytes); },
+      masters_only);
 }
 
 OptimizerSnapshot HybridOptimizer::Impl::Snapshot() const {
@@ -201,7 +206,9 @@ void HybridOptimizer::Impl::WriteParamsFromMasters(size_t t, const TensorSnapsho
 void HybridOptimizer::Impl::Restore(const OptimizerSnapshot& snap) {
   RequireNoBegunStep("Restore");
   ValidateSnapshot(snap);
-  auto fail = [](const std::string& m) { throw Error(ErrorKind::kInvalidArgument, "restore: " + m); };
+  auto fail = [](const std::string& m) {
+    throw Error(ErrorKind::kInvalidArgument, "restore: " + m);
+  };
   if (snap.algo != cfg_.algorithm)
     fail(std::string("snapshot algorithm ") + Name(snap.algo) + " but optimizer uses " +
          Name(cfg_.algorithm));
@@ -249,6 +256,5 @@ void HybridOptimizer::Impl::Restore(const OptimizerSnapshot& snap) {
   step_ = snap.step;
   EndEarlyStart();  // gradients copied down early belong to the old state
 }
-
 
 }  // namespace tandem
