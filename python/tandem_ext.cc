@@ -103,6 +103,11 @@ py::dict HyperParamsToDict(const HyperParams& h) {
   return d;
 }
 
+// NumPy 2 moved the element size within its dtype struct, which pybind11 before 2.12
+// reads directly (Debian 12 ships 2.10): the two functions below never let pybind11 read
+// it (explicit strides; the element size through Python), so the extension works with
+// NumPy 1 and 2 whichever pybind11 built it.
+
 // Moves `v` into a 1-D NumPy array of type Out (same element size as T) without copying.
 template <typename Out, typename T>
 py::array MoveToArray(std::vector<T>&& v) {
@@ -110,6 +115,7 @@ py::array MoveToArray(std::vector<T>&& v) {
   auto* owner = new std::vector<T>(std::move(v));
   py::capsule free_when_done(owner, [](void* p) { delete static_cast<std::vector<T>*>(p); });
   return py::array_t<Out>({static_cast<py::ssize_t>(owner->size())},
+                          {static_cast<py::ssize_t>(sizeof(Out))},
                           reinterpret_cast<const Out*>(owner->data()), free_when_done);
 }
 
@@ -122,9 +128,10 @@ void CopyFromArray(const py::dict& d, const char* key, std::vector<T>* out) {
   if (!a)
     throw Error(ErrorKind::kInvalidArgument,
                 std::string("snapshot array '") + key + "' is not an array");
-  if (a.itemsize() != static_cast<py::ssize_t>(sizeof(T)))
+  const auto itemsize = a.attr("itemsize").cast<py::ssize_t>();
+  if (itemsize != static_cast<py::ssize_t>(sizeof(T)))
     throw Error(ErrorKind::kInvalidArgument,
-                std::string("snapshot array '") + key + "' has " + std::to_string(a.itemsize()) +
+                std::string("snapshot array '") + key + "' has " + std::to_string(itemsize) +
                     "-byte elements, expected " + std::to_string(sizeof(T)));
   out->resize(static_cast<size_t>(a.size()));
   if (a.size() > 0) std::memcpy(out->data(), a.data(), out->size() * sizeof(T));
