@@ -86,6 +86,10 @@ def run_steps(args, model, opt, first, last, record):
             given_grads(model, step, nan)
         else:
             model(ids).backward()
+        # torch's own norm of the same gradients (max_norm=inf: nothing is scaled).
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+        norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+        record["torch_norms"].append(float(norm))
         opt.step()
         opt.zero_grad()
         r = opt.last_result
@@ -132,7 +136,7 @@ def main():
         mesh = init_device_mesh(args.device, (world,))
     model = build(args, mesh)
     opt = make_optimizer(args, model)
-    record = {"norms": [], "applied": [], "world": world}
+    record = {"norms": [], "torch_norms": [], "applied": [], "world": world}
 
     if args.load_from:
         msd, osd = get_state_dict(model, opt)
