@@ -97,6 +97,26 @@ def run_steps(args, model, opt, first, last, record):
         record["applied"].append(bool(r.applied))
 
 
+def export_check(args, model, opt, record):
+    """tandem.torch.to_torch_state loads into torch.optim.AdamW over the same FSDP2
+    model; torch's state equals the decoded moments, and torch's next step runs."""
+    exported = tandem.torch.to_torch_state(opt)
+    theirs = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+    theirs.load_state_dict(exported)
+    same = True
+    for i, p in enumerate(model.parameters()):
+        mine = exported["state"][i]
+        for key in ("exp_avg", "exp_avg_sq"):
+            a, b = theirs.state[p][key], mine[key]
+            same &= tuple(a.placements) == tuple(p.placements)
+            same &= torch.equal(a.full_tensor(), b.full_tensor())
+    given_grads(model, 99, None)
+    theirs.step()
+    record["export_same"] = bool(same)
+    record["export_finite"] = all(bool(torch.isfinite(p.full_tensor()).all())
+                                  for p in model.parameters())
+
+
 def full_params(model):
     out = {}
     for name, p in model.named_parameters():
@@ -121,6 +141,7 @@ def main():
     ap.add_argument("--load-from", default=None, help="DCP load, then run the rest")
     ap.add_argument("--first-step", type=int, default=0, help="first step (after a load)")
     ap.add_argument("--ckpt", default=None)
+    ap.add_argument("--export-check", action="store_true")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
@@ -150,6 +171,8 @@ def main():
         first = args.save_at
     run_steps(args, model, opt, first, args.steps, record)
 
+    if args.export_check:
+        export_check(args, model, opt, record)
     record["params"] = full_params(model)
     record["sharded_keys"] = sorted(
         get_optimizer_state_dict(model, opt, options=StateDictOptions())["state"])

@@ -136,3 +136,8 @@ def test_real_backward_two_ranks_equal_one(tmp):
     two = run(tmp, "bw2", 2, "--formats", Q8, "--steps", 3, "--grads", "backward")
     assert all(two["applied"])
     assert_same_params(one, two)
+
+
+def test_fp32_export_loads_into_torch_adamw_under_fsdp2(tmp):
+    out = run(tmp, "export", 2, "--formats", Q8, "--steps", 2, "--export-check")
+    assert out["export_same"] and out["export_finite"]
