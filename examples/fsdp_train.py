@@ -54,11 +54,12 @@ def rotary(x, base=10000.0):
 
 
 class Block(torch.nn.Module):
-    def __init__(self, dim, heads, hidden):
+    def __init__(self, dim, heads, kv_heads, hidden):
         super().__init__()
-        self.heads = heads
+        self.heads, self.kv_heads = heads, kv_heads
+        kv_dim = dim // heads * kv_heads
         self.attn_norm = RMSNorm(dim)
-        self.wqkv = torch.nn.Linear(dim, 3 * dim, bias=False)
+        self.wqkv = torch.nn.Linear(dim, dim + 2 * kv_dim, bias=False)
         self.wo = torch.nn.Linear(dim, dim, bias=False)
         self.mlp_norm = RMSNorm(dim)
         self.w_gate_up = torch.nn.Linear(dim, 2 * hidden, bias=False)
@@ -66,19 +67,28 @@ class Block(torch.nn.Module):
 
     def forward(self, x):
         b, t, d = x.shape
-        q, k, v = self.wqkv(self.attn_norm(x)).view(b, t, 3, self.heads, -1).unbind(2)
-        q, k, v = (y.transpose(1, 2) for y in (q, k, v))
-        a = F.scaled_dot_product_attention(rotary(q), rotary(k), v, is_causal=True)
+        hd = d // self.heads
+        q, k, v = self.wqkv(self.attn_norm(x)).split(
+            [d, hd * self.kv_heads, hd * self.kv_heads], dim=-1)
+        q = q.view(b, t, self.heads, hd).transpose(1, 2)
+        k = k.view(b, t, self.kv_heads, hd).transpose(1, 2)
+        v = v.view(b, t, self.kv_heads, hd).transpose(1, 2)
+        a = F.scaled_dot_product_attention(rotary(q), rotary(k), v, is_causal=True,
+                                           enable_gqa=self.kv_heads != self.heads)
         x = x + self.wo(a.transpose(1, 2).reshape(b, t, d))
         gate, up = self.w_gate_up(self.mlp_norm(x)).chunk(2, dim=-1)
         return x + self.w_down(F.silu(gate) * up)
 
 
 class Llama(torch.nn.Module):
-    def __init__(self, vocab=512, dim=128, layers=4, heads=4, hidden=352):
+    """Defaults: a small model for the example. Llama-3-8B's shapes are
+    Llama(vocab=128256, dim=4096, layers=32, heads=32, kv_heads=8, hidden=14336)."""
+
+    def __init__(self, vocab=512, dim=128, layers=4, heads=4, kv_heads=2, hidden=352):
         super().__init__()
         self.embed = torch.nn.Embedding(vocab, dim)
-        self.layers = torch.nn.ModuleList(Block(dim, heads, hidden) for _ in range(layers))
+        self.layers = torch.nn.ModuleList(Block(dim, heads, kv_heads, hidden)
+                                          for _ in range(layers))
         self.norm = RMSNorm(dim)
         self.lm_head = torch.nn.Linear(dim, vocab, bias=False)
 
