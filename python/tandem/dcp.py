@@ -403,11 +403,16 @@ def find_corrupt_error(exc):
     return None
 
 
-def save(state_dict, checkpoint_id, process_group=None, **writer_kwargs):
+def save(state_dict, checkpoint_id, process_group=None, use_collectives=True, **writer_kwargs):
     """``dcp.save`` through a :class:`CrcFileSystemWriter` on ``checkpoint_id``
     (``writer_kwargs`` go to the writer). Returns dcp.save's Metadata."""
     writer = CrcFileSystemWriter(checkpoint_id, **writer_kwargs)
-    return _dcp.save(state_dict, storage_writer=writer, process_group=process_group)
+    return _dcp.save(
+        state_dict,
+        storage_writer=writer,
+        process_group=process_group,
+        use_collectives=use_collectives,
+    )
 
 
 def load(state_dict, checkpoint_id, process_group=None, require_crc=True, planner=None):

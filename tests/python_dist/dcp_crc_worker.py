@@ -142,3 +142,13 @@ def load_worker(rank, world, init_file, good_dirs, damaged_dir, damaged_file):
                 assert same_bits(t.to_local(), was), (name, rank)
     finally:
         dist.destroy_process_group()
+
+
+def save_local_worker(rank, world, init_file, path):
+    """Each rank saves its own checkpoint (DCP without collectives: __<rank>.metadata)."""
+    _init(rank, world, init_file)
+    try:
+        state = {"x": torch.full((3,), float(rank)), "step": rank}
+        tandem.dcp.save(state, path, use_collectives=False)
+    finally:
+        dist.destroy_process_group()

@@ -353,3 +353,31 @@ def test_dtensor_load_at_world_size_2_and_damage(saved_at_3, tmp):
     assert r["chunk_offsets"] == [6, 0]
     _flip(os.path.join(damaged, r["file"]), r["offset"] + r["length"] // 2)
     _spawn(W.load_worker, 2, list(saved_at_3.values()), damaged, r["file"])
+
+
+def test_docs_example_runs(tmp, capsys):
+    doc = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "dcp_integrity.md")
+    with open(doc) as f:
+        text = f.read()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/dcp_integrity.md", "exec"), {"__name__": "dcp_integrity_example"})
+    out = capsys.readouterr().out
+    assert "CRC32C mismatch" in out and "model.w" in out, out
+
+
+def test_without_collectives_each_rank_has_its_sidecar(tmp):
+    _spawn(W.save_local_worker, 2, tmp)
+    names = sorted(os.listdir(tmp))
+    assert names == [
+        "__0.metadata", "__0.metadata.crc32c", "__0_0.distcp",
+        "__1.metadata", "__1.metadata.crc32c", "__1_0.distcp",
+    ], names
+    assert {r["file"] for r in _records(tmp, "__1.metadata.crc32c")} == {"__1_0.distcp"}
+    # Without a process group DCP loads rank 0's own metadata (and so its sidecar).
+    got = {"x": torch.full((3,), -1.0), "step": -1}
+    tandem.dcp.load(got, tmp)
+    assert got["step"] == 0 and torch.equal(got["x"], torch.zeros(3))
+    (r,) = [x for x in _records(tmp, "__0.metadata.crc32c") if x["fqn"] == "x"]
+    _flip(os.path.join(tmp, r["file"]), r["offset"] + r["length"] // 2)
+    with pytest.raises(CheckpointCorruptError, match=r"__0_0\.distcp: item x "):
+        tandem.dcp.load({"x": torch.zeros(3), "step": -1}, tmp)
