@@ -8,6 +8,7 @@ tests fork gloo process groups on CPU (dcp_crc_worker.py): save at world size 3,
 import json
 import os
 import shutil
+import sys
 import tempfile
 import warnings
 
@@ -26,6 +27,7 @@ import tandem._C  # noqa: E402
 if not hasattr(tandem._C, "crc32c"):
     pytest.skip("tandem._C built without the checkpoint library", allow_module_level=True)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # with or without __init__.py
 import dcp_crc_worker as W  # noqa: E402
 import tandem.dcp  # noqa: E402
 from tandem.dcp import (  # noqa: E402
@@ -153,8 +155,15 @@ def test_save_and_load_helpers(tmp):
     _assert_same(got, _state())
 
 
+def _assert_metadata_is_plain(path):
+    # .metadata names no tandem class: a process without tandem can unpickle it.
+    with open(os.path.join(path, ".metadata"), "rb") as f:
+        assert b"tandem" not in f.read()
+
+
 def test_crc_checkpoint_loads_with_the_plain_reader(tmp):
     dcp.save(_state(), storage_writer=CrcFileSystemWriter(tmp))
+    _assert_metadata_is_plain(tmp)
     got = _fresh(_state())
     dcp.load(got, storage_reader=FileSystemReader(tmp))
     _assert_same(got, _state())
@@ -330,6 +339,7 @@ def test_dtensor_sidecar_has_every_rank(saved_at_3):
         assert ranks == {"0", "1", "2"}, ranks
         files = {f for f in os.listdir(path) if f.endswith(".distcp")}
         assert {r["file"] for r in records} == files
+        _assert_metadata_is_plain(path)
 
 
 def test_dtensor_load_at_world_size_1(saved_at_3):
