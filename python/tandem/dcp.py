@@ -310,7 +310,9 @@ class CrcFileSystemReader(FileSystemReader):
     def _read_sidecar(self, name, save_id):
         path = self.fs.concat_path(self.path, name)
         if not self.fs.exists(path):
-            return self._no_record(f"{path} does not exist (written by the plain FileSystemWriter?)")
+            return self._no_record(
+                f"{path} does not exist (written by the plain FileSystemWriter?)"
+            )
         try:
             with self.fs.create_stream(path, "rb") as f:
                 doc = json.loads(f.read().decode())

@@ -216,7 +216,7 @@ def test_flipped_byte_names_file_item_and_crcs_and_leaves_tensors(tmp):
     assert isinstance(err, CheckpointCorruptError) and isinstance(err, ValueError)
     msg = str(err)
     assert r["file"] in msg and W.DAMAGED_FQN in msg, msg
-    assert f"chunk offsets [0, 0]" in msg, msg
+    assert "chunk offsets [0, 0]" in msg, msg
     assert f"bytes [{r['offset']}, {r['offset'] + r['length']})" in msg, msg
     assert f"stored 0x{r['crc32c']:08x}" in msg and "computed 0x" in msg, msg
     _assert_same(got, _fresh(_state()))  # nothing was read into any tensor
@@ -253,7 +253,7 @@ def test_missing_file(tmp):
     dcp.save(_state(), storage_writer=CrcFileSystemWriter(tmp, single_file_per_rank=False))
     r = _record(tmp, W.DAMAGED_FQN)
     os.remove(os.path.join(tmp, r["file"]))
-    with pytest.raises(CheckpointCorruptError, match=f"cannot open.*{r['file']}|{r['file']}.*cannot open"):
+    with pytest.raises(CheckpointCorruptError, match=f"{r['file']}: cannot open"):
         tandem.dcp.load(_fresh(_state()), tmp)
 
 
@@ -274,7 +274,7 @@ def test_damaged_sidecar_is_unreadable(tmp):
 
     _rewrite_sidecar(tmp, bump_a_crc)
     for require in (True, False):
-        with pytest.raises(CheckpointCorruptError, match=r"\.metadata\.crc32c is unreadable.*CRC32C"):
+        with pytest.raises(CheckpointCorruptError, match=r"\.metadata\.crc32c is unreadable.*CRC"):
             tandem.dcp.load(_fresh(_state()), tmp, require_crc=require)
 
     with open(os.path.join(tmp, ".metadata.crc32c"), "w") as f:
@@ -359,7 +359,9 @@ def test_dtensor_load_at_world_size_2_and_damage(saved_at_3, tmp):
     # verifies in prepare_local_plan, which DCP runs on all ranks before any reads).
     damaged = os.path.join(tmp, "damaged")
     shutil.copytree(saved_at_3["per_rank"], damaged)
-    (r,) = [x for x in _records(damaged) if x["fqn"] == W.DAMAGED_FQN and x["file"].startswith("__2_")]
+    (r,) = [
+        x for x in _records(damaged) if x["fqn"] == W.DAMAGED_FQN and x["file"].startswith("__2_")
+    ]
     assert r["chunk_offsets"] == [6, 0]
     _flip(os.path.join(damaged, r["file"]), r["offset"] + r["length"] // 2)
     _spawn(W.load_worker, 2, list(saved_at_3.values()), damaged, r["file"])
