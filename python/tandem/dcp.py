@@ -112,7 +112,7 @@ def sidecar_name(rank=None):
 
 
 def _item_name(index):
-    """``fqn`` or ``fqn[chunk offsets]`` of a MetadataIndex, for messages."""
+    """``fqn``, or ``fqn (chunk offsets [...])``, of a MetadataIndex, for messages."""
     if index is None:
         return "?"
     if index.offset is None:
