@@ -34,9 +34,11 @@ class GpuSide {
   static std::unique_ptr<GpuSide> Create(void* stream);
   // Device bytes the hot plan and the norm plan of these sizes take (no CUDA needed).
   static uint64_t PredictMetadataBytes(const std::vector<uint64_t>& hot_span_numels,
-                                       const std::vector<uint64_t>& tensor_numels) {
+                                       const std::vector<HostGrad>& grads) {
+    std::vector<gpu::NormSize> sizes;
+    for (const HostGrad& g : grads) sizes.push_back({g.n, g.run});
     return (hot_span_numels.empty() ? 0 : gpu::PredictStepPlanBytes(hot_span_numels)) +
-           gpu::PredictGradNormPlanBytes(tensor_numels);
+           gpu::PredictGradNormPlanBytes(sizes);
   }
 
   virtual ~GpuSide() = default;

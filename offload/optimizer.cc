@@ -10,6 +10,8 @@
 
 #include "engine/shape.h"
 #include "engine/state_arrays.h"
+#include "cuda/plan_sizes.h"
+#include "offload/host_norm.h"
 #include "offload/host_transport.h"
 #include "offload/optimizer_impl.h"
 #include "tandem/error.h"
@@ -128,6 +130,9 @@ void HybridOptimizer::Impl::Validate() {
         fail(m);
       }
     }
+    if (s.norm_unit != 0 && s.numel % s.norm_unit != 0)
+      fail(who + ": norm_unit " + std::to_string(s.norm_unit) + " does not divide numel " +
+           std::to_string(s.numel));
     if (s.numel == 0) continue;
     if (s.param == nullptr) fail(who + ": param is null");
     if (s.grad == nullptr) fail(who + ": grad is null");
@@ -278,9 +283,10 @@ void HybridOptimizer::Impl::BuildLayout() {
   }
   if (gpu()) {
     std::vector<offload::HostGrad> grads;
-    for (const TensorSpec& s : specs_) grads.push_back({s.grad, s.numel, s.grad_dtype});
+    for (const TensorSpec& s : specs_)
+      grads.push_back({s.grad, s.numel, s.grad_dtype, offload::NormRun(s)});
     report_.device.metadata += gpu_->BuildPlans(cfg_.algorithm, f, spans, index, grads);
-    report_.host.metadata += sizeof(double);  // the pre-pass result, pinned
+  report_.host.metadata += gpu::kNormResultBytes;  // the pre-pass result, pinned
   } else {
     for (const StepSpan& sp : spans) hot_work_.push_back({nullptr, sp});
   }
@@ -375,8 +381,11 @@ MemoryReport PredictMemory(const std::vector<TensorSpec>& tensors, const Optimiz
     std::vector<uint64_t> hot;
     for (size_t t = 0; t < tensors.size(); ++t)
       if (p.tensors[t].device_count > 0) hot.push_back(p.tensors[t].device_count);
-    r.device.metadata += offload::GpuSide::PredictMetadataBytes(hot, numels);
-    r.host.metadata += sizeof(double);  // the pre-pass result, pinned
+    std::vector<offload::HostGrad> grads;
+    for (const TensorSpec& s : tensors)
+      grads.push_back({nullptr, s.numel, s.grad_dtype, offload::NormRun(s)});
+    r.device.metadata += offload::GpuSide::PredictMetadataBytes(hot, grads);
+    r.host.metadata += gpu::kNormResultBytes;  // the pre-pass result, pinned
   }
   return r;
 }

@@ -284,13 +284,14 @@ py::dict BytesToDict(const MemoryReport::Bytes& b) {
 }
 
 // TensorSpec from a tuple (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, group
-// [, shape]); shape is a sequence of dimensions whose product is numel (the engine checks).
-// The 7-field form (no shape) stays accepted.
+// [, shape[, formats[, norm_unit]]]); shape is a sequence of dimensions whose product is
+// numel (the engine checks); formats None; norm_unit TensorSpec::norm_unit. The 7-field
+// form (no shape) stays accepted.
 TensorSpec SpecFromTuple(const py::tuple& t) {
-  if (t.size() != 7 && t.size() != 8)
+  if (t.size() < 7 || t.size() > 10)
     throw Error(ErrorKind::kInvalidArgument,
                 "tensor spec must be (name, numel, param_dtype, grad_dtype, param_ptr, "
-                "grad_ptr, group[, shape]), got " +
+                "grad_ptr, group[, shape[, formats[, norm_unit]]]), got " +
                     std::to_string(t.size()) + " fields");
   TensorSpec s;
   s.name = t[0].cast<std::string>();
@@ -300,7 +301,11 @@ TensorSpec SpecFromTuple(const py::tuple& t) {
   s.param = ToPointer(t[4].cast<uint64_t>());
   s.grad = ToPointer(t[5].cast<uint64_t>());
   s.group = t[6].cast<uint32_t>();
-  if (t.size() == 8) {
+  if (t.size() >= 10) s.norm_unit = t[9].cast<uint64_t>();
+  if (t.size() >= 9 && !t[8].is_none())
+    throw Error(ErrorKind::kInvalidArgument,
+                "tensor '" + s.name + "': per-tensor formats are not supported by this build");
+  if (t.size() >= 8) {
     for (auto d : t[7].cast<py::sequence>()) {
       const int64_t dim = d.cast<int64_t>();
       if (dim < 0)
@@ -359,8 +364,9 @@ class PyOptimizer {
   }
 
   // Returns (applied, grad_norm, step, stepped_tensors). `combine`, when not None, is
-  // StepOptions::combine_grad_stats: combine(sum_squares, nonfinite) -> (sum_squares,
-  // nonfinite) of the whole model, called with the GIL held; what it raises propagates
+  // StepOptions::combine_grad_stats: combine(digits, nonfinite) -> (digits, nonfinite) of
+  // the whole model, where digits are GradStats::exact (16 ints below 2^32, least
+  // significant first, both ways); called with the GIL held; what it raises propagates
   // unchanged (the step changes nothing then).
   py::tuple Step(double lr, double max_grad_norm, double loss_scale, const py::object& active,
                  const py::object& combine) {
@@ -374,11 +380,19 @@ class PyOptimizer {
       options.combine_grad_stats = [&combine, &raised](const GradStats& local) {
         py::gil_scoped_acquire gil;
         try {
-          const py::object out = combine(local.sum_squares, local.nonfinite);
+          py::list digits;
+          for (uint32_t d : local.exact) digits.append(d);
+          const py::object out = combine(digits, local.nonfinite);
           if (!py::isinstance<py::tuple>(out) || py::len(out) != 2)
-            throw py::type_error("combine must return a tuple (sum_squares, nonfinite)");
+            throw py::type_error("combine must return a tuple (digits, nonfinite)");
           const py::tuple whole = out.cast<py::tuple>();
-          return GradStats{whole[0].cast<double>(), whole[1].cast<uint64_t>()};
+          const auto sums = whole[0].cast<std::vector<uint32_t>>();
+          if (sums.size() != local.exact.size())
+            throw py::value_error("combine must return 16 digits");
+          GradStats g;
+          for (size_t k = 0; k < sums.size(); ++k) g.exact[k] = sums[k];
+          g.nonfinite = whole[1].cast<uint64_t>();
+          return g;
         } catch (py::error_already_set& e) {
           raised = std::make_unique<py::error_already_set>(std::move(e));
         } catch (const std::exception& e) {  // pybind11's cast and type errors

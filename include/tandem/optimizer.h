@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -50,6 +51,12 @@ struct TensorSpec {
   // Original shape (row-major), kept in snapshots and checkpoints; empty means one
   // dimension of numel elements. When non-empty its product must equal numel.
   std::vector<uint64_t> shape = {};
+  // The runs of the gradient that the norm pre-pass sums as wholes (Note [Exact sum of
+  // squares] in engine/exact_sum.h): a sharded tensor must be cut only between runs, so
+  // that the exact norm is the same at any sharding. 0 (default): the rows of `shape` (the
+  // product of all but its first dimension) for two or more dimensions, else the whole
+  // tensor. 1: each element (a 1-D tensor sharded at any element). Must divide numel.
+  uint64_t norm_unit = 0;
 };
 
 enum class ExecutionMode : uint8_t {
@@ -90,9 +97,19 @@ struct OptimizerConfig {
 
 // What a step's pre-pass finds in the gradients of its active tensors, before any update.
 struct GradStats {
-  double sum_squares = 0.0;  // sum of the squared gradient values (loss-scaled), in double
+  // The exact sum of the squared (loss-scaled) gradient values, independent of how the
+  // tensors are split into shards (Note [Exact sum of squares] in engine/exact_sum.h): a
+  // 512-bit fixed-point number in units of 2^-192, sixteen 32-bit digits, least
+  // significant first. Partials combine by integer addition, in any order.
+  std::array<uint32_t, 16> exact{};
+  double sum_squares = 0.0;  // `exact` rounded to the nearest double
   uint64_t nonfinite = 0;    // non-zero when some value is NaN or infinite
 };
+
+// Adds `part` into `whole`: `exact` as one integer, `nonfinite` as counts; `sum_squares`
+// becomes the new `exact` rounded. Throws Error(kInvalidArgument) if the sum overflows 512
+// bits (impossible for the partials of fewer than 2^64 finite float32 values).
+void AddGradStats(GradStats& whole, const GradStats& part);
 
 struct StepOptions {
   double max_grad_norm = 0.0;  // > 0: clip the global L2 norm to this; 0: no clipping
@@ -107,10 +124,12 @@ struct StepOptions {
   // this once, after the pre-pass over this optimizer's active gradients and before it
   // updates anything, with this optimizer's statistics, and takes the gradient norm, the
   // clip coefficient and the skip decision from the statistics it returns (the whole
-  // model's). Every process must return bit-identical values: combine the partials in a
-  // fixed order (rank order), not with a ring all-reduce. It runs on the thread that
-  // called Step; an exception it throws leaves Step with nothing changed. Empty: this
-  // optimizer's statistics are the model's. BeginStep ignores it; Step's decides.
+  // model's): from their `exact` and `nonfinite` (sum_squares is ignored). Combine every
+  // process's partials with AddGradStats (e.g. after an all-gather): the sum is exact, so
+  // every process reaches the same bits, equal to an unsharded step's given the same
+  // gradients. It runs on the thread that called Step; an exception it throws leaves Step
+  // with nothing changed. Empty: this optimizer's statistics are the model's. BeginStep
+  // ignores it; Step's decides.
   std::function<GradStats(const GradStats&)> combine_grad_stats = {};
 };
 

@@ -319,7 +319,10 @@ class TandemOptimizer(_torch.optim.Optimizer):
                     mine.data_ptr(), self._grads[k].data_ptr(), self._group_of[k],
                     list(mine.shape))
             override = self._tensor_formats(k)
-            specs.append(spec + (override,) if override is not None else spec)
+            # A 1-D shard may end at any element: the exact norm sums its elements one by
+            # one (TensorSpec::norm_unit); other shards end between rows (the default).
+            unit = 1 if self._sharded and p.dim() == 1 and _dist.shard_dim(p) is not None else 0
+            specs.append(spec + (override, unit))
         engine_groups = [dict(h, lr_scale=s)
                          for h, s in zip(self._engine_hyper, self._lr_scales)]
         self._stream = 0
