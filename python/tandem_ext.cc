@@ -103,6 +103,13 @@ py::dict HyperParamsToDict(const HyperParams& h) {
   return d;
 }
 
+// Note [NumPy 2 with an older pybind11]: pybind11 before 2.12 (Debian 12 has 2.10) reads
+// the element size from NumPy's dtype struct, whose layout NumPy 2 changed: there it reads
+// 0. So these helpers never ask pybind11 for an element size: the strides are given, and
+// the size comes from the Python attribute `itemsize`. Otherwise, in a venv with NumPy 2,
+// every snapshot array got stride 0 (all elements equal to the first) and every restore
+// failed ("0-byte elements"); tests/python_dist/test_numpy2_arrays.py.
+
 // Moves `v` into a 1-D NumPy array of type Out (same element size as T) without copying.
 template <typename Out, typename T>
 py::array MoveToArray(std::vector<T>&& v) {
@@ -110,6 +117,7 @@ py::array MoveToArray(std::vector<T>&& v) {
   auto* owner = new std::vector<T>(std::move(v));
   py::capsule free_when_done(owner, [](void* p) { delete static_cast<std::vector<T>*>(p); });
   return py::array_t<Out>({static_cast<py::ssize_t>(owner->size())},
+                          {static_cast<py::ssize_t>(sizeof(Out))},  // Note [NumPy 2 ...]
                           reinterpret_cast<const Out*>(owner->data()), free_when_done);
 }
 
@@ -122,9 +130,10 @@ void CopyFromArray(const py::dict& d, const char* key, std::vector<T>* out) {
   if (!a)
     throw Error(ErrorKind::kInvalidArgument,
                 std::string("snapshot array '") + key + "' is not an array");
-  if (a.itemsize() != static_cast<py::ssize_t>(sizeof(T)))
+  const auto itemsize = a.attr("itemsize").cast<py::ssize_t>();  // Note [NumPy 2 ...]
+  if (itemsize != static_cast<py::ssize_t>(sizeof(T)))
     throw Error(ErrorKind::kInvalidArgument,
-                std::string("snapshot array '") + key + "' has " + std::to_string(a.itemsize()) +
+                std::string("snapshot array '") + key + "' has " + std::to_string(itemsize) +
                     "-byte elements, expected " + std::to_string(sizeof(T)));
   out->resize(static_cast<size_t>(a.size()));
   if (a.size() > 0) std::memcpy(out->data(), a.data(), out->size() * sizeof(T));
