@@ -359,15 +359,43 @@ class PyOptimizer {
     opt_ = std::make_unique<HybridOptimizer>(std::move(specs), std::move(cfg));
   }
 
-  // Returns (applied, grad_norm, step, stepped_tensors).
-  py::tuple Step(double lr, double max_grad_norm, double loss_scale, const py::object& active) {
+  // Returns (applied, grad_norm, step, stepped_tensors). `combine`, when not None, is
+  // StepOptions::combine_grad_stats: combine(sum_squares, nonfinite) -> (sum_squares,
+  // nonfinite) of the whole model, called with the GIL held; what it raises propagates
+  // unchanged (the step changes nothing then).
+  py::tuple Step(double lr, double max_grad_norm, double loss_scale, const py::object& active,
+                 const py::object& combine) {
     const std::vector<uint8_t> flags = ActiveFromObject(active, opt_->tensor_count());
+    StepOptions options{max_grad_norm, loss_scale};
+    options.active = flags;
+    // A Python exception from `combine` crosses the engine as a tandem::Error and is
+    // raised again here, as itself, once the GIL is held.
+    std::unique_ptr<py::error_already_set> raised;
+    if (!combine.is_none()) {
+      options.combine_grad_stats = [&combine, &raised](const GradStats& local) {
+        py::gil_scoped_acquire gil;
+        try {
+          const py::object out = combine(local.sum_squares, local.nonfinite);
+          if (!py::isinstance<py::tuple>(out) || py::len(out) != 2)
+            throw py::type_error("combine must return a tuple (sum_squares, nonfinite)");
+          const py::tuple whole = out.cast<py::tuple>();
+          return GradStats{whole[0].cast<double>(), whole[1].cast<uint64_t>()};
+        } catch (py::error_already_set& e) {
+          raised = std::make_unique<py::error_already_set>(std::move(e));
+        } catch (const std::exception& e) {  // pybind11's cast and type errors
+          PyErr_SetString(PyExc_TypeError, e.what());
+          raised = std::make_unique<py::error_already_set>();
+        }
+        throw Error(ErrorKind::kInvalidArgument, "the gradient statistics callback raised");
+      };
+    }
     StepResult r;
-    {
+    try {
       py::gil_scoped_release release;
-      StepOptions options{max_grad_norm, loss_scale};
-      options.active = flags;
       r = opt_->Step(lr, options);
+    } catch (const Error&) {
+      if (raised) throw std::move(*raised);
+      throw;
     }
     return py::make_tuple(r.applied, r.grad_norm, r.step, r.stepped_tensors);
   }
@@ -589,8 +617,12 @@ PYBIND11_MODULE(_C, m) {
            "the optimizer.")
       .def("step", &PyOptimizer::Step, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
            py::arg("loss_scale") = 1.0, py::arg("active") = py::none(),
+           py::arg("combine") = py::none(),
            "active: None (every tensor) or bytes/list of 0/1 per tensor; a tensor marked 0 "
-           "is not stepped. Returns (applied, grad_norm, step, stepped_tensors).")
+           "is not stepped. combine: None or a callable (sum_squares, nonfinite) -> "
+           "(sum_squares, nonfinite) giving the whole model's gradient statistics from this "
+           "optimizer's (sharded training). Returns (applied, grad_norm, step, "
+           "stepped_tensors).")
       .def("reload_params", &PyOptimizer::ReloadParams, py::arg("indices"),
            "Re-derives the masters of the given tensors from their parameters.")
       .def("tensor_step_counts", &PyOptimizer::TensorStepCounts,
