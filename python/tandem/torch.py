@@ -631,7 +631,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
         same parameters, algorithm and formats (any offload fraction, placement, chunk
         size or thread count; versions 1 and 2), or a torch.optim state dict of the same
         algorithm (no ``tandem`` entry: ``tandem.torch.from_torch_state``). The
-        parameters are set from the restored master weights. Every field is checked
+        parameters are set from the restored master weights, except those never stepped,
+        which keep their weights (Note in _state.py). Every field is checked
         first: ValueError naming the first bad or missing one, nothing changed."""
         _state.load_state_dict(self, state_dict)
 
@@ -650,8 +651,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
 
     def load_checkpoint(self, path):
         """Loads and fully verifies a checkpoint file written by ``save_checkpoint`` (at
-        any offload fraction) and restores it: masters (written to the parameters),
-        moments, steps, hyper-parameters and param_groups, so that training resumes
+        any offload fraction) and restores it: masters (written to the parameters
+        stepped at least once), moments, steps, hyper-parameters and param_groups, so that training resumes
         bit-identically. A file without param_groups (older tandem, C++) keeps this
         optimizer's, with a warning. Raises RuntimeError for a damaged or unreadable
         file and ValueError for one that does not match this optimizer; nothing changes
