@@ -215,3 +215,28 @@ def test_save_state_and_load_state_resume_bit_identically(tmp_path, formats):
     assert same_weights(model, resumed)
     assert same_state(opt.optimizer, opt2.optimizer)
     assert opt2.optimizer.rebinds == 0
+
+
+def test_optimizer_without_device_placement_skips_the_round_trip():
+    # prepare(..., device_placement=[True, False]) (docs/huggingface.md): Accelerate
+    # neither round-trips nor moves the optimizer's state dict (on a GPU it would copy the
+    # whole state, the offloaded part included, into device memory); the moved model
+    # costs one rebind at the first step, and training is unchanged.
+    plain = make_model()
+    plain_opt = make_optimizer(plain, QUANTIZED)
+    train_plain(plain, plain_opt, batches(3))
+
+    accelerator = accelerate.Accelerator(cpu=True)
+    model = make_model()
+    opt = make_optimizer(model, QUANTIZED)
+    reallocate_on_to(model)
+    calls = []
+    original = opt.state_dict
+    opt.state_dict = lambda: calls.append(1) or original()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tandem.torch.RebindWarning)
+        model, wrapped = accelerator.prepare(model, opt, device_placement=[True, False])
+        assert calls == [] and opt.rebinds == 0
+        train_accelerated(accelerator, model, wrapped, batches(3))
+    assert opt.rebinds == 1
+    assert same_weights(plain, model)
