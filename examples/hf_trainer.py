@@ -86,7 +86,8 @@ def main():
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--formats", choices=sorted(FORMATS), default="f32")
     parser.add_argument("--offload-fraction", type=float, default=0.5,
-                        help="Tandem's offload_fraction (GPU mode; host mode ignores it)")
+                        help="Tandem's offload_fraction (host mode runs the same offload "
+                        "pipeline over host memory)")
     args = parser.parse_args()
     transformers.logging.set_verbosity_error()
 
@@ -96,8 +97,9 @@ def main():
                  dict(adam, offload_fraction=args.offload_fraction, **FORMATS[args.formats]),
                  args)
     opt = ours.optimizer.optimizer  # inside Accelerate's AcceleratedOptimizer
-    print("tiny Llama, %d steps on %s; tandem.torch.AdamW (%s mode, formats %s) vs "
-          "torch.optim.AdamW" % (args.steps, args.device, opt.mode, args.formats))
+    print("tiny Llama, %d steps on %s; tandem.torch.AdamW (%s mode, formats %s, offload "
+          "fraction %g) vs torch.optim.AdamW"
+          % (args.steps, args.device, opt.mode, args.formats, args.offload_fraction))
     print("%4s  %12s  %12s" % ("step", "torch", "tandem"))
     for step, (a, b) in enumerate(zip(reference.losses, ours.losses), 1):
         print("%4d  %12.6f  %12.6f" % (step, a, b))

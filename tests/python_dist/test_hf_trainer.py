@@ -11,6 +11,7 @@ bit for bit as the run that was not interrupted.
 """
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -29,7 +30,9 @@ LR = 3e-3
 WEIGHT_DECAY = 0.1
 ADAM = dict(lr=LR, betas=(0.9, 0.999), eps=1e-8)
 QUANTIZED = dict(master_format="bf16+ecc8", momentum_format="q8", variance_format="q8")
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "hf_trainer.py")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+EXAMPLE = os.path.join(ROOT, "examples", "hf_trainer.py")
+DOC = os.path.join(ROOT, "docs", "huggingface.md")
 
 
 def tiny_llama():
@@ -205,3 +208,21 @@ def test_example_runs():
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "tandem.torch.AdamW" in out.stdout and "max relative difference" in out.stdout
+
+
+def doc_examples():
+    with open(DOC) as f:
+        return re.findall(r"```python\n(.*?)```", f.read(), re.S)
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_doc_example_runs(index, tmp_path):
+    # Each ```python block of docs/huggingface.md, as it is, in a fresh process.
+    blocks = doc_examples()
+    assert len(blocks) == 3  # keep the parametrisation in step with the page
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    env["PYTHONPATH"] = os.pathsep.join(  # absolute: the block runs in tmp_path
+        os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)
+    out = subprocess.run([sys.executable, "-c", blocks[index]], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
