@@ -327,15 +327,19 @@ def load_state_dict(opt, sd):
     else:
         plan = _plan_load(opt, sd)
     snap, groups, ref_group, lr_scales, engine_hyper = plan
-    _keeping_unstepped_weights(opt, lambda: _restore(opt, snap))
+    unstepped = [k for k, t in enumerate(snap["tensors"]) if t["step"] == 0]
+    _keeping_unstepped_weights(opt, lambda: _restore(opt, snap), unstepped)
     _apply_groups(opt, groups, ref_group, lr_scales, engine_hyper)
     return None
 
 
-def _keeping_unstepped_weights(opt, load):
+def _keeping_unstepped_weights(opt, load, unstepped=None):
     """Runs load() (a restore, which writes every master to its parameter), then puts
     back the weights of the parameters that have never been stepped and re-reads their
-    masters from them.
+    masters from them. ``unstepped``: the engine tensors the load leaves at step 0, when
+    known before it (a state dict); otherwise every weight is kept aside (a checkpoint
+    file, whose steps are read with it). The weights are kept in host memory: on a GPU
+    a second copy of the model may not fit.
 
     Note [A never-stepped parameter keeps its weight]: until its first step a parameter
     holds the truth and its master is only its encoding, which can be coarser (an fp32
@@ -348,9 +352,10 @@ def _keeping_unstepped_weights(opt, load):
     fp32 master encodes every supported dtype exactly: nothing to do then."""
     if opt._formats[0] == "f32":
         return load()
-    before = [_dist.local(p).detach().clone() for p in opt._params]
+    kept = range(len(opt._params)) if unstepped is None else unstepped
+    before = {k: _dist.local(opt._params[k]).detach().to("cpu", copy=True) for k in kept}
     result = load()
-    unstepped = [k for k, s in enumerate(opt.tensor_step_counts()) if s == 0]
+    unstepped = [k for k, s in enumerate(opt.tensor_step_counts()) if s == 0 and k in before]
     if unstepped:
         with opt._device_guard(), torch.no_grad():
             if opt._cuda:
