@@ -27,6 +27,7 @@
 #include <vector>
 
 #if TANDEM_PY_HAS_CHECKPOINT
+#include "checkpoint/crc.h"
 #include "tandem/checkpoint.h"
 #endif
 #include "tandem/error.h"
@@ -103,12 +104,10 @@ py::dict HyperParamsToDict(const HyperParams& h) {
   return d;
 }
 
-// Note [NumPy 2 with an older pybind11]: pybind11 before 2.12 (Debian 12 has 2.10) reads
-// the element size from NumPy's dtype struct, whose layout NumPy 2 changed: there it reads
-// 0. So these helpers never ask pybind11 for an element size: the strides are given, and
-// the size comes from the Python attribute `itemsize`. Otherwise, in a venv with NumPy 2,
-// every snapshot array got stride 0 (all elements equal to the first) and every restore
-// failed ("0-byte elements"); tests/python_dist/test_numpy2_arrays.py.
+// NumPy 2 moved the element size within its dtype struct, which pybind11 before 2.12
+// reads directly (Debian 12 ships 2.10): the two functions below never let pybind11 read
+// it (explicit strides; the element size through Python), so the extension works with
+// NumPy 1 and 2 whichever pybind11 built it.
 
 // Moves `v` into a 1-D NumPy array of type Out (same element size as T) without copying.
 template <typename Out, typename T>
@@ -117,7 +116,7 @@ py::array MoveToArray(std::vector<T>&& v) {
   auto* owner = new std::vector<T>(std::move(v));
   py::capsule free_when_done(owner, [](void* p) { delete static_cast<std::vector<T>*>(p); });
   return py::array_t<Out>({static_cast<py::ssize_t>(owner->size())},
-                          {static_cast<py::ssize_t>(sizeof(Out))},  // Note [NumPy 2 ...]
+                          {static_cast<py::ssize_t>(sizeof(Out))},
                           reinterpret_cast<const Out*>(owner->data()), free_when_done);
 }
 
@@ -130,7 +129,7 @@ void CopyFromArray(const py::dict& d, const char* key, std::vector<T>* out) {
   if (!a)
     throw Error(ErrorKind::kInvalidArgument,
                 std::string("snapshot array '") + key + "' is not an array");
-  const auto itemsize = a.attr("itemsize").cast<py::ssize_t>();  // Note [NumPy 2 ...]
+  const auto itemsize = a.attr("itemsize").cast<py::ssize_t>();
   if (itemsize != static_cast<py::ssize_t>(sizeof(T)))
     throw Error(ErrorKind::kInvalidArgument,
                 std::string("snapshot array '") + key + "' has " + std::to_string(itemsize) +
@@ -564,6 +563,35 @@ class PyOptimizer {
   std::unique_ptr<HybridOptimizer> opt_;
 };
 
+#if TANDEM_PY_HAS_CHECKPOINT
+// crc32c(buffer, seed=0): CRC32C (Castagnoli) of a C-contiguous buffer through ISA-L
+// (checkpoint/crc.h), continuing from `seed` so that crc32c(b, crc32c(a)) == crc32c(a + b).
+// Takes any object with the buffer protocol (bytes, bytearray, memoryview, NumPy arrays);
+// a non-contiguous buffer raises BufferError or ValueError (the exporter's). The GIL is
+// released for buffers of kCrcReleaseGilBytes or more; the buffer stays exported (so a
+// bytearray cannot be resized) until the CRC is done.
+constexpr size_t kCrcReleaseGilBytes = size_t{64} << 10;
+
+uint32_t Crc32cOfBuffer(const py::handle& buffer, uint64_t seed) {
+  if (seed > 0xFFFFFFFFull)
+    throw Error(ErrorKind::kInvalidArgument,
+                "crc32c: seed " + std::to_string(seed) + " is not a 32-bit value");
+  Py_buffer view;
+  if (PyObject_GetBuffer(buffer.ptr(), &view, PyBUF_SIMPLE) != 0) throw py::error_already_set();
+  const auto* data = view.buf;
+  const size_t n = static_cast<size_t>(view.len);
+  uint32_t crc = static_cast<uint32_t>(seed);
+  if (n >= kCrcReleaseGilBytes) {
+    py::gil_scoped_release release;
+    crc = ckpt::Crc32c(data, n, crc);
+  } else {
+    crc = ckpt::Crc32c(data, n, crc);
+  }
+  PyBuffer_Release(&view);
+  return crc;
+}
+#endif
+
 }  // namespace
 }  // namespace tandem
 
@@ -596,6 +624,9 @@ PYBIND11_MODULE(_C, m) {
         py::arg("momentum"), py::arg("variance"),
         "The snapshot dict re-encoded in the formats named (tandem::ConvertSnapshot): "
         "masters and moments through fp32, everything else copied.");
+  m.def("crc32c", &tandem::Crc32cOfBuffer, py::arg("buffer"), py::arg("seed") = 0,
+        "CRC32C (Castagnoli, ISA-L) of a contiguous buffer (bytes, bytearray, memoryview, "
+        "NumPy array), continuing from `seed`: crc32c(b, crc32c(a)) == crc32c(a + b).");
 #endif
   m.def("cuda_device_available", &tandem::CudaDeviceAvailable,
         "Whether this process can use a CUDA device (never raises).");

@@ -69,7 +69,7 @@ def shard_dim(p):
                                  "(FSDP2, HSDP)" % (tuple(p.placements),))
             dim = d
             continue
-        raise ValueError("placement %s is not supported; tandem.torch steps Shard(0) and "
+        raise ValueError("placement %r is not supported; tandem.torch steps Shard(0) and "
                          "Replicate placements (FSDP2's fully_shard, HSDP)" % (placement,))
     return dim
 

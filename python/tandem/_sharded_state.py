@@ -66,7 +66,7 @@ def state_dict(opt):
         for name in _state._ARRAYS:
             if name not in t:
                 continue
-            a = torch.from_numpy(t[name])
+            a = torch.from_numpy(t[name]).contiguous()  # (fresh zeros come broadcast)
             if name in _state._BF16_ARRAYS:
                 a = a.view(torch.bfloat16)
             a = a.reshape(_local_shape(name, p))

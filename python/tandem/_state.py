@@ -653,7 +653,7 @@ def to_torch_state(opt):
         p = opt._params[k]
 
         def moment(name, t=t, p=p):
-            a = torch.from_numpy(t[name]).reshape(_dist.local(p).shape)
+            a = torch.from_numpy(t[name]).contiguous().reshape(_dist.local(p).shape)
             return _dist.wrap_like(a, p, tuple(p.shape)) if opt._sharded else a
         if algorithm in ("adam", "adamw"):
             entry = {"step": torch.tensor(float(step)), "exp_avg": moment("m_f32"),

@@ -1,6 +1,7 @@
 """Snapshot arrays cross the extension intact under NumPy 2 (this suite's venv has it;
-Debian's NumPy 1.24 never showed the bug): Note [NumPy 2 with an older pybind11] in
-python/tandem_ext.cc. Before the fix every state_dict array held its first element
+Debian's NumPy 1.24 never showed the bug) with the extension built by Debian's pybind11
+2.10, which read the element size from NumPy's dtype struct (see MoveToArray in
+python/tandem_ext.cc). Before the fix every state_dict array held its first element
 repeated, and every load_state_dict raised ("0-byte elements")."""
 
 import numpy as np
