@@ -936,14 +936,22 @@ class TandemOptimizer(_torch.optim.Optimizer):
             with self._device_guard():
                 # The restore writes the masters to the parameters; a parameter need not
                 # hold its decoded master (never stepped, new, written, reloaded), so its
-                # value is put back after: a rebind leaves every weight as it was.
-                values = [_local(p).detach().clone() for p in self._params]
-                fresh = engine.snapshot()
-                by_name = {t["name"]: t for t in snap["tensors"]}
-                fresh["tensors"] = [by_name.get(t["name"], t) for t in fresh["tensors"]]
-                for key in ("step", "groups", "metadata"):
-                    if key in snap:
-                        fresh[key] = snap[key]
+                # value is put back after: a rebind leaves every weight as it was. The
+                # values wait in host memory: on a GPU a second copy of the model may not
+                # fit (the rebind Accelerate's prepare causes comes before training).
+                values = [_local(p).detach().to("cpu", copy=True) for p in self._params]
+                if new_ids:
+                    # New tensors start fresh: the new engine's own entries for them.
+                    fresh = engine.snapshot()
+                    by_name = {t["name"]: t for t in snap["tensors"]}
+                    fresh["tensors"] = [by_name.get(t["name"], t) for t in fresh["tensors"]]
+                    for key in ("step", "groups", "metadata"):
+                        if key in snap:
+                            fresh[key] = snap[key]
+                else:
+                    # Reallocated only: the same tensors in the same order (_layout), so
+                    # the old snapshot restores as it is; one state copy fewer.
+                    fresh = snap
                 engine.restore(fresh)
                 if self._cuda:
                     _torch.cuda.synchronize(self._device)

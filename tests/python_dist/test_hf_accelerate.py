@@ -97,6 +97,20 @@ def reallocate_on_to(model):
     return calls
 
 
+@pytest.fixture
+def engine_calls(monkeypatch):
+    """Counts the engines' snapshot and restore calls (full state copies)."""
+    counts = {"snapshot": 0, "restore": 0}
+    for name in counts:
+        original = getattr(tandem._C.HybridOptimizer, name)
+
+        def counted(self, *args, _original=original, _name=name, **kwargs):
+            counts[_name] += 1
+            return _original(self, *args, **kwargs)
+        monkeypatch.setattr(tandem._C.HybridOptimizer, name, counted)
+    return counts
+
+
 def prepare(accelerator, model, opt, order):
     if order == "model_first":
         model, opt = accelerator.prepare(model, opt)
@@ -127,7 +141,7 @@ def test_prepare_either_order_trains_as_the_bare_optimizer(order, formats):
 
 @pytest.mark.parametrize("formats", FORMATS)
 @pytest.mark.parametrize("order", ["model_first", "optimizer_first"])
-def test_model_moved_by_prepare_after_the_optimizer_was_built(order, formats):
+def test_model_moved_by_prepare_after_the_optimizer_was_built(order, formats, engine_calls):
     # The issue: the optimizer is built before the model reaches its device, and
     # prepare moves it. One rebind binds the engine to the final parameters: inside
     # prepare when the model comes first (AcceleratedOptimizer's state_dict finds the
@@ -142,12 +156,17 @@ def test_model_moved_by_prepare_after_the_optimizer_was_built(order, formats):
     opt = make_optimizer(model, formats)
     calls = reallocate_on_to(model)
     old_ptrs = [p.data_ptr() for p in model.parameters()]
+    engine_calls.update(snapshot=0, restore=0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model, wrapped = prepare(accelerator, model, opt, order)
         at_prepare = opt.rebinds
         train_accelerated(accelerator, model, wrapped, batches(4))
     assert len(calls) == 1  # Accelerate's model.to(device)
+    # Full state copies: Accelerate's round trip (state_dict, load_state_dict) and the
+    # rebind's, one snapshot and one restore each (the rebind of a move restores the old
+    # engine's snapshot as it is).
+    assert engine_calls == {"snapshot": 2, "restore": 2}
     assert all(p.data_ptr() != old for p, old in zip(model.parameters(), old_ptrs))
     assert at_prepare == (1 if order == "model_first" else 0)
     assert opt.rebinds == 1
