@@ -652,9 +652,9 @@ class TandemOptimizer(_torch.optim.Optimizer):
     def load_checkpoint(self, path):
         """Loads and fully verifies a checkpoint file written by ``save_checkpoint`` (at
         any offload fraction) and restores it: masters (written to the parameters
-        stepped at least once), moments, steps, hyper-parameters and param_groups, so that training resumes
-        bit-identically. A file without param_groups (older tandem, C++) keeps this
-        optimizer's, with a warning. Raises RuntimeError for a damaged or unreadable
+        stepped at least once), moments, steps, hyper-parameters and param_groups, so
+        that training resumes bit-identically. A file without param_groups (older
+        tandem, C++) keeps this optimizer's, with a warning. Raises RuntimeError for a damaged or unreadable
         file and ValueError for one that does not match this optimizer; nothing changes
         then."""
         _state.load_checkpoint(self, path)
