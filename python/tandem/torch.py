@@ -634,7 +634,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
         same parameters, algorithm and formats (any offload fraction, placement, chunk
         size or thread count; versions 1 and 2), or a torch.optim state dict of the same
         algorithm (no ``tandem`` entry: ``tandem.torch.from_torch_state``). The
-        parameters are set from the restored master weights. Every field is checked
+        parameters are set from the restored master weights, except those never stepped,
+        which keep their weights (Note in _state.py). Every field is checked
         first: ValueError naming the first bad or missing one, nothing changed."""
         _state.load_state_dict(self, state_dict)
 
@@ -653,10 +654,10 @@ class TandemOptimizer(_torch.optim.Optimizer):
 
     def load_checkpoint(self, path):
         """Loads and fully verifies a checkpoint file written by ``save_checkpoint`` (at
-        any offload fraction) and restores it: masters (written to the parameters),
-        moments, steps, hyper-parameters and param_groups, so that training resumes
-        bit-identically. A file without param_groups (older tandem, C++) keeps this
-        optimizer's, with a warning. Raises RuntimeError for a damaged or unreadable
+        any offload fraction) and restores it: masters (written to the parameters
+        stepped at least once), moments, steps, hyper-parameters and param_groups, so
+        that training resumes bit-identically. A file without param_groups (older
+        tandem, C++) keeps this optimizer's, with a warning. Raises RuntimeError for a damaged or unreadable
         file and ValueError for one that does not match this optimizer; nothing changes
         then."""
         _state.load_checkpoint(self, path)
@@ -938,14 +939,22 @@ class TandemOptimizer(_torch.optim.Optimizer):
             with self._device_guard():
                 # The restore writes the masters to the parameters; a parameter need not
                 # hold its decoded master (never stepped, new, written, reloaded), so its
-                # value is put back after: a rebind leaves every weight as it was.
-                values = [_local(p).detach().clone() for p in self._params]
-                fresh = engine.snapshot()
-                by_name = {t["name"]: t for t in snap["tensors"]}
-                fresh["tensors"] = [by_name.get(t["name"], t) for t in fresh["tensors"]]
-                for key in ("step", "groups", "metadata"):
-                    if key in snap:
-                        fresh[key] = snap[key]
+                # value is put back after: a rebind leaves every weight as it was. The
+                # values wait in host memory: on a GPU a second copy of the model may not
+                # fit (the rebind Accelerate's prepare causes comes before training).
+                values = [_local(p).detach().to("cpu", copy=True) for p in self._params]
+                if new_ids:
+                    # New tensors start fresh: the new engine's own entries for them.
+                    fresh = engine.snapshot()
+                    by_name = {t["name"]: t for t in snap["tensors"]}
+                    fresh["tensors"] = [by_name.get(t["name"], t) for t in fresh["tensors"]]
+                    for key in ("step", "groups", "metadata"):
+                        if key in snap:
+                            fresh[key] = snap[key]
+                else:
+                    # Reallocated only: the same tensors in the same order (_layout), so
+                    # the old snapshot restores as it is; one state copy fewer.
+                    fresh = snap
                 engine.restore(fresh)
                 if self._cuda:
                     _torch.cuda.synchronize(self._device)
