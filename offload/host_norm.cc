@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "cpu_simd/cpu_pinning.h"
 #include "engine/dtype_io.h"
 
 namespace tandem::offload {
@@ -35,6 +36,7 @@ NormResult HostGradNorm(const std::vector<HostGrad>& grads) {
   std::vector<double> sums(pieces.size());
   std::vector<char> bad(pieces.size());
   tbb::parallel_for(size_t{0}, pieces.size(), [&](size_t i) {
+    cpu::RunWorkProbe();
     bool nf = false;
     sums[i] = SumSquares(grads[pieces[i].tensor], pieces[i].begin, pieces[i].end, &nf);
     bad[i] = nf;

@@ -104,7 +104,7 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
     std::vector<offload::HostGrad> grads;
     for (size_t t = 0; t < specs_.size(); ++t)
       grads.push_back({specs_[t].grad, active_[t] != 0 ? specs_[t].numel : 0, specs_[t].grad_dtype});
-    norm = offload::HostGradNorm(grads);
+    driver_.Execute([&] { norm = offload::HostGradNorm(grads); });
     times_.prepass_ms = std::chrono::duration<double, std::milli>(Clock::now() - p0).count();
   }
   // The speculation (if any) has had all of backward; its last chunks overlapped the
