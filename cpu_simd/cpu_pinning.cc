@@ -6,6 +6,7 @@
 #include <tbb/task_scheduler_observer.h>
 
 #include <algorithm>
+#include <chrono>
 #include <set>
 #include <string>
 #include <thread>
@@ -82,7 +83,11 @@ class PinnedArena::Observer : public tbb::task_scheduler_observer {
   }
   ~Observer() override { observe(false); }
 
+  // Threads between on_scheduler_entry and on_scheduler_exit.
+  int inside() const { return inside_.load(); }
+
   void on_scheduler_entry(bool) override {
+    inside_.fetch_add(1);
     Saved s;
     s.ok = pthread_getaffinity_np(pthread_self(), sizeof(s.mask), &s.mask) == 0;
     stack().push_back(s);
@@ -91,10 +96,12 @@ class PinnedArena::Observer : public tbb::task_scheduler_observer {
   }
   void on_scheduler_exit(bool) override {
     std::vector<Saved>& st = stack();
-    if (st.empty()) return;
-    const Saved s = st.back();
-    st.pop_back();
-    if (s.ok) (void)pthread_setaffinity_np(pthread_self(), sizeof(s.mask), &s.mask);
+    if (!st.empty()) {
+      const Saved s = st.back();
+      st.pop_back();
+      if (s.ok) (void)pthread_setaffinity_np(pthread_self(), sizeof(s.mask), &s.mask);
+    }
+    inside_.fetch_sub(1);
   }
 
  private:
@@ -107,6 +114,7 @@ class PinnedArena::Observer : public tbb::task_scheduler_observer {
     return saved;
   }
   cpu_set_t mask_;
+  std::atomic<int> inside_{0};
 };
 
 namespace {
@@ -128,7 +136,16 @@ PinnedArena::PinnedArena(int threads, std::vector<int> cpus, const char* what)
   if (!cpus_.empty()) observer_ = std::make_unique<Observer>(arena_, cpus_);
 }
 
-PinnedArena::~PinnedArena() { observer_.reset(); }
+PinnedArena::~PinnedArena() {
+  if (!observer_) return;
+  // Pool workers leave an arena shortly after its work is done (they spin a little
+  // first), and only on leaving do they get their affinity back. Stopping the observer
+  // while one is still inside would send it back to the pool pinned, so wait for them to
+  // leave (normally microseconds; bounded, as a destructor must not hang).
+  for (int i = 0; i < 20000 && observer_->inside() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  observer_.reset();
+}
 
 void PinnedArena::Execute(const std::function<void()>& fn) {
   if (cpus_.empty()) {

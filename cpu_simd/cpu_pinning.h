@@ -7,7 +7,9 @@
 // tbb::task_scheduler_observer to its arena: every thread that enters the arena (a pool
 // worker, or the external thread that calls Execute) saves its affinity and is pinned to
 // the set; when it leaves, its saved affinity is restored, so a pool worker that later
-// serves another arena, or the caller's own thread, is not left pinned.
+// serves another arena, or the caller's own thread, is not left pinned. The destructor
+// waits (up to 2 s) for the pool workers still inside to leave, so that none returns to
+// the pool pinned.
 //
 // Thread safety: the free functions are thread-safe. PinnedArena::Execute may be called
 // from several threads at once (the arena queues them), like tbb::task_arena::execute.

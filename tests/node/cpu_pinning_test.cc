@@ -62,6 +62,22 @@ TEST(PinnedArena, PoolWorkersAndTheCallerRunOnTheSet) {
   EXPECT_EQ(free_seen.masks, (std::set<std::vector<int>>{all}));
 }
 
+TEST(PinnedArena, DestroyedRightAfterWorkLeavesNoPoolWorkerPinned) {
+  const std::vector<int> all = ProcessCpus();
+  if (all.size() < 2) GTEST_SKIP() << "needs 2 CPUs to tell a pinned thread from a free one";
+  for (int round = 0; round < 20; ++round) {
+    {
+      PinnedArena arena(2, {all.back()});
+      Seen seen;
+      Work(arena, &seen);
+    }  // destroyed while its worker may still be spinning in it
+    PinnedArena plain(2, {});
+    Seen free_seen;
+    Work(plain, &free_seen);
+    ASSERT_EQ(free_seen.masks, (std::set<std::vector<int>>{all})) << "round " << round;
+  }
+}
+
 TEST(PinnedArena, ValidatesTheSet) {
   EXPECT_THROW(PinnedArena(0, {-1}), Error);
   EXPECT_THROW(PinnedArena(-1, {}), Error);
