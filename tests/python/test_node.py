@@ -113,3 +113,23 @@ def test_over_budget_construction_names_both_figures(monkeypatch):
 def test_rank_cpus_binding_matches_the_engine_split():
     assert _C.rank_cpus_on_topology("node:2 core:4 pu:2", [], [1, 0], 0, 2) == list(range(8, 16))
     assert _C.rank_cpus(0, 1) == sorted(os.sched_getaffinity(0))
+
+
+class _Props:
+    def __init__(self, bus):
+        self.pci_domain_id, self.pci_bus_id, self.pci_device_id = 0, bus, 0
+
+
+def test_gpu_bus_ids_follow_the_torchrun_layout(monkeypatch):
+    from tandem import _node
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: _Props(0x17 + i))
+    assert _node.gpu_bus_ids(torch.device("cuda", 1), 1, 2) == ["0000:17:00.0", "0000:18:00.0"]
+    # Not the usual layout (rank 1 on cuda:0, or fewer GPUs than ranks): unknown.
+    assert _node.gpu_bus_ids(torch.device("cuda", 0), 1, 2) == []
+    assert _node.gpu_bus_ids(torch.device("cuda", 1), 1, 4) == []
+    assert _node.gpu_bus_ids(torch.device("cpu"), 0, 2) == []
+    # Bus ids hwloc does not know (no such devices here) leave the plain split.
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert _node.host_cpus("auto", torch.device("cuda", 1)) == _C.rank_cpus(1, 2)
