@@ -35,11 +35,20 @@ uint64_t ParseByteSize(const std::string& text) {
   static const struct {
     const char* name;
     long double scale;
-  } kUnits[] = {{"", 1},           {"b", 1},
-                {"k", 1024.0L},    {"kib", 1024.0L},   {"kb", 1e3L},
-                {"m", 1048576.0L}, {"mib", 1048576.0L}, {"mb", 1e6L},
-                {"g", 1073741824.0L}, {"gib", 1073741824.0L}, {"gb", 1e9L},
-                {"t", 1099511627776.0L}, {"tib", 1099511627776.0L}, {"tb", 1e12L}};
+  } kUnits[] = {{"", 1},
+                {"b", 1},
+                {"k", 1024.0L},
+                {"kib", 1024.0L},
+                {"kb", 1e3L},
+                {"m", 1048576.0L},
+                {"mib", 1048576.0L},
+                {"mb", 1e6L},
+                {"g", 1073741824.0L},
+                {"gib", 1073741824.0L},
+                {"gb", 1e9L},
+                {"t", 1099511627776.0L},
+                {"tib", 1099511627776.0L},
+                {"tb", 1e12L}};
   for (const auto& u : kUnits)
     if (unit == u.name) scale = u.scale;
   if (scale == 0) throw bad("unknown unit '" + unit + "' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");

@@ -84,9 +84,9 @@ void CheckRanks(int local_rank, int local_world_size) {
     throw Error(ErrorKind::kInvalidArgument,
                 "local_world_size must be >= 1, got " + std::to_string(local_world_size));
   if (local_rank < 0 || local_rank >= local_world_size)
-    throw Error(ErrorKind::kInvalidArgument,
-                "local_rank must be in [0, " + std::to_string(local_world_size) + "), got " +
-                    std::to_string(local_rank));
+    throw Error(ErrorKind::kInvalidArgument, "local_rank must be in [0, " +
+                                                 std::to_string(local_world_size) + "), got " +
+                                                 std::to_string(local_rank));
 }
 
 // Block `index` of `count` contiguous, even blocks of `cores` (or core index mod size when
@@ -102,7 +102,8 @@ std::vector<int> Block(const std::vector<const Core*>& cores, int index, int cou
     end = n * (static_cast<size_t>(index) + 1) / static_cast<size_t>(count);
   }
   std::vector<int> pus;
-  for (size_t i = begin; i < end; ++i) pus.insert(pus.end(), cores[i]->pus.begin(), cores[i]->pus.end());
+  for (size_t i = begin; i < end; ++i)
+    pus.insert(pus.end(), cores[i]->pus.begin(), cores[i]->pus.end());
   std::sort(pus.begin(), pus.end());
   return pus;
 }
@@ -139,7 +140,8 @@ std::vector<int> SplitCores(const std::vector<Core>& cores, std::vector<int> ran
 
 }  // namespace
 
-std::vector<int> RankCpusOnTopology(const std::string& synthetic, const std::vector<int>& allowed_cpus,
+std::vector<int> RankCpusOnTopology(const std::string& synthetic,
+                                    const std::vector<int>& allowed_cpus,
                                     const std::vector<int>& rank_numa_nodes, int local_rank,
                                     int local_world_size) {
   if (synthetic.empty())

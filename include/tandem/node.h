@@ -42,7 +42,8 @@ std::vector<int> RankCpus(int local_rank, int local_world_size,
 // allowed_cpus: the process's affinity to assume (empty: every PU). rank_numa_nodes: the
 // NUMA node (os index) of each local rank's GPU, -1 for unknown; empty: all unknown.
 // Its size, when not empty, is the local world size; otherwise local_world_size is.
-std::vector<int> RankCpusOnTopology(const std::string& synthetic, const std::vector<int>& allowed_cpus,
+std::vector<int> RankCpusOnTopology(const std::string& synthetic,
+                                    const std::vector<int>& allowed_cpus,
                                     const std::vector<int>& rank_numa_nodes, int local_rank,
                                     int local_world_size);
 

@@ -20,8 +20,8 @@ TEST(ParseByteSize, UnitsAndSpelling) {
   EXPECT_EQ(ParseByteSize("4k"), 4096u);
   EXPECT_EQ(ParseByteSize("7B"), 7u);
   EXPECT_EQ(ParseByteSize("0"), 0u);
-  for (const char* bad : {"", "GiB", "-1GiB", "12 parsecs", "1.2.3", "1e3", "99999999999TiB",
-                          "64 GiB extra"}) {
+  for (const char* bad :
+       {"", "GiB", "-1GiB", "12 parsecs", "1.2.3", "1e3", "99999999999TiB", "64 GiB extra"}) {
     try {
       ParseByteSize(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";

@@ -63,9 +63,9 @@ TEST(RankCpus, UnevenSplitsDifferByAtMostOneCore) {
   ExpectDisjoint(sets);
   std::vector<size_t> cores;
   for (const auto& s : sets) cores.push_back(s.size() / 2);
-  EXPECT_EQ(*std::max_element(cores.begin(), cores.end()) -
-                *std::min_element(cores.begin(), cores.end()),
-            1u);
+  EXPECT_EQ(
+      *std::max_element(cores.begin(), cores.end()) - *std::min_element(cores.begin(), cores.end()),
+      1u);
   EXPECT_EQ(cores[0] + cores[1] + cores[2], 10u);
 }
 
@@ -154,7 +154,7 @@ TEST(RankCpus, OnThisMachineRanksShareTheAffinity) {
     const std::vector<int> s = RankCpus(r, world);
     EXPECT_FALSE(s.empty());
     cpu::ValidateCpuSet(s, "RankCpus");  // usable as host_cpus
-    if (all.size() >= 2) {  // with one core, both ranks share it
+    if (all.size() >= 2) {               // with one core, both ranks share it
       for (int c : s) EXPECT_TRUE(seen.insert(c).second);
     }
   }
