@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "cpu_simd/cpu_pinning.h"
 #include "engine/fp_bits.h"
 #include "engine/shape.h"
 #include "tandem/error.h"
@@ -92,6 +93,7 @@ NormResult HostGradNorm(const std::vector<HostGrad>& grads) {
   };
   tbb::enumerable_thread_specific<Partial> partials;
   tbb::parallel_for(size_t{0}, tasks.size(), [&](size_t i) {
+    cpu::RunWorkProbe();
     const Task& task = tasks[i];
     const HostGrad& g = grads[task.tensor];
     const uint64_t run = g.run == 0 ? g.n : g.run;

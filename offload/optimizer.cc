@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <set>
 #include <string>
@@ -54,7 +55,7 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
     : specs_(std::move(specs)),
       cfg_(std::move(cfg)),
       mode_(cfg_.mode),
-      driver_(CheckedHostThreads(cfg_.host_threads), size_t{1} << 16) {
+      driver_(CheckedHostThreads(cfg_.host_threads), size_t{1} << 16, cfg_.host_cpus) {
   if (mode_ == ExecutionMode::kAuto)
     mode_ = offload::GpuSide::Available() ? ExecutionMode::kGpu : ExecutionMode::kHost;
   if (mode_ == ExecutionMode::kGpu) {
@@ -66,8 +67,9 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
   std::vector<uint64_t> numels;
   for (const TensorSpec& s : specs_) numels.push_back(s.numel);
   placement_ = ComputePlacement(numels, cfg_.offload_fraction, cfg_.placement);
+  CheckHostBudget();  // before any state is allocated
   BuildLayout();
-  InitState();
+  driver_.Execute([this] { InitState(); });  // on the optimizer's own (pinned) threads
   BuildChunks();
   last_upload_.assign(specs_.size(), 0);
   chunk_ticket_.assign(chunks_.size(), 0);
@@ -149,6 +151,26 @@ void HybridOptimizer::Impl::Validate() {
                                who, "grad");
     }
   }
+}
+
+namespace {
+std::string BytesText(uint64_t bytes) {
+  char gib[32];
+  std::snprintf(gib, sizeof gib, "%.2f", static_cast<double>(bytes) / (1ull << 30));
+  return std::to_string(bytes) + " bytes (" + gib + " GiB)";
+}
+}  // namespace
+
+void HybridOptimizer::Impl::CheckHostBudget() const {
+  const uint64_t budget = cfg_.pinned_budget_bytes;
+  if (budget == 0) return;
+  const uint64_t need = PredictMemory(specs_, cfg_, mode_).host.total();
+  if (need > budget)
+    throw Error(ErrorKind::kOutOfMemory,
+                std::string("the optimizer's ") + (gpu() ? "pinned" : "host") + " state needs " +
+                    BytesText(need) + " but pinned_budget_bytes is " + BytesText(budget) +
+                    "; raise the budget, offload less (offload_fraction), or use smaller "
+                    "state formats");
 }
 
 namespace {
@@ -246,6 +268,7 @@ void HybridOptimizer::Impl::BuildLayout() {
     if (hot_.part(t).alias_param) hot_.AliasMaster(t, specs_[t].param, f.master);
   staging_slab_ = offload::Slab(cold_kind, lp.staging_bytes, "offload pipeline staging slots");
   report_ = lp.report;
+  report_.host_budget = cfg_.pinned_budget_bytes;
   early_offset_ = lp.early_off;
   early_bytes_ = lp.early_bytes;
   hold_offset_ = lp.hold_off;
@@ -260,7 +283,7 @@ void HybridOptimizer::Impl::BuildLayout() {
     if (gpu())
       transport_ = gpu_->MakeTransport();
     else
-      transport_ = std::make_unique<offload::HostTransport>();
+      transport_ = std::make_unique<offload::HostTransport>(cfg_.host_cpus);
     pipeline_ = std::make_unique<offload::Pipeline>(transport_.get(), gs, ps);
   }
 
@@ -362,7 +385,7 @@ void HybridOptimizer::Impl::BuildSpeculation() {
   }
   speculator_ = std::make_unique<offload::Speculator>(&chunks_, std::move(backup), std::move(hold),
                                                       std::move(early), transport_.get(),
-                                                      cfg_.host_threads);
+                                                      cfg_.host_threads, cfg_.host_cpus);
 }
 
 
@@ -377,6 +400,7 @@ MemoryReport PredictMemory(const std::vector<TensorSpec>& tensors, const Optimiz
   const Placement p = ComputePlacement(numels, config.offload_fraction, config.placement);
   const bool gpu = mode == ExecutionMode::kGpu;
   MemoryReport r = PlanLayout(tensors, config, p, gpu).report;
+  r.host_budget = config.pinned_budget_bytes;
   if (gpu) {
     std::vector<uint64_t> hot;
     for (size_t t = 0; t < tensors.size(); ++t)

@@ -105,7 +105,7 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
     for (size_t t = 0; t < specs_.size(); ++t)
       grads.push_back({specs_[t].grad, active_[t] != 0 ? specs_[t].numel : 0,
                        specs_[t].grad_dtype, offload::NormRun(specs_[t])});
-    norm = offload::HostGradNorm(grads);
+    driver_.Execute([&] { norm = offload::HostGradNorm(grads); });
     times_.prepass_ms = std::chrono::duration<double, std::milli>(Clock::now() - p0).count();
   }
   // Sharded training: the whole model's statistics, from every process's partials (the

@@ -31,6 +31,7 @@
 #include "tandem/checkpoint.h"
 #endif
 #include "tandem/error.h"
+#include "tandem/node.h"
 #include "tandem/optimizer.h"
 #include "tandem/placement.h"
 #include "tandem/snapshot.h"
@@ -342,7 +343,8 @@ class PyOptimizer {
               const std::string& master, const std::string& momentum, const std::string& variance,
               double offload_fraction, const std::string& placement, const std::string& mode,
               int host_threads, uint64_t chunk_elements, int pipeline_slots, uint64_t cuda_stream,
-              bool speculative_early_start) {
+              bool speculative_early_start, const std::vector<int>& host_cpus,
+              uint64_t pinned_budget) {
     std::vector<TensorSpec> specs;
     for (auto t : tensors) specs.push_back(SpecFromTuple(t.cast<py::tuple>()));
     OptimizerConfig cfg;
@@ -359,6 +361,8 @@ class PyOptimizer {
     cfg.pipeline_slots = pipeline_slots;
     cfg.cuda_stream = ToPointer(cuda_stream);
     cfg.speculative_early_start = speculative_early_start;
+    cfg.host_cpus = host_cpus;
+    cfg.pinned_budget_bytes = pinned_budget;
     py::gil_scoped_release release;
     opt_ = std::make_unique<HybridOptimizer>(std::move(specs), std::move(cfg));
   }
@@ -551,6 +555,7 @@ class PyOptimizer {
     py::dict d;
     d["device"] = BytesToDict(m.device);
     d["host"] = BytesToDict(m.host);
+    d["host_budget"] = m.host_budget;
     return d;
   }
 
@@ -646,20 +651,44 @@ PYBIND11_MODULE(_C, m) {
         "Whether this process can use a CUDA device (never raises).");
   m.def("max_host_threads", &tandem::MaxHostThreads,
         "The largest host_threads an optimizer accepts.");
+  // One node, many ranks (include/tandem/node.h).
+  m.def(
+      "rank_cpus",
+      [](int local_rank, int local_world_size, const std::vector<std::string>& gpu_pci_bus_ids) {
+        py::gil_scoped_release release;
+        return tandem::RankCpus(local_rank, local_world_size, gpu_pci_bus_ids);
+      },
+      py::arg("local_rank"), py::arg("local_world_size"),
+      py::arg("gpu_pci_bus_ids") = std::vector<std::string>{},
+      "This local rank's share of the node's cores (tandem::RankCpus): a sorted list of CPU ids.");
+  m.def("rank_cpus_on_topology", &tandem::RankCpusOnTopology, py::arg("synthetic"),
+        py::arg("allowed_cpus"), py::arg("rank_numa_nodes"), py::arg("local_rank"),
+        py::arg("local_world_size"), "RankCpus on a synthetic hwloc topology.");
+  m.def("node_pinned_budget", &tandem::NodePinnedBudget,
+        "The node's pinned-memory budget in bytes (TANDEM_NODE_PINNED_BUDGET, else half of "
+        "MemTotal).");
+  m.def("pinned_budget", &tandem::PinnedBudget, py::arg("local_world_size"),
+        py::arg("node_budget") = uint64_t{0}, "One local rank's share of the node's budget.");
+  m.def("parse_byte_size", &tandem::ParseByteSize, py::arg("text"),
+        "Bytes from '64GiB', '200GB', '12345' ... (ValueError naming the text otherwise).");
 
   py::class_<PyOptimizer>(m, "HybridOptimizer")
       .def(py::init<const py::list&, const std::string&, const py::list&, const std::string&,
                     const std::string&, const std::string&, double, const std::string&,
-                    const std::string&, int, uint64_t, int, uint64_t, bool>(),
+                    const std::string&, int, uint64_t, int, uint64_t, bool,
+                    const std::vector<int>&, uint64_t>(),
            py::arg("tensors"), py::arg("algorithm"), py::arg("groups"), py::arg("master") = "f32",
            py::arg("momentum") = "f32", py::arg("variance") = "f32",
            py::arg("offload_fraction") = 0.0, py::arg("placement") = "backward_order",
            py::arg("mode") = "auto", py::arg("host_threads") = 0,
            py::arg("chunk_elements") = uint64_t{1} << 21, py::arg("pipeline_slots") = 4,
            py::arg("cuda_stream") = 0, py::arg("speculative_early_start") = false,
+           py::arg("host_cpus") = std::vector<int>{}, py::arg("pinned_budget") = uint64_t{0},
            "tensors: list of (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, "
            "group[, shape]); groups: list of dicts of HyperParams fields. The buffers must outlive "
-           "the optimizer.")
+           "the optimizer. host_cpus: CPU ids for the host threads ([]: anywhere); "
+           "pinned_budget: the most host bytes the state may take (0: no limit; MemoryError "
+           "beyond).")
       .def("step", &PyOptimizer::Step, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
            py::arg("loss_scale") = 1.0, py::arg("active") = py::none(),
            py::arg("combine") = py::none(),

@@ -78,9 +78,23 @@ struct OptimizerConfig {
   double offload_fraction = 0.0;
   PlacementPolicy placement = PlacementPolicy::kBackwardOrder;
   ExecutionMode mode = ExecutionMode::kAuto;
-  // Host threads for the host kernels; 0: all cores this process may use. At most
-  // MaxHostThreads() (Error(kInvalidArgument) beyond).
+  // Host threads for the host kernels; 0: one per CPU of host_cpus, or all cores this
+  // process may use when host_cpus is empty. At most MaxHostThreads()
+  // (Error(kInvalidArgument) beyond).
   int host_threads = 0;
+  // Logical CPU ids the optimizer's host threads run on: the host kernels' arena, the
+  // speculation worker and its arena, host mode's copy threads, and the caller's thread
+  // while it works in one of those arenas (its own affinity is restored afterwards).
+  // Empty (the default): wherever the process may run. Each id must be >= 0, given once
+  // and in the process's CPU affinity: Error(kInvalidArgument) naming the id otherwise.
+  // Several ranks on one node each take a disjoint share (tandem/node.h, RankCpus).
+  std::vector<int> host_cpus = {};
+  // The most host memory the optimizer may hold, in bytes: MemoryReport::host.total()
+  // (pinned memory in GPU mode, ordinary memory in host mode). 0 (the default): no limit.
+  // Construction throws Error(kOutOfMemory) naming both figures, before allocating any
+  // state, when the state would need more. Several ranks on one node each take a share
+  // of the node's budget (tandem/node.h, PinnedBudget).
+  uint64_t pinned_budget_bytes = 0;
   uint64_t chunk_elements = 1 << 21;  // offload pipeline chunk; multiple of 32, >= 32
   int pipeline_slots = 4;             // pinned gradient slots in flight, >= 2
   // The caller's CUDA stream (a cudaStream_t, as void*); nullptr is the legacy default
@@ -162,6 +176,8 @@ struct MemoryReport {
   };
   Bytes device;  // GPU memory
   Bytes host;    // pinned (GPU mode) or ordinary (host mode) host memory
+  // OptimizerConfig::pinned_budget_bytes: the most `host.total()` may be (0: no limit).
+  uint64_t host_budget = 0;
 };
 
 // Busy time of each stage of the last Step, in milliseconds (wall clock on the host,

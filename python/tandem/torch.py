@@ -46,6 +46,7 @@ except ImportError as _e:  # depends on the machine
 
 from tandem import _C
 from tandem import _dist
+from tandem import _node
 from tandem import _options
 from tandem import _state
 from tandem._state import export_masters, from_torch_state, to_torch_state
@@ -127,6 +128,9 @@ class TandemOptimizer(_torch.optim.Optimizer):
       placement: "backward_order" (default), "forward_order" or "largest_first".
       host_threads: host threads for the host kernels, 0 (default: all cores) up to
         ``tandem._C.max_host_threads()``.
+      host_cpus, pinned_budget: this rank's host CPUs and host-memory budget; "auto"
+        (default) takes the rank's share of the node under torchrun, else no limit
+        (tandem/_node.py; docs/node_sharing.md). ``opt.host_cpus``, ``memory()``.
       chunk_elements: offload pipeline chunk, a positive multiple of 32 (default 2**21).
       pipeline_slots: pinned gradient slots in flight, >= 2 (default 4).
       max_grad_norm: > 0 clips the global gradient L2 norm at each step (default 0: off).
@@ -159,7 +163,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
                  master=None, momentum=None, variance=None, placement="backward_order",
                  host_threads=0, chunk_elements=1 << 21, pipeline_slots=4,
                  max_grad_norm=0.0, early_start=False, speculative_early_start=False,
-                 hyperparam_update="restore"):
+                 hyperparam_update="restore", host_cpus="auto", pinned_budget="auto"):
         if hyperparam_update not in ("error", "restore"):
             raise ValueError("hyperparam_update must be 'error' or 'restore', got %r"
                              % (hyperparam_update,))
@@ -209,7 +213,10 @@ class TandemOptimizer(_torch.optim.Optimizer):
             offload_fraction=float(offload_fraction), placement=placement,
             host_threads=int(host_threads), chunk_elements=int(chunk_elements),
             pipeline_slots=int(pipeline_slots),
-            speculative_early_start=self.speculative_early_start)
+            speculative_early_start=self.speculative_early_start,
+            host_cpus=_node.host_cpus(host_cpus, self._device),
+            pinned_budget=_node.pinned_budget(pinned_budget))
+        self.host_cpus = tuple(self._engine_options["host_cpus"])  # (): unrestricted
         self.rebinds = 0
         self._rebind_step = None
         self._warned_rebind = 0
