@@ -45,7 +45,8 @@ std::string PlanToText(const PlanResult& plan) {
            in.zero1_sharding ? "rank 0 optimizer shard (ZeRO-1 what-if: not available in this "
                                "version)"
                              : "each rank steps the whole model (plain data parallelism; "
-                               "--fsdp2 for FSDP2 shards)",
+                               "ZeRO-1 sharding: not available in this version; --fsdp2 for "
+                               "FSDP2 shards)",
            static_cast<unsigned long long>(plan.shard_elements));
   }
   Append(&s, "Budgets    GPU %.2f GiB per GPU, of which %.2f GiB usable (headroom",
