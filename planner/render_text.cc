@@ -2,6 +2,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "tandem/planner.h"
 
@@ -99,8 +100,10 @@ std::string PlanToText(const PlanResult& plan) {
               {"metadata", r.gpu.metadata, r.host.metadata},
               {"speculation", r.gpu.speculation, r.host.speculation},
               {"total", r.gpu.total(), r.host.total()}};
-  for (const auto& row : rows)
+  for (const auto& row : rows) {
+    if (!in.fsdp2 && std::string_view(row.name) == "unsharded") continue;  // FSDP2 only
     Append(&s, "  %-12s %14.3f %14.3f\n", row.name, ToGiB(row.gpu), ToGiB(row.host));
+  }
   Append(&s, "  host per node (%u rank(s)): %.3f GiB\n", in.gpus_per_node,
          ToGiB(r.host_node_bytes));
   Append(&s,

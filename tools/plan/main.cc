@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
   // Not available in this version: accepted only to say so (exit status 2).
   bool grad_release = false, zero1 = false;
   app.add_flag("--grad-release", grad_release, "not available in this version");
-  app.add_flag("--zero1", zero1, "not available in this version");
+  app.add_flag("--zero1", zero1, "not available in this version (--fsdp2 shards the state)");
   app.add_flag("--speculative-early-start", a.speculative,
                "the optimizer speculates during backward (BeginStep): adds its host backup");
   app.add_option("--gpus-per-node", a.gpus_per_node, "data-parallel GPUs per node")
@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tandem-plan: %s is not available in this version (%s); plan without it\n",
                  grad_release ? "--grad-release" : "--zero1",
                  grad_release ? "the engine keeps every gradient until Step()"
-                              : "every rank holds the whole optimizer state");
+                              : "--fsdp2 plans FSDP2, which shards the optimizer state");
     return 2;
   }
   PlanResult plan;
