@@ -27,6 +27,7 @@
 #include <vector>
 
 #if TANDEM_PY_HAS_CHECKPOINT
+#include "checkpoint/crc.h"
 #include "tandem/checkpoint.h"
 #endif
 #include "tandem/error.h"
@@ -562,6 +563,35 @@ class PyOptimizer {
   std::unique_ptr<HybridOptimizer> opt_;
 };
 
+#if TANDEM_PY_HAS_CHECKPOINT
+// crc32c(buffer, seed=0): CRC32C (Castagnoli) of a C-contiguous buffer through ISA-L
+// (checkpoint/crc.h), continuing from `seed` so that crc32c(b, crc32c(a)) == crc32c(a + b).
+// Takes any object with the buffer protocol (bytes, bytearray, memoryview, NumPy arrays);
+// a non-contiguous buffer raises BufferError or ValueError (the exporter's). The GIL is
+// released for buffers of kCrcReleaseGilBytes or more; the buffer stays exported (so a
+// bytearray cannot be resized) until the CRC is done.
+constexpr size_t kCrcReleaseGilBytes = size_t{64} << 10;
+
+uint32_t Crc32cOfBuffer(const py::handle& buffer, uint64_t seed) {
+  if (seed > 0xFFFFFFFFull)
+    throw Error(ErrorKind::kInvalidArgument,
+                "crc32c: seed " + std::to_string(seed) + " is not a 32-bit value");
+  Py_buffer view;
+  if (PyObject_GetBuffer(buffer.ptr(), &view, PyBUF_SIMPLE) != 0) throw py::error_already_set();
+  const auto* data = view.buf;
+  const size_t n = static_cast<size_t>(view.len);
+  uint32_t crc = static_cast<uint32_t>(seed);
+  if (n >= kCrcReleaseGilBytes) {
+    py::gil_scoped_release release;
+    crc = ckpt::Crc32c(data, n, crc);
+  } else {
+    crc = ckpt::Crc32c(data, n, crc);
+  }
+  PyBuffer_Release(&view);
+  return crc;
+}
+#endif
+
 }  // namespace
 }  // namespace tandem
 
@@ -594,6 +624,9 @@ PYBIND11_MODULE(_C, m) {
         py::arg("momentum"), py::arg("variance"),
         "The snapshot dict re-encoded in the formats named (tandem::ConvertSnapshot): "
         "masters and moments through fp32, everything else copied.");
+  m.def("crc32c", &tandem::Crc32cOfBuffer, py::arg("buffer"), py::arg("seed") = 0,
+        "CRC32C (Castagnoli, ISA-L) of a contiguous buffer (bytes, bytearray, memoryview, "
+        "NumPy array), continuing from `seed`: crc32c(b, crc32c(a)) == crc32c(a + b).");
 #endif
   m.def("cuda_device_available", &tandem::CudaDeviceAvailable,
         "Whether this process can use a CUDA device (never raises).");
