@@ -39,8 +39,8 @@ MemoryReport PredictRankMemory(const std::vector<TensorSpec>& specs,
                                const std::vector<bool>& f32_moments, const OptimizerConfig& cfg) {
   MemoryReport r = PredictMemory(specs, cfg, ExecutionMode::kGpu);
   const StateFormats f32 = F32MomentFormats(cfg.formats);
-  if (f32 == cfg.formats || std::none_of(f32_moments.begin(), f32_moments.end(),
-                                         [](bool b) { return b; }))
+  if (f32 == cfg.formats ||
+      std::none_of(f32_moments.begin(), f32_moments.end(), [](bool b) { return b; }))
     return r;
   // The engine's placement over all tensors, then the flagged tensors' parts on their own.
   std::vector<uint64_t> numels;

@@ -159,8 +159,10 @@ FractionPoint EvaluateFraction(const PlanInputs& in, double fraction) {
     for (size_t t = 0; t < specs.size(); ++t) {
       shard += specs[t].numel;
       const int layer = in.model.tensors[t].layer;
-      if (layer < 0) largest = std::max(largest, specs[t].numel);
-      else per_layer[layer] += specs[t].numel;
+      if (layer < 0)
+        largest = std::max(largest, specs[t].numel);
+      else
+        per_layer[layer] += specs[t].numel;
     }
     for (const auto& [layer, n] : per_layer) largest = std::max(largest, n);
     p.gpu.weights = shard * DTypeSize(in.param_dtype);
@@ -333,8 +335,7 @@ PlanResult MakePlan(const PlanInputs& in) {
                   "unit and %u block(s) in flight, all-gathered parameters plus unsharded "
                   "gradients",
                   static_cast<unsigned long long>(plan.shard_size),
-                  plan.shard_size < plan.ranks ? " (HSDP: replicated across the shard groups)"
-                                               : "",
+                  plan.shard_size < plan.ranks ? " (HSDP: replicated across the shard groups)" : "",
                   static_cast<unsigned long long>(plan.shard_size),
                   GiB(Fsdp2UnshardedBytes(in)).c_str(), in.fsdp2_blocks_in_flight);
     plan.messages.push_back(b);

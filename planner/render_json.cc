@@ -10,13 +10,11 @@ namespace {
 using nlohmann::json;
 
 json BreakdownJson(const MemoryBreakdown& m) {
-  return {{"weights", m.weights},       {"master", m.master},
-          {"correction", m.correction}, {"moments", m.moments},
-          {"scales", m.scales},         {"gradients", m.gradients},
-          {"unsharded", m.unsharded},
-          {"staging", m.staging},       {"activations", m.activations},
-          {"metadata", m.metadata},     {"speculation", m.speculation},
-          {"total", m.total()}};
+  return {
+      {"weights", m.weights},     {"master", m.master},           {"correction", m.correction},
+      {"moments", m.moments},     {"scales", m.scales},           {"gradients", m.gradients},
+      {"unsharded", m.unsharded}, {"staging", m.staging},         {"activations", m.activations},
+      {"metadata", m.metadata},   {"speculation", m.speculation}, {"total", m.total()}};
 }
 
 json PointJson(const FractionPoint& p) {
@@ -72,13 +70,12 @@ std::string PlanToJson(const PlanResult& plan) {
         {"total", plan.ranks},
         {"shard_size", plan.shard_size},
         {"shard_elements", plan.shard_elements}}},
-      {"fsdp2",
-       in.fsdp2 ? json{{"shard_size", plan.shard_size},
-                       {"replicas", plan.ranks / plan.shard_size},
-                       {"blocks_in_flight", in.fsdp2_blocks_in_flight},
-                       {"f32_moment_tensors", plan.f32_moment_tensors},
-                       {"f32_moment_elements", plan.f32_moment_elements}}
-                : json(nullptr)},
+      {"fsdp2", in.fsdp2 ? json{{"shard_size", plan.shard_size},
+                                {"replicas", plan.ranks / plan.shard_size},
+                                {"blocks_in_flight", in.fsdp2_blocks_in_flight},
+                                {"f32_moment_tensors", plan.f32_moment_tensors},
+                                {"f32_moment_elements", plan.f32_moment_elements}}
+                         : json(nullptr)},
       {"budgets",
        {{"gpu_bytes", in.gpu_budget},
         {"gpu_headroom_fraction", in.gpu_headroom_fraction},

@@ -38,7 +38,8 @@ std::string PlanToText(const PlanResult& plan) {
            static_cast<unsigned long long>(plan.shard_size),
            plan.shard_size < plan.ranks ? " (HSDP)" : "",
            static_cast<unsigned long long>(plan.shard_elements));
-    Append(&s, "FSDP2      figures per rank (rank 0, the largest shards); unsharded working set: "
+    Append(&s,
+           "FSDP2      figures per rank (rank 0, the largest shards); unsharded working set: "
            "root unit + %u block(s) in flight; %llu tensor(s) with f32 moments (group rule)\n",
            in.fsdp2_blocks_in_flight, static_cast<unsigned long long>(plan.f32_moment_tensors));
   } else {

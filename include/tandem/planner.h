@@ -204,11 +204,11 @@ double ToGiB(uint64_t bytes);
 
 // Where the memory goes, in bytes, for one GPU or one rank's share of the host.
 struct MemoryBreakdown {
-  uint64_t weights = 0;      // model parameters: all of them, or rank 0's FSDP2 shards
-  uint64_t master = 0;       // master copies that do not alias the weights
-  uint64_t correction = 0;   // ecc8 / ecc16 arrays
-  uint64_t moments = 0;      // first and second moments (codes or fp32)
-  uint64_t scales = 0;       // q8 group scales
+  uint64_t weights = 0;     // model parameters: all of them, or rank 0's FSDP2 shards
+  uint64_t master = 0;      // master copies that do not alias the weights
+  uint64_t correction = 0;  // ecc8 / ecc16 arrays
+  uint64_t moments = 0;     // first and second moments (codes or fp32)
+  uint64_t scales = 0;      // q8 group scales
   // All gradients (rank 0's shards under FSDP2), or the largest layer's with gradient
   // release.
   uint64_t gradients = 0;
@@ -320,8 +320,8 @@ struct PlanResult {
   std::vector<std::string> messages;  // the verdict, then warnings
   Rates rates;
   uint64_t ranks = 1;
-  uint64_t shard_elements = 0;    // rank 0's optimizer state elements (all without sharding)
-  uint64_t shard_size = 1;        // ranks a tensor is sharded over (FSDP2, ZeRO-1), else 1
+  uint64_t shard_elements = 0;  // rank 0's optimizer state elements (all without sharding)
+  uint64_t shard_size = 1;      // ranks a tensor is sharded over (FSDP2, ZeRO-1), else 1
   // Whether the engine and binding of this version run this plan: false with a what-if
   // (grad_release, zero1_sharding). FSDP2 plans are runnable.
   bool runnable = true;

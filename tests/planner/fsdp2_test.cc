@@ -32,12 +32,9 @@ ModelDescription Tiny() {
   ModelDescription m;
   m.name = "tiny";
   m.architecture = "params";
-  m.tensors = {{"embed", 100 * 64, -1, {100, 64}},
-               {"layers.0.w", 64 * 128, 0, {64, 128}},
-               {"layers.0.norm", 128, 0, {128}},
-               {"layers.0.odd", 64 * 48, 0, {64, 48}},
-               {"layers.0.uneven", 7 * 64, 0, {7, 64}},
-               {"layers.1.w", 64 * 128, 1, {64, 128}}};
+  m.tensors = {{"embed", 100 * 64, -1, {100, 64}},      {"layers.0.w", 64 * 128, 0, {64, 128}},
+               {"layers.0.norm", 128, 0, {128}},        {"layers.0.odd", 64 * 48, 0, {64, 48}},
+               {"layers.0.uneven", 7 * 64, 0, {7, 64}}, {"layers.1.w", 64 * 128, 1, {64, 128}}};
   return m;
 }
 
@@ -313,8 +310,7 @@ TEST(Fsdp2Models, TensorsCarryTheirShapes) {
   EXPECT_EQ(shape_of("model.embed_tokens.weight"), (std::vector<uint64_t>{128256, 4096}));
   EXPECT_EQ(shape_of("model.layers.0.self_attn.k_proj.weight"),
             (std::vector<uint64_t>{1024, 4096}));
-  EXPECT_EQ(shape_of("model.layers.0.mlp.down_proj.weight"),
-            (std::vector<uint64_t>{4096, 14336}));
+  EXPECT_EQ(shape_of("model.layers.0.mlp.down_proj.weight"), (std::vector<uint64_t>{4096, 14336}));
   EXPECT_EQ(shape_of("model.norm.weight"), (std::vector<uint64_t>{4096}));
   for (const ModelTensor& t : m.tensors) {
     uint64_t n = 1;

@@ -250,7 +250,7 @@ TEST(PlanRanks, WithoutZeroOneEveryRankHoldsTheWholeState) {
     fsdp = fsdp || m.find("plain data parallelism") != std::string::npos;
     zero = zero || m.find("ZeRO-1") != std::string::npos;
   }
-  EXPECT_TRUE(fsdp);  // the note that points at --fsdp2
+  EXPECT_TRUE(fsdp);   // the note that points at --fsdp2
   EXPECT_FALSE(zero);  // not used, so not mentioned in the messages
   EXPECT_NE(PlanToText(plan).find("ZeRO-1 sharding: not available in this version"),
             std::string::npos);

@@ -193,7 +193,7 @@ TEST(PlanJson, WrapperFields) {
   EXPECT_FALSE(j.at("available").at("zero1_sharding").get<bool>());
   EXPECT_TRUE(j.at("available").at("fsdp2").get<bool>());  // modelled, and runnable
   EXPECT_TRUE(j.at("runnable").get<bool>());
-  EXPECT_TRUE(j.at("fsdp2").is_null());  // not asked for
+  EXPECT_TRUE(j.at("fsdp2").is_null());        // not asked for
   EXPECT_FALSE(j.at("feasible").get<bool>());  // 1.25 TB of bf16 weights per GPU
 }
 

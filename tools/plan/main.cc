@@ -187,8 +187,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 100000u))
       ->capture_default_str();
   auto* fsdp2 = app.add_flag("--fsdp2", a.fsdp2,
-                              "FSDP2: weights, gradients and optimizer state sharded over the "
-                              "ranks (per-rank figures; docs/planner.md \"FSDP2\")");
+                             "FSDP2: weights, gradients and optimizer state sharded over the "
+                             "ranks (per-rank figures; docs/planner.md \"FSDP2\")");
   app.add_option("--shard-size", a.shard_size,
                  "with --fsdp2: ranks each tensor is sharded over (HSDP; a divisor of the "
                  "ranks; default all ranks)")
