@@ -268,6 +268,8 @@ TEST(Fsdp2Plan, RunnableAndSaysSo) {
   in.grad_release = true;
   const PlanResult what_if = MakePlan(in);
   EXPECT_FALSE(what_if.runnable);
+  // With it, the largest release group's shard: the embedding's 16032 of 128256 rows.
+  EXPECT_EQ(what_if.recommended.gpu.gradients, 2ull * 16032 * 4096);
   EXPECT_NE(what_if.messages[0].find("A what-if: this version cannot run it"), std::string::npos);
 }
 

@@ -159,6 +159,16 @@ TEST(PlanSvg, LabelsDoNotOverlap) {
   in.host_budget = 1ull << 40;
   in.activation_shape.seq_len = 4096;
   ExpectNoOverlaps(PlanToSvg(MakePlan(in)), "qwen3-30b-a3b");
+  // FSDP2 (longer title and legend): Llama-3-70B on 8 x 80 GiB, HSDP over 2 nodes.
+  in = PlanInputs{};
+  in.model = ModelFromPreset("llama3-70b");
+  in.gpu_budget = 80ull << 30;
+  in.host_budget = 2ull << 40;
+  in.gpus_per_node = 8;
+  in.nodes = 2;
+  in.fsdp2 = true;
+  in.shard_size = 8;
+  ExpectNoOverlaps(PlanToSvg(MakePlan(in)), "fsdp2");
 }
 
 TEST(PlanSvg, SaysHeadroomAndAttention) {
