@@ -41,6 +41,8 @@ struct Args {
   double momentum = 0.9;
   bool speculative = false;
   uint32_t gpus_per_node = 1, nodes = 1;
+  bool fsdp2 = false;
+  uint32_t shard_size = 0, blocks_in_flight = 2;
   std::string profile, policy = "backward_order";
   uint64_t chunk = 1 << 21;
   int slots = 4;
@@ -112,6 +114,9 @@ PlanInputs ToInputs(const Args& a, std::pair<bool, bool> dtypes_given) {
   in.speculative_early_start = a.speculative;
   in.gpus_per_node = a.gpus_per_node;
   in.nodes = a.nodes;
+  in.fsdp2 = a.fsdp2;
+  in.shard_size = a.shard_size;
+  in.fsdp2_blocks_in_flight = a.blocks_in_flight;
   in.placement = ParsePlacementPolicy(a.policy);
   in.chunk_elements = a.chunk;
   in.pipeline_slots = a.slots;
@@ -172,7 +177,7 @@ int main(int argc, char** argv) {
   // Not available in this version: accepted only to say so (exit status 2).
   bool grad_release = false, zero1 = false;
   app.add_flag("--grad-release", grad_release, "not available in this version");
-  app.add_flag("--zero1", zero1, "not available in this version");
+  app.add_flag("--zero1", zero1, "not available in this version (--fsdp2 shards the state)");
   app.add_flag("--speculative-early-start", a.speculative,
                "the optimizer speculates during backward (BeginStep): adds its host backup");
   app.add_option("--gpus-per-node", a.gpus_per_node, "data-parallel GPUs per node")
@@ -180,6 +185,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--nodes", a.nodes, "nodes")
       ->check(CLI::Range(1u, 100000u))
+      ->capture_default_str();
+  auto* fsdp2 = app.add_flag("--fsdp2", a.fsdp2,
+                             "FSDP2: weights, gradients and optimizer state sharded over the "
+                             "ranks (per-rank figures; docs/planner.md \"FSDP2\")");
+  app.add_option("--shard-size", a.shard_size,
+                 "with --fsdp2: ranks each tensor is sharded over (HSDP; a divisor of the "
+                 "ranks; default all ranks)")
+      ->check(CLI::Range(1u, 100000000u))
+      ->needs(fsdp2);
+  app.add_option("--blocks-in-flight", a.blocks_in_flight,
+                 "with --fsdp2: blocks whose parameters and gradients are unsharded at once")
+      ->check(CLI::Range(1u, 1000u))
+      ->needs(fsdp2)
       ->capture_default_str();
   app.add_option("--profile", a.profile, "calibration profile (tandem-profile/1 JSON)")
       ->check(CLI::ExistingFile);
@@ -199,7 +217,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tandem-plan: %s is not available in this version (%s); plan without it\n",
                  grad_release ? "--grad-release" : "--zero1",
                  grad_release ? "the engine keeps every gradient until Step()"
-                              : "every rank holds the whole optimizer state");
+                              : "--fsdp2 plans FSDP2, which shards the optimizer state");
     return 2;
   }
   PlanResult plan;
