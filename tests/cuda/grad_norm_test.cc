@@ -83,7 +83,8 @@ TEST_F(GradNorm, MatchesHostSumAndRepeatsBitForBit) {
   GradNormPlan plan(refs_);
   const GradNormPlan::Result first = Run(plan);
   EXPECT_FALSE(first.nonfinite);
-  EXPECT_NEAR(first.sum_squares, static_cast<double>(host_sum_), 1e-13 * static_cast<double>(host_sum_));
+  const double ref = static_cast<double>(host_sum_);
+  EXPECT_NEAR(first.sum_squares, ref, 1e-13 * ref);
   for (int r = 0; r < 5; ++r) {
     const GradNormPlan::Result again = Run(plan);
     EXPECT_EQ(std::memcmp(&again.sum_squares, &first.sum_squares, sizeof(double)), 0)
