@@ -47,6 +47,44 @@ TEST(ConvertTest, IdentityIsBitExactForEveryCombination) {
   }
 }
 
+// Tensors with formats of their own keep them (and their bits) by default; kAll converts
+// them too.
+TEST(ConvertTest, OverriddenTensorsKeepTheirFormatsUnlessAllAreAsked) {
+  const StateFormats q8{MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
+  const StateFormats own{MasterFormat::kBF16, MomentFormat::kF32, MomentFormat::kF32};
+  const StateFormats to{MasterFormat::kBF16Ecc16, MomentFormat::kQ8, MomentFormat::kF32};
+  const OptimizerSnapshot s =
+      testing::MakeSnapshot(Algorithm::kAdamW, q8, 5, {1, 31, 33, 200}, {{1, own}, {3, own}});
+  const OptimizerSnapshot c = ConvertSnapshot(s, to);
+  EXPECT_EQ(c.formats, to);
+  for (size_t i : {size_t{0}, size_t{2}}) {
+    EXPECT_EQ(c.tensors[i].formats, to) << i;
+    EXPECT_EQ(c.tensors[i].ecc16.size(), s.tensors[i].numel);
+  }
+  for (size_t i : {size_t{1}, size_t{3}}) {
+    OptimizerSnapshot one, want;
+    one.tensors = {c.tensors[i]};
+    want.tensors = {s.tensors[i]};
+    EXPECT_TRUE(testing::SameBits(one, want)) << "tensor " << i << " changed";
+  }
+  // The same as converting each kind of tensor on its own.
+  const OptimizerSnapshot plain = testing::MakeSnapshot(Algorithm::kAdamW, q8, 5, {1, 31, 33, 200});
+  const OptimizerSnapshot plain_c = ConvertSnapshot(plain, to);
+  EXPECT_EQ(c.tensors[0].master_bf16, plain_c.tensors[0].master_bf16);
+  // Back to the original default: the same bits (only q8 -> bf16+ecc16 and back for the
+  // defaults is lossy: compare the overrides only).
+  const OptimizerSnapshot back = ConvertSnapshot(c, q8);
+  EXPECT_EQ(back.tensors[1].formats, own);
+  // kAll: every tensor in `to`, the overrides included.
+  const OptimizerSnapshot all = ConvertSnapshot(s, StateFormats{}, ConvertTensors::kAll);
+  for (const TensorSnapshot& t : all.tensors) {
+    EXPECT_EQ(t.formats, StateFormats{});
+    EXPECT_EQ(t.master_f32.size(), t.numel);
+    EXPECT_EQ(t.m_f32.size(), t.numel);
+  }
+  EXPECT_NO_THROW(ValidateSnapshot(all));
+}
+
 TEST(ConvertTest, CopiesEverythingButTheArrays) {
   OptimizerSnapshot s = TrainingLike(Algorithm::kAdamW, 1);
   s.metadata = R"({"param_groups": []})";
