@@ -119,10 +119,18 @@ TEST(VersionTest, PerTensorFormatsRoundTrip) {
     for (const CheckpointSection& sec : info.sections) {
       const StateFormats& f = s.tensors[sec.tensor].formats;
       const auto kind = static_cast<ckpt::SectionKind>(sec.kind);
-      if (kind == ckpt::SectionKind::kMasterF32) EXPECT_EQ(f.master, MasterFormat::kF32);
-      if (kind == ckpt::SectionKind::kMCodes) EXPECT_EQ(f.momentum, MomentFormat::kQ8);
-      if (kind == ckpt::SectionKind::kMF32) EXPECT_EQ(f.momentum, MomentFormat::kF32);
-      if (kind == ckpt::SectionKind::kVCodes) EXPECT_EQ(f.variance, MomentFormat::kQ8);
+      if (kind == ckpt::SectionKind::kMasterF32) {
+        EXPECT_EQ(f.master, MasterFormat::kF32);
+      }
+      if (kind == ckpt::SectionKind::kMCodes) {
+        EXPECT_EQ(f.momentum, MomentFormat::kQ8);
+      }
+      if (kind == ckpt::SectionKind::kMF32) {
+        EXPECT_EQ(f.momentum, MomentFormat::kF32);
+      }
+      if (kind == ckpt::SectionKind::kVCodes) {
+        EXPECT_EQ(f.variance, MomentFormat::kQ8);
+      }
     }
   }
 }
