@@ -147,6 +147,16 @@ std::string MetadataFromStr(const py::handle& h) {
   return py::reinterpret_steal<py::bytes>(b).cast<std::string>();
 }
 
+// {"master": ..., "momentum": ..., "variance": ...}: format names as the constructor's
+// keywords take them.
+py::dict FormatsToDict(const StateFormats& f) {
+  py::dict d;
+  d["master"] = Name(f.master);
+  d["momentum"] = Name(f.momentum);
+  d["variance"] = Name(f.variance);
+  return d;
+}
+
 py::dict SnapshotToDict(OptimizerSnapshot s) {
   py::dict d;
   d["algorithm"] = Name(s.algo);
@@ -168,6 +178,7 @@ py::dict SnapshotToDict(OptimizerSnapshot s) {
     td["grad_dtype"] = Name(t.grad_dtype);
     td["group"] = t.group;
     td["step"] = t.step;
+    td["formats"] = FormatsToDict(t.formats);
     // Only the arrays the format uses; empty ones are left out.
     if (!t.master_f32.empty()) td["master_f32"] = MoveToArray<float>(std::move(t.master_f32));
     if (!t.master_bf16.empty()) td["master_bf16"] = MoveToArray<int16_t>(std::move(t.master_bf16));
@@ -200,9 +211,29 @@ T Field(const py::dict& d, const char* key, const std::string& where) {
   }
 }
 
-// Snapshot dicts written before per-tensor steps, shapes and metadata existed still load:
-// a missing tensor "step" is the snapshot's step, a missing "shape" is empty (one
-// dimension of numel elements) and a missing "metadata" is empty.
+// The inverse of FormatsToDict; every key is required. Error(kInvalidArgument) naming
+// `where` for anything else than a dict of three format names.
+StateFormats FormatsFromObject(const py::handle& h, const std::string& where) {
+  if (!py::isinstance<py::dict>(h))
+    throw Error(ErrorKind::kInvalidArgument,
+                where + ": formats must be a dict {'master', 'momentum', 'variance'} or None");
+  const py::dict d = py::reinterpret_borrow<py::dict>(h);
+  for (auto item : d) {
+    const std::string key = py::str(item.first);
+    if (key != "master" && key != "momentum" && key != "variance")
+      throw Error(ErrorKind::kInvalidArgument, where + ": formats has an unknown key '" + key +
+                                                   "' (expected master, momentum, variance)");
+  }
+  const std::string w = where + " formats";
+  return {ParseMasterFormat(Field<std::string>(d, "master", w)),
+          ParseMomentFormat(Field<std::string>(d, "momentum", w)),
+          ParseMomentFormat(Field<std::string>(d, "variance", w))};
+}
+
+// Snapshot dicts written before per-tensor steps, shapes, formats and metadata existed
+// still load: a missing tensor "step" is the snapshot's step, a missing "shape" is empty
+// (one dimension of numel elements), a missing (or None) "formats" is the snapshot's
+// master/momentum/variance, and a missing "metadata" is empty.
 OptimizerSnapshot SnapshotFromDict(const py::dict& d) {
   OptimizerSnapshot s;
   s.algo = ParseAlgorithm(Field<std::string>(d, "algorithm", "snapshot"));
@@ -230,6 +261,9 @@ OptimizerSnapshot SnapshotFromDict(const py::dict& d) {
     t.grad_dtype = ParseDType(Field<std::string>(td, "grad_dtype", where));
     t.group = Field<uint32_t>(td, "group", where);
     t.step = td.contains("step") ? Field<int64_t>(td, "step", where) : s.step;
+    t.formats = td.contains("formats") && !td["formats"].is_none()
+                    ? FormatsFromObject(td["formats"], where)
+                    : s.formats;
     CopyFromArray(td, "master_f32", &t.master_f32);
     CopyFromArray(td, "master_bf16", &t.master_bf16);
     CopyFromArray(td, "ecc8", &t.ecc8);
@@ -276,13 +310,15 @@ py::dict BytesToDict(const MemoryReport::Bytes& b) {
 }
 
 // TensorSpec from a tuple (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, group
-// [, shape]); shape is a sequence of dimensions whose product is numel (the engine checks).
-// The 7-field form (no shape) stays accepted.
+// [, shape[, formats]]); shape is a sequence of dimensions whose product is numel (the
+// engine checks), or None; formats a dict {"master", "momentum", "variance"} of format
+// names overriding the configured ones for this tensor (TensorSpec::formats), or None.
+// The 7- and 8-field forms stay accepted.
 TensorSpec SpecFromTuple(const py::tuple& t) {
-  if (t.size() != 7 && t.size() != 8)
+  if (t.size() < 7 || t.size() > 9)
     throw Error(ErrorKind::kInvalidArgument,
                 "tensor spec must be (name, numel, param_dtype, grad_dtype, param_ptr, "
-                "grad_ptr, group[, shape]), got " +
+                "grad_ptr, group[, shape[, formats]]), got " +
                     std::to_string(t.size()) + " fields");
   TensorSpec s;
   s.name = t[0].cast<std::string>();
@@ -292,7 +328,7 @@ TensorSpec SpecFromTuple(const py::tuple& t) {
   s.param = ToPointer(t[4].cast<uint64_t>());
   s.grad = ToPointer(t[5].cast<uint64_t>());
   s.group = t[6].cast<uint32_t>();
-  if (t.size() == 8) {
+  if (t.size() >= 8 && !t[7].is_none()) {
     for (auto d : t[7].cast<py::sequence>()) {
       const int64_t dim = d.cast<int64_t>();
       if (dim < 0)
@@ -301,6 +337,7 @@ TensorSpec SpecFromTuple(const py::tuple& t) {
       s.shape.push_back(static_cast<uint64_t>(dim));
     }
   }
+  if (t.size() == 9 && !t[8].is_none()) s.formats = FormatsFromObject(t[8], "tensor '" + s.name + "'");
   return s;
 }
 
@@ -576,7 +613,9 @@ PYBIND11_MODULE(_C, m) {
            py::arg("chunk_elements") = uint64_t{1} << 21, py::arg("pipeline_slots") = 4,
            py::arg("cuda_stream") = 0, py::arg("speculative_early_start") = false,
            "tensors: list of (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, "
-           "group[, shape]); groups: list of dicts of HyperParams fields. The buffers must outlive "
+           "group[, shape[, formats]]); shape: dims or None; formats: None or a dict "
+           "{'master', 'momentum', 'variance'} of format names overriding this tensor's state "
+           "formats. groups: list of dicts of HyperParams fields. The buffers must outlive "
            "the optimizer.")
       .def("step", &PyOptimizer::Step, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
            py::arg("loss_scale") = 1.0, py::arg("active") = py::none(),
