@@ -595,7 +595,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("convert_snapshot", &tandem::ConvertSnapshotDict, py::arg("snapshot"), py::arg("master"),
         py::arg("momentum"), py::arg("variance"),
         "The snapshot dict re-encoded in the formats named (tandem::ConvertSnapshot): "
-        "masters and moments through fp32, everything else copied.");
+        "masters and moments through fp32, everything else copied. Tensors whose "
+        "'formats' differ from the snapshot's master/momentum/variance (per-tensor "
+        "overrides) keep them (ConvertTensors::kDefaultFormats).");
 #endif
   m.def("cuda_device_available", &tandem::CudaDeviceAvailable,
         "Whether this process can use a CUDA device (never raises).");
