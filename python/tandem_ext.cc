@@ -27,6 +27,7 @@
 #include <vector>
 
 #if TANDEM_PY_HAS_CHECKPOINT
+#include "checkpoint/crc.h"
 #include "tandem/checkpoint.h"
 #endif
 #include "tandem/error.h"
@@ -103,6 +104,11 @@ py::dict HyperParamsToDict(const HyperParams& h) {
   return d;
 }
 
+// NumPy 2 moved the element size within its dtype struct, which pybind11 before 2.12
+// reads directly (Debian 12 ships 2.10): the two functions below never let pybind11 read
+// it (explicit strides; the element size through Python), so the extension works with
+// NumPy 1 and 2 whichever pybind11 built it.
+
 // Moves `v` into a 1-D NumPy array of type Out (same element size as T) without copying.
 template <typename Out, typename T>
 py::array MoveToArray(std::vector<T>&& v) {
@@ -110,6 +116,7 @@ py::array MoveToArray(std::vector<T>&& v) {
   auto* owner = new std::vector<T>(std::move(v));
   py::capsule free_when_done(owner, [](void* p) { delete static_cast<std::vector<T>*>(p); });
   return py::array_t<Out>({static_cast<py::ssize_t>(owner->size())},
+                          {static_cast<py::ssize_t>(sizeof(Out))},
                           reinterpret_cast<const Out*>(owner->data()), free_when_done);
 }
 
@@ -122,9 +129,10 @@ void CopyFromArray(const py::dict& d, const char* key, std::vector<T>* out) {
   if (!a)
     throw Error(ErrorKind::kInvalidArgument,
                 std::string("snapshot array '") + key + "' is not an array");
-  if (a.itemsize() != static_cast<py::ssize_t>(sizeof(T)))
+  const auto itemsize = a.attr("itemsize").cast<py::ssize_t>();
+  if (itemsize != static_cast<py::ssize_t>(sizeof(T)))
     throw Error(ErrorKind::kInvalidArgument,
-                std::string("snapshot array '") + key + "' has " + std::to_string(a.itemsize()) +
+                std::string("snapshot array '") + key + "' has " + std::to_string(itemsize) +
                     "-byte elements, expected " + std::to_string(sizeof(T)));
   out->resize(static_cast<size_t>(a.size()));
   if (a.size() > 0) std::memcpy(out->data(), a.data(), out->size() * sizeof(T));
@@ -337,7 +345,8 @@ TensorSpec SpecFromTuple(const py::tuple& t) {
       s.shape.push_back(static_cast<uint64_t>(dim));
     }
   }
-  if (t.size() == 9 && !t[8].is_none()) s.formats = FormatsFromObject(t[8], "tensor '" + s.name + "'");
+  if (t.size() == 9 && !t[8].is_none())
+    s.formats = FormatsFromObject(t[8], "tensor '" + s.name + "'");
   return s;
 }
 
@@ -387,15 +396,43 @@ class PyOptimizer {
     opt_ = std::make_unique<HybridOptimizer>(std::move(specs), std::move(cfg));
   }
 
-  // Returns (applied, grad_norm, step, stepped_tensors).
-  py::tuple Step(double lr, double max_grad_norm, double loss_scale, const py::object& active) {
+  // Returns (applied, grad_norm, step, stepped_tensors). `combine`, when not None, is
+  // StepOptions::combine_grad_stats: combine(sum_squares, nonfinite) -> (sum_squares,
+  // nonfinite) of the whole model, called with the GIL held; what it raises propagates
+  // unchanged (the step changes nothing then).
+  py::tuple Step(double lr, double max_grad_norm, double loss_scale, const py::object& active,
+                 const py::object& combine) {
     const std::vector<uint8_t> flags = ActiveFromObject(active, opt_->tensor_count());
+    StepOptions options{max_grad_norm, loss_scale};
+    options.active = flags;
+    // A Python exception from `combine` crosses the engine as a tandem::Error and is
+    // raised again here, as itself, once the GIL is held.
+    std::unique_ptr<py::error_already_set> raised;
+    if (!combine.is_none()) {
+      options.combine_grad_stats = [&combine, &raised](const GradStats& local) {
+        py::gil_scoped_acquire gil;
+        try {
+          const py::object out = combine(local.sum_squares, local.nonfinite);
+          if (!py::isinstance<py::tuple>(out) || py::len(out) != 2)
+            throw py::type_error("combine must return a tuple (sum_squares, nonfinite)");
+          const py::tuple whole = out.cast<py::tuple>();
+          return GradStats{whole[0].cast<double>(), whole[1].cast<uint64_t>()};
+        } catch (py::error_already_set& e) {
+          raised = std::make_unique<py::error_already_set>(std::move(e));
+        } catch (const std::exception& e) {  // pybind11's cast and type errors
+          PyErr_SetString(PyExc_TypeError, e.what());
+          raised = std::make_unique<py::error_already_set>();
+        }
+        throw Error(ErrorKind::kInvalidArgument, "the gradient statistics callback raised");
+      };
+    }
     StepResult r;
-    {
+    try {
       py::gil_scoped_release release;
-      StepOptions options{max_grad_norm, loss_scale};
-      options.active = flags;
       r = opt_->Step(lr, options);
+    } catch (const Error&) {
+      if (raised) throw std::move(*raised);
+      throw;
     }
     return py::make_tuple(r.applied, r.grad_norm, r.step, r.stepped_tensors);
   }
@@ -564,6 +601,35 @@ class PyOptimizer {
   std::unique_ptr<HybridOptimizer> opt_;
 };
 
+#if TANDEM_PY_HAS_CHECKPOINT
+// crc32c(buffer, seed=0): CRC32C (Castagnoli) of a C-contiguous buffer through ISA-L
+// (checkpoint/crc.h), continuing from `seed` so that crc32c(b, crc32c(a)) == crc32c(a + b).
+// Takes any object with the buffer protocol (bytes, bytearray, memoryview, NumPy arrays);
+// a non-contiguous buffer raises BufferError or ValueError (the exporter's). The GIL is
+// released for buffers of kCrcReleaseGilBytes or more; the buffer stays exported (so a
+// bytearray cannot be resized) until the CRC is done.
+constexpr size_t kCrcReleaseGilBytes = size_t{64} << 10;
+
+uint32_t Crc32cOfBuffer(const py::handle& buffer, uint64_t seed) {
+  if (seed > 0xFFFFFFFFull)
+    throw Error(ErrorKind::kInvalidArgument,
+                "crc32c: seed " + std::to_string(seed) + " is not a 32-bit value");
+  Py_buffer view;
+  if (PyObject_GetBuffer(buffer.ptr(), &view, PyBUF_SIMPLE) != 0) throw py::error_already_set();
+  const auto* data = view.buf;
+  const size_t n = static_cast<size_t>(view.len);
+  uint32_t crc = static_cast<uint32_t>(seed);
+  if (n >= kCrcReleaseGilBytes) {
+    py::gil_scoped_release release;
+    crc = ckpt::Crc32c(data, n, crc);
+  } else {
+    crc = ckpt::Crc32c(data, n, crc);
+  }
+  PyBuffer_Release(&view);
+  return crc;
+}
+#endif
+
 }  // namespace
 }  // namespace tandem
 
@@ -598,6 +664,9 @@ PYBIND11_MODULE(_C, m) {
         "masters and moments through fp32, everything else copied. Tensors whose "
         "'formats' differ from the snapshot's master/momentum/variance (per-tensor "
         "overrides) keep them (ConvertTensors::kDefaultFormats).");
+  m.def("crc32c", &tandem::Crc32cOfBuffer, py::arg("buffer"), py::arg("seed") = 0,
+        "CRC32C (Castagnoli, ISA-L) of a contiguous buffer (bytes, bytearray, memoryview, "
+        "NumPy array), continuing from `seed`: crc32c(b, crc32c(a)) == crc32c(a + b).");
 #endif
   m.def("cuda_device_available", &tandem::CudaDeviceAvailable,
         "Whether this process can use a CUDA device (never raises).");
@@ -621,8 +690,12 @@ PYBIND11_MODULE(_C, m) {
            "the optimizer.")
       .def("step", &PyOptimizer::Step, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
            py::arg("loss_scale") = 1.0, py::arg("active") = py::none(),
+           py::arg("combine") = py::none(),
            "active: None (every tensor) or bytes/list of 0/1 per tensor; a tensor marked 0 "
-           "is not stepped. Returns (applied, grad_norm, step, stepped_tensors).")
+           "is not stepped. combine: None or a callable (sum_squares, nonfinite) -> "
+           "(sum_squares, nonfinite) giving the whole model's gradient statistics from this "
+           "optimizer's (sharded training). Returns (applied, grad_norm, step, "
+           "stepped_tensors).")
       .def("reload_params", &PyOptimizer::ReloadParams, py::arg("indices"),
            "Re-derives the masters of the given tensors from their parameters.")
       .def("tensor_step_counts", &PyOptimizer::TensorStepCounts,

@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -99,6 +100,12 @@ struct OptimizerConfig {
   bool speculative_early_start = false;
 };
 
+// What a step's pre-pass finds in the gradients of its active tensors, before any update.
+struct GradStats {
+  double sum_squares = 0.0;  // sum of the squared gradient values (loss-scaled), in double
+  uint64_t nonfinite = 0;    // non-zero when some value is NaN or infinite
+};
+
 struct StepOptions {
   double max_grad_norm = 0.0;  // > 0: clip the global L2 norm to this; 0: no clipping
   double loss_scale = 1.0;     // gradients are divided by this (finite, > 0)
@@ -108,6 +115,15 @@ struct StepOptions {
   // gradient buffer is not read (it is left out of the norm and the non-finite check).
   // The span must stay valid for the call. BeginStep ignores it; Step's decides.
   std::span<const uint8_t> active = {};
+  // Sharded training (one optimizer per process over its shard of the model): Step calls
+  // this once, after the pre-pass over this optimizer's active gradients and before it
+  // updates anything, with this optimizer's statistics, and takes the gradient norm, the
+  // clip coefficient and the skip decision from the statistics it returns (the whole
+  // model's). Every process must return bit-identical values: combine the partials in a
+  // fixed order (rank order), not with a ring all-reduce. It runs on the thread that
+  // called Step; an exception it throws leaves Step with nothing changed. Empty: this
+  // optimizer's statistics are the model's. BeginStep ignores it; Step's decides.
+  std::function<GradStats(const GradStats&)> combine_grad_stats = {};
 };
 
 struct StepResult {

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from tandem import _C
+from tandem import _dist
 
 STATE_DICT_VERSION = 2
 _READABLE_VERSIONS = (1, 2)
@@ -284,6 +285,9 @@ def _check_engine_group(h, where):
 
 def state_dict(opt):
     """TandemOptimizer.state_dict: see its docstring."""
+    if opt._sharded:
+        from tandem import _sharded_state
+        return _sharded_state.state_dict(opt)
     snap = _snapshot(opt)
     state = {}
     for k, t in enumerate(snap["tensors"]):
@@ -315,9 +319,14 @@ def load_state_dict(opt, sd):
     """TandemOptimizer.load_state_dict: see its docstring."""
     if not isinstance(sd, Mapping):
         raise ValueError("state dict must be a dict, got %s" % type(sd).__name__)
-    if "tandem" not in sd:
+    from tandem import _sharded_state
+    if _sharded_state.is_sharded_state_dict(sd):
+        plan = _sharded_state.plan_load(opt, sd)
+    elif "tandem" not in sd:
         return from_torch_state(opt, sd)
-    snap, groups, ref_group, lr_scales, engine_hyper = _plan_load(opt, sd)
+    else:
+        plan = _plan_load(opt, sd)
+    snap, groups, ref_group, lr_scales, engine_hyper = plan
     _restore(opt, snap)
     _apply_groups(opt, groups, ref_group, lr_scales, engine_hyper)
     return None
@@ -604,10 +613,11 @@ def to_torch_state(opt):
         step = int(t["step"])
         if step == 0:
             continue
-        shape = opt._params[k].shape
+        p = opt._params[k]
 
-        def moment(name, t=t, shape=shape):
-            return torch.from_numpy(t[name]).reshape(shape)
+        def moment(name, t=t, p=p):
+            a = torch.from_numpy(t[name]).contiguous().reshape(_dist.local(p).shape)
+            return _dist.wrap_like(a, p, tuple(p.shape)) if opt._sharded else a
         if algorithm in ("adam", "adamw"):
             entry = {"step": torch.tensor(float(step)), "exp_avg": moment("m_f32"),
                      "exp_avg_sq": moment("v_f32")}

@@ -45,6 +45,7 @@ except ImportError as _e:  # depends on the machine
         "version)." % (_e,)) from _e
 
 from tandem import _C
+from tandem import _dist
 from tandem import _options
 from tandem import _state
 from tandem._state import export_masters, from_torch_state, to_torch_state
@@ -89,14 +90,7 @@ _DTYPE_NAMES = {
 _LR_RTOL = 1e-9
 
 
-def _is_dtensor(t):
-    """Whether t is a torch.distributed DTensor (without importing torch.distributed:
-    a program that holds DTensors has imported their module already)."""
-    for module in ("torch.distributed.tensor", "torch.distributed._tensor"):
-        dtensor = getattr(sys.modules.get(module), "DTensor", None)
-        if dtensor is not None and isinstance(t, dtensor):
-            return True
-    return any(c.__name__ == "DTensor" for c in type(t).__mro__)
+_local = _dist.local  # a DTensor's local shard, or the tensor itself
 
 
 def _warn(message, category):
@@ -219,8 +213,12 @@ class TandemOptimizer(_torch.optim.Optimizer):
         self.rebinds = 0
         self._rebind_step = None
         self._warned_rebind = 0
-        self._engine = self._new_engine()
         self._formats = formats
+        self._engine = self._new_engine()
+        # torch.distributed.checkpoint runs a step with zero gradients to create the state
+        # of an optimizer whose `state` is empty; Tandem's state exists from construction.
+        for p in self._params:
+            self.state[p] = {}
         self._record_param_versions()
         self._install_hooks()
         # Removes the hooks of the optimizer's last engine layout (_rebind edits the list).
@@ -253,6 +251,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 index += 1
         if not params:
             raise ValueError("optimizer got no parameter that requires grad")
+        self._layout_shards(params, names)
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})
             raise ValueError("parameter names must be unique, got %s more than once" % dup)
@@ -267,20 +266,60 @@ class TandemOptimizer(_torch.optim.Optimizer):
         # Gradient buffers: the engine reads self._grads[k]; p.grad gets a separate alias
         # of it (self._alias_of), so nothing the user does to p.grad (p.grad.data = ...,
         # p.grad = None) can take the engine's buffer away.
-        self._grads = [_torch.zeros(p.shape, dtype=p.dtype, device=p.device) for p in params]
+        self._grads = [_torch.zeros(_local(p).shape, dtype=p.dtype, device=p.device)
+                       for p in params]
         # The engine holds raw pointers: keep each parameter's storage alive, so that a
         # parameter reallocated behind our back (p.data = ..., model.to()) leaves the old
         # memory readable until _rebind takes the state from it, and no new tensor can
         # get the old address (a changed data_ptr() always means a reallocation).
-        self._ptrs = [p.data_ptr() for p in params]
-        self._storages = [p.detach() for p in params]
+        self._ptrs = [_local(p).data_ptr() for p in params]
+        self._storages = [_local(p).detach() for p in params]
+
+    def _layout_shards(self, params, names):
+        """Note [Sharded parameters] (_dist.py): either every parameter is a DTensor on
+        one mesh, or none is. Sets _sharded, _shard_signatures and _combine (the step's
+        collective; None when nothing is sharded or the shard group has one rank)."""
+        labels = ["'%s'" % n for n in names]
+        dtensors = [_dist.is_dtensor(p) for p in params]
+        self._sharded = any(dtensors)
+        self._combine = None
+        if not self._sharded:
+            return
+        if not all(dtensors):
+            plain = labels[dtensors.index(False)]
+            raise ValueError("%s is a plain tensor while other parameters are DTensors; "
+                             "shard every parameter of the optimizer (fully_shard the root "
+                             "module too) or none" % plain)
+        if self.early_start:
+            raise ValueError("early_start and speculative_early_start are not available "
+                             "with DTensor parameters: FSDP2 assigns the sharded gradients "
+                             "after its reduce-scatter, outside autograd's hooks")
+        signatures = [_dist.check_param(p, label) for p, label in zip(params, labels)]
+        _dist.check_same_mesh(signatures, labels)
+        group = _dist.shard_group(signatures)
+        if group is not None:
+            import torch.distributed as dist
+            if dist.get_world_size(group) > 1:
+                self._combine = _dist.make_combine(group, params[0].device)
+
+    def _tensor_formats(self, k):
+        """Engine tensor k's formats override (Note [Shard-safe quantization groups] in
+        _dist.py), or None for the optimizer's formats."""
+        p = self._params[k]
+        sharded = self._sharded and _dist.shard_dim(p) is not None
+        return _dist.tensor_formats(self._formats, tuple(p.shape), sharded)
 
     def _new_engine(self):
         """A HybridOptimizer over the current layout (_layout), with the options and
         engine groups of construction; on CUDA it runs on the current stream."""
-        specs = [(self._names[k], p.numel(), _DTYPE_NAMES[p.dtype], _DTYPE_NAMES[p.dtype],
-                  p.data_ptr(), self._grads[k].data_ptr(), self._group_of[k], list(p.shape))
-                 for k, p in enumerate(self._params)]
+        specs = []
+        for k, p in enumerate(self._params):
+            mine = _local(p)
+            spec = (self._names[k], mine.numel(), _DTYPE_NAMES[p.dtype], _DTYPE_NAMES[p.dtype],
+                    mine.data_ptr(), self._grads[k].data_ptr(), self._group_of[k],
+                    list(mine.shape))
+            override = self._tensor_formats(k)
+            specs.append(spec + (override,) if override is not None else spec)
         engine_groups = [dict(h, lr_scale=s)
                          for h, s in zip(self._engine_hyper, self._lr_scales)]
         self._stream = 0
@@ -295,10 +334,6 @@ class TandemOptimizer(_torch.optim.Optimizer):
 
     @staticmethod
     def _check_param(p, where, device):
-        if _is_dtensor(p):
-            raise ValueError("%s: DTensor parameters are not supported by tandem.torch "
-                             "(shard the model with FSDP's flat parameters or use one "
-                             "optimizer per rank on local tensors)" % where)
         if p.is_sparse or p.layout != _torch.strided:
             raise ValueError("%s: only dense (strided) parameters are supported, got %s"
                              % (where, p.layout))
@@ -568,10 +603,11 @@ class TandemOptimizer(_torch.optim.Optimizer):
                     # caller's stream and the caller's stream after it.
                     engine = self._engine_stream()
                     engine.wait_stream(current)
-                    result = self._engine.step(lr, clip, loss_scale, active)
+                    result = self._engine.step(lr, clip, loss_scale, active,
+                                               self._combine)
                     current.wait_stream(engine)
                     return result
-            return self._engine.step(lr, clip, loss_scale, active)
+            return self._engine.step(lr, clip, loss_scale, active, self._combine)
 
     def _engine_stream(self):
         return (_torch.cuda.default_stream(self._device) if self._stream == 0
@@ -726,11 +762,16 @@ class TandemOptimizer(_torch.optim.Optimizer):
         return _options.label(self._names[k], self._params[k])
 
     def _alias_of(self, k):
-        """A new tensor sharing the storage of engine buffer k (what p.grad gets)."""
+        """A new tensor sharing the storage of engine buffer k (what p.grad gets): a
+        DTensor like the parameter for a DTensor parameter."""
+        p = self._params[k]
+        if self._sharded:
+            return _dist.wrap_like(self._grads[k].detach(), p, tuple(p.shape))
         return self._grads[k].detach()
 
     def _is_own_grad(self, k, grad):
         buf = self._grads[k]
+        grad = _local(grad)
         return (grad.data_ptr() == buf.data_ptr() and grad.shape == buf.shape
                 and grad.dtype == buf.dtype and grad.device == buf.device
                 and grad.layout == _torch.strided and grad.is_contiguous())
@@ -744,11 +785,11 @@ class TandemOptimizer(_torch.optim.Optimizer):
     def _moved(self, k):
         """Whether parameter k was reallocated since the engine was built over it (its
         old storage is kept alive, so no new tensor can have the old address)."""
-        return self._params[k].data_ptr() != self._ptrs[k]
+        return _local(self._params[k]).data_ptr() != self._ptrs[k]
 
     def _check_realloc(self, k):
         """Reached with the engine's step begun (begin_step): no rebind can run then."""
-        if self._params[k].data_ptr() != self._ptrs[k]:
+        if _local(self._params[k]).data_ptr() != self._ptrs[k]:
             raise RuntimeError("%s was reallocated (model.to(), p.data = ...?) between "
                                "begin_step() and step(); move the model before begin_step()"
                                % self._label(k))
@@ -769,12 +810,18 @@ class TandemOptimizer(_torch.optim.Optimizer):
             raise ValueError("%s: sparse gradients are not supported" % self._label(k))
         if self._is_own_grad(k, grad):
             return True
-        if grad.shape != p.shape or grad.dtype != p.dtype or grad.device != p.device:
+        if (grad.shape != p.shape or grad.device != p.device
+                or _local(grad).shape != buf.shape):
             raise ValueError("%s: p.grad was replaced by a tensor of shape %s, %s on %s "
                              "(p.grad.data = ... or resize_?); the gradient must keep the "
-                             "parameter's shape, dtype and device"
+                             "parameter's shape and device"
                              % (self._label(k), tuple(grad.shape), grad.dtype, grad.device))
-        buf.copy_(grad)
+        if grad.dtype != p.dtype and not self._sharded:
+            raise ValueError("%s: p.grad has dtype %s, the parameter %s; the gradient must "
+                             "keep the parameter's dtype" % (self._label(k), grad.dtype,
+                                                             p.dtype))
+        buf.copy_(_local(grad))  # a sharded gradient in another dtype (FSDP2's reduce
+        # dtype) is converted here
         p.grad = self._alias_of(k)
         self._fresh[k] = True  # an assigned gradient is a gradient
         return True
@@ -878,7 +925,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
         keep = set(self._index_by_id) | new_ids
         # Weights written by torch ops since the engine last wrote them: reloaded below.
         written = {id(p) for k, p in enumerate(self._params)
-                   if p._version != self._param_versions[k]}
+                   if _local(p)._version != self._param_versions[k]}
         old_tables = {key: getattr(self, key) for key in (
             "_params", "_names", "_indices", "_group_of", "_frozen", "_device", "_cuda",
             "_index_by_id", "_grads", "_ptrs", "_storages", "_stream")}
@@ -889,7 +936,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 # The restore writes the masters to the parameters; a parameter need not
                 # hold its decoded master (never stepped, new, written, reloaded), so its
                 # value is put back after: a rebind leaves every weight as it was.
-                values = [p.detach().clone() for p in self._params]
+                values = [_local(p).detach().clone() for p in self._params]
                 fresh = engine.snapshot()
                 by_name = {t["name"]: t for t in snap["tensors"]}
                 fresh["tensors"] = [by_name.get(t["name"], t) for t in fresh["tensors"]]
@@ -900,7 +947,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 if self._cuda:
                     _torch.cuda.synchronize(self._device)
                 for p, value in zip(self._params, values):
-                    p.data.copy_(value)  # p.data: the version counter stays
+                    _local(p).data.copy_(value)  # .data: the version counter stays
                 del values
         except BaseException:
             for key, value in old_tables.items():  # no state change on a failed call
@@ -914,13 +961,13 @@ class TandemOptimizer(_torch.optim.Optimizer):
             o = old_index.get(id(p))
             if o is None:  # a new tensor: autograd's p.grad is adopted by _take_grad
                 self._fresh.append(p.grad is not None)
-                self._param_versions.append(p._version)
+                self._param_versions.append(_local(p)._version)
             else:
                 old_buf = old["grads"][o]
                 self._fresh.append(old["fresh"][o]
                                    or old_buf._version != old["grad_versions"][o])
                 grad = p.grad
-                if grad is not None and grad.data_ptr() == old_buf.data_ptr():
+                if grad is not None and _local(grad).data_ptr() == old_buf.data_ptr():
                     buf.copy_(old_buf)
                     p.grad = self._alias_of(k)
                 self._param_versions.append(old["param_versions"][o])
@@ -959,7 +1006,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
                      "step" if repeated else ""), RebindWarning)
 
     def _record_param_versions(self):
-        self._param_versions = [p._version for p in self._params]
+        self._param_versions = [_local(p)._version for p in self._params]
 
     def _sync_params(self, rebind=True):
         """Reloads the parameters written (by torch ops) since the engine last wrote
@@ -971,7 +1018,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
         if rebind:
             self._rebind_if_needed()
         changed = [k for k, p in enumerate(self._params)
-                   if p._version != self._param_versions[k]]
+                   if _local(p)._version != self._param_versions[k]]
         if changed:
             self._reload(changed)
 

@@ -54,14 +54,6 @@ def test_parameter_on_another_gpu():
                             param(torch.zeros(4, device="cuda:1"))])
 
 
-def test_dtensor():
-    class DTensor(torch.Tensor):  # stands in for torch.distributed's DTensor
-        pass
-    p = torch.Tensor._make_subclass(DTensor, torch.zeros(4), True)
-    with pytest.raises(ValueError, match="DTensor parameters are not supported"):
-        tandem.torch.AdamW([p])
-
-
 def test_engine_errors_become_value_errors():
     model = make_mlp()
     with pytest.raises(ValueError, match="offload_fraction"):

@@ -1,0 +1,173 @@
+"""One FSDP2 training iteration (forward, backward, optimizer step) on Llama-3-8B shapes:
+Tandem at full offload against FSDP2 without offload and FSDP2 with CPUOffloadPolicy,
+each in its own process, in one run (docs/benchmarks.md, "FSDP2 iteration").
+
+    python3 bench/fsdp_step.py --layers 16 --json bench/results/fsdp_step_h200.json
+
+Modes (each a fresh `torchrun --nproc_per_node 1` child, so GPU peaks do not mix):
+  none         fp32 sharded parameters, bf16 compute (MixedPrecisionPolicy), torch's fused
+               AdamW on the GPU: FSDP2 as most people run it.
+  cpu_offload  the same with offload_policy=CPUOffloadPolicy(): parameters, gradients and
+               torch's AdamW state on the host.
+  tandem       bf16 sharded parameters, tandem.torch.AdamW with bf16+ecc8 / q8 / q8 state
+               at --fraction (default 1: all optimizer state in pinned host memory).
+Targets (issue): tandem >= 10x faster than cpu_offload, within 2.5x of none, GPU peak
+<= 45% of none's. The table prints each figure against its target.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+
+LLAMA3_8B = dict(vocab=128256, dim=4096, heads=32, kv_heads=8, hidden=14336)
+
+
+def child(args):
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+    from fsdp_train import Llama
+
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(0)
+    mesh = init_device_mesh("cuda", (dist.get_world_size(),))
+    dtype = torch.bfloat16 if args.mode == "tandem" else torch.float32
+    with torch.device("meta"):
+        model = Llama(layers=args.layers, **LLAMA3_8B).to(dtype)
+    kwargs = {"mesh": mesh}
+    if args.mode != "tandem":
+        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+                                                   reduce_dtype=torch.float32)
+    if args.mode == "cpu_offload":
+        kwargs["offload_policy"] = CPUOffloadPolicy()
+    for layer in model.layers:
+        fully_shard(layer, **kwargs)
+    fully_shard(model, **kwargs)
+    model.to_empty(device="cpu" if args.mode == "cpu_offload" else "cuda")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.02)
+    params = sum(p.numel() for p in model.parameters())
+
+    t0 = time.perf_counter()
+    if args.mode == "tandem":
+        import tandem.torch
+        opt = tandem.torch.AdamW(model.named_parameters(), lr=1e-5, weight_decay=0.1,
+                                 offload_fraction=args.fraction,
+                                 master_format="bf16+ecc8", momentum_format="q8",
+                                 variance_format="q8")
+    elif args.mode == "cpu_offload":
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.1)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.1, fused=True)
+    build_s = time.perf_counter() - t0
+
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, LLAMA3_8B["vocab"], (1, args.seq + 1), generator=g).cuda()
+    torch.cuda.reset_peak_memory_stats()
+    fb, st, it = [], [], []
+    for i in range(args.warmup + args.iters):
+        torch.cuda.synchronize()
+        a = time.perf_counter()
+        logits = model(ids[:, :-1])
+        loss = F.cross_entropy(logits.float().flatten(0, 1), ids[:, 1:].flatten())
+        loss.backward()
+        torch.cuda.synchronize()
+        b = time.perf_counter()
+        opt.step()
+        opt.zero_grad()
+        torch.cuda.synchronize()
+        c = time.perf_counter()
+        if i >= args.warmup:
+            fb.append((b - a) * 1e3)
+            st.append((c - b) * 1e3)
+            it.append((c - a) * 1e3)
+        print("  %s iteration %d: %.0f ms (forward+backward %.0f, step %.0f)"
+              % (args.mode, i + 1, (c - a) * 1e3, (b - a) * 1e3, (c - b) * 1e3),
+              file=sys.stderr, flush=True)
+    result = dict(mode=args.mode, layers=args.layers, params=params, seq=args.seq,
+                  fraction=args.fraction if args.mode == "tandem" else None,
+                  iteration_ms=statistics.median(it), forward_backward_ms=statistics.median(fb),
+                  step_ms=statistics.median(st), iterations_ms=it,
+                  gpu_peak_gib=torch.cuda.max_memory_allocated() / 2**30,
+                  optimizer_build_s=build_s)
+    with open(args.child_out, "w") as f:
+        json.dump(result, f)
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--fraction", type=float, default=1.0)
+    ap.add_argument("--modes", default="none,cpu_offload,tandem")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--mode", help=argparse.SUPPRESS)
+    ap.add_argument("--child-out", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.mode:
+        return child(args)
+
+    results = {}
+    for mode in args.modes.split(","):
+        out = tempfile.mktemp(suffix=".json")
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc_per_node", "1", os.path.abspath(__file__), "--mode", mode,
+               "--child-out", out] + sum(([k, str(v)] for k, v in (
+                   ("--layers", args.layers), ("--seq", args.seq), ("--iters", args.iters),
+                   ("--warmup", args.warmup), ("--fraction", args.fraction))), [])
+        print("fsdp_step: %s ..." % mode, file=sys.stderr, flush=True)
+        rc = subprocess.run(cmd).returncode
+        if rc != 0 or not os.path.exists(out):
+            print("fsdp_step: %s failed (exit %d)" % (mode, rc), file=sys.stderr)
+            continue
+        with open(out) as f:
+            results[mode] = json.load(f)
+
+    rows = []
+    none, off, tan = (results.get(m) for m in ("none", "cpu_offload", "tandem"))
+    print("\nFSDP2, Llama-3-8B shapes, %d layers (%.2f Gparam), seq %d, world size 1"
+          % (args.layers, next(iter(results.values()))["params"] / 1e9 if results else 0,
+             args.seq))
+    print("%-12s %12s %12s %10s %10s" % ("mode", "iteration", "fwd+bwd", "step", "GPU peak"))
+    for mode, r in results.items():
+        print("%-12s %9.0f ms %9.0f ms %7.0f ms %6.1f GiB"
+              % (mode, r["iteration_ms"], r["forward_backward_ms"], r["step_ms"],
+                 r["gpu_peak_gib"]))
+    checks = []
+    if tan and off:
+        checks.append(("tandem vs cpu_offload speed-up", off["iteration_ms"] / tan["iteration_ms"],
+                       ">=", 10.0))
+    if tan and none:
+        checks.append(("tandem / none iteration time", tan["iteration_ms"] / none["iteration_ms"],
+                       "<=", 2.5))
+        checks.append(("tandem / none GPU peak", tan["gpu_peak_gib"] / none["gpu_peak_gib"],
+                       "<=", 0.45))
+    for name, value, op, limit in checks:
+        ok = value >= limit if op == ">=" else value <= limit
+        rows.append(dict(check=name, value=value, target="%s %g" % (op, limit), met=ok))
+        print("%-32s %7.2f  (target %s %g: %s)" % (name, value, op, limit,
+                                                   "met" if ok else "MISSED"))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(benchmark="fsdp_step", command=" ".join(sys.argv),
+                           date=time.strftime("%Y-%m-%d"), results=results, checks=rows),
+                      f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""DTensor parameters (FSDP2's ``fully_shard``, HSDP) in tandem.torch: what a shard is,
+the one collective of a step, and the quantization-group rule. docs/distributed.md.
+
+Note [Sharded parameters]: a DTensor parameter's optimizer state covers its local shard
+only; the engine sees the local tensor (``p._local_tensor``: for FSDP2 a view of its
+padded sharded storage, read by the next all-gather), updates it in place and orders the
+caller's current stream after the update. Supported placements: ``Shard(0)`` on at most
+one mesh dimension and ``Replicate`` on the others (HSDP). Shards may be uneven or empty.
+
+Note [One collective per step]: the engine's pre-pass computes this rank's sum of squared
+gradients and whether any is non-finite, on the GPU (host mode: on the host) before any
+copy or update; ``combine`` all-gathers the (sum, non-finite) pairs over the *shard*
+mesh dimension (replicas of HSDP hold the same shards and gradients, so each element is
+counted once) and adds them up in rank order in double, so every rank reaches the same
+bits for the norm, the clip coefficient and the skip decision.
+
+Note [Shard-safe quantization groups]: q8 moments keep one scale per 32 consecutive
+elements of a tensor. A ``Shard(0)`` boundary falls between rows, so when the tensor has
+two or more dimensions and its last dimension is a multiple of 32 no group is ever split,
+the local shard's groups are the global tensor's, and codes and scales reshard exactly
+(scales shaped ``shape[:-1] + (K // 32,)``). Any other sharded tensor (1-D vectors such as
+norm weights, odd widths) keeps its moments in f32 instead: decided from the global shape
+and the placements only, never from the local size, so the numerics never depend on the
+mesh. Plain (unsharded) parameters keep the configured formats.
+"""
+
+import math
+
+import torch
+
+QUANT_GROUP = 32
+
+
+def dtensor_types():
+    """(DTensor, Shard, Replicate) from torch.distributed.tensor, or None when this torch
+    has no DTensor."""
+    for name in ("torch.distributed.tensor", "torch.distributed._tensor"):
+        try:
+            module = __import__(name, fromlist=["DTensor", "Shard", "Replicate"])
+            return module.DTensor, module.Shard, module.Replicate
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
+def is_dtensor(t):
+    types = dtensor_types()
+    return types is not None and isinstance(t, types[0])
+
+
+def local(t):
+    """The local tensor of a DTensor (sharing its storage), or t itself."""
+    return t._local_tensor if is_dtensor(t) else t
+
+
+def shard_dim(p):
+    """The mesh dimension that shards DTensor p (None when it is replicated on every
+    mesh dimension). Raises ValueError for placements other than Shard(0)/Replicate or
+    for more than one sharded mesh dimension."""
+    _, Shard, Replicate = dtensor_types()
+    dim = None
+    for d, placement in enumerate(p.placements):
+        if isinstance(placement, Replicate):
+            continue
+        if isinstance(placement, Shard) and placement.dim == 0:
+            if dim is not None:
+                raise ValueError("placements %s shard the tensor on two mesh dimensions; "
+                                 "tandem.torch supports Shard(0) on one mesh dimension "
+                                 "(FSDP2, HSDP)" % (tuple(p.placements),))
+            dim = d
+            continue
+        raise ValueError("placement %r is not supported; tandem.torch steps Shard(0) and "
+                         "Replicate placements (FSDP2's fully_shard, HSDP)" % (placement,))
+    return dim
+
+
+def check_param(p, where):
+    """Checks DTensor parameter p (Note [Sharded parameters]); returns its mesh
+    signature (mesh, sharded mesh dimension) for check_same_mesh."""
+    if p.device.type == "cpu" and p.device_mesh.device_type != "cpu":
+        raise ValueError(
+            "%s: this DTensor parameter lives on the CPU while its mesh is on %s: FSDP2's "
+            "CPUOffloadPolicy keeps the sharded parameters in host memory. Tandem offloads "
+            "the optimizer state itself (offload_fraction) and keeps the shards on the "
+            "GPU: drop offload_policy=CPUOffloadPolicy() from fully_shard."
+            % (where, p.device_mesh.device_type))
+    try:
+        dim = shard_dim(p)
+    except ValueError as e:
+        raise ValueError("%s: %s" % (where, e)) from None
+    if not local(p).is_contiguous():
+        raise ValueError("%s: the local shard is not contiguous" % where)
+    return p.device_mesh, dim
+
+
+def check_same_mesh(signatures, labels):
+    """Every DTensor parameter must live on one mesh and shard on one mesh dimension."""
+    first = signatures[0]
+    for sig, label in zip(signatures, labels):
+        if sig[0] != first[0] or (sig[1] is not None and first[1] is not None
+                                  and sig[1] != first[1]):
+            raise ValueError("%s is on mesh %s (sharded on mesh dimension %s), the first "
+                             "parameter on mesh %s (dimension %s); one optimizer steps the "
+                             "parameters of one device mesh" % (label, sig[0], sig[1],
+                                                                first[0], first[1]))
+
+
+def shard_group(signatures):
+    """The process group the partials are gathered over: the sharded mesh dimension's,
+    or None when nothing is sharded (every rank holds whole tensors)."""
+    dims = {sig[1] for sig in signatures if sig[1] is not None}
+    if not dims:
+        return None
+    mesh = signatures[0][0]
+    return mesh.get_group(mesh_dim=dims.pop())
+
+
+def make_combine(group, device):
+    """StepOptions::combine_grad_stats over `group` (Note [One collective per step]): one
+    all-gather of (sum of squares, non-finite count) in float64, summed in rank order."""
+    import torch.distributed as dist
+    world = dist.get_world_size(group)
+    backend = str(dist.get_backend(group)).lower()
+    on = device if (device.type == "cuda" and "nccl" in backend) else torch.device("cpu")
+
+    def combine(sum_squares, nonfinite):
+        mine = torch.tensor([sum_squares, float(nonfinite)], dtype=torch.float64, device=on)
+        every = torch.empty(world * 2, dtype=torch.float64, device=on)
+        dist.all_gather_into_tensor(every, mine, group=group)
+        total, bad = 0.0, 0
+        for s, n in every.view(world, 2).tolist():  # rank order
+            total += s
+            bad += int(n) if math.isfinite(n) else 1
+        return total, bad
+
+    return combine
+
+
+def group_safe(shape, sharded):
+    """Whether q8 groups of a tensor of global `shape` survive any shard boundary
+    (Note [Shard-safe quantization groups])."""
+    if not sharded:
+        return True
+    return len(shape) >= 2 and shape[-1] % QUANT_GROUP == 0
+
+
+def tensor_formats(formats, shape, sharded):
+    """The per-tensor formats override for the engine (a dict) or None: q8 moments become
+    f32 where the group rule says so."""
+    master, momentum, variance = formats
+    if group_safe(shape, sharded) or "q8" not in (momentum, variance):
+        return None
+    return {"master": master, "momentum": "f32" if momentum == "q8" else momentum,
+            "variance": "f32" if variance == "q8" else variance}
+
+
+def scales_shape(shape):
+    """Global shape of a group-safe tensor's q8 scales: shape[:-1] + (ceil(K / 32),)."""
+    if not shape:
+        return (1,)
+    return tuple(shape[:-1]) + ((shape[-1] + QUANT_GROUP - 1) // QUANT_GROUP,)
+
+
+def wrap_like(local_tensor, p, shape):
+    """A DTensor with p's mesh and placements, global `shape` (contiguous strides) and
+    `local_tensor` as its local shard, wherever that lives (no copy; a CPU shard of a
+    CUDA mesh stays on the CPU, as FSDP2's own CPU offload does)."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._dtensor_spec import DTensorSpec, TensorMeta
+    stride, acc = [], 1
+    for d in reversed(shape):
+        stride.append(acc)
+        acc *= d
+    meta = TensorMeta(torch.Size(shape), tuple(reversed(stride)), local_tensor.dtype)
+    spec = DTensorSpec(p.device_mesh, tuple(p.placements), tensor_meta=meta)
+    return DTensor(local_tensor, spec, requires_grad=False)

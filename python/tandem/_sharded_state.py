@@ -1,0 +1,208 @@
+"""The state dict of an optimizer over DTensor parameters (version 3), the layout
+torch.distributed.checkpoint (DCP) saves, reshards and loads. docs/distributed.md.
+
+Note [Sharded state dict]: DCP's ``get_optimizer_state_dict`` keeps only "state" and
+"param_groups" of an optimizer's state dict (keyed by fully qualified parameter names),
+so everything Tandem needs besides the arrays rides in each param group under "tandem".
+``state[i]`` holds the tensor's step (a plain float tensor, the same on every rank) and
+its snapshot arrays (the names of ``_state._ARRAYS``) as DTensors with the parameter's
+mesh and placements and *global* shapes: the parameter's shape, and for q8 scales
+``shape[:-1] + (K // 32,)`` (Note [Shard-safe quantization groups] in _dist.py), so that
+DCP reshards codes, scales and corrections exactly at another world size. The local
+shards are CPU tensors (a copy of the engine's state), never moved to the GPU.
+
+Loading takes the arrays as DTensors of this optimizer's placements (what DCP fills in
+place of the templates ``state_dict()`` gave it), or as whole tensors of the global
+shape, of which each rank takes its shard. torch's load-time dtype cast never touches
+them (Tandem loads them itself). Every field is checked before anything changes.
+"""
+
+import math
+from collections.abc import Mapping
+
+import torch
+
+from tandem import _dist
+from tandem import _state
+
+VERSION = 3
+_DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
+
+
+def _formats_of(opt, k):
+    override = opt._tensor_formats(k)
+    if override is None:
+        return tuple(opt._formats)
+    return (override["master"], override["momentum"], override["variance"])
+
+
+def _array_shapes(name, shape, numel):
+    """Global shape of snapshot array `name` for a tensor of global `shape`."""
+    if name in ("m_scales", "v_scales"):
+        if len(shape) >= 1 and shape[-1] % _dist.QUANT_GROUP == 0:
+            return _dist.scales_shape(shape)
+        return ((numel + _dist.QUANT_GROUP - 1) // _dist.QUANT_GROUP,)  # unsharded only
+    return tuple(shape)
+
+
+def _local_shape(name, p):
+    mine = tuple(_dist.local(p).shape)
+    if name in ("m_scales", "v_scales"):
+        shape = tuple(p.shape)
+        if len(shape) >= 1 and shape[-1] % _dist.QUANT_GROUP == 0:
+            return _dist.scales_shape(mine) if mine else (0,)
+        n = math.prod(mine)
+        return ((n + _dist.QUANT_GROUP - 1) // _dist.QUANT_GROUP,)
+    return mine
+
+
+def state_dict(opt):
+    """TandemOptimizer.state_dict for DTensor parameters (Note [Sharded state dict])."""
+    snap = _state._snapshot(opt)
+    state = {}
+    for k, t in enumerate(snap["tensors"]):
+        p = opt._params[k]
+        entry = {"step": torch.tensor(float(t["step"]))}
+        for name in _state._ARRAYS:
+            if name not in t:
+                continue
+            a = torch.from_numpy(t[name]).contiguous()  # (fresh zeros come broadcast)
+            if name in _state._BF16_ARRAYS:
+                a = a.view(torch.bfloat16)
+            a = a.reshape(_local_shape(name, p))
+            entry[name] = _dist.wrap_like(a, p, _array_shapes(name, tuple(p.shape), p.numel()))
+        state[opt._indices[k]] = entry
+    meta = {
+        "version": VERSION,
+        "algorithm": snap["algorithm"],
+        "master": snap["master"],
+        "momentum": snap["momentum"],
+        "variance": snap["variance"],
+        "step": int(snap["step"]),
+        "engine_groups": snap["groups"],
+        "ref_group": opt._ref_group,
+    }
+    groups = _state._torch_groups(opt)
+    for g in groups:
+        g["tandem"] = dict(meta)
+    return {"state": state, "param_groups": groups}
+
+
+def is_sharded_state_dict(sd):
+    groups = sd.get("param_groups") if isinstance(sd, Mapping) else None
+    return (isinstance(groups, (list, tuple)) and len(groups) > 0
+            and isinstance(groups[0], Mapping) and "tandem" in groups[0])
+
+
+def _shard_of(a, p, name, where):
+    """The local shard (a CPU tensor) of saved array `a` for parameter p: a DTensor of p's
+    placements gives its local tensor, a whole tensor its rows for this rank."""
+    global_shape = _array_shapes(name, tuple(p.shape), p.numel())
+    if tuple(a.shape) != tuple(global_shape):
+        raise ValueError("%s has shape %s, expected %s (the parameter's global shape %s)"
+                         % (where, tuple(a.shape), tuple(global_shape), tuple(p.shape)))
+    if _dist.is_dtensor(a):
+        if not _dist.is_dtensor(p) or tuple(a.placements) != tuple(p.placements):
+            raise ValueError("%s is a DTensor with placements %s; the parameter has %s"
+                             % (where, tuple(a.placements),
+                                tuple(getattr(p, "placements", ())) or "none"))
+        return a._local_tensor.detach().cpu()
+    if not _dist.is_dtensor(p) or _dist.shard_dim(p) is None:
+        return a.detach().cpu()
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    shape, offset = compute_local_shape_and_global_offset(
+        torch.Size(global_shape), p.device_mesh, p.placements)
+    rows = slice(offset[0], offset[0] + shape[0]) if len(shape) else slice(None)
+    return a.detach().cpu()[rows]
+
+
+def plan_load(opt, sd):
+    """Checks a version-3 state dict against the optimizer and returns what loading it
+    sets: (engine snapshot dict, param group values, ref_group, lr_scales, engine_hyper).
+    Raises ValueError naming the first bad field; changes nothing."""
+    saved_groups = _state._list(_state._need(sd, "param_groups", "state dict"),
+                                "state dict['param_groups']", len(opt.param_groups))
+    where = "state dict['param_groups'][0]['tandem']"
+    meta = _state._need(saved_groups[0], "tandem", "state dict['param_groups'][0]")
+    version = _state._need(meta, "version", where)
+    if isinstance(version, bool) or version != VERSION:
+        raise ValueError("unsupported sharded tandem state dict version %r (this build "
+                         "reads %d)" % (version, VERSION))
+    algorithm = _state._need(meta, "algorithm", where)
+    if algorithm != opt._ALGORITHM:
+        raise ValueError("state dict algorithm %r but optimizer uses %r"
+                         % (algorithm, opt._ALGORITHM))
+    formats = tuple(_state._need(meta, key, where) for key in ("master", "momentum",
+                                                                "variance"))
+    if formats != tuple(opt._formats):
+        raise ValueError("state dict formats master=%s,m=%s,v=%s but optimizer uses "
+                         "master=%s,m=%s,v=%s" % (formats + tuple(opt._formats)))
+    step = _state._int(_state._need(meta, "step", where), where + "['step']", 0,
+                       _state._MAX_STEP)
+    n_groups = len(opt.param_groups)
+    keys = []  # torch index -> the saved state key (an int, or a name under DCP)
+
+    def collect(saved, params, gw):
+        del saved, gw
+        keys.extend(params)
+
+    groups = _state._saved_param_groups(opt, sd, collect)
+    for g in groups:
+        g.pop("tandem", None)
+    engine_groups = _state._list(_state._need(meta, "engine_groups", where),
+                                 where + "['engine_groups']", n_groups)
+    for g, h in enumerate(engine_groups):
+        _state._check_engine_group(h, "%s['engine_groups'][%d]" % (where, g))
+    ref_group = _state._int(_state._need(meta, "ref_group", where), where + "['ref_group']",
+                            0, n_groups - 1)
+    state = _state._need(sd, "state", "state dict")
+    if not isinstance(state, Mapping):
+        raise ValueError("state dict['state'] must be a dict, got %s" % type(state).__name__)
+    tensors = []
+    for k, p in enumerate(opt._params):
+        index = opt._indices[k]
+        key = keys[index]
+        ew = "state dict['state'][%r]" % (key,)
+        if key not in state:
+            raise ValueError("state dict has no state for parameter %r" % (key,))
+        entry = state[key]
+        if not isinstance(entry, Mapping):
+            raise ValueError("%s must be a dict, got %s" % (ew, type(entry).__name__))
+        n = _dist.local(p).numel()
+        t = {"name": opt._names[k], "numel": n, "param_dtype": _DTYPES[p.dtype],
+             "grad_dtype": _DTYPES[p.dtype], "group": opt._group_of[k],
+             "shape": list(_dist.local(p).shape),
+             "step": _state._step_value(_state._need(entry, "step", ew), ew + "['step']",
+                                        step)}
+        mine = _formats_of(opt, k)
+        if mine != tuple(opt._formats):
+            t["formats"] = dict(zip(("master", "momentum", "variance"), mine))
+        expected = _state._expected_arrays(algorithm, mine, engine_groups[t["group"]], n)
+        for name in _state._ARRAYS:
+            if name not in expected:
+                if name in entry:
+                    raise ValueError("%s has %r, which %s with master=%s,m=%s,v=%s does not "
+                                     "keep" % ((ew, name, algorithm) + mine))
+                continue
+            a = _state._need(entry, name, ew)
+            aw = "%s[%r]" % (ew, name)
+            if not torch.is_tensor(a):
+                raise ValueError("%s must be a tensor, got %s" % (aw, type(a).__name__))
+            if a.dtype != _state._ARRAY_DTYPES[name]:
+                raise ValueError("%s has dtype %s, expected %s"
+                                 % (aw, a.dtype, _state._ARRAY_DTYPES[name]))
+            a = _shard_of(a, p, name, aw)
+            if a.numel() != expected[name]:
+                raise ValueError("%s has %d local elements, expected %d"
+                                 % (aw, a.numel(), expected[name]))
+            a = a.reshape(-1)
+            if name in _state._BF16_ARRAYS:
+                a = a.view(torch.int16)
+            t[name] = a.contiguous().numpy()
+        tensors.append(t)
+    snap = {"algorithm": algorithm, "master": formats[0], "momentum": formats[1],
+            "variance": formats[2], "step": step, "groups": [dict(h) for h in engine_groups],
+            "tensors": tensors, "metadata": ""}
+    lr_scales = [float(h["lr_scale"]) for h in engine_groups]
+    engine_hyper = [{f: h[f] for f in _state.HYPER_FIELDS} for h in engine_groups]
+    return snap, groups, ref_group, lr_scales, engine_hyper

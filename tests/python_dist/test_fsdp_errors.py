@@ -1,0 +1,95 @@
+"""What tandem.torch refuses with DTensor parameters (docs/distributed.md, "The
+contract"): each a ValueError naming the parameter and saying what to do. One process,
+a 1-rank gloo group."""
+
+import tempfile
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+import tandem.torch
+from tandem import _dist
+
+
+@pytest.fixture(scope="module", autouse=True)
+def group():
+    store = tempfile.NamedTemporaryFile(delete=False)
+    dist.init_process_group("gloo", init_method="file://" + store.name, rank=0,
+                            world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def sharded_linear():
+    model = torch.nn.Linear(64, 32)
+    fully_shard(model, mesh=init_device_mesh("cpu", (1,)))
+    return model
+
+
+def test_a_sharded_model_steps():
+    model = sharded_linear()
+    opt = tandem.torch.AdamW(model.named_parameters(), lr=1e-2)
+    model(torch.randn(4, 64)).sum().backward()
+    opt.step()
+    assert opt.last_result.applied and opt.last_result.stepped_tensors == 2
+
+
+def test_plain_and_sharded_parameters_are_not_mixed():
+    model = sharded_linear()
+    extra = torch.nn.Parameter(torch.zeros(8))
+    with pytest.raises(ValueError, match="'extra' is a plain tensor while other"):
+        tandem.torch.AdamW(list(model.named_parameters()) + [("extra", extra)])
+
+
+def test_early_start_is_refused():
+    with pytest.raises(ValueError, match="early_start .* not available with DTensor"):
+        tandem.torch.AdamW(sharded_linear().named_parameters(), early_start=True)
+
+
+def test_other_placements_are_refused():
+    mesh = init_device_mesh("cpu", (1,))
+    p = torch.nn.Parameter(distribute_tensor(torch.randn(8, 64), mesh, [Shard(1)]))
+    with pytest.raises(ValueError, match="'w': placement .*Shard\\(dim=1\\).* not supported"):
+        tandem.torch.AdamW([("w", p)])
+
+
+def test_replicated_parameters_are_stepped_whole():
+    mesh = init_device_mesh("cpu", (1,))
+    p = torch.nn.Parameter(distribute_tensor(torch.randn(8, 64), mesh, [Replicate()]))
+    opt = tandem.torch.AdamW([("w", p)], momentum_format="q8", variance_format="q8")
+    p.grad = distribute_tensor(torch.ones(8, 64), mesh, [Replicate()])
+    opt.step()
+    assert opt.last_result.applied
+
+
+def test_cpu_offload_policy_is_refused():
+    # What FSDP2's CPUOffloadPolicy leaves: a CPU shard of a CUDA mesh (built without a
+    # GPU: no backend is initialised).
+    mesh = DeviceMesh("cuda", [0], _init_backend=False)
+    cpu = torch.nn.Parameter(torch.randn(8, 64))
+    p = torch.nn.Parameter(_dist.wrap_like(cpu.data, _FakeParam(mesh), (8, 64)))
+    with pytest.raises(ValueError, match="'w': .*CPUOffloadPolicy.*keeps the shards on the "
+                                         "GPU"):
+        tandem.torch.AdamW([("w", p)])
+
+
+class _FakeParam:
+    def __init__(self, mesh):
+        self.device_mesh = mesh
+        self.placements = (Shard(0),)
+
+
+def test_group_rule_follows_the_global_shape():
+    fmt = ("bf16+ecc8", "q8", "q8")
+    assert _dist.tensor_formats(fmt, (4096, 4096), True) is None
+    assert _dist.tensor_formats(fmt, (128256, 4096), True) is None
+    f32 = {"master": "bf16+ecc8", "momentum": "f32", "variance": "f32"}
+    assert _dist.tensor_formats(fmt, (4096,), True) == f32        # norm weights
+    assert _dist.tensor_formats(fmt, (7, 40), True) == f32        # K not a multiple of 32
+    assert _dist.tensor_formats(fmt, (4096,), False) is None      # not sharded: as given
+    assert _dist.tensor_formats(("f32", "f32", "f32"), (4096,), True) is None
+    assert _dist.scales_shape((7, 96)) == (7, 3)
