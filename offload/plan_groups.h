@@ -14,7 +14,7 @@
 namespace tandem::offload {
 
 struct PlanGroups {
-  std::vector<StateFormats> formats;        // per plan: its format set
+  std::vector<StateFormats> formats;         // per plan: its format set
   std::vector<std::vector<uint32_t>> spans;  // per plan: the spans it steps, ascending
   std::vector<uint32_t> plan_of_span;        // per span: its plan
 };

@@ -128,8 +128,8 @@ TEST(MixedFormatsHost, SpeculativeEarlyStartGivesTheSameBits) {
       ExpectPerTensorEqual(
           Train(Config(testing::kMixedDefault, fraction),
                 {.speculative = true, .max_grad_norm = clip}),
-          GlobalRuns(fraction, 64, {.max_grad_norm = clip}), "speculative, clip " + std::to_string(clip) + ", fraction " +
-                      std::to_string(fraction));
+          GlobalRuns(fraction, 64, {.max_grad_norm = clip}),
+          "speculative, clip " + std::to_string(clip) + ", fraction " + std::to_string(fraction));
   }
 }
 
@@ -165,7 +165,8 @@ TEST(MixedFormatsHost, MemoryIsThePredictionAndTheSumOfThePerFormatParts) {
     std::vector<TensorSpec> part;
     for (size_t t = 0; t < specs.size(); ++t)
       if (MixedFormatsOf(t) == f) part.push_back(specs[t]);
-    const MemoryReport::Bytes b = StateOnly(PredictMemory(part, Config(f, 0.0), ExecutionMode::kHost).host);
+    const MemoryReport::Bytes b =
+        StateOnly(PredictMemory(part, Config(f, 0.0), ExecutionMode::kHost).host);
     sum.master += b.master;
     sum.correction += b.correction;
     sum.momentum += b.momentum;
@@ -267,7 +268,8 @@ TEST(MixedFormatsHost, OverridesAreValidatedLikeTheConfiguredFormats) {
     }
   };
   // Lion keeps no variance.
-  OptimizerConfig lion = Config({MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kF32}, 0.5);
+  OptimizerConfig lion =
+      Config({MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kF32}, 0.5);
   lion.algorithm = Algorithm::kLion;
   std::vector<TensorSpec> specs = m.Specs(2);
   specs[2].formats = StateFormats{MasterFormat::kF32, MomentFormat::kF32, MomentFormat::kQ8};
