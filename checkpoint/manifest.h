@@ -12,8 +12,9 @@
 namespace tandem::ckpt {
 
 // The data sections a snapshot with this structure must have, in file order: tensors in
-// order, and for each its non-empty arrays (by the tensor's own formats) in ascending kind. Each entry's raw_length is
-// the array's byte size; offsets, lengths, CRCs and codecs are left zero/"none".
+// order, and for each its non-empty arrays (by the tensor's own formats) in ascending
+// kind. Each entry's raw_length is the array's byte size; offsets, lengths, CRCs and
+// codecs are left zero/"none".
 // `info` must have passed DecodeManifest's structural checks (or come from a valid snapshot).
 std::vector<CheckpointSection> ExpectedSections(const CheckpointInfo& info);
 

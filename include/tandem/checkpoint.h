@@ -170,8 +170,9 @@ VerifyReport VerifyCheckpoint(const std::string& path, Env* env = nullptr);
 // Throws Error(kInvalidArgument) naming the first difference between the structure of a
 // loaded snapshot and the optimizer's own layout: algorithm, default formats, group
 // count, tensor count, then per tensor name, numel, shape (only when both sides have
-// one), param dtype, grad dtype, group and the tensor's own formats. Array contents, hyper-parameter values, steps and metadata are
-// not compared. Call before touching optimizer state.
+// one), param dtype, grad dtype, group and the tensor's own formats. Array contents,
+// hyper-parameter values, steps and metadata are not compared. Call before touching
+// optimizer state.
 void CheckCompatible(const OptimizerSnapshot& loaded, const OptimizerSnapshot& layout);
 
 // ---- Conversion between state formats ---------------------------------------------------
