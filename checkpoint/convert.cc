@@ -121,7 +121,21 @@ void EncodeVariance(const std::vector<float>& v, MomentFormat to, TensorSnapshot
 
 OptimizerSnapshot ConvertSnapshot(const OptimizerSnapshot& s, const StateFormats& to,
                                   ConvertTensors which) {
+  // A tensor that overrides the default formats keeps its own (kDefaultFormats).
+  std::vector<StateFormats> targets;
+  targets.reserve(s.tensors.size());
+  for (const TensorSnapshot& t : s.tensors)
+    targets.push_back(which == ConvertTensors::kAll || t.formats == s.formats ? to : t.formats);
+  return ConvertSnapshotPerTensor(s, to, targets);
+}
+
+OptimizerSnapshot ConvertSnapshotPerTensor(const OptimizerSnapshot& s, const StateFormats& to,
+                                           const std::vector<StateFormats>& targets) {
+  if (targets.size() != s.tensors.size())
+    Invalid(std::to_string(targets.size()) + " target formats for " +
+            std::to_string(s.tensors.size()) + " tensors");
   CheckTarget(s.algo, to);
+  for (const StateFormats& f : targets) CheckTarget(s.algo, f);
   ValidateSnapshot(s);
   FpModeGuard fp_mode;  // round to nearest, no flush to zero: the kernels' mode
   OptimizerSnapshot out;
@@ -131,12 +145,10 @@ OptimizerSnapshot ConvertSnapshot(const OptimizerSnapshot& s, const StateFormats
   out.step = s.step;
   out.metadata = s.metadata;
   out.tensors.reserve(s.tensors.size());
-  for (const TensorSnapshot& t : s.tensors) {
+  for (size_t i = 0; i < s.tensors.size(); ++i) {
+    const TensorSnapshot& t = s.tensors[i];
     const StateFormats& from = t.formats;
-    // A tensor that overrides the default formats keeps its own (kDefaultFormats): its
-    // arrays are copied below, as every format that does not change is.
-    const bool convert = which == ConvertTensors::kAll || from == s.formats;
-    const StateFormats& want = convert ? to : from;
+    const StateFormats& want = targets[i];
     TensorSnapshot c = ckpt::TensorDescription(t);
     c.formats = want;
     // A format that does not change is copied, so that the identity is exact.

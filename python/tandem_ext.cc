@@ -288,16 +288,28 @@ OptimizerSnapshot SnapshotFromDict(const py::dict& d) {
 }
 
 #if TANDEM_PY_HAS_CHECKPOINT
-// tandem::ConvertSnapshot on a snapshot dict: the same state in the formats named.
+// tandem::ConvertSnapshot on a snapshot dict: the same state in the formats named. With
+// tensor_formats (a list, one entry per tensor: a formats dict, or None for the formats
+// named), tandem::ConvertSnapshotPerTensor: each tensor in its own target.
 py::dict ConvertSnapshotDict(const py::dict& d, const std::string& master,
-                             const std::string& momentum, const std::string& variance) {
+                             const std::string& momentum, const std::string& variance,
+                             const py::object& tensor_formats) {
   OptimizerSnapshot s = SnapshotFromDict(d);
   const StateFormats to{ParseMasterFormat(master), ParseMomentFormat(momentum),
                         ParseMomentFormat(variance)};
+  std::vector<StateFormats> targets;
+  const bool per_tensor = !tensor_formats.is_none();
+  if (per_tensor) {
+    size_t i = 0;
+    for (auto f : tensor_formats.cast<py::sequence>()) {
+      const std::string where = "tensor_formats[" + std::to_string(i++) + "]";
+      targets.push_back(f.is_none() ? to : FormatsFromObject(f, where));
+    }
+  }
   OptimizerSnapshot out;
   {
     py::gil_scoped_release release;
-    out = ConvertSnapshot(s, to);
+    out = per_tensor ? ConvertSnapshotPerTensor(s, to, targets) : ConvertSnapshot(s, to);
   }
   return SnapshotToDict(std::move(out));
 }
@@ -659,11 +671,13 @@ PYBIND11_MODULE(_C, m) {
   m.attr("has_checkpoint") = py::bool_(TANDEM_PY_HAS_CHECKPOINT != 0);
 #if TANDEM_PY_HAS_CHECKPOINT
   m.def("convert_snapshot", &tandem::ConvertSnapshotDict, py::arg("snapshot"), py::arg("master"),
-        py::arg("momentum"), py::arg("variance"),
+        py::arg("momentum"), py::arg("variance"), py::arg("tensor_formats") = py::none(),
         "The snapshot dict re-encoded in the formats named (tandem::ConvertSnapshot): "
         "masters and moments through fp32, everything else copied. Tensors whose "
         "'formats' differ from the snapshot's master/momentum/variance (per-tensor "
-        "overrides) keep them (ConvertTensors::kDefaultFormats).");
+        "overrides) keep them (ConvertTensors::kDefaultFormats). tensor_formats: None, or "
+        "a list with one entry per tensor, its target formats dict or None for the formats "
+        "named (tandem::ConvertSnapshotPerTensor).");
   m.def("crc32c", &tandem::Crc32cOfBuffer, py::arg("buffer"), py::arg("seed") = 0,
         "CRC32C (Castagnoli, ISA-L) of a contiguous buffer (bytes, bytearray, memoryview, "
         "NumPy array), continuing from `seed`: crc32c(b, crc32c(a)) == crc32c(a + b).");

@@ -202,6 +202,14 @@ enum class ConvertTensors : uint8_t {
 OptimizerSnapshot ConvertSnapshot(const OptimizerSnapshot& s, const StateFormats& to,
                                   ConvertTensors which = ConvertTensors::kDefaultFormats);
 
+// The same with each tensor's target given: tensor i is re-encoded in targets[i] (one
+// entry per tensor; a tensor already in it is copied exactly) and `to` becomes the
+// default. For a state moved to an optimizer whose overrides differ (e.g. a tensor that
+// is sharded on one side only). Throws Error(kInvalidArgument) as ConvertSnapshot, and
+// for a targets size other than the tensor count or a target that does not suit s.algo.
+OptimizerSnapshot ConvertSnapshotPerTensor(const OptimizerSnapshot& s, const StateFormats& to,
+                                           const std::vector<StateFormats>& targets);
+
 // ---- fp32 master weights as safetensors -------------------------------------------------
 
 // The fp32 master weight of tensor `t` whose master is in format f.master (pass

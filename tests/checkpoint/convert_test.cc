@@ -87,6 +87,38 @@ TEST(ConvertTest, OverriddenTensorsKeepTheirFormatsUnlessAllAreAsked) {
   EXPECT_NO_THROW(ValidateSnapshot(all));
 }
 
+// Each tensor to its own target: the same bits as converting it alone; a tensor already
+// in its target is copied; bad targets are refused.
+TEST(ConvertTest, PerTensorTargets) {
+  const StateFormats q8{MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
+  const StateFormats own{MasterFormat::kBF16Ecc8, MomentFormat::kF32, MomentFormat::kF32};
+  OptimizerSnapshot s = TrainingLike(Algorithm::kAdamW, 7);  // fp32, moderate values
+  const OptimizerSnapshot all_q8 = ConvertSnapshot(s, q8);
+  // Tensors 1 and 3 to f32 moments, the others to q8 (the new default).
+  const std::vector<StateFormats> targets = {q8, own, q8, own, q8, q8};
+  const OptimizerSnapshot c = ConvertSnapshotPerTensor(all_q8, q8, targets);
+  EXPECT_EQ(c.formats, q8);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    EXPECT_EQ(c.tensors[i].formats, targets[i]) << i;
+    OptimizerSnapshot one = all_q8;
+    one.tensors = {all_q8.tensors[i]};
+    const OptimizerSnapshot alone = ConvertSnapshot(one, targets[i]);
+    EXPECT_TRUE(alone.tensors[0] == c.tensors[i]) << i;
+  }
+  EXPECT_TRUE(c.tensors[0] == all_q8.tensors[0]);  // already there: copied
+  // And back to one format set for every tensor.
+  const OptimizerSnapshot back =
+      ConvertSnapshotPerTensor(c, q8, std::vector<StateFormats>(targets.size(), q8));
+  for (const TensorSnapshot& t : back.tensors) EXPECT_EQ(t.formats, q8);
+  EXPECT_THROW(ConvertSnapshotPerTensor(c, q8, {q8}), Error);
+  StateFormats lion_bad = q8;
+  OptimizerSnapshot lion = TrainingLike(Algorithm::kLion, 8);
+  lion_bad.variance = MomentFormat::kQ8;
+  std::vector<StateFormats> lion_targets(lion.tensors.size(), StateFormats{});
+  lion_targets[2] = lion_bad;
+  EXPECT_THROW(ConvertSnapshotPerTensor(lion, StateFormats{}, lion_targets), Error);
+}
+
 TEST(ConvertTest, CopiesEverythingButTheArrays) {
   OptimizerSnapshot s = TrainingLike(Algorithm::kAdamW, 1);
   s.metadata = R"({"param_groups": []})";

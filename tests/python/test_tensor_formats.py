@@ -107,3 +107,18 @@ def test_convert_keeps_overrides():
     assert out["tensors"][0]["formats"] == dict(master="f32", momentum="f32", variance="f32")
     assert out["tensors"][1]["formats"] == F32_MOMENTS
     assert (out["tensors"][1]["ecc8"] == snap["tensors"][1]["ecc8"]).all()
+
+
+@pytest.mark.skipif(not hasattr(tandem._C, "convert_snapshot"), reason="no checkpoint library")
+def test_convert_to_per_tensor_targets():
+    # A state saved without overrides moves into an optimizer that has one.
+    _, _, plain_specs = make([100, 40], [None, None])
+    snap = train(plain_specs).snapshot()
+    out = tandem._C.convert_snapshot(snap, "bf16+ecc8", "q8", "q8",
+                                     tensor_formats=[None, F32_MOMENTS])
+    assert out["tensors"][0]["formats"] == Q8
+    assert out["tensors"][1]["formats"] == F32_MOMENTS
+    _, _, specs = make([100, 40], [None, F32_MOMENTS])
+    train(specs, steps=0).restore(out)
+    with pytest.raises(ValueError, match="target formats"):
+        tandem._C.convert_snapshot(snap, "bf16+ecc8", "q8", "q8", tensor_formats=[None])
