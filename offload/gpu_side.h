@@ -38,8 +38,10 @@ class GpuSide {
   // needed). hot_span_formats has one entry per hot span.
   static uint64_t PredictMetadataBytes(const std::vector<uint64_t>& hot_span_numels,
                                        const std::vector<StateFormats>& hot_span_formats,
-                                       const std::vector<uint64_t>& tensor_numels) {
-    uint64_t bytes = gpu::PredictGradNormPlanBytes(tensor_numels);
+                                       const std::vector<HostGrad>& grads) {
+    std::vector<gpu::NormSize> sizes;
+    for (const HostGrad& g : grads) sizes.push_back({g.n, g.run});
+    uint64_t bytes = gpu::PredictGradNormPlanBytes(sizes);
     for (const std::vector<uint32_t>& spans : GroupByFormats(hot_span_formats).spans) {
       std::vector<uint64_t> numels;
       for (uint32_t i : spans) numels.push_back(hot_span_numels[i]);

@@ -67,7 +67,7 @@ class CudaSide final : public GpuSide {
       bytes += hot_.back()->device_bytes();
     }
     std::vector<gpu::GradRef> refs;
-    for (const HostGrad& g : grads) refs.push_back({g.ptr, g.n, g.dtype});
+    for (const HostGrad& g : grads) refs.push_back({g.ptr, g.n, g.dtype, g.run});
     norm_ = std::make_unique<gpu::GradNormPlan>(refs);
     return bytes + norm_->device_bytes();
   }
@@ -79,7 +79,7 @@ class CudaSide final : public GpuSide {
     TANDEM_CUDA(cudaEventRecord(ev_[1], stream_), "(prepass end)");
     TANDEM_CUDA(cudaEventSynchronize(ev_[1]), "(waiting for the gradient pre-pass)");
     const gpu::GradNormPlan::Result r = norm_->Read();
-    return NormResult{r.sum_squares, r.nonfinite};
+    return NormResult{r.sum_squares, r.nonfinite, r.exact};
   }
 
   void LaunchHot(const std::vector<StepScalars>& scalars,

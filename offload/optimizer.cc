@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <set>
 #include <string>
@@ -10,6 +11,8 @@
 
 #include "engine/shape.h"
 #include "engine/state_arrays.h"
+#include "cuda/plan_sizes.h"
+#include "offload/host_norm.h"
 #include "offload/host_transport.h"
 #include "offload/optimizer_impl.h"
 #include "offload/tensor_formats.h"
@@ -53,7 +56,7 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
     : specs_(std::move(specs)),
       cfg_(std::move(cfg)),
       mode_(cfg_.mode),
-      driver_(CheckedHostThreads(cfg_.host_threads), size_t{1} << 16) {
+      driver_(CheckedHostThreads(cfg_.host_threads), size_t{1} << 16, cfg_.host_cpus) {
   if (mode_ == ExecutionMode::kAuto)
     mode_ = offload::GpuSide::Available() ? ExecutionMode::kGpu : ExecutionMode::kHost;
   if (mode_ == ExecutionMode::kGpu) {
@@ -66,8 +69,9 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
   std::vector<uint64_t> numels;
   for (const TensorSpec& s : specs_) numels.push_back(s.numel);
   placement_ = ComputePlacement(numels, cfg_.offload_fraction, cfg_.placement);
+  CheckHostBudget();  // before any state is allocated
   BuildLayout();
-  InitState();
+  driver_.Execute([this] { InitState(); });  // on the optimizer's own (pinned) threads
   BuildChunks();
   last_upload_.assign(specs_.size(), 0);
   chunk_ticket_.assign(chunks_.size(), 0);
@@ -124,6 +128,9 @@ void HybridOptimizer::Impl::Validate() {
         fail(m);
       }
     }
+    if (s.norm_unit != 0 && s.numel % s.norm_unit != 0)
+      fail(who + ": norm_unit " + std::to_string(s.norm_unit) + " does not divide numel " +
+           std::to_string(s.numel));
     if (s.numel == 0) continue;
     if (s.param == nullptr) fail(who + ": param is null");
     if (s.grad == nullptr) fail(who + ": grad is null");
@@ -140,6 +147,26 @@ void HybridOptimizer::Impl::Validate() {
                                who, "grad");
     }
   }
+}
+
+namespace {
+std::string BytesText(uint64_t bytes) {
+  char gib[32];
+  std::snprintf(gib, sizeof gib, "%.2f", static_cast<double>(bytes) / (1ull << 30));
+  return std::to_string(bytes) + " bytes (" + gib + " GiB)";
+}
+}  // namespace
+
+void HybridOptimizer::Impl::CheckHostBudget() const {
+  const uint64_t budget = cfg_.pinned_budget_bytes;
+  if (budget == 0) return;
+  const uint64_t need = PredictMemory(specs_, cfg_, mode_).host.total();
+  if (need > budget)
+    throw Error(ErrorKind::kOutOfMemory,
+                std::string("the optimizer's ") + (gpu() ? "pinned" : "host") + " state needs " +
+                    BytesText(need) + " but pinned_budget_bytes is " + BytesText(budget) +
+                    "; raise the budget, offload less (offload_fraction), or use smaller "
+                    "state formats");
 }
 
 namespace {
@@ -238,6 +265,7 @@ void HybridOptimizer::Impl::BuildLayout() {
     if (hot_.part(t).alias_param) hot_.AliasMaster(t, specs_[t].param, formats_[t].master);
   staging_slab_ = offload::Slab(cold_kind, lp.staging_bytes, "offload pipeline staging slots");
   report_ = lp.report;
+  report_.host_budget = cfg_.pinned_budget_bytes;
   early_offset_ = lp.early_off;
   early_bytes_ = lp.early_bytes;
   hold_offset_ = lp.hold_off;
@@ -252,7 +280,7 @@ void HybridOptimizer::Impl::BuildLayout() {
     if (gpu())
       transport_ = gpu_->MakeTransport();
     else
-      transport_ = std::make_unique<offload::HostTransport>();
+      transport_ = std::make_unique<offload::HostTransport>(cfg_.host_cpus);
     pipeline_ = std::make_unique<offload::Pipeline>(transport_.get(), gs, ps);
   }
 
@@ -275,9 +303,10 @@ void HybridOptimizer::Impl::BuildLayout() {
   }
   if (gpu()) {
     std::vector<offload::HostGrad> grads;
-    for (const TensorSpec& s : specs_) grads.push_back({s.grad, s.numel, s.grad_dtype});
+    for (const TensorSpec& s : specs_)
+      grads.push_back({s.grad, s.numel, s.grad_dtype, offload::NormRun(s)});
     report_.device.metadata += gpu_->BuildPlans(cfg_.algorithm, spans, index, grads);
-    report_.host.metadata += sizeof(double);  // the pre-pass result, pinned
+    report_.host.metadata += gpu::kNormResultBytes;  // the pre-pass result, pinned
   } else {
     for (const StepSpan& sp : spans) hot_work_.push_back({nullptr, sp});
   }
@@ -354,7 +383,7 @@ void HybridOptimizer::Impl::BuildSpeculation() {
   }
   speculator_ = std::make_unique<offload::Speculator>(&chunks_, std::move(backup), std::move(hold),
                                                       std::move(early), transport_.get(),
-                                                      cfg_.host_threads);
+                                                      cfg_.host_threads, cfg_.host_cpus);
 }
 
 
@@ -369,6 +398,7 @@ MemoryReport PredictMemory(const std::vector<TensorSpec>& tensors, const Optimiz
   const Placement p = ComputePlacement(numels, config.offload_fraction, config.placement);
   const bool gpu = mode == ExecutionMode::kGpu;
   MemoryReport r = PlanLayout(tensors, config, p, gpu).report;
+  r.host_budget = config.pinned_budget_bytes;
   if (gpu) {
     std::vector<uint64_t> hot;
     std::vector<StateFormats> hot_formats;
@@ -377,8 +407,11 @@ MemoryReport PredictMemory(const std::vector<TensorSpec>& tensors, const Optimiz
         hot.push_back(p.tensors[t].device_count);
         hot_formats.push_back(offload::EffectiveFormats(tensors[t], config));
       }
-    r.device.metadata += offload::GpuSide::PredictMetadataBytes(hot, hot_formats, numels);
-    r.host.metadata += sizeof(double);  // the pre-pass result, pinned
+    std::vector<offload::HostGrad> grads;
+    for (const TensorSpec& s : tensors)
+      grads.push_back({nullptr, s.numel, s.grad_dtype, offload::NormRun(s)});
+    r.device.metadata += offload::GpuSide::PredictMetadataBytes(hot, hot_formats, grads);
+    r.host.metadata += gpu::kNormResultBytes;  // the pre-pass result, pinned
   }
   return r;
 }

@@ -63,6 +63,9 @@ class HybridOptimizer::Impl {
  private:
   bool gpu() const { return mode_ == ExecutionMode::kGpu; }
   void Validate();
+  // Throws Error(kOutOfMemory) naming both figures when the host state would exceed
+  // OptimizerConfig::pinned_budget_bytes (after the placement, before BuildLayout).
+  void CheckHostBudget() const;
   void BuildLayout();
   void InitState();
   void BuildChunks();

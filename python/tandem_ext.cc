@@ -31,6 +31,7 @@
 #include "tandem/checkpoint.h"
 #endif
 #include "tandem/error.h"
+#include "tandem/node.h"
 #include "tandem/optimizer.h"
 #include "tandem/placement.h"
 #include "tandem/snapshot.h"
@@ -330,15 +331,15 @@ py::dict BytesToDict(const MemoryReport::Bytes& b) {
 }
 
 // TensorSpec from a tuple (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, group
-// [, shape[, formats]]); shape is a sequence of dimensions whose product is numel (the
-// engine checks), or None; formats a dict {"master", "momentum", "variance"} of format
-// names overriding the configured ones for this tensor (TensorSpec::formats), or None.
-// The 7- and 8-field forms stay accepted.
+// [, shape[, formats[, norm_unit]]]); shape is a sequence of dimensions whose product is
+// numel (the engine checks), or None; formats a dict {"master", "momentum", "variance"} of
+// format names overriding the configured ones for this tensor (TensorSpec::formats), or
+// None; norm_unit TensorSpec::norm_unit. The 7-field form (no shape) stays accepted.
 TensorSpec SpecFromTuple(const py::tuple& t) {
-  if (t.size() < 7 || t.size() > 9)
+  if (t.size() < 7 || t.size() > 10)
     throw Error(ErrorKind::kInvalidArgument,
                 "tensor spec must be (name, numel, param_dtype, grad_dtype, param_ptr, "
-                "grad_ptr, group[, shape[, formats]]), got " +
+                "grad_ptr, group[, shape[, formats[, norm_unit]]]), got " +
                     std::to_string(t.size()) + " fields");
   TensorSpec s;
   s.name = t[0].cast<std::string>();
@@ -348,6 +349,7 @@ TensorSpec SpecFromTuple(const py::tuple& t) {
   s.param = ToPointer(t[4].cast<uint64_t>());
   s.grad = ToPointer(t[5].cast<uint64_t>());
   s.group = t[6].cast<uint32_t>();
+  if (t.size() >= 10) s.norm_unit = t[9].cast<uint64_t>();
   if (t.size() >= 8 && !t[7].is_none()) {
     for (auto d : t[7].cast<py::sequence>()) {
       const int64_t dim = d.cast<int64_t>();
@@ -357,7 +359,7 @@ TensorSpec SpecFromTuple(const py::tuple& t) {
       s.shape.push_back(static_cast<uint64_t>(dim));
     }
   }
-  if (t.size() == 9 && !t[8].is_none())
+  if (t.size() >= 9 && !t[8].is_none())
     s.formats = FormatsFromObject(t[8], "tensor '" + s.name + "'");
   return s;
 }
@@ -387,7 +389,8 @@ class PyOptimizer {
               const std::string& master, const std::string& momentum, const std::string& variance,
               double offload_fraction, const std::string& placement, const std::string& mode,
               int host_threads, uint64_t chunk_elements, int pipeline_slots, uint64_t cuda_stream,
-              bool speculative_early_start) {
+              bool speculative_early_start, const std::vector<int>& host_cpus,
+              uint64_t pinned_budget) {
     std::vector<TensorSpec> specs;
     for (auto t : tensors) specs.push_back(SpecFromTuple(t.cast<py::tuple>()));
     OptimizerConfig cfg;
@@ -404,13 +407,16 @@ class PyOptimizer {
     cfg.pipeline_slots = pipeline_slots;
     cfg.cuda_stream = ToPointer(cuda_stream);
     cfg.speculative_early_start = speculative_early_start;
+    cfg.host_cpus = host_cpus;
+    cfg.pinned_budget_bytes = pinned_budget;
     py::gil_scoped_release release;
     opt_ = std::make_unique<HybridOptimizer>(std::move(specs), std::move(cfg));
   }
 
   // Returns (applied, grad_norm, step, stepped_tensors). `combine`, when not None, is
-  // StepOptions::combine_grad_stats: combine(sum_squares, nonfinite) -> (sum_squares,
-  // nonfinite) of the whole model, called with the GIL held; what it raises propagates
+  // StepOptions::combine_grad_stats: combine(digits, nonfinite) -> (digits, nonfinite) of
+  // the whole model, where digits are GradStats::exact (16 ints below 2^32, least
+  // significant first, both ways); called with the GIL held; what it raises propagates
   // unchanged (the step changes nothing then).
   py::tuple Step(double lr, double max_grad_norm, double loss_scale, const py::object& active,
                  const py::object& combine) {
@@ -424,11 +430,19 @@ class PyOptimizer {
       options.combine_grad_stats = [&combine, &raised](const GradStats& local) {
         py::gil_scoped_acquire gil;
         try {
-          const py::object out = combine(local.sum_squares, local.nonfinite);
+          py::list digits;
+          for (uint32_t d : local.exact) digits.append(d);
+          const py::object out = combine(digits, local.nonfinite);
           if (!py::isinstance<py::tuple>(out) || py::len(out) != 2)
-            throw py::type_error("combine must return a tuple (sum_squares, nonfinite)");
+            throw py::type_error("combine must return a tuple (digits, nonfinite)");
           const py::tuple whole = out.cast<py::tuple>();
-          return GradStats{whole[0].cast<double>(), whole[1].cast<uint64_t>()};
+          const auto sums = whole[0].cast<std::vector<uint32_t>>();
+          if (sums.size() != local.exact.size())
+            throw py::value_error("combine must return 16 digits");
+          GradStats g;
+          for (size_t k = 0; k < sums.size(); ++k) g.exact[k] = sums[k];
+          g.nonfinite = whole[1].cast<uint64_t>();
+          return g;
         } catch (py::error_already_set& e) {
           raised = std::make_unique<py::error_already_set>(std::move(e));
         } catch (const std::exception& e) {  // pybind11's cast and type errors
@@ -587,6 +601,7 @@ class PyOptimizer {
     py::dict d;
     d["device"] = BytesToDict(m.device);
     d["host"] = BytesToDict(m.host);
+    d["host_budget"] = m.host_budget;
     return d;
   }
 
@@ -686,22 +701,46 @@ PYBIND11_MODULE(_C, m) {
         "Whether this process can use a CUDA device (never raises).");
   m.def("max_host_threads", &tandem::MaxHostThreads,
         "The largest host_threads an optimizer accepts.");
+  // One node, many ranks (include/tandem/node.h).
+  m.def(
+      "rank_cpus",
+      [](int local_rank, int local_world_size, const std::vector<std::string>& gpu_pci_bus_ids) {
+        py::gil_scoped_release release;
+        return tandem::RankCpus(local_rank, local_world_size, gpu_pci_bus_ids);
+      },
+      py::arg("local_rank"), py::arg("local_world_size"),
+      py::arg("gpu_pci_bus_ids") = std::vector<std::string>{},
+      "This local rank's share of the node's cores (tandem::RankCpus): a sorted list of CPU ids.");
+  m.def("rank_cpus_on_topology", &tandem::RankCpusOnTopology, py::arg("synthetic"),
+        py::arg("allowed_cpus"), py::arg("rank_numa_nodes"), py::arg("local_rank"),
+        py::arg("local_world_size"), "RankCpus on a synthetic hwloc topology.");
+  m.def("node_pinned_budget", &tandem::NodePinnedBudget,
+        "The node's pinned-memory budget in bytes (TANDEM_NODE_PINNED_BUDGET, else half of "
+        "MemTotal).");
+  m.def("pinned_budget", &tandem::PinnedBudget, py::arg("local_world_size"),
+        py::arg("node_budget") = uint64_t{0}, "One local rank's share of the node's budget.");
+  m.def("parse_byte_size", &tandem::ParseByteSize, py::arg("text"),
+        "Bytes from '64GiB', '200GB', '12345' ... (ValueError naming the text otherwise).");
 
   py::class_<PyOptimizer>(m, "HybridOptimizer")
       .def(py::init<const py::list&, const std::string&, const py::list&, const std::string&,
                     const std::string&, const std::string&, double, const std::string&,
-                    const std::string&, int, uint64_t, int, uint64_t, bool>(),
+                    const std::string&, int, uint64_t, int, uint64_t, bool,
+                    const std::vector<int>&, uint64_t>(),
            py::arg("tensors"), py::arg("algorithm"), py::arg("groups"), py::arg("master") = "f32",
            py::arg("momentum") = "f32", py::arg("variance") = "f32",
            py::arg("offload_fraction") = 0.0, py::arg("placement") = "backward_order",
            py::arg("mode") = "auto", py::arg("host_threads") = 0,
            py::arg("chunk_elements") = uint64_t{1} << 21, py::arg("pipeline_slots") = 4,
            py::arg("cuda_stream") = 0, py::arg("speculative_early_start") = false,
+           py::arg("host_cpus") = std::vector<int>{}, py::arg("pinned_budget") = uint64_t{0},
            "tensors: list of (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, "
-           "group[, shape[, formats]]); shape: dims or None; formats: None or a dict "
-           "{'master', 'momentum', 'variance'} of format names overriding this tensor's state "
-           "formats. groups: list of dicts of HyperParams fields. The buffers must outlive "
-           "the optimizer.")
+           "group[, shape[, formats[, norm_unit]]]); shape: dims or None; formats: None or a "
+           "dict {'master', 'momentum', 'variance'} of format names overriding this tensor's "
+           "state formats. groups: list of dicts of HyperParams fields. The buffers must "
+           "outlive the optimizer. host_cpus: CPU ids for the host threads ([]: anywhere); "
+           "pinned_budget: the most host bytes the state may take (0: no limit; MemoryError "
+           "beyond).")
       .def("step", &PyOptimizer::Step, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
            py::arg("loss_scale") = 1.0, py::arg("active") = py::none(),
            py::arg("combine") = py::none(),
