@@ -15,6 +15,7 @@
 #include "offload/host_norm.h"
 #include "offload/host_transport.h"
 #include "offload/optimizer_impl.h"
+#include "offload/tensor_formats.h"
 #include "tandem/error.h"
 
 namespace tandem {
@@ -64,6 +65,7 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
       throw Error(ErrorKind::kUnsupported, "GPU mode requested but no CUDA device is available");
   }
   Validate();
+  formats_ = offload::TensorFormats(specs_, cfg_);
   std::vector<uint64_t> numels;
   for (const TensorSpec& s : specs_) numels.push_back(s.numel);
   placement_ = ComputePlacement(numels, cfg_.offload_fraction, cfg_.placement);
@@ -91,18 +93,9 @@ void HybridOptimizer::Impl::Validate() {
   if (static_cast<unsigned>(c.algorithm) > static_cast<unsigned>(Algorithm::kSGD))
     fail("unknown algorithm value " + std::to_string(static_cast<unsigned>(c.algorithm)));
   if (c.groups.empty()) fail("OptimizerConfig::groups is empty");
-  for (size_t g = 0; g < c.groups.size(); ++g) {
+  for (size_t g = 0; g < c.groups.size(); ++g)
     ValidateHyperParams(c.algorithm, c.groups[g], "group " + std::to_string(g));
-    if (!HasMomentum(c.algorithm, c.groups[g]) && c.formats.momentum != MomentFormat::kF32)
-      fail("group " + std::to_string(g) + ": momentum format " + Name(c.formats.momentum) +
-           " given, but sgd with momentum 0 keeps no momentum buffer");
-  }
-  if (static_cast<unsigned>(c.formats.master) > 3 || static_cast<unsigned>(c.formats.momentum) > 1 ||
-      static_cast<unsigned>(c.formats.variance) > 1)
-    fail("unknown state format value in " + Name(c.formats));
-  if (!HasVariance(c.algorithm) && c.formats.variance != MomentFormat::kF32)
-    fail(std::string("variance format ") + Name(c.formats.variance) + " given, but " +
-         Name(c.algorithm) + " keeps no second moment");
+  offload::CheckFormats(c.algorithm, c.groups, c.formats, "OptimizerConfig::formats");
   if (!(c.offload_fraction >= 0.0 && c.offload_fraction <= 1.0))
     fail("offload_fraction must be in [0, 1], got " + std::to_string(c.offload_fraction));
   if (c.chunk_elements < kQuantGroup || c.chunk_elements % kQuantGroup != 0)
@@ -123,6 +116,9 @@ void HybridOptimizer::Impl::Validate() {
     if (s.group >= c.groups.size())
       fail(who + ": group " + std::to_string(s.group) + " but only " +
            std::to_string(c.groups.size()) + " groups configured");
+    if (s.formats)
+      offload::CheckFormats(c.algorithm, std::span(&c.groups[s.group], 1), *s.formats,
+                            who + ": formats " + Name(*s.formats), s.group);
     if (!s.shape.empty()) {
       const std::optional<uint64_t> product = ShapeElements(s.shape);
       if (!product || *product != s.numel) {
@@ -196,10 +192,10 @@ LayoutPlan PlanLayout(const std::vector<TensorSpec>& specs, const OptimizerConfi
   const size_t n = specs.size();
   lp.hot.Reset(n);
   lp.cold.Reset(n);
-  const StateFormats& f = cfg.formats;
   for (size_t t = 0; t < n; ++t) {
     const TensorSpec& s = specs[t];
     const HyperParams& h = cfg.groups[s.group];
+    const StateFormats& f = offload::EffectiveFormats(s, cfg);
     const uint64_t dc = placement.tensors[t].device_count;
     // Note [Master aliases the parameter] in offload/state_layout.h.
     lp.hot.Add(t, 0, dc, cfg.algorithm, h, f, offload::MasterAliases(f.master, s.param_dtype));
@@ -212,7 +208,8 @@ LayoutPlan PlanLayout(const std::vector<TensorSpec>& specs, const OptimizerConfi
     if (cold == 0) continue;
     const uint64_t c = std::min<uint64_t>(cold, cfg.chunk_elements);
     lp.grad_slot_bytes = std::max<uint64_t>(lp.grad_slot_bytes, c * DTypeSize(specs[t].grad_dtype));
-    if (!offload::MasterAliases(f.master, specs[t].param_dtype))
+    if (!offload::MasterAliases(offload::EffectiveFormats(specs[t], cfg).master,
+                                specs[t].param_dtype))
       lp.param_slot_bytes =
           std::max<uint64_t>(lp.param_slot_bytes, c * DTypeSize(specs[t].param_dtype));
   }
@@ -232,7 +229,8 @@ LayoutPlan PlanLayout(const std::vector<TensorSpec>& specs, const OptimizerConfi
   for (size_t t = 0; t < n; ++t) {
     const uint64_t cold = placement.tensors[t].host_count();
     lp.early_off[t] = early.Add(cold * DTypeSize(specs[t].grad_dtype));
-    if (cold > 0 && !offload::MasterAliases(f.master, specs[t].param_dtype))
+    if (cold > 0 && !offload::MasterAliases(offload::EffectiveFormats(specs[t], cfg).master,
+                                            specs[t].param_dtype))
       lp.hold_off[t] = hold.Add(cold * DTypeSize(specs[t].param_dtype));
   }
   lp.early_bytes = early.total();
@@ -257,7 +255,6 @@ void HybridOptimizer::Impl::BuildLayout() {
   LayoutPlan lp = PlanLayout(specs_, cfg_, placement_, gpu());
   hot_ = std::move(lp.hot);
   cold_ = std::move(lp.cold);
-  const StateFormats& f = cfg_.formats;
   const MemKind hot_kind = gpu() ? MemKind::kDevice : MemKind::kHost;
   const MemKind cold_kind = gpu() ? MemKind::kPinned : MemKind::kHost;
   hot_slab_ = offload::Slab(hot_kind, hot_.bytes(), "hot optimizer state");
@@ -265,7 +262,7 @@ void HybridOptimizer::Impl::BuildLayout() {
   hot_.Bind(hot_slab_.data());
   cold_.Bind(cold_slab_.data());
   for (size_t t = 0; t < n; ++t)
-    if (hot_.part(t).alias_param) hot_.AliasMaster(t, specs_[t].param, f.master);
+    if (hot_.part(t).alias_param) hot_.AliasMaster(t, specs_[t].param, formats_[t].master);
   staging_slab_ = offload::Slab(cold_kind, lp.staging_bytes, "offload pipeline staging slots");
   report_ = lp.report;
   report_.host_budget = cfg_.pinned_budget_bytes;
@@ -308,8 +305,8 @@ void HybridOptimizer::Impl::BuildLayout() {
     std::vector<offload::HostGrad> grads;
     for (const TensorSpec& s : specs_)
       grads.push_back({s.grad, s.numel, s.grad_dtype, offload::NormRun(s)});
-    report_.device.metadata += gpu_->BuildPlans(cfg_.algorithm, f, spans, index, grads);
-  report_.host.metadata += gpu::kNormResultBytes;  // the pre-pass result, pinned
+    report_.device.metadata += gpu_->BuildPlans(cfg_.algorithm, spans, index, grads);
+    report_.host.metadata += gpu::kNormResultBytes;  // the pre-pass result, pinned
   } else {
     for (const StepSpan& sp : spans) hot_work_.push_back({nullptr, sp});
   }
@@ -329,7 +326,8 @@ void HybridOptimizer::Impl::BuildChunks() {
     chunk_begin_[t] = chunk_end_[t] = chunks_.size();
     if (p.count == 0) continue;
     const size_t gsz = DTypeSize(s.grad_dtype), psz = DTypeSize(s.param_dtype);
-    const bool direct = offload::MasterAliases(cfg_.formats.master, s.param_dtype);
+    const MasterFormat master = formats_[t].master;
+    const bool direct = offload::MasterAliases(master, s.param_dtype);
     for (uint64_t off = 0; off < p.count; off += cfg_.chunk_elements) {
       const uint64_t n = std::min<uint64_t>(cfg_.chunk_elements, p.count - off);
       const uint64_t e = p.offset + off;  // element index in the tensor
@@ -343,7 +341,7 @@ void HybridOptimizer::Impl::BuildChunks() {
       c.span.grad_dtype = s.grad_dtype;
       c.span.param_dtype = s.param_dtype;
       if (direct)
-        c.param_source = cfg_.formats.master == MasterFormat::kF32
+        c.param_source = master == MasterFormat::kF32
                              ? static_cast<const void*>(c.span.master.f32)
                              : static_cast<const void*>(c.span.master.bf16);
       c.scalar_index = s.group;
@@ -403,12 +401,16 @@ MemoryReport PredictMemory(const std::vector<TensorSpec>& tensors, const Optimiz
   r.host_budget = config.pinned_budget_bytes;
   if (gpu) {
     std::vector<uint64_t> hot;
+    std::vector<StateFormats> hot_formats;
     for (size_t t = 0; t < tensors.size(); ++t)
-      if (p.tensors[t].device_count > 0) hot.push_back(p.tensors[t].device_count);
+      if (p.tensors[t].device_count > 0) {
+        hot.push_back(p.tensors[t].device_count);
+        hot_formats.push_back(offload::EffectiveFormats(tensors[t], config));
+      }
     std::vector<offload::HostGrad> grads;
     for (const TensorSpec& s : tensors)
       grads.push_back({nullptr, s.numel, s.grad_dtype, offload::NormRun(s)});
-    r.device.metadata += offload::GpuSide::PredictMetadataBytes(hot, grads);
+    r.device.metadata += offload::GpuSide::PredictMetadataBytes(hot, hot_formats, grads);
     r.host.metadata += gpu::kNormResultBytes;  // the pre-pass result, pinned
   }
   return r;

@@ -50,9 +50,9 @@ void HybridOptimizer::Impl::ReloadParams(std::span<const size_t> tensors) {
                                                    std::to_string(t) + " of " +
                                                    std::to_string(specs_.size()));
   Quiesce("(reload: waiting for the caller's writes)");
-  const MasterFormat f = cfg_.formats.master;
   for (size_t t : tensors) {
     const TensorSpec& s = specs_[t];
+    const MasterFormat f = formats_[t].master;
     if (s.numel == 0) continue;
     const size_t n = s.numel;
     std::vector<uint8_t> raw(n * DTypeSize(s.param_dtype));

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -51,6 +52,15 @@ struct TensorSpec {
   // Original shape (row-major), kept in snapshots and checkpoints; empty means one
   // dimension of numel elements. When non-empty its product must equal numel.
   std::vector<uint64_t> shape = {};
+  // This tensor's state formats, replacing OptimizerConfig::formats for it alone; unset
+  // (the default): the configured formats. Checked against the algorithm and the tensor's
+  // group exactly like the configured ones (a variance format for Lion or SGD, a momentum
+  // format for SGD without momentum): a bad combination throws Error(kInvalidArgument)
+  // naming the tensor. Typical use: f32 moments for tensors whose q8 groups of 32
+  // elements a shard boundary could split, q8 for the others. The result is bit-identical,
+  // tensor by tensor, to an optimizer configured with that tensor's formats globally; the
+  // snapshot records each tensor's formats (TensorSnapshot::formats).
+  std::optional<StateFormats> formats = std::nullopt;
   // The runs of the gradient that the norm pre-pass sums as wholes (Note [Exact sum of
   // squares] in engine/exact_sum.h): a sharded tensor must be cut only between runs, so
   // that the exact norm is the same at any sharding. 0 (default): the rows of `shape` (the
@@ -71,7 +81,9 @@ struct OptimizerConfig {
   // One default group. (Not `groups{HyperParams{}}`: with it GCC 12 reports a false
   // -Wmaybe-uninitialized in callers that build configs inline.)
   std::vector<HyperParams> groups = std::vector<HyperParams>(1);
-  StateFormats formats;  // default: fp32 master and moments
+  // Default state formats: fp32 master and moments. A tensor may override them
+  // (TensorSpec::formats).
+  StateFormats formats;
   // Fraction of all elements whose state lives in (pinned) host memory and is stepped by
   // the host through the offload pipeline, in [0, 1]. Host mode honours it too, running
   // the same pipeline over host memory (use 0 there for plain CPU training: no copies).
@@ -287,6 +299,9 @@ class HybridOptimizer {
   OptimizerSnapshot Snapshot() const;
   // Replaces the state with `s` after checking that it matches this optimizer's tensors,
   // formats and algorithm (Error(kInvalidArgument) naming the mismatch; nothing changed).
+  // Formats are compared tensor by tensor (TensorSnapshot::formats against the tensor's
+  // effective formats; the message names the tensor and both); s.formats, the configured
+  // default, need not match.
   // Writes the restored master weights to the parameters.
   void Restore(const OptimizerSnapshot& s);
 
