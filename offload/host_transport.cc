@@ -11,17 +11,24 @@ namespace tandem::offload {
 
 HostTransport::HostTransport(std::vector<int> cpus) : cpus_(std::move(cpus)) {
   down_.worker = std::thread([this] { Work(down_); });
-  up_.worker = std::thread([this] { Work(up_); });
+  try {
+    up_.worker = std::thread([this] { Work(up_); });
+  } catch (...) {  // (a thread that cannot start: the first must not outlive *this)
+    StopWorkers();
+    throw;
+  }
 }
 
-HostTransport::~HostTransport() {
+HostTransport::~HostTransport() { StopWorkers(); }
+
+void HostTransport::StopWorkers() noexcept {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  down_.worker.join();
-  up_.worker.join();
+  for (Queue* q : {&down_, &up_})
+    if (q->worker.joinable()) q->worker.join();
 }
 
 Ticket HostTransport::Enqueue(Queue& q, void* dst, const void* src, size_t bytes, bool upload) {

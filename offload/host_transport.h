@@ -40,6 +40,7 @@ class HostTransport : public Transport {
   uint64_t copies_enqueued() const { return enqueued_; }
 
  private:
+  void StopWorkers() noexcept;  // stops and joins the copy threads that run
   struct Copy {
     Ticket ticket;
     void* dst;

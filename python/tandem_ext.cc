@@ -28,6 +28,7 @@
 
 #if TANDEM_PY_HAS_CHECKPOINT
 #include "checkpoint/crc.h"
+#include "tools/plan/cli.h"
 #include "tandem/checkpoint.h"
 #endif
 #include "tandem/error.h"
@@ -699,6 +700,20 @@ PYBIND11_MODULE(_C, m) {
 #endif
   m.def("cuda_device_available", &tandem::CudaDeviceAvailable,
         "Whether this process can use a CUDA device (never raises).");
+  m.def(
+      "plan_cli",
+      [](const std::vector<std::string>& args) {
+        std::string out, err;
+        int rc = 0;
+        {
+          py::gil_scoped_release release;
+          rc = tandem::planner::RunPlanCli(args, &out, &err);
+        }
+        return py::make_tuple(rc, out, err);
+      },
+      py::arg("args"),
+      "Runs tandem-plan with `args` (no program name); returns (exit status, stdout, stderr). "
+      "Python's entry point is tandem.plan.");
   m.def("max_host_threads", &tandem::MaxHostThreads,
         "The largest host_threads an optimizer accepts.");
   // One node, many ranks (include/tandem/node.h).

@@ -1,11 +1,13 @@
 """Tandem: the optimizer step on a GPU and its host at once.
 
 The PyTorch optimizers live in :mod:`tandem.torch` (``AdamW``, ``Adam``, ``Lion``,
-``SGD``). :mod:`tandem._C` is the pointer-level extension they are built on; it does not
-link libtorch.
+``SGD``); :func:`tandem.plan` is the memory-budget planner; :mod:`tandem.dcp` checks
+torch.distributed.checkpoint files. :mod:`tandem._C` is the pointer-level extension they
+are built on; it does not link libtorch.
 """
 
 from tandem._C import cuda_device_available  # noqa: F401
+from tandem._planner import Plan, plan  # noqa: F401
 
-__version__ = "0.1.0"
-__all__ = ["cuda_device_available", "__version__"]
+__version__ = "0.2.0"
+__all__ = ["cuda_device_available", "plan", "Plan", "__version__"]

@@ -63,10 +63,18 @@ def state_dict(opt):
     for k, t in enumerate(snap["tensors"]):
         p = opt._params[k]
         entry = {"step": torch.tensor(float(t["step"]))}
+        # Every rank has every array, an empty shard too (its arrays are empty): DCP
+        # needs the same keys on every rank.
+        names = _state._expected_arrays(snap["algorithm"], _formats_of(opt, k),
+                                        snap["groups"][t["group"]], _dist.local(p).numel())
         for name in _state._ARRAYS:
-            if name not in t:
+            if name not in names:
                 continue
-            a = torch.from_numpy(t[name]).contiguous()  # (fresh zeros come broadcast)
+            if name in t:
+                a = torch.from_numpy(t[name]).contiguous()  # (fresh zeros come broadcast)
+            else:
+                a = torch.empty(0, dtype=torch.int16 if name in _state._BF16_ARRAYS
+                                else _state._ARRAY_DTYPES[name])
             if name in _state._BF16_ARRAYS:
                 a = a.view(torch.bfloat16)
             a = a.reshape(_local_shape(name, p))

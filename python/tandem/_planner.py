@@ -1,0 +1,143 @@
+"""tandem.plan: the memory-budget planner (tandem-plan, docs/planner.md) from Python, on a
+live module (as DeepSpeed's ``estimate_zero*_mem_needs_all_live``), a Hugging Face config,
+a preset name or a parameter count.
+
+    import tandem
+    p = tandem.plan(model, gpu_mem="80GiB", host_mem="512GiB", seq=4096)
+    print(p)                       # the same report tandem-plan prints
+    p.feasible, p.fraction         # fits? at which offload fraction
+    p.data                         # the JSON plan as a dict (tandem-plan --json)
+
+It runs tandem-plan's own code (tandem._C.plan_cli), in this process; it needs no torch
+unless given a module.
+"""
+
+import json
+import numbers
+import os
+import tempfile
+
+from tandem import _C
+
+__all__ = ["plan", "Plan"]
+
+_DTYPES = {"torch.float32": "f32", "torch.bfloat16": "bf16", "torch.float16": "f16"}
+
+
+class Plan:
+    """A plan: ``text`` (the report), ``data`` (the JSON plan as a dict), ``feasible``,
+    ``fraction`` (the recommended offload fraction, None when it does not fit) and
+    ``args`` (the tandem-plan arguments that reproduce it)."""
+
+    def __init__(self, text, data, args):
+        self.text = text
+        self.data = data
+        self.args = args
+
+    @property
+    def feasible(self):
+        return bool(self.data.get("feasible"))
+
+    @property
+    def fraction(self):
+        if not self.feasible:
+            return None
+        return self.data["recommended"]["fraction"]
+
+    def __str__(self):
+        return self.text
+
+    def __repr__(self):
+        return "<tandem.Plan %s>" % ("fits at offload fraction %g" % self.fraction
+                                     if self.feasible else "does not fit")
+
+
+def _size(value, name):
+    if isinstance(value, bool) or value is None:
+        raise ValueError("%s must be a size with a unit ('80GiB') or a number of bytes, "
+                         "got %r" % (name, value))
+    if isinstance(value, numbers.Integral):
+        if value <= 0:
+            raise ValueError("%s must be positive, got %d bytes" % (name, value))
+        return "%dB" % value
+    return str(value)
+
+
+def _module_tensors(module):
+    """The trainable parameters of a live module as tandem-plan's tensor list (global
+    shapes for DTensors; a parameter shared by several names counted once)."""
+    seen, out = set(), []
+    for name, p in module.named_parameters():
+        if id(p) in seen or not p.requires_grad:
+            continue
+        seen.add(id(p))
+        dtype = _DTYPES.get(str(p.dtype))
+        if dtype is None:
+            raise ValueError("parameter %r has dtype %s; the planner knows float32, bfloat16 "
+                             "and float16" % (name, p.dtype))
+        out.append({"name": name, "shape": [int(d) for d in p.shape], "dtype": dtype})
+    if not out:
+        raise ValueError("the module has no trainable parameter")
+    return out
+
+
+def _model_args(model, tmp):
+    if isinstance(model, bool):
+        raise ValueError("model must be a module, a config, a preset name or a count")
+    if isinstance(model, numbers.Integral):
+        return ["--params", str(int(model))]
+    if isinstance(model, dict):
+        path = os.path.join(tmp, "config.json")
+        with open(path, "w") as f:
+            json.dump(model, f)
+        return ["--config", path]
+    if isinstance(model, (str, os.PathLike)):
+        text = os.fspath(model)
+        if os.path.exists(text):
+            return ["--config", text]
+        if text.startswith("llama"):
+            return ["--model", text]
+        return ["--params", text]  # "8B", "7.5e9"; tandem-plan says what is wrong
+    if hasattr(model, "named_parameters"):
+        path = os.path.join(tmp, "%s.params.json" % type(model).__name__)
+        with open(path, "w") as f:
+            json.dump(_module_tensors(model), f)
+        return ["--params-json", path]
+    config = getattr(model, "to_dict", None)  # a transformers PretrainedConfig
+    if callable(config):
+        return _model_args(config(), tmp)
+    raise ValueError("model must be a torch module, a config (dict, PretrainedConfig, "
+                     "config.json or model directory), a preset name or a parameter count, "
+                     "got %s" % type(model).__name__)
+
+
+def plan(model, *, gpu_mem, host_mem, **options):
+    """Plans the optimizer step of `model` on GPUs of `gpu_mem` and hosts of `host_mem`
+    (sizes with a unit, e.g. "80GiB", or ints in bytes).
+
+    `options` are tandem-plan's options with underscores: ``seq=4096, batch=1,
+    recompute="full", fsdp2=True, gpus_per_node=8, shard_size=4, master="bf16+ecc8",
+    m="q8", v="q8", headroom="10%", algo="adamw", speculative_early_start=True, ...``
+    (True for a flag). Raises ValueError with tandem-plan's message for bad options or
+    inputs; a plan that does not fit is returned (``feasible`` False, the verdict in
+    ``text``)."""
+    with tempfile.TemporaryDirectory(prefix="tandem-plan-") as tmp:
+        args = _model_args(model, tmp)
+        args += ["--gpu-mem", _size(gpu_mem, "gpu_mem"), "--host-mem",
+                 _size(host_mem, "host_mem")]
+        for key, value in options.items():
+            flag = "--" + key.replace("_", "-")
+            if value is None or value is False:
+                continue
+            if key in ("json", "svg"):
+                raise ValueError("%s: Plan has the JSON (.data) and the text; write an SVG "
+                                 "with tandem-plan --svg" % key)
+            args += [flag] if value is True else [flag, str(value)]
+        rc, text, err = _C.plan_cli(args)
+        if rc not in (0, 1):
+            raise ValueError(err.strip() or text.strip() or "tandem-plan failed (%d)" % rc)
+        rc, out, err = _C.plan_cli(args + ["--json"])
+        if rc not in (0, 1):
+            raise ValueError(err.strip() or "tandem-plan --json failed (%d)" % rc)
+        shown = [a if not a.startswith(tmp) else "<%s>" % os.path.basename(a) for a in args]
+        return Plan(text, json.loads(out), shown)
