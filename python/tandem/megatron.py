@@ -226,6 +226,7 @@ class TandemAdam(_torch.optim.AdamW):
             pipeline_slots=int(pipeline_slots))
         self.grad_stats_group = None  # a process group: skip decisions agree over it
         self.skipped_steps = 0
+        self.rebuilds = 0  # engines rebuilt to carry state to moved gradient buffers
         self.last_result = None
         self._lock = threading.RLock()
         self._engine = None
@@ -485,10 +486,17 @@ class TandemAdam(_torch.optim.AdamW):
         if self._fresh:
             self._build()
             return
+        self._apply_pending()
         carry = self._snapshot()
         self._engine = None
         self._build(carry=carry)
         self._fresh = False
+        self.rebuilds += 1
+        if self.rebuilds == 2:
+            warnings.warn("tandem: the gradient buffers moved again since the last step; "
+                          "each move rebuilds the engine with a copy of its whole state. "
+                          "Keep decoupled_grad in the same memory from step to step "
+                          "(Megatron's gradient buffer does)", UserWarning, stacklevel=4)
 
     def zero_grad(self, set_to_none=True):
         """Drops every parameter's gradient (``decoupled_grad`` and ``grad``); Megatron
@@ -530,9 +538,9 @@ class TandemAdam(_torch.optim.AdamW):
             self._k(param)
 
     def _snapshot(self):
-        """The engine state with pending writes applied (Note [Engine state between
-        steps]); cached until the next step."""
-        self._apply_pending()
+        """The engine state with set_scaled_state's writes (Note [Engine state between
+        steps]; load_state_dict's placeholders are not in it: _apply_pending); cached
+        until the next step."""
         if self._snap is None:
             if self._fresh:
                 self._engine.reload_params(list(range(len(self._params))))
@@ -630,10 +638,7 @@ class TandemAdam(_torch.optim.AdamW):
         if not self._pending:
             return
         pending, self._pending = self._pending, {}
-        if self._snap is None:
-            if self._fresh:
-                self._engine.reload_params(list(range(len(self._params))))
-            self._snap = self._engine.snapshot()
+        self._snapshot()
         for k, values in sorted(pending.items()):
             if values:
                 self._encode(k, {n: self._as_values(k, n, v) for n, v in values.items()})
@@ -668,6 +673,7 @@ class TandemAdam(_torch.optim.AdamW):
                 groups.append(g)
             state, issued = {}, {}
             if self._engine is not None:
+                self._apply_pending()
                 snap = self._snapshot()
                 for k, p in enumerate(self._params):
                     t = snap["tensors"][k]
