@@ -156,8 +156,9 @@ class TandemAdam(_torch.optim.AdamW):
     Tandem options (keyword-only): offload_fraction, master_format, momentum_format,
     variance_format, placement, host_threads, chunk_elements, pipeline_slots (as
     tandem.torch's optimizers); state_device: where ``get_unscaled_state`` puts its fp32
-    copies, "cpu" (default: a checkpoint of an offloaded state does not need GPU
-    memory for it) or "param" (the parameter's device, as FusedAdam).
+    copies: "param" (default: the parameter's device, as FusedAdam, which Megatron's
+    checkpoint code expects) or "cpu" (host memory: a checkpoint then needs no GPU
+    memory for them; with Megatron's default torch_dist format).
 
     A parameter whose gradient (``decoupled_grad``) is None at a step is not stepped.
     The engine skips a step in which any gradient is non-finite (on any rank of
@@ -174,7 +175,7 @@ class TandemAdam(_torch.optim.AdamW):
                  use_decoupled_grad=True, store_param_remainders=False,
                  offload_fraction=0.0, master_format=None, momentum_format=None,
                  variance_format=None, placement="backward_order", host_threads=0,
-                 chunk_elements=1 << 21, pipeline_slots=4, state_device="cpu"):
+                 chunk_elements=1 << 21, pipeline_slots=4, state_device="param"):
         if not bias_correction:
             raise ValueError("bias_correction=False is not supported by tandem")
         if amsgrad:
@@ -377,6 +378,7 @@ class TandemAdam(_torch.optim.AdamW):
         if not self._fresh:
             raise ValueError("the parameters of TandemAdam's param_groups changed after its "
                              "state was created (stepped or loaded); build a new optimizer")
+        self._engine = None  # free its memory before the new one takes its own
         self._build()
 
     def _groups_for_engine(self):
@@ -484,6 +486,7 @@ class TandemAdam(_torch.optim.AdamW):
     def _rebuild(self):
         """A new engine over the current gradient pointers, carrying the state over."""
         if self._fresh:
+            self._engine = None
             self._build()
             return
         self._apply_pending()
@@ -672,7 +675,12 @@ class TandemAdam(_torch.optim.AdamW):
                     index += 1
                 groups.append(g)
             state, issued = {}, {}
-            if self._engine is not None:
+            if self._engine is None:
+                # No state yet (it is created at the first step): each parameter's step
+                # is 0 (Megatron's DistributedOptimizer.state_dict reads one per entry).
+                for index in indices.values():
+                    state[index] = {"step": _torch.tensor(0.0)}
+            else:
                 self._apply_pending()
                 snap = self._snapshot()
                 for k, p in enumerate(self._params):
@@ -724,23 +732,25 @@ class TandemAdam(_torch.optim.AdamW):
             # Which entry goes to which engine tensor, checked before anything changes.
             plan = []
             if state:
-                self._ensure_engine()
                 for g, (saved, group) in enumerate(zip(groups, self.param_groups)):
                     for sid, p in zip(saved["params"], group["params"]):
                         if sid not in state or p.numel() == 0:
                             continue
-                        k = self._k(p)
                         entry = state[sid]
                         step = entry.get("step", saved.get("step"))
                         step = int(step.item() if isinstance(step, _torch.Tensor) else
                                    (step or 0))
+                        unscaled = {n: entry[n] for n in _STATE_NAMES if n in entry}
+                        arrays = {key: entry[key] for key in _NP_DTYPES if key in entry}
+                        if not unscaled and not arrays and step == 0 and self._fresh:
+                            continue  # state_dict() of an optimizer without state yet
+                        self._ensure_engine()
+                        k = self._k(p)
                         if (self._issued is not None and self._issued[0] is self._snap
                                 and self._issued[1].get(k) is entry
                                 and not self._snap_dirty and k not in self._pending
                                 and step == int(self._snap["tensors"][k]["step"])):
                             continue  # our own state_dict() entry, state unchanged since
-                        unscaled = {n: entry[n] for n in _STATE_NAMES if n in entry}
-                        arrays = {key: entry[key] for key in _NP_DTYPES if key in entry}
                         if unscaled and arrays:
                             raise ValueError("state entry %r mixes fp32 state names and "
                                              "engine arrays" % (sid,))
@@ -857,7 +867,7 @@ def get_megatron_optimizer(config, model_chunks, config_overrides=None,
                            dump_param_to_param_group_map=None, *, offload_fraction=0.0,
                            master_format=None, momentum_format=None, variance_format=None,
                            placement="backward_order", host_threads=0,
-                           chunk_elements=1 << 21, pipeline_slots=4, state_device="cpu"):
+                           chunk_elements=1 << 21, pipeline_slots=4, state_device="param"):
     """megatron.core.optimizer.get_megatron_optimizer with TandemAdam as the inner optimizer.
 
     Megatron's own function builds the param groups, the DistributedOptimizer(s) and

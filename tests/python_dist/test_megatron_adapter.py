@@ -387,3 +387,23 @@ def test_get_megatron_optimizer_refuses_unsupported_configurations():
         use_megatron_fsdp=True, use_distributed_optimizer=True))
     with pytest.raises(ValueError, match="Megatron-FSDP"):
         tm.get_megatron_optimizer(OptimizerConfig(**good), [fsdp])
+
+
+def test_state_dict_before_any_state():
+    # Megatron builds its DistributedOptimizer with load_state_dict(state_dict()) and
+    # reads one "step" per state entry: no state is created by either.
+    params = shards()
+    opt = tm.TandemAdam(groups_of(params))
+    sd = opt.state_dict()
+    assert sorted(sd["state"]) == [0, 1, 2, 3]
+    assert all(e["step"].item() == 0 for e in sd["state"].values())
+    opt.load_state_dict(sd)
+    assert len(opt.state) == 0 and opt.mode is None
+    with torch.no_grad():
+        params[1].fill_(0.25)  # weights loaded later reach the masters
+    run_tandem(opt, params, 1)
+    ref = [p.float() for p in shards()]
+    ref[1].fill_(0.25)
+    assert opt.mode == "host"
+    assert not torch.equal(params[0].float(), ref[0])
+    assert torch.allclose(params[1].float(), ref[1], atol=0.02)
