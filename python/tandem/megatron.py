@@ -593,7 +593,11 @@ class TandemAdam(_torch.optim.AdamW):
     def set_scaled_state(self, param, state_name, unscaled_state):
         """Sets state ``state_name`` of ``param`` from fp32 values (any device and float
         dtype, ``param.numel()`` elements), encoded in the engine's format; the engine
-        gets it before the next step (and the parameter its master then)."""
+        gets it before the next step (and the parameter its master then). "padding"
+        (the flag Megatron's dp_reshardable checkpoints keep beside the states) is
+        ignored."""
+        if state_name == "padding":
+            return
         if state_name not in _STATE_NAMES:
             raise KeyError("unknown state %r (master_param, exp_avg, exp_avg_sq)"
                            % (state_name,))
@@ -664,7 +668,9 @@ class TandemAdam(_torch.optim.AdamW):
         tensors (master_f32/m_f32/v_f32 float32, master_bf16/ecc16/m_scales/v_scales
         int16 bit patterns, ecc8/m_codes int8, v_codes uint8) and "step" (a float
         tensor). "tandem" holds the version, algorithm and formats. The arrays share
-        memory with the cached snapshot: treat them as read-only."""
+        memory with the cached snapshot: treat them as read-only. A tensor that holds
+        values load_state_dict kept aside (see there) is given in the fp32 layout
+        instead, those values as they came."""
         with self._lock:
             groups, index, indices = [], 0, {}
             for group in self.param_groups:
@@ -681,11 +687,20 @@ class TandemAdam(_torch.optim.AdamW):
                 for index in indices.values():
                     state[index] = {"step": _torch.tensor(0.0)}
             else:
-                self._apply_pending()
                 snap = self._snapshot()
                 for k, p in enumerate(self._params):
                     t = snap["tensors"][k]
                     entry = {"step": _torch.tensor(float(t["step"]))}
+                    pending = self._pending.get(k)
+                    if pending:
+                        # Values load_state_dict kept aside (Megatron's placeholders, to be
+                        # replaced by set_scaled_state): handed back as they came, in the
+                        # fp32 layout, not encoded.
+                        for name in _STATE_NAMES:
+                            entry[name] = pending[name] if name in pending else \
+                                _torch.from_numpy(self._decode(k)[name].copy())
+                        state[indices[id(p)]] = entry
+                        continue
                     for key, np_dtype in _NP_DTYPES.items():
                         if key in t:
                             entry[key] = _torch.from_numpy(
