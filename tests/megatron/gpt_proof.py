@@ -8,12 +8,13 @@ whose ratio changes every step) trains on synthetic tokens with
   megatron     Megatron's own optimizer (TE FusedAdam, apex FusedAdam, or torch AdamW
                through Megatron's fallback: whichever its get_megatron_optimizer picks)
   tandem-off0  tandem.megatron, f32 states, offload_fraction 0
-  tandem-off1  tandem.megatron, f32 states, offload_fraction 1 (all state on the host)
+  tandem-off1  tandem.megatron, f32 states, offload_fraction 1 (all state on the host),
+               checkpoint state handed to Megatron in host memory (state_device="cpu")
   tandem-q8    tandem.megatron, bf16+ecc8 masters, q8 moments, offload_fraction 0.5
 
 and compares the losses; then, for each checkpoint sharding type of the
 DistributedOptimizer, saves a distributed checkpoint (megatron.core.dist_checkpointing,
-sharded_state_dict) of tandem-off0 and tandem-q8 in the middle of the run, loads it into
+sharded_state_dict) of each tandem run in the middle of the run, loads it into
 a model and optimizer built from another seed, and checks that the loaded optimizer
 state equals the saved one and that the resumed steps match the uninterrupted run.
 
@@ -144,7 +145,7 @@ def optimizer_config(args):
 RUNS = {
     "megatron": None,
     "tandem-off0": dict(offload_fraction=0.0),
-    "tandem-off1": dict(offload_fraction=1.0),
+    "tandem-off1": dict(offload_fraction=1.0, state_device="cpu"),
     "tandem-q8": dict(offload_fraction=0.5, master_format="bf16+ecc8", momentum_format="q8",
                       variance_format="q8"),
 }
@@ -383,7 +384,7 @@ def main(args):
         types_ = [t for t in args.sharding_types.split(",") if t]
         for run in RUNS:
             checkpoints = {}
-            if run in ("tandem-off0", "tandem-q8"):
+            if RUNS[run] is not None:
                 checkpoints = {t: shared_dir(root, "%s-%s" % (run, t), rank) for t in types_}
             try:
                 info, saved = run_training(args, run, rank, device, checkpoints)
