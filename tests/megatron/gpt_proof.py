@@ -382,6 +382,13 @@ def main(args):
     try:
         root = args.ckpt_root or tempfile.gettempdir()
         types_ = [t for t in args.sharding_types.split(",") if t]
+        try:
+            import psutil  # noqa: F401  (dist_checkpointing's writer needs it)
+        except ImportError:
+            result["errors"].append("psutil is not installed: megatron.core.dist_checkpointing "
+                                    "cannot save without it (pip install psutil); the "
+                                    "checkpoint checks were skipped")
+            types_ = []
         for run in RUNS:
             checkpoints = {}
             if RUNS[run] is not None:

@@ -240,13 +240,26 @@ def test_megatron_style_load_resumes_the_same_step(formats):
                         "exp_avg_sq": torch.empty(p.numel()),
                         "master_param": torch.empty(p.numel())}
                     for i, p in enumerate(fresh)}
+    with_params = [dict(g, params=[0, 1]) if i == 0 else dict(g, params=[2, 3])
+                   for i, g in enumerate(groups)]
+    # DistributedOptimizer.sharded_state_dict(is_loading=True): load_state_dict(
+    # state_dict()) on an optimizer without state, which allocates placeholders ...
+    opt2.load_state_dict(opt2.state_dict())
     opt2.load_state_dict({"state": placeholders,
-                          "param_groups": [dict(g, params=[0, 1]) if i == 0 else
-                                           dict(g, params=[2, 3])
-                                           for i, g in enumerate(groups)]})
+                          "param_groups": [dict(g, step=0) for g in with_params]})
+    # ... then its load_state_dict(loaded) hands our own state_dict()'s entries back
+    # with the checkpoint's step written into them ...
+    inner = opt2.state_dict()
+    for i, entry in inner["state"].items():
+        assert set(entry) == {"step", "master_param", "exp_avg", "exp_avg_sq"}
+        assert entry["exp_avg"].data_ptr() == placeholders[i]["exp_avg"].data_ptr()
+        entry["step"] = torch.tensor(3.0)
+    opt2.load_state_dict({"state": inner["state"], "param_groups": with_params})
+    # ... and the checkpoint's values arrive one by one (dp_reshardable adds "padding").
     for p, q in zip(fresh, params):
         for name, value in saved[id(q)].items():
             opt2.set_scaled_state(p, name, value)
+        opt2.set_scaled_state(p, "padding", False)
     run_tandem(opt, params, 2, start=3)
     run_tandem(opt2, fresh, 2, start=3)
     exact = formats[0] == "f32"
