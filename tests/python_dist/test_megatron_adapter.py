@@ -420,3 +420,33 @@ def test_state_dict_before_any_state():
     assert opt.mode == "host"
     assert not torch.equal(params[0].float(), ref[0])
     assert torch.allclose(params[1].float(), ref[1], atol=0.02)
+
+
+def test_megatrons_distributed_optimizer_on_the_cpu(tmp_path):
+    """tests/megatron/cpu_smoke.py: gpt_proof.py with Megatron's CUDA calls redirected
+    to the CPU, i.e. Megatron's DDP, DistributedOptimizer, scheduler and distributed
+    checkpoints around TandemAdam (host mode), against Megatron's own optimizer."""
+    pytest.importorskip("psutil", reason="megatron.core.dist_checkpointing needs psutil")
+    import json
+    import os
+    import pathlib
+    import socket
+    import subprocess
+    import sys
+    root = pathlib.Path(__file__).resolve().parents[2]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "smoke.json"
+    env = dict(os.environ, MASTER_PORT=str(port), TMPDIR=str(tmp_path))
+    proc = subprocess.run(
+        [sys.executable, str(root / "tests/megatron/cpu_smoke.py"), "--steps", "4",
+         "--resume-at", "2", "--layers", "1", "--hidden", "64", "--heads", "4", "--vocab",
+         "256", "--seq", "32", "--micro-batch", "2", "--out", str(out)],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["ok"] and not result["errors"]
+    assert result["checks"]["off0_vs_off1"]["identical"]
+    assert len(result["resume"]) == 6
+    assert all(r["state_equal"] for k, r in result["resume"].items() if "q8" not in k)
