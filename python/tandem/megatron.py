@@ -252,6 +252,7 @@ class TandemAdam(_torch.optim.AdamW):
         self._decoded = {}         # k -> {state name: fp32 numpy array}
         self._pending = {}         # k -> {state name: fp32 tensor} from load_state_dict
         self._fresh = True         # Note [Masters of a fresh engine]
+        self._carry = None         # the state of an engine being rebuilt (_rebuild)
 
     def _layout_params(self):
         """(params, group_of) of the current param_groups: every parameter with elements."""
@@ -369,7 +370,8 @@ class TandemAdam(_torch.optim.AdamW):
         other tensors than it was built over (Megatron replaces its params with the
         shard views after construction): allowed only while its state is fresh."""
         if self._engine is None:
-            self._build()
+            self._build(carry=self._carry)  # a rebuild that failed left its state here
+            self._carry = None
             return
         params, _ = self._layout_params()
         if len(params) == len(self._params) and all(
@@ -490,9 +492,12 @@ class TandemAdam(_torch.optim.AdamW):
             self._build()
             return
         self._apply_pending()
-        carry = self._snapshot()
+        # The old engine goes first (its memory, host and device, is needed by the new
+        # one); its state waits in _carry until a build succeeds.
+        self._carry = self._snapshot()
         self._engine = None
-        self._build(carry=carry)
+        self._build(carry=self._carry)
+        self._carry = None
         self._fresh = False
         self.rebuilds += 1
         if self.rebuilds == 2:
@@ -774,12 +779,8 @@ class TandemAdam(_torch.optim.AdamW):
                                 raise ValueError("state entry %r: %r must be a tensor of %d "
                                                  "elements" % (sid, n, p.numel()))
                         plan.append((k, step, unscaled, arrays))
-            # Hyper-parameters (Megatron's scheduler state lives in its groups).
-            for saved, group in zip(groups, self.param_groups):
-                for key, value in saved.items():
-                    if key != "params":
-                        group[key] = value
             if not plan:
+                self._load_groups(groups)
                 return
             snap = self._snapshot()
             backup = (list(snap["tensors"]), snap["step"], self._snap_dirty,
@@ -809,10 +810,19 @@ class TandemAdam(_torch.optim.AdamW):
             except Exception:
                 snap["tensors"], snap["step"], self._snap_dirty, self._decoded = backup
                 raise
+            self._load_groups(groups)
             for g in self.param_groups:
                 g["step"] = int(snap["step"])
             self._pending.update(pending)
             self._fresh = False
+
+    def _load_groups(self, groups):
+        """Every key of the saved groups but "params" (Megatron keeps its scheduler's
+        max_lr, min_lr, lr_mult, wd_mult... there)."""
+        for saved, group in zip(groups, self.param_groups):
+            for key, value in saved.items():
+                if key != "params":
+                    group[key] = value
 
     # ------------------------------------------------------------------------------------
     # Reports

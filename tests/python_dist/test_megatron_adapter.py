@@ -450,3 +450,23 @@ def test_megatrons_distributed_optimizer_on_the_cpu(tmp_path):
     assert result["checks"]["off0_vs_off1"]["identical"]
     assert len(result["resume"]) == 6
     assert all(r["state_equal"] for k, r in result["resume"].items() if "q8" not in k)
+
+
+def test_a_refused_state_dict_changes_nothing():
+    params = shards()
+    opt = tm.TandemAdam(groups_of(params))
+    run_tandem(opt, params, 2)
+    sd = opt.state_dict()
+    bad = {"state": {i: dict(e) for i, e in sd["state"].items()},
+           "param_groups": [dict(g, lr=123.0) for g in sd["param_groups"]],
+           "tandem": sd["tandem"]}
+    bad["state"][2]["m_f32"] = bad["state"][2]["m_f32"][:-1]  # one element short
+    before = [p.clone() for p in params]
+    exp_avg = opt.get_unscaled_state(params[2], "exp_avg")
+    with pytest.raises(ValueError, match="m_f32"):
+        opt.load_state_dict(bad)
+    assert all(g["lr"] != 123.0 for g in opt.param_groups)
+    assert all(torch.equal(a, b) for a, b in zip(params, before))
+    assert torch.equal(opt.get_unscaled_state(params[2], "exp_avg"), exp_avg)
+    run_tandem(opt, params, 1, start=2)  # still steps
+    assert opt.param_groups[0]["step"] == 3
