@@ -255,15 +255,14 @@ class TandemAdam(_torch.optim.AdamW):
         self._carry = None         # the state of an engine being rebuilt (_rebuild)
 
     def _layout_params(self):
-        """(params, group_of) of the current param_groups: every parameter with elements."""
+        """(params, group_of) of the current param_groups: every parameter with elements
+        (a data-parallel rank may own no element of a group, or of any group)."""
         params, group_of = [], []
         for g, group in enumerate(self.param_groups):
             for p in group["params"]:
                 if p.numel() > 0:
                     params.append(p)
                     group_of.append(g)
-        if not params:
-            raise ValueError("TandemAdam has no parameter with elements to optimize")
         return params, group_of
 
     def _grad_of(self, p):
@@ -368,20 +367,28 @@ class TandemAdam(_torch.optim.AdamW):
     def _ensure_engine(self):
         """Builds the engine when there is none, or rebuilds it when param_groups hold
         other tensors than it was built over (Megatron replaces its params with the
-        shard views after construction): allowed only while its state is fresh."""
+        shard views after construction): allowed only while its state is fresh. Returns
+        False, building nothing, when no parameter has an element (nothing to step)."""
+        params, _ = self._layout_params()
         if self._engine is None:
+            if not params:
+                return False
             self._build(carry=self._carry)  # a rebuild that failed left its state here
             self._carry = None
-            return
-        params, _ = self._layout_params()
+            return True
         if len(params) == len(self._params) and all(
                 a is b for a, b in zip(params, self._params)):
-            return
+            return True
         if not self._fresh:
             raise ValueError("the parameters of TandemAdam's param_groups changed after its "
                              "state was created (stepped or loaded); build a new optimizer")
         self._engine = None  # free its memory before the new one takes its own
+        if not params:
+            self._clear_engine_tables()
+            self.state.clear()
+            return False
         self._build()
+        return True
 
     def _groups_for_engine(self):
         """(lr, engine group dicts) from param_groups now: Note [One lr per step] in
@@ -417,7 +424,8 @@ class TandemAdam(_torch.optim.AdamW):
             with _torch.enable_grad():
                 loss = closure()
         with self._lock:
-            self._ensure_engine()
+            if not self._ensure_engine():
+                return loss  # this rank owns no element
             active = bytearray(len(self._params))
             rebuild = False
             for k, p in enumerate(self._params):
@@ -520,7 +528,8 @@ class TandemAdam(_torch.optim.AdamW):
         """Re-reads every master from its parameter (weights written into the model after
         the optimizer state exists, outside a checkpoint load)."""
         with self._lock:
-            self._ensure_engine()
+            if not self._ensure_engine():
+                return
             self._flush()
             self._engine.reload_params(list(range(len(self._params))))
             self._snap = None

@@ -470,3 +470,17 @@ def test_a_refused_state_dict_changes_nothing():
     assert torch.equal(opt.get_unscaled_state(params[2], "exp_avg"), exp_avg)
     run_tandem(opt, params, 1, start=2)  # still steps
     assert opt.param_groups[0]["step"] == 3
+
+
+def test_a_rank_that_owns_no_element():
+    # The distributed optimizer's groups on a rank may hold no shard (or empty ones).
+    empty = torch.zeros(0, dtype=torch.bfloat16)
+    opt = tm.TandemAdam([{"params": [], "lr": 1e-3}, {"params": [empty], "lr": 1e-3}])
+    empty.decoupled_grad = torch.zeros(0)
+    opt.step()
+    opt.reload_params()
+    assert len(opt.state) == 0 and opt.state_dict()["state"][0]["step"].item() == 0
+    params = shards()
+    opt = tm.TandemAdam([{"params": params[:2], "lr": 1e-2}, {"params": [], "lr": 1e-2}])
+    run_tandem(opt, params[:2], 2)
+    assert opt.param_groups[1]["step"] == 2
