@@ -93,6 +93,8 @@ def redirect_cuda_to_cpu():
     cuda.set_rng_state = lambda *a, **k: None
     cuda.manual_seed = lambda *a, **k: None
     cuda.memory_allocated = lambda *a, **k: 0
+    cuda.max_memory_allocated = lambda *a, **k: 0
+    cuda.reset_peak_memory_stats = lambda *a, **k: None
     for name in ("tensor", "zeros", "empty", "ones", "full", "arange", "zeros_like",
                  "empty_like", "ones_like", "randn", "rand"):
         factory = getattr(torch, name)

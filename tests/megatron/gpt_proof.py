@@ -293,6 +293,9 @@ def shared_dir(root, name, rank):
 def run_training(args, run, rank, device, checkpoints=()):
     """Trains `run` for args.steps; after args.resume_at steps saves one checkpoint per
     sharding type in `checkpoints` (name -> dir) and captures the optimizer state."""
+    gc.collect()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
     model = build_model(args, args.seed)
     opt, sched = build_optimizer(args, model, run)
     losses, norms, times, saved_state = [], [], [], None
@@ -311,7 +314,11 @@ def run_training(args, run, rank, device, checkpoints=()):
             for sharding_type, path in checkpoints.items():
                 save_checkpoint(path, model, opt, sched, sharding_type)
     info = {"losses": losses, "grad_norms": norms,
-            "step_ms_median": statistics.median(times[2:]) if len(times) > 2 else None}
+            "step_ms_median": statistics.median(times[2:]) if len(times) > 2 else None,
+            # Model, gradient buffer and optimizer state on the GPU (the checkpoint's
+            # transient copies are in the peak).
+            "gpu_allocated_bytes": torch.cuda.memory_allocated(),
+            "gpu_peak_bytes": torch.cuda.max_memory_allocated()}
     if RUNS[run] is not None:
         inner = __import__("tandem.megatron").megatron.tandem_optimizers(opt)
         info["engine_mode"] = inner[0].mode
@@ -460,6 +467,9 @@ def print_table(args, result):
     print("%-6s" % "ms" + "".join(
         "%14s" % ("%.1f" % runs[n]["step_ms_median"] if runs[n]["step_ms_median"] else "-")
         for n in names))
+    print("%-6s" % "GiB" + "".join(
+        "%14.3f" % (runs[n]["gpu_allocated_bytes"] / 2**30) for n in names)
+        + "   (GPU memory allocated after training)")
     for name, c in result["checks"].items():
         extra = ", ".join("%s=%s" % (k, ("%.3g" % v) if isinstance(v, float) else v)
                           for k, v in c.items() if k != "ok")
