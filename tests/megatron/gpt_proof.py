@@ -446,6 +446,15 @@ def main(args):
     except Exception:
         result["errors"].append(traceback.format_exc())
         result["ok"] = False
+    try:  # every rank checked its own shards: all must pass
+        import torch.distributed as dist
+        flag = torch.tensor([1 if result["ok"] else 0], device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        result["all_ranks_ok"] = bool(flag.item())
+        result["ok"] = result["ok"] and result["all_ranks_ok"]
+    except Exception:
+        result["errors"].append(traceback.format_exc())
+        result["ok"] = False
     if rank == 0:
         print_table(args, result)
         with open(args.out, "w") as f:
