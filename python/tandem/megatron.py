@@ -738,7 +738,8 @@ class TandemAdam(_torch.optim.AdamW):
         "exp_avg_sq" (FusedAdam's unscaled layout; Megatron passes placeholders here and
         sets the real values with ``set_scaled_state`` afterwards, so these are kept
         aside and encoded only at the next step if nothing replaced them), and "step".
-        Without a "step" in an entry the group's "step" counts. Raises ValueError naming
+        Steps: an entry's "step" in a state dict of ours (with its "tandem" entry), else
+        the group's "step" (Megatron's), else the entry's. Raises ValueError naming
         the first mismatch; nothing changes then."""
         with self._lock:
             groups = state_dict["param_groups"]
@@ -766,9 +767,7 @@ class TandemAdam(_torch.optim.AdamW):
                         if sid not in state or p.numel() == 0:
                             continue
                         entry = state[sid]
-                        step = entry.get("step", saved.get("step"))
-                        step = int(step.item() if isinstance(step, _torch.Tensor) else
-                                   (step or 0))
+                        step = self._entry_step(entry, saved, header is not None)
                         unscaled = {n: entry[n] for n in _STATE_NAMES if n in entry}
                         arrays = {key: entry[key] for key in _NP_DTYPES if key in entry}
                         if not unscaled and not arrays and step == 0 and self._fresh:
@@ -824,6 +823,23 @@ class TandemAdam(_torch.optim.AdamW):
                 g["step"] = int(snap["step"])
             self._pending.update(pending)
             self._fresh = False
+
+    @staticmethod
+    def _entry_step(entry, group, own):
+        """The step a state entry loads with. Our own state dicts (with their "tandem"
+        header) keep each parameter's step in its entry. Megatron's DistributedOptimizer
+        passes the checkpoint's step in the groups (TE FusedAdam keeps it there) and
+        hands back entries of an earlier state_dict() whose "step" is stale when TE is
+        installed (without TE it writes the same step into the entries): the group's
+        wins."""
+        step = entry.get("step") if own else None
+        if step is None:
+            step = group.get("step")
+        if step is None:
+            step = entry.get("step")
+        if isinstance(step, _torch.Tensor):
+            step = step.item()
+        return int(step or 0)
 
     def _load_groups(self, groups):
         """Every key of the saved groups but "params" (Megatron keeps its scheduler's
