@@ -63,6 +63,7 @@ struct Rng {
 TensorSnapshot MakeTensor(const std::string& name, size_t n, const StateFormats& f, Rng* rng) {
   TensorSnapshot t;
   t.name = name;
+  t.formats = f;
   t.numel = n;
   t.param_dtype = DType::kBF16;
   t.grad_dtype = DType::kBF16;

@@ -51,6 +51,8 @@ void CheckCompatible(const OptimizerSnapshot& loaded, const OptimizerSnapshot& l
       Mismatch(tn + "grad dtype: " + Both(Name(a.grad_dtype), Name(b.grad_dtype)));
     if (a.group != b.group)
       Mismatch(tn + "group: " + Both(std::to_string(a.group), std::to_string(b.group)));
+    if (!(a.formats == b.formats))
+      Mismatch(tn + "state formats: " + Both(Name(a.formats), Name(b.formats)));
   }
 }
 

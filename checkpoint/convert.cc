@@ -119,11 +119,25 @@ void EncodeVariance(const std::vector<float>& v, MomentFormat to, TensorSnapshot
 
 }  // namespace
 
-OptimizerSnapshot ConvertSnapshot(const OptimizerSnapshot& s, const StateFormats& to) {
+OptimizerSnapshot ConvertSnapshot(const OptimizerSnapshot& s, const StateFormats& to,
+                                  ConvertTensors which) {
+  // A tensor that overrides the default formats keeps its own (kDefaultFormats).
+  std::vector<StateFormats> targets;
+  targets.reserve(s.tensors.size());
+  for (const TensorSnapshot& t : s.tensors)
+    targets.push_back(which == ConvertTensors::kAll || t.formats == s.formats ? to : t.formats);
+  return ConvertSnapshotPerTensor(s, to, targets);
+}
+
+OptimizerSnapshot ConvertSnapshotPerTensor(const OptimizerSnapshot& s, const StateFormats& to,
+                                           const std::vector<StateFormats>& targets) {
+  if (targets.size() != s.tensors.size())
+    Invalid(std::to_string(targets.size()) + " target formats for " +
+            std::to_string(s.tensors.size()) + " tensors");
   CheckTarget(s.algo, to);
+  for (const StateFormats& f : targets) CheckTarget(s.algo, f);
   ValidateSnapshot(s);
   FpModeGuard fp_mode;  // round to nearest, no flush to zero: the kernels' mode
-  const StateFormats& from = s.formats;
   OptimizerSnapshot out;
   out.algo = s.algo;
   out.formats = to;
@@ -131,33 +145,37 @@ OptimizerSnapshot ConvertSnapshot(const OptimizerSnapshot& s, const StateFormats
   out.step = s.step;
   out.metadata = s.metadata;
   out.tensors.reserve(s.tensors.size());
-  for (const TensorSnapshot& t : s.tensors) {
+  for (size_t i = 0; i < s.tensors.size(); ++i) {
+    const TensorSnapshot& t = s.tensors[i];
+    const StateFormats& from = t.formats;
+    const StateFormats& want = targets[i];
     TensorSnapshot c = ckpt::TensorDescription(t);
+    c.formats = want;
     // A format that does not change is copied, so that the identity is exact.
-    if (to.master == from.master) {
+    if (want.master == from.master) {
       c.master_f32 = t.master_f32;
       c.master_bf16 = t.master_bf16;
       c.ecc8 = t.ecc8;
       c.ecc16 = t.ecc16;
     } else {
-      EncodeMasterFrom(DecodeMasterF32(t, from), to.master, &c);
+      EncodeMasterFrom(DecodeMasterF32(t, from), want.master, &c);
     }
     if (HasMomentum(s.algo, s.groups[t.group])) {
-      if (to.momentum == from.momentum) {
+      if (want.momentum == from.momentum) {
         c.m_f32 = t.m_f32;
         c.m_codes = t.m_codes;
         c.m_scales = t.m_scales;
       } else {
-        EncodeMomentum(DecodeMomentum(t, from.momentum), to.momentum, &c);
+        EncodeMomentum(DecodeMomentum(t, from.momentum), want.momentum, &c);
       }
     }
     if (HasVariance(s.algo)) {
-      if (to.variance == from.variance) {
+      if (want.variance == from.variance) {
         c.v_f32 = t.v_f32;
         c.v_codes = t.v_codes;
         c.v_scales = t.v_scales;
       } else {
-        EncodeVariance(DecodeVariance(t, from.variance), to.variance, &c);
+        EncodeVariance(DecodeVariance(t, from.variance), want.variance, &c);
       }
     }
     out.tensors.push_back(std::move(c));

@@ -21,7 +21,8 @@ inline constexpr char kFooterMagic[8] = {'T', 'N', 'D', 'M', 'E', 'N', 'D', '1'}
 // kVersion; the reader reads every version in [kOldestReadableVersion, kVersion].
 inline constexpr uint32_t kVersion1 = 1;  // the first format
 inline constexpr uint32_t kVersion2 = 2;  // + tensors[].shape, tensors[].step, metadata
-inline constexpr uint32_t kVersion = kVersion2;
+inline constexpr uint32_t kVersion3 = 3;  // + tensors[].formats (per-tensor state formats)
+inline constexpr uint32_t kVersion = kVersion3;
 inline constexpr uint32_t kOldestReadableVersion = kVersion1;
 
 inline constexpr size_t kHeaderSize = 32;  // magic[8] version u32 header_size u32 reserved[12] crc u32

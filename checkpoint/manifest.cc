@@ -62,6 +62,19 @@ auto ParseName(F&& parse, const std::string& ctx, const std::string& w) {
   }
 }
 
+// obj.formats: {"master", "momentum", "variance"}, each a format name.
+StateFormats Formats(const json& obj, const std::string& ctx, const std::string& w) {
+  const json& f = Field(obj, "formats", ctx, w);
+  const std::string fc = ctx == "root" ? "formats" : ctx + ".formats";
+  const std::string fm = Str(f, "master", fc, w), fmo = Str(f, "momentum", fc, w),
+                    fv = Str(f, "variance", fc, w);
+  StateFormats out;
+  out.master = ParseName([&] { return ParseMasterFormat(fm); }, fc + ".master", w);
+  out.momentum = ParseName([&] { return ParseMomentFormat(fmo); }, fc + ".momentum", w);
+  out.variance = ParseName([&] { return ParseMomentFormat(fv); }, fc + ".variance", w);
+  return out;
+}
+
 std::string Desc(const CheckpointSection& s) {
   return "tensor " + std::to_string(s.tensor) + " " + s.kind_name + " (" +
          std::to_string(s.raw_length) + " bytes)";
@@ -71,9 +84,9 @@ std::string Desc(const CheckpointSection& s) {
 
 std::vector<CheckpointSection> ExpectedSections(const CheckpointInfo& info) {
   std::vector<CheckpointSection> out;
-  const StateFormats& f = info.formats;
   for (uint32_t i = 0; i < info.tensors.size(); ++i) {
     const TensorSnapshot& t = info.tensors[i];
+    const StateFormats& f = t.formats;  // the tensor's own (version 3; else the default)
     if (t.numel == 0) continue;
     const uint64_t n = t.numel, groups = (n + kQuantGroup - 1) / kQuantGroup;
     const bool hm = HasMomentum(info.algo, info.groups[t.group]), hv = HasVariance(info.algo);
@@ -106,9 +119,11 @@ std::string EncodeManifest(const CheckpointInfo& info) {
   json j;
   j["format"] = "tandem-checkpoint";
   j["algorithm"] = Name(info.algo);
-  j["formats"] = {{"master", Name(info.formats.master)},
-                  {"momentum", Name(info.formats.momentum)},
-                  {"variance", Name(info.formats.variance)}};
+  auto formats = [](const StateFormats& f) {
+    return json{{"master", Name(f.master)}, {"momentum", Name(f.momentum)},
+                {"variance", Name(f.variance)}};
+  };
+  j["formats"] = formats(info.formats);
   j["step"] = info.step;
   j["metadata"] = info.metadata;
   json groups = json::array();
@@ -122,7 +137,8 @@ std::string EncodeManifest(const CheckpointInfo& info) {
   for (const TensorSnapshot& t : info.tensors)
     tensors.push_back({{"name", t.name}, {"numel", t.numel},
                        {"param_dtype", Name(t.param_dtype)}, {"grad_dtype", Name(t.grad_dtype)},
-                       {"group", t.group}, {"shape", t.shape}, {"step", t.step}});
+                       {"group", t.group}, {"shape", t.shape}, {"step", t.step},
+                       {"formats", formats(t.formats)}});
   j["tensors"] = tensors;
   json sections = json::array();
   for (const CheckpointSection& s : info.sections)
@@ -142,12 +158,7 @@ void DecodeManifest(const std::string& text, uint32_t version, uint64_t manifest
   if (Str(j, "format", root, w) != "tandem-checkpoint") Bad(w, "format is not tandem-checkpoint");
   const std::string algo = Str(j, "algorithm", root, w);
   info->algo = ParseName([&] { return ParseAlgorithm(algo); }, "algorithm", w);
-  const json& f = Field(j, "formats", root, w);
-  const std::string fm = Str(f, "master", "formats", w), fmo = Str(f, "momentum", "formats", w),
-                    fv = Str(f, "variance", "formats", w);
-  info->formats.master = ParseName([&] { return ParseMasterFormat(fm); }, "formats.master", w);
-  info->formats.momentum = ParseName([&] { return ParseMomentFormat(fmo); }, "formats.momentum", w);
-  info->formats.variance = ParseName([&] { return ParseMomentFormat(fv); }, "formats.variance", w);
+  info->formats = Formats(j, root, w);
   const json& step = Field(j, "step", root, w);
   if (!step.is_number_integer() || step.get<int64_t>() < 0) Bad(w, "step is not an integer >= 0");
   info->step = step.get<int64_t>();
@@ -207,6 +218,8 @@ void DecodeManifest(const std::string& text, uint32_t version, uint64_t manifest
     } else {
       t.step = info->step;  // version 1 kept one step for all tensors
     }
+    // Before version 3 every tensor had the file's formats.
+    t.formats = version >= kVersion3 ? Formats(o, ctx, w) : info->formats;
     info->tensors.push_back(std::move(t));
   }
 

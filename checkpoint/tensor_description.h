@@ -5,7 +5,7 @@
 
 namespace tandem::ckpt {
 
-// t's name, numel, shape, dtypes, group and step; every state array empty. Used for
+// t's name, numel, shape, dtypes, group, step and formats; every state array empty. Used for
 // the manifest's tensor list (SaveCheckpoint) and as the start of a re-encoded tensor
 // (ConvertSnapshot).
 inline TensorSnapshot TensorDescription(const TensorSnapshot& t) {
@@ -17,6 +17,7 @@ inline TensorSnapshot TensorDescription(const TensorSnapshot& t) {
   d.grad_dtype = t.grad_dtype;
   d.group = t.group;
   d.step = t.step;
+  d.formats = t.formats;
   return d;
 }
 

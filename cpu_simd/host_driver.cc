@@ -4,14 +4,15 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
-#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "cpu_simd/cpu_pinning.h"
 #include "cpu_simd/host_kernels.h"
 #include "cpu_simd/span_kernels.h"
 #include "engine/fp_mode.h"
@@ -32,30 +33,30 @@ struct Piece {
 }  // namespace
 
 struct HostDriver::Impl {
-  int threads;
   size_t grain;
-  tbb::task_arena arena;
+  PinnedArena arena;
   std::vector<Piece> pieces;  // reused between runs
   std::mutex run_mutex;
 
-  Impl(int t, size_t g) : threads(t), grain(g), arena(t) {}
+  Impl(int t, size_t g, std::vector<int> cpus) : grain(g), arena(t, std::move(cpus)) {}
 };
 
-HostDriver::HostDriver(int threads, size_t grain_elements) {
+HostDriver::HostDriver(int threads, size_t grain_elements, std::vector<int> cpus) {
   if (threads < 0)
     throw Error(ErrorKind::kInvalidArgument,
                 "HostDriver: threads must be >= 0, got " + std::to_string(threads));
-  const int t = threads == 0 ? tbb::this_task_arena::max_concurrency() : threads;
   size_t grain = (grain_elements + kQuantGroup - 1) / kQuantGroup * kQuantGroup;
   if (grain == 0) grain = kQuantGroup;
-  impl_ = std::make_unique<Impl>(t, grain);
-  impl_->arena.initialize();
+  impl_ = std::make_unique<Impl>(threads, grain, std::move(cpus));
 }
 
 HostDriver::~HostDriver() = default;
 
-int HostDriver::threads() const { return impl_->threads; }
+int HostDriver::threads() const { return impl_->arena.concurrency(); }
 size_t HostDriver::grain_elements() const { return impl_->grain; }
+const std::vector<int>& HostDriver::cpus() const { return impl_->arena.cpus(); }
+
+void HostDriver::Execute(const std::function<void()>& fn) { impl_->arena.Execute(fn); }
 
 void HostDriver::Run(const HostWork* items, size_t count) {
   if (count == 0) return;
@@ -84,11 +85,12 @@ void HostDriver::Run(const HostWork* items, size_t count) {
   if (pieces.empty()) return;
 
   const SpanKernel kernel = ActiveKernel();
-  impl_->arena.execute([&] {
+  impl_->arena.Execute([&] {
     tbb::parallel_for(
         tbb::blocked_range<size_t>(0, pieces.size(), 1),
         [&](const tbb::blocked_range<size_t>& r) {
           FpModeGuard fp_mode;  // per worker thread
+          RunWorkProbe();
           for (size_t k = r.begin(); k != r.end(); ++k) {
             const Piece& pc = pieces[k];
             const HostWork& w = items[pc.item];

@@ -11,7 +11,9 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
@@ -53,7 +55,10 @@ struct HostWork {
   StepSpan span;
 };
 
-// Owns a oneTBB task_arena of `threads` threads (0 = all cores of the process' affinity).
+// Owns a oneTBB task_arena of `threads` threads (0 = one per CPU of `cpus`, or all cores
+// of the process' affinity when `cpus` is empty) whose threads run only on `cpus` (empty:
+// anywhere the process may run; cpu_simd/cpu_pinning.h). Error(kInvalidArgument) naming
+// the id for a CPU the process may not use, a duplicate or a negative id.
 // Run() cuts every item into pieces of about `grain_elements` elements (rounded up to a
 // multiple of kQuantGroup, at least one group), aligned to quantization groups, and steps
 // them in parallel in the arena; pieces of one item never overlap, so the bytes written do
@@ -65,7 +70,8 @@ struct HostWork {
 // are serialised by an internal mutex). Distinct drivers are independent.
 class HostDriver {
  public:
-  explicit HostDriver(int threads = 0, size_t grain_elements = 1 << 16);
+  explicit HostDriver(int threads = 0, size_t grain_elements = 1 << 16,
+                      std::vector<int> cpus = {});
   ~HostDriver();
   HostDriver(const HostDriver&) = delete;
   HostDriver& operator=(const HostDriver&) = delete;
@@ -76,8 +82,13 @@ class HostDriver {
   // worker (none are expected after validation) are rethrown here.
   void Run(const HostWork* items, size_t count);
 
+  // Runs fn in the driver's arena (its threads, pinned like Run's): the optimizer's other
+  // host loops (gradient norm, state initialisation) use it. Exceptions propagate.
+  void Execute(const std::function<void()>& fn);
+
   int threads() const;
   size_t grain_elements() const;
+  const std::vector<int>& cpus() const;  // empty: not pinned
 
  private:
   struct Impl;

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "cuda/plan_sizes.h"
+#include "engine/exact_sum.h"
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
 #include "tandem/types.h"
@@ -96,12 +98,13 @@ struct GradRef {
   const void* ptr;  // device pointer to n elements of dtype
   size_t n;
   DType dtype;
+  uint64_t run = 0;  // elements per run (Note [Exact sum of squares]); 0: the whole tensor
 };
 
-// Deterministic global sum of squares of all gradients (in double) and a non-finite flag,
-// in one launch over all tensors plus one single-block finishing launch. The partition
-// and the reduction order are fixed by the tensor list, so repeated runs give the same
-// bits. Pointers must stay valid for the plan's life.
+// The exact global sum of squares of all gradients and a non-finite flag (Note [Exact sum
+// of squares] in engine/exact_sum.h), in one launch over all tensors plus one single-block
+// finishing launch: the same bits as offload::HostGradNorm, whatever the partition.
+// Pointers must stay valid for the plan's life.
 class GradNormPlan {
  public:
   // Throws Error(kInvalidArgument) for a null pointer with n > 0 or a bad dtype,
@@ -121,8 +124,9 @@ class GradNormPlan {
   void SetActive(const std::vector<uint8_t>& active, void* stream);
 
   struct Result {
-    double sum_squares;  // sum over all elements of x*x, x converted exactly to double
+    double sum_squares;  // `exact` rounded to double
     bool nonfinite;      // some element is NaN or +-Inf
+    exact::Acc exact;    // sum over all elements of x*x, exactly (normalized)
   };
   // Valid once the stream has completed the last Launch (synchronize first).
   Result Read() const;
@@ -130,8 +134,8 @@ class GradNormPlan {
   // Device memory held (tensor table, work-unit map, partial sums, total) and pinned host
   // memory held (the result); PredictDeviceBytes gives the former for given tensor sizes.
   size_t device_bytes() const;
-  size_t pinned_bytes() const { return sizeof(double); }
-  static size_t PredictDeviceBytes(const std::vector<uint64_t>& tensor_numels);
+  size_t pinned_bytes() const { return kNormResultBytes; }
+  static size_t PredictDeviceBytes(const std::vector<NormSize>& tensors);
 
  private:
   size_t num_tensors_ = 0;
@@ -141,10 +145,10 @@ class GradNormPlan {
   std::vector<GradRef> grads_;       // as built
   std::vector<uint8_t> active_;      // as in the device table now
   void* device_tensors_ = nullptr;  // detail::NormTensor[]
-  void* device_units_ = nullptr;    // detail::WorkUnit[]
-  double* device_partials_ = nullptr;
-  double* device_total_ = nullptr;
-  double* host_total_ = nullptr;  // pinned
+  void* device_units_ = nullptr;    // detail::NormUnit[]
+  uint64_t* device_partials_ = nullptr;  // per unit: 16 limbs and a non-finite flag
+  uint64_t* device_total_ = nullptr;     // the same, for the whole sum
+  uint64_t* host_total_ = nullptr;       // pinned copy of device_total_
 };
 
 }  // namespace tandem::gpu

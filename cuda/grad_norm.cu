@@ -1,93 +1,124 @@
-// Deterministic global gradient norm pre-pass: sum of squares (in double) of every
-// gradient element of many tensors and a non-finite flag.
+// The gradient pre-pass on the GPU: the exact sum of squares of every gradient element of
+// many tensors and a non-finite flag (Note [Exact sum of squares] in engine/exact_sum.h).
 //
-// Partition: a work-unit map cuts each tensor into chunks of kNormUnitElems; block b sums
-// unit b (each thread a fixed strided subset, then a fixed shared-memory tree) into slot
-// b. A single-block finishing kernel sums the slots in the same fixed way. Nothing
-// depends on scheduling, so every run gives the same bits. Squares of finite floats are
-// finite in double and the sum of at most 2^64 of them stays finite, so the total is
-// non-finite exactly when some element is NaN or Inf.
+// A unit is a range of pieces of one tensor (cuda/plan_sizes.h); block b takes unit b, its
+// warps the unit's pieces in turn. A warp sums a piece in the note's order (lane j takes
+// elements j, j+32, ...; then a shuffle tree), and its lane 0 adds the piece sum exactly
+// into its 512-bit accumulator. The block adds its warps' accumulators into the unit's
+// partial; a single-block finishing kernel adds the partials. Integer additions: the
+// result depends on nothing but the pieces, and equals offload::HostGradNorm's.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "cuda/cuda_check.h"
 #include "cuda/gpu_step.h"
 #include "cuda/plan_sizes.h"
+#include "engine/exact_sum.h"
 #include "engine/fp_bits.h"
 
 namespace tandem::gpu {
 namespace detail {
 
 inline constexpr int kNormThreads = 256;
-inline constexpr int kNormUnitElems = static_cast<int>(gpu::kNormUnitElems);
+inline constexpr int kNormWarps = kNormThreads / 32;
 inline constexpr int kFinishThreads = 1024;
+inline constexpr int kLimbs = exact::kDigits;
+inline constexpr int kPartialWords = kLimbs + 1;  // limbs, then the non-finite flag
+static_assert(kNormPieceElems == exact::kNormPiece, "cuda/plan_sizes.h: piece size");
+static_assert(kNormPartialBytes == kPartialWords * 8 && kNormResultBytes == kPartialWords * 8,
+              "cuda/plan_sizes.h: partials");
 
 struct NormTensor {
   const void* ptr;
-  uint64_t n;
+  uint64_t n;    // 0 for a tensor left out of this step (SetActive)
+  uint64_t run;  // elements per run (never 0 here)
   uint32_t dtype;
   uint32_t pad;
 };
 
 struct NormUnit {
+  uint64_t first_piece;
+  uint32_t pieces;
   uint32_t tensor;
-  uint32_t chunk;
 };
 // Note [Plan sizes] in cuda/plan_sizes.h.
 static_assert(sizeof(NormTensor) == kNormTensorBytes, "cuda/plan_sizes.h: NormTensor");
 static_assert(sizeof(NormUnit) == kNormUnitBytes, "cuda/plan_sizes.h: NormUnit");
 
-// Fixed-order tree sum of one value per thread; the result is valid in thread 0.
-template <int kThreads>
-__device__ double BlockSum(double x, double* shared) {
-  shared[threadIdx.x] = x;
-  __syncthreads();
-#pragma unroll
-  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
-    __syncthreads();
+__device__ __forceinline__ double Square(const void* ptr, uint32_t dtype, uint64_t i) {
+  double x;
+  if (dtype == static_cast<uint32_t>(DType::kF32)) {
+    x = static_cast<const float*>(ptr)[i];
+  } else {
+    const uint16_t h = static_cast<const uint16_t*>(ptr)[i];
+    x = dtype == static_cast<uint32_t>(DType::kBF16) ? num::Bf16ToF32(h) : num::F16ToF32(h);
   }
-  return shared[0];
+  return __dmul_rn(x, x);  // exact: the square of a float fits in a double
 }
 
 __global__ void __launch_bounds__(kNormThreads)
-    NormPartialKernel(const NormTensor* tensors, const NormUnit* units, double* partials) {
-  __shared__ double shared[kNormThreads];
+    NormPartialKernel(const NormTensor* tensors, const NormUnit* units, uint64_t* partials) {
+  __shared__ uint64_t shared[kNormWarps][kPartialWords];
   const NormUnit unit = units[blockIdx.x];
   const NormTensor t = tensors[unit.tensor];
-  const uint64_t begin = uint64_t{unit.chunk} * kNormUnitElems;
-  // A tensor left out of this step (GradNormPlan::SetActive) has n = 0 in the table.
-  const uint64_t end = begin >= t.n                    ? begin
-                       : t.n - begin < kNormUnitElems ? t.n
-                                                      : begin + kNormUnitElems;
-  double sum = 0.0;
-  if (t.dtype == static_cast<uint32_t>(DType::kF32)) {
-    const float* p = static_cast<const float*>(t.ptr);
-    for (uint64_t i = begin + threadIdx.x; i < end; i += kNormThreads) {
-      const double x = p[i];
-      sum += x * x;
-    }
-  } else {
-    const uint16_t* p = static_cast<const uint16_t*>(t.ptr);
-    const bool bf16 = t.dtype == static_cast<uint32_t>(DType::kBF16);
-    for (uint64_t i = begin + threadIdx.x; i < end; i += kNormThreads) {
-      const double x = bf16 ? num::Bf16ToF32(p[i]) : num::F16ToF32(p[i]);
-      sum += x * x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const uint64_t per_run = (t.run + kNormPieceElems - 1) / kNormPieceElems;
+  exact::Acc acc;
+  exact::Clear(acc);
+  bool bad = false;
+  // A tensor left out of this step has n = 0: its units add nothing.
+  const uint64_t end = t.n > 0 ? unit.first_piece + unit.pieces : unit.first_piece;
+  for (uint64_t p = unit.first_piece + warp; p < end; p += kNormWarps) {
+    const uint64_t in_run = p % per_run * kNormPieceElems;
+    const uint64_t begin = p / per_run * t.run + in_run;
+    const uint64_t len = t.run - in_run < kNormPieceElems ? t.run - in_run : kNormPieceElems;
+    double sum = 0.0;
+    for (uint64_t i = lane; i < len; i += 32)
+      sum = __dadd_rn(sum, Square(t.ptr, t.dtype, begin + i));
+#pragma unroll
+    for (int s = 16; s > 0; s /= 2) sum = __dadd_rn(sum, __shfl_down_sync(0xFFFFFFFFu, sum, s));
+    if (lane == 0) {
+      if (isfinite(sum))
+        exact::Add(acc, sum);
+      else
+        bad = true;
     }
   }
-  sum = BlockSum<kNormThreads>(sum, shared);
-  if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+  if (lane == 0) {
+    exact::Normalize(acc);  // at most 2^16 additions of < 2^33: no overflow
+    for (int k = 0; k < kLimbs; ++k) shared[warp][k] = acc.limb[k];
+    shared[warp][kLimbs] = bad ? 1 : 0;
+  }
+  __syncthreads();
+  if (threadIdx.x < kPartialWords) {
+    uint64_t sum = 0;
+    for (int w = 0; w < kNormWarps; ++w) sum += shared[w][threadIdx.x];  // < 2^35
+    partials[uint64_t{blockIdx.x} * kPartialWords + threadIdx.x] = sum;
+  }
 }
 
+// Adds the partials word by word: thread i takes word i % 17 of units i / 17, i / 17 +
+// kRows, ...; then the per-thread sums of each word are added. Each word of a partial is
+// < 2^35 and there are fewer than 2^28 units: no overflow.
 __global__ void __launch_bounds__(kFinishThreads)
-    NormFinishKernel(const double* partials, uint64_t count, double* total) {
-  __shared__ double shared[kFinishThreads];
-  double sum = 0.0;
-  for (uint64_t i = threadIdx.x; i < count; i += kFinishThreads) sum += partials[i];
-  sum = BlockSum<kFinishThreads>(sum, shared);
-  if (threadIdx.x == 0) *total = sum;
+    NormFinishKernel(const uint64_t* partials, uint64_t count, uint64_t* total) {
+  constexpr int kRows = kFinishThreads / kPartialWords;
+  __shared__ uint64_t shared[kRows][kPartialWords];
+  const int word = threadIdx.x % kPartialWords, row = threadIdx.x / kPartialWords;
+  if (row < kRows) {
+    uint64_t sum = 0;
+    for (uint64_t u = row; u < count; u += kRows) sum += partials[u * kPartialWords + word];
+    shared[row][word] = sum;
+  }
+  __syncthreads();
+  if (threadIdx.x < kPartialWords) {
+    uint64_t sum = 0;
+    for (int r = 0; r < kRows; ++r) sum += shared[r][threadIdx.x];
+    total[threadIdx.x] = sum;
+  }
 }
 
 }  // namespace detail
@@ -121,10 +152,17 @@ GradNormPlan::GradNormPlan(const std::vector<GradRef>& grads)
       throw Error(ErrorKind::kInvalidArgument, Where() + "tensor " + std::to_string(i) + " has " +
                                                    std::to_string(g.n) +
                                                    " elements but a null pointer");
-    tensors[i] = detail::NormTensor{g.ptr, g.n, static_cast<uint32_t>(g.dtype), 0};
-    const uint64_t chunks = (g.n + detail::kNormUnitElems - 1) / detail::kNormUnitElems;
-    for (uint64_t c = 0; c < chunks; ++c)
-      units.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(c)});
+    const uint64_t run = g.run == 0 ? g.n : g.run;
+    if (g.n > 0 && g.n % run != 0)
+      throw Error(ErrorKind::kInvalidArgument, Where() + "tensor " + std::to_string(i) +
+                                                   ": run " + std::to_string(run) +
+                                                   " does not divide " + std::to_string(g.n));
+    tensors[i] = detail::NormTensor{g.ptr, g.n, run, static_cast<uint32_t>(g.dtype), 0};
+    const NormSize size{g.n, g.run};
+    const uint64_t pieces = NormPieces(size), per = NormPiecesPerUnit(size);
+    for (uint64_t p = 0; p < pieces; p += per)
+      units.push_back({p, static_cast<uint32_t>(std::min(per, pieces - p)),
+                       static_cast<uint32_t>(i)});
   }
   if (units.size() > 0x7FFFFFFFu)
     throw Error(ErrorKind::kInvalidArgument, Where() + "too many elements for one launch");
@@ -143,13 +181,14 @@ GradNormPlan::GradNormPlan(const std::vector<GradRef>& grads)
       CheckCuda(
           cudaMemcpy(du, units.data(), units.size() * sizeof(units[0]), cudaMemcpyHostToDevice),
           Where() + "cudaMemcpy of the work-unit map");
-      device_partials_ = DeviceAlloc<double>(units.size(), "partial sums");
+      device_partials_ =
+          DeviceAlloc<uint64_t>(units.size() * detail::kPartialWords, "partial sums");
     }
-    device_total_ = DeviceAlloc<double>(1, "total");
+    device_total_ = DeviceAlloc<uint64_t>(detail::kPartialWords, "total");
     void* host = nullptr;
-    CheckCuda(cudaMallocHost(&host, sizeof(double)), Where() + "cudaMallocHost of the result");
-    host_total_ = static_cast<double*>(host);
-    *host_total_ = 0.0;
+    CheckCuda(cudaMallocHost(&host, kNormResultBytes), Where() + "cudaMallocHost of the result");
+    host_total_ = static_cast<uint64_t*>(host);
+    for (int k = 0; k < detail::kPartialWords; ++k) host_total_[k] = 0;
   } catch (...) {
     Release();
     throw;
@@ -180,7 +219,8 @@ void GradNormPlan::Launch(void* stream) {
   detail::NormFinishKernel<<<1, detail::kFinishThreads, 0, s>>>(device_partials_, num_units_,
                                                                 device_total_);
   CheckCuda(cudaGetLastError(), Where() + "finishing kernel");
-  CheckCuda(cudaMemcpyAsync(host_total_, device_total_, sizeof(double), cudaMemcpyDeviceToHost, s),
+  CheckCuda(cudaMemcpyAsync(host_total_, device_total_, kNormResultBytes, cudaMemcpyDeviceToHost,
+                            s),
             Where() + "cudaMemcpyAsync of the result");
 }
 
@@ -195,7 +235,8 @@ void GradNormPlan::SetActive(const std::vector<uint8_t>& active, void* stream) {
   std::vector<detail::NormTensor> table(num_tensors_);
   for (size_t i = 0; i < num_tensors_; ++i) {
     const GradRef& g = grads_[i];
-    table[i] = detail::NormTensor{g.ptr, next[i] != 0 ? g.n : 0, static_cast<uint32_t>(g.dtype), 0};
+    table[i] = detail::NormTensor{g.ptr, next[i] != 0 ? g.n : 0, g.run == 0 ? g.n : g.run,
+                                  static_cast<uint32_t>(g.dtype), 0};
   }
   // From pageable memory: the copy is staged before cudaMemcpyAsync returns, so `table`
   // may go away; it runs in stream order, before the next Launch.
@@ -206,17 +247,22 @@ void GradNormPlan::SetActive(const std::vector<uint8_t>& active, void* stream) {
 }
 
 GradNormPlan::Result GradNormPlan::Read() const {
-  const double total = *host_total_;
-  return Result{total, !std::isfinite(total)};
+  Result r{};
+  for (int k = 0; k < detail::kLimbs; ++k) r.exact.limb[k] = host_total_[k];
+  if (!exact::Normalize(r.exact))
+    throw Error(ErrorKind::kInternal, Where() + "the exact sum overflowed");
+  r.sum_squares = exact::ToDouble(r.exact);
+  r.nonfinite = host_total_[detail::kLimbs] != 0;
+  return r;
 }
 
 size_t GradNormPlan::device_bytes() const {
   return num_tensors_ * sizeof(detail::NormTensor) +
-         num_units_ * (sizeof(detail::NormUnit) + sizeof(double)) + sizeof(double);
+         num_units_ * (sizeof(detail::NormUnit) + kNormPartialBytes) + kNormResultBytes;
 }
 
-size_t GradNormPlan::PredictDeviceBytes(const std::vector<uint64_t>& tensor_numels) {
-  return PredictGradNormPlanBytes(tensor_numels);
+size_t GradNormPlan::PredictDeviceBytes(const std::vector<NormSize>& tensors) {
+  return PredictGradNormPlanBytes(tensors);
 }
 
 }  // namespace tandem::gpu

@@ -153,7 +153,10 @@ void ValidateSnapshotLayout(const OptimizerSnapshot& s) {
 }
 
 void ValidateTensorState(const OptimizerSnapshot& s, const TensorSnapshot& t) {
-  const StateFormats& f = s.formats;
+  const StateFormats& f = t.formats;  // the tensor's own formats, not the default
+  if (static_cast<unsigned>(f.master) > 3 || static_cast<unsigned>(f.momentum) > 1 ||
+      static_cast<unsigned>(f.variance) > 1)
+    Bad(t, "unknown state format value in " + Name(f));
   const HyperParams& h = s.groups[t.group];
   const size_t n = t.numel, groups = (n + kQuantGroup - 1) / kQuantGroup;
   const bool bf = f.master != MasterFormat::kF32;

@@ -13,7 +13,8 @@ namespace tandem {
 // Throws Error(kInvalidArgument) naming the first problem.
 void ValidateSnapshotLayout(const OptimizerSnapshot& s);
 
-// Array sizes of `t` for s's algorithm, formats and t's group (which must exist: run
+// An unknown format value in t.formats, then the array sizes of `t` for s's algorithm,
+// t's own formats (TensorSnapshot::formats) and t's group (which must exist: run
 // ValidateSnapshotLayout first), then every value the formats cannot hold, first by
 // array then by element index (a deterministic choice, whatever the thread count).
 // Throws Error(kInvalidArgument) naming the tensor, the array and the element.

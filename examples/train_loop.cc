@@ -51,6 +51,9 @@ int main() {
   decay.weight_decay = 0.01;
   cfg.groups = {decay, no_decay};
   cfg.formats = {MasterFormat::kBF16Ecc16, MomentFormat::kQ8, MomentFormat::kQ8};
+  // The 1-D bias keeps f32 moments (sharded, its q8 groups of 32 could be split); the
+  // weight uses the configured formats above (docs/user_guide.md, per-tensor formats).
+  specs[1].formats = StateFormats{MasterFormat::kBF16Ecc16, MomentFormat::kF32, MomentFormat::kF32};
   cfg.offload_fraction = 0.5;
   cfg.chunk_elements = 512;
 

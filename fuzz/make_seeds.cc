@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 3; ++i) {
       TensorSnapshot t;
       t.name = "w" + std::to_string(i);
+      t.formats = sd.f;
       t.numel = sizes[i];
       t.group = i % 2;
       t.step = 40 + i;

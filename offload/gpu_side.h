@@ -20,6 +20,7 @@
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
 #include "offload/host_norm.h"
+#include "offload/plan_groups.h"
 #include "offload/transport.h"
 #include "tandem/types.h"
 
@@ -32,11 +33,21 @@ class GpuSide {
   // A GpuSide on `stream` (a cudaStream_t as void*; nullptr = legacy default stream).
   // Throws Error(kUnsupported) in a build without CUDA.
   static std::unique_ptr<GpuSide> Create(void* stream);
-  // Device bytes the hot plan and the norm plan of these sizes take (no CUDA needed).
+  // Device bytes the hot plans (one per format set of the hot spans: Note [One plan per
+  // format set], offload/plan_groups.h) and the norm plan of these sizes take (no CUDA
+  // needed). hot_span_formats has one entry per hot span.
   static uint64_t PredictMetadataBytes(const std::vector<uint64_t>& hot_span_numels,
-                                       const std::vector<uint64_t>& tensor_numels) {
-    return (hot_span_numels.empty() ? 0 : gpu::PredictStepPlanBytes(hot_span_numels)) +
-           gpu::PredictGradNormPlanBytes(tensor_numels);
+                                       const std::vector<StateFormats>& hot_span_formats,
+                                       const std::vector<HostGrad>& grads) {
+    std::vector<gpu::NormSize> sizes;
+    for (const HostGrad& g : grads) sizes.push_back({g.n, g.run});
+    uint64_t bytes = gpu::PredictGradNormPlanBytes(sizes);
+    for (const std::vector<uint32_t>& spans : GroupByFormats(hot_span_formats).spans) {
+      std::vector<uint64_t> numels;
+      for (uint32_t i : spans) numels.push_back(hot_span_numels[i]);
+      bytes += gpu::PredictStepPlanBytes(numels);
+    }
+    return bytes;
   }
 
   virtual ~GpuSide() = default;
@@ -49,20 +60,19 @@ class GpuSide {
   // The transport of GPU mode: two copy streams ordered after the caller's stream.
   virtual std::unique_ptr<Transport> MakeTransport() = 0;
 
-  // Builds the hot plan over `spans` (scalar index per span, kSkip: left out until a
-  // LaunchHot) and the norm plan over every tensor's gradient; returns the device bytes
-  // they hold.
-  virtual uint64_t BuildPlans(Algorithm algo, const StateFormats& formats,
-                              const std::vector<StepSpan>& spans,
+  // Builds the hot plans over `spans`, one per distinct StepSpan::formats (Note [One plan
+  // per format set]; scalar index per span, kSkip: left out until a LaunchHot), and the
+  // norm plan over every tensor's gradient; returns the device bytes they hold.
+  virtual uint64_t BuildPlans(Algorithm algo, const std::vector<StepSpan>& spans,
                               const std::vector<uint32_t>& scalar_index,
                               const std::vector<HostGrad>& grads) = 0;
 
   // The pre-pass over the gradients of the tensors with active[i] != 0 (empty: all),
   // timed, then waited for: the norm is needed on the host before any update.
   virtual NormResult Prepass(const std::vector<uint8_t>& active) = 0;
-  // One or more fused launches of the hot plan: span i uses scalars[slot[i]], or is left
+  // One or more fused launches of the hot plans: span i uses scalars[slot[i]], or is left
   // out where slot[i] == kSkip. Any number of distinct slots (launches of at most
-  // gpu::kMaxScalarGroups each). Timed; not waited for.
+  // gpu::kMaxScalarGroups each, per plan). Timed as one stage; not waited for.
   static constexpr uint32_t kSkip = 0xFFFFFFFFu;
   virtual void LaunchHot(const std::vector<StepScalars>& scalars,
                          const std::vector<uint32_t>& slot) = 0;

@@ -47,16 +47,27 @@ class CudaSide final : public GpuSide {
     return std::make_unique<CudaTransport>(stream_);
   }
 
-  uint64_t BuildPlans(Algorithm algo, const StateFormats& formats,
-                      const std::vector<StepSpan>& spans, const std::vector<uint32_t>& index,
+  uint64_t BuildPlans(Algorithm algo, const std::vector<StepSpan>& spans,
+                      const std::vector<uint32_t>& index,
                       const std::vector<HostGrad>& grads) override {
     uint64_t bytes = 0;
-    if (!spans.empty()) {
-      hot_ = std::make_unique<gpu::StepPlan>(algo, formats, spans, index);
-      bytes += hot_->device_bytes();
+    // Note [One plan per format set] (offload/plan_groups.h).
+    std::vector<StateFormats> formats;
+    for (const StepSpan& sp : spans) formats.push_back(sp.formats);
+    groups_ = GroupByFormats(formats);
+    hot_.clear();
+    for (size_t p = 0; p < groups_.formats.size(); ++p) {
+      std::vector<StepSpan> mine;
+      std::vector<uint32_t> mine_index;
+      for (uint32_t i : groups_.spans[p]) {
+        mine.push_back(spans[i]);
+        mine_index.push_back(index[i]);
+      }
+      hot_.push_back(std::make_unique<gpu::StepPlan>(algo, groups_.formats[p], mine, mine_index));
+      bytes += hot_.back()->device_bytes();
     }
     std::vector<gpu::GradRef> refs;
-    for (const HostGrad& g : grads) refs.push_back({g.ptr, g.n, g.dtype});
+    for (const HostGrad& g : grads) refs.push_back({g.ptr, g.n, g.dtype, g.run});
     norm_ = std::make_unique<gpu::GradNormPlan>(refs);
     return bytes + norm_->device_bytes();
   }
@@ -68,27 +79,29 @@ class CudaSide final : public GpuSide {
     TANDEM_CUDA(cudaEventRecord(ev_[1], stream_), "(prepass end)");
     TANDEM_CUDA(cudaEventSynchronize(ev_[1]), "(waiting for the gradient pre-pass)");
     const gpu::GradNormPlan::Result r = norm_->Read();
-    return NormResult{r.sum_squares, r.nonfinite};
+    return NormResult{r.sum_squares, r.nonfinite, r.exact};
   }
 
   void LaunchHot(const std::vector<StepScalars>& scalars,
                  const std::vector<uint32_t>& slot) override {
     TANDEM_CUDA(cudaEventRecord(ev_[2], stream_), "(hot step start)");
-    if (hot_) {
+    for (size_t p = 0; p < hot_.size(); ++p) {
       // Launches of at most kMaxScalarGroups distinct scalar sets; each leaves out the
-      // spans of the other launches. One launch in the usual case (a few groups).
+      // spans of the other launches. One launch per plan in the usual case (a few groups).
+      const std::vector<uint32_t>& spans = groups_.spans[p];
       const size_t per = gpu::kMaxScalarGroups;
-      std::vector<uint32_t> index(slot.size());
+      std::vector<uint32_t> index(spans.size());
       for (size_t first = 0; first < std::max<size_t>(scalars.size(), 1); first += per) {
         bool any = false;
-        for (size_t i = 0; i < slot.size(); ++i) {
-          const bool mine = slot[i] != kSkip && slot[i] >= first && slot[i] < first + per;
-          index[i] = mine ? static_cast<uint32_t>(slot[i] - first) : gpu::StepPlan::kSkipSpan;
+        for (size_t k = 0; k < spans.size(); ++k) {
+          const uint32_t s = slot[spans[k]];
+          const bool mine = s != kSkip && s >= first && s < first + per;
+          index[k] = mine ? static_cast<uint32_t>(s - first) : gpu::StepPlan::kSkipSpan;
           any |= mine;
         }
         if (!any) continue;
-        hot_->SetScalarIndex(index, stream_);
-        hot_->Launch(scalars.data() + first, std::min(per, scalars.size() - first), stream_);
+        hot_[p]->SetScalarIndex(index, stream_);
+        hot_[p]->Launch(scalars.data() + first, std::min(per, scalars.size() - first), stream_);
       }
     }
     TANDEM_CUDA(cudaEventRecord(ev_[3], stream_), "(hot step end)");
@@ -121,7 +134,8 @@ class CudaSide final : public GpuSide {
  private:
   cudaStream_t stream_;
   cudaEvent_t ev_[4] = {nullptr, nullptr, nullptr, nullptr};  // prepass/hot start+end
-  std::unique_ptr<gpu::StepPlan> hot_;
+  PlanGroups groups_;                               // the hot spans, by format set
+  std::vector<std::unique_ptr<gpu::StepPlan>> hot_;  // per format set: its plan
   std::unique_ptr<gpu::GradNormPlan> norm_;
   bool timed_ = false;
 };

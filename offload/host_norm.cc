@@ -1,50 +1,162 @@
 #include "offload/host_norm.h"
 
+#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
 #include <cmath>
+#include <string>
 
-#include "engine/dtype_io.h"
+#include "cpu_simd/cpu_pinning.h"
+#include "engine/fp_bits.h"
+#include "engine/shape.h"
+#include "tandem/error.h"
 
 namespace tandem::offload {
 namespace {
-constexpr size_t kPiece = 1 << 16;
 
-struct Piece {
-  size_t tensor, begin, end;
-};
+// Pieces handed to one task (about 1 << 16 elements of long runs).
+constexpr uint64_t kTaskElements = uint64_t{1} << 16;
 
-double SumSquares(const HostGrad& g, size_t b, size_t e, bool* nonfinite) {
-  double s = 0;
-  bool bad = false;
-  for (size_t i = b; i < e; ++i) {
-    const float x = num::LoadAsF32(g.ptr, g.dtype, i);
-    bad |= !std::isfinite(x);
-    s += double(x) * double(x);
-  }
-  *nonfinite = bad;
-  return s;
-}
 }  // namespace
 
+uint64_t NormRun(const TensorSpec& s) {
+  if (s.norm_unit != 0) return s.norm_unit;
+  if (s.shape.size() >= 2) {
+    uint64_t row = 1;
+    for (size_t d = 1; d < s.shape.size(); ++d) row *= s.shape[d];
+    if (row > 0) return row;
+  }
+  return s.numel;
+}
+
+namespace {
+
+// PieceSquares for one dtype: `load(i)` converts element i; the lane loop vectorizes.
+template <typename Load>
+double Lanes(uint64_t n, Load load) {
+  double lane[exact::kLanes] = {};
+  uint64_t i = 0;
+  for (; i + exact::kLanes <= n; i += exact::kLanes)
+    for (uint32_t j = 0; j < exact::kLanes; ++j) {
+      const double x = load(i + j);
+      lane[j] += x * x;
+    }
+  for (uint32_t j = 0; i + j < n; ++j) {
+    const double x = load(i + j);
+    lane[j] += x * x;
+  }
+  for (uint32_t s = exact::kLanes / 2; s > 0; s /= 2)
+    for (uint32_t j = 0; j < s; ++j) lane[j] += lane[j + s];
+  return lane[0];
+}
+
+}  // namespace
+
+double PieceSquares(const void* ptr, DType dtype, uint64_t n) {
+  switch (dtype) {
+    case DType::kF32: {
+      const auto* p = static_cast<const float*>(ptr);
+      return Lanes(n, [p](uint64_t i) { return double(p[i]); });
+    }
+    case DType::kBF16: {
+      const auto* p = static_cast<const uint16_t*>(ptr);
+      return Lanes(n, [p](uint64_t i) { return double(num::Bf16ToF32(p[i])); });
+    }
+    case DType::kF16: {
+      const auto* p = static_cast<const uint16_t*>(ptr);
+      return Lanes(n, [p](uint64_t i) { return double(num::F16ToF32(p[i])); });
+    }
+  }
+  return 0.0;
+}
+
 NormResult HostGradNorm(const std::vector<HostGrad>& grads) {
-  std::vector<Piece> pieces;
-  for (size_t t = 0; t < grads.size(); ++t)
-    for (size_t b = 0; b < grads[t].n; b += kPiece)
-      pieces.push_back({t, b, std::min(grads[t].n, b + kPiece)});
-  std::vector<double> sums(pieces.size());
-  std::vector<char> bad(pieces.size());
-  tbb::parallel_for(size_t{0}, pieces.size(), [&](size_t i) {
-    bool nf = false;
-    sums[i] = SumSquares(grads[pieces[i].tensor], pieces[i].begin, pieces[i].end, &nf);
-    bad[i] = nf;
+  // Tasks: runs of consecutive pieces of one tensor.
+  struct Task {
+    size_t tensor;
+    uint64_t first, count;  // pieces
+  };
+  std::vector<Task> tasks;
+  for (size_t t = 0; t < grads.size(); ++t) {
+    const HostGrad& g = grads[t];
+    if (g.n == 0) continue;
+    const uint64_t run = g.run == 0 ? g.n : g.run;
+    const uint64_t pieces = g.n / run * PiecesPerRun(run);
+    const uint64_t per_task =
+        std::max<uint64_t>(1, kTaskElements / std::min<uint64_t>(run, exact::kNormPiece));
+    for (uint64_t p = 0; p < pieces; p += per_task)
+      tasks.push_back({t, p, std::min(per_task, pieces - p)});
+  }
+  struct Partial {
+    exact::Acc acc{};
+    bool bad = false;
+  };
+  tbb::enumerable_thread_specific<Partial> partials;
+  tbb::parallel_for(size_t{0}, tasks.size(), [&](size_t i) {
+    cpu::RunWorkProbe();
+    const Task& task = tasks[i];
+    const HostGrad& g = grads[task.tensor];
+    const uint64_t run = g.run == 0 ? g.n : g.run;
+    const uint64_t per_run = PiecesPerRun(run);
+    const size_t bytes = DTypeSize(g.dtype);
+    exact::Acc acc{};
+    bool bad = false;
+    for (uint64_t p = task.first; p < task.first + task.count; ++p) {
+      const uint64_t begin = p / per_run * run + p % per_run * exact::kNormPiece;
+      const uint64_t len = std::min(exact::kNormPiece, run - p % per_run * exact::kNormPiece);
+      const double sum =
+          PieceSquares(static_cast<const char*>(g.ptr) + begin * bytes, g.dtype, len);
+      if (std::isfinite(sum))
+        exact::Add(acc, sum);
+      else
+        bad = true;
+    }
+    exact::Normalize(acc);  // < 2^17 additions of < 2^33 each: no overflow
+    Partial& mine = partials.local();
+    exact::Merge(mine.acc, acc);
+    exact::Normalize(mine.acc);
+    mine.bad |= bad;
   });
   NormResult r;
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    r.sum_squares += sums[i];
-    r.nonfinite |= bad[i] != 0;
+  for (const Partial& p : partials) {
+    exact::Merge(r.exact, p.acc);
+    r.nonfinite |= p.bad;
   }
+  if (!exact::Normalize(r.exact))
+    throw Error(ErrorKind::kInternal, "gradient pre-pass: the exact sum overflowed");
+  r.sum_squares = exact::ToDouble(r.exact);
+  return r;
+}
+
+GradStats ToGradStats(const NormResult& r) {
+  GradStats s;
+  for (int k = 0; k < exact::kDigits; ++k) s.exact[k] = static_cast<uint32_t>(r.exact.limb[k]);
+  s.sum_squares = r.sum_squares;
+  s.nonfinite = r.nonfinite ? 1 : 0;
+  return s;
+}
+
+NormResult FromGradStats(const GradStats& s) {
+  NormResult r;
+  for (int k = 0; k < exact::kDigits; ++k) r.exact.limb[k] = s.exact[k];
+  r.sum_squares = exact::ToDouble(r.exact);
+  r.nonfinite = s.nonfinite != 0;
   return r;
 }
 
 }  // namespace tandem::offload
+
+namespace tandem {
+
+void AddGradStats(GradStats& whole, const GradStats& part) {
+  exact::Acc acc{};
+  for (int k = 0; k < exact::kDigits; ++k)
+    acc.limb[k] = uint64_t{whole.exact[k]} + uint64_t{part.exact[k]};
+  if (!exact::Normalize(acc))
+    throw Error(ErrorKind::kInvalidArgument, "AddGradStats: the sum overflows 512 bits");
+  for (int k = 0; k < exact::kDigits; ++k) whole.exact[k] = static_cast<uint32_t>(acc.limb[k]);
+  whole.sum_squares = exact::ToDouble(acc);
+  whole.nonfinite += part.nonfinite;
+}
+
+}  // namespace tandem

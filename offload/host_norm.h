@@ -1,11 +1,15 @@
-// The gradient pre-pass of host mode: global sum of squares (in double) and a non-finite
-// flag over every gradient, deterministic for a given set of tensors whatever the thread
-// count: fixed pieces, each summed in order, then the pieces summed in index order.
+// The gradient pre-pass: the exact sum of squares over every gradient and a non-finite
+// flag (Note [Exact sum of squares] in engine/exact_sum.h). The host version below and the
+// GPU's (cuda/grad_norm.cu) give the same bits for the same gradients, whatever the
+// thread count or the sharding.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
+#include "engine/exact_sum.h"
+#include "tandem/optimizer.h"
 #include "tandem/types.h"
 
 namespace tandem::offload {
@@ -14,14 +18,33 @@ struct HostGrad {
   const void* ptr;
   size_t n;
   DType dtype;
+  uint64_t run = 0;  // elements per run (NormRun); 0: the whole tensor
 };
 
 struct NormResult {
-  double sum_squares = 0;
+  double sum_squares = 0;  // `exact` rounded to double
   bool nonfinite = false;
+  exact::Acc exact{};      // normalized
 };
+
+// The run length of tensor `s` for the pre-pass (TensorSpec::norm_unit's rule).
+uint64_t NormRun(const TensorSpec& s);
+
+// The pieces of one run of `run` elements: pieces of at most exact::kNormPiece elements
+// from the run's start.
+inline uint64_t PiecesPerRun(uint64_t run) {
+  return (run + exact::kNormPiece - 1) / exact::kNormPiece;
+}
+
+// The sum of x*x over n elements of `dtype` at `ptr`, in the order of Note [Exact sum of
+// squares] (32 lanes, then a fixed tree); NaN or infinite if an element is.
+double PieceSquares(const void* ptr, DType dtype, uint64_t n);
 
 // Runs on the calling thread's current TBB arena (parallel_for over fixed pieces).
 NormResult HostGradNorm(const std::vector<HostGrad>& grads);
+
+// GradStats <-> NormResult (GradStats::exact holds the normalized digits).
+GradStats ToGradStats(const NormResult& r);
+NormResult FromGradStats(const GradStats& s);
 
 }  // namespace tandem::offload

@@ -2,12 +2,14 @@
 
 #include <chrono>
 #include <cstring>
+#include <utility>
 
+#include "cpu_simd/cpu_pinning.h"
 #include "tandem/error.h"
 
 namespace tandem::offload {
 
-HostTransport::HostTransport() {
+HostTransport::HostTransport(std::vector<int> cpus) : cpus_(std::move(cpus)) {
   down_.worker = std::thread([this] { Work(down_); });
   up_.worker = std::thread([this] { Work(up_); });
 }
@@ -42,6 +44,10 @@ Ticket HostTransport::Upload(void* dst, const void* src, size_t bytes) {
 }
 
 void HostTransport::Work(Queue& q) {
+  try {
+    cpu::PinThisThread(cpus_);  // the set was validated: not expected to throw
+  } catch (...) {
+  }
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || !q.pending.empty(); });
@@ -51,6 +57,7 @@ void HostTransport::Work(Queue& q) {
     lock.unlock();
     const auto t0 = std::chrono::steady_clock::now();
     if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
+    cpu::RunWorkProbe();
     if (!c.fail && c.bytes > 0) std::memcpy(c.dst, c.src, c.bytes);
     const auto t1 = std::chrono::steady_clock::now();
     lock.lock();

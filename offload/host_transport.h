@@ -17,7 +17,9 @@ namespace tandem::offload {
 
 class HostTransport : public Transport {
  public:
-  HostTransport();
+  // cpus: where the two copy threads run (empty: anywhere; validated by the caller, e.g.
+  // OptimizerConfig::host_cpus through HostDriver).
+  explicit HostTransport(std::vector<int> cpus = {});
   ~HostTransport() override;
 
   void DownloadsAfterComputeStream() override {}
@@ -66,6 +68,7 @@ class HostTransport : public Transport {
   uint64_t enqueued_ = 0;
   Ticket last_upload_ = 0;
   int delay_us_ = 0;
+  std::vector<int> cpus_;
 };
 
 }  // namespace tandem::offload

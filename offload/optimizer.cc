@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <set>
 #include <string>
@@ -10,8 +11,11 @@
 
 #include "engine/shape.h"
 #include "engine/state_arrays.h"
+#include "cuda/plan_sizes.h"
+#include "offload/host_norm.h"
 #include "offload/host_transport.h"
 #include "offload/optimizer_impl.h"
+#include "offload/tensor_formats.h"
 #include "tandem/error.h"
 
 namespace tandem {
@@ -52,7 +56,7 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
     : specs_(std::move(specs)),
       cfg_(std::move(cfg)),
       mode_(cfg_.mode),
-      driver_(CheckedHostThreads(cfg_.host_threads), size_t{1} << 16) {
+      driver_(CheckedHostThreads(cfg_.host_threads), size_t{1} << 16, cfg_.host_cpus) {
   if (mode_ == ExecutionMode::kAuto)
     mode_ = offload::GpuSide::Available() ? ExecutionMode::kGpu : ExecutionMode::kHost;
   if (mode_ == ExecutionMode::kGpu) {
@@ -61,11 +65,13 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
       throw Error(ErrorKind::kUnsupported, "GPU mode requested but no CUDA device is available");
   }
   Validate();
+  formats_ = offload::TensorFormats(specs_, cfg_);
   std::vector<uint64_t> numels;
   for (const TensorSpec& s : specs_) numels.push_back(s.numel);
   placement_ = ComputePlacement(numels, cfg_.offload_fraction, cfg_.placement);
+  CheckHostBudget();  // before any state is allocated
   BuildLayout();
-  InitState();
+  driver_.Execute([this] { InitState(); });  // on the optimizer's own (pinned) threads
   BuildChunks();
   last_upload_.assign(specs_.size(), 0);
   chunk_ticket_.assign(chunks_.size(), 0);
@@ -87,18 +93,9 @@ void HybridOptimizer::Impl::Validate() {
   if (static_cast<unsigned>(c.algorithm) > static_cast<unsigned>(Algorithm::kSGD))
     fail("unknown algorithm value " + std::to_string(static_cast<unsigned>(c.algorithm)));
   if (c.groups.empty()) fail("OptimizerConfig::groups is empty");
-  for (size_t g = 0; g < c.groups.size(); ++g) {
+  for (size_t g = 0; g < c.groups.size(); ++g)
     ValidateHyperParams(c.algorithm, c.groups[g], "group " + std::to_string(g));
-    if (!HasMomentum(c.algorithm, c.groups[g]) && c.formats.momentum != MomentFormat::kF32)
-      fail("group " + std::to_string(g) + ": momentum format " + Name(c.formats.momentum) +
-           " given, but sgd with momentum 0 keeps no momentum buffer");
-  }
-  if (static_cast<unsigned>(c.formats.master) > 3 || static_cast<unsigned>(c.formats.momentum) > 1 ||
-      static_cast<unsigned>(c.formats.variance) > 1)
-    fail("unknown state format value in " + Name(c.formats));
-  if (!HasVariance(c.algorithm) && c.formats.variance != MomentFormat::kF32)
-    fail(std::string("variance format ") + Name(c.formats.variance) + " given, but " +
-         Name(c.algorithm) + " keeps no second moment");
+  offload::CheckFormats(c.algorithm, c.groups, c.formats, "OptimizerConfig::formats");
   if (!(c.offload_fraction >= 0.0 && c.offload_fraction <= 1.0))
     fail("offload_fraction must be in [0, 1], got " + std::to_string(c.offload_fraction));
   if (c.chunk_elements < kQuantGroup || c.chunk_elements % kQuantGroup != 0)
@@ -119,6 +116,9 @@ void HybridOptimizer::Impl::Validate() {
     if (s.group >= c.groups.size())
       fail(who + ": group " + std::to_string(s.group) + " but only " +
            std::to_string(c.groups.size()) + " groups configured");
+    if (s.formats)
+      offload::CheckFormats(c.algorithm, std::span(&c.groups[s.group], 1), *s.formats,
+                            who + ": formats " + Name(*s.formats), s.group);
     if (!s.shape.empty()) {
       const std::optional<uint64_t> product = ShapeElements(s.shape);
       if (!product || *product != s.numel) {
@@ -128,6 +128,9 @@ void HybridOptimizer::Impl::Validate() {
         fail(m);
       }
     }
+    if (s.norm_unit != 0 && s.numel % s.norm_unit != 0)
+      fail(who + ": norm_unit " + std::to_string(s.norm_unit) + " does not divide numel " +
+           std::to_string(s.numel));
     if (s.numel == 0) continue;
     if (s.param == nullptr) fail(who + ": param is null");
     if (s.grad == nullptr) fail(who + ": grad is null");
@@ -144,6 +147,26 @@ void HybridOptimizer::Impl::Validate() {
                                who, "grad");
     }
   }
+}
+
+namespace {
+std::string BytesText(uint64_t bytes) {
+  char gib[32];
+  std::snprintf(gib, sizeof gib, "%.2f", static_cast<double>(bytes) / (1ull << 30));
+  return std::to_string(bytes) + " bytes (" + gib + " GiB)";
+}
+}  // namespace
+
+void HybridOptimizer::Impl::CheckHostBudget() const {
+  const uint64_t budget = cfg_.pinned_budget_bytes;
+  if (budget == 0) return;
+  const uint64_t need = PredictMemory(specs_, cfg_, mode_).host.total();
+  if (need > budget)
+    throw Error(ErrorKind::kOutOfMemory,
+                std::string("the optimizer's ") + (gpu() ? "pinned" : "host") + " state needs " +
+                    BytesText(need) + " but pinned_budget_bytes is " + BytesText(budget) +
+                    "; raise the budget, offload less (offload_fraction), or use smaller "
+                    "state formats");
 }
 
 namespace {
@@ -169,10 +192,10 @@ LayoutPlan PlanLayout(const std::vector<TensorSpec>& specs, const OptimizerConfi
   const size_t n = specs.size();
   lp.hot.Reset(n);
   lp.cold.Reset(n);
-  const StateFormats& f = cfg.formats;
   for (size_t t = 0; t < n; ++t) {
     const TensorSpec& s = specs[t];
     const HyperParams& h = cfg.groups[s.group];
+    const StateFormats& f = offload::EffectiveFormats(s, cfg);
     const uint64_t dc = placement.tensors[t].device_count;
     // Note [Master aliases the parameter] in offload/state_layout.h.
     lp.hot.Add(t, 0, dc, cfg.algorithm, h, f, offload::MasterAliases(f.master, s.param_dtype));
@@ -185,7 +208,8 @@ LayoutPlan PlanLayout(const std::vector<TensorSpec>& specs, const OptimizerConfi
     if (cold == 0) continue;
     const uint64_t c = std::min<uint64_t>(cold, cfg.chunk_elements);
     lp.grad_slot_bytes = std::max<uint64_t>(lp.grad_slot_bytes, c * DTypeSize(specs[t].grad_dtype));
-    if (!offload::MasterAliases(f.master, specs[t].param_dtype))
+    if (!offload::MasterAliases(offload::EffectiveFormats(specs[t], cfg).master,
+                                specs[t].param_dtype))
       lp.param_slot_bytes =
           std::max<uint64_t>(lp.param_slot_bytes, c * DTypeSize(specs[t].param_dtype));
   }
@@ -205,7 +229,8 @@ LayoutPlan PlanLayout(const std::vector<TensorSpec>& specs, const OptimizerConfi
   for (size_t t = 0; t < n; ++t) {
     const uint64_t cold = placement.tensors[t].host_count();
     lp.early_off[t] = early.Add(cold * DTypeSize(specs[t].grad_dtype));
-    if (cold > 0 && !offload::MasterAliases(f.master, specs[t].param_dtype))
+    if (cold > 0 && !offload::MasterAliases(offload::EffectiveFormats(specs[t], cfg).master,
+                                            specs[t].param_dtype))
       lp.hold_off[t] = hold.Add(cold * DTypeSize(specs[t].param_dtype));
   }
   lp.early_bytes = early.total();
@@ -230,7 +255,6 @@ void HybridOptimizer::Impl::BuildLayout() {
   LayoutPlan lp = PlanLayout(specs_, cfg_, placement_, gpu());
   hot_ = std::move(lp.hot);
   cold_ = std::move(lp.cold);
-  const StateFormats& f = cfg_.formats;
   const MemKind hot_kind = gpu() ? MemKind::kDevice : MemKind::kHost;
   const MemKind cold_kind = gpu() ? MemKind::kPinned : MemKind::kHost;
   hot_slab_ = offload::Slab(hot_kind, hot_.bytes(), "hot optimizer state");
@@ -238,9 +262,10 @@ void HybridOptimizer::Impl::BuildLayout() {
   hot_.Bind(hot_slab_.data());
   cold_.Bind(cold_slab_.data());
   for (size_t t = 0; t < n; ++t)
-    if (hot_.part(t).alias_param) hot_.AliasMaster(t, specs_[t].param, f.master);
+    if (hot_.part(t).alias_param) hot_.AliasMaster(t, specs_[t].param, formats_[t].master);
   staging_slab_ = offload::Slab(cold_kind, lp.staging_bytes, "offload pipeline staging slots");
   report_ = lp.report;
+  report_.host_budget = cfg_.pinned_budget_bytes;
   early_offset_ = lp.early_off;
   early_bytes_ = lp.early_bytes;
   hold_offset_ = lp.hold_off;
@@ -255,7 +280,7 @@ void HybridOptimizer::Impl::BuildLayout() {
     if (gpu())
       transport_ = gpu_->MakeTransport();
     else
-      transport_ = std::make_unique<offload::HostTransport>();
+      transport_ = std::make_unique<offload::HostTransport>(cfg_.host_cpus);
     pipeline_ = std::make_unique<offload::Pipeline>(transport_.get(), gs, ps);
   }
 
@@ -278,9 +303,10 @@ void HybridOptimizer::Impl::BuildLayout() {
   }
   if (gpu()) {
     std::vector<offload::HostGrad> grads;
-    for (const TensorSpec& s : specs_) grads.push_back({s.grad, s.numel, s.grad_dtype});
-    report_.device.metadata += gpu_->BuildPlans(cfg_.algorithm, f, spans, index, grads);
-    report_.host.metadata += sizeof(double);  // the pre-pass result, pinned
+    for (const TensorSpec& s : specs_)
+      grads.push_back({s.grad, s.numel, s.grad_dtype, offload::NormRun(s)});
+    report_.device.metadata += gpu_->BuildPlans(cfg_.algorithm, spans, index, grads);
+    report_.host.metadata += gpu::kNormResultBytes;  // the pre-pass result, pinned
   } else {
     for (const StepSpan& sp : spans) hot_work_.push_back({nullptr, sp});
   }
@@ -300,7 +326,8 @@ void HybridOptimizer::Impl::BuildChunks() {
     chunk_begin_[t] = chunk_end_[t] = chunks_.size();
     if (p.count == 0) continue;
     const size_t gsz = DTypeSize(s.grad_dtype), psz = DTypeSize(s.param_dtype);
-    const bool direct = offload::MasterAliases(cfg_.formats.master, s.param_dtype);
+    const MasterFormat master = formats_[t].master;
+    const bool direct = offload::MasterAliases(master, s.param_dtype);
     for (uint64_t off = 0; off < p.count; off += cfg_.chunk_elements) {
       const uint64_t n = std::min<uint64_t>(cfg_.chunk_elements, p.count - off);
       const uint64_t e = p.offset + off;  // element index in the tensor
@@ -314,7 +341,7 @@ void HybridOptimizer::Impl::BuildChunks() {
       c.span.grad_dtype = s.grad_dtype;
       c.span.param_dtype = s.param_dtype;
       if (direct)
-        c.param_source = cfg_.formats.master == MasterFormat::kF32
+        c.param_source = master == MasterFormat::kF32
                              ? static_cast<const void*>(c.span.master.f32)
                              : static_cast<const void*>(c.span.master.bf16);
       c.scalar_index = s.group;
@@ -356,7 +383,7 @@ void HybridOptimizer::Impl::BuildSpeculation() {
   }
   speculator_ = std::make_unique<offload::Speculator>(&chunks_, std::move(backup), std::move(hold),
                                                       std::move(early), transport_.get(),
-                                                      cfg_.host_threads);
+                                                      cfg_.host_threads, cfg_.host_cpus);
 }
 
 
@@ -371,12 +398,20 @@ MemoryReport PredictMemory(const std::vector<TensorSpec>& tensors, const Optimiz
   const Placement p = ComputePlacement(numels, config.offload_fraction, config.placement);
   const bool gpu = mode == ExecutionMode::kGpu;
   MemoryReport r = PlanLayout(tensors, config, p, gpu).report;
+  r.host_budget = config.pinned_budget_bytes;
   if (gpu) {
     std::vector<uint64_t> hot;
+    std::vector<StateFormats> hot_formats;
     for (size_t t = 0; t < tensors.size(); ++t)
-      if (p.tensors[t].device_count > 0) hot.push_back(p.tensors[t].device_count);
-    r.device.metadata += offload::GpuSide::PredictMetadataBytes(hot, numels);
-    r.host.metadata += sizeof(double);  // the pre-pass result, pinned
+      if (p.tensors[t].device_count > 0) {
+        hot.push_back(p.tensors[t].device_count);
+        hot_formats.push_back(offload::EffectiveFormats(tensors[t], config));
+      }
+    std::vector<offload::HostGrad> grads;
+    for (const TensorSpec& s : tensors)
+      grads.push_back({nullptr, s.numel, s.grad_dtype, offload::NormRun(s)});
+    r.device.metadata += offload::GpuSide::PredictMetadataBytes(hot, hot_formats, grads);
+    r.host.metadata += gpu::kNormResultBytes;  // the pre-pass result, pinned
   }
   return r;
 }

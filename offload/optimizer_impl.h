@@ -63,6 +63,9 @@ class HybridOptimizer::Impl {
  private:
   bool gpu() const { return mode_ == ExecutionMode::kGpu; }
   void Validate();
+  // Throws Error(kOutOfMemory) naming both figures when the host state would exceed
+  // OptimizerConfig::pinned_budget_bytes (after the placement, before BuildLayout).
+  void CheckHostBudget() const;
   void BuildLayout();
   void InitState();
   void BuildChunks();
@@ -91,6 +94,9 @@ class HybridOptimizer::Impl {
 
   std::vector<TensorSpec> specs_;
   OptimizerConfig cfg_;
+  // Per tensor: its effective state formats (offload/tensor_formats.h), fixed at
+  // construction; every layout, kernel, snapshot and restore of tensor t uses formats_[t].
+  std::vector<StateFormats> formats_;
   ExecutionMode mode_;
   Placement placement_;
   int64_t step_ = 0;

@@ -50,9 +50,9 @@ void HybridOptimizer::Impl::ReloadParams(std::span<const size_t> tensors) {
                                                    std::to_string(t) + " of " +
                                                    std::to_string(specs_.size()));
   Quiesce("(reload: waiting for the caller's writes)");
-  const MasterFormat f = cfg_.formats.master;
   for (size_t t : tensors) {
     const TensorSpec& s = specs_[t];
+    const MasterFormat f = formats_[t].master;
     if (s.numel == 0) continue;
     const size_t n = s.numel;
     std::vector<uint8_t> raw(n * DTypeSize(s.param_dtype));
@@ -63,17 +63,20 @@ void HybridOptimizer::Impl::ReloadParams(std::span<const size_t> tensors) {
     // is reset (the master becomes the parameter exactly). Elsewhere the master is
     // compared element by element with the parameter it gives.
     const uint64_t aliased = hot_.part(t).alias_param ? hot_.part(t).count : 0;
-    tbb::parallel_for(tbb::blocked_range<size_t>(0, n, size_t{1} << 16),
-                      [&](const tbb::blocked_range<size_t>& r) {
-                        for (size_t i = r.begin(); i < r.end(); ++i) {
-                          if (i < aliased) {
-                            if (!ts.ecc8.empty()) ts.ecc8[i] = 0;
-                            if (!ts.ecc16.empty()) ts.ecc16[i] = 0;
-                          } else if (!ParamMatchesMaster(ts, f, raw.data(), i)) {
-                            EncodeFromParam(ts, f, num::LoadAsF32(raw.data(), s.param_dtype, i), i);
+    driver_.Execute([&] {  // on the optimizer's own (pinned) threads
+      tbb::parallel_for(tbb::blocked_range<size_t>(0, n, size_t{1} << 16),
+                        [&](const tbb::blocked_range<size_t>& r) {
+                          for (size_t i = r.begin(); i < r.end(); ++i) {
+                            if (i < aliased) {
+                              if (!ts.ecc8.empty()) ts.ecc8[i] = 0;
+                              if (!ts.ecc16.empty()) ts.ecc16[i] = 0;
+                            } else if (!ParamMatchesMaster(ts, f, raw.data(), i)) {
+                              EncodeFromParam(ts, f, num::LoadAsF32(raw.data(), s.param_dtype, i),
+                                              i);
+                            }
                           }
-                        }
-                      });
+                        });
+    });
     WriteTensorState(t, ts, /*masters_only=*/true);
   }
 }

@@ -46,6 +46,7 @@ TensorSnapshot EncodeInitial(const TensorSpec& s, const std::vector<float>& w, A
   ts.grad_dtype = s.grad_dtype;
   ts.group = s.group;
   ts.shape = s.shape;
+  ts.formats = f;
   const size_t n = s.numel, groups = GroupCount(n);
   // Encoding is per element: parallel over blocks (an 8B model has 0.5G-element tensors).
   auto each = [n](auto fn) {
@@ -129,7 +130,7 @@ void HybridOptimizer::Impl::InitState() {
     const TensorSpec& s = specs_[t];
     if (s.numel == 0) continue;
     TensorSnapshot ts =
-        EncodeInitial(s, ReadParamAsF32(t), cfg_.algorithm, cfg_.groups[s.group], cfg_.formats);
+        EncodeInitial(s, ReadParamAsF32(t), cfg_.algorithm, cfg_.groups[s.group], formats_[t]);
     WriteTensorState(t, ts);  // an aliased master is the parameter: it gets its own bits
   }
 }
@@ -141,11 +142,11 @@ TensorSnapshot HybridOptimizer::Impl::ReadTensorState(size_t t, bool masters_onl
   const TensorSpec& s = specs_[t];
   // Sized like a fresh state, then overwritten part by part.
   TensorSnapshot ts = EncodeInitial(s, std::vector<float>(s.numel, 0.0f), cfg_.algorithm,
-                                    cfg_.groups[s.group], cfg_.formats);
+                                    cfg_.groups[s.group], formats_[t]);
   ts.step = tensor_step_[t];
   offload::Part hot = hot_.part(t);
   if (hot.alias_param) {  // the master (or its bf16 part) is the parameter
-    if (cfg_.formats.master == MasterFormat::kF32)
+    if (formats_[t].master == MasterFormat::kF32)
       hot.state.master.f32 = static_cast<float*>(s.param);
     else
       hot.state.master.bf16 = static_cast<uint16_t*>(s.param);
@@ -190,13 +191,14 @@ void HybridOptimizer::Impl::WriteParamsFromMasters(size_t t, const TensorSnapsho
   const TensorSpec& s = specs_[t];
   const size_t n = s.numel;
   std::vector<uint8_t> raw(n * DTypeSize(s.param_dtype));
+  const MasterFormat master = formats_[t].master;
   for (size_t i = 0; i < n; ++i) {
-    const bool bf = cfg_.formats.master != MasterFormat::kF32;
+    const bool bf = master != MasterFormat::kF32;
     if (bf && s.param_dtype == DType::kBF16) {
       reinterpret_cast<uint16_t*>(raw.data())[i] = ts.master_bf16[i];
       continue;
     }
-    const float w = num::DecodeMaster(cfg_.formats.master, ts.master_f32.data(),
+    const float w = num::DecodeMaster(master, ts.master_f32.data(),
                                       ts.master_bf16.data(), ts.ecc8.data(), ts.ecc16.data(), i);
     num::StoreFromF32(raw.data(), s.param_dtype, i, w);
   }
@@ -212,8 +214,6 @@ void HybridOptimizer::Impl::Restore(const OptimizerSnapshot& snap) {
   if (snap.algo != cfg_.algorithm)
     fail(std::string("snapshot algorithm ") + Name(snap.algo) + " but optimizer uses " +
          Name(cfg_.algorithm));
-  if (!(snap.formats == cfg_.formats))
-    fail("snapshot formats " + Name(snap.formats) + " but optimizer uses " + Name(cfg_.formats));
   if (snap.groups.size() != cfg_.groups.size())
     fail("snapshot has " + std::to_string(snap.groups.size()) + " groups, optimizer " +
          std::to_string(cfg_.groups.size()));
@@ -234,6 +234,9 @@ void HybridOptimizer::Impl::Restore(const OptimizerSnapshot& snap) {
     if (ts.param_dtype != s.param_dtype)
       fail(who + ": snapshot param dtype " + Name(ts.param_dtype) + ", optimizer " +
            Name(s.param_dtype));
+    // Formats tensor by tensor: the snapshot's default (snap.formats) need not match.
+    if (!(ts.formats == formats_[t]))
+      fail(who + ": snapshot formats " + Name(ts.formats) + ", optimizer " + Name(formats_[t]));
     if (ts.grad_dtype != s.grad_dtype)
       fail(who + ": snapshot grad dtype " + Name(ts.grad_dtype) + ", optimizer " +
            Name(s.grad_dtype));

@@ -103,17 +103,15 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
     const auto p0 = Clock::now();
     std::vector<offload::HostGrad> grads;
     for (size_t t = 0; t < specs_.size(); ++t)
-      grads.push_back({specs_[t].grad, active_[t] != 0 ? specs_[t].numel : 0, specs_[t].grad_dtype});
-    norm = offload::HostGradNorm(grads);
+      grads.push_back({specs_[t].grad, active_[t] != 0 ? specs_[t].numel : 0,
+                       specs_[t].grad_dtype, offload::NormRun(specs_[t])});
+    driver_.Execute([&] { norm = offload::HostGradNorm(grads); });
     times_.prepass_ms = std::chrono::duration<double, std::milli>(Clock::now() - p0).count();
   }
   // Sharded training: the whole model's statistics, from every process's partials (the
   // collective overlaps the speculation's last chunks).
-  if (opt.combine_grad_stats) {
-    const GradStats whole = opt.combine_grad_stats(
-        GradStats{norm.sum_squares, norm.nonfinite ? uint64_t{1} : uint64_t{0}});
-    norm = offload::NormResult{whole.sum_squares, whole.nonfinite != 0};
-  }
+  if (opt.combine_grad_stats)
+    norm = offload::FromGradStats(opt.combine_grad_stats(offload::ToGradStats(norm)));
   // The speculation (if any) has had all of backward; its last chunks overlapped the
   // pre-pass. A chunk that failed fails the step, which EndOfStep rolls back.
   const bool speculating = begun_ && speculator_ != nullptr;

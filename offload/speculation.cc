@@ -28,13 +28,13 @@ uint64_t PieceCount(uint64_t n) { return (n + kPiece - 1) / kPiece; }
 
 Speculator::Speculator(const std::vector<OffloadChunk>* chunks, std::vector<StepSpan> backup,
                        std::vector<void*> hold, std::vector<const void*> early_grad,
-                       Transport* transport, int threads)
+                       Transport* transport, int threads, std::vector<int> cpus)
     : chunks_(chunks),
       backup_(std::move(backup)),
       hold_(std::move(hold)),
       early_grad_(std::move(early_grad)),
       transport_(transport),
-      arena_(threads > 0 ? threads : tbb::task_arena::automatic) {
+      arena_(threads, std::move(cpus)) {
   const size_t n = chunks_->size();
   if (backup_.size() != n || hold_.size() != n || early_grad_.size() != n)
     throw Error(ErrorKind::kInternal, "Speculator: per-chunk tables do not match the chunks");
@@ -92,6 +92,10 @@ std::exception_ptr Speculator::WaitIdle() {
 }
 
 void Speculator::Work() {
+  try {
+    cpu::PinThisThread(arena_.cpus());  // validated by the arena: not expected to throw
+  } catch (...) {
+  }
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] { return stop_ || head_ < tail_; });
@@ -143,8 +147,9 @@ void Speculator::Run(size_t c, Ticket ticket, Ticket previous_upload) {
     return SubSpan(of, off, std::min(kPiece, span.n - off));
   };
   try {
-    arena_.execute([&] {
+    arena_.Execute([&] {
       tbb::parallel_for(uint64_t{0}, pieces, [&](uint64_t p) {
+        cpu::RunWorkProbe();
         const StepSpan live = piece(p, span);
         CopyStateArrays(piece(p, backup_[c]), live);
         piece_saved_[p] = 1;  // one task per piece: no two tasks write the same byte
@@ -164,7 +169,7 @@ void Speculator::Run(size_t c, Ticket ticket, Ticket previous_upload) {
 void Speculator::Restore(size_t c) {
   const StepSpan& live = (*chunks_)[c].span;
   const uint64_t n = live.n;
-  arena_.execute([&] {
+  arena_.Execute([&] {
     tbb::parallel_for(uint64_t{0}, PieceCount(n), [&](uint64_t p) {
       const uint64_t off = p * kPiece, cnt = std::min(kPiece, n - off);
       CopyStateArrays(SubSpan(live, off, cnt), SubSpan(backup_[c], off, cnt));

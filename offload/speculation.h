@@ -19,8 +19,6 @@
 // waits for the chunk in progress and joins the worker.
 #pragma once
 
-#include <tbb/task_arena.h>
-
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -28,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu_simd/cpu_pinning.h"
 #include "cpu_simd/host_kernels.h"
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
@@ -42,10 +41,12 @@ class Speculator {
   // must outlive this object and keep their spans. backup[c]: a span with chunk c's
   // formats over backup storage of the same shape. hold[c]: where chunk c's parameter is
   // written (nullptr when it uploads from param_source). early_grad[c]: where chunk c's
-  // gradient lands. threads: the width of the worker's own task arena (0: all cores).
+  // gradient lands. threads: the width of the worker's own task arena (0: one per CPU of
+  // `cpus`, or all cores). cpus: where the worker thread and its arena run (empty:
+  // anywhere; cpu_simd/cpu_pinning.h).
   Speculator(const std::vector<OffloadChunk>* chunks, std::vector<StepSpan> backup,
              std::vector<void*> hold, std::vector<const void*> early_grad, Transport* transport,
-             int threads);
+             int threads, std::vector<int> cpus = {});
   ~Speculator();
   Speculator(const Speculator&) = delete;
   Speculator& operator=(const Speculator&) = delete;
@@ -88,7 +89,7 @@ class Speculator {
   std::vector<void*> hold_;
   std::vector<const void*> early_grad_;
   Transport* transport_;
-  tbb::task_arena arena_;
+  cpu::PinnedArena arena_;
 
   std::mutex mu_;
   std::condition_variable work_cv_, idle_cv_;

@@ -33,22 +33,22 @@ ModelDescription Gpt2Model(ConfigReader* r) {
   m.num_heads = heads;
   m.vocab_size = vocab;
   Builder b(&m);
-  b.Add("transformer.wte.weight", vocab * h);
-  b.Add("transformer.wpe.weight", positions * h);
+  b.Add("transformer.wte.weight", {vocab, h});
+  b.Add("transformer.wpe.weight", {positions, h});
   for (uint64_t i = 0; i < layers; ++i) {
     const std::string p = "transformer.h." + std::to_string(i) + ".";
     const int l = static_cast<int>(i);
     b.Add(p + "ln_1.weight", h, l);
     b.Add(p + "ln_1.bias", h, l);
-    b.Add(p + "attn.c_attn.weight", h * 3 * h, l);
+    b.Add(p + "attn.c_attn.weight", {h, 3 * h}, l);
     b.Add(p + "attn.c_attn.bias", 3 * h, l);
-    b.Add(p + "attn.c_proj.weight", h * h, l);
+    b.Add(p + "attn.c_proj.weight", {h, h}, l);
     b.Add(p + "attn.c_proj.bias", h, l);
     b.Add(p + "ln_2.weight", h, l);
     b.Add(p + "ln_2.bias", h, l);
-    b.Add(p + "mlp.c_fc.weight", h * inner, l);
+    b.Add(p + "mlp.c_fc.weight", {h, inner}, l);
     b.Add(p + "mlp.c_fc.bias", inner, l);
-    b.Add(p + "mlp.c_proj.weight", inner * h, l);
+    b.Add(p + "mlp.c_proj.weight", {inner, h}, l);
     b.Add(p + "mlp.c_proj.bias", h, l);
   }
   b.Add("transformer.ln_f.weight", h);
@@ -126,26 +126,26 @@ void SetShape(ModelDescription* m, const LlamaShape& s, std::string name, std::s
 
 void AddGqaAttention(Builder* b, const std::string& p, const LlamaShape& s, int l) {
   const uint64_t h = s.hidden, q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
-  b->Add(p + "self_attn.q_proj.weight", h * q, l);
+  b->Add(p + "self_attn.q_proj.weight", {q, h}, l);
   if (s.qkv_bias) b->Add(p + "self_attn.q_proj.bias", q, l);
-  b->Add(p + "self_attn.k_proj.weight", h * kv, l);
+  b->Add(p + "self_attn.k_proj.weight", {kv, h}, l);
   if (s.qkv_bias) b->Add(p + "self_attn.k_proj.bias", kv, l);
-  b->Add(p + "self_attn.v_proj.weight", h * kv, l);
+  b->Add(p + "self_attn.v_proj.weight", {kv, h}, l);
   if (s.qkv_bias) b->Add(p + "self_attn.v_proj.bias", kv, l);
   if (s.qk_norm) {
     b->Add(p + "self_attn.q_norm.weight", s.head_dim, l);
     b->Add(p + "self_attn.k_norm.weight", s.head_dim, l);
   }
-  b->Add(p + "self_attn.o_proj.weight", q * h, l);
+  b->Add(p + "self_attn.o_proj.weight", {h, q}, l);
   if (s.o_bias) b->Add(p + "self_attn.o_proj.bias", h, l);
 }
 
 void AddGatedMlp(Builder* b, const std::string& p, uint64_t h, uint64_t inter, int l, bool bias) {
-  b->Add(p + "gate_proj.weight", h * inter, l);
+  b->Add(p + "gate_proj.weight", {inter, h}, l);
   if (bias) b->Add(p + "gate_proj.bias", inter, l);
-  b->Add(p + "up_proj.weight", h * inter, l);
+  b->Add(p + "up_proj.weight", {inter, h}, l);
   if (bias) b->Add(p + "up_proj.bias", inter, l);
-  b->Add(p + "down_proj.weight", inter * h, l);
+  b->Add(p + "down_proj.weight", {h, inter}, l);
   if (bias) b->Add(p + "down_proj.bias", h, l);
 }
 
@@ -159,12 +159,12 @@ void AddDecoderLayer(Builder* b, const std::string& p, uint64_t hidden, int l,
 
 void AddDecoder(Builder* b, uint64_t vocab, uint64_t hidden, uint64_t layers, bool tied,
                 const LayerPart& attention, const LayerPart& mlp) {
-  b->Add("model.embed_tokens.weight", vocab * hidden);
+  b->Add("model.embed_tokens.weight", {vocab, hidden});
   for (uint64_t i = 0; i < layers; ++i)
     AddDecoderLayer(b, "model.layers." + std::to_string(i) + ".", hidden, static_cast<int>(i),
                     attention, mlp);
   b->Add("model.norm.weight", hidden);
-  if (!tied) b->Add("lm_head.weight", vocab * hidden);
+  if (!tied) b->Add("lm_head.weight", {vocab, hidden});
 }
 
 ModelDescription LlamaDecoderModel(const LlamaShape& s, std::string name, std::string arch,
@@ -270,7 +270,7 @@ ModelDescription ModelFromParamCount(uint64_t params, uint32_t pieces) {
   const uint64_t each = params / pieces;
   for (uint32_t i = 0; i < pieces; ++i) {
     const uint64_t n = i + 1 == pieces ? params - each * (pieces - 1) : each;
-    m.tensors.push_back({"flat." + std::to_string(i), n, -1});
+    m.tensors.push_back({"flat." + std::to_string(i), n, -1, {n}});
   }
   return m;
 }

@@ -60,8 +60,15 @@ std::string_view FieldSuggestsCount(std::string_view key);
 class Builder {
  public:
   explicit Builder(ModelDescription* m) : m_(m) {}
+  // A 1-D tensor of `numel` elements.
   void Add(std::string name, uint64_t numel, int layer = -1) {
-    m_->tensors.push_back({std::move(name), numel, layer});
+    m_->tensors.push_back({std::move(name), numel, layer, {numel}});
+  }
+  // A tensor of `shape` as PyTorch holds it (a Linear weight is {out, in}).
+  void Add(std::string name, std::vector<uint64_t> shape, int layer = -1) {
+    uint64_t numel = 1;
+    for (uint64_t d : shape) numel *= d;
+    m_->tensors.push_back({std::move(name), numel, layer, std::move(shape)});
   }
 
  private:

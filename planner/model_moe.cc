@@ -26,12 +26,12 @@ ModelDescription Mixtral(ConfigReader* r) {
   ModelDescription m = LlamaDecoderModel(
       s, std::string(r->where()), "mixtral", [&](Builder* b, const std::string& p, int l) {
         const uint64_t h = s.hidden;
-        b->Add(p + "block_sparse_moe.gate.weight", experts * h, l);
+        b->Add(p + "block_sparse_moe.gate.weight", {experts, h}, l);
         for (uint64_t e = 0; e < experts; ++e) {
           const std::string x = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
-          b->Add(x + "w1.weight", s.intermediate * h, l);
-          b->Add(x + "w3.weight", s.intermediate * h, l);
-          b->Add(x + "w2.weight", h * s.intermediate, l);
+          b->Add(x + "w1.weight", {s.intermediate, h}, l);
+          b->Add(x + "w3.weight", {s.intermediate, h}, l);
+          b->Add(x + "w2.weight", {h, s.intermediate}, l);
         }
       });
   m.notes.push_back(kMoeActivationNote);
@@ -69,11 +69,11 @@ ModelDescription QwenMoe(ConfigReader* r, const std::string& arch) {
           AddGatedMlp(b, p + "mlp.", h, s.intermediate, l);
           return;
         }
-        b->Add(p + "mlp.gate.weight", experts * h, l);
+        b->Add(p + "mlp.gate.weight", {experts, h}, l);
         AddExperts(b, p + "mlp.experts.", experts, h, expert_inter, l);
         if (shared > 0) {
           AddGatedMlp(b, p + "mlp.shared_expert.", h, shared, l);
-          b->Add(p + "mlp.shared_expert_gate.weight", h, l);
+          b->Add(p + "mlp.shared_expert_gate.weight", {1, h}, l);
         }
       });
   if (experts > 0) m.notes.push_back(kMoeActivationNote);
@@ -92,18 +92,18 @@ struct MlaShape {
 void AddMlaAttention(Builder* b, const std::string& p, const MlaShape& s, int l) {
   const uint64_t h = s.hidden, qk = s.nope + s.rope;
   if (s.q_lora > 0) {
-    b->Add(p + "self_attn.q_a_proj.weight", h * s.q_lora, l);
+    b->Add(p + "self_attn.q_a_proj.weight", {s.q_lora, h}, l);
     if (s.attention_bias) b->Add(p + "self_attn.q_a_proj.bias", s.q_lora, l);
     b->Add(p + "self_attn.q_a_layernorm.weight", s.q_lora, l);
-    b->Add(p + "self_attn.q_b_proj.weight", s.q_lora * s.heads * qk, l);
+    b->Add(p + "self_attn.q_b_proj.weight", {s.heads * qk, s.q_lora}, l);
   } else {
-    b->Add(p + "self_attn.q_proj.weight", h * s.heads * qk, l);
+    b->Add(p + "self_attn.q_proj.weight", {s.heads * qk, h}, l);
   }
-  b->Add(p + "self_attn.kv_a_proj_with_mqa.weight", h * (s.kv_lora + s.rope), l);
+  b->Add(p + "self_attn.kv_a_proj_with_mqa.weight", {s.kv_lora + s.rope, h}, l);
   if (s.attention_bias) b->Add(p + "self_attn.kv_a_proj_with_mqa.bias", s.kv_lora + s.rope, l);
   b->Add(p + "self_attn.kv_a_layernorm.weight", s.kv_lora, l);
-  b->Add(p + "self_attn.kv_b_proj.weight", s.kv_lora * s.heads * (s.nope + s.v), l);
-  b->Add(p + "self_attn.o_proj.weight", s.heads * s.v * h, l);
+  b->Add(p + "self_attn.kv_b_proj.weight", {s.heads * (s.nope + s.v), s.kv_lora}, l);
+  b->Add(p + "self_attn.o_proj.weight", {h, s.heads * s.v}, l);
   if (s.attention_bias) b->Add(p + "self_attn.o_proj.bias", h, l);
 }
 
@@ -114,7 +114,7 @@ void AddDeepseekMlp(Builder* b, const std::string& p, const MlaShape& s, int l) 
     AddGatedMlp(b, p + "mlp.", h, s.inter, l);
     return;
   }
-  b->Add(p + "mlp.gate.weight", s.routed * h, l);
+  b->Add(p + "mlp.gate.weight", {s.routed, h}, l);
   if (s.score_bias) b->Add(p + "mlp.gate.e_score_correction_bias", s.routed, l);
   AddExperts(b, p + "mlp.experts.", s.routed, h, s.expert_inter, l);
   if (s.shared > 0) AddGatedMlp(b, p + "mlp.shared_experts.", h, s.expert_inter * s.shared, l);
@@ -135,7 +135,7 @@ void AddMtpModule(Builder* b, const MlaShape& s, uint64_t i) {
   const int l = static_cast<int>(i);
   b->Add(p + "enorm.weight", s.hidden, l);
   b->Add(p + "hnorm.weight", s.hidden, l);
-  b->Add(p + "eh_proj.weight", 2 * s.hidden * s.hidden, l);
+  b->Add(p + "eh_proj.weight", {s.hidden, 2 * s.hidden}, l);
   AddDecoderLayer(b, p, s.hidden, l, MlaAttention(s), DeepseekMlp(s));
   b->Add(p + "shared_head.norm.weight", s.hidden, l);
 }

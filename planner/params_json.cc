@@ -72,12 +72,14 @@ ModelDescription ModelFromParamsJson(std::string_view text, std::string_view whe
     if (!e.contains("shape") || !e.at("shape").is_array())
       Fail(where, who + ": field 'shape' must be a list of integers");
     uint64_t numel = 1;
+    std::vector<uint64_t> shape;
     for (const nlohmann::json& d : e.at("shape")) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
         Fail(where, who + ": field 'shape' must list integers >= 0, got " + e.at("shape").dump());
       const uint64_t v = d.get<uint64_t>();
       if (v != 0 && numel > UINT64_MAX / v) Fail(where, who + ": shape overflows 64 bits");
       numel *= v;
+      shape.push_back(v);
     }
     if (!e.contains("dtype") || !e.at("dtype").is_string())
       Fail(where, who + ": field 'dtype' must be a string");
@@ -93,7 +95,7 @@ ModelDescription ModelFromParamsJson(std::string_view text, std::string_view whe
     }
     const int layer = LayerOf(name);
     if (layer >= 0) any_layer = true, max_layer = std::max<uint64_t>(max_layer, layer);
-    m.tensors.push_back({name, numel, layer});
+    m.tensors.push_back({name, numel, layer, std::move(shape)});
   }
   if (!same_dtype) {
     m.dtype.reset();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
 
 #include "tandem/error.h"
@@ -26,6 +27,29 @@ void Validate(const PlanInputs& in) {
       in.profile.pcie.h2d_gbps <= 0 || in.profile.pcie.d2h_gbps <= 0 ||
       in.profile.pcie.bidir_gbps <= 0)
     bad("plan: the profile's bandwidths must all be > 0");
+  const uint64_t ranks = static_cast<uint64_t>(in.gpus_per_node) * in.nodes;
+  if (in.shard_size != 0 && !in.fsdp2)
+    bad("plan: a shard size (--shard-size) needs FSDP2 (--fsdp2)");
+  if (in.fsdp2) {
+    if (in.zero1_sharding)
+      bad("plan: FSDP2 and the ZeRO-1 what-if exclude each other (FSDP2 shards the "
+          "optimizer state already)");
+    if (in.speculative_early_start)
+      bad("plan: speculative early start is not available with FSDP2 (FSDP2 assigns the "
+          "sharded gradients after its reduce-scatter, outside autograd's hooks)");
+    if (in.shard_size != 0 && ranks % in.shard_size != 0)
+      bad("plan: the shard size " + std::to_string(in.shard_size) + " does not divide the " +
+          std::to_string(ranks) + " ranks (" + std::to_string(in.gpus_per_node) +
+          " GPU(s)/node x " + std::to_string(in.nodes) + " node(s))");
+    if (in.fsdp2_blocks_in_flight == 0) bad("plan: FSDP2 blocks in flight must be >= 1");
+    for (const ModelTensor& t : in.model.tensors) {
+      uint64_t product = 1;
+      for (uint64_t d : t.shape) product *= d;
+      if (!t.shape.empty() && product != t.numel)
+        bad("plan: tensor '" + t.name + "': its shape has " + std::to_string(product) +
+            " elements, its numel is " + std::to_string(t.numel));
+    }
+  }
 }
 
 std::string GiB(uint64_t bytes) {
@@ -49,8 +73,8 @@ double Frac(int k) { return static_cast<double>(k) / kFractionSteps; }
 }  // namespace
 
 uint64_t MemoryBreakdown::total() const {
-  return weights + master + correction + moments + scales + gradients + staging + activations +
-         metadata + speculation;
+  return weights + master + correction + moments + scales + gradients + unsharded + staging +
+         activations + metadata + speculation;
 }
 
 uint64_t RankCount(const PlanInputs& in) {
@@ -66,16 +90,25 @@ uint64_t UsableGpuBytes(const PlanInputs& in) {
   return kept >= in.gpu_budget ? 0 : in.gpu_budget - kept;
 }
 
+uint64_t ShardRanks(const PlanInputs& in) {
+  if (in.fsdp2) return in.shard_size != 0 ? in.shard_size : RankCount(in);
+  return in.zero1_sharding ? RankCount(in) : 1;
+}
+
 std::vector<TensorSpec> ShardSpecs(const PlanInputs& in) {
-  const uint64_t ranks = in.zero1_sharding ? RankCount(in) : 1;
+  const uint64_t ranks = ShardRanks(in);
   std::vector<TensorSpec> specs;
   specs.reserve(in.model.tensors.size());
   for (const ModelTensor& t : in.model.tensors) {
     TensorSpec s;
     s.name = t.name;
-    const uint64_t per_rank = (t.numel + ranks - 1) / ranks;
-    const uint64_t grouped = (per_rank + kQuantGroup - 1) / kQuantGroup * kQuantGroup;
-    s.numel = std::min(t.numel, grouped);
+    if (in.fsdp2) {
+      s.numel = Fsdp2ShardNumel(t, ranks);
+    } else {
+      const uint64_t per_rank = (t.numel + ranks - 1) / ranks;
+      const uint64_t grouped = (per_rank + kQuantGroup - 1) / kQuantGroup * kQuantGroup;
+      s.numel = std::min(t.numel, grouped);
+    }
     s.param_dtype = in.param_dtype;
     s.grad_dtype = in.grad_dtype;
     specs.push_back(std::move(s));
@@ -116,13 +149,31 @@ FractionPoint EvaluateFraction(const PlanInputs& in, double fraction) {
   Validate(in);
   const std::vector<TensorSpec> specs = ShardSpecs(in);
   const OptimizerConfig cfg = ShardConfig(in, fraction);
-  const MemoryReport r = PredictMemory(specs, cfg, ExecutionMode::kGpu);
+  const MemoryReport r = PredictRankMemory(specs, F32MomentTensors(in), cfg);
   FractionPoint p;
   p.fraction = fraction;
-  const uint64_t total = in.model.total_params();
-  p.gpu.weights = total * DTypeSize(in.param_dtype);
-  p.gpu.gradients =
-      (in.grad_release ? in.model.largest_layer_params() : total) * DTypeSize(in.grad_dtype);
+  if (in.fsdp2) {
+    // Rank 0's shards; with gradient release the largest layer's shards.
+    uint64_t shard = 0, largest = 0;
+    std::map<int, uint64_t> per_layer;
+    for (size_t t = 0; t < specs.size(); ++t) {
+      shard += specs[t].numel;
+      const int layer = in.model.tensors[t].layer;
+      if (layer < 0)
+        largest = std::max(largest, specs[t].numel);
+      else
+        per_layer[layer] += specs[t].numel;
+    }
+    for (const auto& [layer, n] : per_layer) largest = std::max(largest, n);
+    p.gpu.weights = shard * DTypeSize(in.param_dtype);
+    p.gpu.gradients = (in.grad_release ? largest : shard) * DTypeSize(in.grad_dtype);
+    p.gpu.unsharded = Fsdp2UnshardedBytes(in);
+  } else {
+    const uint64_t total = in.model.total_params();
+    p.gpu.weights = total * DTypeSize(in.param_dtype);
+    p.gpu.gradients =
+        (in.grad_release ? in.model.largest_layer_params() : total) * DTypeSize(in.grad_dtype);
+  }
   p.gpu.activations = ActivationBytes(in);
   auto state = [](const MemoryReport::Bytes& b, MemoryBreakdown* m) {
     m->master = b.master;
@@ -153,6 +204,8 @@ PlanResult MakePlan(const PlanInputs& in) {
   PlanResult plan;
   plan.inputs = in;
   plan.ranks = RankCount(in);
+  plan.shard_size = ShardRanks(in);
+  plan.runnable = !in.grad_release && !in.zero1_sharding;
   plan.usable_gpu_bytes = UsableGpuBytes(in);
   const uint64_t usable = plan.usable_gpu_bytes;
   plan.rates = ResolveRates(in);
@@ -160,6 +213,9 @@ PlanResult MakePlan(const PlanInputs& in) {
   const std::vector<TensorSpec> specs = ShardSpecs(in);
   std::vector<uint64_t> numels;
   for (const TensorSpec& s : specs) numels.push_back(s.numel), plan.shard_elements += s.numel;
+  const std::vector<bool> f32_moments = F32MomentTensors(in);
+  for (size_t t = 0; t < specs.size(); ++t)
+    if (f32_moments[t]) ++plan.f32_moment_tensors, plan.f32_moment_elements += specs[t].numel;
 
   for (int i = 0; i <= kSweepSteps; ++i)
     plan.sweep.push_back(EvaluateFraction(in, static_cast<double>(i) / kSweepSteps));
@@ -211,15 +267,19 @@ PlanResult MakePlan(const PlanInputs& in) {
       plan.monotone = false;
       plan.recommended = at(kmin);
     }
-    char b[320];
+    char b[480];
     std::snprintf(b, sizeof b,
-                  "FITS: recommended offload fraction %.4f: %s of %s usable GPU, %s of %s host "
+                  "FITS: recommended offload fraction %.4f: %s of %s usable %s, %s of %s host "
                   "per node; step %.2f ms (bottleneck: %s). The GPU budget needs fraction "
-                  ">= %.4f.",
+                  ">= %.4f. %s",
                   plan.recommended.fraction, GiB(plan.recommended.gpu.total()).c_str(),
-                  GiB(usable).c_str(), GiB(plan.recommended.host_node_bytes).c_str(),
-                  GiB(in.host_budget).c_str(), plan.recommended.time.step_ms,
-                  Name(plan.recommended.time.bottleneck), plan.min_fraction);
+                  GiB(usable).c_str(), in.fsdp2 ? "GPU per rank" : "GPU",
+                  GiB(plan.recommended.host_node_bytes).c_str(), GiB(in.host_budget).c_str(),
+                  plan.recommended.time.step_ms, Name(plan.recommended.time.bottleneck),
+                  plan.min_fraction,
+                  !plan.runnable ? "A what-if: this version cannot run it (see the warnings)."
+                  : in.fsdp2     ? "Runnable: FSDP2 with tandem.torch (docs/distributed.md)."
+                                 : "Runnable.");
     plan.messages.push_back(b);
   } else {
     if (plan.gpu_short_bytes > 0)
@@ -266,9 +326,30 @@ PlanResult MakePlan(const PlanInputs& in) {
     plan.messages.push_back(
         "warning: ZeRO-1 sharding is not available in this version: this plan is a what-if "
         "(optimizer state divided among the ranks); the engine keeps the whole state per rank");
-  plan.messages.push_back(
-      "note: FSDP2 shards are not modelled yet: weights and gradients are counted whole on "
-      "every GPU");
+  if (in.fsdp2) {
+    char b[512];
+    std::snprintf(b, sizeof b,
+                  "note: FSDP2: every tensor sharded along dimension 0 over %llu rank(s)%s; "
+                  "figures are rank 0's, which holds ceil(rows / %llu) rows of each tensor "
+                  "(the largest shard); the unsharded working set (%s per GPU) is the root "
+                  "unit and %u block(s) in flight, all-gathered parameters plus unsharded "
+                  "gradients",
+                  static_cast<unsigned long long>(plan.shard_size),
+                  plan.shard_size < plan.ranks ? " (HSDP: replicated across the shard groups)" : "",
+                  static_cast<unsigned long long>(plan.shard_size),
+                  GiB(Fsdp2UnshardedBytes(in)).c_str(), in.fsdp2_blocks_in_flight);
+    plan.messages.push_back(b);
+    if (plan.f32_moment_tensors > 0)
+      plan.messages.push_back(
+          "note: FSDP2: " + std::to_string(plan.f32_moment_tensors) + " tensor(s) (" +
+          std::to_string(plan.f32_moment_elements) +
+          " elements on rank 0) keep f32 moments: 1-D or a last dimension not a multiple "
+          "of 32 (the shard-safe group rule)");
+  } else if (plan.ranks > 1) {
+    plan.messages.push_back(
+        "note: plain data parallelism: every rank holds the whole model, its gradients and "
+        "the whole optimizer state (--fsdp2 plans FSDP2 shards)");
+  }
   for (const std::string& n : in.model.notes) plan.messages.push_back("note: " + n);
   if (in.profile.builtin_default)
     plan.messages.push_back(

@@ -16,11 +16,49 @@ inline constexpr int kSweepSteps = 16;
 // Data-parallel ranks: gpus_per_node * nodes.
 uint64_t RankCount(const PlanInputs& in);
 
-// The tensors rank 0 steps: every tensor whole (the engine today), or with the
+// Ranks each tensor is sharded over: shard_size (0: all ranks) with fsdp2, all ranks
+// with zero1_sharding, else 1.
+uint64_t ShardRanks(const PlanInputs& in);
+
+// The tensors rank 0 steps: every tensor whole (plain data parallelism); with fsdp2 its
+// FSDP2 shard (Fsdp2ShardNumel, shape {ceil(rows / ranks), ...}); with the
 // zero1_sharding what-if each tensor's first ceil(numel / ranks) elements rounded up to
-// a quantization group (rank 0 holds the largest shard of every tensor, so it is the
-// rank that bounds memory and time).
+// a quantization group. Rank 0 holds the largest shard of every tensor, so it is the
+// rank that bounds memory and time.
 std::vector<TensorSpec> ShardSpecs(const PlanInputs& in);
+
+// ---------------------------------------------------------------------------------------
+// FSDP2 (fsdp2.cc; docs/planner.md "FSDP2")
+
+// Rows of dimension 0 that FSDP2 gives rank 0, the most any rank holds:
+// ceil(rows / ranks) (trailing ranks hold fewer or none). ranks >= 1.
+uint64_t Fsdp2Rows(uint64_t rows, uint64_t ranks);
+// Elements of `t` on rank 0: Fsdp2Rows(shape[0], ranks) rows of shape[1] x ... elements
+// (a 1-D or shapeless tensor: rows are elements).
+uint64_t Fsdp2ShardNumel(const ModelTensor& t, uint64_t ranks);
+// The shard-safe group rule (docs/distributed.md): a sharded tensor keeps q8 moments
+// only if its global shape has two or more dimensions and the last is a multiple of 32.
+bool GroupSafe(const ModelTensor& t);
+// `f` with q8 moments made f32 (the formats of a tensor the group rule applies to).
+StateFormats F32MomentFormats(StateFormats f);
+// Per tensor of ShardSpecs(in): whether the group rule makes its moments f32 (fsdp2,
+// a q8 moment format and !GroupSafe); all false otherwise.
+std::vector<bool> F32MomentTensors(const PlanInputs& in);
+
+// PredictMemory over `specs` at `cfg` where the tensors flagged in `f32_moments` hold
+// F32MomentFormats(cfg.formats). Equal to one PredictMemory with per-tensor formats:
+// the placement is the engine's over all tensors, and each flagged tensor's GPU and host
+// parts have their moment and scale bytes replaced by those of the same counts in the
+// f32 formats (masters, staging and metadata do not depend on the moment formats).
+MemoryReport PredictRankMemory(const std::vector<TensorSpec>& specs,
+                               const std::vector<bool>& f32_moments, const OptimizerConfig& cfg);
+
+// FSDP2's unsharded working set on one GPU: the root unit (tensors outside the blocks:
+// embeddings, final norm, lm_head; FSDP2 keeps the root unsharded from forward to
+// backward) and the fsdp2_blocks_in_flight largest blocks, each as its all-gathered
+// parameters plus its unsharded gradients before the reduce-scatter:
+//   (root + min(blocks_in_flight, blocks) x largest block) x (param + grad bytes).
+uint64_t Fsdp2UnshardedBytes(const PlanInputs& in);
 
 // The optimizer configuration rank 0 would run with at `fraction`.
 OptimizerConfig ShardConfig(const PlanInputs& in, double fraction);

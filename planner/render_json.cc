@@ -10,12 +10,11 @@ namespace {
 using nlohmann::json;
 
 json BreakdownJson(const MemoryBreakdown& m) {
-  return {{"weights", m.weights},       {"master", m.master},
-          {"correction", m.correction}, {"moments", m.moments},
-          {"scales", m.scales},         {"gradients", m.gradients},
-          {"staging", m.staging},       {"activations", m.activations},
-          {"metadata", m.metadata},     {"speculation", m.speculation},
-          {"total", m.total()}};
+  return {
+      {"weights", m.weights},     {"master", m.master},           {"correction", m.correction},
+      {"moments", m.moments},     {"scales", m.scales},           {"gradients", m.gradients},
+      {"unsharded", m.unsharded}, {"staging", m.staging},         {"activations", m.activations},
+      {"metadata", m.metadata},   {"speculation", m.speculation}, {"total", m.total()}};
 }
 
 json PointJson(const FractionPoint& p) {
@@ -63,12 +62,20 @@ std::string PlanToJson(const PlanResult& plan) {
         {"grad_dtype", Name(in.grad_dtype)},
         {"grad_release", in.grad_release},
         {"zero1_sharding", in.zero1_sharding},
+        {"fsdp2", in.fsdp2},
         {"placement", Name(in.placement)}}},
       {"ranks",
        {{"gpus_per_node", in.gpus_per_node},
         {"nodes", in.nodes},
         {"total", plan.ranks},
+        {"shard_size", plan.shard_size},
         {"shard_elements", plan.shard_elements}}},
+      {"fsdp2", in.fsdp2 ? json{{"shard_size", plan.shard_size},
+                                {"replicas", plan.ranks / plan.shard_size},
+                                {"blocks_in_flight", in.fsdp2_blocks_in_flight},
+                                {"f32_moment_tensors", plan.f32_moment_tensors},
+                                {"f32_moment_elements", plan.f32_moment_elements}}
+                         : json(nullptr)},
       {"budgets",
        {{"gpu_bytes", in.gpu_budget},
         {"gpu_headroom_fraction", in.gpu_headroom_fraction},
@@ -84,8 +91,8 @@ std::string PlanToJson(const PlanResult& plan) {
         {"attention", Name(in.activation_shape.attention)},
         {"recompute", Name(in.recompute)}}},
       // What this version of the engine can run; the plan is a what-if where it is used.
-      {"available",
-       {{"grad_release", false}, {"zero1_sharding", false}, {"fsdp2", "not modelled"}}},
+      {"available", {{"grad_release", false}, {"zero1_sharding", false}, {"fsdp2", true}}},
+      {"runnable", plan.runnable},
       {"profile",
        {{"machine", in.profile.machine},
         {"builtin_default", in.profile.builtin_default},

@@ -230,8 +230,9 @@ std::string PlanToSvg(const PlanResult& plan) {
   const double full = kWidth - 20;
   labels.Place(
       {{kWidth / 2, 22, "middle"}}, 16,
-      Fit("tandem-plan: " + in.model.name + ", " + Name(in.algorithm) + " " + Name(in.formats), 16,
-          full));
+      Fit("tandem-plan: " + in.model.name + ", " + Name(in.algorithm) + " " + Name(in.formats) +
+              (in.fsdp2 ? ", FSDP2 over " + std::to_string(plan.shard_size) + " ranks" : ""),
+          16, full));
   std::string headroom =
       in.gpu_headroom_fraction > 0 ? Fmt("%g%%", in.gpu_headroom_fraction * 100) : std::string();
   if (in.gpu_headroom_bytes > 0)
@@ -248,7 +249,8 @@ std::string PlanToSvg(const PlanResult& plan) {
               Fmt("%.1f GiB", ToGiB(plan.usable_gpu_bytes)) + " usable (headroom " + headroom +
               "); activations " + Fmt("%.1f GiB", ToGiB(plan.activation_bytes)) + " (" + act + ")",
           12, full));
-  labels.Place({{kWidth / 2 - 10, 62, "end"}}, 12, "GPU memory, per GPU", Fill(kGpu));
+  labels.Place({{kWidth / 2 - 10, 62, "end"}}, 12,
+               in.fsdp2 ? "GPU memory, per rank (rank 0)" : "GPU memory, per GPU", Fill(kGpu));
   labels.Place({{kWidth / 2 + 10, 62, "start"}}, 12, "host memory, per node", Fill(kHost));
   labels.Place({{kWidth / 2, kHeight - 8, "middle"}}, 12,
                Fit((plan.feasible ? "fits" : "does not fit") + std::string("; profile: ") +

@@ -2,6 +2,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "tandem/planner.h"
 
@@ -30,13 +31,26 @@ std::string PlanToText(const PlanResult& plan) {
          Name(in.formats).c_str(), Name(in.param_dtype), Name(in.grad_dtype),
          in.grad_release ? " (released per layer: what-if, not available in this version)" : "",
          Name(in.placement));
-  Append(&s, "Ranks      %u GPU(s)/node x %u node(s) = %llu; %s: %llu elements\n", in.gpus_per_node,
-         in.nodes, static_cast<unsigned long long>(plan.ranks),
-         in.zero1_sharding ? "rank 0 optimizer shard (ZeRO-1 what-if: not available in this "
-                             "version)"
-                           : "each rank steps the whole model (ZeRO-1 sharding: not available "
-                             "in this version; FSDP2 shards: not modelled yet)",
-         static_cast<unsigned long long>(plan.shard_elements));
+  Append(&s, "Ranks      %u GPU(s)/node x %u node(s) = %llu; ", in.gpus_per_node, in.nodes,
+         static_cast<unsigned long long>(plan.ranks));
+  if (in.fsdp2) {
+    Append(&s, "FSDP2 over %llu rank(s)%s: rank 0 steps its shards, %llu elements\n",
+           static_cast<unsigned long long>(plan.shard_size),
+           plan.shard_size < plan.ranks ? " (HSDP)" : "",
+           static_cast<unsigned long long>(plan.shard_elements));
+    Append(&s,
+           "FSDP2      figures per rank (rank 0, the largest shards); unsharded working set: "
+           "root unit + %u block(s) in flight; %llu tensor(s) with f32 moments (group rule)\n",
+           in.fsdp2_blocks_in_flight, static_cast<unsigned long long>(plan.f32_moment_tensors));
+  } else {
+    Append(&s, "%s: %llu elements\n",
+           in.zero1_sharding ? "rank 0 optimizer shard (ZeRO-1 what-if: not available in this "
+                               "version)"
+                             : "each rank steps the whole model (plain data parallelism; "
+                               "ZeRO-1 sharding: not available in this version; --fsdp2 for "
+                               "FSDP2 shards)",
+           static_cast<unsigned long long>(plan.shard_elements));
+  }
   Append(&s, "Budgets    GPU %.2f GiB per GPU, of which %.2f GiB usable (headroom",
          ToGiB(in.gpu_budget), ToGiB(plan.usable_gpu_bytes));
   if (in.gpu_headroom_fraction > 0) Append(&s, " %g%%", in.gpu_headroom_fraction * 100);
@@ -70,7 +84,8 @@ std::string PlanToText(const PlanResult& plan) {
   const FractionPoint& r = plan.recommended;
   Append(&s, "Memory at offload fraction %.4f (%s)\n", r.fraction,
          plan.feasible ? "recommended" : "closest to fitting");
-  Append(&s, "  %-12s %14s %14s\n", "category", "GPU GiB", "host GiB/rank");
+  Append(&s, "  %-12s %14s %14s\n", "category", in.fsdp2 ? "GPU GiB/rank" : "GPU GiB",
+         "host GiB/rank");
   const struct {
     const char* name;
     uint64_t gpu, host;
@@ -80,13 +95,16 @@ std::string PlanToText(const PlanResult& plan) {
               {"moments", r.gpu.moments, r.host.moments},
               {"scales", r.gpu.scales, r.host.scales},
               {"gradients", r.gpu.gradients, r.host.gradients},
+              {"unsharded", r.gpu.unsharded, r.host.unsharded},
               {"staging", r.gpu.staging, r.host.staging},
               {"activations", r.gpu.activations, r.host.activations},
               {"metadata", r.gpu.metadata, r.host.metadata},
               {"speculation", r.gpu.speculation, r.host.speculation},
               {"total", r.gpu.total(), r.host.total()}};
-  for (const auto& row : rows)
+  for (const auto& row : rows) {
+    if (!in.fsdp2 && std::string_view(row.name) == "unsharded") continue;  // FSDP2 only
     Append(&s, "  %-12s %14.3f %14.3f\n", row.name, ToGiB(row.gpu), ToGiB(row.host));
+  }
   Append(&s, "  host per node (%u rank(s)): %.3f GiB\n", in.gpus_per_node,
          ToGiB(r.host_node_bytes));
   Append(&s,

@@ -31,6 +31,7 @@
 #include "tandem/checkpoint.h"
 #endif
 #include "tandem/error.h"
+#include "tandem/node.h"
 #include "tandem/optimizer.h"
 #include "tandem/placement.h"
 #include "tandem/snapshot.h"
@@ -155,6 +156,16 @@ std::string MetadataFromStr(const py::handle& h) {
   return py::reinterpret_steal<py::bytes>(b).cast<std::string>();
 }
 
+// {"master": ..., "momentum": ..., "variance": ...}: format names as the constructor's
+// keywords take them.
+py::dict FormatsToDict(const StateFormats& f) {
+  py::dict d;
+  d["master"] = Name(f.master);
+  d["momentum"] = Name(f.momentum);
+  d["variance"] = Name(f.variance);
+  return d;
+}
+
 py::dict SnapshotToDict(OptimizerSnapshot s) {
   py::dict d;
   d["algorithm"] = Name(s.algo);
@@ -176,6 +187,7 @@ py::dict SnapshotToDict(OptimizerSnapshot s) {
     td["grad_dtype"] = Name(t.grad_dtype);
     td["group"] = t.group;
     td["step"] = t.step;
+    td["formats"] = FormatsToDict(t.formats);
     // Only the arrays the format uses; empty ones are left out.
     if (!t.master_f32.empty()) td["master_f32"] = MoveToArray<float>(std::move(t.master_f32));
     if (!t.master_bf16.empty()) td["master_bf16"] = MoveToArray<int16_t>(std::move(t.master_bf16));
@@ -208,9 +220,29 @@ T Field(const py::dict& d, const char* key, const std::string& where) {
   }
 }
 
-// Snapshot dicts written before per-tensor steps, shapes and metadata existed still load:
-// a missing tensor "step" is the snapshot's step, a missing "shape" is empty (one
-// dimension of numel elements) and a missing "metadata" is empty.
+// The inverse of FormatsToDict; every key is required. Error(kInvalidArgument) naming
+// `where` for anything else than a dict of three format names.
+StateFormats FormatsFromObject(const py::handle& h, const std::string& where) {
+  if (!py::isinstance<py::dict>(h))
+    throw Error(ErrorKind::kInvalidArgument,
+                where + ": formats must be a dict {'master', 'momentum', 'variance'} or None");
+  const py::dict d = py::reinterpret_borrow<py::dict>(h);
+  for (auto item : d) {
+    const std::string key = py::str(item.first);
+    if (key != "master" && key != "momentum" && key != "variance")
+      throw Error(ErrorKind::kInvalidArgument, where + ": formats has an unknown key '" + key +
+                                                   "' (expected master, momentum, variance)");
+  }
+  const std::string w = where + " formats";
+  return {ParseMasterFormat(Field<std::string>(d, "master", w)),
+          ParseMomentFormat(Field<std::string>(d, "momentum", w)),
+          ParseMomentFormat(Field<std::string>(d, "variance", w))};
+}
+
+// Snapshot dicts written before per-tensor steps, shapes, formats and metadata existed
+// still load: a missing tensor "step" is the snapshot's step, a missing "shape" is empty
+// (one dimension of numel elements), a missing (or None) "formats" is the snapshot's
+// master/momentum/variance, and a missing "metadata" is empty.
 OptimizerSnapshot SnapshotFromDict(const py::dict& d) {
   OptimizerSnapshot s;
   s.algo = ParseAlgorithm(Field<std::string>(d, "algorithm", "snapshot"));
@@ -238,6 +270,9 @@ OptimizerSnapshot SnapshotFromDict(const py::dict& d) {
     t.grad_dtype = ParseDType(Field<std::string>(td, "grad_dtype", where));
     t.group = Field<uint32_t>(td, "group", where);
     t.step = td.contains("step") ? Field<int64_t>(td, "step", where) : s.step;
+    t.formats = td.contains("formats") && !td["formats"].is_none()
+                    ? FormatsFromObject(td["formats"], where)
+                    : s.formats;
     CopyFromArray(td, "master_f32", &t.master_f32);
     CopyFromArray(td, "master_bf16", &t.master_bf16);
     CopyFromArray(td, "ecc8", &t.ecc8);
@@ -254,16 +289,28 @@ OptimizerSnapshot SnapshotFromDict(const py::dict& d) {
 }
 
 #if TANDEM_PY_HAS_CHECKPOINT
-// tandem::ConvertSnapshot on a snapshot dict: the same state in the formats named.
+// tandem::ConvertSnapshot on a snapshot dict: the same state in the formats named. With
+// tensor_formats (a list, one entry per tensor: a formats dict, or None for the formats
+// named), tandem::ConvertSnapshotPerTensor: each tensor in its own target.
 py::dict ConvertSnapshotDict(const py::dict& d, const std::string& master,
-                             const std::string& momentum, const std::string& variance) {
+                             const std::string& momentum, const std::string& variance,
+                             const py::object& tensor_formats) {
   OptimizerSnapshot s = SnapshotFromDict(d);
   const StateFormats to{ParseMasterFormat(master), ParseMomentFormat(momentum),
                         ParseMomentFormat(variance)};
+  std::vector<StateFormats> targets;
+  const bool per_tensor = !tensor_formats.is_none();
+  if (per_tensor) {
+    size_t i = 0;
+    for (auto f : tensor_formats.cast<py::sequence>()) {
+      const std::string where = "tensor_formats[" + std::to_string(i++) + "]";
+      targets.push_back(f.is_none() ? to : FormatsFromObject(f, where));
+    }
+  }
   OptimizerSnapshot out;
   {
     py::gil_scoped_release release;
-    out = ConvertSnapshot(s, to);
+    out = per_tensor ? ConvertSnapshotPerTensor(s, to, targets) : ConvertSnapshot(s, to);
   }
   return SnapshotToDict(std::move(out));
 }
@@ -284,13 +331,15 @@ py::dict BytesToDict(const MemoryReport::Bytes& b) {
 }
 
 // TensorSpec from a tuple (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, group
-// [, shape]); shape is a sequence of dimensions whose product is numel (the engine checks).
-// The 7-field form (no shape) stays accepted.
+// [, shape[, formats[, norm_unit]]]); shape is a sequence of dimensions whose product is
+// numel (the engine checks), or None; formats a dict {"master", "momentum", "variance"} of
+// format names overriding the configured ones for this tensor (TensorSpec::formats), or
+// None; norm_unit TensorSpec::norm_unit. The 7-field form (no shape) stays accepted.
 TensorSpec SpecFromTuple(const py::tuple& t) {
-  if (t.size() != 7 && t.size() != 8)
+  if (t.size() < 7 || t.size() > 10)
     throw Error(ErrorKind::kInvalidArgument,
                 "tensor spec must be (name, numel, param_dtype, grad_dtype, param_ptr, "
-                "grad_ptr, group[, shape]), got " +
+                "grad_ptr, group[, shape[, formats[, norm_unit]]]), got " +
                     std::to_string(t.size()) + " fields");
   TensorSpec s;
   s.name = t[0].cast<std::string>();
@@ -300,7 +349,8 @@ TensorSpec SpecFromTuple(const py::tuple& t) {
   s.param = ToPointer(t[4].cast<uint64_t>());
   s.grad = ToPointer(t[5].cast<uint64_t>());
   s.group = t[6].cast<uint32_t>();
-  if (t.size() == 8) {
+  if (t.size() >= 10) s.norm_unit = t[9].cast<uint64_t>();
+  if (t.size() >= 8 && !t[7].is_none()) {
     for (auto d : t[7].cast<py::sequence>()) {
       const int64_t dim = d.cast<int64_t>();
       if (dim < 0)
@@ -309,6 +359,8 @@ TensorSpec SpecFromTuple(const py::tuple& t) {
       s.shape.push_back(static_cast<uint64_t>(dim));
     }
   }
+  if (t.size() >= 9 && !t[8].is_none())
+    s.formats = FormatsFromObject(t[8], "tensor '" + s.name + "'");
   return s;
 }
 
@@ -337,7 +389,8 @@ class PyOptimizer {
               const std::string& master, const std::string& momentum, const std::string& variance,
               double offload_fraction, const std::string& placement, const std::string& mode,
               int host_threads, uint64_t chunk_elements, int pipeline_slots, uint64_t cuda_stream,
-              bool speculative_early_start) {
+              bool speculative_early_start, const std::vector<int>& host_cpus,
+              uint64_t pinned_budget) {
     std::vector<TensorSpec> specs;
     for (auto t : tensors) specs.push_back(SpecFromTuple(t.cast<py::tuple>()));
     OptimizerConfig cfg;
@@ -354,13 +407,16 @@ class PyOptimizer {
     cfg.pipeline_slots = pipeline_slots;
     cfg.cuda_stream = ToPointer(cuda_stream);
     cfg.speculative_early_start = speculative_early_start;
+    cfg.host_cpus = host_cpus;
+    cfg.pinned_budget_bytes = pinned_budget;
     py::gil_scoped_release release;
     opt_ = std::make_unique<HybridOptimizer>(std::move(specs), std::move(cfg));
   }
 
   // Returns (applied, grad_norm, step, stepped_tensors). `combine`, when not None, is
-  // StepOptions::combine_grad_stats: combine(sum_squares, nonfinite) -> (sum_squares,
-  // nonfinite) of the whole model, called with the GIL held; what it raises propagates
+  // StepOptions::combine_grad_stats: combine(digits, nonfinite) -> (digits, nonfinite) of
+  // the whole model, where digits are GradStats::exact (16 ints below 2^32, least
+  // significant first, both ways); called with the GIL held; what it raises propagates
   // unchanged (the step changes nothing then).
   py::tuple Step(double lr, double max_grad_norm, double loss_scale, const py::object& active,
                  const py::object& combine) {
@@ -374,11 +430,19 @@ class PyOptimizer {
       options.combine_grad_stats = [&combine, &raised](const GradStats& local) {
         py::gil_scoped_acquire gil;
         try {
-          const py::object out = combine(local.sum_squares, local.nonfinite);
+          py::list digits;
+          for (uint32_t d : local.exact) digits.append(d);
+          const py::object out = combine(digits, local.nonfinite);
           if (!py::isinstance<py::tuple>(out) || py::len(out) != 2)
-            throw py::type_error("combine must return a tuple (sum_squares, nonfinite)");
+            throw py::type_error("combine must return a tuple (digits, nonfinite)");
           const py::tuple whole = out.cast<py::tuple>();
-          return GradStats{whole[0].cast<double>(), whole[1].cast<uint64_t>()};
+          const auto sums = whole[0].cast<std::vector<uint32_t>>();
+          if (sums.size() != local.exact.size())
+            throw py::value_error("combine must return 16 digits");
+          GradStats g;
+          for (size_t k = 0; k < sums.size(); ++k) g.exact[k] = sums[k];
+          g.nonfinite = whole[1].cast<uint64_t>();
+          return g;
         } catch (py::error_already_set& e) {
           raised = std::make_unique<py::error_already_set>(std::move(e));
         } catch (const std::exception& e) {  // pybind11's cast and type errors
@@ -537,6 +601,7 @@ class PyOptimizer {
     py::dict d;
     d["device"] = BytesToDict(m.device);
     d["host"] = BytesToDict(m.host);
+    d["host_budget"] = m.host_budget;
     return d;
   }
 
@@ -621,9 +686,13 @@ PYBIND11_MODULE(_C, m) {
   m.attr("has_checkpoint") = py::bool_(TANDEM_PY_HAS_CHECKPOINT != 0);
 #if TANDEM_PY_HAS_CHECKPOINT
   m.def("convert_snapshot", &tandem::ConvertSnapshotDict, py::arg("snapshot"), py::arg("master"),
-        py::arg("momentum"), py::arg("variance"),
+        py::arg("momentum"), py::arg("variance"), py::arg("tensor_formats") = py::none(),
         "The snapshot dict re-encoded in the formats named (tandem::ConvertSnapshot): "
-        "masters and moments through fp32, everything else copied.");
+        "masters and moments through fp32, everything else copied. Tensors whose "
+        "'formats' differ from the snapshot's master/momentum/variance (per-tensor "
+        "overrides) keep them (ConvertTensors::kDefaultFormats). tensor_formats: None, or "
+        "a list with one entry per tensor, its target formats dict or None for the formats "
+        "named (tandem::ConvertSnapshotPerTensor).");
   m.def("crc32c", &tandem::Crc32cOfBuffer, py::arg("buffer"), py::arg("seed") = 0,
         "CRC32C (Castagnoli, ISA-L) of a contiguous buffer (bytes, bytearray, memoryview, "
         "NumPy array), continuing from `seed`: crc32c(b, crc32c(a)) == crc32c(a + b).");
@@ -632,20 +701,46 @@ PYBIND11_MODULE(_C, m) {
         "Whether this process can use a CUDA device (never raises).");
   m.def("max_host_threads", &tandem::MaxHostThreads,
         "The largest host_threads an optimizer accepts.");
+  // One node, many ranks (include/tandem/node.h).
+  m.def(
+      "rank_cpus",
+      [](int local_rank, int local_world_size, const std::vector<std::string>& gpu_pci_bus_ids) {
+        py::gil_scoped_release release;
+        return tandem::RankCpus(local_rank, local_world_size, gpu_pci_bus_ids);
+      },
+      py::arg("local_rank"), py::arg("local_world_size"),
+      py::arg("gpu_pci_bus_ids") = std::vector<std::string>{},
+      "This local rank's share of the node's cores (tandem::RankCpus): a sorted list of CPU ids.");
+  m.def("rank_cpus_on_topology", &tandem::RankCpusOnTopology, py::arg("synthetic"),
+        py::arg("allowed_cpus"), py::arg("rank_numa_nodes"), py::arg("local_rank"),
+        py::arg("local_world_size"), "RankCpus on a synthetic hwloc topology.");
+  m.def("node_pinned_budget", &tandem::NodePinnedBudget,
+        "The node's pinned-memory budget in bytes (TANDEM_NODE_PINNED_BUDGET, else half of "
+        "MemTotal).");
+  m.def("pinned_budget", &tandem::PinnedBudget, py::arg("local_world_size"),
+        py::arg("node_budget") = uint64_t{0}, "One local rank's share of the node's budget.");
+  m.def("parse_byte_size", &tandem::ParseByteSize, py::arg("text"),
+        "Bytes from '64GiB', '200GB', '12345' ... (ValueError naming the text otherwise).");
 
   py::class_<PyOptimizer>(m, "HybridOptimizer")
       .def(py::init<const py::list&, const std::string&, const py::list&, const std::string&,
                     const std::string&, const std::string&, double, const std::string&,
-                    const std::string&, int, uint64_t, int, uint64_t, bool>(),
+                    const std::string&, int, uint64_t, int, uint64_t, bool,
+                    const std::vector<int>&, uint64_t>(),
            py::arg("tensors"), py::arg("algorithm"), py::arg("groups"), py::arg("master") = "f32",
            py::arg("momentum") = "f32", py::arg("variance") = "f32",
            py::arg("offload_fraction") = 0.0, py::arg("placement") = "backward_order",
            py::arg("mode") = "auto", py::arg("host_threads") = 0,
            py::arg("chunk_elements") = uint64_t{1} << 21, py::arg("pipeline_slots") = 4,
            py::arg("cuda_stream") = 0, py::arg("speculative_early_start") = false,
+           py::arg("host_cpus") = std::vector<int>{}, py::arg("pinned_budget") = uint64_t{0},
            "tensors: list of (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, "
-           "group[, shape]); groups: list of dicts of HyperParams fields. The buffers must outlive "
-           "the optimizer.")
+           "group[, shape[, formats[, norm_unit]]]); shape: dims or None; formats: None or a "
+           "dict {'master', 'momentum', 'variance'} of format names overriding this tensor's "
+           "state formats. groups: list of dicts of HyperParams fields. The buffers must "
+           "outlive the optimizer. host_cpus: CPU ids for the host threads ([]: anywhere); "
+           "pinned_budget: the most host bytes the state may take (0: no limit; MemoryError "
+           "beyond).")
       .def("step", &PyOptimizer::Step, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
            py::arg("loss_scale") = 1.0, py::arg("active") = py::none(),
            py::arg("combine") = py::none(),

@@ -9,9 +9,10 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 PKGS=(cmake ninja-build g++ pkg-config git ca-certificates
-      libtbb-dev libxsimd-dev libisal-dev libgtest-dev
+      libtbb-dev libxsimd-dev libisal-dev libhwloc-dev libgtest-dev
       nlohmann-json3-dev libcli11-dev python3
-      python3-dev python3-torch python3-pytest python3-pybind11 pybind11-dev)
+      python3-dev python3-torch python3-pytest python3-pybind11 pybind11-dev
+      python3-venv)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -168,27 +168,52 @@ struct VerifyReport {
 VerifyReport VerifyCheckpoint(const std::string& path, Env* env = nullptr);
 
 // Throws Error(kInvalidArgument) naming the first difference between the structure of a
-// loaded snapshot and the optimizer's own layout: algorithm, formats, group count, tensor
-// count, then per tensor name, numel, shape (only when both sides have one), param dtype,
-// grad dtype and group. Array contents, hyper-parameter values, steps and metadata are
-// not compared. Call before touching optimizer state.
+// loaded snapshot and the optimizer's own layout: algorithm, default formats, group
+// count, tensor count, then per tensor name, numel, shape (only when both sides have
+// one), param dtype, grad dtype, group and the tensor's own formats. Array contents,
+// hyper-parameter values, steps and metadata are not compared. Call before touching
+// optimizer state.
 void CheckCompatible(const OptimizerSnapshot& loaded, const OptimizerSnapshot& layout);
 
 // ---- Conversion between state formats ---------------------------------------------------
 
-// Re-encodes every tensor's state in `to`: masters and moments are decoded to fp32
+// Which tensors ConvertSnapshot re-encodes.
+enum class ConvertTensors : uint8_t {
+  // Those whose formats are the snapshot's default (TensorSnapshot::formats ==
+  // s.formats); a tensor that overrides them (TensorSpec::formats, e.g. f32 moments for a
+  // tensor whose q8 groups a shard boundary could split) keeps its formats and its arrays
+  // bit for bit, whatever `to` is. `to` becomes the new default. This is what moving a
+  // state to an optimizer configured with other formats but the same overrides needs.
+  kDefaultFormats = 0,
+  // Every tensor, overrides included (e.g. everything to fp32 for export).
+  kAll = 1,
+};
+
+// Re-encodes the tensors `which` selects in `to`: masters and moments are decoded to fp32
 // and encoded again in the new formats (q8 -> f32 decodes exactly; f32 -> q8 uses the
 // format's encoder; an fp32 master -> bf16+ecc uses the ecc encoder). Hyper-parameters,
 // steps, names, shapes and metadata are copied. Throws Error(kInvalidArgument) if `s`
 // fails ValidateSnapshot or `to` does not suit s.algo (e.g. a q8 variance for Lion).
 // The q8 encoding of each group of 32 is bit for bit what the step kernels write for the
 // same fp32 values (engine/q8_codec.h); a q8 variance stores sqrt(v) rounded once.
-// Converting to the formats `s` already has returns an exact copy.
-OptimizerSnapshot ConvertSnapshot(const OptimizerSnapshot& s, const StateFormats& to);
+// Converting to the formats `s` already has returns an exact copy. The result's
+// OptimizerSnapshot::formats is `to`. (An override needs no compatibility check: the
+// algorithm does not change, and ValidateSnapshot has checked each tensor's arrays.)
+OptimizerSnapshot ConvertSnapshot(const OptimizerSnapshot& s, const StateFormats& to,
+                                  ConvertTensors which = ConvertTensors::kDefaultFormats);
+
+// The same with each tensor's target given: tensor i is re-encoded in targets[i] (one
+// entry per tensor; a tensor already in it is copied exactly) and `to` becomes the
+// default. For a state moved to an optimizer whose overrides differ (e.g. a tensor that
+// is sharded on one side only). Throws Error(kInvalidArgument) as ConvertSnapshot, and
+// for a targets size other than the tensor count or a target that does not suit s.algo.
+OptimizerSnapshot ConvertSnapshotPerTensor(const OptimizerSnapshot& s, const StateFormats& to,
+                                           const std::vector<StateFormats>& targets);
 
 // ---- fp32 master weights as safetensors -------------------------------------------------
 
-// The fp32 master weight of tensor `t` of a snapshot with formats `f`: f32 as is, bf16
+// The fp32 master weight of tensor `t` whose master is in format f.master (pass
+// t.formats): f32 as is, bf16
 // widened, bf16+ecc8/ecc16 reconstructed (docs/numerics.md). Throws Error(kInvalidArgument)
 // if the arrays do not match numel and formats.
 std::vector<float> DecodeMasterF32(const TensorSnapshot& t, const StateFormats& f);

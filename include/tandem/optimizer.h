@@ -24,9 +24,11 @@
 #pragma once
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -50,6 +52,21 @@ struct TensorSpec {
   // Original shape (row-major), kept in snapshots and checkpoints; empty means one
   // dimension of numel elements. When non-empty its product must equal numel.
   std::vector<uint64_t> shape = {};
+  // This tensor's state formats, replacing OptimizerConfig::formats for it alone; unset
+  // (the default): the configured formats. Checked against the algorithm and the tensor's
+  // group exactly like the configured ones (a variance format for Lion or SGD, a momentum
+  // format for SGD without momentum): a bad combination throws Error(kInvalidArgument)
+  // naming the tensor. Typical use: f32 moments for tensors whose q8 groups of 32
+  // elements a shard boundary could split, q8 for the others. The result is bit-identical,
+  // tensor by tensor, to an optimizer configured with that tensor's formats globally; the
+  // snapshot records each tensor's formats (TensorSnapshot::formats).
+  std::optional<StateFormats> formats = std::nullopt;
+  // The runs of the gradient that the norm pre-pass sums as wholes (Note [Exact sum of
+  // squares] in engine/exact_sum.h): a sharded tensor must be cut only between runs, so
+  // that the exact norm is the same at any sharding. 0 (default): the rows of `shape` (the
+  // product of all but its first dimension) for two or more dimensions, else the whole
+  // tensor. 1: each element (a 1-D tensor sharded at any element). Must divide numel.
+  uint64_t norm_unit = 0;
 };
 
 enum class ExecutionMode : uint8_t {
@@ -64,16 +81,32 @@ struct OptimizerConfig {
   // One default group. (Not `groups{HyperParams{}}`: with it GCC 12 reports a false
   // -Wmaybe-uninitialized in callers that build configs inline.)
   std::vector<HyperParams> groups = std::vector<HyperParams>(1);
-  StateFormats formats;  // default: fp32 master and moments
+  // Default state formats: fp32 master and moments. A tensor may override them
+  // (TensorSpec::formats).
+  StateFormats formats;
   // Fraction of all elements whose state lives in (pinned) host memory and is stepped by
   // the host through the offload pipeline, in [0, 1]. Host mode honours it too, running
   // the same pipeline over host memory (use 0 there for plain CPU training: no copies).
   double offload_fraction = 0.0;
   PlacementPolicy placement = PlacementPolicy::kBackwardOrder;
   ExecutionMode mode = ExecutionMode::kAuto;
-  // Host threads for the host kernels; 0: all cores this process may use. At most
-  // MaxHostThreads() (Error(kInvalidArgument) beyond).
+  // Host threads for the host kernels; 0: one per CPU of host_cpus, or all cores this
+  // process may use when host_cpus is empty. At most MaxHostThreads()
+  // (Error(kInvalidArgument) beyond).
   int host_threads = 0;
+  // Logical CPU ids the optimizer's host threads run on: the host kernels' arena, the
+  // speculation worker and its arena, host mode's copy threads, and the caller's thread
+  // while it works in one of those arenas (its own affinity is restored afterwards).
+  // Empty (the default): wherever the process may run. Each id must be >= 0, given once
+  // and in the process's CPU affinity: Error(kInvalidArgument) naming the id otherwise.
+  // Several ranks on one node each take a disjoint share (tandem/node.h, RankCpus).
+  std::vector<int> host_cpus = {};
+  // The most host memory the optimizer may hold, in bytes: MemoryReport::host.total()
+  // (pinned memory in GPU mode, ordinary memory in host mode). 0 (the default): no limit.
+  // Construction throws Error(kOutOfMemory) naming both figures, before allocating any
+  // state, when the state would need more. Several ranks on one node each take a share
+  // of the node's budget (tandem/node.h, PinnedBudget).
+  uint64_t pinned_budget_bytes = 0;
   uint64_t chunk_elements = 1 << 21;  // offload pipeline chunk; multiple of 32, >= 32
   int pipeline_slots = 4;             // pinned gradient slots in flight, >= 2
   // The caller's CUDA stream (a cudaStream_t, as void*); nullptr is the legacy default
@@ -90,9 +123,19 @@ struct OptimizerConfig {
 
 // What a step's pre-pass finds in the gradients of its active tensors, before any update.
 struct GradStats {
-  double sum_squares = 0.0;  // sum of the squared gradient values (loss-scaled), in double
+  // The exact sum of the squared (loss-scaled) gradient values, independent of how the
+  // tensors are split into shards (Note [Exact sum of squares] in engine/exact_sum.h): a
+  // 512-bit fixed-point number in units of 2^-192, sixteen 32-bit digits, least
+  // significant first. Partials combine by integer addition, in any order.
+  std::array<uint32_t, 16> exact{};
+  double sum_squares = 0.0;  // `exact` rounded to the nearest double
   uint64_t nonfinite = 0;    // non-zero when some value is NaN or infinite
 };
+
+// Adds `part` into `whole`: `exact` as one integer, `nonfinite` as counts; `sum_squares`
+// becomes the new `exact` rounded. Throws Error(kInvalidArgument) if the sum overflows 512
+// bits (impossible for the partials of fewer than 2^64 finite float32 values).
+void AddGradStats(GradStats& whole, const GradStats& part);
 
 struct StepOptions {
   double max_grad_norm = 0.0;  // > 0: clip the global L2 norm to this; 0: no clipping
@@ -107,10 +150,12 @@ struct StepOptions {
   // this once, after the pre-pass over this optimizer's active gradients and before it
   // updates anything, with this optimizer's statistics, and takes the gradient norm, the
   // clip coefficient and the skip decision from the statistics it returns (the whole
-  // model's). Every process must return bit-identical values: combine the partials in a
-  // fixed order (rank order), not with a ring all-reduce. It runs on the thread that
-  // called Step; an exception it throws leaves Step with nothing changed. Empty: this
-  // optimizer's statistics are the model's. BeginStep ignores it; Step's decides.
+  // model's): from their `exact` and `nonfinite` (sum_squares is ignored). Combine every
+  // process's partials with AddGradStats (e.g. after an all-gather): the sum is exact, so
+  // every process reaches the same bits, equal to an unsharded step's given the same
+  // gradients. It runs on the thread that called Step; an exception it throws leaves Step
+  // with nothing changed. Empty: this optimizer's statistics are the model's. BeginStep
+  // ignores it; Step's decides.
   std::function<GradStats(const GradStats&)> combine_grad_stats = {};
 };
 
@@ -143,6 +188,8 @@ struct MemoryReport {
   };
   Bytes device;  // GPU memory
   Bytes host;    // pinned (GPU mode) or ordinary (host mode) host memory
+  // OptimizerConfig::pinned_budget_bytes: the most `host.total()` may be (0: no limit).
+  uint64_t host_budget = 0;
 };
 
 // Busy time of each stage of the last Step, in milliseconds (wall clock on the host,
@@ -252,6 +299,9 @@ class HybridOptimizer {
   OptimizerSnapshot Snapshot() const;
   // Replaces the state with `s` after checking that it matches this optimizer's tensors,
   // formats and algorithm (Error(kInvalidArgument) naming the mismatch; nothing changed).
+  // Formats are compared tensor by tensor (TensorSnapshot::formats against the tensor's
+  // effective formats; the message names the tensor and both); s.formats, the configured
+  // default, need not match.
   // Writes the restored master weights to the parameters.
   void Restore(const OptimizerSnapshot& s);
 

@@ -38,6 +38,9 @@ struct ModelTensor {
   // Transformer block this tensor belongs to (0-based), or -1 for tensors outside the
   // blocks (embeddings, final norm, lm_head). Gradient release groups tensors by it.
   int layer = -1;
+  // Shape as PyTorch holds it (a Linear weight is {out_features, in_features}); empty
+  // means one dimension of numel. FSDP2 shards dimension 0 (docs/planner.md "FSDP2").
+  std::vector<uint64_t> shape;
 };
 
 // A model: its tensors in forward order and, where known, the transformer shape used by
@@ -201,12 +204,17 @@ double ToGiB(uint64_t bytes);
 
 // Where the memory goes, in bytes, for one GPU or one rank's share of the host.
 struct MemoryBreakdown {
-  uint64_t weights = 0;      // model parameters (replicated on every GPU)
-  uint64_t master = 0;       // master copies that do not alias the weights
-  uint64_t correction = 0;   // ecc8 / ecc16 arrays
-  uint64_t moments = 0;      // first and second moments (codes or fp32)
-  uint64_t scales = 0;       // q8 group scales
-  uint64_t gradients = 0;    // all gradients, or the largest layer's with gradient release
+  uint64_t weights = 0;     // model parameters: all of them, or rank 0's FSDP2 shards
+  uint64_t master = 0;      // master copies that do not alias the weights
+  uint64_t correction = 0;  // ecc8 / ecc16 arrays
+  uint64_t moments = 0;     // first and second moments (codes or fp32)
+  uint64_t scales = 0;      // q8 group scales
+  // All gradients (rank 0's shards under FSDP2), or the largest layer's with gradient
+  // release.
+  uint64_t gradients = 0;
+  // FSDP2 only: the all-gathered parameters and unsharded gradients of the units in
+  // flight during forward and backward (Fsdp2UnshardedBytes; docs/planner.md "FSDP2").
+  uint64_t unsharded = 0;
   uint64_t staging = 0;      // pinned pipeline slots
   uint64_t activations = 0;  // kept for backward
   uint64_t metadata = 0;     // kernel tables, reduction scratch
@@ -250,10 +258,27 @@ struct PlanInputs {
   // What-ifs the engine cannot run in this version (the plan says "not available in this
   // version" wherever it mentions them; tandem-plan refuses them):
   //   grad_release: only the largest layer's gradients resident.
-  //   zero1_sharding: optimizer state divided among the ranks (ShardSpecs). Without it
-  //   every rank holds the whole optimizer state, as the engine does today.
+  //   zero1_sharding: optimizer state divided among the ranks, weights and gradients
+  //   whole (ShardSpecs). Superseded by fsdp2, which the engine runs; not with fsdp2.
   bool grad_release = false;
   bool zero1_sharding = false;
+  // FSDP2 (`fully_shard` on each transformer block, then on the root; tandem.torch over
+  // the DTensor parameters; docs/distributed.md). Every tensor is sharded along
+  // dimension 0 over `shard_size` ranks: rank 0 holds ceil(rows / shard_size) rows, the
+  // largest shard, and its optimizer holds state for those rows only. Weights and
+  // gradients are rank 0's shards, plus the unsharded working set of
+  // `fsdp2_blocks_in_flight` blocks and the root unit (MemoryBreakdown::unsharded). q8
+  // moments of tensors whose shape is 1-D or whose last dimension is not a multiple of
+  // 32 are f32 (the shard-safe group rule). Default false: every rank holds the whole
+  // model and the whole optimizer state (plain data parallelism).
+  bool fsdp2 = false;
+  // Ranks each tensor is sharded over: 0 (default) = all ranks (FSDP); a divisor of the
+  // rank count for HSDP (ranks / shard_size replicas). Only with fsdp2.
+  uint32_t shard_size = 0;
+  // Blocks whose parameters are all-gathered (and, in backward, whose gradients are
+  // unsharded) at the same time: the one computing and the one prefetched or being
+  // reduce-scattered. Default 2; >= 1. Only with fsdp2.
+  uint32_t fsdp2_blocks_in_flight = 2;
   PlacementPolicy placement = PlacementPolicy::kBackwardOrder;
   uint64_t chunk_elements = 1 << 21;     // as OptimizerConfig
   int pipeline_slots = 4;                // as OptimizerConfig
@@ -295,7 +320,14 @@ struct PlanResult {
   std::vector<std::string> messages;  // the verdict, then warnings
   Rates rates;
   uint64_t ranks = 1;
-  uint64_t shard_elements = 0;    // rank 0's optimizer state elements (all without ZeRO-1)
+  uint64_t shard_elements = 0;  // rank 0's optimizer state elements (all without sharding)
+  uint64_t shard_size = 1;      // ranks a tensor is sharded over (FSDP2, ZeRO-1), else 1
+  // Whether the engine and binding of this version run this plan: false with a what-if
+  // (grad_release, zero1_sharding). FSDP2 plans are runnable.
+  bool runnable = true;
+  // FSDP2: tensors whose q8 moments the shard-safe group rule keeps in f32, and their
+  // rank-0 elements.
+  uint64_t f32_moment_tensors = 0, f32_moment_elements = 0;
   uint64_t usable_gpu_bytes = 0;  // UsableGpuBytes(inputs)
   uint64_t activation_bytes = 0;
   PlanInputs inputs;
@@ -306,10 +338,13 @@ struct PlanResult {
 uint64_t UsableGpuBytes(const PlanInputs& inputs);
 
 // Builds the plan. Optimizer-state and staging bytes come from tandem::PredictMemory on
-// rank 0's tensors (the whole model; its ZeRO-1 shard with the zero1_sharding what-if),
-// so they equal what HybridOptimizer::memory() would report there. messages: the
+// rank 0's tensors (the whole model; its FSDP2 shards with fsdp2, with the group rule's
+// f32 moments; its ZeRO-1 shard with the zero1_sharding what-if), so they equal what
+// HybridOptimizer::memory() would report there. messages: the
 // verdict, then notes (headroom, what-ifs, FSDP2, the model's notes, the profile).
-// Throws Error(kInvalidArgument) for bad inputs (empty model, zero budgets, bad shapes).
+// Throws Error(kInvalidArgument) for bad inputs (empty model, zero budgets, bad shapes;
+// fsdp2 with zero1_sharding or speculative_early_start; a shard_size without fsdp2 or
+// that does not divide the ranks; a tensor shape whose product is not its numel).
 PlanResult MakePlan(const PlanInputs& inputs);
 
 // The same plan evaluated at one fraction in [0, 1].

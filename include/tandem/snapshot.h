@@ -29,6 +29,10 @@ struct TensorSnapshot {
   // `step` per parameter): a tensor without a gradient at a step is not stepped. In
   // [0, OptimizerSnapshot::step].
   int64_t step = 0;
+  // This tensor's state formats (TensorSpec::formats where it overrides the configured
+  // ones, OptimizerSnapshot::formats otherwise): the arrays below are in these formats.
+  // Always set, so a snapshot describes itself tensor by tensor.
+  StateFormats formats;
 
   std::vector<float> master_f32;     // MasterFormat::kF32
   std::vector<uint16_t> master_bf16; // kBF16, kBF16Ecc8, kBF16Ecc16 (bf16 bit patterns)
@@ -43,6 +47,8 @@ struct TensorSnapshot {
 
 struct OptimizerSnapshot {
   Algorithm algo = Algorithm::kAdamW;
+  // The configured default formats (OptimizerConfig::formats). Each tensor's arrays follow
+  // TensorSnapshot::formats, which equals this except for tensors that override it.
   StateFormats formats;
   std::vector<HyperParams> groups;  // per parameter group
   int64_t step = 0;                 // number of steps applied; in [0, 2^53]
@@ -55,7 +61,9 @@ struct OptimizerSnapshot {
 };
 
 // Throws Error(kInvalidArgument) naming the first tensor/array whose size does not match
-// its numel, formats and algorithm (e.g. "tensor 'wq.3': m_scales has 7 entries, expected 8"),
+// its numel, its own formats (TensorSnapshot::formats: arrays a format the algorithm or
+// group does not use are expected empty) and the algorithm, an unknown format value,
+// (e.g. "tensor 'wq.3': m_scales has 7 entries, expected 8"),
 // the second tensor that repeats a name ("tensor 'wq.3': duplicate name"), a step out of
 // range, a shape whose product is not numel, or a value the format cannot hold (a NaN or
 // infinite master, a NaN moment, a negative fp32 variance, a NaN, infinite or negative q8

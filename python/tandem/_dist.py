@@ -7,12 +7,14 @@ padded sharded storage, read by the next all-gather), updates it in place and or
 caller's current stream after the update. Supported placements: ``Shard(0)`` on at most
 one mesh dimension and ``Replicate`` on the others (HSDP). Shards may be uneven or empty.
 
-Note [One collective per step]: the engine's pre-pass computes this rank's sum of squared
-gradients and whether any is non-finite, on the GPU (host mode: on the host) before any
-copy or update; ``combine`` all-gathers the (sum, non-finite) pairs over the *shard*
-mesh dimension (replicas of HSDP hold the same shards and gradients, so each element is
-counted once) and adds them up in rank order in double, so every rank reaches the same
-bits for the norm, the clip coefficient and the skip decision.
+Note [One collective per step]: the engine's pre-pass computes this rank's exact sum of
+squared gradients (a 512-bit fixed-point integer, Note [Exact sum of squares] in
+engine/exact_sum.h) and whether any is non-finite, on the GPU (host mode: on the host)
+before any copy or update; ``combine`` all-gathers them over the *shard* mesh dimension
+(replicas of HSDP hold the same shards and gradients, so each element is counted once)
+and adds them as integers: every rank reaches the same bits for the norm, the clip
+coefficient and the skip decision, equal to a single process's given the same
+gradients.
 
 Note [Shard-safe quantization groups]: q8 moments keep one scale per 32 consecutive
 elements of a tensor. A ``Shard(0)`` boundary falls between rows, so when the tensor has
@@ -24,11 +26,11 @@ and the placements only, never from the local size, so the numerics never depend
 mesh. Plain (unsharded) parameters keep the configured formats.
 """
 
-import math
 
 import torch
 
 QUANT_GROUP = 32
+EXACT_DIGITS = 16  # GradStats::exact
 
 
 def dtensor_types():
@@ -117,21 +119,25 @@ def shard_group(signatures):
 
 def make_combine(group, device):
     """StepOptions::combine_grad_stats over `group` (Note [One collective per step]): one
-    all-gather of (sum of squares, non-finite count) in float64, summed in rank order."""
+    all-gather of each rank's exact sum of squares (16 32-bit digits) and non-finite
+    flag, added up as integers: exact, so every rank gets the bits of an unsharded step."""
     import torch.distributed as dist
     world = dist.get_world_size(group)
     backend = str(dist.get_backend(group)).lower()
     on = device if (device.type == "cuda" and "nccl" in backend) else torch.device("cpu")
+    words = EXACT_DIGITS + 1
 
-    def combine(sum_squares, nonfinite):
-        mine = torch.tensor([sum_squares, float(nonfinite)], dtype=torch.float64, device=on)
-        every = torch.empty(world * 2, dtype=torch.float64, device=on)
+    def combine(digits, nonfinite):
+        mine = torch.tensor(list(digits) + [int(nonfinite)], dtype=torch.int64, device=on)
+        every = torch.empty(world * words, dtype=torch.int64, device=on)
         dist.all_gather_into_tensor(every, mine, group=group)
-        total, bad = 0.0, 0
-        for s, n in every.view(world, 2).tolist():  # rank order
-            total += s
-            bad += int(n) if math.isfinite(n) else 1
-        return total, bad
+        total, bad = 0, 0
+        for row in every.view(world, words).tolist():
+            total += sum(d << (32 * k) for k, d in enumerate(row[:EXACT_DIGITS]))
+            bad += row[EXACT_DIGITS]
+        if total >> (32 * EXACT_DIGITS):
+            raise RuntimeError("the gradient sum of squares overflowed 512 bits")
+        return [(total >> (32 * k)) & 0xFFFFFFFF for k in range(EXACT_DIGITS)], bad
 
     return combine
 

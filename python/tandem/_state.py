@@ -327,9 +327,43 @@ def load_state_dict(opt, sd):
     else:
         plan = _plan_load(opt, sd)
     snap, groups, ref_group, lr_scales, engine_hyper = plan
-    _restore(opt, snap)
+    unstepped = [k for k, t in enumerate(snap["tensors"]) if t["step"] == 0]
+    _keeping_unstepped_weights(opt, lambda: _restore(opt, snap), unstepped)
     _apply_groups(opt, groups, ref_group, lr_scales, engine_hyper)
     return None
+
+
+def _keeping_unstepped_weights(opt, load, unstepped=None):
+    """Runs load() (a restore, which writes every master to its parameter), then puts
+    back the weights of the parameters that have never been stepped and re-reads their
+    masters from them. ``unstepped``: the engine tensors the load leaves at step 0, when
+    known before it (a state dict); otherwise every weight is kept aside (a checkpoint
+    file, whose steps are read with it). The weights are kept in host memory: on a GPU
+    a second copy of the model may not fit.
+
+    Note [A never-stepped parameter keeps its weight]: until its first step a parameter
+    holds the truth and its master is only its encoding, which can be coarser (an fp32
+    weight under a bf16 or bf16+ecc8 master). Loading the optimizer's own state back
+    must not round such weights: Accelerate's prepare does exactly that
+    (AcceleratedOptimizer round-trips state_dict/load_state_dict before training), so
+    the first forward would run on rounded weights and training would drift from the
+    same loop without Accelerate (tests/python_dist/test_hf_accelerate.py). torch.optim
+    never writes weights on load; neither do we before a parameter's first step. An
+    fp32 master encodes every supported dtype exactly: nothing to do then."""
+    if opt._formats[0] == "f32":
+        return load()
+    kept = range(len(opt._params)) if unstepped is None else unstepped
+    before = {k: _dist.local(opt._params[k]).detach().to("cpu", copy=True) for k in kept}
+    result = load()
+    unstepped = [k for k, s in enumerate(opt.tensor_step_counts()) if s == 0 and k in before]
+    if unstepped:
+        with opt._device_guard(), torch.no_grad():
+            if opt._cuda:
+                torch.cuda.synchronize(opt._device)  # the restore's writes are final
+            for k in unstepped:
+                _dist.local(opt._params[k]).data.copy_(before[k])  # .data: no version bump
+        opt._reload(unstepped)
+    return result
 
 
 def _plan_load(opt, sd):
@@ -577,10 +611,13 @@ def load_checkpoint(opt, path):
         parsed.append(p)
         return None if p is not None else _engine_groups(opt)
 
-    with opt._device_guard():
-        if opt._cuda:
-            torch.cuda.synchronize(opt._device)
-        opt._engine.load_checkpoint(str(path), groups_for)
+    def load():
+        with opt._device_guard():
+            if opt._cuda:
+                torch.cuda.synchronize(opt._device)
+            opt._engine.load_checkpoint(str(path), groups_for)
+
+    _keeping_unstepped_weights(opt, load)
     if parsed[0] is None:
         warnings.warn("checkpoint '%s' holds no tandem.torch param_groups (written by an "
                       "older tandem or another program): the optimizer keeps its own "

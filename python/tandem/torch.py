@@ -46,6 +46,7 @@ except ImportError as _e:  # depends on the machine
 
 from tandem import _C
 from tandem import _dist
+from tandem import _node
 from tandem import _options
 from tandem import _state
 from tandem._state import export_masters, from_torch_state, to_torch_state
@@ -127,6 +128,9 @@ class TandemOptimizer(_torch.optim.Optimizer):
       placement: "backward_order" (default), "forward_order" or "largest_first".
       host_threads: host threads for the host kernels, 0 (default: all cores) up to
         ``tandem._C.max_host_threads()``.
+      host_cpus, pinned_budget: this rank's host CPUs and host-memory budget; "auto"
+        (default) takes the rank's share of the node under torchrun, else no limit
+        (tandem/_node.py; docs/node_sharing.md). ``opt.host_cpus``, ``memory()``.
       chunk_elements: offload pipeline chunk, a positive multiple of 32 (default 2**21).
       pipeline_slots: pinned gradient slots in flight, >= 2 (default 4).
       max_grad_norm: > 0 clips the global gradient L2 norm at each step (default 0: off).
@@ -159,7 +163,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
                  master=None, momentum=None, variance=None, placement="backward_order",
                  host_threads=0, chunk_elements=1 << 21, pipeline_slots=4,
                  max_grad_norm=0.0, early_start=False, speculative_early_start=False,
-                 hyperparam_update="restore"):
+                 hyperparam_update="restore", host_cpus="auto", pinned_budget="auto"):
         if hyperparam_update not in ("error", "restore"):
             raise ValueError("hyperparam_update must be 'error' or 'restore', got %r"
                              % (hyperparam_update,))
@@ -209,7 +213,10 @@ class TandemOptimizer(_torch.optim.Optimizer):
             offload_fraction=float(offload_fraction), placement=placement,
             host_threads=int(host_threads), chunk_elements=int(chunk_elements),
             pipeline_slots=int(pipeline_slots),
-            speculative_early_start=self.speculative_early_start)
+            speculative_early_start=self.speculative_early_start,
+            host_cpus=_node.host_cpus(host_cpus, self._device),
+            pinned_budget=_node.pinned_budget(pinned_budget))
+        self.host_cpus = tuple(self._engine_options["host_cpus"])  # (): unrestricted
         self.rebinds = 0
         self._rebind_step = None
         self._warned_rebind = 0
@@ -319,7 +326,10 @@ class TandemOptimizer(_torch.optim.Optimizer):
                     mine.data_ptr(), self._grads[k].data_ptr(), self._group_of[k],
                     list(mine.shape))
             override = self._tensor_formats(k)
-            specs.append(spec + (override,) if override is not None else spec)
+            # A 1-D shard may end at any element: the exact norm sums its elements one by
+            # one (TensorSpec::norm_unit); other shards end between rows (the default).
+            unit = 1 if self._sharded and p.dim() == 1 and _dist.shard_dim(p) is not None else 0
+            specs.append(spec + (override, unit))
         engine_groups = [dict(h, lr_scale=s)
                          for h, s in zip(self._engine_hyper, self._lr_scales)]
         self._stream = 0
@@ -631,7 +641,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
         same parameters, algorithm and formats (any offload fraction, placement, chunk
         size or thread count; versions 1 and 2), or a torch.optim state dict of the same
         algorithm (no ``tandem`` entry: ``tandem.torch.from_torch_state``). The
-        parameters are set from the restored master weights. Every field is checked
+        parameters are set from the restored master weights, except those never stepped,
+        which keep their weights (Note in _state.py). Every field is checked
         first: ValueError naming the first bad or missing one, nothing changed."""
         _state.load_state_dict(self, state_dict)
 
@@ -650,10 +661,10 @@ class TandemOptimizer(_torch.optim.Optimizer):
 
     def load_checkpoint(self, path):
         """Loads and fully verifies a checkpoint file written by ``save_checkpoint`` (at
-        any offload fraction) and restores it: masters (written to the parameters),
-        moments, steps, hyper-parameters and param_groups, so that training resumes
-        bit-identically. A file without param_groups (older tandem, C++) keeps this
-        optimizer's, with a warning. Raises RuntimeError for a damaged or unreadable
+        any offload fraction) and restores it: masters (written to the parameters
+        stepped at least once), moments, steps, hyper-parameters and param_groups, so
+        that training resumes bit-identically. A file without param_groups (older
+        tandem, C++) keeps this optimizer's, with a warning. Raises RuntimeError for a damaged or unreadable
         file and ValueError for one that does not match this optimizer; nothing changes
         then."""
         _state.load_checkpoint(self, path)
@@ -935,14 +946,22 @@ class TandemOptimizer(_torch.optim.Optimizer):
             with self._device_guard():
                 # The restore writes the masters to the parameters; a parameter need not
                 # hold its decoded master (never stepped, new, written, reloaded), so its
-                # value is put back after: a rebind leaves every weight as it was.
-                values = [_local(p).detach().clone() for p in self._params]
-                fresh = engine.snapshot()
-                by_name = {t["name"]: t for t in snap["tensors"]}
-                fresh["tensors"] = [by_name.get(t["name"], t) for t in fresh["tensors"]]
-                for key in ("step", "groups", "metadata"):
-                    if key in snap:
-                        fresh[key] = snap[key]
+                # value is put back after: a rebind leaves every weight as it was. The
+                # values wait in host memory: on a GPU a second copy of the model may not
+                # fit (the rebind Accelerate's prepare causes comes before training).
+                values = [_local(p).detach().to("cpu", copy=True) for p in self._params]
+                if new_ids:
+                    # New tensors start fresh: the new engine's own entries for them.
+                    fresh = engine.snapshot()
+                    by_name = {t["name"]: t for t in snap["tensors"]}
+                    fresh["tensors"] = [by_name.get(t["name"], t) for t in fresh["tensors"]]
+                    for key in ("step", "groups", "metadata"):
+                        if key in snap:
+                            fresh[key] = snap[key]
+                else:
+                    # Reallocated only: the same tensors in the same order (_layout), so
+                    # the old snapshot restores as it is; one state copy fewer.
+                    fresh = snap
                 engine.restore(fresh)
                 if self._cuda:
                     _torch.cuda.synchronize(self._device)

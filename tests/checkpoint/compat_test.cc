@@ -46,6 +46,21 @@ TEST_F(CompatTest, Formats) {
   ExpectMismatch(s, {"formats", "v=f32"});
 }
 
+TEST_F(CompatTest, PerTensorFormats) {
+  auto s = layout_;
+  s.tensors[3].formats.momentum = MomentFormat::kF32;
+  ExpectMismatch(s, {"tensor 3", "'layer.3.weight'", "state formats", "m=f32", "m=q8"});
+}
+
+TEST(CompatMixedTest, SameOverridesAreCompatible) {
+  const StateFormats q8{MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
+  const std::map<size_t, StateFormats> over{{1, StateFormats{}}};
+  const auto a = testing::MakeSnapshot(Algorithm::kAdamW, q8, 1, {5, 40}, over);
+  const auto b = testing::MakeSnapshot(Algorithm::kAdamW, q8, 2, {5, 40}, over);
+  EXPECT_NO_THROW(CheckCompatible(a, b));
+  EXPECT_THROW(CheckCompatible(a, testing::MakeSnapshot(Algorithm::kAdamW, q8, 2, {5, 40})), Error);
+}
+
 TEST_F(CompatTest, GroupCount) {
   auto s = layout_;
   s.groups.push_back({});

@@ -47,6 +47,78 @@ TEST(ConvertTest, IdentityIsBitExactForEveryCombination) {
   }
 }
 
+// Tensors with formats of their own keep them (and their bits) by default; kAll converts
+// them too.
+TEST(ConvertTest, OverriddenTensorsKeepTheirFormatsUnlessAllAreAsked) {
+  const StateFormats q8{MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
+  const StateFormats own{MasterFormat::kBF16, MomentFormat::kF32, MomentFormat::kF32};
+  const StateFormats to{MasterFormat::kBF16Ecc16, MomentFormat::kQ8, MomentFormat::kF32};
+  const OptimizerSnapshot s =
+      testing::MakeSnapshot(Algorithm::kAdamW, q8, 5, {1, 31, 33, 200}, {{1, own}, {3, own}});
+  const OptimizerSnapshot c = ConvertSnapshot(s, to);
+  EXPECT_EQ(c.formats, to);
+  for (size_t i : {size_t{0}, size_t{2}}) {
+    EXPECT_EQ(c.tensors[i].formats, to) << i;
+    EXPECT_EQ(c.tensors[i].ecc16.size(), s.tensors[i].numel);
+  }
+  for (size_t i : {size_t{1}, size_t{3}}) {
+    OptimizerSnapshot one, want;
+    one.tensors = {c.tensors[i]};
+    want.tensors = {s.tensors[i]};
+    EXPECT_TRUE(testing::SameBits(one, want)) << "tensor " << i << " changed";
+  }
+  // The same as converting the default tensors on their own.
+  OptimizerSnapshot defaults = s;
+  defaults.tensors = {s.tensors[0], s.tensors[2]};
+  const OptimizerSnapshot defaults_c = ConvertSnapshot(defaults, to);
+  EXPECT_TRUE(defaults_c.tensors[0] == c.tensors[0]);
+  EXPECT_TRUE(defaults_c.tensors[1] == c.tensors[2]);
+  // Back to the original default: the same bits (only q8 -> bf16+ecc16 and back for the
+  // defaults is lossy: compare the overrides only).
+  const OptimizerSnapshot back = ConvertSnapshot(c, q8);
+  EXPECT_EQ(back.tensors[1].formats, own);
+  // kAll: every tensor in `to`, the overrides included.
+  const OptimizerSnapshot all = ConvertSnapshot(s, StateFormats{}, ConvertTensors::kAll);
+  for (const TensorSnapshot& t : all.tensors) {
+    EXPECT_EQ(t.formats, StateFormats{});
+    EXPECT_EQ(t.master_f32.size(), t.numel);
+    EXPECT_EQ(t.m_f32.size(), t.numel);
+  }
+  EXPECT_NO_THROW(ValidateSnapshot(all));
+}
+
+// Each tensor to its own target: the same bits as converting it alone; a tensor already
+// in its target is copied; bad targets are refused.
+TEST(ConvertTest, PerTensorTargets) {
+  const StateFormats q8{MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
+  const StateFormats own{MasterFormat::kBF16Ecc8, MomentFormat::kF32, MomentFormat::kF32};
+  OptimizerSnapshot s = TrainingLike(Algorithm::kAdamW, 7);  // fp32, moderate values
+  const OptimizerSnapshot all_q8 = ConvertSnapshot(s, q8);
+  // Tensors 1 and 3 to f32 moments, the others to q8 (the new default).
+  const std::vector<StateFormats> targets = {q8, own, q8, own, q8, q8};
+  const OptimizerSnapshot c = ConvertSnapshotPerTensor(all_q8, q8, targets);
+  EXPECT_EQ(c.formats, q8);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    EXPECT_EQ(c.tensors[i].formats, targets[i]) << i;
+    OptimizerSnapshot one = all_q8;
+    one.tensors = {all_q8.tensors[i]};
+    const OptimizerSnapshot alone = ConvertSnapshot(one, targets[i]);
+    EXPECT_TRUE(alone.tensors[0] == c.tensors[i]) << i;
+  }
+  EXPECT_TRUE(c.tensors[0] == all_q8.tensors[0]);  // already there: copied
+  // And back to one format set for every tensor.
+  const OptimizerSnapshot back =
+      ConvertSnapshotPerTensor(c, q8, std::vector<StateFormats>(targets.size(), q8));
+  for (const TensorSnapshot& t : back.tensors) EXPECT_EQ(t.formats, q8);
+  EXPECT_THROW(ConvertSnapshotPerTensor(c, q8, {q8}), Error);
+  StateFormats lion_bad = q8;
+  OptimizerSnapshot lion = TrainingLike(Algorithm::kLion, 8);
+  lion_bad.variance = MomentFormat::kQ8;
+  std::vector<StateFormats> lion_targets(lion.tensors.size(), StateFormats{});
+  lion_targets[2] = lion_bad;
+  EXPECT_THROW(ConvertSnapshotPerTensor(lion, StateFormats{}, lion_targets), Error);
+}
+
 TEST(ConvertTest, CopiesEverythingButTheArrays) {
   OptimizerSnapshot s = TrainingLike(Algorithm::kAdamW, 1);
   s.metadata = R"({"param_groups": []})";

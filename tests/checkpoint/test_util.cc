@@ -79,12 +79,14 @@ class StringFile : public RandomAccessFile {
 
 }  // namespace
 
-OptimizerSnapshot MakeSnapshot(Algorithm algo, StateFormats f, uint32_t seed,
-                               const std::vector<uint64_t>& sizes) {
+OptimizerSnapshot MakeSnapshot(Algorithm algo, StateFormats default_formats, uint32_t seed,
+                               const std::vector<uint64_t>& sizes,
+                               const std::map<size_t, StateFormats>& overrides) {
+  const StateFormats& f0 = default_formats;
   std::mt19937_64 rng(seed);
   OptimizerSnapshot s;
   s.algo = algo;
-  s.formats = f;
+  s.formats = f0;
   HyperParams g0, g1;
   g0.momentum = 0.9;
   g0.weight_decay = 0.1;
@@ -99,6 +101,9 @@ OptimizerSnapshot MakeSnapshot(Algorithm algo, StateFormats f, uint32_t seed,
     t.name = "layer." + std::to_string(i) + ".weight";
     t.numel = sizes[i];
     t.group = static_cast<uint32_t>(i % 2);
+    const auto over = overrides.find(i);
+    t.formats = over != overrides.end() ? over->second : f0;
+    const StateFormats& f = t.formats;
     t.param_dtype = i % 3 == 0 ? DType::kBF16 : DType::kF32;
     t.grad_dtype = i % 3 == 1 ? DType::kF16 : DType::kBF16;
     const size_t n = t.numel, groups = (n + kQuantGroup - 1) / kQuantGroup;
@@ -167,6 +172,7 @@ bool SameBits(const OptimizerSnapshot& a, const OptimizerSnapshot& b) {
     const TensorSnapshot& x = a.tensors[i];
     const TensorSnapshot& y = b.tensors[i];
     if (x.name != y.name || x.numel != y.numel || x.shape != y.shape || x.step != y.step ||
+        !(x.formats == y.formats) ||
         x.param_dtype != y.param_dtype ||
         x.grad_dtype != y.grad_dtype || x.group != y.group || !Same(x.master_f32, y.master_f32) ||
         !Same(x.master_bf16, y.master_bf16) || !Same(x.ecc8, y.ecc8) || !Same(x.ecc16, y.ecc16) ||

@@ -22,8 +22,11 @@ namespace tandem::testing {
 // momentum 0 (no momentum buffer). Tensor i has step s.step - i (at least 0) and a shape
 // for some sizes (0 -> [0, 7], a multiple of 8 -> [n/8, 2, 4], odd i -> [1, n]); the
 // metadata is JSON with non-ASCII text. Passes ValidateSnapshot.
+// Tensor i takes overrides[i] as its own formats where given (TensorSnapshot::formats;
+// its arrays follow them), `formats` otherwise.
 OptimizerSnapshot MakeSnapshot(Algorithm algo, StateFormats formats, uint32_t seed,
-                               const std::vector<uint64_t>& sizes = {0, 1, 31, 32, 33, 200});
+                               const std::vector<uint64_t>& sizes = {0, 1, 31, 32, 33, 200},
+                               const std::map<size_t, StateFormats>& overrides = {});
 
 // A snapshot whose arrays hold low-entropy data, so deflate pays.
 OptimizerSnapshot MakeCompressibleSnapshot(uint32_t seed);

@@ -235,6 +235,43 @@ TEST_F(ToolTest, ToTorchDecodesAndFromTorchEncodes) {
   EXPECT_NE(out.find("contradicts"), std::string::npos) << out;
 }
 
+// A checkpoint whose tensors have formats of their own: inspect lists them, verify
+// passes, to-torch and export decode each tensor with its own formats.
+TEST_F(ToolTest, MixedFormatsDecodeTensorByTensor) {
+  const OptimizerSnapshot q = testing::V2Golden(testing::kGoldenOverride);
+  const std::string ckpt = (dir_ / "m.ckpt").string(), st = (dir_ / "m.safetensors").string(),
+                    ex = (dir_ / "m_masters.safetensors").string();
+  SaveCheckpoint(q, ckpt);
+  std::string out;
+  ASSERT_EQ(Run("inspect " + ckpt, &out), 0) << out;
+  EXPECT_NE(out.find("formats of tensor 1 ('layer.0.w'): " + Name(testing::kGoldenOverride)),
+            std::string::npos) << out;
+  ASSERT_EQ(Run("verify " + ckpt, &out), 0) << out;
+  ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 0) << out;
+  const OptimizerSnapshot want = ConvertSnapshot(q, StateFormats{}, ConvertTensors::kAll);
+  const auto values = ImportSafetensorsMasters(st);
+  for (const TensorSnapshot& t : want.tensors) {
+    EXPECT_EQ(values.at(t.name), t.master_f32) << t.name;
+    EXPECT_EQ(values.at(t.name + ".exp_avg"), t.m_f32) << t.name;
+    EXPECT_EQ(values.at(t.name + ".exp_avg_sq"), t.v_f32) << t.name;
+  }
+  // The override's master is bf16+ecc16: decoded with its own format, not the default's.
+  EXPECT_EQ(values.at("layer.0.w"), DecodeMasterF32(q.tensors[1], testing::kGoldenOverride));
+  ASSERT_EQ(Run("export " + ckpt + " " + ex, &out), 0) << out;
+  const auto masters = ImportSafetensorsMasters(ex);
+  for (const TensorSnapshot& t : want.tensors) EXPECT_EQ(masters.at(t.name), t.master_f32);
+  // from-torch gives one format set again, every tensor in it.
+  const std::string back = (dir_ / "m_back.ckpt").string();
+  ASSERT_EQ(Run("from-torch " + st + " " + back, &out), 0) << out;
+  const OptimizerSnapshot got = LoadCheckpoint(back);
+  ASSERT_EQ(got.tensors.size(), want.tensors.size());
+  for (size_t i = 0; i < got.tensors.size(); ++i) {
+    EXPECT_EQ(got.tensors[i].formats, StateFormats{});
+    EXPECT_EQ(got.tensors[i].master_f32, want.tensors[i].master_f32);
+    EXPECT_EQ(got.tensors[i].m_f32, want.tensors[i].m_f32);
+  }
+}
+
 TEST_F(ToolTest, ToTorchRefusesAParameterNamedLikeAState) {
   OptimizerSnapshot s = testing::MakeSnapshot(Algorithm::kAdamW, {}, 3, {2, 2});
   s.tensors[0].name = "w";

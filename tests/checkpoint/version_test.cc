@@ -1,6 +1,7 @@
-// Format versions: version 1 files (committed goldens) still load; version 2 carries
-// shapes, per-tensor steps and metadata byte for byte; the manifest fields of version 2
-// are required and checked.
+// Format versions: version 1 and 2 files (committed goldens) still load, their tensors in
+// the file's formats; version 2 carries shapes, per-tensor steps and metadata byte for
+// byte; version 3 per-tensor formats; the manifest fields of versions 2 and 3 are
+// required and checked.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -31,7 +32,7 @@ TEST(VersionTest, WriterWritesTheCurrentVersion) {
   auto env = NewMemEnv();
   SaveCheckpoint(testing::GoldenSnapshot(Algorithm::kAdamW, kEcc8Q8), "c", {}, env.get());
   EXPECT_EQ(InspectCheckpoint("c", env.get()).version, ckpt::kVersion);
-  EXPECT_EQ(ckpt::kVersion, 2u);
+  EXPECT_EQ(ckpt::kVersion, 3u);
 }
 
 TEST(VersionTest, Version1GoldenFilesLoad) {
@@ -56,11 +57,81 @@ TEST(VersionTest, Version1GoldenFilesLoad) {
     EXPECT_TRUE(testing::SameBits(got, want));
     const VerifyReport r = VerifyCheckpoint(path);
     EXPECT_TRUE(r.ok) << (r.problems.empty() ? "" : r.problems[0]);
-    // Saved again, it becomes a version 2 file with the same contents.
+    for (const TensorSnapshot& t : got.tensors) EXPECT_EQ(t.formats, c.formats);
+    // Saved again, it becomes a file of the current version with the same contents.
     auto env = NewMemEnv();
     SaveCheckpoint(got, "again", {}, env.get());
-    EXPECT_EQ(InspectCheckpoint("again", env.get()).version, 2u);
+    EXPECT_EQ(InspectCheckpoint("again", env.get()).version, ckpt::kVersion);
     EXPECT_TRUE(testing::SameBits(LoadCheckpoint("again", env.get()), want));
+  }
+}
+
+TEST(VersionTest, Version2GoldenFileLoadsWithTheFileFormatsForEveryTensor) {
+  const std::string path = Golden("v2_adamw_ecc8_q8.ckpt");
+  const CheckpointInfo info = InspectCheckpoint(path);
+  EXPECT_EQ(info.version, 2u);
+  for (const TensorSnapshot& t : info.tensors) EXPECT_EQ(t.formats, kEcc8Q8) << t.name;
+  const OptimizerSnapshot got = LoadCheckpoint(path);
+  EXPECT_TRUE(testing::SameBits(got, testing::V2Golden()));
+  EXPECT_EQ(got.metadata, "{\"golden\": \"v2\"}");
+  const VerifyReport r = VerifyCheckpoint(path);
+  EXPECT_TRUE(r.ok) << (r.problems.empty() ? "" : r.problems[0]);
+  auto env = NewMemEnv();
+  SaveCheckpoint(got, "again", {}, env.get());
+  EXPECT_EQ(InspectCheckpoint("again", env.get()).version, 3u);
+  EXPECT_TRUE(testing::SameBits(LoadCheckpoint("again", env.get()), got));
+}
+
+TEST(VersionTest, Version3GoldenFileKeepsPerTensorFormats) {
+  const std::string path = Golden("v3_adamw_mixed.ckpt");
+  const CheckpointInfo info = InspectCheckpoint(path);
+  EXPECT_EQ(info.version, 3u);
+  EXPECT_EQ(info.formats, kEcc8Q8);
+  ASSERT_EQ(info.tensors.size(), 3u);
+  EXPECT_EQ(info.tensors[0].formats, kEcc8Q8);
+  EXPECT_EQ(info.tensors[1].formats, testing::kGoldenOverride);
+  EXPECT_EQ(info.tensors[2].formats, kEcc8Q8);
+  const OptimizerSnapshot got = LoadCheckpoint(path);
+  EXPECT_TRUE(testing::SameBits(got, testing::V2Golden(testing::kGoldenOverride)));
+  EXPECT_FALSE(got.tensors[1].ecc16.empty());
+  EXPECT_FALSE(got.tensors[1].m_f32.empty());
+  EXPECT_TRUE(got.tensors[1].m_codes.empty());
+  const VerifyReport r = VerifyCheckpoint(path);
+  EXPECT_TRUE(r.ok) << (r.problems.empty() ? "" : r.problems[0]);
+}
+
+// Each tensor's arrays follow its own formats: every kind of override round-trips, with
+// the sections the tensor's formats need (and no others).
+TEST(VersionTest, PerTensorFormatsRoundTrip) {
+  auto env = NewMemEnv();
+  uint32_t seed = 100;
+  for (const auto& [algo, def] : testing::AllCombinations()) {
+    if (!HasVariance(algo) && def.variance != MomentFormat::kF32) continue;
+    const StateFormats f32{};
+    const StateFormats other{MasterFormat::kBF16, MomentFormat::kQ8,
+                             HasVariance(algo) ? MomentFormat::kQ8 : MomentFormat::kF32};
+    const OptimizerSnapshot s = testing::MakeSnapshot(algo, def, seed++, {0, 1, 31, 33, 200},
+                                                      {{1, f32}, {3, other}, {4, f32}});
+    SaveCheckpoint(s, "c", {}, env.get());
+    const OptimizerSnapshot back = LoadCheckpoint("c", env.get());
+    ASSERT_TRUE(testing::SameBits(back, s)) << Name(algo) << " " << Name(def);
+    const CheckpointInfo info = InspectCheckpoint("c", env.get());
+    for (const CheckpointSection& sec : info.sections) {
+      const StateFormats& f = s.tensors[sec.tensor].formats;
+      const auto kind = static_cast<ckpt::SectionKind>(sec.kind);
+      if (kind == ckpt::SectionKind::kMasterF32) {
+        EXPECT_EQ(f.master, MasterFormat::kF32);
+      }
+      if (kind == ckpt::SectionKind::kMCodes) {
+        EXPECT_EQ(f.momentum, MomentFormat::kQ8);
+      }
+      if (kind == ckpt::SectionKind::kMF32) {
+        EXPECT_EQ(f.momentum, MomentFormat::kF32);
+      }
+      if (kind == ckpt::SectionKind::kVCodes) {
+        EXPECT_EQ(f.variance, MomentFormat::kQ8);
+      }
+    }
   }
 }
 
@@ -152,6 +223,26 @@ TEST(VersionTest, Version2ManifestFieldsAreRequiredAndTyped) {
       "(the snapshot's step)");
   ExpectCorrupt(WithManifest(good, [](json& j) { j["tensors"][0]["step"] = uint64_t{1} << 63; }),
                 "is outside");
+}
+
+TEST(VersionTest, Version3TensorFormatsAreRequiredAndChecked) {
+  auto env = NewMemEnv();
+  SaveCheckpoint(testing::MakeSnapshot(Algorithm::kAdamW, kEcc8Q8, 3, {5, 40},
+                                       {{1, StateFormats{}}}),
+                 "c", {}, env.get());
+  const std::string good = testing::ReadAll(env.get(), "c");
+  using testing::WithManifest;
+  ExpectCorrupt(WithManifest(good, [](json& j) { j["tensors"][1].erase("formats"); }),
+                "tensors[1] has no field 'formats'");
+  ExpectCorrupt(WithManifest(good, [](json& j) { j["tensors"][1]["formats"] = "f32"; }),
+                "tensors[1].formats is not a JSON object");
+  ExpectCorrupt(WithManifest(good, [](json& j) { j["tensors"][1]["formats"]["master"] = "f64"; }),
+                "tensors[1].formats.master");
+  ExpectCorrupt(WithManifest(good, [](json& j) { j["tensors"][1]["formats"].erase("variance"); }),
+                "tensors[1].formats has no field 'variance'");
+  // Formats that disagree with the sections listed: the section table no longer matches.
+  ExpectCorrupt(WithManifest(good, [](json& j) { j["tensors"][1]["formats"]["momentum"] = "q8"; }),
+                "sections");
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
-// The deterministic gradient-norm pre-pass: same bits on repeated runs, agreement with a
-// double host sum, and the non-finite flag for NaN and Inf anywhere in any dtype.
+// The gradient-norm pre-pass on the GPU: the exact sum (Note [Exact sum of squares]) equals
+// the host pre-pass's to the bit for every run length, any split of a tensor between runs
+// gives the same integer, repeated runs give the same bits, and the non-finite flag
+// catches NaN and Inf anywhere in any dtype.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -7,10 +9,13 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cuda/gpu_step.h"
+#include "engine/exact_sum.h"
 #include "engine/fp_bits.h"
+#include "offload/host_norm.h"
 #include "tandem/error.h"
 #include "tests/cuda/device_buffer.h"
 
@@ -51,7 +56,7 @@ class GradNorm : public ::testing::Test {
           std::memcpy(buf_.host(offsets_[k]) + 2 * i, &b, 2);
           stored = t == DType::kBF16 ? num::Bf16ToF32(b) : num::F16ToF32(b);
         }
-        host_sum_ += double(stored) * double(stored);
+        host_sum_ += static_cast<long double>(stored) * stored;
       }
       refs_.push_back(GradRef{buf_.dev(offsets_[k]), sizes[k], t});
     }
@@ -67,7 +72,7 @@ class GradNorm : public ::testing::Test {
   MirroredBuffer buf_;
   std::vector<size_t> offsets_;
   std::vector<GradRef> refs_;
-  double host_sum_ = 0.0;
+  long double host_sum_ = 0.0L;  // 64-bit mantissa: a reference for the sums below
 };
 
 TEST_F(GradNorm, MatchesHostSumAndRepeatsBitForBit) {
@@ -78,7 +83,8 @@ TEST_F(GradNorm, MatchesHostSumAndRepeatsBitForBit) {
   GradNormPlan plan(refs_);
   const GradNormPlan::Result first = Run(plan);
   EXPECT_FALSE(first.nonfinite);
-  EXPECT_NEAR(first.sum_squares, host_sum_, 1e-12 * host_sum_);
+  const double ref = static_cast<double>(host_sum_);
+  EXPECT_NEAR(first.sum_squares, ref, 1e-13 * ref);
   for (int r = 0; r < 5; ++r) {
     const GradNormPlan::Result again = Run(plan);
     EXPECT_EQ(std::memcmp(&again.sum_squares, &first.sum_squares, sizeof(double)), 0)
@@ -88,6 +94,63 @@ TEST_F(GradNorm, MatchesHostSumAndRepeatsBitForBit) {
   GradNormPlan plan2(refs_);
   const GradNormPlan::Result other = Run(plan2);
   EXPECT_EQ(std::memcmp(&other.sum_squares, &first.sum_squares, sizeof(double)), 0);
+}
+
+// The host pre-pass over the host copies of refs_ (with the refs' runs).
+offload::NormResult HostOf(MirroredBuffer& buf, const std::vector<size_t>& offsets,
+                           const std::vector<GradRef>& refs) {
+  std::vector<offload::HostGrad> grads;
+  for (size_t k = 0; k < refs.size(); ++k)
+    grads.push_back({buf.host(offsets[k]), refs[k].n, refs[k].dtype, refs[k].run});
+  return offload::HostGradNorm(grads);
+}
+
+bool SameExact(const exact::Acc& a, const exact::Acc& b) {
+  return std::memcmp(a.limb, b.limb, sizeof(a.limb)) == 0;
+}
+
+TEST_F(GradNorm, EqualsTheHostPrePassForEveryRunLength) {
+  // 3 x 4096 rows, 7 x 40, one 1-D vector summed element by element, a long flat tensor
+  // (pieces of 8192), odd sizes.
+  const std::vector<size_t> sizes = {3 * 4096, 7 * 40, 4096, 100003, 1 << 20, 17, 0, 20000};
+  const std::vector<uint64_t> runs = {4096, 40, 1, 0, 32768, 0, 0, 10000};
+  Build(sizes, 11);
+  ASSERT_FALSE(HasFatalFailure());
+  for (size_t k = 0; k < refs_.size(); ++k) refs_[k].run = runs[k];
+  GradNormPlan plan(refs_);
+  const GradNormPlan::Result gpu = Run(plan);
+  const offload::NormResult host = HostOf(buf_, offsets_, refs_);
+  EXPECT_TRUE(SameExact(gpu.exact, host.exact));
+  EXPECT_EQ(std::memcmp(&gpu.sum_squares, &host.sum_squares, sizeof(double)), 0)
+      << gpu.sum_squares << " vs " << host.sum_squares;
+  // The pieces are summed in double (at most 256 additions per lane): within 1e-13.
+  const double ref = static_cast<double>(host_sum_);
+  EXPECT_NEAR(gpu.sum_squares, ref, 1e-13 * ref);
+}
+
+TEST_F(GradNorm, ShardsCutBetweenRunsGiveTheSameInteger) {
+  // One [9, 4096] tensor and one 1-D vector of 1000, cut into "shards" between runs.
+  Build({9 * 4096, 1000}, 13);
+  ASSERT_FALSE(HasFatalFailure());
+  refs_[0].run = 4096;
+  refs_[1].run = 1;
+  GradNormPlan whole(refs_);
+  const GradNormPlan::Result all = Run(whole);
+  const size_t row_bytes = 4096 * DTypeSize(refs_[0].dtype);
+  const size_t el_bytes = DTypeSize(refs_[1].dtype);
+  for (const auto& [rows, elems] : {std::pair<size_t, size_t>{1, 1}, {4, 333}, {8, 999}}) {
+    const auto* r0 = static_cast<const uint8_t*>(refs_[0].ptr);
+    const auto* r1 = static_cast<const uint8_t*>(refs_[1].ptr);
+    std::vector<GradRef> a = {{r0, rows * 4096, refs_[0].dtype, 4096},
+                              {r1, elems, refs_[1].dtype, 1}};
+    std::vector<GradRef> b = {{r0 + rows * row_bytes, (9 - rows) * 4096, refs_[0].dtype, 4096},
+                              {r1 + elems * el_bytes, 1000 - elems, refs_[1].dtype, 1}};
+    GradNormPlan pa(a), pb(b);
+    exact::Acc sum = Run(pa).exact;
+    exact::Merge(sum, Run(pb).exact);
+    ASSERT_TRUE(exact::Normalize(sum));
+    EXPECT_TRUE(SameExact(sum, all.exact)) << rows << " rows, " << elems << " elements";
+  }
 }
 
 TEST_F(GradNorm, FlagsNanAndInfAnywhere) {

@@ -1,18 +1,20 @@
 // StepOptions::combine_grad_stats, the hook sharded training takes the whole model's
 // gradient statistics through: a model split into two optimizers (two "ranks") whose
-// hooks combine both partials in rank order steps exactly as one optimizer over the whole
-// model when clipping does not trigger, takes the same clip and skip decisions on both
-// shards, and a hook that throws changes nothing.
+// hooks add both partials (AddGradStats) steps bit for bit as one optimizer over the
+// whole model, clipping included (the exact sum of squares: Note [Exact sum of squares]),
+// takes the same skip decisions on both shards, and a hook that throws changes nothing.
 #include <gtest/gtest.h>
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
+#include "engine/fp_bits.h"
 #include "hybrid_fixture.h"
+#include "offload/host_norm.h"
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
 
@@ -60,7 +62,9 @@ struct TwoRanks {
     StepOptions o;
     o.combine_grad_stats = [&seen](const GradStats& s) {
       seen = s;
-      return GradStats{0.0, 1};  // skip: nothing changes
+      GradStats skip;
+      skip.nonfinite = 1;  // nothing changes
+      return skip;
     };
     EXPECT_FALSE(rank[r]->Step(1e-2, o).applied);
     return seen;
@@ -71,13 +75,10 @@ struct TwoRanks {
     o.max_grad_norm = clip;
     o.combine_grad_stats = [this, r](const GradStats& local) {
       ++calls[r];
-      EXPECT_EQ(std::bit_cast<uint64_t>(local.sum_squares),  // NaN included
-                std::bit_cast<uint64_t>(partial[r].sum_squares));
+      EXPECT_EQ(local.exact, partial[r].exact);
+      EXPECT_EQ(local.nonfinite, partial[r].nonfinite);
       GradStats whole;
-      for (const GradStats& p : partial) {
-        whole.sum_squares += p.sum_squares;
-        whole.nonfinite += p.nonfinite;
-      }
+      for (const GradStats& p : partial) AddGradStats(whole, p);
       return whole;
     };
     return rank[r]->Step(lr, o);
@@ -95,16 +96,42 @@ TEST(GradStats, TwoShardsStepLikeOneOptimizer) {
       whole.FillGrads(t);
       ranks.partial[0] = ranks.Local(0);
       ranks.partial[1] = ranks.Local(1);
-      const StepResult a = ranks.Step(0, 1e-2, 1e9);
-      const StepResult b = ranks.Step(1, 1e-2, 1e9);
-      const StepResult r = one.Step(1e-2, {.max_grad_norm = 1e9});
+      // Clipping triggers (the norms are ~10): the whole model's norm decides it.
+      const StepResult a = ranks.Step(0, 1e-2, 1.0);
+      const StepResult b = ranks.Step(1, 1e-2, 1.0);
+      const StepResult r = one.Step(1e-2, {.max_grad_norm = 1.0});
       ASSERT_TRUE(a.applied && b.applied && r.applied);
+      EXPECT_GT(r.grad_norm, 1.0);
       EXPECT_EQ(a.grad_norm, b.grad_norm);  // the same decision on both ranks
-      EXPECT_NEAR(a.grad_norm, r.grad_norm, 1e-13 * r.grad_norm);
+      EXPECT_EQ(a.grad_norm, r.grad_norm);  // and the unsharded one's, to the bit
     }
     EXPECT_EQ(ranks.calls[0], 3);
     EXPECT_EQ(ranks.calls[1], 3);
     EXPECT_EQ(ranks.m.params, whole.params) << "fraction " << fraction;
+  }
+}
+
+TEST(GradStats, ShardsCutBetweenRunsSumExactly) {
+  // A [37, 96] bf16 tensor cut between rows and a 1-D f32 vector cut anywhere: the parts'
+  // exact sums add up to the whole's, to the bit, at every cut.
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  std::vector<uint16_t> m(37 * 96);
+  std::vector<float> v(1001);
+  for (auto& x : m) x = num::F32ToBf16(nd(rng));
+  for (auto& x : v) x = nd(rng) * 1e-3f;
+  auto stats = [&](size_t r0, size_t r1, size_t e0, size_t e1) {
+    return offload::ToGradStats(offload::HostGradNorm(
+        {{m.data() + r0 * 96, (r1 - r0) * 96, DType::kBF16, 96},
+         {v.data() + e0, e1 - e0, DType::kF32, 1}}));
+  };
+  const GradStats whole = stats(0, 37, 0, 1001);
+  for (size_t cut = 0; cut <= 37; cut += 6) {
+    GradStats sum;
+    AddGradStats(sum, stats(cut, 37, cut * 27, 1001));  // any order
+    AddGradStats(sum, stats(0, cut, 0, cut * 27));
+    EXPECT_EQ(sum.exact, whole.exact) << "cut at row " << cut;
+    EXPECT_EQ(sum.sum_squares, whole.sum_squares);
   }
 }
 
@@ -113,8 +140,10 @@ TEST(GradStats, ClippingUsesTheWholeModelsNorm) {
   ranks.m.FillGrads(1);
   ranks.partial[0] = ranks.Local(0);
   ranks.partial[1] = ranks.Local(1);
-  const double norm =
-      std::sqrt(ranks.partial[0].sum_squares + ranks.partial[1].sum_squares);
+  GradStats both;
+  AddGradStats(both, ranks.partial[0]);
+  AddGradStats(both, ranks.partial[1]);
+  const double norm = std::sqrt(both.sum_squares);
   const StepResult a = ranks.Step(0, 1e-2, norm / 4);
   const StepResult b = ranks.Step(1, 1e-2, norm / 4);
   EXPECT_EQ(a.grad_norm, norm);

@@ -404,7 +404,9 @@ TEST(HybridHost, SnapshotRestoresAtAnotherFraction) {
   const OptimizerSnapshot keep = ob.Snapshot();
   ExpectInvalid([&] { ob.Restore(bad); }, "'other'");
   bad = oa.Snapshot();
-  bad.formats.variance = MomentFormat::kF32;
+  // Each tensor's formats describe its arrays (the snapshot's own formats are only the
+  // default): formats that do not fit the arrays are refused.
+  for (TensorSnapshot& t : bad.tensors) t.formats.variance = MomentFormat::kF32;
   ExpectInvalid([&] { ob.Restore(bad); }, "v_f32");
   EXPECT_TRUE(ob.Snapshot() == keep);
 }

@@ -247,10 +247,10 @@ TEST(PlanRanks, WithoutZeroOneEveryRankHoldsTheWholeState) {
   EXPECT_EQ(plan.shard_elements, one.model.total_params());
   bool fsdp = false, zero = false;
   for (const std::string& m : plan.messages) {
-    fsdp = fsdp || m.find("FSDP2 shards are not modelled yet") != std::string::npos;
+    fsdp = fsdp || m.find("plain data parallelism") != std::string::npos;
     zero = zero || m.find("ZeRO-1") != std::string::npos;
   }
-  EXPECT_TRUE(fsdp);
+  EXPECT_TRUE(fsdp);   // the note that points at --fsdp2
   EXPECT_FALSE(zero);  // not used, so not mentioned in the messages
   EXPECT_NE(PlanToText(plan).find("ZeRO-1 sharding: not available in this version"),
             std::string::npos);

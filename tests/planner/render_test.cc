@@ -159,6 +159,16 @@ TEST(PlanSvg, LabelsDoNotOverlap) {
   in.host_budget = 1ull << 40;
   in.activation_shape.seq_len = 4096;
   ExpectNoOverlaps(PlanToSvg(MakePlan(in)), "qwen3-30b-a3b");
+  // FSDP2 (longer title and legend): Llama-3-70B on 8 x 80 GiB, HSDP over 2 nodes.
+  in = PlanInputs{};
+  in.model = ModelFromPreset("llama3-70b");
+  in.gpu_budget = 80ull << 30;
+  in.host_budget = 2ull << 40;
+  in.gpus_per_node = 8;
+  in.nodes = 2;
+  in.fsdp2 = true;
+  in.shard_size = 8;
+  ExpectNoOverlaps(PlanToSvg(MakePlan(in)), "fsdp2");
 }
 
 TEST(PlanSvg, SaysHeadroomAndAttention) {
@@ -191,7 +201,9 @@ TEST(PlanJson, WrapperFields) {
   EXPECT_EQ(j.at("activations").at("source"), "estimated");
   EXPECT_FALSE(j.at("available").at("grad_release").get<bool>());
   EXPECT_FALSE(j.at("available").at("zero1_sharding").get<bool>());
-  EXPECT_EQ(j.at("available").at("fsdp2"), "not modelled");
+  EXPECT_TRUE(j.at("available").at("fsdp2").get<bool>());  // modelled, and runnable
+  EXPECT_TRUE(j.at("runnable").get<bool>());
+  EXPECT_TRUE(j.at("fsdp2").is_null());        // not asked for
   EXPECT_FALSE(j.at("feasible").get<bool>());  // 1.25 TB of bf16 weights per GPU
 }
 
@@ -202,7 +214,8 @@ TEST(PlanText, HasTablesAndVerdict) {
   EXPECT_NE(text.find("FITS"), std::string::npos);
   EXPECT_NE(text.find("BUILT-IN DEFAULT"), std::string::npos);
   EXPECT_NE(text.find("36.00 GiB usable (headroom 10%)"), std::string::npos);
-  EXPECT_NE(text.find("FSDP2 shards are not modelled yet"), std::string::npos);
+  EXPECT_NE(text.find("--fsdp2 for FSDP2 shards"), std::string::npos);
+  EXPECT_EQ(text.find("not modelled"), std::string::npos);
 }
 
 }  // namespace

@@ -97,6 +97,11 @@ int Inspect(const std::string& path) {
     total_raw += raw[i];
     total_numel += t.numel;
   }
+  // Tensors with formats of their own (version 3 files; TensorSpec::formats).
+  for (size_t i = 0; i < info.tensors.size(); ++i)
+    if (!(info.tensors[i].formats == info.formats))
+      std::printf("formats of tensor %zu ('%s'): %s\n", i, info.tensors[i].name.c_str(),
+                  tandem::Name(info.tensors[i].formats).c_str());
   std::printf("total: %zu tensors, %llu elements, %zu sections, %s stored, %s raw\n",
               info.tensors.size(), static_cast<unsigned long long>(total_numel),
               info.sections.size(), Bytes(total_stored).c_str(), Bytes(total_raw).c_str());

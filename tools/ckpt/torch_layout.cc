@@ -121,7 +121,8 @@ int64_t ParseStep(const std::string& text, const std::string& path, const std::s
 
 void WriteTorchState(const OptimizerSnapshot& snapshot, const std::string& path) {
   const StateFormats f32{};
-  const OptimizerSnapshot s = ConvertSnapshot(snapshot, f32);
+  // Every tensor to fp32, those with formats of their own too.
+  const OptimizerSnapshot s = ConvertSnapshot(snapshot, f32, ConvertTensors::kAll);
   // Names: every parameter and its state tensors, none twice.
   std::vector<ckpt::SafetensorsTensor> tensors;
   std::set<std::string> names;

@@ -1,0 +1,252 @@
+// tandem-plan's command line as a function (tools/plan/cli.h): the executable and the
+// Python entry point tandem.plan run the same code.
+#include "tools/plan/cli.h"
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include <CLI/CLI.hpp>
+
+#include "tandem/error.h"
+#include "tandem/planner.h"
+#include "tandem/version.h"
+
+namespace {
+
+using namespace tandem;
+using namespace tandem::planner;
+
+// "fp32"/"float32" are accepted for the library's "f32".
+std::string Canon(std::string s) {
+  if (s == "fp32" || s == "float32") return "f32";
+  if (s == "bfloat16") return "bf16";
+  if (s == "fp16" || s == "float16") return "f16";
+  return s;
+}
+
+struct Args {
+  std::string params, config, model, params_json;
+  bool include_mtp = false;
+  std::string headroom = "10%", attention = "flash";
+  uint32_t pieces = 1;
+  std::string gpu_mem, host_mem, activations;
+  uint64_t batch = 1, seq = 0;
+  std::string recompute = "none";
+  std::string algo = "adamw", master = "bf16+ecc8", m = "q8", v = "q8";
+  std::string param_dtype = "bf16", grad_dtype = "bf16";
+  double momentum = 0.9;
+  bool speculative = false;
+  uint32_t gpus_per_node = 1, nodes = 1;
+  bool fsdp2 = false;
+  uint32_t shard_size = 0, blocks_in_flight = 2;
+  std::string profile, policy = "backward_order";
+  uint64_t chunk = 1 << 21;
+  int slots = 4;
+  bool json = false;
+  std::string svg;
+};
+
+// "10%" -> a fraction of the budget; "4GiB" -> bytes.
+void ParseHeadroom(const std::string& text, PlanInputs* in) {
+  if (!text.empty() && text.back() == '%') {
+    size_t used = 0;
+    double pct = -1;
+    try {
+      pct = std::stod(text.substr(0, text.size() - 1), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size() - 1 || !(pct >= 0 && pct < 100))
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--headroom '" + text + "': expected a percentage in [0%, 100%) or a size");
+    in->gpu_headroom_fraction = pct / 100;
+    in->gpu_headroom_bytes = 0;
+  } else {
+    size_t used = 0;
+    try {
+      std::stod(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used > 0 && used == text.size())
+      throw Error(ErrorKind::kInvalidArgument, "--headroom '" + text +
+                                                   "' has no unit: write a percentage ('" + text +
+                                                   "%') or a size ('" + text + "GiB')");
+    in->gpu_headroom_fraction = 0;
+    in->gpu_headroom_bytes = ParseBytes(text);
+  }
+}
+
+PlanInputs ToInputs(const Args& a, std::pair<bool, bool> dtypes_given) {
+  PlanInputs in;
+  ConfigOptions options;
+  options.include_mtp = a.include_mtp;
+  if (!a.params.empty()) in.model = ModelFromParamCount(ParseCount(a.params), a.pieces);
+  if (!a.config.empty()) in.model = ModelFromConfigFile(a.config, options);
+  if (!a.model.empty()) in.model = ModelFromPreset(a.model);
+  if (!a.params_json.empty()) in.model = ModelFromParamsFile(a.params_json);
+  in.gpu_budget = ParseBytes(a.gpu_mem);
+  in.host_budget = ParseBytes(a.host_mem);
+  ParseHeadroom(a.headroom, &in);
+  in.activation_shape.attention = ParseAttention(a.attention);
+  if (!a.activations.empty()) {
+    in.activation_bytes_given = true;
+    in.activation_bytes = ParseBytes(a.activations);
+  } else if (a.seq > 0) {
+    in.activation_shape.batch = a.batch;
+    in.activation_shape.seq_len = a.seq;
+    in.recompute = ParseRecompute(a.recompute);
+  }
+  in.algorithm = ParseAlgorithm(a.algo);
+  in.formats.master = ParseMasterFormat(Canon(a.master));
+  in.formats.momentum = ParseMomentFormat(Canon(a.m));
+  in.formats.variance = ParseMomentFormat(Canon(a.v));
+  in.param_dtype = ParseDType(Canon(a.param_dtype));
+  // A tensor list says its dtype; PyTorch's gradients have their parameter's.
+  if (!dtypes_given.first && in.model.dtype) in.param_dtype = *in.model.dtype;
+  in.grad_dtype = ParseDType(Canon(a.grad_dtype));
+  if (!dtypes_given.second && in.model.dtype) in.grad_dtype = *in.model.dtype;
+  in.hyper.momentum = in.algorithm == Algorithm::kSGD ? a.momentum : 0.0;
+  in.speculative_early_start = a.speculative;
+  in.gpus_per_node = a.gpus_per_node;
+  in.nodes = a.nodes;
+  in.fsdp2 = a.fsdp2;
+  in.shard_size = a.shard_size;
+  in.fsdp2_blocks_in_flight = a.blocks_in_flight;
+  in.placement = ParsePlacementPolicy(a.policy);
+  in.chunk_elements = a.chunk;
+  in.pipeline_slots = a.slots;
+  in.profile = a.profile.empty() ? DefaultProfile() : ReadProfile(a.profile);
+  return in;
+}
+
+}  // namespace
+
+namespace tandem::planner {
+
+int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::string* err) {
+  std::ostringstream o, e;
+  const int rc = [&]() -> int {
+  CLI::App app{"tandem-plan: memory-budget planner for Tandem's hybrid GPU/host optimizer step"};
+  Args a;
+  auto* model = app.add_option_group("model", "the model (exactly one)");
+  model->add_option("--params", a.params, "parameter count, e.g. 8e9 or 7.5B (one flat tensor)");
+  model
+      ->add_option("--config", a.config,
+                   "Hugging Face config.json or a model directory holding one (Llama, Mistral, "
+                   "Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V2/V3, GPT-2)")
+      ->check(CLI::ExistingPath);
+  model->add_option("--model", a.model, "preset: llama3-1b, llama3-3b, llama3-8b, llama3-70b");
+  model
+      ->add_option("--params-json", a.params_json,
+                   "tensor list: JSON [{\"name\", \"shape\", \"dtype\"}, ...]")
+      ->check(CLI::ExistingFile);
+  model->require_option(1);
+  app.set_version_flag("--version", std::string("tandem-plan ") + tandem::kVersion);
+  app.add_flag("--include-mtp", a.include_mtp,
+               "DeepSeek-V3: count the multi-token-prediction modules");
+  app.add_option("--pieces", a.pieces, "with --params: split into this many equal tensors")
+      ->check(CLI::Range(1u, 1000000u));
+  app.add_option("--gpu-mem", a.gpu_mem,
+                 "GPU memory budget per GPU with a unit (80GiB, 141GB, ...)")
+      ->required();
+  app.add_option("--headroom", a.headroom,
+                 "GPU memory kept free: a percentage of --gpu-mem (10%) or a size (4GiB)")
+      ->capture_default_str();
+  app.add_option("--attention", a.attention,
+                 "activation estimate: flash (no s x s scores kept) | eager")
+      ->check(CLI::IsMember({"flash", "eager"}))
+      ->capture_default_str();
+  app.add_option("--host-mem", a.host_mem, "host memory budget per node (512GiB, ...)")->required();
+  auto* act = app.add_option("--activations", a.activations, "activation memory per GPU (20GiB)");
+  auto* batch = app.add_option("--batch", a.batch, "micro-batch per GPU for the estimate");
+  auto* seq = app.add_option("--seq", a.seq, "sequence length for the activation estimate");
+  auto* rec = app.add_option("--recompute", a.recompute, "none | selective | full")
+                  ->check(CLI::IsMember({"none", "selective", "full"}));
+  act->excludes(batch)->excludes(seq)->excludes(rec);
+  batch->needs(seq);
+  rec->needs(seq);
+  app.add_option("--algo", a.algo, "adamw | adam | lion | sgd")->capture_default_str();
+  app.add_option("--master", a.master, "f32 | bf16 | bf16+ecc8 | bf16+ecc16")
+      ->capture_default_str();
+  app.add_option("--m", a.m, "first moment: f32 | q8")->capture_default_str();
+  app.add_option("--v", a.v, "second moment: f32 | q8")->capture_default_str();
+  app.add_option("--param-dtype", a.param_dtype, "f32 | bf16 | f16")->capture_default_str();
+  app.add_option("--grad-dtype", a.grad_dtype, "f32 | bf16 | f16")->capture_default_str();
+  app.add_option("--momentum", a.momentum, "SGD momentum (0: no buffer)")->capture_default_str();
+  // Not available in this version: accepted only to say so (exit status 2).
+  bool grad_release = false, zero1 = false;
+  app.add_flag("--grad-release", grad_release, "not available in this version");
+  app.add_flag("--zero1", zero1, "not available in this version (--fsdp2 shards the state)");
+  app.add_flag("--speculative-early-start", a.speculative,
+               "the optimizer speculates during backward (BeginStep): adds its host backup");
+  app.add_option("--gpus-per-node", a.gpus_per_node, "data-parallel GPUs per node")
+      ->check(CLI::Range(1u, 1024u))
+      ->capture_default_str();
+  app.add_option("--nodes", a.nodes, "nodes")
+      ->check(CLI::Range(1u, 100000u))
+      ->capture_default_str();
+  auto* fsdp2 = app.add_flag("--fsdp2", a.fsdp2,
+                             "FSDP2: weights, gradients and optimizer state sharded over the "
+                             "ranks (per-rank figures; docs/planner.md \"FSDP2\")");
+  app.add_option("--shard-size", a.shard_size,
+                 "with --fsdp2: ranks each tensor is sharded over (HSDP; a divisor of the "
+                 "ranks; default all ranks)")
+      ->check(CLI::Range(1u, 100000000u))
+      ->needs(fsdp2);
+  app.add_option("--blocks-in-flight", a.blocks_in_flight,
+                 "with --fsdp2: blocks whose parameters and gradients are unsharded at once")
+      ->check(CLI::Range(1u, 1000u))
+      ->needs(fsdp2)
+      ->capture_default_str();
+  app.add_option("--profile", a.profile, "calibration profile (tandem-profile/1 JSON)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--policy", a.policy, "backward_order | forward_order | largest_first")
+      ->capture_default_str();
+  app.add_option("--chunk-elements", a.chunk, "offload pipeline chunk")->capture_default_str();
+  app.add_option("--slots", a.slots, "pinned pipeline slots")->capture_default_str();
+  app.add_flag("--json", a.json, "print the plan as JSON instead of text");
+  app.add_option("--svg", a.svg, "write an SVG chart of memory and step time vs fraction");
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11's order
+    app.parse(reversed);
+  } catch (const CLI::ParseError& pe) {
+    const int rc = app.exit(pe, o, e);
+    return rc == 0 ? 0 : 2;
+  }
+  if (grad_release || zero1) {
+    e << "tandem-plan: " << (grad_release ? "--grad-release" : "--zero1")
+      << " is not available in this version ("
+      << (grad_release ? "the engine keeps every gradient until Step()"
+                       : "--fsdp2 plans FSDP2, which shards the optimizer state")
+      << "); plan without it\n";
+    return 2;
+  }
+  PlanResult plan;
+  try {
+    plan = MakePlan(ToInputs(a, {app.count("--param-dtype") > 0, app.count("--grad-dtype") > 0}));
+  } catch (const tandem::Error& x) {
+    e << "tandem-plan: " << x.what() << "\n";
+    return 2;
+  }
+  if (!a.svg.empty()) {
+    std::ofstream out(a.svg, std::ios::binary | std::ios::trunc);
+    out << PlanToSvg(plan);
+    out.flush();
+    if (!out) {
+      e << "tandem-plan: cannot write " << a.svg << "\n";
+      return 3;
+    }
+  }
+  o << (a.json ? PlanToJson(plan) : PlanToText(plan));
+  if (!a.svg.empty() && !a.json) o << "chart written to " << a.svg << "\n";
+  return plan.feasible ? 0 : 1;
+  }();
+  *out = o.str();
+  *err = e.str();
+  return rc;
+}
+
+}  // namespace tandem::planner
