@@ -566,10 +566,18 @@ class TandemAdam(_torch.optim.AdamW):
         return self._snap
 
     def _mini(self, tensor, formats):
+        """A one-tensor snapshot dict of `tensor` (a snapshot tensor dict) whose arrays
+        are in `formats` (master, momentum, variance)."""
         s = self._snap
-        return {"algorithm": s["algorithm"], "master": formats[0], "momentum": formats[1],
-                "variance": formats[2], "groups": s["groups"], "step": s["step"],
-                "metadata": "", "tensors": [tensor]}
+        named = dict(zip(("master", "momentum", "variance"), formats))
+        return {"algorithm": s["algorithm"], "groups": s["groups"], "step": s["step"],
+                "metadata": "", "tensors": [dict(tensor, formats=named)], **named}
+
+    def _convert(self, tensor, have, want):
+        """Snapshot tensor dict `tensor` (arrays in formats `have`) in formats `want`."""
+        named = dict(zip(("master", "momentum", "variance"), want))
+        return _C.convert_snapshot(self._mini(tensor, have), *want,
+                                   tensor_formats=[named])["tensors"][0]
 
     def _decode(self, k):
         """{state name: fp32 numpy array} of engine tensor k."""
@@ -577,8 +585,7 @@ class TandemAdam(_torch.optim.AdamW):
         if got is None:
             t = self._snapshot()["tensors"][k]
             if self._formats != ("f32", "f32", "f32"):
-                t = _C.convert_snapshot(self._mini(t, self._formats), "f32", "f32",
-                                        "f32")["tensors"][0]
+                t = self._convert(t, self._formats, ("f32", "f32", "f32"))
             got = {name: _np.asarray(t[_F32_KEY[name]], dtype=_np.float32)
                    for name in _STATE_NAMES}
             self._decoded[k] = got
@@ -650,7 +657,7 @@ class TandemAdam(_torch.optim.AdamW):
             t[_F32_KEY[name]] = _np.ascontiguousarray(value, dtype=_np.float32)
             formats[("master", "momentum", "variance").index(component)] = "f32"
         if tuple(formats) != self._formats:
-            t = _C.convert_snapshot(self._mini(t, tuple(formats)), *self._formats)["tensors"][0]
+            t = self._convert(t, tuple(formats), self._formats)
         self._snap["tensors"][k] = t
         self._snap_dirty = True
         self._decoded.pop(k, None)
