@@ -1,4 +1,6 @@
 // The node's pinned-memory budget and each local rank's share (include/tandem/node.h).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -65,12 +67,16 @@ uint64_t NodePinnedBudget() {
       throw Error(ErrorKind::kInvalidArgument, "TANDEM_NODE_PINNED_BUDGET: " + e.message());
     }
   }
+  // Half of the physical memory: /proc/meminfo's MemTotal (line by line: some lines have
+  // no unit), else sysconf's page count (sandboxes may present another /proc).
   std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit)
-    if (key == "MemTotal:") return kib * 1024 / 2;
+  for (std::string line; std::getline(meminfo, line);) {
+    if (line.rfind("MemTotal:", 0) != 0) continue;
+    const uint64_t kib = std::strtoull(line.c_str() + 9, nullptr, 10);
+    if (kib > 0) return kib * 1024 / 2;
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2;
   return 0;
 }
 
