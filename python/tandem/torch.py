@@ -25,6 +25,10 @@ gets a gradient, makes the next step rebuild the engine over the current paramet
 carrying the state over (a full state copy, warned once: RebindWarning); a changed
 shape or dtype raises. Writes that bypass torch's version counter
 (``p.data.copy_(...)``, raw pointers) need ``opt.reload_params()``.
+
+DTensor parameters (FSDP2's ``fully_shard``, HSDP) are stepped shard by shard, with one
+gradient-statistics collective per step and a DCP-ready state dict (docs/distributed.md;
+Note [Sharded parameters] in _dist.py).
 """
 
 import collections
