@@ -80,16 +80,7 @@ def state_dict(opt):
             a = a.reshape(_local_shape(name, p))
             entry[name] = _dist.wrap_like(a, p, _array_shapes(name, tuple(p.shape), p.numel()))
         state[opt._indices[k]] = entry
-    meta = {
-        "version": VERSION,
-        "algorithm": snap["algorithm"],
-        "master": snap["master"],
-        "momentum": snap["momentum"],
-        "variance": snap["variance"],
-        "step": int(snap["step"]),
-        "engine_groups": snap["groups"],
-        "ref_group": opt._ref_group,
-    }
+    meta = _state.common_meta(opt, snap, VERSION)
     groups = _state._torch_groups(opt)
     for g in groups:
         g["tandem"] = dict(meta)

@@ -299,8 +299,17 @@ def state_dict(opt):
                     tensor = tensor.view(torch.bfloat16)
                 entry[name] = tensor
         state[opt._indices[k]] = entry
-    meta = {
-        "version": STATE_DICT_VERSION,
+    meta = common_meta(opt, snap, STATE_DICT_VERSION)
+    meta["tensors"] = [{key: t[key] for key in ("name", "numel", "shape", "param_dtype",
+                                                "grad_dtype", "group")}
+                       for t in snap["tensors"]]
+    return {"state": state, "param_groups": _torch_groups(opt), "tandem": meta}
+
+
+def common_meta(opt, snap, version):
+    """The "tandem" entry's fields that every state dict version carries."""
+    return {
+        "version": version,
         "algorithm": snap["algorithm"],
         "master": snap["master"],
         "momentum": snap["momentum"],
@@ -308,11 +317,7 @@ def state_dict(opt):
         "step": int(snap["step"]),
         "engine_groups": snap["groups"],
         "ref_group": opt._ref_group,
-        "tensors": [{key: t[key] for key in ("name", "numel", "shape", "param_dtype",
-                                             "grad_dtype", "group")}
-                    for t in snap["tensors"]],
     }
-    return {"state": state, "param_groups": _torch_groups(opt), "tandem": meta}
 
 
 def load_state_dict(opt, sd):

@@ -10,6 +10,7 @@ resumed from a Trainer checkpoint (Tandem's state_dict in optimizer.pt) continue
 bit for bit as the run that was not interrupted.
 """
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -35,40 +36,18 @@ EXAMPLE = os.path.join(ROOT, "examples", "hf_trainer.py")
 DOC = os.path.join(ROOT, "docs", "huggingface.md")
 
 
-def tiny_llama():
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64)
-    return transformers.LlamaForCausalLM(config)
+def _load_example():
+    """The example's model, data and trainer (one definition for both)."""
+    spec = importlib.util.spec_from_file_location("hf_trainer_example", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-class Arithmetic(torch.utils.data.Dataset):
-    """Sequences t, t+3, t+6, ... (mod 128): learnable in a few steps."""
-
-    def __init__(self, n=64, length=16):
-        g = torch.Generator().manual_seed(1)
-        start = torch.randint(0, 128, (n, 1), generator=g)
-        self.ids = (start + 3 * torch.arange(length)) % 128
-
-    def __len__(self):
-        return len(self.ids)
-
-    def __getitem__(self, i):
-        return {"input_ids": self.ids[i], "labels": self.ids[i]}
-
-
-class RecordingTrainer(transformers.Trainer):
-    """Keeps every training step's loss (the logged ones are rounded)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.losses = []
-
-    def training_step(self, *args, **kwargs):
-        loss = super().training_step(*args, **kwargs)
-        self.losses.append(loss.item())
-        return loss
+_example = _load_example()
+tiny_llama = _example.tiny_llama
+Arithmetic = _example.Arithmetic
+RecordingTrainer = _example.LossTrainer
 
 
 def arguments(out, save):
