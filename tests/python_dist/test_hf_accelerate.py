@@ -14,6 +14,9 @@ storage; here ``convert`` is a copy instead of ``t.to("cuda")``. The order of ev
 inside ``prepare`` stays Accelerate's.
 """
 
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -259,3 +262,13 @@ def test_optimizer_without_device_placement_skips_the_round_trip():
         train_accelerated(accelerator, model, wrapped, batches(3))
     assert opt.rebinds == 1
     assert same_weights(plain, model)
+
+
+def test_the_accelerate_example_runs():
+    example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                           "examples", "hf_accelerate.py")
+    out = subprocess.run([sys.executable, example, "--steps", "3"], capture_output=True,
+                         text=True, timeout=300, check=True).stdout
+    diffs = [float(line.split("difference ")[1].split(",")[0])
+             for line in out.splitlines() if "max relative loss difference" in line]
+    assert len(diffs) == 2 and max(diffs) < 1e-5, out
