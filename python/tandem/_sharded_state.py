@@ -194,14 +194,7 @@ def plan_load(opt, sd):
             if a.numel() != expected[name]:
                 raise ValueError("%s has %d local elements, expected %d"
                                  % (aw, a.numel(), expected[name]))
-            a = a.reshape(-1)
-            if name in _state._BF16_ARRAYS:
-                a = a.view(torch.int16)
-            t[name] = a.contiguous().numpy()
+            t[name] = _state.engine_array(name, a)
         tensors.append(t)
-    snap = {"algorithm": algorithm, "master": formats[0], "momentum": formats[1],
-            "variance": formats[2], "step": step, "groups": [dict(h) for h in engine_groups],
-            "tensors": tensors, "metadata": ""}
-    lr_scales = [float(h["lr_scale"]) for h in engine_groups]
-    engine_hyper = [{f: h[f] for f in _state.HYPER_FIELDS} for h in engine_groups]
-    return snap, groups, ref_group, lr_scales, engine_hyper
+    return _state.plan_result(algorithm, formats, step, engine_groups, tensors, groups,
+                              ref_group)

@@ -469,12 +469,23 @@ def _plan_load(opt, sd):
             if a.numel() != expected[name]:
                 raise ValueError("%s has %d elements, expected %d"
                                  % (aw, a.numel(), expected[name]))
-            a = a.detach().cpu().reshape(-1)
-            if name in _BF16_ARRAYS:
-                a = a.view(torch.int16)
-            t[name] = a.contiguous().numpy()
+            t[name] = engine_array(name, a)
         tensors.append(t)
+    return plan_result(algorithm, formats, step, engine_groups, tensors, groups, ref_group)
 
+
+def engine_array(name, a):
+    """Array `name` of a state dict as the engine's snapshot dicts hold it: flat, on the
+    CPU, bf16 bit patterns as int16, a NumPy array."""
+    a = a.detach().cpu().reshape(-1)
+    if name in _BF16_ARRAYS:
+        a = a.view(torch.int16)
+    return a.contiguous().numpy()
+
+
+def plan_result(algorithm, formats, step, engine_groups, tensors, groups, ref_group):
+    """What loading a checked state dict sets: (engine snapshot dict, param group values,
+    ref_group, lr_scales, engine_hyper)."""
     snap = {"algorithm": algorithm, "master": formats[0], "momentum": formats[1],
             "variance": formats[2], "step": step, "groups": [dict(h) for h in engine_groups],
             "tensors": tensors, "metadata": ""}
