@@ -27,6 +27,8 @@ mesh. Plain (unsharded) parameters keep the configured formats.
 """
 
 
+import sys
+
 import torch
 
 QUANT_GROUP = 32
@@ -35,13 +37,12 @@ EXACT_DIGITS = 16  # GradStats::exact
 
 def dtensor_types():
     """(DTensor, Shard, Replicate) from torch.distributed.tensor, or None when this torch
-    has no DTensor."""
+    has no DTensor or the program has not imported it (then it holds no DTensor: a
+    plain single-process run never pays for importing torch.distributed)."""
     for name in ("torch.distributed.tensor", "torch.distributed._tensor"):
-        try:
-            module = __import__(name, fromlist=["DTensor", "Shard", "Replicate"])
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "DTensor"):
             return module.DTensor, module.Shard, module.Replicate
-        except (ImportError, AttributeError):
-            continue
     return None
 
 
