@@ -19,7 +19,7 @@
 #include "cuda/plan_sizes.h"
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
-#include "offload/host_norm.h"
+#include "offload/grad_stats.h"
 #include "offload/plan_groups.h"
 #include "offload/transport.h"
 #include "tandem/types.h"

@@ -12,7 +12,7 @@
 #include "engine/shape.h"
 #include "engine/state_arrays.h"
 #include "cuda/plan_sizes.h"
-#include "offload/host_norm.h"
+#include "offload/grad_stats.h"
 #include "offload/host_transport.h"
 #include "offload/optimizer_impl.h"
 #include "offload/tensor_formats.h"

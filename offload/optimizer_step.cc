@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "offload/host_norm.h"
+#include "offload/grad_stats.h"
 #include "offload/optimizer_impl.h"
 #include "tandem/error.h"
 

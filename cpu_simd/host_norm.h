@@ -9,16 +9,15 @@
 #include <vector>
 
 #include "engine/exact_sum.h"
-#include "tandem/optimizer.h"
 #include "tandem/types.h"
 
-namespace tandem::offload {
+namespace tandem::cpu {
 
 struct HostGrad {
   const void* ptr;
   size_t n;
   DType dtype;
-  uint64_t run = 0;  // elements per run (NormRun); 0: the whole tensor
+  uint64_t run = 0;  // elements per run (offload::NormRun); 0: the whole tensor
 };
 
 struct NormResult {
@@ -26,9 +25,6 @@ struct NormResult {
   bool nonfinite = false;
   exact::Acc exact{};      // normalized
 };
-
-// The run length of tensor `s` for the pre-pass (TensorSpec::norm_unit's rule).
-uint64_t NormRun(const TensorSpec& s);
 
 // The pieces of one run of `run` elements: pieces of at most exact::kNormPiece elements
 // from the run's start.
@@ -43,8 +39,4 @@ double PieceSquares(const void* ptr, DType dtype, uint64_t n);
 // Runs on the calling thread's current TBB arena (parallel_for over fixed pieces).
 NormResult HostGradNorm(const std::vector<HostGrad>& grads);
 
-// GradStats <-> NormResult (GradStats::exact holds the normalized digits).
-GradStats ToGradStats(const NormResult& r);
-NormResult FromGradStats(const GradStats& s);
-
-}  // namespace tandem::offload
+}  // namespace tandem::cpu

@@ -1,4 +1,4 @@
-#include "offload/host_norm.h"
+#include "cpu_simd/host_norm.h"
 
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
@@ -8,10 +8,9 @@
 
 #include "cpu_simd/cpu_pinning.h"
 #include "engine/fp_bits.h"
-#include "engine/shape.h"
 #include "tandem/error.h"
 
-namespace tandem::offload {
+namespace tandem::cpu {
 namespace {
 
 // Pieces handed to one task (about 1 << 16 elements of long runs).
@@ -19,15 +18,6 @@ constexpr uint64_t kTaskElements = uint64_t{1} << 16;
 
 }  // namespace
 
-uint64_t NormRun(const TensorSpec& s) {
-  if (s.norm_unit != 0) return s.norm_unit;
-  if (s.shape.size() >= 2) {
-    uint64_t row = 1;
-    for (size_t d = 1; d < s.shape.size(); ++d) row *= s.shape[d];
-    if (row > 0) return row;
-  }
-  return s.numel;
-}
 
 namespace {
 
@@ -93,7 +83,7 @@ NormResult HostGradNorm(const std::vector<HostGrad>& grads) {
   };
   tbb::enumerable_thread_specific<Partial> partials;
   tbb::parallel_for(size_t{0}, tasks.size(), [&](size_t i) {
-    cpu::RunWorkProbe();
+    RunWorkProbe();
     const Task& task = tasks[i];
     const HostGrad& g = grads[task.tensor];
     const uint64_t run = g.run == 0 ? g.n : g.run;
@@ -128,35 +118,4 @@ NormResult HostGradNorm(const std::vector<HostGrad>& grads) {
   return r;
 }
 
-GradStats ToGradStats(const NormResult& r) {
-  GradStats s;
-  for (int k = 0; k < exact::kDigits; ++k) s.exact[k] = static_cast<uint32_t>(r.exact.limb[k]);
-  s.sum_squares = r.sum_squares;
-  s.nonfinite = r.nonfinite ? 1 : 0;
-  return s;
-}
-
-NormResult FromGradStats(const GradStats& s) {
-  NormResult r;
-  for (int k = 0; k < exact::kDigits; ++k) r.exact.limb[k] = s.exact[k];
-  r.sum_squares = exact::ToDouble(r.exact);
-  r.nonfinite = s.nonfinite != 0;
-  return r;
-}
-
-}  // namespace tandem::offload
-
-namespace tandem {
-
-void AddGradStats(GradStats& whole, const GradStats& part) {
-  exact::Acc acc{};
-  for (int k = 0; k < exact::kDigits; ++k)
-    acc.limb[k] = uint64_t{whole.exact[k]} + uint64_t{part.exact[k]};
-  if (!exact::Normalize(acc))
-    throw Error(ErrorKind::kInvalidArgument, "AddGradStats: the sum overflows 512 bits");
-  for (int k = 0; k < exact::kDigits; ++k) whole.exact[k] = static_cast<uint32_t>(acc.limb[k]);
-  whole.sum_squares = exact::ToDouble(acc);
-  whole.nonfinite += part.nonfinite;
-}
-
-}  // namespace tandem
+}  // namespace tandem::cpu
