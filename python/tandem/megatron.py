@@ -80,6 +80,11 @@ class SkippedStepWarning(UserWarning):
     (``TandemAdam.skipped_steps`` counts them)."""
 
 
+def _check_state_name(state_name):
+    if state_name not in _STATE_NAMES:
+        raise KeyError("unknown state %r (master_param, exp_avg, exp_avg_sq)" % (state_name,))
+
+
 def _format_from_dtype(what, dtype, argument):
     if dtype is None or dtype == _torch.float32:
         return "f32"
@@ -595,9 +600,7 @@ class TandemAdam(_torch.optim.AdamW):
         """State ``state_name`` ("master_param", "exp_avg", "exp_avg_sq") of ``param`` as a
         new fp32 tensor of the parameter's shape, on the CPU or the parameter's device
         (state_device)."""
-        if state_name not in _STATE_NAMES:
-            raise KeyError("unknown state %r (master_param, exp_avg, exp_avg_sq)"
-                           % (state_name,))
+        _check_state_name(state_name)
         with self._lock:
             self._ensure_engine()
             k = self._k(param)
@@ -619,9 +622,7 @@ class TandemAdam(_torch.optim.AdamW):
         ignored."""
         if state_name == "padding":
             return
-        if state_name not in _STATE_NAMES:
-            raise KeyError("unknown state %r (master_param, exp_avg, exp_avg_sq)"
-                           % (state_name,))
+        _check_state_name(state_name)
         with self._lock:
             self._ensure_engine()
             k = self._k(param)

@@ -14,19 +14,12 @@
 #include <vector>
 
 #include "tandem/error.h"
+#include "tests/thread_mask.h"
 
 namespace tandem::cpu {
 namespace {
 
-std::vector<int> ThreadMask() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> mask;
-  if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) mask.push_back(c);
-  return mask;
-}
+using testing::ThreadMask;
 
 struct Seen {
   std::mutex mu;

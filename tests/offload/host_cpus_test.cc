@@ -18,6 +18,7 @@
 #include "offload/memory.h"
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
+#include "tests/thread_mask.h"
 #include "tests/offload/hybrid_fixture.h"
 
 namespace tandem {
@@ -34,12 +35,7 @@ std::set<std::thread::id> g_threads;
 std::atomic<int> g_pieces{0};
 
 void Probe() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> mask;
-  if (pthread_getaffinity_np(pthread_self(), sizeof(set), &set) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) mask.push_back(c);
+  const std::vector<int> mask = testing::ThreadMask();
   const int cpu = sched_getcpu();
   std::lock_guard<std::mutex> lock(g_mu);
   g_masks.insert(mask);
