@@ -29,7 +29,10 @@ PlacementPolicy ParsePlacementPolicy(std::string_view s) {
 }
 
 Placement ComputePlacement(const std::vector<uint64_t>& numels, double fraction,
-                           PlacementPolicy policy) {
+                           PlacementPolicy policy, double stream_share) {
+  if (!(stream_share >= 0.0 && stream_share <= 1.0))
+    throw Error(ErrorKind::kInvalidArgument,
+                "offload_compute share must be in [0, 1], got " + std::to_string(stream_share));
   if (!(fraction >= 0.0 && fraction <= 1.0))
     throw Error(ErrorKind::kInvalidArgument,
                 "offload_fraction must be in [0, 1], got " + std::to_string(fraction));
@@ -73,6 +76,24 @@ Placement ComputePlacement(const std::vector<uint64_t>& numels, double fraction,
     need = 0;
   }
   for (const TensorPlacement& t : p.tensors) p.offloaded += t.host_count();
+  // The streamed part: the first host-resident elements in registration order.
+  p.stream_share = stream_share;
+  uint64_t stream = stream_share >= 1.0
+                        ? p.offloaded
+                        : static_cast<uint64_t>(std::llround(stream_share * double(p.offloaded)));
+  for (TensorPlacement& t : p.tensors) {
+    if (stream == 0) break;
+    const uint64_t host = t.host_count();
+    if (host <= stream) {
+      t.stream_count = host;
+      stream -= host;
+      continue;
+    }
+    const uint64_t g = kQuantGroup;
+    t.stream_count = std::min(host, (stream + g / 2) / g * g);
+    stream = 0;
+  }
+  for (const TensorPlacement& t : p.tensors) p.streamed += t.stream_count;
   return p;
 }
 

@@ -438,6 +438,7 @@ size_t HybridOptimizer::group_count() const { return impl_->group_count(); }
 void HybridOptimizer::WaitParam(size_t i, void* s) const { impl_->WaitParam(i, s); }
 ExecutionMode HybridOptimizer::mode() const { return impl_->mode(); }
 const Placement& HybridOptimizer::placement() const { return impl_->placement(); }
+const ComputeSplit& HybridOptimizer::compute_split() const { return impl_->compute_split(); }
 MemoryReport HybridOptimizer::memory() const { return impl_->memory(); }
 StageTimes HybridOptimizer::last_step_times() const { return impl_->last_step_times(); }
 int64_t HybridOptimizer::step_count() const { return impl_->step_count(); }

@@ -53,6 +53,7 @@ class HybridOptimizer::Impl {
   size_t group_count() const { return cfg_.groups.size(); }
   ExecutionMode mode() const { return mode_; }
   const Placement& placement() const { return placement_; }
+  const ComputeSplit& compute_split() const { return split_; }
   MemoryReport memory() const { return report_; }
   StageTimes last_step_times();
   int64_t step_count() const { return step_; }
@@ -99,6 +100,7 @@ class HybridOptimizer::Impl {
   std::vector<StateFormats> formats_;
   ExecutionMode mode_;
   Placement placement_;
+  ComputeSplit split_;  // the modelled split (zeros without rates)
   int64_t step_ = 0;
   std::vector<int64_t> tensor_step_;  // per tensor: updates received (torch's per-param step)
 

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/compute_split.h"
 #include "tandem/placement.h"
 #include "tandem/snapshot.h"
 #include "tandem/types.h"
@@ -109,6 +110,22 @@ struct OptimizerConfig {
   uint64_t pinned_budget_bytes = 0;
   uint64_t chunk_elements = 1 << 21;  // offload pipeline chunk; multiple of 32, >= 32
   int pipeline_slots = 4;             // pinned gradient slots in flight, >= 2
+  // Where the host-resident elements are computed (Note [Three placement classes] in
+  // tandem/compute_split.h): 0 ("host") by the host kernels; 1 ("gpu") by the fused GPU
+  // kernel, their state streamed up and down in chunks; a share in between splits them
+  // (the first host-resident elements in registration order are streamed); or
+  // kOffloadComputeAuto (the default): the share that minimises the modelled step for
+  // `machine_rates` (HybridOptimizer::compute_split says what was chosen). The result is
+  // bit-identical whatever the share. Host mode has no GPU: auto means 0 there, and a
+  // share > 0 runs the streaming path with host memory standing in for the GPU's (tests).
+  double offload_compute = kOffloadComputeAuto;
+  // The rates `auto` uses (tandem-bench calibrate measures them). Unset: GPU mode measures
+  // PCIe both ways at once and the host kernel at construction (a few tens of ms).
+  std::optional<MachineRates> machine_rates = std::nullopt;
+  // Streaming: the most bytes of host-resident state one chunk moves each way, and the
+  // device slots that chunks rotate through (slots x chunk bytes of GPU memory).
+  uint64_t stream_chunk_bytes = uint64_t{64} << 20;  // >= 64 KiB
+  int stream_slots = 3;                               // >= 2
   // The caller's CUDA stream (a cudaStream_t, as void*); nullptr is the legacy default
   // stream. Step orders itself after the work already queued there and queues the hot
   // kernel on it; parameters are final on it when Step returns.
@@ -200,6 +217,10 @@ struct StageTimes {
   double d2h_ms = 0;        // gradient copies down (sum of copy durations)
   double host_update_ms = 0;// host kernels over the offloaded elements
   double h2d_ms = 0;        // parameter copies up
+  // Streamed elements (offload_compute > 0): GPU time from the first state upload to the
+  // last state download, and the chunks streamed.
+  double stream_ms = 0;
+  uint64_t stream_chunks = 0;
   double step_ms = 0;       // Step() call, start to return
   uint64_t chunks = 0;      // offload pipeline chunks run
   // Speculative early start (BeginStep): chunks updated during backward whose result this
@@ -289,7 +310,11 @@ class HybridOptimizer {
   void WaitParam(size_t tensor_index, void* stream) const;
 
   ExecutionMode mode() const;  // kGpu or kHost
+  // Placement::stream_share is the share of host-resident elements computed on the GPU;
+  // compute_split() gives it with the modelled step for it (all zeros when there were no
+  // rates: a share given explicitly, or host mode).
   const Placement& placement() const;
+  const ComputeSplit& compute_split() const;
   MemoryReport memory() const;
   StageTimes last_step_times() const;
   int64_t step_count() const;

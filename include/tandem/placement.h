@@ -1,10 +1,14 @@
-// Placement: which elements of each tensor are stepped on the GPU and which on the host.
+// Placement: where each element's optimizer state lives and where it is computed (Note
+// [Three placement classes] in tandem/compute_split.h).
 //
-// Each tensor is split into a GPU prefix [0, device_count) and a host suffix
-// [device_count, numel); the cut is a multiple of kQuantGroup so that no quantization group
-// straddles it (Note [Group size] in tandem/types.h). The offloaded element count meets
-// round(fraction * total) to within one group (< 32 elements), and exactly for fractions
-// 0 and 1.
+// Each tensor is split into a GPU-resident prefix [0, device_count) and a host-resident
+// suffix [device_count, numel); the host-resident suffix is split again into a streamed
+// part [device_count, device_count + stream_count), computed by the GPU kernel, and the
+// rest, computed on the host. Every cut is a multiple of kQuantGroup (or the tensor's end)
+// so that no quantization group straddles it (Note [Group size] in tandem/types.h). The
+// offloaded element count meets round(fraction * total) to within one group (< 32
+// elements), and exactly for fractions 0 and 1; the streamed count meets
+// round(share * offloaded) the same way.
 #pragma once
 
 #include <cstddef>
@@ -27,8 +31,10 @@ PlacementPolicy ParsePlacementPolicy(std::string_view s);  // throws Error(kInva
 
 struct TensorPlacement {
   uint64_t numel = 0;
-  uint64_t device_count = 0;  // elements [0, device_count) on the GPU
-  uint64_t host_count() const { return numel - device_count; }
+  uint64_t device_count = 0;  // elements [0, device_count): state on the GPU
+  uint64_t stream_count = 0;  // the next stream_count: state on the host, computed on the GPU
+  uint64_t host_count() const { return numel - device_count; }  // state on the host
+  uint64_t host_compute_count() const { return numel - device_count - stream_count; }
 };
 
 struct Placement {
@@ -36,10 +42,15 @@ struct Placement {
   uint64_t total = 0;
   uint64_t offloaded = 0;  // sum of host_count()
   uint64_t target = 0;     // round(fraction * total)
+  uint64_t streamed = 0;   // sum of stream_count
+  double stream_share = 0; // the share it was computed for
 };
 
-// fraction must be in [0, 1] (Error(kInvalidArgument) otherwise).
+// fraction and stream_share must be in [0, 1] (Error(kInvalidArgument) otherwise). The
+// streamed elements are the first round(stream_share * offloaded) host-resident elements
+// in registration order (the host computes the tensors whose gradients arrive first in
+// backward, which early start can overlap with backward).
 Placement ComputePlacement(const std::vector<uint64_t>& numels, double fraction,
-                           PlacementPolicy policy);
+                           PlacementPolicy policy, double stream_share = 0.0);
 
 }  // namespace tandem
