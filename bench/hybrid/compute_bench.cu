@@ -4,8 +4,10 @@
 // The run first measures the machine: PCIe one way and both ways at once (pinned), the host
 // kernel for the benchmarked formats while PCIe copies run in both directions (host mode,
 // the optimizer's own threads), and the fused GPU kernel (the hot step of a fraction-0
-// optimizer). Then, for each fraction, it times the step with offload_compute = host, gpu
-// and auto (auto given the rates just measured) and reports, for each:
+// optimizer). Then, for each fraction, it times the step with offload_compute = host first:
+// its host stage (the pipeline's host kernels, with the pipeline's own DMA running) gives
+// the host rate the model uses at that fraction; then gpu, then auto given those rates.
+// For each it reports:
 //   bound: the compute-split model (tandem/compute_split.h) at the share used, plus the
 //          measured pre-pass: the step the measured rates allow for that split;
 //   vs host: step / the host-only step (target for auto: <= 0.55);
@@ -185,8 +187,10 @@ struct Point {
 };
 
 Point Time(const Model& m, const StateFormats& f, double fraction, double compute,
-           const MachineRates& rates, int steps, int threads) {
+           const MachineRates& rates, int steps, int threads, int slots, uint64_t chunk_bytes) {
   OptimizerConfig cfg;
+  cfg.stream_slots = slots;
+  cfg.stream_chunk_bytes = chunk_bytes;
   cfg.formats = f;
   cfg.offload_fraction = fraction;
   cfg.mode = ExecutionMode::kGpu;
@@ -226,11 +230,14 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("tandem-bench-compute ") + tandem::kVersion);
   std::string model_name = "llama3-8b", json_path;
   std::vector<double> fractions{0.5, 1.0};
-  int steps = 5, threads = 0;
+  int steps = 5, threads = 0, slots = 3;
+  uint64_t chunk_mib = 64;
   app.add_option("--model", model_name, "preset (llama3-1b, llama3-8b, ...) or config.json");
   app.add_option("--fractions", fractions, "offload fractions");
   app.add_option("--steps", steps, "timed steps per point (median)");
   app.add_option("--threads", threads, "host threads (0: all)");
+  app.add_option("--stream-slots", slots, "device slots of the stream executor");
+  app.add_option("--stream-chunk-mib", chunk_mib, "stream chunk size, MiB");
   app.add_option("--json", json_path, "write results as JSON");
   CLI11_PARSE(app, argc, argv);
   if (!CudaDeviceAvailable()) {
@@ -268,7 +275,7 @@ int main(int argc, char** argv) {
     rates.host_gparams = HostKernelRate(f, threads, rig, std::max(h2d2, d2h2));
     rates.gpu_gparams = 1e3;  // replaced below by the measured hot kernel
     {
-      const Point hot = Time(m, f, 0.0, 0.0, rates, 3, threads);
+      const Point hot = Time(m, f, 0.0, 0.0, rates, 3, threads, slots, chunk_mib << 20);
       uint64_t n = 0;
       for (const auto& t : m.shapes) n += t.numel;
       rates.gpu_gparams = double(n) / (hot.stages.gpu_update_ms * 1e6);
@@ -288,9 +295,21 @@ int main(int argc, char** argv) {
                 "bound", "copy");
     for (double frac : fractions) {
       double host_ms = 0;
+      MachineRates at = rates;  // the host rate as the host-only run achieves it
       for (double compute : {0.0, 1.0, kOffloadComputeAuto}) {
-        const Point p = Time(m, f, frac, compute, rates, steps, threads);
-        if (compute == 0.0) host_ms = p.step_ms;
+        Point p = Time(m, f, frac, compute, at, steps, threads, slots, chunk_mib << 20);
+        if (compute == 0.0) {
+          host_ms = p.step_ms;
+          uint64_t total = 0;
+          for (const auto& t : m.shapes) total += t.numel;
+          const double offloaded = frac >= 1.0 ? double(total) : frac * double(total);
+          at.host_gparams = offloaded / (p.stages.host_update_ms * 1e6);
+          p.model.host_ms = p.stages.host_update_ms;
+          p.model.step_ms = std::max({p.model.down_ms, p.model.up_ms, p.model.host_ms,
+                                      p.model.gpu_ms});
+          p.bound_ms = p.stages.prepass_ms + p.model.step_ms;
+          std::printf("f=%.2f: host rate in the pipeline %.2f Gparam/s\n", frac, at.host_gparams);
+        }
         const StageTimes& s = p.stages;
         // All streamed (share 1): the model's upload term is the streamed bytes each way
         // over the measured rate; copy = those bytes over the streaming time, against the
