@@ -624,6 +624,8 @@ class PyOptimizer {
     d["h2d_ms"] = s.up_ms;
     d["host_ms"] = s.host_ms;
     d["gpu_ms"] = s.gpu_ms;
+    d["stream_ms"] = s.stream_ms;
+    d["host_path_ms"] = s.host_path_ms;
     d["bound"] = s.step_ms > 0 ? s.bound() : "";
     return d;
   }

@@ -9,7 +9,9 @@
 // the host rate the model uses at that fraction; then gpu, then auto given those rates.
 // For each it reports:
 //   bound: the compute-split model (tandem/compute_split.h) at the share used, plus the
-//          measured pre-pass: the step the measured rates allow for that split;
+//          measured pre-pass: the step the measured rates allow for that split (at share 0
+//          and 1 the largest of bytes down / D2H, bytes up / H2D, host elements / host
+//          rate and GPU time);
 //   vs host: step / the host-only step (target for auto: <= 0.55);
 //   vs bound: step / bound (target for auto: <= 1.15);
 //   copy: for gpu, the streamed bytes each way / the streaming time, as a fraction of the
@@ -305,8 +307,8 @@ int main(int argc, char** argv) {
           const double offloaded = frac >= 1.0 ? double(total) : frac * double(total);
           at.host_gparams = offloaded / (p.stages.host_update_ms * 1e6);
           p.model.host_ms = p.stages.host_update_ms;
-          p.model.step_ms = std::max({p.model.down_ms, p.model.up_ms, p.model.host_ms,
-                                      p.model.gpu_ms});
+          p.model.host_path_ms = std::max({p.model.down_ms, p.model.up_ms, p.model.host_ms});
+          p.model.step_ms = std::max(p.model.gpu_ms, p.model.host_path_ms);
           p.bound_ms = p.stages.prepass_ms + p.model.step_ms;
           std::printf("f=%.2f: host rate in the pipeline %.2f Gparam/s\n", frac, at.host_gparams);
         }
@@ -333,6 +335,7 @@ int main(int argc, char** argv) {
              {"stream_ms", s.stream_ms}, {"stream_chunks", s.stream_chunks},
              {"model_d2h_ms", p.model.down_ms}, {"model_h2d_ms", p.model.up_ms},
              {"model_host_ms", p.model.host_ms}, {"model_gpu_ms", p.model.gpu_ms},
+             {"model_stream_ms", p.model.stream_ms}, {"model_host_path_ms", p.model.host_path_ms},
              {"bound", p.model.bound()}, {"copy_vs_one_way", copy}});
       }
     }
