@@ -1,7 +1,8 @@
 // The per-element math of the fused step over one thread's 8-element register tile:
 // decode the state, update, encode, store. GenericTile serves any tile (span tails,
 // misaligned arrays); FastTile serves full, vector-aligned tiles. Relies on tile_io.cuh
-// for every global access and on fast_codec.cuh and engine/ for the arithmetic.
+// for moving the arrays (only the q8 group scales, one per quad, are accessed in place
+// here) and on fast_codec.cuh and engine/ for the arithmetic.
 //
 // Bit identity: every per-element operation is the TANDEM_HD source of engine/ (the
 // update in update_math.h, the codecs in master_codec.h, conversions in fp_bits.h),
