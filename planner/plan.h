@@ -53,6 +53,17 @@ std::vector<bool> F32MomentTensors(const PlanInputs& in);
 MemoryReport PredictRankMemory(const std::vector<TensorSpec>& specs,
                                const std::vector<bool>& f32_moments, const OptimizerConfig& cfg);
 
+// The memory of `placement` (ComputePlacement over `specs` at cfg.offload_fraction with a
+// compute share) when it streams elements: PredictRankMemory's GPU side plus
+// `stream_slot_bytes` of streaming slots (MemoryReport::Bytes::staging); on the host the
+// host-computed parts as PredictRankMemory has host-resident parts (full master, pipeline
+// staging, speculation) and the streamed parts as it has GPU-resident ones (the master
+// less what aliases the parameter). Without streamed elements: PredictRankMemory.
+MemoryReport PredictStreamedRankMemory(const std::vector<TensorSpec>& specs,
+                                       const std::vector<bool>& f32_moments,
+                                       const OptimizerConfig& cfg, const Placement& placement,
+                                       uint64_t stream_slot_bytes);
+
 // FSDP2's unsharded working set on one GPU: the root unit (tensors outside the blocks:
 // embeddings, final norm, lm_head; FSDP2 keeps the root unsharded from forward to
 // backward) and the fsdp2_blocks_in_flight largest blocks, each as its all-gathered
@@ -60,7 +71,9 @@ MemoryReport PredictRankMemory(const std::vector<TensorSpec>& specs,
 //   (root + min(blocks_in_flight, blocks) x largest block) x (param + grad bytes).
 uint64_t Fsdp2UnshardedBytes(const PlanInputs& in);
 
-// The optimizer configuration rank 0 would run with at `fraction`.
+// The optimizer configuration rank 0 would run with at `fraction`, its host-resident
+// elements all computed on the host (offload_compute 0: the planner accounts for streamed
+// ones itself, PredictStreamedRankMemory).
 OptimizerConfig ShardConfig(const PlanInputs& in, double fraction);
 
 // Activation bytes per GPU from the inputs (given, estimated, or 0).
