@@ -170,15 +170,14 @@ uint64_t ActivationBytes(const PlanInputs& in) {
   return EstimateActivationBytes(s, in.recompute);
 }
 
-FractionPoint EvaluateFraction(const PlanInputs& in, double fraction) {
-  Validate(in);
-  const std::vector<TensorSpec> specs = ShardSpecs(in);
+namespace {
+
+// The plan at `fraction` with placement `pl` (ComputePlacement over ShardSpecs(in)).
+FractionPoint EvaluatePlacement(const PlanInputs& in, const std::vector<TensorSpec>& specs,
+                                const Rates& rates, double fraction, const Placement& pl) {
   const OptimizerConfig cfg = ShardConfig(in, fraction);
-  const Rates rates = ResolveRates(in);
-  std::vector<uint64_t> numels;
   uint64_t shard = 0;
-  for (const TensorSpec& s : specs) numels.push_back(s.numel), shard += s.numel;
-  const Placement pl = PlaceWithShare(in, rates, numels, fraction);
+  for (const TensorSpec& s : specs) shard += s.numel;
   const MemoryReport r =
       PredictStreamedRankMemory(specs, F32MomentTensors(in), cfg, pl, StreamSlotBytes(in));
   FractionPoint p;
@@ -223,6 +222,30 @@ FractionPoint EvaluateFraction(const PlanInputs& in, double fraction) {
   p.cold_elements = pl.offloaded;
   p.hot_elements = pl.total - pl.offloaded;
   p.time = PredictStepTime(in, rates, p.hot_elements, p.cold_elements, shard, pl.streamed);
+  return p;
+}
+
+}  // namespace
+
+FractionPoint EvaluateFraction(const PlanInputs& in, double fraction) {
+  Validate(in);
+  const std::vector<TensorSpec> specs = ShardSpecs(in);
+  const Rates rates = ResolveRates(in);
+  std::vector<uint64_t> numels;
+  for (const TensorSpec& s : specs) numels.push_back(s.numel);
+  const Placement pl = PlaceWithShare(in, rates, numels, fraction);
+  FractionPoint p = EvaluatePlacement(in, specs, rates, fraction, pl);
+  // Note [Auto streams only where the slots fit]: the stream slots are the only GPU bytes
+  // streaming adds; where they do not fit but computing on the host does, auto's plan
+  // computes on the host (and says so: the engine's auto looks at time only).
+  if (!p.fits_gpu && pl.streamed > 0 && in.offload_compute == kOffloadComputeAuto) {
+    FractionPoint q = EvaluatePlacement(in, specs, rates, fraction,
+                                        ComputePlacement(numels, fraction, in.placement));
+    if (q.fits_gpu) {
+      q.split_fallback = true;
+      return q;
+    }
+  }
   return p;
 }
 
@@ -283,10 +306,24 @@ PlanResult MakePlan(const PlanInputs& in) {
   if (plan.feasible) {
     // The fastest fraction of the feasible range [kmin, khmax] (ties: the smaller), each
     // at the compute share offload_compute resolves to there.
+    // Note [Auto streams only where the slots fit]: below kstream the GPU cannot hold the
+    // stream slots too, and auto's plan computes on the host there.
+    int kstream = kmin;
+    if (in.offload_compute == kOffloadComputeAuto) {
+      PlanInputs host_in = in;
+      host_in.offload_compute = 0.0;
+      auto slots_fit = [&](int k) {
+        return EvaluateFraction(host_in, Frac(k)).gpu.total() + StreamSlotBytes(in) <= usable;
+      };
+      kstream = slots_fit(kmin)     ? kmin
+                : slots_fit(khmax) ? Bisect(kmin, khmax, slots_fit)
+                                   : khmax + 1;
+    }
     int best = kmin;
     double best_ms = 0;
     for (int k = kmin; k <= khmax; ++k) {
-      const Placement pl = PlaceWithShare(in, plan.rates, numels, Frac(k));
+      const Placement pl = k < kstream ? ComputePlacement(numels, Frac(k), in.placement)
+                                       : PlaceWithShare(in, plan.rates, numels, Frac(k));
       const double ms = PredictStepTime(in, plan.rates, pl.total - pl.offloaded, pl.offloaded,
                                         plan.shard_elements, pl.streamed)
                             .step_ms;
@@ -352,6 +389,17 @@ PlanResult MakePlan(const PlanInputs& in) {
     plan.messages.push_back(
         "note: no GPU headroom kept (--headroom 0%): the CUDA context, NCCL "
         "and the allocator's fragmentation are not counted");
+  }
+  if (plan.recommended.split_fallback) {
+    char b[400];
+    std::snprintf(b, sizeof b,
+                  "note: offload_compute auto would stream state to the GPU here, but the GPU "
+                  "budget cannot also hold its %s of stream slots (%d x %s): this plan "
+                  "computes every offloaded element on the host; run it with "
+                  "offload_compute=\"host\", or smaller slots (--stream-chunk)",
+                  GiB(StreamSlotBytes(in)).c_str(), in.stream_slots,
+                  GiB(in.stream_chunk_bytes).c_str());
+    plan.messages.push_back(b);
   }
   if (in.grad_release)
     plan.messages.push_back(

@@ -41,6 +41,7 @@ json PointJson(const FractionPoint& p) {
             {"streamed_elements", p.time.streamed},
             {"host_computed_elements", p.cold_elements - p.time.streamed},
             {"bound", p.cold_elements > 0 ? p.time.split.bound() : "none"},
+            {"auto_fell_back_to_host", p.split_fallback},
             {"d2h_ms", p.time.split.down_ms},
             {"h2d_ms", p.time.split.up_ms},
             {"host_ms", p.time.split.host_ms},

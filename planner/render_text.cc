@@ -121,11 +121,15 @@ std::string PlanToText(const PlanResult& plan) {
   Append(&s,
          "  compute split: offload_compute %s -> share %.4f of the %llu offloaded elements "
          "computed on the GPU (%llu streamed); model max(d2h %.2f, h2d %.2f, host %.2f, "
-         "gpu %.2f) = %.2f ms, bound: %s\n\n",
+         "gpu %.2f) = %.2f ms, bound: %s\n%s",
          OffloadComputeName(in.offload_compute).c_str(), sp.share,
          static_cast<unsigned long long>(r.cold_elements),
          static_cast<unsigned long long>(r.time.streamed), sp.down_ms, sp.up_ms, sp.host_ms,
-         sp.gpu_ms, sp.step_ms, r.cold_elements > 0 ? sp.bound() : "none");
+         sp.gpu_ms, sp.step_ms, r.cold_elements > 0 ? sp.bound() : "none",
+         r.split_fallback ? "" : "\n");
+  if (r.split_fallback)
+    s += "  (auto's share would stream, but the GPU cannot also hold the stream slots: "
+         "computed on the host)\n\n";
 
   Append(&s, "Fraction sweep\n  %8s %10s %14s %6s %10s %7s  %s\n", "fraction", "GPU GiB",
          "host GiB/node", "fits?", "step ms", "share", "bottleneck");

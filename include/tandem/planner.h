@@ -343,6 +343,11 @@ struct FractionPoint {
   uint64_t host_node_bytes = 0;                  // host.total() * gpus_per_node
   bool fits_gpu = false, fits_host = false;
   StepTime time;
+  // offload_compute auto only: its share would stream, but the GPU budget cannot hold the
+  // stream slots too while computing on the host fits, so this point computes every
+  // offloaded element on the host (time.split.share 0). The engine's auto looks at time
+  // alone: such a plan runs with offload_compute 0 ("host").
+  bool split_fallback = false;
 };
 
 // Element rates used by the step-time model, with where each came from.

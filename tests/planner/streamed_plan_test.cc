@@ -198,6 +198,37 @@ TEST(StreamedPlan, FractionSearchWeighsTheSplit) {
   EXPECT_TRUE(aut.monotone);
 }
 
+TEST(StreamedPlan, AutoComputesOnTheHostWhereTheSlotsDoNotFit) {
+  // Weights and gradients take 1 GiB; 100 MiB more holds the kernel tables but not the
+  // 192 MiB of stream slots.
+  PlanInputs in = Flash(ModelFromParamCount(1ull << 28, 8));
+  in.gpu_budget = kGiB + 100 * kMiB;
+  const PlanResult aut = MakePlan(in);
+  ASSERT_TRUE(aut.feasible);
+  EXPECT_TRUE(aut.recommended.split_fallback);
+  EXPECT_EQ(aut.recommended.time.streamed, 0u);
+  EXPECT_EQ(aut.recommended.gpu.staging, 0u);
+  bool noted = false;
+  for (const std::string& m : aut.messages)
+    noted |= m.find("offload_compute=\"host\"") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // The same figures as asking for the host outright.
+  in.offload_compute = 0.0;
+  const PlanResult host = MakePlan(in);
+  EXPECT_EQ(aut.recommended.fraction, host.recommended.fraction);
+  EXPECT_EQ(aut.recommended.time.step_ms, host.recommended.time.step_ms);
+  EXPECT_FALSE(host.recommended.split_fallback);
+  // Asked for outright, streaming does not fit.
+  in.offload_compute = 1.0;
+  EXPECT_FALSE(MakePlan(in).feasible);
+  // With room for the slots auto streams again.
+  in.offload_compute = kOffloadComputeAuto;
+  in.gpu_budget = kGiB + 400 * kMiB;
+  const PlanResult roomy = MakePlan(in);
+  EXPECT_FALSE(roomy.recommended.split_fallback);
+  EXPECT_GT(roomy.recommended.time.streamed, 0u);
+}
+
 TEST(StreamedPlan, RejectsBadSettings) {
   PlanInputs in = Flash(ModelFromParamCount(1 << 20, 1));
   in.offload_compute = 1.5;
