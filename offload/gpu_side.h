@@ -22,6 +22,7 @@
 #include "offload/grad_stats.h"
 #include "offload/plan_groups.h"
 #include "offload/transport.h"
+#include "tandem/compute_split.h"
 #include "tandem/types.h"
 
 namespace tandem::offload {
@@ -47,6 +48,21 @@ class GpuSide {
       for (uint32_t i : spans) numels.push_back(hot_span_numels[i]);
       bytes += gpu::PredictStepPlanBytes(numels);
     }
+    return bytes;
+  }
+
+  // Device bytes the stream plans (one per format set of each chunk's spans) take.
+  // chunk_span_numels / chunk_span_formats: per chunk, per span.
+  static uint64_t PredictStreamMetadataBytes(
+      const std::vector<std::vector<uint64_t>>& chunk_span_numels,
+      const std::vector<std::vector<StateFormats>>& chunk_span_formats) {
+    uint64_t bytes = 0;
+    for (size_t c = 0; c < chunk_span_numels.size(); ++c)
+      for (const std::vector<uint32_t>& spans : GroupByFormats(chunk_span_formats[c]).spans) {
+        std::vector<uint64_t> numels;
+        for (uint32_t i : spans) numels.push_back(chunk_span_numels[c][i]);
+        bytes += gpu::PredictStepPlanBytes(numels);
+      }
     return bytes;
   }
 
@@ -81,9 +97,41 @@ class GpuSide {
   // Pre-pass and hot-step times of the last step in ms (waits for the hot step's end).
   virtual void ReadTimes(double* prepass_ms, double* hot_ms) = 0;
 
+  // The GPU-stream executor (Note [Chunk-major streaming], offload/stream_layout.h).
+  // Chunk c's `bytes` move from pinned `host` into the device slot `slot` (slot_index of
+  // `slots`), its spans (pointers into the slot, the gradients and parameters) are stepped
+  // there, and the bytes move back. Builds one plan per format set of each chunk; returns
+  // the device bytes they hold.
+  struct StreamChunkSpans {
+    uint8_t* host = nullptr;
+    uint8_t* slot = nullptr;
+    uint64_t bytes = 0;
+    int slot_index = 0;
+    std::vector<StepSpan> spans;
+    std::vector<uint32_t> span_tensor;  // per span: its tensor
+  };
+  virtual uint64_t BuildStream(Algorithm algo, std::vector<StreamChunkSpans> chunks,
+                               int slots) = 0;
+  // Enqueues every chunk that has an active span (slot_of_tensor[t] != kSkip, as for
+  // LaunchHot): uploads wait for the slot's previous download (and the last step's
+  // downloads), kernels for their upload and for the caller's stream (the gradients),
+  // downloads for their kernel; the caller's stream then waits for the last kernel (the
+  // parameters). Never waits on the host. Returns the chunks enqueued.
+  virtual uint64_t LaunchStream(const std::vector<StepScalars>& scalars,
+                                const std::vector<uint32_t>& slot_of_tensor) = 0;
+  // Makes `stream` wait for the last LaunchStream's kernels (non-blocking).
+  virtual void StreamWaitStreamed(void* stream) const = 0;
+  // GPU time of the last LaunchStream, first upload to last download, in ms (waits for it).
+  virtual double ReadStreamMs() = 0;
+  // Measures PCIe both ways at once through `bytes` of pinned and device memory, and
+  // estimates the fused kernel's rate for `kernel_bytes` of HBM traffic per element.
+  // Fills h2d_gbps, d2h_gbps and gpu_gparams of `rates`.
+  virtual void ProbeRates(uint64_t bytes, double kernel_bytes, MachineRates* rates) = 0;
+
   // Synchronous copies between device (or pinned) and host memory, and a wait for
   // everything queued on the caller's stream.
   virtual void Copy(void* dst, const void* src, size_t bytes, const char* context) const = 0;
+  // Waits for the caller's stream and for everything the stream executor queued.
   virtual void SyncStream(const char* context) const = 0;
 };
 

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <string>
 
 #include "cuda/gpu_step.h"
 #include "cuda/cuda_check.h"
@@ -16,14 +17,50 @@ static_assert(GpuSide::kSkip == gpu::StepPlan::kSkipSpan, "one value marks a spa
 
 namespace {
 
+// Launches `plan` over its spans, span k using scalars[slot[k]] (kSkip: left out), in
+// launches of at most kMaxScalarGroups distinct scalar sets, each leaving out the spans of
+// the others: one launch in the usual case (a few groups).
+void LaunchSlots(gpu::StepPlan& plan, const std::vector<uint32_t>& slot,
+                 const std::vector<StepScalars>& scalars, cudaStream_t stream) {
+  const size_t per = gpu::kMaxScalarGroups;
+  std::vector<uint32_t> index(slot.size());
+  for (size_t first = 0; first < std::max<size_t>(scalars.size(), 1); first += per) {
+    bool any = false;
+    for (size_t k = 0; k < slot.size(); ++k) {
+      const uint32_t s = slot[k];
+      const bool mine = s != GpuSide::kSkip && s >= first && s < first + per;
+      index[k] = mine ? static_cast<uint32_t>(s - first) : gpu::StepPlan::kSkipSpan;
+      any |= mine;
+    }
+    if (!any) continue;
+    plan.SetScalarIndex(index, stream);
+    plan.Launch(scalars.data() + first, std::min(per, scalars.size() - first), stream);
+  }
+}
+
+cudaEvent_t NewEvent(const char* what) {
+  cudaEvent_t e = nullptr;
+  TANDEM_CUDA(cudaEventCreate(&e), what);
+  return e;
+}
+
 class CudaSide final : public GpuSide {
  public:
   explicit CudaSide(void* stream) : stream_(static_cast<cudaStream_t>(stream)) {
     for (cudaEvent_t& e : ev_) TANDEM_CUDA(cudaEventCreate(&e), "(optimizer timing events)");
   }
   ~CudaSide() override {
+    for (cudaStream_t s : {up_, run_, down_})
+      if (s != nullptr) cudaStreamSynchronize(s);
+    plans_.clear();
     for (cudaEvent_t e : ev_)
       if (e != nullptr) cudaEventDestroy(e);
+    for (cudaEvent_t e : stream_ev_)
+      if (e != nullptr) cudaEventDestroy(e);
+    for (const SlotEvents& e : slot_ev_)
+      for (cudaEvent_t x : {e.up, e.run, e.down}) cudaEventDestroy(x);
+    for (cudaStream_t s : {up_, run_, down_})
+      if (s != nullptr) cudaStreamDestroy(s);
   }
 
   void CheckDevicePointer(const void* p, uint64_t need, const std::string& need_detail,
@@ -86,23 +123,9 @@ class CudaSide final : public GpuSide {
                  const std::vector<uint32_t>& slot) override {
     TANDEM_CUDA(cudaEventRecord(ev_[2], stream_), "(hot step start)");
     for (size_t p = 0; p < hot_.size(); ++p) {
-      // Launches of at most kMaxScalarGroups distinct scalar sets; each leaves out the
-      // spans of the other launches. One launch per plan in the usual case (a few groups).
-      const std::vector<uint32_t>& spans = groups_.spans[p];
-      const size_t per = gpu::kMaxScalarGroups;
-      std::vector<uint32_t> index(spans.size());
-      for (size_t first = 0; first < std::max<size_t>(scalars.size(), 1); first += per) {
-        bool any = false;
-        for (size_t k = 0; k < spans.size(); ++k) {
-          const uint32_t s = slot[spans[k]];
-          const bool mine = s != kSkip && s >= first && s < first + per;
-          index[k] = mine ? static_cast<uint32_t>(s - first) : gpu::StepPlan::kSkipSpan;
-          any |= mine;
-        }
-        if (!any) continue;
-        hot_[p]->SetScalarIndex(index, stream_);
-        hot_[p]->Launch(scalars.data() + first, std::min(per, scalars.size() - first), stream_);
-      }
+      std::vector<uint32_t> plan_slot;
+      for (uint32_t i : groups_.spans[p]) plan_slot.push_back(slot[i]);
+      LaunchSlots(*hot_[p], plan_slot, scalars, stream_);
     }
     TANDEM_CUDA(cudaEventRecord(ev_[3], stream_), "(hot step end)");
     timed_ = true;
@@ -129,7 +152,118 @@ class CudaSide final : public GpuSide {
 
   void SyncStream(const char* context) const override {
     TANDEM_CUDA(cudaStreamSynchronize(stream_), context);
+    for (cudaStream_t s : {up_, run_, down_})
+      if (s != nullptr) TANDEM_CUDA(cudaStreamSynchronize(s), context);
   }
+
+  uint64_t BuildStream(Algorithm algo, std::vector<StreamChunkSpans> chunks,
+                       int slots) override {
+    chunks_ = std::move(chunks);
+    plans_.clear();
+    uint64_t bytes = 0;
+    for (size_t c = 0; c < chunks_.size(); ++c) {
+      std::vector<StateFormats> formats;
+      for (const StepSpan& sp : chunks_[c].spans) formats.push_back(sp.formats);
+      const PlanGroups g = GroupByFormats(formats);
+      for (size_t p = 0; p < g.formats.size(); ++p) {
+        ChunkPlan cp;
+        cp.chunk = c;
+        std::vector<StepSpan> mine;
+        for (uint32_t i : g.spans[p]) {
+          mine.push_back(chunks_[c].spans[i]);
+          cp.tensor.push_back(chunks_[c].span_tensor[i]);
+        }
+        cp.plan = std::make_unique<gpu::StepPlan>(
+            algo, g.formats[p], mine, std::vector<uint32_t>(mine.size(), kSkip));
+        bytes += cp.plan->device_bytes();
+        plans_.push_back(std::move(cp));
+      }
+    }
+    if (chunks_.empty()) return bytes;
+    const char* what = "(stream executor streams and events)";
+    TANDEM_CUDA(cudaStreamCreateWithFlags(&up_, cudaStreamNonBlocking), what);
+    TANDEM_CUDA(cudaStreamCreateWithFlags(&run_, cudaStreamNonBlocking), what);
+    TANDEM_CUDA(cudaStreamCreateWithFlags(&down_, cudaStreamNonBlocking), what);
+    for (int i = 0; i < slots; ++i)
+      slot_ev_.push_back({NewEvent(what), NewEvent(what), NewEvent(what)});
+    slot_used_.assign(slots, 0);
+    for (cudaEvent_t& e : stream_ev_) e = NewEvent(what);
+    return bytes;
+  }
+
+  uint64_t LaunchStream(const std::vector<StepScalars>& scalars,
+                        const std::vector<uint32_t>& slot_of_tensor) override {
+    if (chunks_.empty()) return 0;
+    auto ctx = [&](size_t c, const char* what) {
+      return std::string("(streamed chunk ") + std::to_string(c) + " of " +
+             std::to_string(chunks_.size()) + ", " + std::to_string(chunks_[c].bytes) +
+             " bytes: " + what + ")";
+    };
+    // The kernels read the gradients: after the caller's stream. Uploads read the host
+    // state: after the last step's downloads.
+    TANDEM_CUDA(cudaEventRecord(stream_ev_[kGrads], stream_), "(stream executor start)");
+    TANDEM_CUDA(cudaStreamWaitEvent(run_, stream_ev_[kGrads], 0), "(stream executor start)");
+    if (launched_)
+      TANDEM_CUDA(cudaStreamWaitEvent(up_, stream_ev_[kDownDone], 0), "(stream executor start)");
+    uint64_t enqueued = 0;
+    size_t p = 0;
+    std::vector<uint32_t> plan_slot;
+    for (size_t c = 0; c < chunks_.size(); ++c) {
+      const StreamChunkSpans& ch = chunks_[c];
+      const size_t p0 = p;
+      bool any = false;
+      for (; p < plans_.size() && plans_[p].chunk == c; ++p)
+        for (uint32_t t : plans_[p].tensor) any |= slot_of_tensor[t] != kSkip;
+      if (!any) continue;
+      SlotEvents& ev = slot_ev_[ch.slot_index];
+      if (slot_used_[ch.slot_index])  // the slot's last chunk has gone down (or goes)
+        TANDEM_CUDA(cudaStreamWaitEvent(up_, ev.down, 0), ctx(c, "wait for its slot"));
+      if (enqueued == 0) TANDEM_CUDA(cudaEventRecord(stream_ev_[kFirstUp], up_), ctx(c, "timing"));
+      TANDEM_CUDA(cudaMemcpyAsync(ch.slot, ch.host, ch.bytes, cudaMemcpyHostToDevice, up_),
+                  ctx(c, "upload"));
+      TANDEM_CUDA(cudaEventRecord(ev.up, up_), ctx(c, "upload"));
+      TANDEM_CUDA(cudaStreamWaitEvent(run_, ev.up, 0), ctx(c, "kernel waits for upload"));
+      for (size_t q = p0; q < p; ++q) {
+        plan_slot.clear();
+        for (uint32_t t : plans_[q].tensor) plan_slot.push_back(slot_of_tensor[t]);
+        LaunchSlots(*plans_[q].plan, plan_slot, scalars, run_);
+      }
+      TANDEM_CUDA(cudaEventRecord(ev.run, run_), ctx(c, "kernel"));
+      TANDEM_CUDA(cudaStreamWaitEvent(down_, ev.run, 0), ctx(c, "download waits for kernel"));
+      TANDEM_CUDA(cudaMemcpyAsync(ch.host, ch.slot, ch.bytes, cudaMemcpyDeviceToHost, down_),
+                  ctx(c, "download"));
+      TANDEM_CUDA(cudaEventRecord(ev.down, down_), ctx(c, "download"));
+      slot_used_[ch.slot_index] = 1;
+      ++enqueued;
+    }
+    TANDEM_CUDA(cudaEventRecord(stream_ev_[kKernelsDone], run_), "(stream executor end)");
+    TANDEM_CUDA(cudaEventRecord(stream_ev_[kDownDone], down_), "(stream executor end)");
+    // The parameters are final on the caller's stream once the kernels are done.
+    TANDEM_CUDA(cudaStreamWaitEvent(stream_, stream_ev_[kKernelsDone], 0),
+                "(caller's stream waits for the streamed kernels)");
+    launched_ = true;
+    stream_timed_ = enqueued > 0;
+    return enqueued;
+  }
+
+  void StreamWaitStreamed(void* stream) const override {
+    if (!launched_) return;
+    TANDEM_CUDA(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), stream_ev_[kKernelsDone], 0),
+                "(waiting for the streamed kernels)");
+  }
+
+  double ReadStreamMs() override {
+    if (!stream_timed_) return 0;
+    TANDEM_CUDA(cudaEventSynchronize(stream_ev_[kDownDone]), "(reading stream timings)");
+    float ms = 0;
+    stream_timed_ = false;
+    if (cudaEventElapsedTime(&ms, stream_ev_[kFirstUp], stream_ev_[kDownDone]) == cudaSuccess)
+      return ms;
+    cudaGetLastError();
+    return 0;
+  }
+
+  void ProbeRates(uint64_t bytes, double kernel_bytes, MachineRates* rates) override;
 
  private:
   cudaStream_t stream_;
@@ -138,7 +272,83 @@ class CudaSide final : public GpuSide {
   std::vector<std::unique_ptr<gpu::StepPlan>> hot_;  // per format set: its plan
   std::unique_ptr<gpu::GradNormPlan> norm_;
   bool timed_ = false;
+
+  // The stream executor: per chunk its copies and spans, per (chunk, format set) a plan
+  // (in chunk order), per slot its events, and three streams: uploads, kernels, downloads.
+  struct ChunkPlan {
+    size_t chunk = 0;
+    std::vector<uint32_t> tensor;  // per span of the plan
+    std::unique_ptr<gpu::StepPlan> plan;
+  };
+  struct SlotEvents {
+    cudaEvent_t up, run, down;
+  };
+  enum { kGrads, kFirstUp, kKernelsDone, kDownDone, kStreamEvents };
+  std::vector<StreamChunkSpans> chunks_;
+  std::vector<ChunkPlan> plans_;
+  std::vector<SlotEvents> slot_ev_;
+  cudaEvent_t stream_ev_[kStreamEvents] = {};
+  std::vector<uint8_t> slot_used_;  // per slot: a chunk went through it
+  cudaStream_t up_ = nullptr, run_ = nullptr, down_ = nullptr;
+  bool launched_ = false, stream_timed_ = false;
 };
+
+void CudaSide::ProbeRates(uint64_t bytes, double kernel_bytes, MachineRates* rates) {
+  const char* what = "(measuring PCIe and HBM for offload_compute = auto)";
+  void *h_up = nullptr, *h_down = nullptr, *d_up = nullptr, *d_down = nullptr;
+  cudaStream_t s_up = nullptr, s_down = nullptr;
+  cudaEvent_t ev[6] = {};
+  auto release = [&] {
+    for (cudaEvent_t e : ev)
+      if (e != nullptr) cudaEventDestroy(e);
+    for (cudaStream_t st : {s_up, s_down})
+      if (st != nullptr) cudaStreamDestroy(st);
+    for (void* h : {h_up, h_down})
+      if (h != nullptr) cudaFreeHost(h);
+    for (void* d : {d_up, d_down})
+      if (d != nullptr) cudaFree(d);
+  };
+  try {
+    TANDEM_CUDA(cudaHostAlloc(&h_up, bytes, cudaHostAllocDefault), what);
+    TANDEM_CUDA(cudaHostAlloc(&h_down, bytes, cudaHostAllocDefault), what);
+    TANDEM_CUDA(cudaMalloc(&d_up, bytes), what);
+    TANDEM_CUDA(cudaMalloc(&d_down, bytes), what);
+    TANDEM_CUDA(cudaStreamCreateWithFlags(&s_up, cudaStreamNonBlocking), what);
+    TANDEM_CUDA(cudaStreamCreateWithFlags(&s_down, cudaStreamNonBlocking), what);
+    for (cudaEvent_t& e : ev) TANDEM_CUDA(cudaEventCreate(&e), what);
+    double best_up = 0, best_down = 0, best_hbm = 0;
+    for (int rep = 0; rep < 4; ++rep) {  // the first is a warm-up
+      TANDEM_CUDA(cudaEventRecord(ev[0], s_up), what);
+      TANDEM_CUDA(cudaStreamWaitEvent(s_down, ev[0], 0), what);
+      TANDEM_CUDA(cudaEventRecord(ev[2], s_down), what);
+      TANDEM_CUDA(cudaMemcpyAsync(d_up, h_up, bytes, cudaMemcpyHostToDevice, s_up), what);
+      TANDEM_CUDA(cudaMemcpyAsync(h_down, d_down, bytes, cudaMemcpyDeviceToHost, s_down), what);
+      TANDEM_CUDA(cudaEventRecord(ev[1], s_up), what);
+      TANDEM_CUDA(cudaEventRecord(ev[3], s_down), what);
+      TANDEM_CUDA(cudaEventRecord(ev[4], s_up), what);
+      TANDEM_CUDA(cudaMemcpyAsync(d_down, d_up, bytes, cudaMemcpyDeviceToDevice, s_up), what);
+      TANDEM_CUDA(cudaEventRecord(ev[5], s_up), what);
+      TANDEM_CUDA(cudaEventSynchronize(ev[5]), what);
+      TANDEM_CUDA(cudaEventSynchronize(ev[3]), what);
+      float up = 0, down = 0, hbm = 0;
+      TANDEM_CUDA(cudaEventElapsedTime(&up, ev[0], ev[1]), what);
+      TANDEM_CUDA(cudaEventElapsedTime(&down, ev[2], ev[3]), what);
+      TANDEM_CUDA(cudaEventElapsedTime(&hbm, ev[4], ev[5]), what);
+      if (rep == 0) continue;
+      best_up = std::max(best_up, bytes / (up * 1e6));
+      best_down = std::max(best_down, bytes / (down * 1e6));
+      best_hbm = std::max(best_hbm, 2.0 * bytes / (hbm * 1e6));  // read + write
+    }
+    rates->h2d_gbps = best_up;
+    rates->d2h_gbps = best_down;
+    // The fused kernel reaches about 3/4 of the copy bandwidth (docs/gpu_kernels.md).
+    rates->gpu_gparams = 0.75 * best_hbm / kernel_bytes;
+  } catch (...) {
+    release();
+    throw;
+  }
+  release();
+}
 
 }  // namespace
 

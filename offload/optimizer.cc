@@ -69,6 +69,9 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
   std::vector<uint64_t> numels;
   for (const TensorSpec& s : specs_) numels.push_back(s.numel);
   placement_ = ComputePlacement(numels, cfg_.offload_fraction, cfg_.placement);
+  const double share = ChooseComputeShare();
+  if (share > 0)
+    placement_ = ComputePlacement(numels, cfg_.offload_fraction, cfg_.placement, share);
   CheckHostBudget();  // before any state is allocated
   BuildLayout();
   driver_.Execute([this] { InitState(); });  // on the optimizer's own (pinned) threads
@@ -103,6 +106,16 @@ void HybridOptimizer::Impl::Validate() {
          std::to_string(c.chunk_elements));
   if (c.pipeline_slots < 2)
     fail("pipeline_slots must be >= 2, got " + std::to_string(c.pipeline_slots));
+  if (!(c.offload_compute == kOffloadComputeAuto ||
+        (c.offload_compute >= 0.0 && c.offload_compute <= 1.0)))
+    fail("offload_compute must be auto (" + std::to_string(kOffloadComputeAuto) +
+         ") or a share in [0, 1], got " + std::to_string(c.offload_compute));
+  if (c.machine_rates && !c.machine_rates->valid())
+    fail("machine_rates must all be finite and > 0");
+  if (c.stream_chunk_bytes < 4096)
+    fail("stream_chunk_bytes must be >= 4096, got " + std::to_string(c.stream_chunk_bytes));
+  if (c.stream_slots < 2)
+    fail("stream_slots must be >= 2, got " + std::to_string(c.stream_slots));
 
 
   std::set<std::string> names;
@@ -174,6 +187,8 @@ namespace {
 // alone: used to allocate (BuildLayout) and to predict (PredictMemory), so the two agree.
 struct LayoutPlan {
   offload::StateLayout hot, cold;
+  offload::StreamLayout stream;  // host-resident, computed on the GPU
+  uint64_t stream_slot_bytes = 0;  // all slots
   uint64_t grad_slot_bytes = 0, param_slot_bytes = 0;
   std::vector<uint64_t> grad_slot_off, param_slot_off;
   uint64_t staging_bytes = 0;
@@ -198,13 +213,19 @@ LayoutPlan PlanLayout(const std::vector<TensorSpec>& specs, const OptimizerConfi
     const StateFormats& f = offload::EffectiveFormats(s, cfg);
     const uint64_t dc = placement.tensors[t].device_count;
     // Note [Master aliases the parameter] in offload/state_layout.h.
+    const uint64_t sc = placement.tensors[t].stream_count;
     lp.hot.Add(t, 0, dc, cfg.algorithm, h, f, offload::MasterAliases(f.master, s.param_dtype));
-    lp.cold.Add(t, dc, s.numel - dc, cfg.algorithm, h, f, /*alias_param=*/false);
+    lp.cold.Add(t, dc + sc, s.numel - dc - sc, cfg.algorithm, h, f, /*alias_param=*/false);
   }
+  std::vector<StateFormats> formats;
+  for (const TensorSpec& s : specs) formats.push_back(offload::EffectiveFormats(s, cfg));
+  lp.stream.Build(specs, formats, cfg, placement);
+  if (!lp.stream.chunks().empty())
+    lp.stream_slot_bytes = cfg.stream_slots * offload::Aligned(lp.stream.slot_bytes());
   // Staging for the pipeline: K gradient slots and, where a chunk cannot upload its state
   // directly, K parameter slots.
   for (size_t t = 0; t < n; ++t) {
-    const uint64_t cold = placement.tensors[t].host_count();
+    const uint64_t cold = placement.tensors[t].host_compute_count();
     if (cold == 0) continue;
     const uint64_t c = std::min<uint64_t>(cold, cfg.chunk_elements);
     lp.grad_slot_bytes = std::max<uint64_t>(lp.grad_slot_bytes, c * DTypeSize(specs[t].grad_dtype));
@@ -227,7 +248,7 @@ LayoutPlan PlanLayout(const std::vector<TensorSpec>& specs, const OptimizerConfi
   lp.early_off.assign(n, 0);
   lp.hold_off.assign(n, kNoHold);
   for (size_t t = 0; t < n; ++t) {
-    const uint64_t cold = placement.tensors[t].host_count();
+    const uint64_t cold = placement.tensors[t].host_compute_count();
     lp.early_off[t] = early.Add(cold * DTypeSize(specs[t].grad_dtype));
     if (cold > 0 && !offload::MasterAliases(offload::EffectiveFormats(specs[t], cfg).master,
                                             specs[t].param_dtype))
@@ -238,7 +259,9 @@ LayoutPlan PlanLayout(const std::vector<TensorSpec>& specs, const OptimizerConfi
   MemoryReport::Bytes& dev = gpu ? lp.report.device : lp.report.host;
   lp.hot.Report(&dev);
   lp.cold.Report(&lp.report.host);
+  lp.stream.Report(&lp.report.host);
   lp.report.host.staging += lp.staging_bytes;
+  dev.staging += lp.stream_slot_bytes;  // the device slots chunks stream through
   if (cfg.speculative_early_start) {
     // Allocated at construction (BeginStep never allocates): the early-start gradient
     // buffer (staging, as when GradReady allocates it on first use) and the backup of
@@ -261,6 +284,13 @@ void HybridOptimizer::Impl::BuildLayout() {
   cold_slab_ = offload::Slab(cold_kind, cold_.bytes(), "offloaded optimizer state");
   hot_.Bind(hot_slab_.data());
   cold_.Bind(cold_slab_.data());
+  stream_ = std::move(lp.stream);
+  stream_slab_ = offload::Slab(cold_kind, stream_.bytes(), "streamed optimizer state");
+  stream_.Bind(stream_slab_.data(), specs_, formats_);
+  stream_pieces_.assign(n, {});
+  for (size_t i = 0; i < stream_.pieces().size(); ++i)
+    stream_pieces_[stream_.pieces()[i].tensor].push_back(i);
+  stream_slots_ = offload::Slab(hot_kind, lp.stream_slot_bytes, "stream executor device slots");
   for (size_t t = 0; t < n; ++t)
     if (hot_.part(t).alias_param) hot_.AliasMaster(t, specs_[t].param, formats_[t].master);
   staging_slab_ = offload::Slab(cold_kind, lp.staging_bytes, "offload pipeline staging slots");
@@ -310,6 +340,7 @@ void HybridOptimizer::Impl::BuildLayout() {
   } else {
     for (const StepSpan& sp : spans) hot_work_.push_back({nullptr, sp});
   }
+  BuildStream();
 }
 
 
@@ -395,9 +426,22 @@ MemoryReport PredictMemory(const std::vector<TensorSpec>& tensors, const Optimiz
     if (s.group >= config.groups.size())
       throw Error(ErrorKind::kInvalidArgument, "tensor '" + s.name + "': group " +
                                                    std::to_string(s.group) + " out of range");
-  const Placement p = ComputePlacement(numels, config.offload_fraction, config.placement);
   const bool gpu = mode == ExecutionMode::kGpu;
-  MemoryReport r = PlanLayout(tensors, config, p, gpu).report;
+  // Note [Predicting a streamed placement]: the share is the configured one, or auto's
+  // choice for config.machine_rates; auto without rates is predicted as share 0 (the
+  // optimizer measures its rates at construction, which no prediction can).
+  double share = config.offload_compute == kOffloadComputeAuto ? 0.0 : config.offload_compute;
+  Placement p = ComputePlacement(numels, config.offload_fraction, config.placement);
+  if (config.offload_compute == kOffloadComputeAuto && gpu && config.machine_rates) {
+    std::vector<StateFormats> formats;
+    for (const TensorSpec& s : tensors) formats.push_back(offload::EffectiveFormats(s, config));
+    share = ChooseSplit(offload::SplitInput(tensors, formats, config, p), *config.machine_rates)
+                .share;
+  }
+  if (!gpu && config.offload_compute == kOffloadComputeAuto) share = 0.0;
+  if (share > 0) p = ComputePlacement(numels, config.offload_fraction, config.placement, share);
+  const LayoutPlan lp = PlanLayout(tensors, config, p, gpu);
+  MemoryReport r = lp.report;
   r.host_budget = config.pinned_budget_bytes;
   if (gpu) {
     std::vector<uint64_t> hot;
@@ -411,6 +455,18 @@ MemoryReport PredictMemory(const std::vector<TensorSpec>& tensors, const Optimiz
     for (const TensorSpec& s : tensors)
       grads.push_back({nullptr, s.numel, s.grad_dtype, offload::NormRun(s)});
     r.device.metadata += offload::GpuSide::PredictMetadataBytes(hot, hot_formats, grads);
+    std::vector<std::vector<uint64_t>> chunk_numels;
+    std::vector<std::vector<StateFormats>> chunk_formats;
+    for (const offload::StreamChunk& c : lp.stream.chunks()) {
+      chunk_numels.emplace_back();
+      chunk_formats.emplace_back();
+      for (uint32_t i = c.first; i < c.end; ++i) {
+        const offload::StreamPiece& piece = lp.stream.pieces()[i];
+        chunk_numels.back().push_back(piece.count);
+        chunk_formats.back().push_back(offload::EffectiveFormats(tensors[piece.tensor], config));
+      }
+    }
+    r.device.metadata += offload::GpuSide::PredictStreamMetadataBytes(chunk_numels, chunk_formats);
     r.host.metadata += gpu::kNormResultBytes;  // the pre-pass result, pinned
   }
   return r;

@@ -27,6 +27,7 @@
 #include "offload/pipeline.h"
 #include "offload/speculation.h"
 #include "offload/state_layout.h"
+#include "offload/stream_layout.h"
 #include "offload/transport.h"
 #include "tandem/optimizer.h"
 
@@ -70,6 +71,14 @@ class HybridOptimizer::Impl {
   void BuildLayout();
   void InitState();
   void BuildChunks();
+  // offload_compute: the share of host-resident elements the GPU computes (auto: chosen
+  // from the rates, which GPU mode measures when none are configured); sets split_.
+  double ChooseComputeShare();
+  double ProbeHostRate();
+  // The GPU-stream executor: its chunks handed to the GpuSide (GPU mode), and host mode's
+  // stand-in, which copies each chunk into a slot and steps it with the host kernels.
+  void BuildStream();
+  uint64_t RunStreamOnHost();
   void CopyToDeviceSide(void* dst, const void* src, size_t bytes) const;
   void CopyFromDeviceSide(void* dst, const void* src, size_t bytes) const;
   // Waits for the copies in flight and (GPU mode) the caller's stream.
@@ -104,8 +113,15 @@ class HybridOptimizer::Impl {
   int64_t step_ = 0;
   std::vector<int64_t> tensor_step_;  // per tensor: updates received (torch's per-param step)
 
-  offload::StateLayout hot_, cold_;  // per-tensor state of the two parts
+  // Per-tensor state of the GPU-resident part and of the host-resident part the host
+  // computes, and the chunk-major state of the streamed part (Note [Three placement
+  // classes] in tandem/compute_split.h).
+  offload::StateLayout hot_, cold_;
+  offload::StreamLayout stream_;
   offload::Slab hot_slab_, cold_slab_, staging_slab_, early_slab_;
+  offload::Slab stream_slab_, stream_slots_;  // the streamed state; its device slots
+  std::vector<offload::GpuSide::StreamChunkSpans> stream_host_;  // host mode's chunks
+  std::vector<std::vector<size_t>> stream_pieces_;  // per tensor: its streamed pieces
   MemoryReport report_;
 
   cpu::HostDriver driver_;
@@ -141,7 +157,7 @@ class HybridOptimizer::Impl {
   std::vector<cpu::HostWork> run_work_;  // host mode: the active hot parts of a step
 
   StageTimes times_;
-  bool times_pending_gpu_ = false;
+  bool times_pending_gpu_ = false, times_pending_stream_ = false;
   // Last: destroyed first, so its worker is joined before the chunks, slabs and the
   // transport it uses go away.
   std::unique_ptr<offload::Speculator> speculator_;

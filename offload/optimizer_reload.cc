@@ -62,7 +62,12 @@ void HybridOptimizer::Impl::ReloadParams(std::span<const size_t> tensors) {
     // array: which elements the caller changed cannot be told, so every correction there
     // is reset (the master becomes the parameter exactly). Elsewhere the master is
     // compared element by element with the parameter it gives.
-    const uint64_t aliased = hot_.part(t).alias_param ? hot_.part(t).count : 0;
+    // The streamed elements that follow the prefix alias it the same way.
+    const uint64_t aliased =
+        hot_.part(t).alias_param || (!stream_pieces_[t].empty() &&
+                                     stream_.state().part(stream_pieces_[t][0]).alias_param)
+            ? placement_.tensors[t].device_count + placement_.tensors[t].stream_count
+            : 0;
     driver_.Execute([&] {  // on the optimizer's own (pinned) threads
       tbb::parallel_for(tbb::blocked_range<size_t>(0, n, size_t{1} << 16),
                         [&](const tbb::blocked_range<size_t>& r) {

@@ -159,6 +159,12 @@ TensorSnapshot HybridOptimizer::Impl::ReadTensorState(size_t t, bool masters_onl
       cold_.part(t), ts,
       [&](void* part, void* whole, size_t bytes) { std::memcpy(whole, part, bytes); },
       masters_only);
+  // Streamed pieces: pinned arrays and, where aliased, the master on the parameter.
+  for (size_t i : stream_pieces_[t])
+    ForEachArray(
+        stream_.state().part(i), ts,
+        [&](void* part, void* whole, size_t bytes) { CopyFromDeviceSide(whole, part, bytes); },
+        masters_only);
   return ts;
 }
 
@@ -173,6 +179,11 @@ void HybridOptimizer::Impl::WriteTensorState(size_t t, TensorSnapshot& ts, bool 
       cold_.part(t), ts,
       [&](void* part, void* whole, size_t bytes) { std::memcpy(part, whole, bytes); },
       masters_only);
+  for (size_t i : stream_pieces_[t])
+    ForEachArray(
+        stream_.state().part(i), ts,
+        [&](void* part, void* whole, size_t bytes) { CopyToDeviceSide(part, whole, bytes); },
+        masters_only);
 }
 
 OptimizerSnapshot HybridOptimizer::Impl::Snapshot() const {

@@ -175,6 +175,18 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
     driver_.Run(run_work_.data(), run_work_.size());
     times_.gpu_update_ms = std::chrono::duration<double, std::milli>(Clock::now() - h0).count();
   }
+  // 3b. Streamed elements: enqueued on the GPU's copy and kernel streams (nothing waits on
+  // the host), or, in host mode, run through host slots now.
+  if (!stream_.chunks().empty()) {
+    if (gpu()) {
+      times_.stream_chunks = gpu_->LaunchStream(scalars_, slot_);
+      times_pending_stream_ = times_.stream_chunks > 0;
+    } else {
+      const auto s0 = Clock::now();
+      times_.stream_chunks = RunStreamOnHost();
+      times_.stream_ms = std::chrono::duration<double, std::milli>(Clock::now() - s0).count();
+    }
+  }
 
   // 4. Offloaded elements through the pipeline, overlapping the hot step.
   if (pipeline_) {
@@ -248,6 +260,10 @@ StageTimes HybridOptimizer::Impl::last_step_times() {
     gpu_->ReadTimes(&times_.prepass_ms, &times_.gpu_update_ms);
     times_pending_gpu_ = false;
   }
+  if (gpu() && times_pending_stream_) {
+    times_.stream_ms = gpu_->ReadStreamMs();
+    times_pending_stream_ = false;
+  }
   return times_;
 }
 
@@ -257,6 +273,7 @@ void HybridOptimizer::Impl::WaitParam(size_t i, void* stream) const {
                                                  " of " + std::to_string(specs_.size()));
   if (!gpu()) return;
   if (placement_.tensors[i].device_count > 0 && step_ > 0) gpu_->StreamWaitHot(stream);
+  if (placement_.tensors[i].stream_count > 0 && step_ > 0) gpu_->StreamWaitStreamed(stream);
   if (last_upload_[i] != 0) transport_->StreamWaitFor(last_upload_[i], stream);
 }
 

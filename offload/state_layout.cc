@@ -52,7 +52,9 @@ void StateLayout::Add(size_t t, uint64_t offset, uint64_t count, Algorithm algo,
   for (int a = 0; a < kStateArrayCount; ++a) {
     e.off[a] = total_ + (e.size[a] > 0 ? l.Add(e.size[a]) : l.total());
   }
+  e.begin = total_;
   total_ += l.total();
+  e.end = total_;
   parts_[t] = e.part;
 }
 

@@ -36,6 +36,10 @@ class StateLayout {
   void Bind(uint8_t* base);  // sets every array pointer to base + its offset
   void AliasMaster(size_t t, void* param, MasterFormat master);
   const Part& part(size_t t) const { return parts_[t]; }
+  size_t size() const { return parts_.size(); }
+  // Part t's arrays occupy bytes [begin(t), end(t)) of the slab, in Add order.
+  uint64_t begin(size_t t) const { return entries_[t].begin; }
+  uint64_t end(size_t t) const { return entries_[t].end; }
   void Report(MemoryReport::Bytes* b) const;
 
  private:
@@ -43,6 +47,7 @@ class StateLayout {
     Part part;
     uint64_t off[kStateArrayCount];
     uint64_t size[kStateArrayCount];
+    uint64_t begin = 0, end = 0;
   };
   std::vector<Part> parts_;
   std::vector<Entry> entries_;

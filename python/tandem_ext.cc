@@ -392,7 +392,8 @@ class PyOptimizer {
               double offload_fraction, const std::string& placement, const std::string& mode,
               int host_threads, uint64_t chunk_elements, int pipeline_slots, uint64_t cuda_stream,
               bool speculative_early_start, const std::vector<int>& host_cpus,
-              uint64_t pinned_budget) {
+              uint64_t pinned_budget, const std::string& offload_compute,
+              const py::object& machine_rates, uint64_t stream_chunk_bytes, int stream_slots) {
     std::vector<TensorSpec> specs;
     for (auto t : tensors) specs.push_back(SpecFromTuple(t.cast<py::tuple>()));
     OptimizerConfig cfg;
@@ -411,6 +412,18 @@ class PyOptimizer {
     cfg.speculative_early_start = speculative_early_start;
     cfg.host_cpus = host_cpus;
     cfg.pinned_budget_bytes = pinned_budget;
+    cfg.offload_compute = ParseOffloadCompute(offload_compute);
+    if (!machine_rates.is_none()) {
+      const py::dict r = machine_rates.cast<py::dict>();
+      MachineRates m;
+      m.h2d_gbps = r["h2d_gbps"].cast<double>();
+      m.d2h_gbps = r["d2h_gbps"].cast<double>();
+      m.host_gparams = r["host_gparams"].cast<double>();
+      m.gpu_gparams = r["gpu_gparams"].cast<double>();
+      cfg.machine_rates = m;
+    }
+    cfg.stream_chunk_bytes = stream_chunk_bytes;
+    cfg.stream_slots = stream_slots;
     py::gil_scoped_release release;
     opt_ = std::make_unique<HybridOptimizer>(std::move(specs), std::move(cfg));
   }
@@ -587,14 +600,32 @@ class PyOptimizer {
 
   py::dict placement() const {
     const Placement& p = opt_->placement();
-    py::list parts;
-    for (const TensorPlacement& t : p.tensors)
+    py::list parts, streams;
+    for (const TensorPlacement& t : p.tensors) {
       parts.append(py::make_tuple(t.numel, t.device_count));
+      streams.append(t.stream_count);
+    }
     py::dict d;
     d["tensors"] = parts;  // (numel, device_count) per tensor
+    d["stream_counts"] = streams;  // per tensor: host-resident elements the GPU computes
     d["total"] = p.total;
     d["offloaded"] = p.offloaded;
     d["target"] = p.target;
+    d["streamed"] = p.streamed;
+    d["stream_share"] = p.stream_share;
+    return d;
+  }
+
+  py::dict compute_split() const {
+    const ComputeSplit& s = opt_->compute_split();
+    py::dict d;
+    d["share"] = s.share;
+    d["step_ms"] = s.step_ms;
+    d["d2h_ms"] = s.down_ms;
+    d["h2d_ms"] = s.up_ms;
+    d["host_ms"] = s.host_ms;
+    d["gpu_ms"] = s.gpu_ms;
+    d["bound"] = s.step_ms > 0 ? s.bound() : "";
     return d;
   }
 
@@ -617,6 +648,8 @@ class PyOptimizer {
     d["h2d_ms"] = t.h2d_ms;
     d["step_ms"] = t.step_ms;
     d["chunks"] = t.chunks;
+    d["stream_ms"] = t.stream_ms;
+    d["stream_chunks"] = t.stream_chunks;
     d["speculated_chunks"] = t.speculated_chunks;
     d["rolled_back_chunks"] = t.rolled_back_chunks;
     d["speculative_host_ms"] = t.speculative_host_ms;
@@ -742,7 +775,8 @@ PYBIND11_MODULE(_C, m) {
       .def(py::init<const py::list&, const std::string&, const py::list&, const std::string&,
                     const std::string&, const std::string&, double, const std::string&,
                     const std::string&, int, uint64_t, int, uint64_t, bool,
-                    const std::vector<int>&, uint64_t>(),
+                    const std::vector<int>&, uint64_t, const std::string&, const py::object&,
+                    uint64_t, int>(),
            py::arg("tensors"), py::arg("algorithm"), py::arg("groups"), py::arg("master") = "f32",
            py::arg("momentum") = "f32", py::arg("variance") = "f32",
            py::arg("offload_fraction") = 0.0, py::arg("placement") = "backward_order",
@@ -750,13 +784,17 @@ PYBIND11_MODULE(_C, m) {
            py::arg("chunk_elements") = uint64_t{1} << 21, py::arg("pipeline_slots") = 4,
            py::arg("cuda_stream") = 0, py::arg("speculative_early_start") = false,
            py::arg("host_cpus") = std::vector<int>{}, py::arg("pinned_budget") = uint64_t{0},
+           py::arg("offload_compute") = "auto", py::arg("machine_rates") = py::none(),
+           py::arg("stream_chunk_bytes") = uint64_t{64} << 20, py::arg("stream_slots") = 3,
            "tensors: list of (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, "
            "group[, shape[, formats[, norm_unit]]]); shape: dims or None; formats: None or a "
            "dict {'master', 'momentum', 'variance'} of format names overriding this tensor's "
            "state formats. groups: list of dicts of HyperParams fields. The buffers must "
            "outlive the optimizer. host_cpus: CPU ids for the host threads ([]: anywhere); "
            "pinned_budget: the most host bytes the state may take (0: no limit; MemoryError "
-           "beyond).")
+           "beyond). offload_compute: 'auto', 'host', 'gpu' or a share ('0.25') of the "
+           "host-resident elements computed by the GPU kernel; machine_rates: None or a dict "
+           "{h2d_gbps, d2h_gbps, host_gparams, gpu_gparams} for auto.")
       .def("step", &PyOptimizer::Step, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
            py::arg("loss_scale") = 1.0, py::arg("active") = py::none(),
            py::arg("combine") = py::none(),
@@ -791,6 +829,9 @@ PYBIND11_MODULE(_C, m) {
       .def("placement", &PyOptimizer::placement)
       .def("memory", &PyOptimizer::memory)
       .def("last_step_times", &PyOptimizer::last_step_times)
+      .def("compute_split", &PyOptimizer::compute_split,
+           "The share of host-resident elements computed on the GPU and the modelled step "
+           "(zeros without rates).")
       .def_property_readonly("step_count", &PyOptimizer::step_count)
       .def_property_readonly("tensor_count", &PyOptimizer::tensor_count);
 

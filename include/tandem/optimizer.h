@@ -124,7 +124,7 @@ struct OptimizerConfig {
   std::optional<MachineRates> machine_rates = std::nullopt;
   // Streaming: the most bytes of host-resident state one chunk moves each way, and the
   // device slots that chunks rotate through (slots x chunk bytes of GPU memory).
-  uint64_t stream_chunk_bytes = uint64_t{64} << 20;  // >= 64 KiB
+  uint64_t stream_chunk_bytes = uint64_t{64} << 20;  // >= 4096
   int stream_slots = 3;                               // >= 2
   // The caller's CUDA stream (a cudaStream_t, as void*); nullptr is the legacy default
   // stream. Step orders itself after the work already queued there and queues the hot

@@ -37,6 +37,44 @@ def check_options(offload_fraction, host_threads, chunk_elements, pipeline_slots
         raise ValueError("max_grad_norm must be finite and >= 0, got %r" % (max_grad_norm,))
 
 
+def offload_compute_text(value):
+    """offload_compute as the engine's text: "auto", "host", "gpu" or a share in [0, 1]
+    (a number or its text); ValueError naming the value otherwise."""
+    if isinstance(value, str):
+        if value in ("auto", "host", "gpu"):
+            return value
+        try:
+            share = float(value)
+        except ValueError:
+            share = None
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        share = float(value)
+    else:
+        share = None
+    if share is None or not 0.0 <= share <= 1.0:
+        raise ValueError('offload_compute must be "auto", "host", "gpu" or a share in '
+                         '[0, 1], got %r' % (value,))
+    return repr(share)
+
+
+def check_stream_options(stream_chunk_bytes, stream_slots, machine_rates):
+    if not is_int(stream_chunk_bytes) or stream_chunk_bytes < 4096:
+        raise ValueError("stream_chunk_bytes must be an integer >= 4096, got %r"
+                         % (stream_chunk_bytes,))
+    if not is_int(stream_slots) or stream_slots < 2:
+        raise ValueError("stream_slots must be an integer >= 2, got %r" % (stream_slots,))
+    if machine_rates is not None:
+        keys = ("h2d_gbps", "d2h_gbps", "host_gparams", "gpu_gparams")
+        if not isinstance(machine_rates, dict) or sorted(machine_rates) != sorted(keys):
+            raise ValueError("machine_rates must be None or a dict with exactly the keys %s, "
+                             "got %r" % (", ".join(keys), machine_rates))
+        for k in keys:
+            v = machine_rates[k]
+            if (isinstance(v, bool) or not isinstance(v, numbers.Real)
+                    or not math.isfinite(v) or v <= 0):
+                raise ValueError("machine_rates[%r] must be finite and > 0, got %r" % (k, v))
+
+
 def check_lrs(param_groups):
     for g, group in enumerate(param_groups):
         lr = group["lr"]

@@ -137,6 +137,15 @@ class TandemOptimizer(_torch.optim.Optimizer):
         (tandem/_node.py; docs/node_sharing.md). ``opt.host_cpus``, ``memory()``.
       chunk_elements: offload pipeline chunk, a positive multiple of 32 (default 2**21).
       pipeline_slots: pinned gradient slots in flight, >= 2 (default 4).
+      offload_compute: where the host-resident elements are computed: "host" (the host
+        kernels), "gpu" (their state streamed through the GPU kernel in chunks), a share
+        in [0, 1] of them computed on the GPU, or "auto" (default): the share that
+        minimises the modelled step for ``machine_rates`` (measured at construction in
+        GPU mode when None). Bit-identical whatever the choice; ``compute_split()`` says
+        what was chosen (docs/user_guide.md, "Where offloaded elements are computed").
+      machine_rates: None or {"h2d_gbps", "d2h_gbps", "host_gparams", "gpu_gparams"}.
+      stream_chunk_bytes, stream_slots: streaming chunk size (default 64 MiB) and device
+        slots (default 3).
       max_grad_norm: > 0 clips the global gradient L2 norm at each step (default 0: off).
       early_start: call the engine's GradReady from a post-accumulate-grad hook as each
         gradient is final, so offloaded gradients start copying during backward. Exact
@@ -167,12 +176,16 @@ class TandemOptimizer(_torch.optim.Optimizer):
                  master=None, momentum=None, variance=None, placement="backward_order",
                  host_threads=0, chunk_elements=1 << 21, pipeline_slots=4,
                  max_grad_norm=0.0, early_start=False, speculative_early_start=False,
-                 hyperparam_update="restore", host_cpus="auto", pinned_budget="auto"):
+                 hyperparam_update="restore", host_cpus="auto", pinned_budget="auto",
+                 offload_compute="auto", machine_rates=None, stream_chunk_bytes=64 << 20,
+                 stream_slots=3):
         if hyperparam_update not in ("error", "restore"):
             raise ValueError("hyperparam_update must be 'error' or 'restore', got %r"
                              % (hyperparam_update,))
         _options.check_options(offload_fraction, host_threads, chunk_elements,
                                pipeline_slots, max_grad_norm)
+        offload_compute = _options.offload_compute_text(offload_compute)
+        _options.check_stream_options(stream_chunk_bytes, stream_slots, machine_rates)
         formats = (
             _options.pick_format("master", "master_format", master_format, "master", master),
             _options.pick_format("momentum", "momentum_format", momentum_format, "momentum",
@@ -219,7 +232,10 @@ class TandemOptimizer(_torch.optim.Optimizer):
             pipeline_slots=int(pipeline_slots),
             speculative_early_start=self.speculative_early_start,
             host_cpus=_node.host_cpus(host_cpus, self._device),
-            pinned_budget=_node.pinned_budget(pinned_budget))
+            pinned_budget=_node.pinned_budget(pinned_budget),
+            offload_compute=offload_compute,
+            machine_rates=dict(machine_rates) if machine_rates is not None else None,
+            stream_chunk_bytes=int(stream_chunk_bytes), stream_slots=int(stream_slots))
         self.host_cpus = tuple(self._engine_options["host_cpus"])  # (): unrestricted
         self.rebinds = 0
         self._rebind_step = None
@@ -749,8 +765,16 @@ class TandemOptimizer(_torch.optim.Optimizer):
         return self._engine.mode
 
     def placement(self):
-        """The engine's placement: per tensor (numel, device_count), total, offloaded."""
+        """The engine's placement: per tensor (numel, device_count) and stream_counts,
+        total, offloaded, streamed (host-resident elements computed on the GPU) and
+        stream_share."""
         return self._engine.placement()
+
+    def compute_split(self):
+        """Where the host-resident elements are computed: share (on the GPU), and for
+        the rates used the modelled step_ms, its terms (d2h_ms, h2d_ms, host_ms,
+        gpu_ms) and bound; zeros when no rates were used."""
+        return self._engine.compute_split()
 
     def memory(self):
         """Bytes the engine holds, by category, on the device and on the host."""

@@ -1,0 +1,110 @@
+// HybridOptimizer: where host-resident elements are computed (offload_compute) and the
+// GPU-stream executor's set-up (Note [Three placement classes] in tandem/compute_split.h;
+// Note [Chunk-major streaming] in offload/stream_layout.h).
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "engine/tensor_state.h"
+#include "offload/optimizer_impl.h"
+#include "tandem/error.h"
+
+namespace tandem {
+
+using Clock = std::chrono::steady_clock;
+
+// The host kernel's rate on this optimizer's threads for the formats of the largest
+// host-resident tensor, bf16 gradients, best of five runs over 8M elements.
+double HybridOptimizer::Impl::ProbeHostRate() {
+  size_t big = 0;
+  for (size_t t = 0; t < specs_.size(); ++t)
+    if (placement_.tensors[t].host_count() > placement_.tensors[big].host_count()) big = t;
+  const TensorSpec& s = specs_[big];
+  const size_t n = size_t{1} << 23;
+  std::vector<float> init(n, 0.5f);
+  const HyperParams& h = cfg_.groups[s.group];
+  TensorState state(cfg_.algorithm, h, formats_[big], init.data(), n);
+  std::vector<uint16_t> grad(n, 0x3c00);  // bf16 0.0078125
+  std::vector<uint8_t> param(n * DTypeSize(s.param_dtype));
+  const bool alias = offload::MasterAliases(formats_[big].master, s.param_dtype);
+  const cpu::HostWork w{nullptr,
+                        state.Span(0, n, grad.data(), DType::kBF16,
+                                   alias ? nullptr : param.data(), s.param_dtype)};
+  const StepScalars sc = ComputeStepScalars(cfg_.algorithm, h, 1e-4, 1, 1.0);
+  cpu::HostWork run = w;
+  run.scalars = &sc;
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = Clock::now();
+    driver_.Run(&run, 1);
+    const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (rep > 0) best = std::max(best, static_cast<double>(n) / sec / 1e9);
+  }
+  return best;
+}
+
+double HybridOptimizer::Impl::ChooseComputeShare() {
+  split_ = {};
+  const double asked = cfg_.offload_compute;
+  if (placement_.offloaded == 0) return 0.0;
+  if (asked == kOffloadComputeAuto && !gpu()) return 0.0;  // no GPU to stream through
+  std::optional<MachineRates> rates = cfg_.machine_rates;
+  double kernel_bytes = 0;
+  const ComputeSplitInput in =
+      offload::SplitInput(specs_, formats_, cfg_, placement_, &kernel_bytes);
+  if (!rates && asked == kOffloadComputeAuto) {
+    MachineRates probed;
+    gpu_->ProbeRates(uint64_t{64} << 20, kernel_bytes, &probed);
+    probed.host_gparams = ProbeHostRate();
+    rates = probed;
+  }
+  if (asked == kOffloadComputeAuto) {
+    split_ = ChooseSplit(in, *rates);
+    return split_.share;
+  }
+  if (rates) split_ = PredictSplit(in, *rates, asked);
+  return asked;
+}
+
+void HybridOptimizer::Impl::BuildStream() {
+  const std::vector<offload::StreamChunk>& chunks = stream_.chunks();
+  if (chunks.empty()) return;
+  const uint64_t slot_bytes = offload::Aligned(stream_.slot_bytes());
+  std::vector<offload::GpuSide::StreamChunkSpans> all;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    offload::GpuSide::StreamChunkSpans ch;
+    ch.slot_index = static_cast<int>(c % static_cast<size_t>(cfg_.stream_slots));
+    ch.slot = stream_slots_.data() + ch.slot_index * slot_bytes;
+    ch.host = stream_.host_chunk(c);
+    ch.bytes = chunks[c].bytes;
+    ch.spans = stream_.SlotSpans(c, ch.slot, specs_, &ch.span_tensor);
+    all.push_back(std::move(ch));
+  }
+  if (gpu()) {
+    report_.device.metadata += gpu_->BuildStream(cfg_.algorithm, std::move(all), cfg_.stream_slots);
+  } else {
+    stream_host_ = std::move(all);
+  }
+}
+
+// Host mode: the streaming data path with host memory standing in for the device's; the
+// same chunks, slots and spans, so CI checks the layout and the bits of every share.
+uint64_t HybridOptimizer::Impl::RunStreamOnHost() {
+  uint64_t ran = 0;
+  for (const offload::GpuSide::StreamChunkSpans& ch : stream_host_) {
+    run_work_.clear();
+    for (size_t i = 0; i < ch.spans.size(); ++i) {
+      const uint32_t k = slot_[ch.span_tensor[i]];
+      if (k != offload::GpuSide::kSkip) run_work_.push_back({&scalars_[k], ch.spans[i]});
+    }
+    if (run_work_.empty()) continue;
+    std::memcpy(ch.slot, ch.host, ch.bytes);
+    driver_.Run(run_work_.data(), run_work_.size());
+    std::memcpy(ch.host, ch.slot, ch.bytes);
+    ++ran;
+  }
+  return ran;
+}
+
+}  // namespace tandem

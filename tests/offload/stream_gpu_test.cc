@@ -1,0 +1,121 @@
+// The GPU-stream executor on a GPU (skipped without one): host-resident state streamed
+// through the fused kernel in chunks gives the bits of every other placement. 20 steps at
+// fractions 0, 0.25, 0.5, 0.75 and 1 x offload_compute host / gpu / a share / auto x
+// early start off / speculative give byte-identical parameters and states (equal to host
+// mode's: hybrid_gpu_test.cc compares share 0 with host mode); non-finite steps change nothing; snapshots taken right after a step see the
+// streamed state; the stage times count the chunks.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "tandem/error.h"
+#include "tandem/optimizer.h"
+#include "tests/offload/device_model.h"
+#include "tests/offload/hybrid_fixture.h"
+
+namespace tandem {
+namespace {
+
+using testing::DeviceModel;
+using testing::Model;
+using testing::QuantizedConfig;
+
+#define SKIP_WITHOUT_GPU()                                                        \
+  if (!CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device: GPU-mode test skipped"
+
+struct Trained {
+  OptimizerSnapshot snap;
+  std::vector<std::vector<uint8_t>> params;
+  uint64_t stream_chunks = 0;
+};
+
+// 20 steps with a NaN at steps 5 and 13 (skipped), clipping at every fourth step, tensor
+// 2 without a gradient at step 7; speculative: BeginStep before "backward" and GradReady
+// in backward order.
+Trained RunStreamed(OptimizerConfig c, bool speculative) {
+  c.speculative_early_start = speculative;
+  DeviceModel m(7);
+  HybridOptimizer opt(m.Specs(), c);
+  Trained r;
+  for (int t = 1; t <= 20; ++t) {
+    const double lr = 1e-3 * (1.0 + 0.01 * t);
+    std::vector<uint8_t> active(m.params.size(), 1);
+    if (t == 7) active[2] = 0;
+    const StepOptions o{.max_grad_norm = 5.0, .active = t == 7 && !speculative
+                                                            ? std::span<const uint8_t>(active)
+                                                            : std::span<const uint8_t>()};
+    if (speculative) opt.BeginStep(lr, o);
+    m.host.FillGrads(t, t % 4 == 0 ? 3.0f : 0.1f);
+    if (t == 5 || t == 13) Model::Store(m.host.grads[t == 5 ? 0 : 7].data(), m.host.grad_dtype, 3, NAN);
+    for (size_t k = 0; k < m.grads.size(); ++k)
+      cudaMemcpy(m.grads[k], m.host.grads[k].data(), m.host.grads[k].size(), cudaMemcpyHostToDevice);
+    if (speculative)
+      for (size_t i = m.params.size(); i-- > 0;) opt.GradReady(i);
+    const StepResult res = opt.Step(lr, o);
+    EXPECT_EQ(res.applied, t != 5 && t != 13) << t;
+    r.stream_chunks = std::max(r.stream_chunks, opt.last_step_times().stream_chunks);
+  }
+  r.snap = opt.Snapshot();
+  r.params = m.ReadParams();
+  return r;
+}
+
+OptimizerConfig Cfg(ExecutionMode mode, double f, double share, uint64_t chunk_bytes) {
+  OptimizerConfig c = QuantizedConfig(mode, f, PlacementPolicy::kBackwardOrder, 96, 4);
+  c.offload_compute = share;
+  c.stream_chunk_bytes = chunk_bytes;
+  return c;
+}
+
+TEST(StreamGpu, EveryPlacementClassGivesTheSameBits) {
+  SKIP_WITHOUT_GPU();
+  const Trained base = RunStreamed(Cfg(ExecutionMode::kGpu, 0.0, 0.0, 4096), false);
+  for (double f : {0.25, 0.5, 0.75, 1.0})
+    for (double share : {0.0, 0.4, 1.0, kOffloadComputeAuto})
+      for (uint64_t chunk : {uint64_t{4096}, uint64_t{1} << 20})
+        for (bool spec : {false, true}) {
+          if (chunk != 4096 && spec) continue;
+          const Trained got = RunStreamed(Cfg(ExecutionMode::kGpu, f, share, chunk), spec);
+          const std::string at = "f=" + std::to_string(f) + " compute=" +
+                                 OffloadComputeName(share) + " chunk=" + std::to_string(chunk) +
+                                 (spec ? " speculative" : "");
+          ASSERT_EQ(got.params, base.params) << at;
+          ASSERT_TRUE(got.snap == base.snap) << at;
+          if (share == 1.0) {
+            EXPECT_GT(got.stream_chunks, chunk == 4096 ? 1u : 0u) << at;
+          }
+        }
+}
+
+TEST(StreamGpu, AutoMeasuresTheMachineAndReportsItsChoice) {
+  SKIP_WITHOUT_GPU();
+  DeviceModel m(7);
+  HybridOptimizer opt(m.Specs(), Cfg(ExecutionMode::kGpu, 1.0, kOffloadComputeAuto, 1 << 20));
+  const ComputeSplit& s = opt.compute_split();
+  EXPECT_GE(s.share, 0.0);
+  EXPECT_LE(s.share, 1.0);
+  EXPECT_GT(s.step_ms, 0.0);
+  EXPECT_EQ(opt.placement().stream_share, s.share);
+}
+
+TEST(StreamGpu, StreamedStepTimesAndWaitParam) {
+  SKIP_WITHOUT_GPU();
+  DeviceModel m(7);
+  HybridOptimizer opt(m.Specs(), Cfg(ExecutionMode::kGpu, 1.0, 1.0, 4096));
+  m.FillGrads(1);
+  ASSERT_TRUE(opt.Step(1e-3).applied);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  for (size_t i = 0; i < m.params.size(); ++i) opt.WaitParam(i, s);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  cudaStreamDestroy(s);
+  const StageTimes t = opt.last_step_times();
+  EXPECT_GT(t.stream_chunks, 1u);
+  EXPECT_GT(t.stream_ms, 0.0);
+  EXPECT_EQ(t.chunks, 0u);  // nothing computed on the host
+}
+
+}  // namespace
+}  // namespace tandem
