@@ -33,9 +33,9 @@ void Validate(const PlanInputs& in) {
         std::to_string(in.offload_compute));
   if (in.stream_slots < 2)
     bad("plan: stream slots must be >= 2, got " + std::to_string(in.stream_slots));
-  if (in.stream_chunk_bytes < (uint64_t{64} << 10))
-    bad("plan: the stream chunk must be >= 64 KiB, got " + std::to_string(in.stream_chunk_bytes) +
-        " bytes");
+  if (in.stream_chunk_bytes < 4096)
+    bad("plan: the stream chunk must be >= 4096 bytes, got " +
+        std::to_string(in.stream_chunk_bytes));
   const uint64_t ranks = static_cast<uint64_t>(in.gpus_per_node) * in.nodes;
   if (in.shard_size != 0 && !in.fsdp2)
     bad("plan: a shard size (--shard-size) needs FSDP2 (--fsdp2)");
@@ -138,7 +138,7 @@ std::vector<TensorSpec> ShardSpecs(const PlanInputs& in) {
   return specs;
 }
 
-OptimizerConfig ShardConfig(const PlanInputs& in, double fraction) {
+OptimizerConfig ShardConfig(const PlanInputs& in, double fraction, double share) {
   OptimizerConfig c;
   c.algorithm = in.algorithm;
   c.groups = {in.hyper};
@@ -149,7 +149,7 @@ OptimizerConfig ShardConfig(const PlanInputs& in, double fraction) {
   c.chunk_elements = in.chunk_elements;
   c.pipeline_slots = in.pipeline_slots;
   c.speculative_early_start = in.speculative_early_start;
-  c.offload_compute = 0.0;
+  c.offload_compute = share;
   c.stream_chunk_bytes = in.stream_chunk_bytes;
   c.stream_slots = in.stream_slots;
   return c;
@@ -175,11 +175,11 @@ namespace {
 // The plan at `fraction` with placement `pl` (ComputePlacement over ShardSpecs(in)).
 FractionPoint EvaluatePlacement(const PlanInputs& in, const std::vector<TensorSpec>& specs,
                                 const Rates& rates, double fraction, const Placement& pl) {
-  const OptimizerConfig cfg = ShardConfig(in, fraction);
+  // PredictMemory lays out the same placement: ComputePlacement at the fraction and share.
+  const OptimizerConfig cfg = ShardConfig(in, fraction, pl.stream_share);
   uint64_t shard = 0;
   for (const TensorSpec& s : specs) shard += s.numel;
-  const MemoryReport r =
-      PredictStreamedRankMemory(specs, F32MomentTensors(in), cfg, pl, StreamSlotBytes(in));
+  const MemoryReport r = PredictRankMemory(specs, F32MomentTensors(in), cfg);
   FractionPoint p;
   p.fraction = fraction;
   if (in.fsdp2) {
@@ -235,9 +235,10 @@ FractionPoint EvaluateFraction(const PlanInputs& in, double fraction) {
   for (const TensorSpec& s : specs) numels.push_back(s.numel);
   const Placement pl = PlaceWithShare(in, rates, numels, fraction);
   FractionPoint p = EvaluatePlacement(in, specs, rates, fraction, pl);
-  // Note [Auto streams only where the slots fit]: the stream slots are the only GPU bytes
-  // streaming adds; where they do not fit but computing on the host does, auto's plan
-  // computes on the host (and says so: the engine's auto looks at time only).
+  // Note [Auto streams only where the slots fit]: the stream slots (and their kernel
+  // tables) are the only GPU bytes streaming adds; where they do not fit but computing on
+  // the host does, auto's plan computes on the host (and says so: the engine's auto looks
+  // at time only).
   if (!p.fits_gpu && pl.streamed > 0 && in.offload_compute == kOffloadComputeAuto) {
     FractionPoint q = EvaluatePlacement(in, specs, rates, fraction,
                                         ComputePlacement(numels, fraction, in.placement));
@@ -310,14 +311,10 @@ PlanResult MakePlan(const PlanInputs& in) {
     // stream slots too, and auto's plan computes on the host there.
     int kstream = kmin;
     if (in.offload_compute == kOffloadComputeAuto) {
-      PlanInputs host_in = in;
-      host_in.offload_compute = 0.0;
-      auto slots_fit = [&](int k) {
-        return EvaluateFraction(host_in, Frac(k)).gpu.total() + StreamSlotBytes(in) <= usable;
-      };
-      kstream = slots_fit(kmin)     ? kmin
-                : slots_fit(khmax) ? Bisect(kmin, khmax, slots_fit)
-                                   : khmax + 1;
+      auto streams = [&](int k) { return !at(k).split_fallback; };
+      kstream = streams(kmin)    ? kmin
+                : streams(khmax) ? Bisect(kmin, khmax, streams)
+                                 : khmax + 1;
     }
     int best = kmin;
     double best_ms = 0;
@@ -394,7 +391,7 @@ PlanResult MakePlan(const PlanInputs& in) {
     char b[400];
     std::snprintf(b, sizeof b,
                   "note: offload_compute auto would stream state to the GPU here, but the GPU "
-                  "budget cannot also hold its %s of stream slots (%d x %s): this plan "
+                  "budget cannot also hold its stream slots (up to %s: %d x %s): this plan "
                   "computes every offloaded element on the host; run it with "
                   "offload_compute=\"host\", or smaller slots (--stream-chunk)",
                   GiB(StreamSlotBytes(in)).c_str(), in.stream_slots,

@@ -46,23 +46,10 @@ StateFormats F32MomentFormats(StateFormats f);
 std::vector<bool> F32MomentTensors(const PlanInputs& in);
 
 // PredictMemory over `specs` at `cfg` where the tensors flagged in `f32_moments` hold
-// F32MomentFormats(cfg.formats). Equal to one PredictMemory with per-tensor formats:
-// the placement is the engine's over all tensors, and each flagged tensor's GPU and host
-// parts have their moment and scale bytes replaced by those of the same counts in the
-// f32 formats (masters, staging and metadata do not depend on the moment formats).
+// F32MomentFormats(cfg.formats) (TensorSpec::formats): what the optimizer tandem.torch
+// builds under FSDP2 would report.
 MemoryReport PredictRankMemory(const std::vector<TensorSpec>& specs,
                                const std::vector<bool>& f32_moments, const OptimizerConfig& cfg);
-
-// The memory of `placement` (ComputePlacement over `specs` at cfg.offload_fraction with a
-// compute share) when it streams elements: PredictRankMemory's GPU side plus
-// `stream_slot_bytes` of streaming slots (MemoryReport::Bytes::staging); on the host the
-// host-computed parts as PredictRankMemory has host-resident parts (full master, pipeline
-// staging, speculation) and the streamed parts as it has GPU-resident ones (the master
-// less what aliases the parameter). Without streamed elements: PredictRankMemory.
-MemoryReport PredictStreamedRankMemory(const std::vector<TensorSpec>& specs,
-                                       const std::vector<bool>& f32_moments,
-                                       const OptimizerConfig& cfg, const Placement& placement,
-                                       uint64_t stream_slot_bytes);
 
 // FSDP2's unsharded working set on one GPU: the root unit (tensors outside the blocks:
 // embeddings, final norm, lm_head; FSDP2 keeps the root unsharded from forward to
@@ -71,10 +58,9 @@ MemoryReport PredictStreamedRankMemory(const std::vector<TensorSpec>& specs,
 //   (root + min(blocks_in_flight, blocks) x largest block) x (param + grad bytes).
 uint64_t Fsdp2UnshardedBytes(const PlanInputs& in);
 
-// The optimizer configuration rank 0 would run with at `fraction`, its host-resident
-// elements all computed on the host (offload_compute 0: the planner accounts for streamed
-// ones itself, PredictStreamedRankMemory).
-OptimizerConfig ShardConfig(const PlanInputs& in, double fraction);
+// The optimizer configuration rank 0 would run with at `fraction`, with offload_compute
+// `share` (the share the plan resolved: PredictMemory then lays out that placement).
+OptimizerConfig ShardConfig(const PlanInputs& in, double fraction, double share = 0.0);
 
 // Activation bytes per GPU from the inputs (given, estimated, or 0).
 uint64_t ActivationBytes(const PlanInputs& in);

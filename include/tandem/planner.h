@@ -241,7 +241,8 @@ struct MemoryBreakdown {
   // flight during forward and backward (Fsdp2UnshardedBytes; docs/planner.md "FSDP2").
   uint64_t unsharded = 0;
   // Host: pinned pipeline slots of the host-computed elements. GPU: the streaming slots
-  // (stream_slots x stream_chunk_bytes) when any element is streamed.
+  // when any element is streamed (stream_slots x the largest chunk, at most
+  // stream_chunk_bytes each).
   uint64_t staging = 0;
   uint64_t activations = 0;  // kept for backward
   uint64_t metadata = 0;     // kernel tables, reduction scratch
@@ -323,10 +324,11 @@ struct PlanInputs {
   // rates, MachineRatesFor, at each fraction), 0 (host: the plan of versions before the
   // three classes, figure for figure), 1 (gpu) or a share in between; text forms through
   // tandem::ParseOffloadCompute. Streamed elements keep their state in host memory less
-  // the master's part that aliases the parameter; the GPU then holds stream_slots x
-  // stream_chunk_bytes of slots (MemoryBreakdown::staging on the GPU side).
+  // the master's part that aliases the parameter; the GPU then holds stream_slots slots
+  // of up to stream_chunk_bytes (MemoryBreakdown::staging on the GPU side). Memory comes
+  // from tandem::PredictMemory with offload_compute set to the resolved share.
   double offload_compute = kOffloadComputeAuto;
-  uint64_t stream_chunk_bytes = uint64_t{64} << 20;  // as OptimizerConfig; >= 64 KiB
+  uint64_t stream_chunk_bytes = uint64_t{64} << 20;  // as OptimizerConfig; >= 4096
   int stream_slots = 3;                               // as OptimizerConfig; >= 2
   bool speculative_early_start = false;  // as OptimizerConfig: adds its buffers
   uint32_t gpus_per_node = 1;            // >= 1
