@@ -87,8 +87,7 @@ uint64_t StreamSlotBytes(const PlanInputs& in) {
 Placement PlaceWithShare(const PlanInputs& in, const Rates& rates,
                          const std::vector<uint64_t>& numels, double fraction) {
   const Placement base = ComputePlacement(numels, fraction, in.placement);
-  const double share =
-      ResolveComputeShare(in, rates, base.total - base.offloaded, base.offloaded);
+  const double share = ResolveComputeShare(in, rates, base.total - base.offloaded, base.offloaded);
   return share > 0 ? ComputePlacement(numels, fraction, in.placement, share) : base;
 }
 
@@ -312,9 +311,7 @@ PlanResult MakePlan(const PlanInputs& in) {
     int kstream = kmin;
     if (in.offload_compute == kOffloadComputeAuto) {
       auto streams = [&](int k) { return !at(k).split_fallback; };
-      kstream = streams(kmin)    ? kmin
-                : streams(khmax) ? Bisect(kmin, khmax, streams)
-                                 : khmax + 1;
+      kstream = streams(kmin) ? kmin : streams(khmax) ? Bisect(kmin, khmax, streams) : khmax + 1;
     }
     int best = kmin;
     double best_ms = 0;
@@ -335,7 +332,8 @@ PlanResult MakePlan(const PlanInputs& in) {
     if (plan.recommended.time.streamed > 0)
       std::snprintf(split, sizeof split,
                     "; the GPU computes %.4f of the offloaded elements (offload_compute %s)",
-                    plan.recommended.time.split.share, OffloadComputeName(in.offload_compute).c_str());
+                    plan.recommended.time.split.share,
+                    OffloadComputeName(in.offload_compute).c_str());
     char b[640];
     std::snprintf(b, sizeof b,
                   "FITS: recommended offload fraction %.4f: %s of %s usable %s, %s of %s host "

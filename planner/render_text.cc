@@ -80,9 +80,8 @@ std::string PlanToText(const PlanResult& plan) {
   Append(&s, "  PCIe        H2D %.1f, D2H %.1f, both %.1f GB/s; HBM copy %.0f GB/s\n",
          in.profile.pcie.h2d_gbps, in.profile.pcie.d2h_gbps, in.profile.pcie.bidir_gbps,
          in.profile.gpu.hbm_copy_gbps);
-  Append(&s, "  split model PCIe %s; host %.2f Gparam/s (%s)\n",
-         plan.rates.pcie_source.c_str(), plan.rates.machine.host_gparams,
-         plan.rates.host_dma_source.c_str());
+  Append(&s, "  split model PCIe %s; host %.2f Gparam/s (%s)\n", plan.rates.pcie_source.c_str(),
+         plan.rates.machine.host_gparams, plan.rates.host_dma_source.c_str());
   Append(&s, "  offload_compute %s; a streamed element moves %.4g B each way\n\n",
          OffloadComputeName(in.offload_compute).c_str(), plan.rates.stream_bytes_per_element);
 

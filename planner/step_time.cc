@@ -179,8 +179,8 @@ Rates ResolveRates(const PlanInputs& in) {
 
 MachineRates MachineRatesFor(const Profile& profile, Algorithm algo, const StateFormats& formats,
                              DType grad_dtype, DType param_dtype) {
-  if (!(profile.gpu.hbm_copy_gbps > 0 && profile.host.triad_gbps > 0 &&
-        profile.pcie.h2d_gbps > 0 && profile.pcie.d2h_gbps > 0 && profile.pcie.bidir_gbps > 0))
+  if (!(profile.gpu.hbm_copy_gbps > 0 && profile.host.triad_gbps > 0 && profile.pcie.h2d_gbps > 0 &&
+        profile.pcie.d2h_gbps > 0 && profile.pcie.bidir_gbps > 0))
     throw Error(ErrorKind::kInvalidArgument,
                 "machine rates: the profile '" + profile.machine +
                     "' needs every bandwidth > 0 (gpu.hbm_copy_gbps, host.triad_gbps, "
@@ -213,9 +213,9 @@ constexpr double kChunkOverheadMs = 0.029;
 StepTime PredictStepTime(const PlanInputs& in, const Rates& rates, uint64_t hot, uint64_t cold,
                          uint64_t shard_elements, uint64_t streamed) {
   if (streamed > cold)
-    throw Error(ErrorKind::kInvalidArgument,
-                "step time: " + std::to_string(streamed) + " streamed elements exceed the " +
-                    std::to_string(cold) + " host-resident ones");
+    throw Error(ErrorKind::kInvalidArgument, "step time: " + std::to_string(streamed) +
+                                                 " streamed elements exceed the " +
+                                                 std::to_string(cold) + " host-resident ones");
   const double ms = 1e3;
   const double g_bytes = static_cast<double>(DTypeSize(in.grad_dtype));
   const double p_bytes = static_cast<double>(DTypeSize(in.param_dtype));
@@ -226,8 +226,9 @@ StepTime PredictStepTime(const PlanInputs& in, const Rates& rates, uint64_t hot,
   // The four resources of Note [Three placement classes], one formula for every share.
   const ComputeSplitInput si{hot, cold, rates.stream_bytes_per_element, g_bytes, p_bytes};
   t.streamed = streamed;
-  t.split = PredictSplit(si, rates.machine,
-                         cold > 0 ? static_cast<double>(streamed) / static_cast<double>(cold) : 0.0);
+  t.split =
+      PredictSplit(si, rates.machine,
+                   cold > 0 ? static_cast<double>(streamed) / static_cast<double>(cold) : 0.0);
   t.gpu_ms = t.split.gpu_ms;
   if (cold == 0) {
     t.step_ms = t.prepass_ms + t.gpu_ms;
@@ -249,9 +250,9 @@ StepTime PredictStepTime(const PlanInputs& in, const Rates& rates, uint64_t hot,
     chunk = streamed;
     if (rates.stream_bytes_per_element > 0)
       chunk = std::min<uint64_t>(
-          streamed, std::max<uint64_t>(1, static_cast<uint64_t>(
-                                              static_cast<double>(in.stream_chunk_bytes) /
-                                              rates.stream_bytes_per_element)));
+          streamed,
+          std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(in.stream_chunk_bytes) /
+                                                      rates.stream_bytes_per_element)));
   }
   const double share = static_cast<double>(chunk) / static_cast<double>(cold);
   const double stage[3] = {t.d2h_ms, t.host_ms, t.h2d_ms};

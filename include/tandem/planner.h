@@ -329,7 +329,7 @@ struct PlanInputs {
   // from tandem::PredictMemory with offload_compute set to the resolved share.
   double offload_compute = kOffloadComputeAuto;
   uint64_t stream_chunk_bytes = uint64_t{64} << 20;  // as OptimizerConfig; >= 4096
-  int stream_slots = 3;                               // as OptimizerConfig; >= 2
+  int stream_slots = 3;                              // as OptimizerConfig; >= 2
   bool speculative_early_start = false;  // as OptimizerConfig: adds its buffers
   uint32_t gpus_per_node = 1;            // >= 1
   uint32_t nodes = 1;                    // >= 1

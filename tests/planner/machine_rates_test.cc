@@ -11,8 +11,7 @@ const StateFormats kFlash{MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentForm
 const char* kFlashKey = "adamw/bf16+ecc8/q8/q8/bf16";
 
 TEST(MachineRatesFor, DerivesFromAnOlderProfile) {
-  const MachineRates r =
-      MachineRatesFor(DefaultProfile(), Algorithm::kAdamW, kFlash, DType::kBF16);
+  const MachineRates r = MachineRatesFor(DefaultProfile(), Algorithm::kAdamW, kFlash, DType::kBF16);
   ASSERT_TRUE(r.valid());
   // Both at once (101.7) split evenly between 2-byte gradients and 2-byte parameters.
   EXPECT_DOUBLE_EQ(r.h2d_gbps, 101.7 / 2);

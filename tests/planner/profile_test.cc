@@ -107,8 +107,9 @@ TEST(Profile, ConcurrentFiguresRoundTripAndOlderProfilesLoad) {
     t.replace(t.find(from), from.size(), to);
     return t;
   };
-  ExpectBad(replace(kGood, "\"bidir_gbps\": 100", "\"bidir_gbps\": 100, \"d2h_concurrent_gbps\": 0"),
-            "pcie.d2h_concurrent_gbps");
+  ExpectBad(
+      replace(kGood, "\"bidir_gbps\": 100", "\"bidir_gbps\": 100, \"d2h_concurrent_gbps\": 0"),
+      "pcie.d2h_concurrent_gbps");
   ExpectBad(replace(kGood, "\"kernels\": {}}", "\"kernels\": {}, \"kernels_under_dma\": []}"),
             "host.kernels_under_dma");
   ExpectBad(replace(kGood, "\"kernels\": {}}",

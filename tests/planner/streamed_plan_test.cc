@@ -80,8 +80,8 @@ TEST(StreamedPlan, AtFractionOneASlowHostHandsWorkToTheGpu) {
   EXPECT_LT(aut.time.step_ms, 0.5 * host.time.step_ms);
   // The share is ChooseSplit's for the plan's rates (placed to within a group).
   const Rates rates = ResolveRates(in);
-  const ComputeSplit best = ChooseSplit(
-      {0, aut.cold_elements, rates.stream_bytes_per_element, 2.0, 2.0}, rates.machine);
+  const ComputeSplit best =
+      ChooseSplit({0, aut.cold_elements, rates.stream_bytes_per_element, 2.0, 2.0}, rates.machine);
   EXPECT_NEAR(aut.time.split.share, best.share, 1e-6);
   // And no other share does better in the model.
   for (double s : {0.0, 0.25, 0.5, 0.75, 1.0}) {
@@ -97,9 +97,9 @@ TEST(StreamedPlan, StepTermsArePredictSplits) {
   const Rates rates = ResolveRates(in);
   const double share = static_cast<double>(p.time.streamed) / p.cold_elements;
   EXPECT_NEAR(share, 0.5, 1e-6);
-  const ComputeSplit s = PredictSplit(
-      {p.hot_elements, p.cold_elements, rates.stream_bytes_per_element, 2.0, 2.0},
-      rates.machine, share);
+  const ComputeSplit s =
+      PredictSplit({p.hot_elements, p.cold_elements, rates.stream_bytes_per_element, 2.0, 2.0},
+                   rates.machine, share);
   EXPECT_DOUBLE_EQ(p.time.split.down_ms, s.down_ms);
   EXPECT_DOUBLE_EQ(p.time.split.up_ms, s.up_ms);
   EXPECT_DOUBLE_EQ(p.time.split.host_ms, s.host_ms);
@@ -109,8 +109,8 @@ TEST(StreamedPlan, StepTermsArePredictSplits) {
   EXPECT_GT(p.time.host_ms, s.host_ms);  // plus the per-chunk overhead
   // The streamed elements' bytes are in the PCIe terms: d2h moves each host-computed
   // element's gradient and each streamed element's state.
-  const double bytes = 2.0 * (p.cold_elements - p.time.streamed) +
-                       rates.stream_bytes_per_element * p.time.streamed;
+  const double bytes =
+      2.0 * (p.cold_elements - p.time.streamed) + rates.stream_bytes_per_element * p.time.streamed;
   EXPECT_NEAR(p.time.d2h_ms, bytes / (rates.machine.d2h_gbps * 1e6), 1e-9 * p.time.d2h_ms);
 }
 
@@ -168,8 +168,7 @@ TEST(StreamedPlan, BytesAreTheEnginesForTheResolvedShare) {
     OptimizerConfig cfg = ShardConfig(in, fraction);
     cfg.offload_compute = p.time.split.share;
     const MemoryReport r = PredictMemory(ShardSpecs(in), cfg, ExecutionMode::kGpu);
-    EXPECT_EQ(p.gpu.total() - p.gpu.weights - p.gpu.gradients - p.gpu.activations,
-              r.device.total())
+    EXPECT_EQ(p.gpu.total() - p.gpu.weights - p.gpu.gradients - p.gpu.activations, r.device.total())
         << fraction;
     EXPECT_EQ(p.host.total(), r.host.total()) << fraction;
     EXPECT_EQ(p.gpu.staging, r.device.staging) << fraction;

@@ -48,8 +48,8 @@ class BackgroundLoad {
   std::atomic<uint64_t> rounds_{0};
   std::mutex mu_;
   std::condition_variable cv_;
-  bool ended_ = false;           // guarded by mu_
-  std::exception_ptr error_;     // guarded by mu_; taken by the first Stop()
+  bool ended_ = false;        // guarded by mu_
+  std::exception_ptr error_;  // guarded by mu_; taken by the first Stop()
   std::thread thread_;
 };
 
