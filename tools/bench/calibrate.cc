@@ -5,6 +5,11 @@
 // repetitions); the profile takes the median, the report keeps min / median / max and the
 // relative spread (max - min) / median, and a spread above `max_spread` is warned about:
 // such a figure says more about the machine's other load than about Tandem.
+//
+// With a GPU it also measures what the compute-split model takes (tandem::MachineRates,
+// planner::MachineRatesFor): each PCIe direction while the other is busy at once
+// (pcie.*_concurrent_gbps), the host kernels while pinned copies run both ways
+// (host.kernels_under_dma), and the fused GPU kernel (gpu.kernels).
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
