@@ -262,6 +262,7 @@ LayoutPlan PlanLayout(const std::vector<TensorSpec>& specs, const OptimizerConfi
   lp.stream.Report(&lp.report.host);
   lp.report.host.staging += lp.staging_bytes;
   dev.staging += lp.stream_slot_bytes;  // the device slots chunks stream through
+  lp.report.classes = {lp.hot.bytes(), lp.stream.bytes(), lp.stream_slot_bytes, lp.cold.bytes()};
   if (cfg.speculative_early_start) {
     // Allocated at construction (BeginStep never allocates): the early-start gradient
     // buffer (staging, as when GradReady allocates it on first use) and the backup of

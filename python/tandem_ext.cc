@@ -637,6 +637,12 @@ class PyOptimizer {
     d["device"] = BytesToDict(m.device);
     d["host"] = BytesToDict(m.host);
     d["host_budget"] = m.host_budget;
+    py::dict classes;
+    classes["gpu_resident"] = m.classes.gpu_resident;
+    classes["streamed"] = m.classes.streamed;
+    classes["stream_slots"] = m.classes.stream_slots;
+    classes["host_computed"] = m.classes.host_computed;
+    d["classes"] = classes;
     return d;
   }
 

@@ -205,6 +205,15 @@ struct MemoryReport {
   };
   Bytes device;  // GPU memory
   Bytes host;    // pinned (GPU mode) or ordinary (host mode) host memory
+  // The state arrays again, by placement class (Note [Three placement classes] in
+  // tandem/compute_split.h): each class's carved state bytes, and the device slots that
+  // streamed chunks go through (counted in device.staging above as well).
+  struct Classes {
+    uint64_t gpu_resident = 0;   // in `device` (GPU mode) or `host` (host mode)
+    uint64_t streamed = 0;       // in `host`
+    uint64_t stream_slots = 0;   // in `device` (host mode: `host`)
+    uint64_t host_computed = 0;  // in `host`
+  } classes;
   // OptimizerConfig::pinned_budget_bytes: the most `host.total()` may be (0: no limit).
   uint64_t host_budget = 0;
 };

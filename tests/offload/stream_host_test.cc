@@ -176,6 +176,16 @@ TEST(StreamHost, MemoryReportMatchesThePrediction) {
   EXPECT_LT(gpu.host.master, host.host.master);
   EXPECT_EQ(host.device.staging, 0u);
   EXPECT_GE(gpu.device.staging, 3u * 4096 / 2);
+  // By class: everything host-resident, streamed or host-computed.
+  EXPECT_EQ(host.classes.streamed, 0u);
+  EXPECT_EQ(host.classes.stream_slots, 0u);
+  EXPECT_EQ(host.classes.gpu_resident, 0u);
+  EXPECT_GT(host.classes.host_computed, 0u);
+  EXPECT_EQ(gpu.classes.host_computed, 0u);
+  EXPECT_EQ(gpu.classes.stream_slots, gpu.device.staging);
+  EXPECT_EQ(gpu.classes.streamed + gpu.classes.host_computed,
+            gpu.host.master + gpu.host.correction + gpu.host.momentum + gpu.host.variance +
+                gpu.host.scales);
 }
 
 void ExpectInvalid(const OptimizerConfig& c, const char* needle) {

@@ -35,6 +35,7 @@ def test_every_share_gives_the_bits_of_host(fraction):
             assert placement["streamed"] > 0
             assert sum(placement["stream_counts"]) == placement["streamed"]
             assert opt.last_step_times()["stream_chunks"] > 0
+            assert opt.memory()["classes"]["streamed"] > 0
 
 
 def test_compute_split_with_rates():
