@@ -199,3 +199,21 @@ def test_accuracy_measures_each_point_with_the_same_offload_compute(accuracy, tm
     assert [r["fraction"] for r in data["results"]] == [0.25, 1.0]
     assert all(r["ratio"] == pytest.approx(r["predicted_ms"] / 100.0) for r in data["results"])
     assert capsys.readouterr().out.splitlines()[-1].strip().endswith("points within 10%")
+
+
+def test_each_result_is_a_json_with_command_commit_date_and_a_table_in_the_index():
+    results = os.path.join(BENCH, "results")
+    with open(os.path.join(BENCH, "..", "docs", "benchmarks.md")) as f:
+        index = f.read()
+    names = sorted(os.listdir(results))
+    stems = {os.path.splitext(n)[0] for n in names}
+    for n in names:
+        assert os.path.splitext(n)[1] in (".json", ".txt", ".md"), n
+    for stem in stems:
+        with open(os.path.join(results, stem + ".json")) as f:
+            data = json.load(f)
+        for key in ("command", "commit", "date"):
+            assert data.get(key), "%s.json has no %s" % (stem, key)
+        tables = [stem + ext for ext in (".txt", ".md") if stem + ext in names]
+        assert len(tables) == 1, "%s: one table beside the JSON, found %s" % (stem, tables)
+        assert "../bench/results/%s)" % tables[0] in index, "%s is not in the index" % stem
