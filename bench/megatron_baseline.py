@@ -283,8 +283,13 @@ def measure_tandem(shapes, fraction, formats, offload_compute, threads, steps):
 
 
 def release():
+    """Frees what the last optimizer held: device memory and torch's cached pinned host
+    blocks (the baseline's), so that the next one measures on an empty machine."""
     gc.collect()
     torch.cuda.empty_cache()
+    host_empty_cache = getattr(torch._C, "_host_emptyCache", None)  # torch >= 2.1
+    if host_empty_cache is not None:
+        host_empty_cache()
 
 
 def checks(rows):
