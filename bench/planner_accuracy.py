@@ -197,7 +197,12 @@ def row(model, formats, pt, measured=None):
 def table(result):
     """The printed table of a result (the dict written by --json), as lines."""
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
-    rows = result["results"]
+    rows = [dict(r) for r in result["results"]]
+    for r in rows:  # files of the script's earlier form have no ratio
+        if r.get("ratio") is None and r.get("measured_ms"):
+            r["ratio"] = r["predicted_ms"] / r["measured_ms"]
+            r["error"] = r["ratio"] - 1
+            r["met"] = abs(r["error"]) <= LIMIT
     lines = ["%s   (%s, %s, %s)" % (result["command"], result.get("machine_kind", "?"),
                                      result["date"], result["commit"]),
              "profile %s; offload_compute %s (plan and optimizer); optimizer rates: %s"

@@ -217,3 +217,17 @@ def test_each_result_is_a_json_with_command_commit_date_and_a_table_in_the_index
         tables = [stem + ext for ext in (".txt", ".md") if stem + ext in names]
         assert len(tables) == 1, "%s: one table beside the JSON, found %s" % (stem, tables)
         assert "../bench/results/%s)" % tables[0] in index, "%s is not in the index" % stem
+
+
+def test_accuracy_table_reads_files_of_the_earlier_form(accuracy):
+    # Rows of the 2026-11-21 file: measured and predicted, no ratio, no shares.
+    rows = [dict(model="llama3-8b", formats="bf16+ecc8/q8/q8", fraction=0.5,
+                 measured_ms=556.04, predicted_ms=580.13, bottleneck="host"),
+            dict(model="llama3-1b", formats="bf16+ecc8/q8/q8", fraction=0.25,
+                 measured_ms=67.31, predicted_ms=45.10, bottleneck="host")]
+    result = {"command": "python3 bench/planner_accuracy.py", "commit": "ada0e38",
+              "date": "2026-11-21T05:58Z", "results": rows}
+    lines = accuracy.table(result)
+    assert "ratio 1.043" in lines[-3] and lines[-3].endswith("met)")
+    assert "ratio 0.670" in lines[-2] and lines[-2].endswith("missed)")
+    assert "ratio" not in rows[0]  # the caller's rows are left as they were
