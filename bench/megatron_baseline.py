@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""A baseline that does what Megatron-Core's HybridDeviceOptimizer does, in PyTorch.
+"""Tandem against a Megatron-style hybrid optimizer, both measured in the same run.
 
-The hot tensors keep fp32 master weights and fp32 moments on the GPU and are stepped by
+The baseline does what Megatron-Core's HybridDeviceOptimizer does, in PyTorch. The hot
+tensors keep fp32 master weights and fp32 moments on the GPU and are stepped by
 torch.optim.AdamW(fused=True); the offloaded tensors keep fp32 master weights and moments
 on the host and are stepped by torch's fused CPU AdamW, with per-tensor copies: each bf16
 gradient goes down into a pinned buffer on a side stream, is widened into the fp32
@@ -10,14 +11,38 @@ GPU parameter. The GPU step is queued first so that it overlaps the host work, a
 Megatron. Placement matches Tandem's backward_order: the last tensors are offloaded until
 the fraction (in elements) is met, the cut tensor split at a 32-element boundary.
 
-Prints a table and writes JSON (--json). Same Llama-3 shapes as tandem-bench-hybrid.
+Tandem is tandem.torch.AdamW over the same bf16 tensors (Llama-3 shapes, as
+tandem-bench-hybrid), at the same fraction, in each --formats, with its host-resident
+elements computed where --offload-compute says (passed as offload_compute=). Each side's
+step is the median wall time of step() plus a device synchronisation, after 2 warm-up
+steps, one optimizer at a time (the other's memory freed).
+
+    PYTHONPATH=build/python python3 bench/megatron_baseline.py --models llama3-1b llama3-8b \
+        --json bench/results/megatron_baseline_h200.json
+
+Prints a table ending with the target (issue): at offload fraction 0.5 with q8 state,
+Tandem at least 5x faster than the baseline measured in the same run. Writes JSON
+(--json) with the command, commit and date; --table FILE prints a written JSON's table;
+--dry-run prints what would be measured and touches no GPU.
 """
 import argparse
+import datetime
+import gc
 import json
+import os
+import shlex
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
+
+TARGET_FRACTION = 0.5
+TARGET_FORMATS = "bf16+ecc8/q8/q8"
+TARGET_SPEEDUP = 5.0
+FORMATS = ("bf16+ecc8/q8/q8", "f32/f32/f32")
+MODELS = ("llama3-1b", "llama3-3b", "llama3-8b")
 
 
 def llama_shapes(name):
@@ -121,37 +146,246 @@ class Baseline:
         torch.cuda.synchronize()
 
 
-def main():
+def offload_compute_arg(text):
+    """--offload-compute: "auto", "host", "gpu" or a share in [0, 1] of the
+    host-resident elements computed on the GPU (tandem.torch's offload_compute)."""
+    if text in ("auto", "host", "gpu"):
+        return text
+    try:
+        share = float(text)
+    except ValueError:
+        share = None
+    if share is None or not 0.0 <= share <= 1.0:
+        raise argparse.ArgumentTypeError(
+            'expected "auto", "host", "gpu" or a share in [0, 1], got %r' % (text,))
+    return share
+
+
+def formats_arg(text):
+    """--formats entry: master/momentum/variance, e.g. bf16+ecc8/q8/q8."""
+    parts = text.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise argparse.ArgumentTypeError(
+            "expected master/momentum/variance (bf16+ecc8/q8/q8), got %r" % (text,))
+    return text
+
+
+def fraction_arg(text):
+    f = float(text)
+    if not 0.0 <= f <= 1.0:
+        raise argparse.ArgumentTypeError("a fraction must be in [0, 1], got %r" % (text,))
+    return f
+
+
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models", nargs="+", default=["llama3-1b"])
-    ap.add_argument("--fractions", nargs="+", type=float, default=[0.5])
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=torch.get_num_threads())
-    ap.add_argument("--json")
-    a = ap.parse_args()
+    ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    ap.add_argument("--fractions", nargs="+", type=fraction_arg, default=[TARGET_FRACTION])
+    ap.add_argument("--formats", nargs="+", type=formats_arg, default=list(FORMATS),
+                    help="Tandem's state formats, master/momentum/variance (default: %s)"
+                    % " ".join(FORMATS))
+    ap.add_argument("--offload-compute", type=offload_compute_arg, default="auto",
+                    help='where Tandem computes its host-resident elements: "auto" '
+                    '(default), "host", "gpu" or a share in [0, 1] on the GPU')
+    ap.add_argument("--steps", type=int, default=5, help="timed steps per point (median)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="CPU threads of the baseline's torch and Tandem's host kernels "
+                    "(default: torch's default)")
+    ap.add_argument("--no-tandem", action="store_true", help="measure the baseline only")
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--table", metavar="FILE", help="print the table of a JSON this wrote")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print what would be measured; no GPU is touched")
+    return ap.parse_args(argv)
+
+
+def git_commit():
+    """The checkout's short commit, or "unknown" (no git, not a checkout)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, check=False,
+                             cwd=os.path.dirname(os.path.abspath(__file__)))
+    except OSError:
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+
+
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+
+
+def machine_kind():
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return "%s, %d CPU threads" % (gpu, os.cpu_count() or 0)
+
+
+def command_line(argv):
+    return " ".join(["python3", "bench/megatron_baseline.py"] + [shlex.quote(a) for a in argv])
+
+
+def timed(step, sync, steps, warmup=2):
+    """Median wall time (ms) of step() plus sync() over `steps` after `warmup`."""
+    times = []
+    for i in range(steps + warmup):
+        t0 = time.perf_counter()
+        step()
+        sync()
+        if i >= warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def measure_baseline(shapes, fraction, threads, steps):
+    b = Baseline(shapes, fraction, threads)
+    ms = timed(b.step, torch.cuda.synchronize, steps)
+    del b
+    release()
+    return ms
+
+
+def measure_tandem(shapes, fraction, formats, offload_compute, threads, steps):
+    """Median step of tandem.torch.AdamW over the shapes (bf16 parameters and
+    gradients), and the share of its host-resident elements computed on the GPU."""
+    import tandem.torch  # here: --dry-run and --table need no built extension
+    dev = torch.device("cuda")
+    named = []
+    for name, n in shapes:
+        p = torch.nn.Parameter((torch.randn(n, device=dev) * 0.02).to(torch.bfloat16))
+        p.grad = (torch.randn(n, device=dev) * 1e-3).to(torch.bfloat16)
+        named.append((name, p))
+    master, momentum, variance = formats.split("/")
+    opt = tandem.torch.AdamW(named, lr=1e-5, weight_decay=0.01, offload_fraction=fraction,
+                             master=master, momentum=momentum, variance=variance,
+                             offload_compute=offload_compute,
+                             host_threads=0 if threads is None else threads)
+    params = [p for _, p in named]
+
+    def step():
+        # A new gradient each step (tandem.torch steps what got one: the engine's buffer,
+        # installed as p.grad by the first step, written in place), outside the timing.
+        with torch.no_grad():
+            for p in params:
+                p.grad.mul_(1.0)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        opt.step()
+        torch.cuda.synchronize()
+        step.ms.append((time.perf_counter() - t0) * 1e3)
+    step.ms = []
+    for _ in range(steps + 2):
+        step()
+    ms = statistics.median(step.ms[2:])
+    split = opt.compute_split()
+    share = split.get("share") if isinstance(split, dict) else None
+    del opt, params, named
+    release()
+    return ms, share
+
+
+def release():
+    """Frees what the last optimizer held: device memory and torch's cached pinned host
+    blocks (the baseline's), so that the next one measures on an empty machine."""
+    gc.collect()
+    torch.cuda.empty_cache()
+    host_empty_cache = getattr(torch._C, "_host_emptyCache", None)  # torch >= 2.1
+    if host_empty_cache is not None:
+        host_empty_cache()
+
+
+def checks(rows):
+    """The issue's target: at TARGET_FRACTION with TARGET_FORMATS, Tandem >= 5x."""
     out = []
-    print(f"{'model':10s} {'frac':>5s} {'step ms':>9s}  (torch {torch.__version__}, "
-          f"{a.threads} CPU threads)")
+    for r in rows:
+        if r.get("speedup") is None or r["formats"] != TARGET_FORMATS \
+                or abs(r["fraction"] - TARGET_FRACTION) > 1e-9:
+            continue
+        out.append({"check": "%s f=%g %s: baseline / tandem" % (r["model"], r["fraction"],
+                                                                 r["formats"]),
+                    "value": r["speedup"], "target": ">= %g" % TARGET_SPEEDUP,
+                    "met": r["speedup"] >= TARGET_SPEEDUP})
+    return out
+
+
+def table(result):
+    """The printed table of a result (the dict written by --json), as lines."""
+    fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+    lines = ["%s   (%s, %s, %s)" % (result["command"], result.get("machine_kind", "?"),
+                                     result["date"], result["commit"]),
+             "Tandem offload_compute %s; baseline: fp32 master and moments, torch fused AdamW "
+             "on GPU and host, per-tensor copies" % result["offload_compute"],
+             "%-10s %5s  %-17s %10s %12s %9s %7s" % ("model", "frac", "tandem formats",
+                                                    "tandem ms", "baseline ms", "speed-up",
+                                                    "share")]
+    for r in result["results"]:
+        lines.append("%-10s %5.3f  %-17s %10s %12s %9s %7s" % (
+            r["model"], r["fraction"], r["formats"], fmt(r["tandem_ms"], ".2f"),
+            fmt(r["baseline_ms"], ".2f"),
+            "-" if r.get("speedup") is None else "%.2fx" % r["speedup"],
+            fmt(r.get("compute_share"), ".3f")))
+    lines.append("share: of Tandem's host-resident elements, computed on the GPU; "
+                 "speed-up: baseline ms / tandem ms")
+    lines.append("target (issue): at offload fraction %g with q8 state (%s), Tandem >= %gx "
+                 "faster than the baseline measured in the same run"
+                 % (TARGET_FRACTION, TARGET_FORMATS, TARGET_SPEEDUP))
+    found = result.get("checks", [])
+    for c in found:
+        lines.append("  %-40s %6.2fx  (target %s: %s)" % (
+            c["check"].split(":")[0], c["value"], c["target"],
+            "met" if c["met"] else "missed"))
+    if not found:
+        lines.append("  (no point at fraction %g with %s in this run)"
+                     % (TARGET_FRACTION, TARGET_FORMATS))
+    return lines
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    a = parse_args(argv)
+    if a.table:
+        with open(a.table) as fh:
+            print("\n".join(table(json.load(fh))))
+        return 0
+    if a.dry_run:
+        print("would run: %s" % command_line([x for x in argv if x != "--dry-run"]))
+        print("commit %s; Tandem offload_compute %s" % (git_commit(), a.offload_compute))
+        for name in a.models:
+            for f in a.fractions:
+                print("  %s f=%g: baseline (fp32 state)%s" % (
+                    name, f, "" if a.no_tandem else "; tandem " + ", ".join(a.formats)))
+        return 0
+
+    if a.threads is not None:
+        torch.set_num_threads(a.threads)
+    threads = torch.get_num_threads()
+    result = {"benchmark": "megatron_baseline", "command": command_line(argv),
+              "commit": git_commit(), "date": utc_now(),
+              "machine_kind": machine_kind(),
+              "torch": torch.__version__, "threads": threads,
+              "offload_compute": a.offload_compute, "steps": a.steps, "results": []}
     for name in a.models:
         shapes = llama_shapes(name)
         for f in a.fractions:
-            b = Baseline(shapes, f, a.threads)
-            times = []
-            for i in range(a.steps + 2):
-                t0 = time.perf_counter()
-                b.step()
-                if i >= 2:
-                    times.append((time.perf_counter() - t0) * 1e3)
-            ms = statistics.median(times)
-            print(f"{name:10s} {f:5.3f} {ms:9.2f}", flush=True)
-            out.append({"model": name, "fraction": f, "step_ms": ms, "threads": a.threads,
-                        "torch": torch.__version__, "baseline": "megatron-like hybrid"})
-            del b
-            torch.cuda.empty_cache()
+            base = measure_baseline(shapes, f, threads, a.steps)
+            print("%s f=%g baseline %.2f ms" % (name, f, base), flush=True)
+            for fm in ([] if a.no_tandem else a.formats):
+                ms, share = measure_tandem(shapes, f, fm, a.offload_compute, a.threads,
+                                           a.steps)
+                print("%s f=%g tandem %s %.2f ms (share on the GPU %s)"
+                      % (name, f, fm, ms, share), flush=True)
+                result["results"].append(dict(model=name, fraction=f, formats=fm,
+                                              tandem_ms=ms, baseline_ms=base,
+                                              speedup=base / ms, compute_share=share))
+            if a.no_tandem:
+                result["results"].append(dict(model=name, fraction=f, formats="-",
+                                              tandem_ms=None, baseline_ms=base,
+                                              speedup=None, compute_share=None))
+    result["checks"] = checks(result["results"])
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump(out, fh, indent=2)
+            json.dump(result, fh, indent=1)
+    print("\n".join(table(result)))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

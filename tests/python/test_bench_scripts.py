@@ -1,0 +1,233 @@
+"""The benchmark scripts' options and tables (bench/megatron_baseline.py and
+bench/planner_accuracy.py), without a GPU: they run on the GPU machine, and what they
+print and record must say what was run, when, at which commit, against which target."""
+
+import importlib.util
+import json
+import os
+import sys
+
+import pytest
+
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench")
+
+
+def load(name):
+    sys.path.insert(0, BENCH)
+    try:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(BENCH, name + ".py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(BENCH)
+    return module
+
+
+@pytest.fixture(scope="module")
+def baseline():
+    return load("megatron_baseline")
+
+
+@pytest.fixture(scope="module")
+def accuracy():
+    return load("planner_accuracy")
+
+
+def test_baseline_offload_compute_reaches_parse(baseline):
+    assert baseline.parse_args([]).offload_compute == "auto"
+    for text, value in (("host", "host"), ("gpu", "gpu"), ("0.25", 0.25), ("1", 1.0)):
+        assert baseline.parse_args(["--offload-compute", text]).offload_compute == value
+    for bad in ("cpu", "1.5", "-0.1", ""):
+        with pytest.raises(SystemExit):
+            baseline.parse_args(["--offload-compute", bad])
+    with pytest.raises(SystemExit):
+        baseline.parse_args(["--formats", "f32/f32"])
+    with pytest.raises(SystemExit):
+        baseline.parse_args(["--fractions", "2"])
+
+
+def baseline_result(baseline, rows):
+    result = {"command": "python3 bench/megatron_baseline.py", "commit": "abc1234",
+              "date": "2026-11-24T00:00Z", "machine_kind": "test", "offload_compute": "auto",
+              "results": rows}
+    result["checks"] = baseline.checks(rows)
+    return result
+
+
+def test_baseline_table_states_the_target_per_model(baseline):
+    rows = [dict(model="llama3-8b", fraction=0.5, formats="bf16+ecc8/q8/q8", tandem_ms=300.0,
+                 baseline_ms=1800.0, speedup=6.0, compute_share=1.0),
+            dict(model="llama3-8b", fraction=0.5, formats="f32/f32/f32", tandem_ms=900.0,
+                 baseline_ms=1800.0, speedup=2.0, compute_share=0.5),
+            dict(model="llama3-1b", fraction=0.5, formats="bf16+ecc8/q8/q8", tandem_ms=100.0,
+                 baseline_ms=200.0, speedup=2.0, compute_share=None),
+            dict(model="llama3-1b", fraction=1.0, formats="bf16+ecc8/q8/q8", tandem_ms=10.0,
+                 baseline_ms=200.0, speedup=20.0, compute_share=None)]
+    result = baseline_result(baseline, rows)
+    # Only q8 state at fraction 0.5 is held to the target.
+    assert [(c["check"].split()[0], c["met"]) for c in result["checks"]] == [
+        ("llama3-8b", True), ("llama3-1b", False)]
+    lines = baseline.table(result)
+    assert "abc1234" in lines[0] and "2026-11-24T00:00Z" in lines[0]
+    text = "\n".join(lines)
+    assert ">= 5x faster than the baseline measured in the same run" in text
+    assert lines[-2].split()[0] == "llama3-8b" and lines[-2].endswith("met)")
+    assert lines[-1].split()[0] == "llama3-1b" and lines[-1].endswith("missed)")
+    assert "6.00x" in text and "-" in lines[5].split()  # an unknown share prints as -
+
+
+def test_baseline_table_without_a_target_point_says_so(baseline):
+    rows = [dict(model="llama3-1b", fraction=0.25, formats="bf16+ecc8/q8/q8", tandem_ms=1.0,
+                 baseline_ms=2.0, speedup=2.0, compute_share=0.0)]
+    assert "no point at fraction 0.5" in baseline.table(baseline_result(baseline, rows))[-1]
+
+
+def test_baseline_dry_run_touches_no_gpu(baseline, capsys):
+    assert baseline.main(["--dry-run", "--models", "llama3-8b", "--offload-compute", "gpu"]) == 0
+    out = capsys.readouterr().out
+    assert "--dry-run" not in out.splitlines()[0]
+    assert "offload_compute gpu" in out and "llama3-8b f=0.5" in out
+
+
+def test_baseline_git_commit_is_short_or_unknown(baseline):
+    commit = baseline.git_commit()
+    assert commit == "unknown" or 4 <= len(commit) <= 40
+
+
+def test_accuracy_defaults_are_the_issue_target(accuracy):
+    a = accuracy.parse_args([])
+    assert a.models == ["llama3-1b", "llama3-8b"]
+    assert a.fractions == [0.25, 0.5, 1.0]
+    assert a.offload_compute == "auto" and a.optimizer_rates == "profile"
+    assert accuracy.parse_args(["--offload-compute", "0.5"]).offload_compute == 0.5
+    for bad in (["--fractions", "0.3"], ["--offload-compute", "both"], ["--models", "gpt2"]):
+        with pytest.raises(SystemExit):
+            accuracy.parse_args(bad)
+
+
+def point(fraction, step, share):
+    breakdown = {"total": 100, "weights": 10, "gradients": 20, "activations": 30}
+    return {"fraction": fraction, "step_ms": {"step": step}, "bottleneck": "d2h",
+            "compute_split": {"share": share}, "gpu_bytes": dict(breakdown),
+            "host_bytes_per_rank": dict(breakdown, total=50)}
+
+
+def test_accuracy_rows_and_table_judge_each_point_against_ten_percent(accuracy):
+    mem = {"device": {"total": 40}, "host": {"total": -10}}
+    rows = [accuracy.row("llama3-8b", "bf16+ecc8/q8/q8", point(0.5, 105.0, 1.0),
+                         (100.0, 1.0, mem)),
+            accuracy.row("llama3-8b", "bf16+ecc8/q8/q8", point(1.0, 80.0, 1.0),
+                         (100.0, 0.75, mem)),
+            accuracy.row("llama3-1b", "bf16+ecc8/q8/q8", point(0.25, 10.0, 0.0))]
+    assert rows[0]["ratio"] == pytest.approx(1.05) and rows[0]["met"]
+    assert rows[1]["ratio"] == pytest.approx(0.8) and not rows[1]["met"]
+    assert rows[2]["measured_ms"] is None and rows[2]["met"] is None
+    assert rows[0]["predicted_device_bytes"] == 40 and rows[0]["engine_device_bytes"] == 40
+    result = {"command": "python3 bench/planner_accuracy.py", "commit": "abc1234",
+              "date": "2026-11-24T00:00Z", "profile": "p.json", "offload_compute": "auto",
+              "optimizer_rates": "profile", "results": rows}
+    lines = accuracy.table(result)
+    assert "abc1234" in lines[0]
+    assert lines[-3].endswith("(limit 10%: met)") and "ratio 1.050" in lines[-3]
+    assert lines[-2].endswith("(limit 10%: missed)") and "-20.0%" in lines[-2]
+    assert lines[-1].strip() == "1 of 2 points within 10%"
+
+
+def test_accuracy_plan_only_writes_command_commit_and_date(accuracy, tmp_path, capsys):
+    tandem = pytest.importorskip("tandem")
+    if not hasattr(tandem, "plan"):
+        pytest.skip("tandem.plan is not built")
+    out = tmp_path / "plan.json"
+    profile = os.path.join(BENCH, "results", "calibrate_h200.json")
+    assert accuracy.main(["--plan-only", "--models", "llama3-1b", "--fractions", "0.5",
+                          "--profile", profile, "--offload-compute", "host",
+                          "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["command"].startswith("python3 bench/planner_accuracy.py --plan-only")
+    assert data["commit"] and data["date"] and data["offload_compute"] == "host"
+    [r] = data["results"]
+    assert r["fraction"] == 0.5 and r["plan_share"] == 0.0 and r["predicted_ms"] > 0
+    assert "nothing measured" in capsys.readouterr().out
+
+
+def test_baseline_json_has_command_commit_date_and_checks(baseline, tmp_path, monkeypatch,
+                                                           capsys):
+    seen = []
+    monkeypatch.setattr(baseline, "measure_baseline", lambda shapes, f, threads, steps: 600.0)
+
+    def tandem(shapes, f, formats, offload_compute, threads, steps):
+        seen.append((f, formats, offload_compute))
+        return (100.0 if formats.endswith("q8") else 400.0), 1.0
+    monkeypatch.setattr(baseline, "measure_tandem", tandem)
+    out = tmp_path / "b.json"
+    assert baseline.main(["--models", "llama3-1b", "--offload-compute", "0.5",
+                          "--json", str(out)]) == 0
+    assert seen == [(0.5, "bf16+ecc8/q8/q8", 0.5), (0.5, "f32/f32/f32", 0.5)]
+    data = json.loads(out.read_text())
+    assert data["command"] == ("python3 bench/megatron_baseline.py --models llama3-1b "
+                               "--offload-compute 0.5 --json " + str(out))
+    assert data["commit"] and data["date"] and data["offload_compute"] == 0.5
+    assert [r["speedup"] for r in data["results"]] == [6.0, 1.5]
+    assert data["checks"] == [{"check": "llama3-1b f=0.5 bf16+ecc8/q8/q8: baseline / tandem",
+                               "value": 6.0, "target": ">= 5", "met": True}]
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1].endswith("(target >= 5: met)")
+    assert baseline.main(["--table", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == printed[-1]
+
+
+def test_accuracy_measures_each_point_with_the_same_offload_compute(accuracy, tmp_path,
+                                                                   monkeypatch, capsys):
+    tandem = pytest.importorskip("tandem")
+    if not hasattr(tandem, "plan"):
+        pytest.skip("tandem.plan is not built")
+    seen = []
+
+    def measure(shapes, f, formats, a):
+        seen.append((sum(n for _, n in shapes), f, formats, a.offload_compute))
+        return 100.0, 0.0, {"device": {"total": 0}, "host": {"total": 0}}
+    monkeypatch.setattr(accuracy, "measure", measure)
+    out = tmp_path / "m.json"
+    profile = os.path.join(BENCH, "results", "calibrate_h200.json")
+    assert accuracy.main(["--models", "llama3-1b", "--fractions", "0.25", "1",
+                          "--profile", profile, "--offload-compute", "host",
+                          "--json", str(out)]) == 0
+    assert [s[1:] for s in seen] == [(0.25, "bf16+ecc8/q8/q8", "host"),
+                                     (1.0, "bf16+ecc8/q8/q8", "host")]
+    assert seen[0][0] == 1235814400  # the planner's llama3-1b preset, parameter for parameter
+    data = json.loads(out.read_text())
+    assert [r["fraction"] for r in data["results"]] == [0.25, 1.0]
+    assert all(r["ratio"] == pytest.approx(r["predicted_ms"] / 100.0) for r in data["results"])
+    assert capsys.readouterr().out.splitlines()[-1].strip().endswith("points within 10%")
+
+
+def test_each_result_is_a_json_with_command_commit_date_and_a_table_in_the_index():
+    results = os.path.join(BENCH, "results")
+    with open(os.path.join(BENCH, "..", "docs", "benchmarks.md")) as f:
+        index = f.read()
+    names = sorted(os.listdir(results))
+    stems = {os.path.splitext(n)[0] for n in names}
+    for n in names:
+        assert os.path.splitext(n)[1] in (".json", ".txt", ".md"), n
+    for stem in stems:
+        with open(os.path.join(results, stem + ".json")) as f:
+            data = json.load(f)
+        for key in ("command", "commit", "date"):
+            assert data.get(key), "%s.json has no %s" % (stem, key)
+        tables = [stem + ext for ext in (".txt", ".md") if stem + ext in names]
+        assert len(tables) == 1, "%s: one table beside the JSON, found %s" % (stem, tables)
+        assert "../bench/results/%s)" % tables[0] in index, "%s is not in the index" % stem
+
+
+def test_accuracy_table_reads_files_of_the_earlier_form(accuracy):
+    # Rows of the 2026-11-21 file: measured and predicted, no ratio, no shares.
+    rows = [dict(model="llama3-8b", formats="bf16+ecc8/q8/q8", fraction=0.5,
+                 measured_ms=556.04, predicted_ms=580.13, bottleneck="host"),
+            dict(model="llama3-1b", formats="bf16+ecc8/q8/q8", fraction=0.25,
+                 measured_ms=67.31, predicted_ms=45.10, bottleneck="host")]
+    result = {"command": "python3 bench/planner_accuracy.py", "commit": "ada0e38",
+              "date": "2026-11-21T05:58Z", "results": rows}
+    lines = accuracy.table(result)
+    assert "ratio 1.043" in lines[-3] and lines[-3].endswith("met)")
+    assert "ratio 0.670" in lines[-2] and lines[-2].endswith("missed)")
+    assert "ratio" not in rows[0]  # the caller's rows are left as they were
