@@ -230,7 +230,8 @@ struct StageTimes {
   // last state download, and the chunks streamed.
   double stream_ms = 0;
   uint64_t stream_chunks = 0;
-  double step_ms = 0;       // Step() call, start to return
+  double step_ms = 0;       // Step() call, start to return; GPU work the step queued (the
+                            // hot kernel, streamed chunks: stream_ms) may still be running
   uint64_t chunks = 0;      // offload pipeline chunks run
   // Speculative early start (BeginStep): chunks updated during backward whose result this
   // Step kept, chunks it restored from their backup (non-finite gradient, clipping, or a
