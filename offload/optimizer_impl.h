@@ -70,8 +70,8 @@ class HybridOptimizer::Impl {
   void CheckHostBudget() const;
   void BuildLayout();
   // The initial state from the parameters (Note [Block-wise initialisation],
-  // offload/state_init.h): blocks of kInitBlockElements; progress lines on stderr once it
-  // has run kInitQuietSeconds, at most every kInitProgressSeconds.
+  // offload/state_init.h): blocks of kInitBlockElements; progress lines on stderr once the
+  // construction has run kInitQuietSeconds, at most every kInitProgressSeconds.
   void InitState();
   static constexpr uint64_t kInitBlockElements = uint64_t{1} << 19;
   static constexpr double kInitQuietSeconds = 3.0, kInitProgressSeconds = 3.0;
@@ -106,6 +106,8 @@ class HybridOptimizer::Impl {
   void EndEarlyStart() noexcept;
   void RequireNoBegunStep(const char* what) const;
 
+  // When construction began: InitState's progress lines count from it.
+  const std::chrono::steady_clock::time_point construct_start_ = std::chrono::steady_clock::now();
   std::vector<TensorSpec> specs_;
   OptimizerConfig cfg_;
   // Per tensor: its effective state formats (offload/tensor_formats.h), fixed at

@@ -150,7 +150,8 @@ void HybridOptimizer::Impl::InitState() {
   io.block_elements = kInitBlockElements;
   io.staging_slots = tbb::this_task_arena::max_concurrency();
   offload::ProgressLog progress("initialising optimizer state", offload::RegionElements(regions),
-                                kInitQuietSeconds, kInitProgressSeconds);
+                                kInitQuietSeconds, kInitProgressSeconds, stderr,
+                                construct_start_);
   offload::InitRegions(regions, io, &progress);
   progress.Finish();
 }

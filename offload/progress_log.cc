@@ -16,13 +16,13 @@ std::string CountText(uint64_t n) {
 }
 
 ProgressLog::ProgressLog(std::string what, uint64_t total, double quiet_s, double every_s,
-                         std::FILE* out)
+                         std::FILE* out, std::chrono::steady_clock::time_point start)
     : what_(std::move(what)),
       total_(total),
       quiet_s_(quiet_s),
       every_s_(every_s),
       out_(out),
-      start_(std::chrono::steady_clock::now()),
+      start_(start),
       next_s_(quiet_s) {}
 
 double ProgressLog::Elapsed() const {
@@ -54,7 +54,7 @@ void ProgressLog::Finish() {
   std::lock_guard lock(print_);
   if (lines_ == 0 && t < quiet_s_) return;
   char line[256];
-  std::snprintf(line, sizeof line, "tandem: %s: done, %s elements in %.1f s\n", what_.c_str(),
+  std::snprintf(line, sizeof line, "tandem: %s: done, %s elements, %.1f s\n", what_.c_str(),
                 CountText(done_.load()).c_str(), t);
   Print(line);
 }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <tbb/task_arena.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -245,7 +246,7 @@ TEST(StateInit, ProgressLinesOnlyForLongWork) {
               std::string::npos)
         << out;
     EXPECT_NE(out.find("100% (3.2 G of 3.2 G elements)"), std::string::npos) << out;
-    EXPECT_NE(out.find("tandem: initialising optimizer state: done, 3.2 G elements in "),
+    EXPECT_NE(out.find("tandem: initialising optimizer state: done, 3.2 G elements, "),
               std::string::npos)
         << out;
     EXPECT_EQ(log.lines(), 3);
@@ -257,6 +258,17 @@ TEST(StateInit, ProgressLinesOnlyForLongWork) {
     for (int i = 0; i < 10; ++i) log.Add(10);
     log.Finish();
     EXPECT_EQ(log.lines(), 2) << ReadAll(f);
+    std::fclose(f);
+  }
+  {  // counted from an earlier start (the construction's): past the quiet time at once
+    std::FILE* f = std::tmpfile();
+    offload::ProgressLog log("x", 100, 3.0, 1000.0, f,
+                             std::chrono::steady_clock::now() - std::chrono::seconds(10));
+    log.Add(50);
+    log.Finish();
+    const std::string out = ReadAll(f);
+    EXPECT_NE(out.find("tandem: x: 50% (50 of 100 elements), 10."), std::string::npos) << out;
+    EXPECT_EQ(log.lines(), 2) << out;
     std::fclose(f);
   }
   EXPECT_EQ(offload::CountText(999), "999");
