@@ -21,35 +21,14 @@
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
 #include "tests/offload/hybrid_fixture.h"
+#include "tests/offload/state_init_expect.h"
 
 namespace tandem {
 namespace {
 
+using testing::ExpectSameArrays;
+using testing::Expected;
 using testing::Model;
-
-TensorState Expected(Algorithm algo, const HyperParams& h, const StateFormats& f,
-                     const void* param, DType dtype, size_t n) {
-  std::vector<float> w(n);
-  for (size_t i = 0; i < n; ++i) w[i] = num::LoadAsF32(param, dtype, i);
-  return TensorState(algo, h, f, w.data(), n);
-}
-
-// Every array of `got` equals the same array of `want`, byte for byte.
-// (TensorSnapshot and TensorState name their arrays alike.)
-template <typename Got>
-void ExpectSameArrays(const Got& got, const TensorState& want, const std::string& who) {
-  std::vector<std::pair<const void*, size_t>> g, w;
-  ForEachStateVector(got, [&](StateArray, const auto& v) {
-    g.push_back({v.data(), v.size() * sizeof(v[0])});
-  });
-  ForEachStateVector(want, [&](StateArray, const auto& v) {
-    w.push_back({v.data(), v.size() * sizeof(v[0])});
-  });
-  for (size_t a = 0; a < g.size(); ++a) {
-    ASSERT_EQ(g[a].second, w[a].second) << who << " array " << a;
-    EXPECT_EQ(std::memcmp(g[a].first, w[a].first, g[a].second), 0) << who << " array " << a;
-  }
-}
 
 const MasterFormat kMasters[] = {MasterFormat::kF32, MasterFormat::kBF16,
                                  MasterFormat::kBF16Ecc8, MasterFormat::kBF16Ecc16};
