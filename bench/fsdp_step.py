@@ -10,7 +10,8 @@ Modes (each a fresh `torchrun --nproc_per_node 1` child, so GPU peaks do not mix
   cpu_offload  the same with offload_policy=CPUOffloadPolicy(): parameters, gradients and
                torch's AdamW state on the host.
   tandem       bf16 sharded parameters, tandem.torch.AdamW with bf16+ecc8 / q8 / q8 state
-               at --fraction (default 1: all optimizer state in pinned host memory).
+               at --fraction (default 1: all optimizer state in pinned host memory), its
+               host-resident state computed where --offload-compute says (default auto).
 Targets (issue): tandem >= 10x faster than cpu_offload, within 2.5x of none, GPU peak
 <= 45% of none's. The table prints each figure against its target.
 """
@@ -64,6 +65,7 @@ def child(args):
         import tandem.torch
         opt = tandem.torch.AdamW(model.named_parameters(), lr=1e-5, weight_decay=0.1,
                                  offload_fraction=args.fraction,
+                                 offload_compute=args.offload_compute,
                                  master_format="bf16+ecc8", momentum_format="q8",
                                  variance_format="q8")
     elif args.mode == "cpu_offload":
@@ -101,6 +103,10 @@ def child(args):
                   step_ms=statistics.median(st), iterations_ms=it,
                   gpu_peak_gib=torch.cuda.max_memory_allocated() / 2**30,
                   optimizer_build_s=build_s)
+    if args.mode == "tandem":
+        result["offload_compute"] = args.offload_compute
+        result["compute_split"] = opt.compute_split()
+        result["step_times"] = opt.last_step_times()
     with open(args.child_out, "w") as f:
         json.dump(result, f)
     dist.destroy_process_group()
@@ -113,6 +119,8 @@ def main():
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--fraction", type=float, default=1.0)
+    ap.add_argument("--offload-compute", default="auto",
+                    help='tandem: "auto", "host", "gpu" or a share (docs/user_guide.md)')
     ap.add_argument("--modes", default="none,cpu_offload,tandem")
     ap.add_argument("--json", default=None)
     ap.add_argument("--mode", help=argparse.SUPPRESS)
@@ -128,7 +136,8 @@ def main():
                "--nproc_per_node", "1", os.path.abspath(__file__), "--mode", mode,
                "--child-out", out] + sum(([k, str(v)] for k, v in (
                    ("--layers", args.layers), ("--seq", args.seq), ("--iters", args.iters),
-                   ("--warmup", args.warmup), ("--fraction", args.fraction))), [])
+                   ("--warmup", args.warmup), ("--fraction", args.fraction),
+                   ("--offload-compute", args.offload_compute))), [])
         print("fsdp_step: %s ..." % mode, file=sys.stderr, flush=True)
         rc = subprocess.run(cmd).returncode
         if rc != 0 or not os.path.exists(out):
@@ -142,6 +151,9 @@ def main():
     print("\nFSDP2, Llama-3-8B shapes, %d layers (%.2f Gparam), seq %d, world size 1"
           % (args.layers, next(iter(results.values()))["params"] / 1e9 if results else 0,
              args.seq))
+    if tan:
+        print("tandem: offload_fraction %g, offload_compute %s, share on the GPU %.3f"
+              % (args.fraction, args.offload_compute, tan["compute_split"]["share"]))
     print("%-12s %12s %12s %10s %10s" % ("mode", "iteration", "fwd+bwd", "step", "GPU peak"))
     for mode, r in results.items():
         print("%-12s %9.0f ms %9.0f ms %7.0f ms %6.1f GiB"

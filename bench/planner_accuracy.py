@@ -57,6 +57,8 @@ def main():
             out = subprocess.run(
                 ['./build/tools/plan/tandem-plan', '--model', model, '--gpu-mem', '141GB',
                  '--host-mem', '128GiB', '--profile', PROFILE, '--json',
+                 # The measured runs computed every offloaded element on the host.
+                 '--offload-compute', 'host',
                  '--master', fmt[0], '--m', fmt[1], '--v', fmt[2]],
                 capture_output=True, text=True, check=False).stdout
             for pt in json.loads(out)['sweep']:

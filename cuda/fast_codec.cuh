@@ -88,7 +88,7 @@ __device__ __forceinline__ void EncodeEcc8Fast(float x, uint16_t* b, int8_t* ecc
   *ecc = static_cast<int8_t>(q);
 }
 
-// ---- Packed shortcuts for full tiles (FastTile in step_kernel.cuh). ----
+// ---- Packed shortcuts for full tiles (FastTile in tiles.cuh). ----
 //
 // Note [Batched fallbacks]: the functions below compute a whole tile's codes with
 // straight-line arithmetic that is exact inside a domain, and report through `ok` (a

@@ -23,7 +23,7 @@
 namespace tandem::gpu {
 
 // The largest number of distinct StepScalars (param groups) one StepPlan launch takes;
-// they travel by value in the kernel's parameters (cuda/step_kernel.cuh, LaunchArgs).
+// they travel by value in the kernel's parameters (cuda/step_args.h, LaunchArgs).
 inline constexpr size_t kMaxScalarGroups = 32;
 
 // True when a usable CUDA device exists. Never throws.

@@ -9,7 +9,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/gpu_step.h"
 #include "cuda/plan_sizes.h"
-#include "cuda/step_kernel.cuh"
+#include "cuda/step_args.h"
 
 namespace tandem::gpu {
 

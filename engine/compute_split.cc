@@ -12,22 +12,8 @@ namespace {
 
 bool Positive(double x) { return std::isfinite(x) && x > 0; }
 
-// One term of the model as a + b * share (ms).
-struct Line {
-  double a, b;
-  double at(double x) const { return a + b * x; }
-};
-
-void Lines(const ComputeSplitInput& in, const MachineRates& r, Line out[4]) {
-  const double n = static_cast<double>(in.offloaded);
-  // ms for `bytes` at `gbps`: bytes / (gbps * 1e9) * 1e3.
-  auto ms = [](double bytes, double gbps) { return bytes / (gbps * 1e6); };
-  out[0] = {ms(in.grad_bytes * n, r.d2h_gbps), ms((in.stream_bytes - in.grad_bytes) * n, r.d2h_gbps)};
-  out[1] = {ms(in.param_bytes * n, r.h2d_gbps),
-            ms((in.stream_bytes - in.param_bytes) * n, r.h2d_gbps)};
-  out[2] = {n / (r.host_gparams * 1e6), -n / (r.host_gparams * 1e6)};
-  out[3] = {static_cast<double>(in.hot) / (r.gpu_gparams * 1e6), n / (r.gpu_gparams * 1e6)};
-}
+// ms for `bytes` at `gbps`: bytes / (gbps * 1e9) * 1e3.
+double Ms(double bytes, double gbps) { return bytes / (gbps * 1e6); }
 
 }  // namespace
 
@@ -37,11 +23,10 @@ bool MachineRates::valid() const {
 }
 
 const char* ComputeSplit::bound() const {
-  const double m = std::max({down_ms, up_ms, host_ms, gpu_ms});
-  if (m == down_ms) return "d2h";
-  if (m == up_ms) return "h2d";
-  if (m == host_ms) return "host";
-  return "gpu";
+  if (gpu_ms >= stream_ms + host_path_ms) return "gpu";
+  if (host_path_ms == 0) return "stream";
+  if (stream_ms > 0) return "stream+host";
+  return host_path_ms == host_ms ? "host" : (down_ms >= up_ms ? "d2h" : "h2d");
 }
 
 ComputeSplit PredictSplit(const ComputeSplitInput& in, const MachineRates& rates, double share) {
@@ -56,35 +41,47 @@ ComputeSplit PredictSplit(const ComputeSplitInput& in, const MachineRates& rates
   if (!(share >= 0.0 && share <= 1.0))
     throw Error(ErrorKind::kInvalidArgument,
                 "compute share must be in [0, 1], got " + std::to_string(share));
-  Line l[4];
-  Lines(in, rates, l);
+  const double n = static_cast<double>(in.offloaded);
+  const double streamed = share * n, host = n - streamed;
   ComputeSplit s;
   s.share = share;
-  s.down_ms = l[0].at(share);
-  s.up_ms = l[1].at(share);
-  s.host_ms = l[2].at(share);
-  s.gpu_ms = l[3].at(share);
-  s.step_ms = std::max({s.down_ms, s.up_ms, s.host_ms, s.gpu_ms});
+  const double down_s = Ms(in.stream_bytes * streamed, rates.d2h_gbps);
+  const double up_s = Ms(in.stream_bytes * streamed, rates.h2d_gbps);
+  const double down_h = Ms(in.grad_bytes * host, rates.d2h_gbps);
+  const double up_h = Ms(in.param_bytes * host, rates.h2d_gbps);
+  s.down_ms = down_s + down_h;
+  s.up_ms = up_s + up_h;
+  s.host_ms = host / (rates.host_gparams * 1e6);
+  s.gpu_ms = (static_cast<double>(in.hot) + streamed) / (rates.gpu_gparams * 1e6);
+  s.stream_ms = std::max(down_s, up_s);
+  s.host_path_ms = std::max({down_h, up_h, s.host_ms});
+  s.step_ms = std::max(s.gpu_ms, s.stream_ms + s.host_path_ms);
   return s;
 }
 
 ComputeSplit ChooseSplit(const ComputeSplitInput& in, const MachineRates& rates) {
   ComputeSplit best = PredictSplit(in, rates, 0.0);
   if (in.offloaded == 0) return best;
-  Line l[4];
-  Lines(in, rates, l);
-  std::vector<double> candidates = {1.0};
-  for (int i = 0; i < 4; ++i)
-    for (int j = i + 1; j < 4; ++j)
-      if (l[i].b != l[j].b) {
-        const double x = (l[j].a - l[i].a) / (l[i].b - l[j].b);
-        if (x > 0.0 && x < 1.0) candidates.push_back(x);
-      }
-  std::sort(candidates.begin(), candidates.end());
-  for (double x : candidates) {
-    const ComputeSplit s = PredictSplit(in, rates, x);
-    if (s.step_ms < best.step_ms * (1 - 1e-12)) best = s;
+  constexpr int kGrid = 1024;
+  int at = 0;
+  for (int i = 1; i <= kGrid; ++i) {
+    const ComputeSplit s = PredictSplit(in, rates, static_cast<double>(i) / kGrid);
+    if (s.step_ms < best.step_ms * (1 - 1e-12)) {
+      best = s;
+      at = i;
+    }
   }
+  // Convex: the minimum lies within one grid step of the best grid point; refine there.
+  double lo = std::max(0, at - 1) / double(kGrid), hi = std::min(kGrid, at + 1) / double(kGrid);
+  for (int it = 0; it < 60; ++it) {
+    const double a = lo + (hi - lo) / 3, b = hi - (hi - lo) / 3;
+    if (PredictSplit(in, rates, a).step_ms <= PredictSplit(in, rates, b).step_ms)
+      hi = b;
+    else
+      lo = a;
+  }
+  const ComputeSplit refined = PredictSplit(in, rates, lo);
+  if (refined.step_ms < best.step_ms * (1 - 1e-12)) best = refined;
   return best;
 }
 

@@ -115,10 +115,13 @@ class GpuSide {
   // Enqueues every chunk that has an active span (slot_of_tensor[t] != kSkip, as for
   // LaunchHot): uploads wait for the slot's previous download (and the last step's
   // downloads), kernels for their upload and for the caller's stream (the gradients),
-  // downloads for their kernel; the caller's stream then waits for the last kernel (the
-  // parameters). Never waits on the host. Returns the chunks enqueued.
+  // downloads for their kernel. Never waits on the host. Returns the chunks enqueued.
   virtual uint64_t LaunchStream(const std::vector<StepScalars>& scalars,
                                 const std::vector<uint32_t>& slot_of_tensor) = 0;
+  // Makes the caller's stream wait for the last LaunchStream's kernels (the parameters).
+  // Step calls it after the offload pipeline has ordered its downloads after the caller's
+  // stream: called before, it would hold those downloads behind every streamed chunk.
+  virtual void JoinStream() = 0;
   // Makes `stream` wait for the last LaunchStream's kernels (non-blocking).
   virtual void StreamWaitStreamed(void* stream) const = 0;
   // GPU time of the last LaunchStream, first upload to last download, in ms (waits for it).

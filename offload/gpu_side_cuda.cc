@@ -248,12 +248,15 @@ class CudaSide final : public GpuSide {
     }
     TANDEM_CUDA(cudaEventRecord(stream_ev_[kKernelsDone], run_), "(stream executor end)");
     TANDEM_CUDA(cudaEventRecord(stream_ev_[kDownDone], down_), "(stream executor end)");
-    // The parameters are final on the caller's stream once the kernels are done.
-    TANDEM_CUDA(cudaStreamWaitEvent(stream_, stream_ev_[kKernelsDone], 0),
-                "(caller's stream waits for the streamed kernels)");
     launched_ = true;
     stream_timed_ = enqueued > 0;
     return enqueued;
+  }
+
+  void JoinStream() override {
+    if (!launched_) return;
+    TANDEM_CUDA(cudaStreamWaitEvent(stream_, stream_ev_[kKernelsDone], 0),
+                "(caller's stream waits for the streamed kernels)");
   }
 
   void StreamWaitStreamed(void* stream) const override {

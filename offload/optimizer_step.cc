@@ -177,10 +177,23 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
   }
   // 3b. Streamed elements: enqueued on the GPU's copy and kernel streams (nothing waits on
   // the host), or, in host mode, run through host slots now.
+  // Whatever way the rest of the step ends, the caller's stream is ordered after the
+  // streamed kernels (after the pipeline has ordered its downloads: JoinStream).
+  struct Join {
+    offload::GpuSide* gpu = nullptr;
+    ~Join() {
+      if (gpu == nullptr) return;
+      try {
+        gpu->JoinStream();
+      } catch (...) {  // the step's own error (or the next CUDA call) reports it
+      }
+    }
+  } join;
   if (!stream_.chunks().empty()) {
     if (gpu()) {
       times_.stream_chunks = gpu_->LaunchStream(scalars_, slot_);
       times_pending_stream_ = times_.stream_chunks > 0;
+      if (times_.stream_chunks > 0) join.gpu = gpu_.get();
     } else {
       const auto s0 = Clock::now();
       times_.stream_chunks = RunStreamOnHost();
@@ -213,6 +226,10 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
     times_.host_update_ms = pt.host_ms;
     times_.h2d_ms = pt.h2d_ms;
     times_.chunks = chunks_.size();
+  }
+  if (join.gpu != nullptr) {  // the normal end: errors of the join are the step's
+    join.gpu = nullptr;
+    gpu_->JoinStream();
   }
   ++step_;
   for (size_t t = 0; t < specs_.size(); ++t)

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "engine/tensor_state.h"
@@ -15,7 +18,8 @@ namespace tandem {
 using Clock = std::chrono::steady_clock;
 
 // The host kernel's rate on this optimizer's threads for the formats of the largest
-// host-resident tensor, bf16 gradients, best of five runs over 8M elements.
+// host-resident tensor, bf16 gradients: 8M elements stepped chunk by chunk, as the
+// pipeline steps them, best of four runs.
 double HybridOptimizer::Impl::ProbeHostRate() {
   size_t big = 0;
   for (size_t t = 0; t < specs_.size(); ++t)
@@ -28,16 +32,18 @@ double HybridOptimizer::Impl::ProbeHostRate() {
   std::vector<uint16_t> grad(n, 0x3c00);  // bf16 0.0078125
   std::vector<uint8_t> param(n * DTypeSize(s.param_dtype));
   const bool alias = offload::MasterAliases(formats_[big].master, s.param_dtype);
-  const cpu::HostWork w{nullptr,
-                        state.Span(0, n, grad.data(), DType::kBF16,
-                                   alias ? nullptr : param.data(), s.param_dtype)};
   const StepScalars sc = ComputeStepScalars(cfg_.algorithm, h, 1e-4, 1, 1.0);
-  cpu::HostWork run = w;
-  run.scalars = &sc;
+  const size_t chunk = std::min<size_t>(n, cfg_.chunk_elements);
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     const auto t0 = Clock::now();
-    driver_.Run(&run, 1);
+    for (size_t off = 0; off < n; off += chunk) {
+      const size_t len = std::min(chunk, n - off);
+      const cpu::HostWork w{&sc, state.Span(off, len, grad.data() + off, DType::kBF16,
+                                            alias ? nullptr : param.data() + off * DTypeSize(s.param_dtype),
+                                            s.param_dtype)};
+      driver_.Run(&w, 1);
+    }
     const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
     if (rep > 0) best = std::max(best, static_cast<double>(n) / sec / 1e9);
   }
@@ -54,10 +60,26 @@ double HybridOptimizer::Impl::ChooseComputeShare() {
   const ComputeSplitInput in =
       offload::SplitInput(specs_, formats_, cfg_, placement_, &kernel_bytes);
   if (!rates && asked == kOffloadComputeAuto) {
-    MachineRates probed;
-    gpu_->ProbeRates(uint64_t{64} << 20, kernel_bytes, &probed);
-    probed.host_gparams = ProbeHostRate();
-    rates = probed;
+    // Measured once per process and setting: the copies and the HBM (per kernel bytes),
+    // the host kernel (per algorithm, formats, parameter dtype, threads and chunk).
+    static std::mutex mu;
+    static std::map<std::string, MachineRates> cache;
+    size_t big = 0;
+    for (size_t t = 0; t < specs_.size(); ++t)
+      if (placement_.tensors[t].host_count() > placement_.tensors[big].host_count()) big = t;
+    const std::string key = std::to_string(static_cast<int>(cfg_.algorithm)) + Name(formats_[big]) +
+                            Name(specs_[big].param_dtype) + "/" + std::to_string(driver_.threads()) +
+                            "/" + std::to_string(cfg_.chunk_elements) + "/" +
+                            std::to_string(kernel_bytes);
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      MachineRates probed;
+      gpu_->ProbeRates(uint64_t{64} << 20, kernel_bytes, &probed);
+      probed.host_gparams = ProbeHostRate();
+      it = cache.emplace(key, probed).first;
+    }
+    rates = it->second;
   }
   if (asked == kOffloadComputeAuto) {
     split_ = ChooseSplit(in, *rates);

@@ -37,44 +37,16 @@ std::vector<bool> F32MomentTensors(const PlanInputs& in) {
 
 MemoryReport PredictRankMemory(const std::vector<TensorSpec>& specs,
                                const std::vector<bool>& f32_moments, const OptimizerConfig& cfg) {
-  MemoryReport r = PredictMemory(specs, cfg, ExecutionMode::kGpu);
   const StateFormats f32 = F32MomentFormats(cfg.formats);
   if (f32 == cfg.formats ||
       std::none_of(f32_moments.begin(), f32_moments.end(), [](bool b) { return b; }))
-    return r;
-  // The engine's placement over all tensors, then the flagged tensors' parts on their own.
-  std::vector<uint64_t> numels;
-  for (const TensorSpec& s : specs) numels.push_back(s.numel);
-  const Placement p = ComputePlacement(numels, cfg.offload_fraction, cfg.placement);
-  std::vector<TensorSpec> hot, cold;
-  for (size_t t = 0; t < specs.size(); ++t) {
-    if (!f32_moments[t]) continue;
-    TensorSpec s = specs[t];
-    s.shape.clear();
-    s.numel = p.tensors[t].device_count;
-    if (s.numel > 0) hot.push_back(s);
-    s.numel = p.tensors[t].host_count();
-    if (s.numel > 0) cold.push_back(s);
-  }
-  // Fraction 0 puts a list wholly on the GPU, fraction 1 wholly on the host; the moment
-  // and scale bytes of a part depend only on its count and formats (offload/state_layout).
-  auto replace = [&](const std::vector<TensorSpec>& parts, double fraction,
-                     MemoryReport::Bytes MemoryReport::*side) {
-    if (parts.empty()) return;
-    OptimizerConfig c = cfg;
-    c.offload_fraction = fraction;
-    c.speculative_early_start = false;
-    const MemoryReport q8 = PredictMemory(parts, c, ExecutionMode::kGpu);
-    c.formats = f32;
-    const MemoryReport wide = PredictMemory(parts, c, ExecutionMode::kGpu);
-    MemoryReport::Bytes& b = r.*side;
-    b.momentum = b.momentum + (wide.*side).momentum - (q8.*side).momentum;
-    b.variance = b.variance + (wide.*side).variance - (q8.*side).variance;
-    b.scales = b.scales + (wide.*side).scales - (q8.*side).scales;
-  };
-  replace(hot, 0.0, &MemoryReport::device);
-  replace(cold, 1.0, &MemoryReport::host);
-  return r;
+    return PredictMemory(specs, cfg, ExecutionMode::kGpu);
+  // The flagged tensors with their own formats (TensorSpec::formats), as tandem.torch
+  // builds the optimizer under FSDP2.
+  std::vector<TensorSpec> with_formats = specs;
+  for (size_t t = 0; t < specs.size(); ++t)
+    if (f32_moments[t]) with_formats[t].formats = f32;
+  return PredictMemory(with_formats, cfg, ExecutionMode::kGpu);
 }
 
 uint64_t Fsdp2UnshardedBytes(const PlanInputs& in) {

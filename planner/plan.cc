@@ -27,6 +27,15 @@ void Validate(const PlanInputs& in) {
       in.profile.pcie.h2d_gbps <= 0 || in.profile.pcie.d2h_gbps <= 0 ||
       in.profile.pcie.bidir_gbps <= 0)
     bad("plan: the profile's bandwidths must all be > 0");
+  if (in.offload_compute != kOffloadComputeAuto &&
+      !(in.offload_compute >= 0.0 && in.offload_compute <= 1.0))
+    bad("plan: offload_compute must be auto, host (0), gpu (1) or a share in [0, 1], got " +
+        std::to_string(in.offload_compute));
+  if (in.stream_slots < 2)
+    bad("plan: stream slots must be >= 2, got " + std::to_string(in.stream_slots));
+  if (in.stream_chunk_bytes < 4096)
+    bad("plan: the stream chunk must be >= 4096 bytes, got " +
+        std::to_string(in.stream_chunk_bytes));
   const uint64_t ranks = static_cast<uint64_t>(in.gpus_per_node) * in.nodes;
   if (in.shard_size != 0 && !in.fsdp2)
     bad("plan: a shard size (--shard-size) needs FSDP2 (--fsdp2)");
@@ -69,6 +78,18 @@ int Bisect(int lo, int hi, F ok) {
 }
 
 double Frac(int k) { return static_cast<double>(k) / kFractionSteps; }
+
+uint64_t StreamSlotBytes(const PlanInputs& in) {
+  return static_cast<uint64_t>(in.stream_slots) * in.stream_chunk_bytes;
+}
+
+// The placement at `fraction` with the compute share offload_compute resolves to there.
+Placement PlaceWithShare(const PlanInputs& in, const Rates& rates,
+                         const std::vector<uint64_t>& numels, double fraction) {
+  const Placement base = ComputePlacement(numels, fraction, in.placement);
+  const double share = ResolveComputeShare(in, rates, base.total - base.offloaded, base.offloaded);
+  return share > 0 ? ComputePlacement(numels, fraction, in.placement, share) : base;
+}
 
 }  // namespace
 
@@ -116,7 +137,7 @@ std::vector<TensorSpec> ShardSpecs(const PlanInputs& in) {
   return specs;
 }
 
-OptimizerConfig ShardConfig(const PlanInputs& in, double fraction) {
+OptimizerConfig ShardConfig(const PlanInputs& in, double fraction, double share) {
   OptimizerConfig c;
   c.algorithm = in.algorithm;
   c.groups = {in.hyper};
@@ -127,6 +148,9 @@ OptimizerConfig ShardConfig(const PlanInputs& in, double fraction) {
   c.chunk_elements = in.chunk_elements;
   c.pipeline_slots = in.pipeline_slots;
   c.speculative_early_start = in.speculative_early_start;
+  c.offload_compute = share;
+  c.stream_chunk_bytes = in.stream_chunk_bytes;
+  c.stream_slots = in.stream_slots;
   return c;
 }
 
@@ -145,10 +169,15 @@ uint64_t ActivationBytes(const PlanInputs& in) {
   return EstimateActivationBytes(s, in.recompute);
 }
 
-FractionPoint EvaluateFraction(const PlanInputs& in, double fraction) {
-  Validate(in);
-  const std::vector<TensorSpec> specs = ShardSpecs(in);
-  const OptimizerConfig cfg = ShardConfig(in, fraction);
+namespace {
+
+// The plan at `fraction` with placement `pl` (ComputePlacement over ShardSpecs(in)).
+FractionPoint EvaluatePlacement(const PlanInputs& in, const std::vector<TensorSpec>& specs,
+                                const Rates& rates, double fraction, const Placement& pl) {
+  // PredictMemory lays out the same placement: ComputePlacement at the fraction and share.
+  const OptimizerConfig cfg = ShardConfig(in, fraction, pl.stream_share);
+  uint64_t shard = 0;
+  for (const TensorSpec& s : specs) shard += s.numel;
   const MemoryReport r = PredictRankMemory(specs, F32MomentTensors(in), cfg);
   FractionPoint p;
   p.fraction = fraction;
@@ -189,13 +218,34 @@ FractionPoint EvaluateFraction(const PlanInputs& in, double fraction) {
   p.host_node_bytes = p.host.total() * in.gpus_per_node;
   p.fits_gpu = p.gpu.total() <= UsableGpuBytes(in);
   p.fits_host = p.host_node_bytes <= in.host_budget;
-  std::vector<uint64_t> numels;
-  uint64_t shard = 0;
-  for (const TensorSpec& s : specs) numels.push_back(s.numel), shard += s.numel;
-  const Placement pl = ComputePlacement(numels, fraction, in.placement);
   p.cold_elements = pl.offloaded;
   p.hot_elements = pl.total - pl.offloaded;
-  p.time = PredictStepTime(in, ResolveRates(in), p.hot_elements, p.cold_elements, shard);
+  p.time = PredictStepTime(in, rates, p.hot_elements, p.cold_elements, shard, pl.streamed);
+  return p;
+}
+
+}  // namespace
+
+FractionPoint EvaluateFraction(const PlanInputs& in, double fraction) {
+  Validate(in);
+  const std::vector<TensorSpec> specs = ShardSpecs(in);
+  const Rates rates = ResolveRates(in);
+  std::vector<uint64_t> numels;
+  for (const TensorSpec& s : specs) numels.push_back(s.numel);
+  const Placement pl = PlaceWithShare(in, rates, numels, fraction);
+  FractionPoint p = EvaluatePlacement(in, specs, rates, fraction, pl);
+  // Note [Auto streams only where the slots fit]: the stream slots (and their kernel
+  // tables) are the only GPU bytes streaming adds; where they do not fit but computing on
+  // the host does, auto's plan computes on the host (and says so: the engine's auto looks
+  // at time only).
+  if (!p.fits_gpu && pl.streamed > 0 && in.offload_compute == kOffloadComputeAuto) {
+    FractionPoint q = EvaluatePlacement(in, specs, rates, fraction,
+                                        ComputePlacement(numels, fraction, in.placement));
+    if (q.fits_gpu) {
+      q.split_fallback = true;
+      return q;
+    }
+  }
   return p;
 }
 
@@ -219,8 +269,10 @@ PlanResult MakePlan(const PlanInputs& in) {
 
   for (int i = 0; i <= kSweepSteps; ++i)
     plan.sweep.push_back(EvaluateFraction(in, static_cast<double>(i) / kSweepSteps));
+  // The GPU side without the streaming slots: they appear with the first streamed element.
+  auto gpu_state = [](const FractionPoint& p) { return p.gpu.total() - p.gpu.staging; };
   for (size_t i = 1; i < plan.sweep.size(); ++i) {
-    if (plan.sweep[i].gpu.total() > plan.sweep[i - 1].gpu.total() ||
+    if (gpu_state(plan.sweep[i]) > gpu_state(plan.sweep[i - 1]) ||
         plan.sweep[i].host_node_bytes < plan.sweep[i - 1].host_node_bytes)
       plan.monotone = false;
   }
@@ -252,13 +304,22 @@ PlanResult MakePlan(const PlanInputs& in) {
   }
 
   if (plan.feasible) {
-    // The fastest fraction of the feasible range [kmin, khmax] (ties: the smaller).
+    // The fastest fraction of the feasible range [kmin, khmax] (ties: the smaller), each
+    // at the compute share offload_compute resolves to there.
+    // Note [Auto streams only where the slots fit]: below kstream the GPU cannot hold the
+    // stream slots too, and auto's plan computes on the host there.
+    int kstream = kmin;
+    if (in.offload_compute == kOffloadComputeAuto) {
+      auto streams = [&](int k) { return !at(k).split_fallback; };
+      kstream = streams(kmin) ? kmin : streams(khmax) ? Bisect(kmin, khmax, streams) : khmax + 1;
+    }
     int best = kmin;
     double best_ms = 0;
     for (int k = kmin; k <= khmax; ++k) {
-      const Placement pl = ComputePlacement(numels, Frac(k), in.placement);
+      const Placement pl = k < kstream ? ComputePlacement(numels, Frac(k), in.placement)
+                                       : PlaceWithShare(in, plan.rates, numels, Frac(k));
       const double ms = PredictStepTime(in, plan.rates, pl.total - pl.offloaded, pl.offloaded,
-                                        plan.shard_elements)
+                                        plan.shard_elements, pl.streamed)
                             .step_ms;
       if (k == kmin || ms < best_ms) best = k, best_ms = ms;
     }
@@ -267,15 +328,21 @@ PlanResult MakePlan(const PlanInputs& in) {
       plan.monotone = false;
       plan.recommended = at(kmin);
     }
-    char b[480];
+    char split[160] = "";
+    if (plan.recommended.time.streamed > 0)
+      std::snprintf(split, sizeof split,
+                    "; the GPU computes %.4f of the offloaded elements (offload_compute %s)",
+                    plan.recommended.time.split.share,
+                    OffloadComputeName(in.offload_compute).c_str());
+    char b[640];
     std::snprintf(b, sizeof b,
                   "FITS: recommended offload fraction %.4f: %s of %s usable %s, %s of %s host "
-                  "per node; step %.2f ms (bottleneck: %s). The GPU budget needs fraction "
+                  "per node; step %.2f ms (bottleneck: %s)%s. The GPU budget needs fraction "
                   ">= %.4f. %s",
                   plan.recommended.fraction, GiB(plan.recommended.gpu.total()).c_str(),
                   GiB(usable).c_str(), in.fsdp2 ? "GPU per rank" : "GPU",
                   GiB(plan.recommended.host_node_bytes).c_str(), GiB(in.host_budget).c_str(),
-                  plan.recommended.time.step_ms, Name(plan.recommended.time.bottleneck),
+                  plan.recommended.time.step_ms, Name(plan.recommended.time.bottleneck), split,
                   plan.min_fraction,
                   !plan.runnable ? "A what-if: this version cannot run it (see the warnings)."
                   : in.fsdp2     ? "Runnable: FSDP2 with tandem.torch (docs/distributed.md)."
@@ -317,6 +384,17 @@ PlanResult MakePlan(const PlanInputs& in) {
     plan.messages.push_back(
         "note: no GPU headroom kept (--headroom 0%): the CUDA context, NCCL "
         "and the allocator's fragmentation are not counted");
+  }
+  if (plan.recommended.split_fallback) {
+    char b[400];
+    std::snprintf(b, sizeof b,
+                  "note: offload_compute auto would stream state to the GPU here, but the GPU "
+                  "budget cannot also hold its stream slots (up to %s: %d x %s): this plan "
+                  "computes every offloaded element on the host; run it with "
+                  "offload_compute=\"host\", or smaller slots (--stream-chunk)",
+                  GiB(StreamSlotBytes(in)).c_str(), in.stream_slots,
+                  GiB(in.stream_chunk_bytes).c_str());
+    plan.messages.push_back(b);
   }
   if (in.grad_release)
     plan.messages.push_back(

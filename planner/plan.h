@@ -46,10 +46,8 @@ StateFormats F32MomentFormats(StateFormats f);
 std::vector<bool> F32MomentTensors(const PlanInputs& in);
 
 // PredictMemory over `specs` at `cfg` where the tensors flagged in `f32_moments` hold
-// F32MomentFormats(cfg.formats). Equal to one PredictMemory with per-tensor formats:
-// the placement is the engine's over all tensors, and each flagged tensor's GPU and host
-// parts have their moment and scale bytes replaced by those of the same counts in the
-// f32 formats (masters, staging and metadata do not depend on the moment formats).
+// F32MomentFormats(cfg.formats) (TensorSpec::formats): what the optimizer tandem.torch
+// builds under FSDP2 would report.
 MemoryReport PredictRankMemory(const std::vector<TensorSpec>& specs,
                                const std::vector<bool>& f32_moments, const OptimizerConfig& cfg);
 
@@ -60,8 +58,9 @@ MemoryReport PredictRankMemory(const std::vector<TensorSpec>& specs,
 //   (root + min(blocks_in_flight, blocks) x largest block) x (param + grad bytes).
 uint64_t Fsdp2UnshardedBytes(const PlanInputs& in);
 
-// The optimizer configuration rank 0 would run with at `fraction`.
-OptimizerConfig ShardConfig(const PlanInputs& in, double fraction);
+// The optimizer configuration rank 0 would run with at `fraction`, with offload_compute
+// `share` (the share the plan resolved: PredictMemory then lays out that placement).
+OptimizerConfig ShardConfig(const PlanInputs& in, double fraction, double share = 0.0);
 
 // Activation bytes per GPU from the inputs (given, estimated, or 0).
 uint64_t ActivationBytes(const PlanInputs& in);

@@ -42,15 +42,23 @@ std::string Text(const json& j, const char* key, const std::string& path, std::s
   return v.get<std::string>();
 }
 
+// The kernel rates under `name` ("kernels", "kernels_under_dma"), empty where absent.
 std::map<std::string, KernelRate> Kernels(const json& side, const std::string& path,
-                                          std::string_view where) {
+                                          std::string_view where, const char* name = "kernels") {
   std::map<std::string, KernelRate> out;
-  if (!side.contains("kernels")) return out;
-  const json& k = side.at("kernels");
-  if (!k.is_object()) Fail(where, "field '" + path + ".kernels' must be an object");
+  if (!side.contains(name)) return out;
+  const json& k = side.at(name);
+  const std::string field = path + "." + name;
+  if (!k.is_object()) Fail(where, "field '" + field + "' must be an object");
   for (const auto& [key, value] : k.items())
-    out[key].gparams_per_s = Rate(value, "gparams_per_s", path + ".kernels." + key, where);
+    out[key].gparams_per_s = Rate(value, "gparams_per_s", field + "." + key, where);
   return out;
+}
+
+// An optional positive rate: 0 where absent.
+double OptionalRate(const json& j, const char* key, const std::string& path,
+                    std::string_view where) {
+  return j.contains(key) ? Rate(j, key, path, where) : 0.0;
 }
 
 json KernelsJson(const std::map<std::string, KernelRate>& kernels) {
@@ -107,10 +115,13 @@ Profile ParseProfile(std::string_view text, std::string_view where) {
   p.host.copy_gbps = host.contains("copy_gbps") ? Rate(host, "copy_gbps", "host", where) : 0;
   p.host.triad_gbps = Rate(host, "triad_gbps", "host", where);
   p.host.kernels = Kernels(host, "host", where);
+  p.host.kernels_under_dma = Kernels(host, "host", where, "kernels_under_dma");
   const json& pcie = Member(j, "pcie", "", where);
   p.pcie.h2d_gbps = Rate(pcie, "h2d_gbps", "pcie", where);
   p.pcie.d2h_gbps = Rate(pcie, "d2h_gbps", "pcie", where);
   p.pcie.bidir_gbps = Rate(pcie, "bidir_gbps", "pcie", where);
+  p.pcie.h2d_concurrent_gbps = OptionalRate(pcie, "h2d_concurrent_gbps", "pcie", where);
+  p.pcie.d2h_concurrent_gbps = OptionalRate(pcie, "d2h_concurrent_gbps", "pcie", where);
   return p;
 }
 
@@ -133,12 +144,16 @@ std::string ProfileToJson(const Profile& p) {
         {"isa", p.host.isa},
         {"copy_gbps", p.host.copy_gbps},
         {"triad_gbps", p.host.triad_gbps},
-        {"kernels", KernelsJson(p.host.kernels)}}},
+        {"kernels", KernelsJson(p.host.kernels)},
+        {"kernels_under_dma", KernelsJson(p.host.kernels_under_dma)}}},
       {"pcie",
        {{"h2d_gbps", p.pcie.h2d_gbps},
         {"d2h_gbps", p.pcie.d2h_gbps},
         {"bidir_gbps", p.pcie.bidir_gbps}}},
   };
+  // Written only when measured (a reader takes absence as "not measured").
+  if (p.pcie.h2d_concurrent_gbps > 0) j["pcie"]["h2d_concurrent_gbps"] = p.pcie.h2d_concurrent_gbps;
+  if (p.pcie.d2h_concurrent_gbps > 0) j["pcie"]["d2h_concurrent_gbps"] = p.pcie.d2h_concurrent_gbps;
   return j.dump(2) + "\n";
 }
 

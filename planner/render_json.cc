@@ -34,7 +34,19 @@ json PointJson(const FractionPoint& p) {
             {"h2d", p.time.h2d_ms},
             {"fill", p.time.fill_ms},
             {"step", p.time.step_ms}}},
-          {"bottleneck", Name(p.time.bottleneck)}};
+          {"bottleneck", Name(p.time.bottleneck)},
+          // tandem::PredictSplit's terms at the share (no prepass, fill or chunk overhead).
+          {"compute_split",
+           {{"share", p.time.split.share},
+            {"streamed_elements", p.time.streamed},
+            {"host_computed_elements", p.cold_elements - p.time.streamed},
+            {"bound", p.cold_elements > 0 ? p.time.split.bound() : "none"},
+            {"auto_fell_back_to_host", p.split_fallback},
+            {"d2h_ms", p.time.split.down_ms},
+            {"h2d_ms", p.time.split.up_ms},
+            {"host_ms", p.time.split.host_ms},
+            {"gpu_ms", p.time.split.gpu_ms},
+            {"step_ms", p.time.split.step_ms}}}};
 }
 
 }  // namespace
@@ -63,7 +75,10 @@ std::string PlanToJson(const PlanResult& plan) {
         {"grad_release", in.grad_release},
         {"zero1_sharding", in.zero1_sharding},
         {"fsdp2", in.fsdp2},
-        {"placement", Name(in.placement)}}},
+        {"placement", Name(in.placement)},
+        {"offload_compute", OffloadComputeName(in.offload_compute)},
+        {"stream_chunk_bytes", in.stream_chunk_bytes},
+        {"stream_slots", in.stream_slots}}},
       {"ranks",
        {{"gpus_per_node", in.gpus_per_node},
         {"nodes", in.nodes},
@@ -100,7 +115,16 @@ std::string PlanToJson(const PlanResult& plan) {
         {"gpu_rate_source", plan.rates.gpu_source},
         {"host_gparams_per_s", plan.rates.host_gparams_per_s},
         {"host_rate_source", plan.rates.host_source},
-        {"bytes_per_element", plan.rates.gpu_bytes_per_element}}},
+        {"bytes_per_element", plan.rates.gpu_bytes_per_element},
+        {"stream_bytes_per_element", plan.rates.stream_bytes_per_element},
+        // The compute-split model's rates (tandem::MachineRates for this rank).
+        {"machine_rates",
+         {{"h2d_gbps", plan.rates.machine.h2d_gbps},
+          {"d2h_gbps", plan.rates.machine.d2h_gbps},
+          {"host_gparams", plan.rates.machine.host_gparams},
+          {"gpu_gparams", plan.rates.machine.gpu_gparams},
+          {"pcie_source", plan.rates.pcie_source},
+          {"host_source", plan.rates.host_dma_source}}}}},
       {"feasible", plan.feasible},
       {"min_fraction", plan.min_fraction},
       {"max_host_fraction", plan.max_host_fraction},

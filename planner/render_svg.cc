@@ -271,7 +271,10 @@ std::string PlanToSvg(const PlanResult& plan) {
   Panel time{90, 450, 700, 250, 0, 0};
   NiceAxis(tmax * 1.05, &time.ymax, &time.ystep);
   Axes(&s, &labels, mem, "Memory vs offload fraction", "GiB");
-  Axes(&s, &labels, time, "Predicted optimizer step time vs offload fraction", "step time (ms)");
+  Axes(&s, &labels, time,
+       "Predicted optimizer step time vs offload fraction (offload_compute " +
+           OffloadComputeName(in.offload_compute) + ")",
+       "step time (ms)");
 
   Overflow overflow;
   HLine(&s, &labels, &overflow, mem, ToGiB(in.gpu_budget), kGpu,
@@ -298,7 +301,11 @@ std::string PlanToSvg(const PlanResult& plan) {
   if (plan.feasible) {
     const std::string label = "recommended " + Fmt("%.4f", plan.recommended.fraction);
     VLine(&s, &labels, &overflow, mem, plan.recommended.fraction, label);
-    VLine(&s, &labels, &overflow, time, plan.recommended.fraction, label);
+    const StepTime& t = plan.recommended.time;
+    VLine(&s, &labels, &overflow, time, plan.recommended.fraction,
+          t.streamed > 0 ? label + Fmt(", GPU computes %.2f", t.split.share) + " (" +
+                               t.split.bound() + "-bound)"
+                         : label);
   }
   // The bottleneck of each sweep point, where there is room (the text report has all).
   for (const FractionPoint& p : plan.sweep) {

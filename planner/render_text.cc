@@ -77,9 +77,13 @@ std::string PlanToText(const PlanResult& plan) {
          plan.rates.gpu_source.c_str());
   Append(&s, "  host kernel %.2f Gparam/s  (%s)\n", plan.rates.host_gparams_per_s,
          plan.rates.host_source.c_str());
-  Append(&s, "  PCIe        H2D %.1f, D2H %.1f, both %.1f GB/s; HBM copy %.0f GB/s\n\n",
+  Append(&s, "  PCIe        H2D %.1f, D2H %.1f, both %.1f GB/s; HBM copy %.0f GB/s\n",
          in.profile.pcie.h2d_gbps, in.profile.pcie.d2h_gbps, in.profile.pcie.bidir_gbps,
          in.profile.gpu.hbm_copy_gbps);
+  Append(&s, "  split model PCIe %s; host %.2f Gparam/s (%s)\n", plan.rates.pcie_source.c_str(),
+         plan.rates.machine.host_gparams, plan.rates.host_dma_source.c_str());
+  Append(&s, "  offload_compute %s; a streamed element moves %.4g B each way\n\n",
+         OffloadComputeName(in.offload_compute).c_str(), plan.rates.stream_bytes_per_element);
 
   const FractionPoint& r = plan.recommended;
   Append(&s, "Memory at offload fraction %.4f (%s)\n", r.fraction,
@@ -112,15 +116,30 @@ std::string PlanToText(const PlanResult& plan) {
          "+ fill %.2f) = %.2f ms\n\n",
          r.time.prepass_ms, r.time.gpu_ms, r.time.d2h_ms, r.time.host_ms, r.time.h2d_ms,
          r.time.fill_ms, r.time.step_ms);
+  const ComputeSplit& sp = r.time.split;
+  Append(&s,
+         "  compute split: offload_compute %s -> share %.4f of the %llu offloaded elements "
+         "computed on the GPU (%llu streamed); model max(d2h %.2f, h2d %.2f, host %.2f, "
+         "gpu %.2f) = %.2f ms, bound: %s\n%s",
+         OffloadComputeName(in.offload_compute).c_str(), sp.share,
+         static_cast<unsigned long long>(r.cold_elements),
+         static_cast<unsigned long long>(r.time.streamed), sp.down_ms, sp.up_ms, sp.host_ms,
+         sp.gpu_ms, sp.step_ms, r.cold_elements > 0 ? sp.bound() : "none",
+         r.split_fallback ? "" : "\n");
+  if (r.split_fallback)
+    s += "  (auto's share would stream, but the GPU cannot also hold the stream slots: "
+         "computed on the host)\n\n";
 
-  Append(&s, "Fraction sweep\n  %8s %10s %14s %6s %10s  %s\n", "fraction", "GPU GiB",
-         "host GiB/node", "fits?", "step ms", "bottleneck");
+  Append(&s, "Fraction sweep\n  %8s %10s %14s %6s %10s %7s  %s\n", "fraction", "GPU GiB",
+         "host GiB/node", "fits?", "step ms", "share", "bottleneck");
   for (const FractionPoint& p : plan.sweep) {
     const char* fits = p.fits_gpu && p.fits_host ? "yes" : !p.fits_gpu ? "GPU" : "host";
-    Append(&s, "  %8.4f %10.2f %14.2f %6s %10.2f  %s\n", p.fraction, ToGiB(p.gpu.total()),
-           ToGiB(p.host_node_bytes), fits, p.time.step_ms, Name(p.time.bottleneck));
+    Append(&s, "  %8.4f %10.2f %14.2f %6s %10.2f %7.4f  %s\n", p.fraction, ToGiB(p.gpu.total()),
+           ToGiB(p.host_node_bytes), fits, p.time.step_ms, p.time.split.share,
+           Name(p.time.bottleneck));
   }
-  s += "  (fits? column: yes, or the budget that is exceeded)\n\n";
+  s += "  (fits? column: yes, or the budget that is exceeded; share: of the offloaded "
+       "elements, computed on the GPU)\n\n";
   for (const std::string& m : plan.messages) s += m + "\n";
   return s;
 }

@@ -97,10 +97,43 @@ bool ParseKernelKey(const std::string& key, Algorithm* algo, StateFormats* f, DT
   return true;
 }
 
-// Host-side cost of one pipeline chunk beyond its kernel time (task dispatch over the
-// host threads, waiting on the copy events): 29 us measured on a 16-core host with 2 Mi
-// element chunks, the same on Llama-3 1B, 3B and 8B (Note [Host stage in the pipeline]).
-constexpr double kChunkOverheadMs = 0.029;
+namespace {
+
+// Note [PCIe under concurrent traffic]: with gradients going down and parameters (or
+// streamed state) going up at once, each direction gets less than it gets alone. A
+// profile that measured each direction while the other ran says how much; an older one
+// has only the sum of both at once, which the model splits in proportion to the bytes
+// each way (the host-computed elements': gradient down, parameter up), never more than
+// each direction alone.
+void PcieRates(const Profile& p, DType grad_dtype, DType param_dtype, MachineRates* m,
+               std::string* source) {
+  const double down = static_cast<double>(DTypeSize(grad_dtype));
+  const double up = static_cast<double>(DTypeSize(param_dtype));
+  m->d2h_gbps = p.pcie.d2h_concurrent_gbps > 0
+                    ? p.pcie.d2h_concurrent_gbps
+                    : std::min(p.pcie.d2h_gbps, p.pcie.bidir_gbps * down / (down + up));
+  m->h2d_gbps = p.pcie.h2d_concurrent_gbps > 0
+                    ? p.pcie.h2d_concurrent_gbps
+                    : std::min(p.pcie.h2d_gbps, p.pcie.bidir_gbps * up / (down + up));
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "H2D %.1f, D2H %.1f GB/s with both busy (%s)", m->h2d_gbps,
+                m->d2h_gbps,
+                p.pcie.d2h_concurrent_gbps > 0 && p.pcie.h2d_concurrent_gbps > 0
+                    ? "measured"
+                    : "both-at-once figure split by bytes each way");
+  *source = buf;
+}
+
+}  // namespace
+
+double StreamBytesPerElement(Algorithm algo, const HyperParams& hyper, const StateFormats& f,
+                             DType param_dtype) {
+  double b = MasterBytes(f.master);
+  if (MasterAliasesParam(f.master, param_dtype)) b -= f.master == MasterFormat::kF32 ? 4 : 2;
+  if (HasMomentum(algo, hyper)) b += MomentBytes(f.momentum);
+  if (HasVariance(algo)) b += MomentBytes(f.variance);
+  return b;
+}
 
 Rates ResolveRates(const PlanInputs& in) {
   Rates r;
@@ -111,16 +144,78 @@ Rates ResolveRates(const PlanInputs& in) {
   r.gpu_gparams_per_s =
       SideRate(in.profile.gpu.kernels, key, bytes, in.profile.gpu.hbm_copy_gbps, &r.gpu_source);
   // The host's DRAM and cores are shared by the ranks of one node.
+  const uint32_t ranks = std::max<uint32_t>(in.gpus_per_node, 1);
   const double node_rate =
       SideRate(in.profile.host.kernels, key, bytes, in.profile.host.triad_gbps, &r.host_source);
-  r.host_gparams_per_s = node_rate / std::max<uint32_t>(in.gpus_per_node, 1);
-  if (in.gpus_per_node > 1)
-    r.host_source += ", shared by " + std::to_string(in.gpus_per_node) + " ranks";
+  r.host_gparams_per_s = node_rate / ranks;
+  const std::string shared =
+      ranks > 1 ? ", shared by " + std::to_string(in.gpus_per_node) + " ranks" : "";
+  r.host_source += shared;
+  // The compute-split model's rates (MachineRatesFor).
+  r.machine.gpu_gparams = r.gpu_gparams_per_s;
+  PcieRates(in.profile, in.grad_dtype, in.param_dtype, &r.machine, &r.pcie_source);
+  const auto dma = in.profile.host.kernels_under_dma.find(key);
+  if (dma != in.profile.host.kernels_under_dma.end()) {
+    r.machine.host_gparams = dma->second.gparams_per_s / ranks;
+    r.host_dma_source = "measured under DMA load " + key + shared;
+  } else {
+    // Note [Host stage in the pipeline]: the host kernels share DRAM with the PCIe DMA,
+    // which writes each gradient into and reads each parameter out of host memory: the
+    // stage moves (kernel bytes + DMA bytes) per element at the bandwidth the calibrated
+    // rate implies. Fitted on the H200 machine's 16-core host on 2026-11-21
+    // (bench/results/planner_accuracy_h200.json).
+    const double g = static_cast<double>(DTypeSize(in.grad_dtype));
+    const double p = static_cast<double>(DTypeSize(in.param_dtype));
+    const double dma_factor = 1.0 + (g + p) / bytes;
+    r.machine.host_gparams = r.host_gparams_per_s / dma_factor;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "host kernel / %.3f for the DMA's DRAM traffic", dma_factor);
+    r.host_dma_source = buf;
+  }
+  r.stream_bytes_per_element =
+      StreamBytesPerElement(in.algorithm, in.hyper, in.formats, in.param_dtype);
   return r;
 }
 
+MachineRates MachineRatesFor(const Profile& profile, Algorithm algo, const StateFormats& formats,
+                             DType grad_dtype, DType param_dtype) {
+  if (!(profile.gpu.hbm_copy_gbps > 0 && profile.host.triad_gbps > 0 && profile.pcie.h2d_gbps > 0 &&
+        profile.pcie.d2h_gbps > 0 && profile.pcie.bidir_gbps > 0))
+    throw Error(ErrorKind::kInvalidArgument,
+                "machine rates: the profile '" + profile.machine +
+                    "' needs every bandwidth > 0 (gpu.hbm_copy_gbps, host.triad_gbps, "
+                    "pcie.h2d_gbps, pcie.d2h_gbps, pcie.bidir_gbps)");
+  PlanInputs in;
+  in.profile = profile;
+  in.algorithm = algo;
+  in.formats = formats;
+  in.grad_dtype = grad_dtype;
+  in.param_dtype = param_dtype;
+  in.hyper.momentum = algo == Algorithm::kSGD ? 0.9 : 0.0;
+  in.gpus_per_node = 1;
+  return ResolveRates(in).machine;
+}
+
+double ResolveComputeShare(const PlanInputs& in, const Rates& rates, uint64_t hot, uint64_t cold) {
+  if (in.offload_compute != kOffloadComputeAuto) return in.offload_compute;
+  if (cold == 0) return 0.0;
+  const ComputeSplitInput si{hot, cold, rates.stream_bytes_per_element,
+                             static_cast<double>(DTypeSize(in.grad_dtype)),
+                             static_cast<double>(DTypeSize(in.param_dtype))};
+  return ChooseSplit(si, rates.machine).share;
+}
+
+// Host-side cost of one pipeline chunk beyond its kernel time (task dispatch over the
+// host threads, waiting on the copy events): 29 us measured on a 16-core host with 2 Mi
+// element chunks, the same on Llama-3 1B, 3B and 8B (Note [Host stage in the pipeline]).
+constexpr double kChunkOverheadMs = 0.029;
+
 StepTime PredictStepTime(const PlanInputs& in, const Rates& rates, uint64_t hot, uint64_t cold,
-                         uint64_t shard_elements) {
+                         uint64_t shard_elements, uint64_t streamed) {
+  if (streamed > cold)
+    throw Error(ErrorKind::kInvalidArgument, "step time: " + std::to_string(streamed) +
+                                                 " streamed elements exceed the " +
+                                                 std::to_string(cold) + " host-resident ones");
   const double ms = 1e3;
   const double g_bytes = static_cast<double>(DTypeSize(in.grad_dtype));
   const double p_bytes = static_cast<double>(DTypeSize(in.param_dtype));
@@ -128,42 +223,46 @@ StepTime PredictStepTime(const PlanInputs& in, const Rates& rates, uint64_t hot,
   // Pre-pass: global norm and non-finite check read every gradient once on the GPU.
   t.prepass_ms =
       ms * static_cast<double>(shard_elements) * g_bytes / (in.profile.gpu.hbm_copy_gbps * 1e9);
-  t.gpu_ms = ms * static_cast<double>(hot) / (rates.gpu_gparams_per_s * 1e9);
-  if (cold > 0) {
-    const double n = static_cast<double>(cold);
-    const double down = n * g_bytes, up = n * p_bytes;
-    // Both directions busy at once: they share the measured bidirectional bandwidth in
-    // proportion to their bytes, never more than each direction alone.
-    const double d2h_bw =
-        std::min(in.profile.pcie.d2h_gbps, in.profile.pcie.bidir_gbps * down / (down + up));
-    const double h2d_bw =
-        std::min(in.profile.pcie.h2d_gbps, in.profile.pcie.bidir_gbps * up / (down + up));
-    t.d2h_ms = ms * down / (d2h_bw * 1e9);
-    t.h2d_ms = ms * up / (h2d_bw * 1e9);
-    // Note [Host stage in the pipeline]: the host kernels share DRAM with the PCIe DMA,
-    // which writes each gradient into and reads each parameter out of host memory: the
-    // stage moves (kernel bytes + DMA bytes) per element at the bandwidth the calibrated
-    // rate implies. Each chunk also costs a fixed dispatch/synchronisation overhead
-    // (kChunkOverheadMs). Both were fitted on the H200 machine's 16-core host on
-    // 2026-11-21 (bench/results/planner_accuracy_h200.json).
-    const double dma_factor = 1.0 + (g_bytes + p_bytes) / rates.host_bytes_per_element;
-    const double chunks =
-        std::ceil(n / static_cast<double>(std::max<uint64_t>(in.chunk_elements, 1)));
-    t.host_ms = ms * n / (rates.host_gparams_per_s * 1e9) * dma_factor + chunks * kChunkOverheadMs;
-    // Fill: the first chunk passes the two stages before the slowest one and the last
-    // chunk the one after it; one chunk's time in each of the other two stages.
-    const double chunk = static_cast<double>(std::min<uint64_t>(in.chunk_elements, cold)) / n;
-    const double stage[3] = {t.d2h_ms, t.host_ms, t.h2d_ms};
-    const Stage names[3] = {Stage::kD2H, Stage::kHost, Stage::kH2D};
-    const int slowest = static_cast<int>(std::max_element(stage, stage + 3) - stage);
-    for (int i = 0; i < 3; ++i)
-      if (i != slowest) t.fill_ms += chunk * stage[i];
-    const double pipeline = stage[slowest] + t.fill_ms;
-    if (pipeline > t.gpu_ms) t.bottleneck = names[slowest];
-    t.step_ms = t.prepass_ms + std::max(t.gpu_ms, pipeline);
-  } else {
+  // The four resources of Note [Three placement classes], one formula for every share.
+  const ComputeSplitInput si{hot, cold, rates.stream_bytes_per_element, g_bytes, p_bytes};
+  t.streamed = streamed;
+  t.split =
+      PredictSplit(si, rates.machine,
+                   cold > 0 ? static_cast<double>(streamed) / static_cast<double>(cold) : 0.0);
+  t.gpu_ms = t.split.gpu_ms;
+  if (cold == 0) {
     t.step_ms = t.prepass_ms + t.gpu_ms;
+    return t;
   }
+  t.d2h_ms = t.split.down_ms;
+  t.h2d_ms = t.split.up_ms;
+  // The host pays a fixed dispatch/synchronisation cost per chunk it computes.
+  const uint64_t computed = cold - streamed;
+  const uint64_t chunk_elements = std::max<uint64_t>(in.chunk_elements, 1);
+  t.host_ms = t.split.host_ms +
+              std::ceil(static_cast<double>(computed) / static_cast<double>(chunk_elements)) *
+                  kChunkOverheadMs;
+  // Fill: the first chunk passes the two stages before the slowest one and the last chunk
+  // the one after it; one chunk's share of each of the other two stages. A chunk is the
+  // host pipeline's, or the stream's when the host computes nothing.
+  uint64_t chunk = std::min(chunk_elements, computed);
+  if (computed == 0) {
+    chunk = streamed;
+    if (rates.stream_bytes_per_element > 0)
+      chunk = std::min<uint64_t>(
+          streamed,
+          std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(in.stream_chunk_bytes) /
+                                                      rates.stream_bytes_per_element)));
+  }
+  const double share = static_cast<double>(chunk) / static_cast<double>(cold);
+  const double stage[3] = {t.d2h_ms, t.host_ms, t.h2d_ms};
+  const Stage names[3] = {Stage::kD2H, Stage::kHost, Stage::kH2D};
+  const int slowest = static_cast<int>(std::max_element(stage, stage + 3) - stage);
+  for (int i = 0; i < 3; ++i)
+    if (i != slowest) t.fill_ms += share * stage[i];
+  const double pipeline = stage[slowest] + t.fill_ms;
+  if (pipeline > t.gpu_ms) t.bottleneck = names[slowest];
+  t.step_ms = t.prepass_ms + std::max(t.gpu_ms, pipeline);
   return t;
 }
 

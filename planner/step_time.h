@@ -16,6 +16,13 @@ bool MasterAliasesParam(MasterFormat master, DType param_dtype);
 double KernelBytesPerElement(Algorithm algo, const HyperParams& hyper, const StateFormats& f,
                              DType param_dtype, DType grad_dtype);
 
+// Host-resident state bytes of one streamed element, each way: the master less the part
+// that aliases the parameter (the GPU kernel writes the parameter in place), plus the
+// moments with their q8 scales. AdamW bf16+ecc8/q8/q8 with bf16 parameters: 1 + 2 x
+// (1 + 2/32) = 3.125; all-fp32 AdamW with fp32 parameters: 8.
+double StreamBytesPerElement(Algorithm algo, const HyperParams& hyper, const StateFormats& f,
+                             DType param_dtype);
+
 // Parses a KernelKey; false if it is not one.
 bool ParseKernelKey(const std::string& key, Algorithm* algo, StateFormats* f, DType* grad);
 

@@ -35,6 +35,7 @@
 #include "tandem/node.h"
 #include "tandem/optimizer.h"
 #include "tandem/placement.h"
+#include "tandem/planner.h"
 #include "tandem/snapshot.h"
 #include "tandem/types.h"
 
@@ -624,6 +625,8 @@ class PyOptimizer {
     d["h2d_ms"] = s.up_ms;
     d["host_ms"] = s.host_ms;
     d["gpu_ms"] = s.gpu_ms;
+    d["stream_ms"] = s.stream_ms;
+    d["host_path_ms"] = s.host_path_ms;
     d["bound"] = s.step_ms > 0 ? s.bound() : "";
     return d;
   }
@@ -833,4 +836,32 @@ PYBIND11_MODULE(_C, m) {
            "(zeros without rates).")
       .def_property_readonly("step_count", &PyOptimizer::step_count)
       .def_property_readonly("tensor_count", &PyOptimizer::tensor_count);
+
+  // The planner's calibration profile as the compute-split model's rates
+  // (tandem::planner::MachineRatesFor); Python's entry point is tandem.machine_rates.
+  m.def(
+      "machine_rates_for",
+      [](const std::string& profile, const std::string& algorithm, const std::string& master,
+         const std::string& momentum, const std::string& variance, const std::string& grad_dtype,
+         const std::string& param_dtype) {
+        const tandem::planner::Profile p = profile.empty()
+                                               ? tandem::planner::DefaultProfile()
+                                               : tandem::planner::ReadProfile(profile);
+        const tandem::StateFormats f{tandem::ParseMasterFormat(master),
+                                     tandem::ParseMomentFormat(momentum),
+                                     tandem::ParseMomentFormat(variance)};
+        const tandem::MachineRates r = tandem::planner::MachineRatesFor(
+            p, tandem::ParseAlgorithm(algorithm), f, tandem::ParseDType(grad_dtype),
+            tandem::ParseDType(param_dtype));
+        py::dict d;
+        d["h2d_gbps"] = r.h2d_gbps;
+        d["d2h_gbps"] = r.d2h_gbps;
+        d["host_gparams"] = r.host_gparams;
+        d["gpu_gparams"] = r.gpu_gparams;
+        return d;
+      },
+      py::arg("profile"), py::arg("algorithm"), py::arg("master"), py::arg("momentum"),
+      py::arg("variance"), py::arg("grad_dtype"), py::arg("param_dtype"),
+      "MachineRatesFor on a tandem-profile/1 file ('' : the built-in H200 reference): a dict "
+      "{h2d_gbps, d2h_gbps, host_gparams, gpu_gparams} (tandem::MachineRates).");
 }

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# A/B of compile-time variants of the CUDA kernels on one GPU host, in one call: builds
-# tandem-bench-gpu once per variant (in parallel, /tmp/b-NAME) against the offline bundle
-# in .bundle, then runs the variants in turn on the same GPU, ROUNDS times (interleaved:
-# a b c a b c ...), so machine-to-machine variation (a few points of copy between lent
-# H200s) and drift within the run do not enter the comparison.
-#   VARIANTS="base:;t4:-DTANDEM_GPU_TILES_PER_UNIT=4" KERNELS=adamw_ecc8_q8_q8,lion_ecc8_q8 \
+# A/B of variants of the CUDA kernels (source trees or compile flags) on one GPU host, in
+# one call: builds tandem-bench-gpu once per variant (in parallel, /tmp/b-NAME) against the
+# offline bundle in .bundle, then runs the variants in turn on the same GPU, ROUNDS times
+# (interleaved: a b c a b c ...), so machine-to-machine variation (a few points of copy
+# between lent H200s) and drift within the run do not enter the comparison.
+#   VARIANTS="base:;new:" SRC_base=/tmp/base-src KERNELS=adamw_ecc8_q8_q8,lion_ecc8_q8 \
 #     BENCH_ARGS="--model none" ROUNDS=2 scripts/gpu-ab.sh OUT_DIR
+# A variant is NAME:FLAGS; FLAGS (may be empty) become that build's CMAKE_CUDA_FLAGS.
 # SRC_NAME=DIR builds variant NAME from another source tree (e.g. the previous commit,
 # unpacked from `git archive`), so that code changes, not only flags, can be compared.
 # TARGETS (default tandem-bench-gpu) sets the build targets, e.g. "tandem-bench-gpu cuda_tests";
 # TARGETS_NAME sets them for variant NAME alone. CUDA_ARCHS (default 90) the architectures.
-# The knobs: TANDEM_GPU_BLOCK_THREADS, TANDEM_GPU_TILES_PER_UNIT, TANDEM_GPU_MIN_BLOCKS,
-# TANDEM_GPU_L2_PREFETCH(_ADAM), TANDEM_GPU_LOAD_MODE (cuda/step_kernel.cuh). Run from the
-# repository root. Prints "variant kernel round of_copy" rows last.
+# The kernels have no compile-time tuning switches: their tuning values are constants
+# (docs/gpu_kernels.md, "Tuning decisions"), so an alternative is a code variant built with
+# SRC_NAME. Run from the repository root. Prints "variant kernel round of_copy" rows last.
 set -uo pipefail
 out=$1; shift; mkdir -p "$out"
 root=$(pwd)

@@ -27,24 +27,35 @@ TEST(ComputeSplit, PredictsEachTerm) {
   EXPECT_DOUBLE_EQ(s.down_ms, 4e9 * 2 / 50e9 * 1e3);
   EXPECT_DOUBLE_EQ(s.host_ms, 4e9 / 6e9 * 1e3);
   EXPECT_DOUBLE_EQ(s.gpu_ms, 4e9 / 270e9 * 1e3);
+  EXPECT_DOUBLE_EQ(s.stream_ms, 0.0);
   EXPECT_DOUBLE_EQ(s.step_ms, s.host_ms);
   EXPECT_STREQ(s.bound(), "host");
   const ComputeSplit g = PredictSplit(Llama8BHalf(), H200Like(), 1.0);
   EXPECT_DOUBLE_EQ(g.host_ms, 0.0);
   EXPECT_DOUBLE_EQ(g.up_ms, 4e9 * 3.125 / 50e9 * 1e3);
-  EXPECT_DOUBLE_EQ(g.down_ms, g.up_ms);
-  EXPECT_STREQ(g.bound(), "d2h");  // a tie names the first term
+  EXPECT_DOUBLE_EQ(g.step_ms, g.stream_ms);
+  EXPECT_STREQ(g.bound(), "stream");
+  // Between: the two classes one after the other.
+  const ComputeSplit h = PredictSplit(Llama8BHalf(), H200Like(), 0.25);
+  EXPECT_DOUBLE_EQ(h.stream_ms, 1e9 * 3.125 / 50e9 * 1e3);
+  EXPECT_DOUBLE_EQ(h.host_path_ms, 3e9 / 6e9 * 1e3);
+  EXPECT_DOUBLE_EQ(h.step_ms, h.stream_ms + h.host_path_ms);
+  EXPECT_STREQ(h.bound(), "stream+host");
 }
 
-TEST(ComputeSplit, ChoosesTheCrossingOfHostAndPcie) {
+TEST(ComputeSplit, StreamsWhenTheLinkBeatsTheHost) {
   const ComputeSplitInput in = Llama8BHalf();
+  // 3.125 bytes at 50 GB/s (62.5 ps) against 1/6 ns per element on the host.
   const ComputeSplit best = ChooseSplit(in, H200Like());
-  // host (1-x)/6 = PCIe (2 + 1.125 x)/50  =>  x = 38 / 56.75
-  EXPECT_NEAR(best.share, 38.0 / 56.75, 1e-12);
-  EXPECT_NEAR(best.host_ms, best.up_ms, 1e-9);
-  // Nothing on a fine grid does better.
+  EXPECT_EQ(best.share, 1.0);
+  // A slow GPU kernel pulls the share back until the kernel and the link balance.
+  MachineRates slow_gpu = H200Like();
+  slow_gpu.gpu_gparams = 10;
+  const ComputeSplit b = ChooseSplit(in, slow_gpu);
+  EXPECT_GT(b.share, 0.0);
+  EXPECT_LT(b.share, 1.0);
   for (int i = 0; i <= 1000; ++i)
-    EXPECT_GE(PredictSplit(in, H200Like(), i / 1000.0).step_ms, best.step_ms * (1 - 1e-12));
+    EXPECT_GE(PredictSplit(in, slow_gpu, i / 1000.0).step_ms, b.step_ms * (1 - 1e-9));
 }
 
 TEST(ComputeSplit, FastHostKeepsEverythingOnTheHost) {

@@ -8,14 +8,18 @@
 // fraction decides how much is host-resident; the compute share decides how much of that
 // is streamed. Every class gives the same bits (docs/numerics.md).
 //
-// The model below is the one `auto` minimises and the planner and benchmarks quote: the
-// slowest of four resources sets the step, all running at once.
-//   down  = (stream_bytes * s + grad_bytes * h) / d2h     [PCIe, device to host]
-//   up    = (stream_bytes * s + param_bytes * h) / h2d    [PCIe, host to device]
-//   host  = h / host_kernel_rate                          [host cores and DRAM]
-//   gpu   = (hot + s) / gpu_kernel_rate                   [the fused kernel]
-// where s and h are the streamed and host-computed element counts. The PCIe rates are
-// those measured with both directions busy at once.
+// The model below is the one `auto` minimises and the planner and benchmarks quote. With
+// s streamed and h host-computed elements:
+//   stream = max(stream_bytes * s / d2h, stream_bytes * s / h2d)       [the streamed state]
+//   host   = max(grad_bytes * h / d2h, param_bytes * h / h2d, h / host_kernel_rate)
+//   gpu    = (hot + s) / gpu_kernel_rate                               [the fused kernel]
+//   step   = max(gpu, stream + host)
+// The two host-resident classes are counted one after the other: the copy engines serve
+// the stream executor's large copies and the pipeline's small ones in arrival order, so
+// the pipeline's gradient downloads wait behind streamed chunks, and measured steps follow
+// the sum (docs/user_guide.md, "Where offloaded elements are computed", gives the figures).
+// The PCIe rates are those measured with both directions busy at once. down_ms and up_ms
+// report the whole link's traffic each way.
 #pragma once
 
 #include <cstdint>
@@ -44,9 +48,14 @@ struct ComputeSplitInput {
 
 struct ComputeSplit {
   double share = 0;  // of the host-resident elements, computed on the GPU, in [0, 1]
-  // The model's terms for that share, in ms, and the step (the largest).
-  double down_ms = 0, up_ms = 0, host_ms = 0, gpu_ms = 0, step_ms = 0;
-  const char* bound() const;  // "d2h", "h2d", "host" or "gpu": the largest term
+  // The model's terms for that share, in ms: PCIe each way (both classes), the host
+  // kernels, the fused kernel; the streamed class and the host-computed class (its
+  // slowest resource); and the step.
+  double down_ms = 0, up_ms = 0, host_ms = 0, gpu_ms = 0;
+  double stream_ms = 0, host_path_ms = 0, step_ms = 0;
+  // What sets the step: "gpu", or the host-resident classes: "stream", "host" (the host
+  // kernels of the host-computed class), "d2h"/"h2d" (its copies), "stream+host" (both).
+  const char* bound() const;
 };
 
 // The model at a given share in [0, 1]. Throws Error(kInvalidArgument) for invalid rates
@@ -54,8 +63,8 @@ struct ComputeSplit {
 ComputeSplit PredictSplit(const ComputeSplitInput& in, const MachineRates& rates, double share);
 
 // The share in [0, 1] that minimises the modelled step (ties: the smaller share, which
-// keeps more work on the host). Exact for the piecewise-linear model: the optimum lies at
-// 0, 1 or where two terms cross, and every crossing is tried.
+// keeps more work on the host). The model is convex and piecewise linear in the share:
+// a grid of 1/1024 steps, then the crossings near the best point, finds its minimum.
 ComputeSplit ChooseSplit(const ComputeSplitInput& in, const MachineRates& rates);
 
 // OptimizerConfig::offload_compute as text: "auto", "host", "gpu" or a share ("0.25").

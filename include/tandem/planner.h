@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tandem/compute_split.h"
 #include "tandem/placement.h"
 #include "tandem/types.h"
 
@@ -165,9 +166,18 @@ struct Profile {
     double copy_gbps = 0;
     double triad_gbps = 0;  // STREAM triad over all threads, bytes per second / 1e9
     std::map<std::string, KernelRate> kernels;
+    // The host kernels measured while pinned PCIe copies run both ways at once ("under
+    // DMA load": the DMA engines read and write host DRAM too), by KernelKey. Optional
+    // ("kernels_under_dma"; absent in profiles written before it): the step-time model
+    // then derives the rate from `kernels` (docs/planner.md "Step time").
+    std::map<std::string, KernelRate> kernels_under_dma;
   } host;
   struct Pcie {
     double h2d_gbps = 0, d2h_gbps = 0, bidir_gbps = 0;  // pinned copies; bidir = sum of both
+    // Each direction while the other is busy at once (GB/s). Optional (0: not measured;
+    // absent in older profiles): the model then splits bidir_gbps in proportion to the
+    // bytes each way, never above the direction alone.
+    double h2d_concurrent_gbps = 0, d2h_concurrent_gbps = 0;
   } pcie;
   bool builtin_default = false;  // true only for DefaultProfile(); not written to JSON
 };
@@ -186,6 +196,21 @@ void WriteProfile(const Profile& p, const std::string& path);
 
 // "<algo>/<master>/<m>/<v>/<grad dtype>", e.g. "adamw/bf16+ecc8/q8/q8/bf16".
 std::string KernelKey(Algorithm algo, const StateFormats& f, DType grad_dtype);
+
+// The rates of the compute-split model (tandem/compute_split.h) for these formats on the
+// profiled machine, one GPU and its whole host: what OptimizerConfig::machine_rates
+// takes. Each is measured where the profile has it, else derived as the step-time model
+// does (docs/planner.md "Step time"):
+//   h2d_gbps, d2h_gbps  pcie.*_concurrent_gbps, else bidir_gbps split in proportion to
+//                       the parameter and gradient bytes (never above one direction alone)
+//   host_gparams        host.kernels_under_dma[key], else host.kernels[key] (else the
+//                       triad roofline) slowed by the DMA's share of DRAM traffic:
+//                       / (1 + (grad + param bytes) / kernel bytes per element)
+//   gpu_gparams         gpu.kernels[key], else the HBM roofline
+// key = KernelKey(algo, formats, grad_dtype); SGD is taken with momentum (0.9). Throws
+// Error(kInvalidArgument) if a profile bandwidth is not > 0.
+MachineRates MachineRatesFor(const Profile& profile, Algorithm algo, const StateFormats& formats,
+                             DType grad_dtype, DType param_dtype = DType::kBF16);
 
 // ---------------------------------------------------------------------------------------
 // Sizes
@@ -215,7 +240,10 @@ struct MemoryBreakdown {
   // FSDP2 only: the all-gathered parameters and unsharded gradients of the units in
   // flight during forward and backward (Fsdp2UnshardedBytes; docs/planner.md "FSDP2").
   uint64_t unsharded = 0;
-  uint64_t staging = 0;      // pinned pipeline slots
+  // Host: pinned pipeline slots of the host-computed elements. GPU: the streaming slots
+  // when any element is streamed (stream_slots x the largest chunk, at most
+  // stream_chunk_bytes each).
+  uint64_t staging = 0;
   uint64_t activations = 0;  // kept for backward
   uint64_t metadata = 0;     // kernel tables, reduction scratch
   uint64_t speculation = 0;  // backup of the offloaded state (speculative early start)
@@ -227,9 +255,18 @@ const char* Name(Stage s) noexcept;  // "gpu", "d2h", "host", "h2d"
 
 // Predicted optimizer step of one rank (docs/planner.md "Step time").
 struct StepTime {
+  // gpu: the fused kernel over the GPU-resident and streamed elements; d2h, h2d: PCIe
+  // (gradients down and parameters up of the host-computed elements, state both ways of
+  // the streamed ones); host: the host kernels with their per-chunk overhead.
   double prepass_ms = 0, gpu_ms = 0, d2h_ms = 0, host_ms = 0, h2d_ms = 0, fill_ms = 0;
   double step_ms = 0;  // prepass + max(gpu, max(d2h, host, h2d) + fill)
   Stage bottleneck = Stage::kGpu;
+  // The compute split (Note [Three placement classes] in tandem/compute_split.h): of the
+  // host-resident elements, `streamed` are computed on the GPU; split.share is their
+  // share and split's terms are tandem::PredictSplit's at it (no prepass, fill or chunk
+  // overhead). All zero without host-resident elements.
+  uint64_t streamed = 0;
+  ComputeSplit split;
 };
 
 struct PlanInputs {
@@ -282,6 +319,17 @@ struct PlanInputs {
   PlacementPolicy placement = PlacementPolicy::kBackwardOrder;
   uint64_t chunk_elements = 1 << 21;     // as OptimizerConfig
   int pipeline_slots = 4;                // as OptimizerConfig
+  // Where the host-resident elements are computed, as OptimizerConfig::offload_compute:
+  // kOffloadComputeAuto (default: the share tandem::ChooseSplit picks for the profile's
+  // rates, MachineRatesFor, at each fraction), 0 (host: the plan of versions before the
+  // three classes, figure for figure), 1 (gpu) or a share in between; text forms through
+  // tandem::ParseOffloadCompute. Streamed elements keep their state in host memory less
+  // the master's part that aliases the parameter; the GPU then holds stream_slots slots
+  // of up to stream_chunk_bytes (MemoryBreakdown::staging on the GPU side). Memory comes
+  // from tandem::PredictMemory with offload_compute set to the resolved share.
+  double offload_compute = kOffloadComputeAuto;
+  uint64_t stream_chunk_bytes = uint64_t{64} << 20;  // as OptimizerConfig; >= 4096
+  int stream_slots = 3;                              // as OptimizerConfig; >= 2
   bool speculative_early_start = false;  // as OptimizerConfig: adds its buffers
   uint32_t gpus_per_node = 1;            // >= 1
   uint32_t nodes = 1;                    // >= 1
@@ -297,6 +345,11 @@ struct FractionPoint {
   uint64_t host_node_bytes = 0;                  // host.total() * gpus_per_node
   bool fits_gpu = false, fits_host = false;
   StepTime time;
+  // offload_compute auto only: its share would stream, but the GPU budget cannot hold the
+  // stream slots too while computing on the host fits, so this point computes every
+  // offloaded element on the host (time.split.share 0). The engine's auto looks at time
+  // alone: such a plan runs with offload_compute 0 ("host").
+  bool split_fallback = false;
 };
 
 // Element rates used by the step-time model, with where each came from.
@@ -304,6 +357,14 @@ struct Rates {
   double gpu_gparams_per_s = 0, host_gparams_per_s = 0;  // host: this rank's share
   std::string gpu_source, host_source;  // "measured <key>" or "roofline ... at NN% ..."
   double gpu_bytes_per_element = 0, host_bytes_per_element = 0;
+  // The compute-split model's rates for this rank (MachineRatesFor, the host's share
+  // divided among the node's ranks) and where the PCIe and host figures came from.
+  MachineRates machine;
+  std::string pcie_source, host_dma_source;
+  // Host-resident state bytes of one streamed element, each way (its master less the part
+  // that aliases the parameter, plus the moments and scales): 3.125 for AdamW
+  // bf16+ecc8/q8/q8 with bf16 parameters.
+  double stream_bytes_per_element = 0;
 };
 
 struct PlanResult {
@@ -314,7 +375,9 @@ struct PlanResult {
   double max_host_fraction = -1;
   FractionPoint recommended;         // the fastest point that fits both (valid if feasible)
   std::vector<FractionPoint> sweep;  // fractions 0, 1/16, ..., 1
-  bool monotone = true;           // GPU bytes non-increasing and host bytes non-decreasing on sweep
+  // GPU bytes (less the streaming slots) non-increasing and host bytes non-decreasing on
+  // the sweep.
+  bool monotone = true;
   uint64_t gpu_short_bytes = 0;   // > 0: GPU budget short by this much even at fraction 1
   uint64_t host_short_bytes = 0;  // > 0: host budget short by this much at min_fraction
   std::vector<std::string> messages;  // the verdict, then warnings
@@ -350,9 +413,14 @@ PlanResult MakePlan(const PlanInputs& inputs);
 // The same plan evaluated at one fraction in [0, 1].
 FractionPoint EvaluateFraction(const PlanInputs& inputs, double fraction);
 
-// Predicted step time of one rank with `hot` elements on the GPU and `cold` on the host.
+// Predicted step time of one rank with `hot` elements on the GPU and `cold` on the host,
+// `streamed` (<= cold) of which the GPU computes (docs/planner.md "Step time").
 StepTime PredictStepTime(const PlanInputs& inputs, const Rates& rates, uint64_t hot, uint64_t cold,
-                         uint64_t shard_elements);
+                         uint64_t shard_elements, uint64_t streamed = 0);
+// The compute share inputs.offload_compute asks for with `hot` and `cold` elements: the
+// share itself, or (auto) tandem::ChooseSplit's for rates.machine.
+double ResolveComputeShare(const PlanInputs& inputs, const Rates& rates, uint64_t hot,
+                           uint64_t cold);
 // Kernel rates for `inputs` from its profile: measured keys, else rooflines.
 Rates ResolveRates(const PlanInputs& inputs);
 

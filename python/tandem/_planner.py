@@ -7,6 +7,8 @@ a preset name or a parameter count.
     print(p)                       # the same report tandem-plan prints
     p.feasible, p.fraction         # fits? at which offload fraction
     p.data                         # the JSON plan as a dict (tandem-plan --json)
+    p.compute_share                # of the offloaded elements, computed on the GPU
+    tandem.machine_rates("tandem-profile.json")  # the rates offload_compute="auto" uses
 
 It runs tandem-plan's own code (tandem._C.plan_cli), in this process; it needs no torch
 unless given a module.
@@ -19,7 +21,7 @@ import tempfile
 
 from tandem import _C
 
-__all__ = ["plan", "Plan"]
+__all__ = ["plan", "Plan", "machine_rates"]
 
 _DTYPES = {"torch.float32": "f32", "torch.bfloat16": "bf16", "torch.float16": "f16"}
 
@@ -43,6 +45,12 @@ class Plan:
         if not self.feasible:
             return None
         return self.data["recommended"]["fraction"]
+
+    @property
+    def compute_share(self):
+        """Of the recommended point's offloaded elements, the share computed on the GPU
+        (their state streamed up and down); 0.0 when all are computed on the host."""
+        return self.data["recommended"]["compute_split"]["share"]
 
     def __str__(self):
         return self.text
@@ -111,20 +119,34 @@ def _model_args(model, tmp):
                      "got %s" % type(model).__name__)
 
 
-def plan(model, *, gpu_mem, host_mem, **options):
+def _offload_compute(value):
+    """offload_compute as tandem-plan's text; tandem::ParseOffloadCompute checks it (this
+    module imports no torch, so not tandem._options)."""
+    if isinstance(value, bool) or value is None:
+        raise ValueError('offload_compute must be "auto", "host", "gpu" or a share in '
+                         '[0, 1], got %r' % (value,))
+    if isinstance(value, numbers.Real):
+        return repr(float(value))
+    return str(value)
+
+
+def plan(model, *, gpu_mem, host_mem, offload_compute="auto", **options):
     """Plans the optimizer step of `model` on GPUs of `gpu_mem` and hosts of `host_mem`
     (sizes with a unit, e.g. "80GiB", or ints in bytes).
 
     `options` are tandem-plan's options with underscores: ``seq=4096, batch=1,
     recompute="full", fsdp2=True, gpus_per_node=8, shard_size=4, master="bf16+ecc8",
     m="q8", v="q8", headroom="10%", algo="adamw", speculative_early_start=True, ...``
-    (True for a flag). Raises ValueError with tandem-plan's message for bad options or
+    (True for a flag). ``offload_compute``: where the offloaded elements are computed,
+    as ``OptimizerConfig::offload_compute``: "auto" (the modelled best split), "host",
+    "gpu" or a share in [0, 1]. Raises ValueError with tandem-plan's message for bad options or
     inputs; a plan that does not fit is returned (``feasible`` False, the verdict in
     ``text``)."""
     with tempfile.TemporaryDirectory(prefix="tandem-plan-") as tmp:
         args = _model_args(model, tmp)
         args += ["--gpu-mem", _size(gpu_mem, "gpu_mem"), "--host-mem",
-                 _size(host_mem, "host_mem")]
+                 _size(host_mem, "host_mem"), "--offload-compute",
+                 _offload_compute(offload_compute)]
         for key, value in options.items():
             flag = "--" + key.replace("_", "-")
             if value is None or value is False:
@@ -141,3 +163,15 @@ def plan(model, *, gpu_mem, host_mem, **options):
             raise ValueError(err.strip() or "tandem-plan --json failed (%d)" % rc)
         shown = [a if not a.startswith(tmp) else "<%s>" % os.path.basename(a) for a in args]
         return Plan(text, json.loads(out), shown)
+
+
+def machine_rates(profile=None, *, algorithm="adamw", master="bf16+ecc8", m="q8", v="q8",
+                  grad_dtype="bf16", param_dtype="bf16"):
+    """The rates of the compute-split model (tandem::MachineRates) for these formats, from a
+    calibration profile (``tandem-bench calibrate``; None: the built-in H200 reference):
+    a dict ``{"h2d_gbps", "d2h_gbps", "host_gparams", "gpu_gparams"}``, what the
+    optimizer's ``machine_rates`` takes. Each figure is the profile's measurement where it
+    has one, else derived as the planner derives it (docs/planner.md "Step time").
+    Raises ValueError naming the file or field at fault."""
+    path = "" if profile is None else os.fspath(profile)
+    return _C.machine_rates_for(path, algorithm, master, m, v, grad_dtype, param_dtype)

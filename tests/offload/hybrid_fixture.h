@@ -72,6 +72,7 @@ inline OptimizerConfig QuantizedConfig(ExecutionMode mode, double fraction,
   c.chunk_elements = chunk;
   c.host_threads = threads;
   c.mode = mode;
+  c.offload_compute = 0.0;  // the host pipeline; the streaming tests set their own
   c.groups.resize(2);
   c.groups[0].weight_decay = 0.01;
   c.groups[1].lr_scale = 0.5;

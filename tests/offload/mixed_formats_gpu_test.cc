@@ -98,7 +98,11 @@ TEST(MixedFormatsGpu, MemoryIsThePredictionAndRestoreWorksAtAnotherFraction) {
   const std::vector<TensorSpec> specs = testing::WithMixedFormats(m.Specs());
   const OptimizerConfig c = Config(testing::kMixedDefault, 0.5);
   HybridOptimizer a(specs, c);
-  const MemoryReport got = a.memory(), want = PredictMemory(specs, c, ExecutionMode::kGpu);
+  // offload_compute is auto: predicted for the share it chose (Note [Predicting a streamed
+  // placement] in offload/optimizer.cc).
+  OptimizerConfig chosen = c;
+  chosen.offload_compute = a.placement().stream_share;
+  const MemoryReport got = a.memory(), want = PredictMemory(specs, chosen, ExecutionMode::kGpu);
   EXPECT_EQ(got.device.total(), want.device.total());
   EXPECT_EQ(got.device.metadata, want.device.metadata);
   EXPECT_EQ(got.host.total(), want.host.total());

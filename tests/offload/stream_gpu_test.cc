@@ -43,9 +43,7 @@ Trained RunStreamed(OptimizerConfig c, bool speculative) {
     const double lr = 1e-3 * (1.0 + 0.01 * t);
     std::vector<uint8_t> active(m.params.size(), 1);
     if (t == 7) active[2] = 0;
-    const StepOptions o{.max_grad_norm = 5.0, .active = t == 7 && !speculative
-                                                            ? std::span<const uint8_t>(active)
-                                                            : std::span<const uint8_t>()};
+    const StepOptions o{.max_grad_norm = 5.0, .active = active};
     if (speculative) opt.BeginStep(lr, o);
     m.host.FillGrads(t, t % 4 == 0 ? 3.0f : 0.1f);
     if (t == 5 || t == 13) Model::Store(m.host.grads[t == 5 ? 0 : 7].data(), m.host.grad_dtype, 3, NAN);

@@ -22,6 +22,9 @@ PlanInputs Fsdp2(ModelDescription model, uint32_t gpus) {
   in.host_budget = 1000 * kGiB;
   in.gpu_headroom_fraction = 0;
   in.gpus_per_node = gpus;
+  // Every offloaded element computed on the host: these tests hold the plan to
+  // PredictMemory's host-resident parts; streamed_plan_test.cc covers the other classes.
+  in.offload_compute = 0.0;
   in.fsdp2 = true;
   return in;
 }

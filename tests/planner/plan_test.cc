@@ -20,6 +20,9 @@ PlanInputs Inputs(ModelDescription model, StateFormats f, DType param, DType gra
   in.gpu_budget = 1000 * kGiB;
   in.host_budget = 1000 * kGiB;
   in.gpu_headroom_fraction = 0;  // these tests set exact budgets; PlanHeadroom tests it
+  // Every offloaded element computed on the host: these tests hold the plan to
+  // PredictMemory's host-resident parts; streamed_plan_test.cc covers the other classes.
+  in.offload_compute = 0.0;
   return in;
 }
 

@@ -85,6 +85,38 @@ TEST(Profile, RejectsBadProfilesNamingTheField) {
   EXPECT_THROW(ReadProfile("/nonexistent/profile.json"), Error);
 }
 
+TEST(Profile, ConcurrentFiguresRoundTripAndOlderProfilesLoad) {
+  // kGood predates them: not measured.
+  const Profile old = ParseProfile(kGood, "good");
+  EXPECT_EQ(old.pcie.h2d_concurrent_gbps, 0);
+  EXPECT_EQ(old.pcie.d2h_concurrent_gbps, 0);
+  EXPECT_TRUE(old.host.kernels_under_dma.empty());
+  EXPECT_EQ(ProfileToJson(old).find("concurrent"), std::string::npos);  // not written as 0
+  Profile p = old;
+  p.pcie.h2d_concurrent_gbps = 48.5;
+  p.pcie.d2h_concurrent_gbps = 47.25;
+  p.host.kernels_under_dma["adamw/bf16+ecc8/q8/q8/bf16"].gparams_per_s = 6.5;
+  const Profile q = ParseProfile(ProfileToJson(p), "written");
+  EXPECT_EQ(q.pcie.h2d_concurrent_gbps, 48.5);
+  EXPECT_EQ(q.pcie.d2h_concurrent_gbps, 47.25);
+  ASSERT_EQ(q.host.kernels_under_dma.count("adamw/bf16+ecc8/q8/q8/bf16"), 1u);
+  EXPECT_EQ(q.host.kernels_under_dma.at("adamw/bf16+ecc8/q8/q8/bf16").gparams_per_s, 6.5);
+  EXPECT_EQ(ProfileToJson(q), ProfileToJson(p));
+  // Present but bad: named.
+  auto replace = [](std::string t, const std::string& from, const std::string& to) {
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  ExpectBad(
+      replace(kGood, "\"bidir_gbps\": 100", "\"bidir_gbps\": 100, \"d2h_concurrent_gbps\": 0"),
+      "pcie.d2h_concurrent_gbps");
+  ExpectBad(replace(kGood, "\"kernels\": {}}", "\"kernels\": {}, \"kernels_under_dma\": []}"),
+            "host.kernels_under_dma");
+  ExpectBad(replace(kGood, "\"kernels\": {}}",
+                    "\"kernels\": {}, \"kernels_under_dma\": {\"k\": {\"gparams_per_s\": -2}}}"),
+            "host.kernels_under_dma.k.gparams_per_s");
+}
+
 TEST(Profile, KernelKey) {
   EXPECT_EQ(
       KernelKey(Algorithm::kAdamW, {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8},

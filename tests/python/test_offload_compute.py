@@ -42,7 +42,9 @@ def test_compute_split_with_rates():
     _, _, _, opt = run(0.5, machine_rates=rates)
     split = opt.compute_split()
     assert split["share"] == 0.5
-    assert split["step_ms"] > 0 and split["bound"] in ("d2h", "h2d", "host", "gpu")
+    assert split["step_ms"] > 0
+    assert split["bound"] in ("d2h", "h2d", "host", "gpu", "stream", "stream+host")
+    assert split["step_ms"] == max(split["gpu_ms"], split["stream_ms"] + split["host_path_ms"])
     _, _, _, plain = run("host")
     assert plain.compute_split()["step_ms"] == 0
 

@@ -78,3 +78,66 @@ def test_bad_input_is_a_value_error_with_the_planners_message():
         tandem.plan(object(), gpu_mem="1GiB", host_mem="8GiB")
     with pytest.raises(ValueError, match="speculative|fsdp2|shard"):
         tandem.plan(7_000_000, gpu_mem="1GiB", host_mem="8GiB", shard_size=2)
+
+
+def test_offload_compute_passes_through():
+    host = tandem.plan("llama3-8b", gpu_mem="40GiB", host_mem="256GiB", offload_compute="host")
+    assert host.data["optimizer"]["offload_compute"] == "host"
+    assert host.compute_share == 0.0
+    assert host.args[host.args.index("--offload-compute") + 1] == "host"
+    gpu = tandem.plan("llama3-8b", gpu_mem="40GiB", host_mem="256GiB", offload_compute="gpu")
+    assert gpu.compute_share == 1.0
+    # Streamed state leaves out the master's part that is the bf16 parameter.
+    assert gpu.data["recommended"]["host_bytes_per_rank"]["master"] == 0
+    assert host.data["recommended"]["host_bytes_per_rank"]["master"] > 0
+    half = tandem.plan("llama3-8b", gpu_mem="40GiB", host_mem="256GiB", offload_compute=0.5)
+    assert half.data["optimizer"]["offload_compute"] == "0.5"
+    assert abs(half.compute_share - 0.5) < 1e-6
+    # The default is auto: on the reference profile the host is the slower side, so the
+    # GPU takes the host-resident elements and the step is faster than the host's alone.
+    auto = tandem.plan("llama3-8b", gpu_mem="40GiB", host_mem="256GiB")
+    assert auto.data["optimizer"]["offload_compute"] == "auto"
+    assert 0.0 < auto.compute_share <= 1.0
+    step = lambda p: p.data["recommended"]["step_ms"]["step"]
+    assert step(auto) < step(host)
+    # The same plan as the command line's.
+    rc, out, _ = tandem._C.plan_cli(["--model", "llama3-8b", "--gpu-mem", "40GiB",
+                                     "--host-mem", "256GiB", "--offload-compute", "0.5",
+                                     "--json"])
+    assert rc in (0, 1) and json.loads(out) == half.data
+
+
+def test_bad_offload_compute_is_a_value_error():
+    for bad in (1.5, -0.1, True, None):
+        with pytest.raises(ValueError, match="offload_compute"):
+            tandem.plan(7_000_000, gpu_mem="1GiB", host_mem="8GiB", offload_compute=bad)
+    with pytest.raises(ValueError, match="offload_compute must be"):
+        tandem.plan(7_000_000, gpu_mem="1GiB", host_mem="8GiB", offload_compute="sometimes")
+
+
+def test_machine_rates_from_a_profile(tmp_path):
+    ref = tandem.machine_rates()
+    assert ref["h2d_gbps"] == pytest.approx(101.7 / 2)
+    assert ref["d2h_gbps"] == pytest.approx(101.7 / 2)
+    assert ref["gpu_gparams"] == pytest.approx(4260 * 0.9 / 12.25)
+    assert ref["host_gparams"] == pytest.approx(146 * 0.9 / 12.25 / (1 + 4 / 12.25))
+    key = "adamw/bf16+ecc8/q8/q8/bf16"
+    profile = {"schema": "tandem-profile/1", "machine": "box",
+               "gpu": {"hbm_copy_gbps": 4000, "kernels": {key: {"gparams_per_s": 250}}},
+               "host": {"triad_gbps": 100, "kernels": {key: {"gparams_per_s": 8}},
+                        "kernels_under_dma": {key: {"gparams_per_s": 6}}},
+               "pcie": {"h2d_gbps": 55, "d2h_gbps": 54, "bidir_gbps": 100,
+                        "h2d_concurrent_gbps": 49, "d2h_concurrent_gbps": 48}}
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(profile))
+    r = tandem.machine_rates(path)
+    assert r == {"h2d_gbps": 49, "d2h_gbps": 48, "host_gparams": 6, "gpu_gparams": 250}
+    # Other formats: no measured key, so rooflines; f32 master with f32 moments.
+    wide = tandem.machine_rates(path, master="f32", m="f32", v="f32")
+    assert wide["gpu_gparams"] != 250
+    with pytest.raises(ValueError, match="profile.json"):
+        del profile["pcie"]
+        path.write_text(json.dumps(profile))
+        tandem.machine_rates(path)
+    with pytest.raises(ValueError):
+        tandem.machine_rates(None, master="bf17")

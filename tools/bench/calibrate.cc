@@ -5,6 +5,11 @@
 // repetitions); the profile takes the median, the report keeps min / median / max and the
 // relative spread (max - min) / median, and a spread above `max_spread` is warned about:
 // such a figure says more about the machine's other load than about Tandem.
+//
+// With a GPU it also measures what the compute-split model takes (tandem::MachineRates,
+// planner::MachineRatesFor): each PCIe direction while the other is busy at once
+// (pcie.*_concurrent_gbps), the host kernels while pinned copies run both ways
+// (host.kernels_under_dma), and the fused GPU kernel (gpu.kernels).
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -23,6 +28,11 @@
 
 namespace tandem::bench {
 namespace {
+
+// PCIe copies: 512 MiB each (seconds at tens of GB/s: launch costs vanish). The DMA load
+// beside the host kernels moves 256 MiB each way per round.
+constexpr size_t kPcieBytes = size_t{512} << 20;
+constexpr size_t kDmaLoadBytes = size_t{256} << 20;
 
 // "41% of host copy at 12.25 B/param": the step's fewest bytes moved per second against
 // the copy bandwidth measured in the same run.
@@ -132,7 +142,9 @@ int Calibrate(const CalibrateOptions& o) {
   const bool gpu = TANDEM_HAS_CUDA && !o.host_only && CudaDeviceAvailable();
   const auto& cases = CalibrationCases();
   const uint64_t host_units = uint64_t(o.repeats) * (1 + cases.size());
-  const uint64_t gpu_units = gpu ? uint64_t(o.repeats) * (2 + cases.size()) : 0;
+  // GPU: HBM copy, its kernels, PCIe alone, each direction under load, host kernels under
+  // DMA load.
+  const uint64_t gpu_units = gpu ? uint64_t(o.repeats) * (4 + 2 * cases.size()) : 0;
   tools::Progress bar("calibrate", host_units + gpu_units);
   Report report(o, bar);
 
@@ -186,7 +198,7 @@ int Calibrate(const CalibrateOptions& o) {
     p.pcie.h2d_gbps = report
                           .Measure("PCIe pinned H2D", "GB/s",
                                    [&] {
-                                     pc = MeasurePcie(size_t{512} << 20, o.reps);
+                                     pc = MeasurePcie(kPcieBytes, o.reps);
                                      return pc.h2d;
                                    })
                           .median;
@@ -194,13 +206,41 @@ int Calibrate(const CalibrateOptions& o) {
     p.pcie.d2h_gbps = pc.d2h;
     p.pcie.bidir_gbps = pc.bidir;
     bar.Print("  PCIe pinned D2H %.1f GB/s, both at once %.1f GB/s\n", pc.d2h, pc.bidir);
+    // What the compute-split model takes (tandem::MachineRates): each direction with the
+    // other busy, and the host kernels while the DMA engines move data both ways.
+    p.pcie.h2d_concurrent_gbps =
+        report
+            .Measure("PCIe pinned H2D, D2H busy", "GB/s",
+                     [&] { return MeasurePcieUnderLoad(PcieDirection::kH2D, kPcieBytes, o.reps); })
+            .median;
+    p.pcie.d2h_concurrent_gbps =
+        report
+            .Measure("PCIe pinned D2H, H2D busy", "GB/s",
+                     [&] { return MeasurePcieUnderLoad(PcieDirection::kD2H, kPcieBytes, o.reps); })
+            .median;
+    for (const KernelCase& c : cases) {
+      const std::string key = planner::KernelKey(c.algo, c.formats, DType::kBF16);
+      double dma_gbps = 0;
+      p.host.kernels_under_dma[key].gparams_per_s =
+          report
+              .Measure(
+                  "host under DMA load " + key, "Gparam/s",
+                  [&] {
+                    return MeasureStepRateUnderDmaLoad(c, o.host_elements, o.threads, o.reps,
+                                                       kDmaLoadBytes, &dma_gbps);
+                  },
+                  Roofline{CaseBytesPerElement(c), copy.median, "host copy"})
+              .median;
+      bar.Print("    (DMA load kept %.1f GB/s of PCIe traffic)\n", dma_gbps);
+    }
   } else {
     const char* why = !TANDEM_HAS_CUDA ? "built without CUDA"
                       : o.host_only    ? "--host-only"
                                        : "no CUDA device";
     bar.Print(
         "  GPU and PCIe: skipped (%s); the profile keeps the built-in H200 reference "
-        "figures for them\n",
+        "figures for them, and has no PCIe figures under concurrent traffic and no host "
+        "kernels under DMA load (tandem-plan derives them)\n",
         why);
     p.source += " (host only; GPU/PCIe from the built-in H200 reference)";
   }

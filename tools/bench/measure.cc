@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "background_load.h"
 #include "planner/step_time.h"
 #include "tandem/error.h"
 
@@ -204,6 +205,117 @@ PcieResult MeasurePcie(size_t bytes, int reps, const std::function<void(const ch
   return r;
 }
 
+namespace {
+
+// Pinned host and device buffers for copies both ways, and a stream per direction.
+class CopyPair {
+ public:
+  explicit CopyPair(size_t bytes) : bytes_(bytes) {
+    Cuda(cudaMalloc(&dev_up_, bytes), "cudaMalloc");
+    Cuda(cudaMalloc(&dev_down_, bytes), "cudaMalloc");
+    Cuda(cudaHostAlloc(&pin_up_, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+    Cuda(cudaHostAlloc(&pin_down_, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+    std::memset(pin_up_, 3, bytes);
+    Cuda(cudaMemset(dev_down_, 5, bytes), "cudaMemset");
+    Cuda(cudaStreamCreateWithFlags(&up_, cudaStreamNonBlocking), "stream");
+    Cuda(cudaStreamCreateWithFlags(&down_, cudaStreamNonBlocking), "stream");
+    // Blocking-sync events: a waiting thread sleeps instead of spinning on a host core
+    // that the kernel under measurement needs.
+    Cuda(cudaEventCreateWithFlags(&done_up_, cudaEventBlockingSync | cudaEventDisableTiming),
+         "event");
+    Cuda(cudaEventCreateWithFlags(&done_down_, cudaEventBlockingSync | cudaEventDisableTiming),
+         "event");
+  }
+  ~CopyPair() {
+    cudaStreamSynchronize(up_);
+    cudaStreamSynchronize(down_);
+    cudaEventDestroy(done_up_);
+    cudaEventDestroy(done_down_);
+    cudaStreamDestroy(up_);
+    cudaStreamDestroy(down_);
+    cudaFree(dev_up_);
+    cudaFree(dev_down_);
+    cudaFreeHost(pin_up_);
+    cudaFreeHost(pin_down_);
+  }
+  CopyPair(const CopyPair&) = delete;
+  CopyPair& operator=(const CopyPair&) = delete;
+
+  void Up(int times = 1) {
+    for (int i = 0; i < times; ++i)
+      Cuda(cudaMemcpyAsync(dev_up_, pin_up_, bytes_, cudaMemcpyHostToDevice, up_), "h2d");
+  }
+  void Down(int times = 1) {
+    for (int i = 0; i < times; ++i)
+      Cuda(cudaMemcpyAsync(pin_down_, dev_down_, bytes_, cudaMemcpyDeviceToHost, down_), "d2h");
+  }
+  // Waits (sleeping) for everything queued both ways.
+  void Wait() {
+    Cuda(cudaEventRecord(done_up_, up_), "record");
+    Cuda(cudaEventRecord(done_down_, down_), "record");
+    Cuda(cudaEventSynchronize(done_up_), "sync");
+    Cuda(cudaEventSynchronize(done_down_), "sync");
+  }
+  cudaStream_t up() const { return up_; }
+  cudaStream_t down() const { return down_; }
+
+ private:
+  size_t bytes_;
+  void *dev_up_ = nullptr, *dev_down_ = nullptr, *pin_up_ = nullptr, *pin_down_ = nullptr;
+  cudaStream_t up_ = nullptr, down_ = nullptr;
+  cudaEvent_t done_up_ = nullptr, done_down_ = nullptr;
+};
+
+}  // namespace
+
+double MeasurePcieUnderLoad(PcieDirection timed, size_t bytes, int reps) {
+  CopyPair pair(bytes);
+  const bool up = timed == PcieDirection::kH2D;
+  cudaStream_t s = up ? pair.up() : pair.down();
+  cudaEvent_t e0, e1;
+  Cuda(cudaEventCreate(&e0), "event");
+  Cuda(cudaEventCreate(&e1), "event");
+  std::vector<double> ms;
+  for (int i = 0; i < reps + 1; ++i) {  // the first is a warm-up
+    // The other direction first, three times as long as the timed copy.
+    up ? pair.Down(3) : pair.Up(3);
+    Cuda(cudaEventRecord(e0, s), "record");
+    up ? pair.Up() : pair.Down();
+    Cuda(cudaEventRecord(e1, s), "record");
+    pair.Wait();
+    float t = 0;
+    Cuda(cudaEventElapsedTime(&t, e0, e1), "elapsed");
+    if (i > 0) ms.push_back(t);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return double(bytes) / (Median(ms) * 1e6);
+}
+
+double MeasureStepRateUnderDmaLoad(const KernelCase& c, uint64_t n, int threads, int reps,
+                                   size_t dma_bytes, double* dma_gbps) {
+  CopyPair pair(dma_bytes);
+  tools::BackgroundLoad load([&] {
+    pair.Up();
+    pair.Down();
+    pair.Wait();
+  });
+  load.WaitForRounds(1);  // the load runs (or has failed: Stop says so)
+  const uint64_t first = load.rounds();
+  const auto t0 = Clock::now();
+  double rate = 0;
+  try {
+    rate = MeasureStepRate(c, ExecutionMode::kHost, n, threads, reps);
+  } catch (...) {
+    load.Stop();
+    throw;
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  const uint64_t rounds = load.Stop() - first;
+  if (dma_gbps) *dma_gbps = 2.0 * double(dma_bytes) * double(rounds) / (s * 1e9);
+  return rate;
+}
+
 double MeasureHbmCopy(size_t bytes, int reps) {
   void *a, *b;
   Cuda(cudaMalloc(&a, bytes), "cudaMalloc");
@@ -240,6 +352,10 @@ std::string GpuName() {
 
 PcieResult MeasurePcie(size_t, int, const std::function<void(const char*)>&) {
   NoCuda("PCIe bandwidth");
+}
+double MeasurePcieUnderLoad(PcieDirection, size_t, int) { NoCuda("PCIe bandwidth under load"); }
+double MeasureStepRateUnderDmaLoad(const KernelCase&, uint64_t, int, int, size_t, double*) {
+  NoCuda("host step rate under DMA load");
 }
 double MeasureHbmCopy(size_t, int) { NoCuda("HBM copy bandwidth"); }
 std::string GpuName() { return ""; }

@@ -56,6 +56,22 @@ struct PcieResult {
 inline constexpr int kPcieFigures = 5;
 PcieResult MeasurePcie(size_t bytes, int reps,
                        const std::function<void(const char*)>& on_done = {});
+// One direction of pinned copies while the other direction is busy at once (Note [PCIe
+// under concurrent traffic] in planner/step_time.cc): the timed copy of `bytes` (CUDA
+// events on its own stream) starts after copies of 3 x `bytes` the other way were queued
+// on a second stream, so the other direction is busy for the whole timed copy. Median of
+// `reps`, GB/s. Needs CUDA and a device, as MeasurePcie.
+enum class PcieDirection { kH2D, kD2H };
+double MeasurePcieUnderLoad(PcieDirection timed, size_t bytes, int reps);
+
+// The host step rate of `c` (as MeasureStepRate in kHost mode) while pinned copies of
+// `dma_bytes` run both ways at once, round after round, on a background thread ("under DMA
+// load": the DMA engines read and write host DRAM beside the kernel). `dma_gbps`, if not
+// null, gets the PCIe traffic the load kept up during the measurement (both directions,
+// GB/s). Needs CUDA and a device.
+double MeasureStepRateUnderDmaLoad(const KernelCase& c, uint64_t n, int threads, int reps,
+                                   size_t dma_bytes, double* dma_gbps = nullptr);
+
 // Device-to-device copy, GB/s read + written.
 double MeasureHbmCopy(size_t bytes, int reps);
 // The first device's name ("" without CUDA or device).

@@ -44,6 +44,8 @@ struct Args {
   std::string profile, policy = "backward_order";
   uint64_t chunk = 1 << 21;
   int slots = 4;
+  std::string offload_compute = "auto", stream_chunk = "64MiB";
+  int stream_slots = 3;
   bool json = false;
   std::string svg;
 };
@@ -118,6 +120,9 @@ PlanInputs ToInputs(const Args& a, std::pair<bool, bool> dtypes_given) {
   in.placement = ParsePlacementPolicy(a.policy);
   in.chunk_elements = a.chunk;
   in.pipeline_slots = a.slots;
+  in.offload_compute = ParseOffloadCompute(a.offload_compute);
+  in.stream_chunk_bytes = ParseBytes(a.stream_chunk);
+  in.stream_slots = a.stream_slots;
   in.profile = a.profile.empty() ? DefaultProfile() : ReadProfile(a.profile);
   return in;
 }
@@ -207,6 +212,15 @@ int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::stri
       ->capture_default_str();
   app.add_option("--chunk-elements", a.chunk, "offload pipeline chunk")->capture_default_str();
   app.add_option("--slots", a.slots, "pinned pipeline slots")->capture_default_str();
+  app.add_option("--offload-compute", a.offload_compute,
+                 "where the offloaded elements are computed: auto (the modelled best split), "
+                 "host, gpu (state streamed to the GPU), or a share in [0, 1]")
+      ->capture_default_str();
+  app.add_option("--stream-chunk", a.stream_chunk,
+                 "streaming: the most state bytes one chunk moves each way")
+      ->capture_default_str();
+  app.add_option("--stream-slots", a.stream_slots, "streaming: GPU slots chunks rotate through")
+      ->capture_default_str();
   app.add_flag("--json", a.json, "print the plan as JSON instead of text");
   app.add_option("--svg", a.svg, "write an SVG chart of memory and step time vs fraction");
   try {
