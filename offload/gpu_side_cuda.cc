@@ -160,6 +160,13 @@ class CudaSide final : public GpuSide {
     TANDEM_CUDA(cudaStreamSynchronize(cudaStreamPerThread), context);
   }
 
+  void ZeroConcurrent(void* dst, size_t bytes, const char* context) const override {
+    if (bytes == 0) return;
+    TANDEM_CUDA(cudaSetDevice(device_), context);
+    TANDEM_CUDA(cudaMemsetAsync(dst, 0, bytes, cudaStreamPerThread), context);
+    TANDEM_CUDA(cudaStreamSynchronize(cudaStreamPerThread), context);
+  }
+
   void SyncStream(const char* context) const override {
     TANDEM_CUDA(cudaStreamSynchronize(stream_), context);
     for (cudaStream_t s : {up_, run_, down_})

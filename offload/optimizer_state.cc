@@ -143,6 +143,9 @@ void HybridOptimizer::Impl::InitState() {
     io.copy = [this](void* dst, const void* src, size_t bytes) {
       gpu_->CopyConcurrent(dst, src, bytes, "(optimizer state initialisation)");
     };
+    io.zero = [this](void* dst, size_t bytes) {
+      gpu_->ZeroConcurrent(dst, bytes, "(optimizer state initialisation)");
+    };
     io.params_on_device = true;
     io.staging_kind = MemKind::kPinned;
     gpu_->SyncStream("(optimizer state initialisation: waiting for the parameters)");

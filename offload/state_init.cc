@@ -89,13 +89,23 @@ StepSpan WrittenArrays(const InitRegion& r) {
   return s;
 }
 
+// The arrays whose initial bytes are all zero (fp32 moments, q8 codes): a staged region
+// zeroes them in place where InitIo::zero is given.
+constexpr bool ZeroArray(StateArray a) {
+  return a == StateArray::kMF32 || a == StateArray::kMCodes || a == StateArray::kVF32 ||
+         a == StateArray::kVCodes;
+}
+
+// The arrays of a staged block that go through staging (pointers set in `s`).
+bool Staged(StateArray a, const InitIo& io) { return !(io.zero && ZeroArray(a)); }
+
 // Staging bytes for one block of `n` elements of region r.
-uint64_t StagingBytes(const InitRegion& r, uint64_t n, bool params_on_device) {
-  uint64_t bytes = params_on_device ? Aligned(n * DTypeSize(r.param_dtype)) : 0;
+uint64_t StagingBytes(const InitRegion& r, uint64_t n, const InitIo& io) {
+  uint64_t bytes = io.params_on_device ? Aligned(n * DTypeSize(r.param_dtype)) : 0;
   const StepSpan written = WrittenArrays(r);
   if (r.staged)
     ForEachStateArray(written, [&](StateArray a, auto* p) {
-      if (p != nullptr) bytes += Aligned(ArrayEntries(a, n) * sizeof(*p));
+      if (p != nullptr && Staged(a, io)) bytes += Aligned(ArrayEntries(a, n) * sizeof(*p));
     });
   return bytes;
 }
@@ -151,10 +161,16 @@ void InitBlock(const InitRegion& r, const Block& b, const InitIo& io, uint8_t* s
     EncodeFrom(src, r.param_dtype, b.n, dst);
     return;
   }
-  // The block's arrays in staging (same pointers set as dst), then one copy per array.
+  // The block's arrays in staging (the pointers of dst, less the arrays zeroed in
+  // place), then one copy per array.
   StepSpan st = dst;
   ForEachStateArray(st, [&](StateArray a, auto*& p) {
     if (p == nullptr) return;
+    if (!Staged(a, io)) {
+      io.zero(p, ArrayEntries(a, b.n) * sizeof(*p));
+      p = nullptr;
+      return;
+    }
     p = reinterpret_cast<std::remove_reference_t<decltype(p)>>(staging);
     staging += Aligned(ArrayEntries(a, b.n) * sizeof(*p));
   });
@@ -192,7 +208,7 @@ void InitRegions(const std::vector<InitRegion>& regions, const InitIo& io,
                       std::to_string(r.offset) + ", not a multiple of 32");
     for (uint64_t off = 0; off < r.count; off += be)
       blocks.push_back({static_cast<uint32_t>(i), off, std::min(be, r.count - off)});
-    staging = std::max(staging, StagingBytes(r, std::min(be, r.count), io.params_on_device));
+    staging = std::max(staging, StagingBytes(r, std::min(be, r.count), io));
   }
   if (staging > 0 && !io.copy)
     throw Error(ErrorKind::kInvalidArgument, "InitRegions: staged regions need a copy function");

@@ -7,7 +7,8 @@
 // blocks are encoded independently, on the caller's TBB arena: a block's parameters are
 // read (straight from the parameter, or through a staging buffer where they are on the
 // device), and its arrays are encoded straight into their destination where it is host
-// memory, or into a staging buffer copied up array by array where it is device memory.
+// memory, or into a staging buffer copied up array by array where it is device memory
+// (all-zero arrays there are zeroed in place on the device instead).
 // No whole-tensor copy is ever made, and host destinations are first touched by the
 // threads that encode them. The bits are those of TensorState's constructor (and of the
 // whole-tensor snapshot this replaces): tests/offload/state_init_test.cc checks them.
@@ -44,6 +45,10 @@ struct InitIo {
   // Synchronous copy between device memory and staging memory; called from several
   // threads at once. Unused (may be empty) when nothing is staged or on the device.
   std::function<void(void* dst, const void* src, size_t bytes)> copy;
+  // Optional: sets `bytes` of device memory to zero; called from several threads at once.
+  // Where given, a staged region's all-zero arrays (fp32 moments, q8 codes) are zeroed
+  // in place instead of going through staging and `copy`.
+  std::function<void(void* dst, size_t bytes)> zero;
   bool params_on_device = false;    // read parameters through `copy` into staging
   MemKind staging_kind = MemKind::kHost;  // kPinned in GPU mode
   uint64_t block_elements = uint64_t{1} << 20;  // a positive multiple of kQuantGroup

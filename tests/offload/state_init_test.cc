@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <tbb/task_arena.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -86,11 +87,16 @@ TEST(StateInit, SgdWithAndWithoutMomentum) {
   }
 }
 
-// A TensorState-shaped destination for InitRegions: its arrays, as one region's span.
+// A TensorState-shaped destination for InitRegions: its arrays, as one region's span,
+// filled with 0xAB bytes so that an entry left unwritten shows.
 struct Dest {
   TensorState st;
   Dest(Algorithm algo, const HyperParams& h, const StateFormats& f, size_t n)
-      : st(algo, h, f, std::vector<float>(n, 7.0f).data(), n) {}
+      : st(algo, h, f, std::vector<float>(n, 7.0f).data(), n) {
+    ForEachStateVector(st, [](StateArray, auto& v) {
+      if (!v.empty()) std::memset(v.data(), 0xAB, v.size() * sizeof(v[0]));
+    });
+  }
 };
 
 TEST(StateInit, BlocksStagedOrNotGiveTheSameBits) {
@@ -98,7 +104,8 @@ TEST(StateInit, BlocksStagedOrNotGiveTheSameBits) {
   for (MasterFormat master : kMasters)
     for (MomentFormat mf : kMoments)
       for (uint64_t block : {32ull, 64ull, 96ull, 1024ull, 1ull << 20})
-        for (bool staged : {false, true}) {
+        for (int mode : {0, 1, 2}) {  // not staged; staged; staged with zeroing in place
+          const bool staged = mode > 0;
           const StateFormats f{master, mf, MomentFormat::kQ8};
           HyperParams h;
           std::vector<uint16_t> param(n);
@@ -121,12 +128,21 @@ TEST(StateInit, BlocksStagedOrNotGiveTheSameBits) {
           }
           offload::InitIo io;
           io.copy = [](void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); };
+          std::atomic<int> zeroed{0};
+          if (mode == 2)
+            io.zero = [&zeroed](void* dst, size_t bytes) {
+              std::memset(dst, 0, bytes);
+              ++zeroed;
+            };
           io.params_on_device = staged;
           io.block_elements = block;
           io.staging_slots = 2;
           tbb::task_arena(2).execute([&] { offload::InitRegions(regions, io); });
           const std::string who = Name(f) + " block " + std::to_string(block) +
-                                  (staged ? " staged" : "");
+                                  (staged ? " staged" : "") + (mode == 2 ? " zeroing" : "");
+          if (mode == 2) {
+            EXPECT_GT(zeroed.load(), 0) << who;
+          }
           ExpectSameArrays(a.st, Expected(Algorithm::kAdamW, h, f, param.data(), DType::kBF16, 320),
                            who + " region 0");
           ExpectSameArrays(b.st,
