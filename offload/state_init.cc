@@ -96,7 +96,7 @@ constexpr bool ZeroArray(StateArray a) {
          a == StateArray::kVCodes;
 }
 
-// The arrays of a staged block that go through staging (pointers set in `s`).
+// Whether array `a` of a staged block goes through staging (else it is zeroed in place).
 bool Staged(StateArray a, const InitIo& io) { return !(io.zero && ZeroArray(a)); }
 
 // Staging bytes for one block of `n` elements of region r.
