@@ -48,7 +48,7 @@ TEST(StateInitGpu, FreshSnapshotIsTheEncodedParameters) {
         for (double fraction : {0.0, 0.5, 1.0})
           for (double share : {0.0, 0.5, 1.0}) {
             OptimizerConfig c = testing::QuantizedConfig(
-                ExecutionMode::kGpu, fraction, PlacementPolicy::kBackwardOrder, 96, 3);
+                ExecutionMode::kGpu, fraction, PlacementPolicy::kBackwardOrder, 96, 2);
             c.formats = {master, mf, mf == MomentFormat::kF32 ? MomentFormat::kQ8
                                                                 : MomentFormat::kF32};
             c.offload_compute = share;

@@ -45,7 +45,7 @@ TEST(StateInit, FreshSnapshotIsTheEncodedParameters) {
             m.param_dtype = dtype;
             m.Init(11);
             OptimizerConfig c = testing::QuantizedConfig(
-                ExecutionMode::kHost, fraction, PlacementPolicy::kBackwardOrder, 96, 3);
+                ExecutionMode::kHost, fraction, PlacementPolicy::kBackwardOrder, 96, 2);
             c.formats = {master, mf, mf == MomentFormat::kF32 ? MomentFormat::kQ8
                                                                 : MomentFormat::kF32};
             c.offload_compute = share;
