@@ -6,8 +6,9 @@
 // checks of the caller's device pointers, synchronous copies to and from the device, and
 // the events that time the step and order other streams after it.
 //
-// Thread safety: used by the optimizer's thread only. Every failing CUDA call throws
-// Error(kCuda) (kOutOfMemory for allocations) naming the call and `context`.
+// Thread safety: used by the optimizer's thread only (except CopyConcurrent and
+// ZeroConcurrent). Every failing CUDA call throws Error(kCuda) (kOutOfMemory for
+// allocations) naming the call and `context`.
 #pragma once
 
 #include <cstddef>
@@ -134,6 +135,18 @@ class GpuSide {
   // Synchronous copies between device (or pinned) and host memory, and a wait for
   // everything queued on the caller's stream.
   virtual void Copy(void* dst, const void* src, size_t bytes, const char* context) const = 0;
+  // The exceptions to "the optimizer's thread only" (for the block-wise initialisation,
+  // offload/state_init.h): a synchronous copy like Copy that any thread may call,
+  // concurrently with other CopyConcurrent and ZeroConcurrent calls (not with the other
+  // methods). It makes the optimizer's device current on the calling thread (it stays
+  // current there afterwards) and copies on that thread's per-thread stream, so copies of
+  // several threads overlap; it does not wait for the caller's stream (call SyncStream
+  // first where that matters). Host memory should be pinned for the copies to overlap.
+  virtual void CopyConcurrent(void* dst, const void* src, size_t bytes,
+                              const char* context) const = 0;
+  // Sets `bytes` of device memory at `dst` to zero, synchronously, under the same rules
+  // as CopyConcurrent (any thread, per-thread stream, the device left current).
+  virtual void ZeroConcurrent(void* dst, size_t bytes, const char* context) const = 0;
   // Waits for the caller's stream and for everything the stream executor queued.
   virtual void SyncStream(const char* context) const = 0;
 };

@@ -48,6 +48,7 @@ class CudaSide final : public GpuSide {
  public:
   explicit CudaSide(void* stream) : stream_(static_cast<cudaStream_t>(stream)) {
     for (cudaEvent_t& e : ev_) TANDEM_CUDA(cudaEventCreate(&e), "(optimizer timing events)");
+    TANDEM_CUDA(cudaGetDevice(&device_), "(the optimizer's device)");
   }
   ~CudaSide() override {
     for (cudaStream_t s : {up_, run_, down_})
@@ -148,6 +149,22 @@ class CudaSide final : public GpuSide {
   void Copy(void* dst, const void* src, size_t bytes, const char* context) const override {
     if (bytes == 0) return;
     TANDEM_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), context);
+  }
+
+  void CopyConcurrent(void* dst, const void* src, size_t bytes,
+                      const char* context) const override {
+    if (bytes == 0) return;
+    TANDEM_CUDA(cudaSetDevice(device_), context);
+    TANDEM_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamPerThread),
+                context);
+    TANDEM_CUDA(cudaStreamSynchronize(cudaStreamPerThread), context);
+  }
+
+  void ZeroConcurrent(void* dst, size_t bytes, const char* context) const override {
+    if (bytes == 0) return;
+    TANDEM_CUDA(cudaSetDevice(device_), context);
+    TANDEM_CUDA(cudaMemsetAsync(dst, 0, bytes, cudaStreamPerThread), context);
+    TANDEM_CUDA(cudaStreamSynchronize(cudaStreamPerThread), context);
   }
 
   void SyncStream(const char* context) const override {
@@ -270,6 +287,7 @@ class CudaSide final : public GpuSide {
 
  private:
   cudaStream_t stream_;
+  int device_ = 0;  // current at construction: CopyConcurrent makes it current on its thread
   cudaEvent_t ev_[4] = {nullptr, nullptr, nullptr, nullptr};  // prepass/hot start+end
   PlanGroups groups_;                               // the hot spans, by format set
   std::vector<std::unique_ptr<gpu::StepPlan>> hot_;  // per format set: its plan

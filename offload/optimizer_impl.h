@@ -75,7 +75,12 @@ class HybridOptimizer::Impl {
   // OptimizerConfig::pinned_budget_bytes (after the placement, before BuildLayout).
   void CheckHostBudget() const;
   void BuildLayout();
+  // The initial state from the parameters (Note [Block-wise initialisation],
+  // offload/state_init.h): blocks of kInitBlockElements; progress lines on stderr once the
+  // construction has run kInitQuietSeconds, at most every kInitProgressSeconds.
   void InitState();
+  static constexpr uint64_t kInitBlockElements = uint64_t{1} << 19;
+  static constexpr double kInitQuietSeconds = 3.0, kInitProgressSeconds = 3.0;
   void BuildChunks();
   // offload_compute: the share of host-resident elements the GPU computes (auto: chosen
   // from the rates, which GPU mode measures when none are configured); sets split_.
@@ -90,7 +95,6 @@ class HybridOptimizer::Impl {
   void CopyFromDeviceSide(void* dst, const void* src, size_t bytes) const;
   // Waits for the copies in flight and (GPU mode) the caller's stream.
   void Quiesce(const char* why) const;
-  std::vector<float> ReadParamAsF32(size_t t) const;
   void WriteParamsFromMasters(size_t t, const TensorSnapshot& ts);
   // Tensor t's whole state (hot and offloaded parts) as a snapshot entry, and back; with
   // masters_only, the master's arrays alone are copied (the others keep their sizes and
@@ -109,6 +113,8 @@ class HybridOptimizer::Impl {
   void EndEarlyStart() noexcept;
   void RequireNoBegunStep(const char* what) const;
 
+  // When construction began: InitState's progress lines count from it.
+  const std::chrono::steady_clock::time_point construct_start_ = std::chrono::steady_clock::now();
   std::vector<TensorSpec> specs_;
   OptimizerConfig cfg_;
   // Per tensor: its effective state formats (offload/tensor_formats.h), fixed at

@@ -1,5 +1,6 @@
 // HybridOptimizer: initialising the state from the parameters, Snapshot and Restore.
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include <cstring>
 #include <string>
@@ -10,9 +11,12 @@
 #include "engine/q8_codec.h"
 #include "engine/state_arrays.h"
 #include "offload/optimizer_impl.h"
+#include "offload/state_init.h"
 #include "tandem/error.h"
 
 namespace tandem {
+
+using offload::MemKind;
 
 void HybridOptimizer::Impl::CopyToDeviceSide(void* dst, const void* src, size_t bytes) const {
   if (bytes == 0) return;
@@ -112,27 +116,47 @@ void ForEachArray(const offload::Part& p, TensorSnapshot& ts, CopyFn copy,
 }
 }  // namespace
 
-std::vector<float> HybridOptimizer::Impl::ReadParamAsF32(size_t t) const {
-  const TensorSpec& s = specs_[t];
-  std::vector<uint8_t> raw(s.numel * DTypeSize(s.param_dtype));
-  CopyFromDeviceSide(raw.data(), s.param, raw.size());
-  std::vector<float> w(s.numel);
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, s.numel, size_t{1} << 16),
-                    [&](const tbb::blocked_range<size_t>& r) {
-                      for (size_t i = r.begin(); i < r.end(); ++i)
-                        w[i] = num::LoadAsF32(raw.data(), s.param_dtype, i);
-                    });
-  return w;
-}
-
+// Note [Block-wise initialisation] (offload/state_init.h): every part (hot, host-computed,
+// each streamed piece) in blocks, in parallel on the driver's arena; no whole-tensor copy.
 void HybridOptimizer::Impl::InitState() {
+  std::vector<offload::InitRegion> regions;
+  auto add = [&](size_t t, const offload::Part& p, bool staged) {
+    if (p.count == 0) return;
+    offload::InitRegion r;
+    r.param = specs_[t].param;
+    r.param_dtype = specs_[t].param_dtype;
+    r.offset = p.offset;
+    r.count = p.count;
+    r.state = p.state;
+    r.alias_param = p.alias_param;
+    r.staged = staged;
+    regions.push_back(r);
+  };
   for (size_t t = 0; t < specs_.size(); ++t) {
-    const TensorSpec& s = specs_[t];
-    if (s.numel == 0) continue;
-    TensorSnapshot ts =
-        EncodeInitial(s, ReadParamAsF32(t), cfg_.algorithm, cfg_.groups[s.group], formats_[t]);
-    WriteTensorState(t, ts);  // an aliased master is the parameter: it gets its own bits
+    if (specs_[t].numel == 0) continue;
+    add(t, hot_.part(t), /*staged=*/gpu());
+    add(t, cold_.part(t), false);
+    for (size_t i : stream_pieces_[t]) add(t, stream_.state().part(i), false);  // host slab
   }
+  offload::InitIo io;
+  if (gpu()) {
+    io.copy = [this](void* dst, const void* src, size_t bytes) {
+      gpu_->CopyConcurrent(dst, src, bytes, "(optimizer state initialisation)");
+    };
+    io.zero = [this](void* dst, size_t bytes) {
+      gpu_->ZeroConcurrent(dst, bytes, "(optimizer state initialisation)");
+    };
+    io.params_on_device = true;
+    io.staging_kind = MemKind::kPinned;
+    gpu_->SyncStream("(optimizer state initialisation: waiting for the parameters)");
+  }
+  io.block_elements = kInitBlockElements;
+  io.staging_slots = tbb::this_task_arena::max_concurrency();
+  offload::ProgressLog progress("initialising optimizer state", offload::RegionElements(regions),
+                                kInitQuietSeconds, kInitProgressSeconds, stderr,
+                                construct_start_);
+  offload::InitRegions(regions, io, &progress);
+  progress.Finish();
 }
 
 // ---------------------------------------------------------------------------------------
