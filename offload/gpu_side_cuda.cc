@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "cuda/gpu_step.h"
 #include "cuda/cuda_check.h"
@@ -46,7 +47,8 @@ cudaEvent_t NewEvent(const char* what) {
 
 class CudaSide final : public GpuSide {
  public:
-  explicit CudaSide(void* stream) : stream_(static_cast<cudaStream_t>(stream)) {
+  CudaSide(void* stream, std::shared_ptr<FaultPlan> faults)
+      : stream_(static_cast<cudaStream_t>(stream)), faults_(std::move(faults)) {
     for (cudaEvent_t& e : ev_) TANDEM_CUDA(cudaEventCreate(&e), "(optimizer timing events)");
   }
   ~CudaSide() override {
@@ -81,7 +83,7 @@ class CudaSide final : public GpuSide {
   }
 
   std::unique_ptr<Transport> MakeTransport() override {
-    return std::make_unique<CudaTransport>(stream_);
+    return std::make_unique<CudaTransport>(stream_, faults_);
   }
 
   uint64_t BuildPlans(Algorithm algo, const std::vector<StepSpan>& spans,
@@ -270,6 +272,7 @@ class CudaSide final : public GpuSide {
 
  private:
   cudaStream_t stream_;
+  std::shared_ptr<FaultPlan> faults_;
   cudaEvent_t ev_[4] = {nullptr, nullptr, nullptr, nullptr};  // prepass/hot start+end
   PlanGroups groups_;                               // the hot spans, by format set
   std::vector<std::unique_ptr<gpu::StepPlan>> hot_;  // per format set: its plan
@@ -357,7 +360,9 @@ void CudaSide::ProbeRates(uint64_t bytes, double kernel_bytes, MachineRates* rat
 
 bool GpuSide::Available() noexcept { return gpu::DeviceAvailable(); }
 
-std::unique_ptr<GpuSide> GpuSide::Create(void* stream) { return std::make_unique<CudaSide>(stream); }
+std::unique_ptr<GpuSide> GpuSide::Create(void* stream, std::shared_ptr<FaultPlan> faults) {
+  return std::make_unique<CudaSide>(stream, std::move(faults));
+}
 
 
 }  // namespace tandem::offload
