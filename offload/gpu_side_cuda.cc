@@ -201,6 +201,12 @@ class CudaSide final : public GpuSide {
              std::to_string(chunks_.size()) + ", " + std::to_string(chunks_[c].bytes) +
              " bytes: " + what + ")";
     };
+    auto fail_injected = [&](size_t c, const char* what) {  // tandem/faults.h
+      if (faults_ != nullptr && faults_->CopyFails())
+        throw Error(ErrorKind::kCuda, std::string("injected failure of ") + what +
+                                          " copy of streamed chunk " + std::to_string(c) + " of " +
+                                          std::to_string(chunks_.size()));
+    };
     // The kernels read the gradients: after the caller's stream. Uploads read the host
     // state: after the last step's downloads.
     TANDEM_CUDA(cudaEventRecord(stream_ev_[kGrads], stream_), "(stream executor start)");
@@ -221,6 +227,7 @@ class CudaSide final : public GpuSide {
       if (slot_used_[ch.slot_index])  // the slot's last chunk has gone down (or goes)
         TANDEM_CUDA(cudaStreamWaitEvent(up_, ev.down, 0), ctx(c, "wait for its slot"));
       if (enqueued == 0) TANDEM_CUDA(cudaEventRecord(stream_ev_[kFirstUp], up_), ctx(c, "timing"));
+      fail_injected(c, "upload");
       TANDEM_CUDA(cudaMemcpyAsync(ch.slot, ch.host, ch.bytes, cudaMemcpyHostToDevice, up_),
                   ctx(c, "upload"));
       TANDEM_CUDA(cudaEventRecord(ev.up, up_), ctx(c, "upload"));
@@ -232,6 +239,7 @@ class CudaSide final : public GpuSide {
       }
       TANDEM_CUDA(cudaEventRecord(ev.run, run_), ctx(c, "kernel"));
       TANDEM_CUDA(cudaStreamWaitEvent(down_, ev.run, 0), ctx(c, "download waits for kernel"));
+      fail_injected(c, "download");
       TANDEM_CUDA(cudaMemcpyAsync(ch.host, ch.slot, ch.bytes, cudaMemcpyDeviceToHost, down_),
                   ctx(c, "download"));
       TANDEM_CUDA(cudaEventRecord(ev.down, down_), ctx(c, "download"));

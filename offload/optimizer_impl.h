@@ -79,6 +79,7 @@ class HybridOptimizer::Impl {
   // stand-in, which copies each chunk into a slot and steps it with the host kernels.
   void BuildStream();
   uint64_t RunStreamOnHost();
+  void FailInjectedStreamCopy(size_t c, const char* what, uint64_t applied);
   void CopyToDeviceSide(void* dst, const void* src, size_t bytes) const;
   void CopyFromDeviceSide(void* dst, const void* src, size_t bytes) const;
   // Waits for the copies in flight and (GPU mode) the caller's stream.

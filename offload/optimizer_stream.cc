@@ -110,19 +110,35 @@ void HybridOptimizer::Impl::BuildStream() {
   }
 }
 
+// A copy of streamed chunk c that the FaultPlan fails (tandem/faults.h) throws as a failed
+// CUDA copy of GPU mode would, naming the chunk and the chunks applied before it. A
+// failed download leaves chunk c's parameters updated but its state not (the slot's copy
+// is lost), as it would on a GPU.
+void HybridOptimizer::Impl::FailInjectedStreamCopy(size_t c, const char* what,
+                                                   uint64_t applied) {
+  if (cfg_.faults == nullptr || !cfg_.faults->CopyFails()) return;
+  throw Error(ErrorKind::kCuda, std::string("injected failure of ") + what +
+                                    " copy of streamed chunk " + std::to_string(c) + " of " +
+                                    std::to_string(stream_host_.size()) + " (" +
+                                    std::to_string(applied) + " streamed chunks applied)");
+}
+
 // Host mode: the streaming data path with host memory standing in for the device's; the
 // same chunks, slots and spans, so CI checks the layout and the bits of every share.
 uint64_t HybridOptimizer::Impl::RunStreamOnHost() {
   uint64_t ran = 0;
-  for (const offload::GpuSide::StreamChunkSpans& ch : stream_host_) {
+  for (size_t c = 0; c < stream_host_.size(); ++c) {
+    const offload::GpuSide::StreamChunkSpans& ch = stream_host_[c];
     run_work_.clear();
     for (size_t i = 0; i < ch.spans.size(); ++i) {
       const uint32_t k = slot_[ch.span_tensor[i]];
       if (k != offload::GpuSide::kSkip) run_work_.push_back({&scalars_[k], ch.spans[i]});
     }
     if (run_work_.empty()) continue;
+    FailInjectedStreamCopy(c, "upload", ran);
     std::memcpy(ch.slot, ch.host, ch.bytes);
     driver_.Run(run_work_.data(), run_work_.size());
+    FailInjectedStreamCopy(c, "download", ran);
     std::memcpy(ch.host, ch.slot, ch.bytes);
     ++ran;
   }
