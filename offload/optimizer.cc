@@ -341,10 +341,8 @@ void HybridOptimizer::Impl::BuildLayout() {
       grads.push_back({s.grad, s.numel, s.grad_dtype, offload::NormRun(s)});
     report_.device.metadata += gpu_->BuildPlans(cfg_.algorithm, spans, index, grads);
     report_.host.metadata += gpu::kNormResultBytes;  // the pre-pass result, pinned
-  } else {
-    for (const StepSpan& sp : spans) hot_work_.push_back({nullptr, sp});
   }
-  BuildStream();
+  BuildExecutors(std::move(spans));
 }
 
 

@@ -1,14 +1,19 @@
 // HybridOptimizer::Impl, private to offload/: the optimizer's state and its parts.
 //
-// Both modes run one code path. Each tensor is cut into a hot prefix, whose state lives
-// next to the parameters ("device" memory) and is stepped there, and a cold suffix whose
-// state lives in host memory and is stepped by the host kernels, its gradients and
-// parameters travelling through the offload pipeline. In GPU mode "device" is the GPU
-// (fused CUDA kernels, CUDA streams); in host mode it is ordinary host memory (host
-// kernels, HostTransport), which is what lets CI test the whole hybrid path.
+// Both modes run one code path. Each tensor is cut into a GPU-resident prefix, whose
+// state lives next to the parameters ("device" memory) and is stepped there, and a
+// host-resident suffix; that suffix is cut again into a streamed part, whose chunk-major
+// state the fused kernel steps in device slots, and a host-computed ("cold") part, stepped
+// by the host kernels, its gradients and parameters travelling through the offload
+// pipeline (Note [Three placement classes] in tandem/compute_split.h). One executor per
+// class runs a step's updates (Note [Executors], offload/executor.h). In GPU mode
+// "device" is the GPU (fused CUDA kernels, CUDA streams); in host mode it is ordinary host
+// memory (host kernels, HostTransport, host slots), which is what lets CI test every
+// path.
 //
 // The implementation is split by concern: optimizer.cc (construction, validation,
-// layout, PredictMemory), optimizer_step.cc (Step and its companions),
+// layout, PredictMemory), optimizer_step.cc (Step, the host-offload executor and their
+// companions), optimizer_stream.cc (offload_compute and the executors' set-up),
 // optimizer_state.cc (initialisation, Snapshot, Restore), optimizer_early.cc (GradReady,
 // BeginStep and the speculation's bookkeeping; the worker itself is offload/speculation.h),
 // optimizer_reload.cc (ReloadParams). Everything of GPU mode that needs CUDA is behind
@@ -22,6 +27,7 @@
 
 #include "cpu_simd/host_kernels.h"
 #include "engine/step_scalars.h"
+#include "offload/executor.h"
 #include "offload/gpu_side.h"
 #include "offload/memory.h"
 #include "offload/pipeline.h"
@@ -75,11 +81,11 @@ class HybridOptimizer::Impl {
   // from the rates, which GPU mode measures when none are configured); sets split_.
   double ChooseComputeShare();
   double ProbeHostRate();
-  // The GPU-stream executor: its chunks handed to the GpuSide (GPU mode), and host mode's
-  // stand-in, which copies each chunk into a slot and steps it with the host kernels.
-  void BuildStream();
-  uint64_t RunStreamOnHost();
-  void FailInjectedStreamCopy(size_t c, const char* what, uint64_t applied);
+  // The executors (Note [Executors], offload/executor.h), in launch order: GPU-resident
+  // (over `hot`, the hot spans), GPU-stream (its chunks handed to the GpuSide, or to host
+  // mode's stand-in) and host-offload (RunOffload).
+  void BuildExecutors(std::vector<StepSpan> hot);
+  void RunOffload(const offload::StepWork& w);
   void CopyToDeviceSide(void* dst, const void* src, size_t bytes) const;
   void CopyFromDeviceSide(void* dst, const void* src, size_t bytes) const;
   // Waits for the copies in flight and (GPU mode) the caller's stream.
@@ -121,7 +127,6 @@ class HybridOptimizer::Impl {
   offload::StreamLayout stream_;
   offload::Slab hot_slab_, cold_slab_, staging_slab_, early_slab_;
   offload::Slab stream_slab_, stream_slots_;  // the streamed state; its device slots
-  std::vector<offload::GpuSide::StreamChunkSpans> stream_host_;  // host mode's chunks
   std::vector<std::vector<size_t>> stream_pieces_;  // per tensor: its streamed pieces
   MemoryReport report_;
 
@@ -154,11 +159,10 @@ class HybridOptimizer::Impl {
   std::vector<StepScalars> scalars_;
   std::vector<uint32_t> slot_;           // per tensor: its slot in scalars_ this step
   std::vector<uint8_t> active_;          // per tensor: stepped this step
-  std::vector<cpu::HostWork> hot_work_;  // host mode: the hot parts
-  std::vector<cpu::HostWork> run_work_;  // host mode: the active hot parts of a step
+  std::vector<std::unique_ptr<offload::Executor>> executors_;
 
   StageTimes times_;
-  bool times_pending_gpu_ = false, times_pending_stream_ = false;
+
   // Last: destroyed first, so its worker is joined before the chunks, slabs and the
   // transport it uses go away.
   std::unique_ptr<offload::Speculator> speculator_;

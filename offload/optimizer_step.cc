@@ -158,78 +158,17 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
     if (c.stepped && slot_[c.tensor] == offload::GpuSide::kSkip)
       throw Error(ErrorKind::kInternal, "a committed chunk belongs to an inactive tensor");
 
-  // 3. Hot elements: fused launches (GPU) or one driver run (host).
-  if (gpu()) {
-    std::vector<uint32_t> span_slot(hot_tensor_.size());
-    for (size_t i = 0; i < hot_tensor_.size(); ++i) span_slot[i] = slot_[hot_tensor_[i]];
-    gpu_->LaunchHot(scalars_, span_slot);
-    times_pending_gpu_ = true;
-  } else if (!hot_work_.empty()) {
-    const auto h0 = Clock::now();
-    run_work_.clear();
-    for (size_t i = 0; i < hot_work_.size(); ++i) {
-      const uint32_t k = slot_[hot_tensor_[i]];
-      if (k == offload::GpuSide::kSkip) continue;
-      run_work_.push_back({&scalars_[k], hot_work_[i].span});
-    }
-    driver_.Run(run_work_.data(), run_work_.size());
-    times_.gpu_update_ms = std::chrono::duration<double, std::milli>(Clock::now() - h0).count();
-  }
-  // 3b. Streamed elements: enqueued on the GPU's copy and kernel streams (nothing waits on
-  // the host), or, in host mode, run through host slots now.
-  // Whatever way the rest of the step ends, the caller's stream is ordered after the
-  // streamed kernels (after the pipeline has ordered its downloads: JoinStream).
-  struct Join {
-    offload::GpuSide* gpu = nullptr;
-    ~Join() {
-      if (gpu == nullptr) return;
-      try {
-        gpu->JoinStream();
-      } catch (...) {  // the step's own error (or the next CUDA call) reports it
-      }
-    }
-  } join;
-  if (!stream_.chunks().empty()) {
-    if (gpu()) {
-      times_.stream_chunks = gpu_->LaunchStream(scalars_, slot_);
-      times_pending_stream_ = times_.stream_chunks > 0;
-      if (times_.stream_chunks > 0) join.gpu = gpu_.get();
-    } else {
-      const auto s0 = Clock::now();
-      times_.stream_chunks = RunStreamOnHost();
-      times_.stream_ms = std::chrono::duration<double, std::milli>(Clock::now() - s0).count();
-    }
-  }
-
-  // 4. Offloaded elements through the pipeline, overlapping the hot step.
-  if (pipeline_) {
-    for (size_t i = 0; i < chunks_.size(); ++i) {
-      offload::OffloadChunk& c = chunks_[i];
-      c.host_grad = nullptr;
-      c.skip = slot_[c.tensor] == offload::GpuSide::kSkip;
-      c.scalar_index = c.skip ? 0 : slot_[c.tensor];
-      if (!c.skip && !c.stepped && chunk_ticket_[i] != 0) {
-        transport_->Wait(chunk_ticket_[i]);
-        c.host_grad = EarlyGrad(i);
-      }
-    }
-    offload::PipelineTimes pt;
-    cpu::HostDriver& drv = driver_;
-    pipeline_->Run(
-        chunks_, scalars_.data(),
-        [&drv](const StepScalars& s, const StepSpan& span) {
-          const cpu::HostWork w{&s, span};
-          drv.Run(&w, 1);
-        },
-        &last_upload_, &pt);
-    times_.d2h_ms = pt.d2h_ms;
-    times_.host_update_ms = pt.host_ms;
-    times_.h2d_ms = pt.h2d_ms;
-    times_.chunks = chunks_.size();
-  }
-  if (join.gpu != nullptr) {  // the normal end: errors of the join are the step's
-    join.gpu = nullptr;
-    gpu_->JoinStream();
+  // 3. The executors (Note [Executors], offload/executor.h): every one launched, then
+  // every one finished; on a failure, the one that failed and those before it are
+  // abandoned (their queued work still orders the caller's stream).
+  const offload::StepWork work{&scalars_, &slot_, &times_};
+  size_t launched = 0;
+  try {
+    for (; launched < executors_.size(); ++launched) executors_[launched]->Launch(work);
+    for (const auto& e : executors_) e->Finish();
+  } catch (...) {
+    for (size_t i = 0; i <= launched && i < executors_.size(); ++i) executors_[i]->Abandon();
+    throw;
   }
   ++step_;
   for (size_t t = 0; t < specs_.size(); ++t)
@@ -241,6 +180,36 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
   result.step = step_;
   times_.step_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   return result;
+}
+
+// The host-offload executor: every host-computed chunk through the pipeline (gradient
+// down, host kernels, parameter up), chunks already downloaded by early start from the
+// early-start buffer, chunks committed by the speculation only uploaded.
+void HybridOptimizer::Impl::RunOffload(const offload::StepWork& w) {
+  const std::vector<uint32_t>& slot = *w.slot_of_tensor;
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    offload::OffloadChunk& c = chunks_[i];
+    c.host_grad = nullptr;
+    c.skip = slot[c.tensor] == offload::GpuSide::kSkip;
+    c.scalar_index = c.skip ? 0 : slot[c.tensor];
+    if (!c.skip && !c.stepped && chunk_ticket_[i] != 0) {
+      transport_->Wait(chunk_ticket_[i]);
+      c.host_grad = EarlyGrad(i);
+    }
+  }
+  offload::PipelineTimes pt;
+  cpu::HostDriver& drv = driver_;
+  pipeline_->Run(
+      chunks_, w.scalars->data(),
+      [&drv](const StepScalars& s, const StepSpan& span) {
+        const cpu::HostWork hw{&s, span};
+        drv.Run(&hw, 1);
+      },
+      &last_upload_, &pt);
+  w.times->d2h_ms = pt.d2h_ms;
+  w.times->host_update_ms = pt.host_ms;
+  w.times->h2d_ms = pt.h2d_ms;
+  w.times->chunks = chunks_.size();
 }
 
 int64_t HybridOptimizer::Impl::tensor_step_count(size_t i) const {
@@ -273,14 +242,7 @@ const HyperParams& HybridOptimizer::Impl::hyper_params(size_t g) const {
 }
 
 StageTimes HybridOptimizer::Impl::last_step_times() {
-  if (gpu() && times_pending_gpu_) {
-    gpu_->ReadTimes(&times_.prepass_ms, &times_.gpu_update_ms);
-    times_pending_gpu_ = false;
-  }
-  if (gpu() && times_pending_stream_) {
-    times_.stream_ms = gpu_->ReadStreamMs();
-    times_pending_stream_ = false;
-  }
+  for (const auto& e : executors_) e->ReadTimes(&times_);
   return times_;
 }
 
@@ -289,9 +251,7 @@ void HybridOptimizer::Impl::WaitParam(size_t i, void* stream) const {
     throw Error(ErrorKind::kInvalidArgument, "WaitParam: tensor index " + std::to_string(i) +
                                                  " of " + std::to_string(specs_.size()));
   if (!gpu()) return;
-  if (placement_.tensors[i].device_count > 0 && step_ > 0) gpu_->StreamWaitHot(stream);
-  if (placement_.tensors[i].stream_count > 0 && step_ > 0) gpu_->StreamWaitStreamed(stream);
-  if (last_upload_[i] != 0) transport_->StreamWaitFor(last_upload_[i], stream);
+  for (const auto& e : executors_) e->WaitParam(i, stream);
 }
 
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/tensor_state.h"
+#include "offload/executors.h"
 #include "offload/optimizer_impl.h"
 #include "tandem/error.h"
 
@@ -89,60 +90,46 @@ double HybridOptimizer::Impl::ChooseComputeShare() {
   return asked;
 }
 
-void HybridOptimizer::Impl::BuildStream() {
+void HybridOptimizer::Impl::BuildExecutors(std::vector<StepSpan> hot) {
+  executors_.clear();
+  if (gpu())
+    executors_.push_back(offload::MakeGpuResident(gpu_.get(), hot_tensor_, specs_.size()));
+  else
+    executors_.push_back(offload::MakeHostResident(&driver_, std::move(hot), hot_tensor_));
   const std::vector<offload::StreamChunk>& chunks = stream_.chunks();
-  if (chunks.empty()) return;
-  const uint64_t slot_bytes = offload::Aligned(stream_.slot_bytes());
-  std::vector<offload::GpuSide::StreamChunkSpans> all;
-  for (size_t c = 0; c < chunks.size(); ++c) {
-    offload::GpuSide::StreamChunkSpans ch;
-    ch.slot_index = static_cast<int>(c % static_cast<size_t>(cfg_.stream_slots));
-    ch.slot = stream_slots_.data() + ch.slot_index * slot_bytes;
-    ch.host = stream_.host_chunk(c);
-    ch.bytes = chunks[c].bytes;
-    ch.spans = stream_.SlotSpans(c, ch.slot, specs_, &ch.span_tensor);
-    all.push_back(std::move(ch));
-  }
-  if (gpu()) {
-    report_.device.metadata += gpu_->BuildStream(cfg_.algorithm, std::move(all), cfg_.stream_slots);
-  } else {
-    stream_host_ = std::move(all);
-  }
-}
-
-// A copy of streamed chunk c that the FaultPlan fails (tandem/faults.h) throws as a failed
-// CUDA copy of GPU mode would, naming the chunk and the chunks applied before it. A
-// failed download leaves chunk c's parameters updated but its state not (the slot's copy
-// is lost), as it would on a GPU.
-void HybridOptimizer::Impl::FailInjectedStreamCopy(size_t c, const char* what,
-                                                   uint64_t applied) {
-  if (cfg_.faults == nullptr || !cfg_.faults->CopyFails()) return;
-  throw Error(ErrorKind::kCuda, std::string("injected failure of ") + what +
-                                    " copy of streamed chunk " + std::to_string(c) + " of " +
-                                    std::to_string(stream_host_.size()) + " (" +
-                                    std::to_string(applied) + " streamed chunks applied)");
-}
-
-// Host mode: the streaming data path with host memory standing in for the device's; the
-// same chunks, slots and spans, so CI checks the layout and the bits of every share.
-uint64_t HybridOptimizer::Impl::RunStreamOnHost() {
-  uint64_t ran = 0;
-  for (size_t c = 0; c < stream_host_.size(); ++c) {
-    const offload::GpuSide::StreamChunkSpans& ch = stream_host_[c];
-    run_work_.clear();
-    for (size_t i = 0; i < ch.spans.size(); ++i) {
-      const uint32_t k = slot_[ch.span_tensor[i]];
-      if (k != offload::GpuSide::kSkip) run_work_.push_back({&scalars_[k], ch.spans[i]});
+  if (!chunks.empty()) {
+    const uint64_t slot_bytes = offload::Aligned(stream_.slot_bytes());
+    std::vector<offload::GpuSide::StreamChunkSpans> all;
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      offload::GpuSide::StreamChunkSpans ch;
+      ch.slot_index = static_cast<int>(c % static_cast<size_t>(cfg_.stream_slots));
+      ch.slot = stream_slots_.data() + ch.slot_index * slot_bytes;
+      ch.host = stream_.host_chunk(c);
+      ch.bytes = chunks[c].bytes;
+      ch.spans = stream_.SlotSpans(c, ch.slot, specs_, &ch.span_tensor);
+      all.push_back(std::move(ch));
     }
-    if (run_work_.empty()) continue;
-    FailInjectedStreamCopy(c, "upload", ran);
-    std::memcpy(ch.slot, ch.host, ch.bytes);
-    driver_.Run(run_work_.data(), run_work_.size());
-    FailInjectedStreamCopy(c, "download", ran);
-    std::memcpy(ch.host, ch.slot, ch.bytes);
-    ++ran;
+    if (gpu()) {
+      report_.device.metadata +=
+          gpu_->BuildStream(cfg_.algorithm, std::move(all), cfg_.stream_slots);
+      std::vector<uint8_t> streamed(specs_.size(), 0);
+      for (size_t t = 0; t < specs_.size(); ++t)
+        streamed[t] = placement_.tensors[t].stream_count > 0 ? 1 : 0;
+      executors_.push_back(offload::MakeGpuStream(gpu_.get(), std::move(streamed)));
+    } else {
+      executors_.push_back(offload::MakeHostStream(&driver_, std::move(all), cfg_.faults));
+    }
   }
-  return ran;
+  if (pipeline_) {
+    offload::ExecutorFns fns;
+    fns.name = "host-offload";
+    fns.launch = [this](const offload::StepWork& w) { RunOffload(w); };
+    if (gpu())
+      fns.wait_param = [this](size_t t, void* stream) {
+        if (last_upload_[t] != 0) transport_->StreamWaitFor(last_upload_[t], stream);
+      };
+    executors_.push_back(offload::MakeExecutor(std::move(fns)));
+  }
 }
 
 }  // namespace tandem

@@ -1,0 +1,64 @@
+// Executors: the parts of a step that update the three placement classes.
+//
+// Note [Executors]: a Step is the pre-pass (norm and non-finite check over every active
+// gradient), the scalars (one StepScalars per (group, tensor step): Note [Scalar slots]),
+// the executors, and the finish. Each executor updates one class of elements (Note [Three
+// placement classes] in tandem/compute_split.h) from the same scalars:
+//
+//   GPU-resident   GpuResident: the fused launches over the hot spans (host mode:
+//                  HostResident, the host kernels over the same spans);
+//   GPU-stream     GpuStream: host-resident state streamed through the fused kernel
+//                  (host mode: HostStream, the same chunks through host slots);
+//   host-offload   the offload pipeline (gradients down, host kernels, parameters up),
+//                  whose state it shares with early start, so the optimizer implements it.
+//
+// Step launches every executor in that order (device executors only enqueue; the pipeline
+// runs on the calling thread while the device works), then finishes every one in the same
+// order: a finish orders the caller's stream after the parameters its executor wrote. If a
+// launch throws, the executors launched so far are abandoned (never throws), so the
+// caller's stream is still ordered after whatever was queued.
+//
+// Thread safety: the optimizer's thread only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "engine/step_scalars.h"
+#include "tandem/optimizer.h"
+
+namespace tandem::offload {
+
+// One step's inputs to every executor.
+struct StepWork {
+  const std::vector<StepScalars>* scalars = nullptr;  // per slot
+  // Per tensor: its slot in `scalars`, or kSkipTensor (no gradient at this step).
+  const std::vector<uint32_t>* slot_of_tensor = nullptr;
+  StageTimes* times = nullptr;  // each executor fills its own stages
+};
+inline constexpr uint32_t kSkipTensor = 0xFFFFFFFFu;
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual const char* name() const = 0;
+  // Starts this executor's part of the step (device executors enqueue and return).
+  virtual void Launch(const StepWork& w) = 0;
+  // After every Launch: orders the caller's stream after this executor's parameter writes.
+  virtual void Finish() {}
+  // After a failed Launch (of this executor or a later one): what Finish does, but never
+  // throws.
+  virtual void Abandon() noexcept {}
+  // Makes `stream` wait until tensor t's parameter, as this executor last wrote it, is
+  // final (non-blocking where it can; nothing for tensors it does not update).
+  virtual void WaitParam(size_t t, void* stream) const {
+    (void)t;
+    (void)stream;
+  }
+  // Adds this executor's stage times of the last step to `times` (GPU timings are read
+  // here, waiting for them if needed).
+  virtual void ReadTimes(StageTimes* times) { (void)times; }
+};
+
+}  // namespace tandem::offload

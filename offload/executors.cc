@@ -1,0 +1,194 @@
+#include "offload/executors.h"
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "tandem/error.h"
+
+namespace tandem::offload {
+static_assert(GpuSide::kSkip == kSkipTensor, "one value marks a tensor left out of a step");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+class GpuResident final : public Executor {
+ public:
+  GpuResident(GpuSide* gpu, std::vector<size_t> hot_tensor, size_t tensors)
+      : gpu_(gpu), hot_tensor_(std::move(hot_tensor)), hot_(tensors, 0) {
+    for (size_t t : hot_tensor_) hot_[t] = 1;
+  }
+  const char* name() const override { return "GPU-resident"; }
+  void Launch(const StepWork& w) override {
+    std::vector<uint32_t> span_slot(hot_tensor_.size());
+    for (size_t i = 0; i < hot_tensor_.size(); ++i)
+      span_slot[i] = (*w.slot_of_tensor)[hot_tensor_[i]];
+    gpu_->LaunchHot(*w.scalars, span_slot);  // on the caller's stream: nothing to finish
+    launched_ = pending_ = true;
+  }
+  void WaitParam(size_t t, void* stream) const override {
+    if (launched_ && hot_[t] != 0) gpu_->StreamWaitHot(stream);
+  }
+  void ReadTimes(StageTimes* times) override {
+    if (!pending_) return;
+    gpu_->ReadTimes(&times->prepass_ms, &times->gpu_update_ms);
+    pending_ = false;
+  }
+
+ private:
+  GpuSide* gpu_;
+  std::vector<size_t> hot_tensor_;
+  std::vector<uint8_t> hot_;  // per tensor: has hot elements
+  bool launched_ = false, pending_ = false;
+};
+
+class HostResident final : public Executor {
+ public:
+  HostResident(cpu::HostDriver* driver, std::vector<StepSpan> hot, std::vector<size_t> hot_tensor)
+      : driver_(driver), hot_(std::move(hot)), hot_tensor_(std::move(hot_tensor)) {}
+  const char* name() const override { return "host-resident"; }
+  void Launch(const StepWork& w) override {
+    if (hot_.empty()) return;
+    const auto t0 = Clock::now();
+    work_.clear();
+    for (size_t i = 0; i < hot_.size(); ++i) {
+      const uint32_t k = (*w.slot_of_tensor)[hot_tensor_[i]];
+      if (k != kSkipTensor) work_.push_back({&(*w.scalars)[k], hot_[i]});
+    }
+    driver_->Run(work_.data(), work_.size());
+    w.times->gpu_update_ms = MsSince(t0);  // host mode: the "device" is the host
+  }
+
+ private:
+  cpu::HostDriver* driver_;
+  std::vector<StepSpan> hot_;
+  std::vector<size_t> hot_tensor_;
+  std::vector<cpu::HostWork> work_;
+};
+
+class GpuStream final : public Executor {
+ public:
+  GpuStream(GpuSide* gpu, std::vector<uint8_t> streamed)
+      : gpu_(gpu), streamed_(std::move(streamed)) {}
+  const char* name() const override { return "GPU-stream"; }
+  void Launch(const StepWork& w) override {
+    w.times->stream_chunks = gpu_->LaunchStream(*w.scalars, *w.slot_of_tensor);
+    joining_ = pending_ = w.times->stream_chunks > 0;
+    launched_ |= joining_;
+  }
+  // The caller's stream joins the streamed kernels only now: joined at Launch, it would
+  // hold the pipeline's gradient downloads (ordered after the caller's stream when the
+  // pipeline starts) behind every streamed chunk.
+  void Finish() override {
+    if (!joining_) return;
+    joining_ = false;
+    gpu_->JoinStream();
+  }
+  void Abandon() noexcept override {
+    try {
+      Finish();
+    } catch (...) {  // the step's own error (or the next CUDA call) reports it
+    }
+  }
+  void WaitParam(size_t t, void* stream) const override {
+    if (launched_ && streamed_[t] != 0) gpu_->StreamWaitStreamed(stream);
+  }
+  void ReadTimes(StageTimes* times) override {
+    if (!pending_) return;
+    times->stream_ms = gpu_->ReadStreamMs();
+    pending_ = false;
+  }
+
+ private:
+  GpuSide* gpu_;
+  std::vector<uint8_t> streamed_;
+  bool launched_ = false, joining_ = false, pending_ = false;
+};
+
+class HostStream final : public Executor {
+ public:
+  HostStream(cpu::HostDriver* driver, std::vector<GpuSide::StreamChunkSpans> chunks,
+             std::shared_ptr<FaultPlan> faults)
+      : driver_(driver), chunks_(std::move(chunks)), faults_(std::move(faults)) {}
+  const char* name() const override { return "GPU-stream (host stand-in)"; }
+  void Launch(const StepWork& w) override {
+    const auto t0 = Clock::now();
+    uint64_t ran = 0;
+    for (size_t c = 0; c < chunks_.size(); ++c) {
+      const GpuSide::StreamChunkSpans& ch = chunks_[c];
+      work_.clear();
+      for (size_t i = 0; i < ch.spans.size(); ++i) {
+        const uint32_t k = (*w.slot_of_tensor)[ch.span_tensor[i]];
+        if (k != kSkipTensor) work_.push_back({&(*w.scalars)[k], ch.spans[i]});
+      }
+      if (work_.empty()) continue;
+      FailInjected(c, "upload", ran);
+      std::memcpy(ch.slot, ch.host, ch.bytes);
+      driver_->Run(work_.data(), work_.size());
+      FailInjected(c, "download", ran);
+      std::memcpy(ch.host, ch.slot, ch.bytes);
+      ++ran;
+    }
+    w.times->stream_chunks = ran;
+    w.times->stream_ms = MsSince(t0);
+  }
+
+ private:
+  // A copy of chunk c that the FaultPlan fails throws as GPU mode's failed copy would.
+  void FailInjected(size_t c, const char* what, uint64_t applied) const {
+    if (faults_ == nullptr || !faults_->CopyFails()) return;
+    throw Error(ErrorKind::kCuda, std::string("injected failure of ") + what +
+                                      " copy of streamed chunk " + std::to_string(c) + " of " +
+                                      std::to_string(chunks_.size()) + " (" +
+                                      std::to_string(applied) + " streamed chunks applied)");
+  }
+
+  cpu::HostDriver* driver_;
+  std::vector<GpuSide::StreamChunkSpans> chunks_;
+  std::shared_ptr<FaultPlan> faults_;
+  std::vector<cpu::HostWork> work_;
+};
+
+class FnExecutor final : public Executor {
+ public:
+  explicit FnExecutor(ExecutorFns fns) : fns_(std::move(fns)) {}
+  const char* name() const override { return fns_.name; }
+  void Launch(const StepWork& w) override {
+    if (fns_.launch) fns_.launch(w);
+  }
+  void WaitParam(size_t t, void* stream) const override {
+    if (fns_.wait_param) fns_.wait_param(t, stream);
+  }
+
+ private:
+  ExecutorFns fns_;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> MakeGpuResident(GpuSide* gpu, std::vector<size_t> hot_tensor,
+                                          size_t tensors) {
+  return std::make_unique<GpuResident>(gpu, std::move(hot_tensor), tensors);
+}
+std::unique_ptr<Executor> MakeHostResident(cpu::HostDriver* driver, std::vector<StepSpan> hot,
+                                           std::vector<size_t> hot_tensor) {
+  return std::make_unique<HostResident>(driver, std::move(hot), std::move(hot_tensor));
+}
+std::unique_ptr<Executor> MakeGpuStream(GpuSide* gpu, std::vector<uint8_t> streamed) {
+  return std::make_unique<GpuStream>(gpu, std::move(streamed));
+}
+std::unique_ptr<Executor> MakeHostStream(cpu::HostDriver* driver,
+                                         std::vector<GpuSide::StreamChunkSpans> chunks,
+                                         std::shared_ptr<FaultPlan> faults) {
+  return std::make_unique<HostStream>(driver, std::move(chunks), std::move(faults));
+}
+std::unique_ptr<Executor> MakeExecutor(ExecutorFns fns) {
+  return std::make_unique<FnExecutor>(std::move(fns));
+}
+
+}  // namespace tandem::offload
