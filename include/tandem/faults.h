@@ -49,9 +49,7 @@ class FaultPlan {
   // Called by the library once per copy it starts: true for the copy that must fail.
   bool CopyFails() noexcept { return Consume(copies_left_); }
   // Called by the library once per allocation of `kind`: true for the one that must fail.
-  bool AllocationFails(MemoryKind kind) noexcept {
-    return Consume(allocations_left_[Index(kind)]);
-  }
+  bool AllocationFails(MemoryKind kind) noexcept { return Consume(allocations_left_[Index(kind)]); }
 
  private:
   static size_t Index(MemoryKind k) { return static_cast<size_t>(k); }
