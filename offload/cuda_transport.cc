@@ -1,6 +1,7 @@
 #include "offload/cuda_transport.h"
 
 #include <string>
+#include <utility>
 
 #include "cuda/cuda_check.h"
 
@@ -15,7 +16,8 @@ std::string Ctx(Ticket t, size_t bytes, bool up) {
 }
 }  // namespace
 
-CudaTransport::CudaTransport(cudaStream_t compute) : compute_(compute), ring_(kRing) {
+CudaTransport::CudaTransport(cudaStream_t compute, std::shared_ptr<FaultPlan> faults)
+    : compute_(compute), ring_(kRing), faults_(std::move(faults)) {
   TANDEM_CUDA(cudaStreamCreateWithFlags(&down_, cudaStreamNonBlocking), "(download stream)");
   TANDEM_CUDA(cudaStreamCreateWithFlags(&up_, cudaStreamNonBlocking), "(upload stream)");
   TANDEM_CUDA(cudaEventCreateWithFlags(&fence_, cudaEventDisableTiming), "(fence event)");
@@ -43,7 +45,8 @@ Ticket CudaTransport::Enqueue(bool upload, void* dst, const void* src, size_t by
   const Ticket t = next_++;
   Copy& c = Slot(t);
   const std::string ctx = Ctx(t, bytes, upload);
-  if (InjectedCopyFailure()) throw Error(ErrorKind::kCuda, "injected failure of " + ctx);
+  if (faults_ != nullptr && faults_->CopyFails())
+    throw Error(ErrorKind::kCuda, "injected failure of " + ctx);
   if (c.start == nullptr) {
     TANDEM_CUDA(cudaEventCreate(&c.start), ctx);
     TANDEM_CUDA(cudaEventCreate(&c.end), ctx);

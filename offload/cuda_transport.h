@@ -5,16 +5,19 @@
 
 #include <cuda_runtime.h>
 
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "offload/transport.h"
+#include "tandem/faults.h"
 
 namespace tandem::offload {
 
 class CudaTransport : public Transport {
  public:
-  explicit CudaTransport(cudaStream_t compute);
+  // faults: asked once per enqueued copy (null: none fails).
+  CudaTransport(cudaStream_t compute, std::shared_ptr<FaultPlan> faults);
   ~CudaTransport() override;
 
   void DownloadsAfterComputeStream() override;
@@ -45,6 +48,7 @@ class CudaTransport : public Transport {
   std::vector<Copy> ring_;
   Ticket next_ = 1;
   Ticket first_of_step_ = 1;
+  std::shared_ptr<FaultPlan> faults_;
 };
 
 }  // namespace tandem::offload

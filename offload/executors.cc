@@ -2,7 +2,10 @@
 
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <utility>
+
+#include "tandem/error.h"
 
 namespace tandem::offload {
 static_assert(GpuSide::kSkip == kSkipTensor, "one value marks a tensor left out of a step");
@@ -109,21 +112,25 @@ class GpuStream final : public Executor {
 
 class HostStream final : public Executor {
  public:
-  HostStream(cpu::HostDriver* driver, std::vector<GpuSide::StreamChunkSpans> chunks)
-      : driver_(driver), chunks_(std::move(chunks)) {}
+  HostStream(cpu::HostDriver* driver, std::vector<GpuSide::StreamChunkSpans> chunks,
+             std::shared_ptr<FaultPlan> faults)
+      : driver_(driver), chunks_(std::move(chunks)), faults_(std::move(faults)) {}
   const char* name() const override { return "GPU-stream (host stand-in)"; }
   void Launch(const StepWork& w) override {
     const auto t0 = Clock::now();
     uint64_t ran = 0;
-    for (const GpuSide::StreamChunkSpans& ch : chunks_) {
+    for (size_t c = 0; c < chunks_.size(); ++c) {
+      const GpuSide::StreamChunkSpans& ch = chunks_[c];
       work_.clear();
       for (size_t i = 0; i < ch.spans.size(); ++i) {
         const uint32_t k = (*w.slot_of_tensor)[ch.span_tensor[i]];
         if (k != kSkipTensor) work_.push_back({&(*w.scalars)[k], ch.spans[i]});
       }
       if (work_.empty()) continue;
+      FailInjected(c, "upload", ran);
       std::memcpy(ch.slot, ch.host, ch.bytes);
       driver_->Run(work_.data(), work_.size());
+      FailInjected(c, "download", ran);
       std::memcpy(ch.host, ch.slot, ch.bytes);
       ++ran;
     }
@@ -132,8 +139,18 @@ class HostStream final : public Executor {
   }
 
  private:
+  // A copy of chunk c that the FaultPlan fails throws as GPU mode's failed copy would.
+  void FailInjected(size_t c, const char* what, uint64_t applied) const {
+    if (faults_ == nullptr || !faults_->CopyFails()) return;
+    throw Error(ErrorKind::kCuda, std::string("injected failure of ") + what +
+                                      " copy of streamed chunk " + std::to_string(c) + " of " +
+                                      std::to_string(chunks_.size()) + " (" +
+                                      std::to_string(applied) + " streamed chunks applied)");
+  }
+
   cpu::HostDriver* driver_;
   std::vector<GpuSide::StreamChunkSpans> chunks_;
+  std::shared_ptr<FaultPlan> faults_;
   std::vector<cpu::HostWork> work_;
 };
 
@@ -166,8 +183,9 @@ std::unique_ptr<Executor> MakeGpuStream(GpuSide* gpu, std::vector<uint8_t> strea
   return std::make_unique<GpuStream>(gpu, std::move(streamed));
 }
 std::unique_ptr<Executor> MakeHostStream(cpu::HostDriver* driver,
-                                         std::vector<GpuSide::StreamChunkSpans> chunks) {
-  return std::make_unique<HostStream>(driver, std::move(chunks));
+                                         std::vector<GpuSide::StreamChunkSpans> chunks,
+                                         std::shared_ptr<FaultPlan> faults) {
+  return std::make_unique<HostStream>(driver, std::move(chunks), std::move(faults));
 }
 std::unique_ptr<Executor> MakeExecutor(ExecutorFns fns) {
   return std::make_unique<FnExecutor>(std::move(fns));

@@ -11,6 +11,7 @@
 #include "cpu_simd/host_kernels.h"
 #include "offload/executor.h"
 #include "offload/gpu_side.h"
+#include "tandem/faults.h"
 
 namespace tandem::offload {
 
@@ -27,9 +28,13 @@ std::unique_ptr<Executor> MakeHostResident(cpu::HostDriver* driver, std::vector<
 std::unique_ptr<Executor> MakeGpuStream(GpuSide* gpu, std::vector<uint8_t> streamed);
 // GPU-stream class, host mode: each chunk copied into its host slot, stepped there by the
 // host kernels and copied back: the streaming data path with host memory standing in for
-// the device's, so that CI checks its layout and bits.
+// the device's, so that CI checks its layout and bits. `faults` (may be null) is asked once
+// per chunk copy (tandem/faults.h): a failed one throws Error(kCuda) naming the chunk and
+// the chunks applied before it; a failed download leaves that chunk's parameters updated
+// but its state not, as a lost device slot would.
 std::unique_ptr<Executor> MakeHostStream(cpu::HostDriver* driver,
-                                         std::vector<GpuSide::StreamChunkSpans> chunks);
+                                         std::vector<GpuSide::StreamChunkSpans> chunks,
+                                         std::shared_ptr<FaultPlan> faults);
 
 // An executor made of functions (the host-offload executor, whose state the optimizer
 // shares with early start). Unset functions do nothing.

@@ -24,6 +24,7 @@
 #include "offload/plan_groups.h"
 #include "offload/transport.h"
 #include "tandem/compute_split.h"
+#include "tandem/faults.h"
 #include "tandem/types.h"
 
 namespace tandem::offload {
@@ -33,8 +34,9 @@ class GpuSide {
   // Whether this build has CUDA and this process can use a CUDA device. Never throws.
   static bool Available() noexcept;
   // A GpuSide on `stream` (a cudaStream_t as void*; nullptr = legacy default stream).
-  // Throws Error(kUnsupported) in a build without CUDA.
-  static std::unique_ptr<GpuSide> Create(void* stream);
+  // `faults` (may be null) is asked once per copy of its transport and of each streamed
+  // chunk (tandem/faults.h). Throws Error(kUnsupported) in a build without CUDA.
+  static std::unique_ptr<GpuSide> Create(void* stream, std::shared_ptr<FaultPlan> faults);
   // Device bytes the hot plans (one per format set of the hot spans: Note [One plan per
   // format set], offload/plan_groups.h) and the norm plan of these sizes take (no CUDA
   // needed). hot_span_formats has one entry per hot span.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "cuda/gpu_step.h"
 #include "cuda/cuda_check.h"
@@ -46,7 +47,8 @@ cudaEvent_t NewEvent(const char* what) {
 
 class CudaSide final : public GpuSide {
  public:
-  explicit CudaSide(void* stream) : stream_(static_cast<cudaStream_t>(stream)) {
+  CudaSide(void* stream, std::shared_ptr<FaultPlan> faults)
+      : stream_(static_cast<cudaStream_t>(stream)), faults_(std::move(faults)) {
     for (cudaEvent_t& e : ev_) TANDEM_CUDA(cudaEventCreate(&e), "(optimizer timing events)");
     TANDEM_CUDA(cudaGetDevice(&device_), "(the optimizer's device)");
   }
@@ -82,7 +84,7 @@ class CudaSide final : public GpuSide {
   }
 
   std::unique_ptr<Transport> MakeTransport() override {
-    return std::make_unique<CudaTransport>(stream_);
+    return std::make_unique<CudaTransport>(stream_, faults_);
   }
 
   uint64_t BuildPlans(Algorithm algo, const std::vector<StepSpan>& spans,
@@ -216,6 +218,12 @@ class CudaSide final : public GpuSide {
              std::to_string(chunks_.size()) + ", " + std::to_string(chunks_[c].bytes) +
              " bytes: " + what + ")";
     };
+    auto fail_injected = [&](size_t c, const char* what) {  // tandem/faults.h
+      if (faults_ != nullptr && faults_->CopyFails())
+        throw Error(ErrorKind::kCuda, std::string("injected failure of ") + what +
+                                          " copy of streamed chunk " + std::to_string(c) + " of " +
+                                          std::to_string(chunks_.size()));
+    };
     // The kernels read the gradients: after the caller's stream. Uploads read the host
     // state: after the last step's downloads.
     TANDEM_CUDA(cudaEventRecord(stream_ev_[kGrads], stream_), "(stream executor start)");
@@ -236,6 +244,7 @@ class CudaSide final : public GpuSide {
       if (slot_used_[ch.slot_index])  // the slot's last chunk has gone down (or goes)
         TANDEM_CUDA(cudaStreamWaitEvent(up_, ev.down, 0), ctx(c, "wait for its slot"));
       if (enqueued == 0) TANDEM_CUDA(cudaEventRecord(stream_ev_[kFirstUp], up_), ctx(c, "timing"));
+      fail_injected(c, "upload");
       TANDEM_CUDA(cudaMemcpyAsync(ch.slot, ch.host, ch.bytes, cudaMemcpyHostToDevice, up_),
                   ctx(c, "upload"));
       TANDEM_CUDA(cudaEventRecord(ev.up, up_), ctx(c, "upload"));
@@ -247,6 +256,7 @@ class CudaSide final : public GpuSide {
       }
       TANDEM_CUDA(cudaEventRecord(ev.run, run_), ctx(c, "kernel"));
       TANDEM_CUDA(cudaStreamWaitEvent(down_, ev.run, 0), ctx(c, "download waits for kernel"));
+      fail_injected(c, "download");
       TANDEM_CUDA(cudaMemcpyAsync(ch.host, ch.slot, ch.bytes, cudaMemcpyDeviceToHost, down_),
                   ctx(c, "download"));
       TANDEM_CUDA(cudaEventRecord(ev.down, down_), ctx(c, "download"));
@@ -288,6 +298,7 @@ class CudaSide final : public GpuSide {
  private:
   cudaStream_t stream_;
   int device_ = 0;  // current at construction: CopyConcurrent makes it current on its thread
+  std::shared_ptr<FaultPlan> faults_;
   cudaEvent_t ev_[4] = {nullptr, nullptr, nullptr, nullptr};  // prepass/hot start+end
   PlanGroups groups_;                               // the hot spans, by format set
   std::vector<std::unique_ptr<gpu::StepPlan>> hot_;  // per format set: its plan
@@ -375,7 +386,9 @@ void CudaSide::ProbeRates(uint64_t bytes, double kernel_bytes, MachineRates* rat
 
 bool GpuSide::Available() noexcept { return gpu::DeviceAvailable(); }
 
-std::unique_ptr<GpuSide> GpuSide::Create(void* stream) { return std::make_unique<CudaSide>(stream); }
+std::unique_ptr<GpuSide> GpuSide::Create(void* stream, std::shared_ptr<FaultPlan> faults) {
+  return std::make_unique<CudaSide>(stream, std::move(faults));
+}
 
 
 }  // namespace tandem::offload

@@ -7,7 +7,7 @@ namespace tandem::offload {
 
 bool GpuSide::Available() noexcept { return false; }
 
-std::unique_ptr<GpuSide> GpuSide::Create(void*) {
+std::unique_ptr<GpuSide> GpuSide::Create(void*, std::shared_ptr<FaultPlan>) {
   throw Error(ErrorKind::kUnsupported,
               "GPU mode: this build of Tandem has no CUDA support (configured without a CUDA "
               "toolkit, TANDEM_CUDA=OFF); use host mode or rebuild with CUDA");

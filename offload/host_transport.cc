@@ -9,7 +9,8 @@
 
 namespace tandem::offload {
 
-HostTransport::HostTransport(std::vector<int> cpus) : cpus_(std::move(cpus)) {
+HostTransport::HostTransport(std::vector<int> cpus, std::shared_ptr<FaultPlan> faults)
+    : cpus_(std::move(cpus)), faults_(std::move(faults)) {
   down_.worker = std::thread([this] { Work(down_); });
   try {
     up_.worker = std::thread([this] { Work(up_); });
@@ -35,7 +36,8 @@ Ticket HostTransport::Enqueue(Queue& q, void* dst, const void* src, size_t bytes
   std::lock_guard<std::mutex> lock(mu_);
   const Ticket t = (next_seq_++ << 1) | (upload ? 1u : 0u);
   ++enqueued_;
-  q.pending.push_back({t, dst, src, bytes, InjectedCopyFailure()});
+  const bool fail = faults_ != nullptr && faults_->CopyFails();
+  q.pending.push_back({t, dst, src, bytes, fail});
   cv_.notify_all();
   return t;
 }

@@ -1,25 +1,28 @@
 // HostTransport: a Transport whose "device" is ordinary host memory; each queue is a
 // worker thread doing memcpy in FIFO order. Used by host mode and by host-side tests of
-// the pipeline: a copy failed by FailCopyForTesting (transport.h) is reported from Wait
-// as Error(kCuda, "injected ..."), and SetDelayUs() slows every copy down to expose
+// the pipeline: a copy that the FaultPlan fails (transport.h) is reported from Wait as
+// Error(kCuda, "injected ..."), and SetDelayUs() slows every copy down to expose
 // ordering bugs.
 #pragma once
 
 #include <condition_variable>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "offload/transport.h"
+#include "tandem/faults.h"
 
 namespace tandem::offload {
 
 class HostTransport : public Transport {
  public:
   // cpus: where the two copy threads run (empty: anywhere; validated by the caller, e.g.
-  // OptimizerConfig::host_cpus through HostDriver).
-  explicit HostTransport(std::vector<int> cpus = {});
+  // OptimizerConfig::host_cpus through HostDriver). faults: asked once per enqueued copy
+  // (null: none fails).
+  explicit HostTransport(std::vector<int> cpus = {}, std::shared_ptr<FaultPlan> faults = nullptr);
   ~HostTransport() override;
 
   void DownloadsAfterComputeStream() override {}
@@ -70,6 +73,7 @@ class HostTransport : public Transport {
   Ticket last_upload_ = 0;
   int delay_us_ = 0;
   std::vector<int> cpus_;
+  std::shared_ptr<FaultPlan> faults_;
 };
 
 }  // namespace tandem::offload

@@ -4,27 +4,12 @@
 #include <cuda_runtime.h>
 #endif
 
-#include <atomic>
 #include <cstdlib>
 #include <utility>
 
 #include "tandem/error.h"
 
 namespace tandem::offload {
-namespace {
-std::atomic<int> g_fail_kind{-1};
-std::atomic<int> g_fail_countdown{0};
-
-bool InjectedFailure(MemKind kind) {
-  if (g_fail_kind.load() != static_cast<int>(kind)) return false;
-  if (--g_fail_countdown == 0) {
-    g_fail_kind = -1;
-    return true;
-  }
-  return false;
-}
-}  // namespace
-
 const char* Name(MemKind k) {
   switch (k) {
     case MemKind::kDevice: return "device";
@@ -34,16 +19,12 @@ const char* Name(MemKind k) {
   return "?";
 }
 
-void FailAllocationForTesting(MemKind kind, int nth) {
-  g_fail_kind = nth > 0 ? static_cast<int>(kind) : -1;
-  g_fail_countdown = nth;
-}
-
-Slab::Slab(MemKind kind, uint64_t bytes, const std::string& what) : kind_(kind), bytes_(bytes) {
+Slab::Slab(MemKind kind, uint64_t bytes, const std::string& what, FaultPlan* faults)
+    : kind_(kind), bytes_(bytes) {
   if (bytes == 0) return;
   const std::string desc = std::string(Name(kind)) + " allocation of " + std::to_string(bytes) +
                            " bytes for " + what;
-  if (InjectedFailure(kind)) {
+  if (faults != nullptr && faults->AllocationFails(kind)) {
     bytes_ = 0;
     throw Error(ErrorKind::kOutOfMemory, desc + " failed (injected)");
   }

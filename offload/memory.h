@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <string>
 
+#include "tandem/faults.h"
+
 namespace tandem::offload {
 
 inline constexpr size_t kSlabAlign = 256;
 
-enum class MemKind { kDevice, kPinned, kHost };
+using MemKind = MemoryKind;  // tandem/faults.h
 const char* Name(MemKind k);
 
 // Bytes rounded up to kSlabAlign: the size every carved array occupies.
@@ -34,11 +36,13 @@ class SlabLayout {
 };
 
 // An owned allocation of one kind. Throws Error(kOutOfMemory) naming `what`, the kind and
-// the size when the allocation fails (or when a test injected a failure).
+// the size when the allocation fails, or when `faults` (may be null; only read during
+// the construction) fails it: FaultPlan::AllocationFails is asked once per Slab of a
+// non-zero size.
 class Slab {
  public:
   Slab() = default;
-  Slab(MemKind kind, uint64_t bytes, const std::string& what);
+  Slab(MemKind kind, uint64_t bytes, const std::string& what, FaultPlan* faults = nullptr);
   ~Slab();
   Slab(Slab&& o) noexcept;
   Slab& operator=(Slab&& o) noexcept;
@@ -55,8 +59,5 @@ class Slab {
   void* ptr_ = nullptr;
   uint64_t bytes_ = 0;
 };
-
-// Test hook: the n-th Slab allocation of `kind` from now on fails (1-based; 0 disables).
-void FailAllocationForTesting(MemKind kind, int nth);
 
 }  // namespace tandem::offload

@@ -60,7 +60,8 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
   if (mode_ == ExecutionMode::kAuto)
     mode_ = offload::GpuSide::Available() ? ExecutionMode::kGpu : ExecutionMode::kHost;
   if (mode_ == ExecutionMode::kGpu) {
-    gpu_ = offload::GpuSide::Create(cfg_.cuda_stream);  // kUnsupported in a build without CUDA
+    // kUnsupported in a build without CUDA
+    gpu_ = offload::GpuSide::Create(cfg_.cuda_stream, cfg_.faults);
     if (!offload::GpuSide::Available())
       throw Error(ErrorKind::kUnsupported, "GPU mode requested but no CUDA device is available");
   }
@@ -281,20 +282,23 @@ void HybridOptimizer::Impl::BuildLayout() {
   cold_ = std::move(lp.cold);
   const MemKind hot_kind = gpu() ? MemKind::kDevice : MemKind::kHost;
   const MemKind cold_kind = gpu() ? MemKind::kPinned : MemKind::kHost;
-  hot_slab_ = offload::Slab(hot_kind, hot_.bytes(), "hot optimizer state");
-  cold_slab_ = offload::Slab(cold_kind, cold_.bytes(), "offloaded optimizer state");
+  FaultPlan* const faults = cfg_.faults.get();
+  hot_slab_ = offload::Slab(hot_kind, hot_.bytes(), "hot optimizer state", faults);
+  cold_slab_ = offload::Slab(cold_kind, cold_.bytes(), "offloaded optimizer state", faults);
   hot_.Bind(hot_slab_.data());
   cold_.Bind(cold_slab_.data());
   stream_ = std::move(lp.stream);
-  stream_slab_ = offload::Slab(cold_kind, stream_.bytes(), "streamed optimizer state");
+  stream_slab_ = offload::Slab(cold_kind, stream_.bytes(), "streamed optimizer state", faults);
   stream_.Bind(stream_slab_.data(), specs_, formats_);
   stream_pieces_.assign(n, {});
   for (size_t i = 0; i < stream_.pieces().size(); ++i)
     stream_pieces_[stream_.pieces()[i].tensor].push_back(i);
-  stream_slots_ = offload::Slab(hot_kind, lp.stream_slot_bytes, "stream executor device slots");
+  stream_slots_ = offload::Slab(hot_kind, lp.stream_slot_bytes, "stream executor device slots",
+                                faults);
   for (size_t t = 0; t < n; ++t)
     if (hot_.part(t).alias_param) hot_.AliasMaster(t, specs_[t].param, formats_[t].master);
-  staging_slab_ = offload::Slab(cold_kind, lp.staging_bytes, "offload pipeline staging slots");
+  staging_slab_ = offload::Slab(cold_kind, lp.staging_bytes, "offload pipeline staging slots",
+                                faults);
   report_ = lp.report;
   report_.host_budget = cfg_.pinned_budget_bytes;
   early_offset_ = lp.early_off;
@@ -311,7 +315,7 @@ void HybridOptimizer::Impl::BuildLayout() {
     if (gpu())
       transport_ = gpu_->MakeTransport();
     else
-      transport_ = std::make_unique<offload::HostTransport>(cfg_.host_cpus);
+      transport_ = std::make_unique<offload::HostTransport>(cfg_.host_cpus, cfg_.faults);
     pipeline_ = std::make_unique<offload::Pipeline>(transport_.get(), gs, ps);
   }
 
@@ -386,7 +390,9 @@ void HybridOptimizer::Impl::BuildChunks() {
 void HybridOptimizer::Impl::BuildSpeculation() {
   AllocateEarlyBuffer();
   backup_ = cold_;  // the same arrays, carved from another slab
-  backup_slab_ = offload::Slab(MemKind::kHost, backup_.bytes(), "speculation backup of the offloaded state");
+  FaultPlan* const faults = cfg_.faults.get();
+  backup_slab_ = offload::Slab(MemKind::kHost, backup_.bytes(),
+                               "speculation backup of the offloaded state", faults);
   backup_.Bind(backup_slab_.data());
   uint64_t hold_bytes = 0;
   for (size_t t = 0; t < specs_.size(); ++t)
@@ -395,7 +401,7 @@ void HybridOptimizer::Impl::BuildSpeculation() {
                                             cold_.part(t).count * DTypeSize(specs_[t].param_dtype)));
   // Pinned in GPU mode: Step uploads the held parameters straight from it.
   hold_slab_ = offload::Slab(gpu() ? MemKind::kPinned : MemKind::kHost, hold_bytes,
-                             "speculation parameter holding buffer");
+                             "speculation parameter holding buffer", faults);
   std::vector<StepSpan> backup;
   std::vector<void*> hold;
   std::vector<const void*> early;

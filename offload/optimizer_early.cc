@@ -16,7 +16,7 @@ using offload::MemKind;
 void HybridOptimizer::Impl::AllocateEarlyBuffer() {
   if (early_allocated_) return;
   early_slab_ = offload::Slab(gpu() ? MemKind::kPinned : MemKind::kHost, early_bytes_,
-                              "early-start gradient buffer");
+                              "early-start gradient buffer", cfg_.faults.get());
   early_allocated_ = true;
   if (!cfg_.speculative_early_start) report_.host.staging += early_bytes_;  // else planned
 }

@@ -117,7 +117,7 @@ void HybridOptimizer::Impl::BuildExecutors(std::vector<StepSpan> hot) {
         streamed[t] = placement_.tensors[t].stream_count > 0 ? 1 : 0;
       executors_.push_back(offload::MakeGpuStream(gpu_.get(), std::move(streamed)));
     } else {
-      executors_.push_back(offload::MakeHostStream(&driver_, std::move(all)));
+      executors_.push_back(offload::MakeHostStream(&driver_, std::move(all), cfg_.faults));
     }
   }
   if (pipeline_) {

@@ -5,6 +5,10 @@
 // Two implementations: CudaTransport (two CUDA streams with events; offload/cuda_transport.h)
 // and HostTransport (two worker threads doing memcpy; offload/host_transport.h), which lets
 // CI exercise the pipeline's ordering, back-pressure and error paths without a GPU.
+// Each takes an optional FaultPlan (tandem/faults.h) and asks it once per enqueued copy,
+// downloads and uploads alike: a copy it fails is reported as a CUDA copy failure would
+// be, Error(kCuda, "injected failure of ..."), from the enqueue (CudaTransport) or from
+// Wait (HostTransport).
 // A Transport is used by one thread at a time, with one exception: Wait (and only Wait)
 // may be called from one other thread (the speculation worker, offload/speculation.h)
 // concurrently with the owner's calls. Both implementations allow it.
@@ -44,12 +48,5 @@ class Transport {
   virtual double UploadBusyMs() = 0;
   virtual void ResetTimes() = 0;
 };
-
-// Test hook: the n-th copy enqueued from now on, on any transport and counting downloads
-// and uploads (1-based; 0 disables), fails as a CUDA copy would: CudaTransport throws
-// Error(kCuda, "injected ...") from the enqueue, HostTransport reports it from Wait.
-void FailCopyForTesting(uint64_t nth);
-// Counts one enqueued copy against that hook; true for the copy that must fail.
-bool InjectedCopyFailure() noexcept;
 
 }  // namespace tandem::offload

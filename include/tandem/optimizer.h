@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "tandem/compute_split.h"
+#include "tandem/faults.h"
 #include "tandem/placement.h"
 #include "tandem/snapshot.h"
 #include "tandem/types.h"
@@ -136,6 +137,14 @@ struct OptimizerConfig {
   // offloaded state plus a parameter holding buffer (MemoryReport::Bytes::speculation).
   // BeginStep throws Error(kInvalidArgument) when this is false. Default: off.
   bool speculative_early_start = false;
+  // Failures to inject, for tests and fault drills (tandem/faults.h); production code
+  // leaves it unset (nullptr: nothing is injected). The optimizer shares the plan with the
+  // caller, who may arm it at any time: every copy of the offload pipeline's transport and
+  // of the streamed chunks asks it once (FaultPlan::CopyFails), and so does every state
+  // allocation (FaultPlan::AllocationFails, in the constructor). An injected failure is
+  // reported, and leaves the optimizer, exactly as the real one would ("Failure:" above).
+  // A plan belongs to the optimizers it is handed to and affects no other.
+  std::shared_ptr<FaultPlan> faults = nullptr;
 };
 
 // What a step's pre-pass finds in the gradients of its active tensors, before any update.

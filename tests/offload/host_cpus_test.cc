@@ -15,8 +15,8 @@
 
 #include "cpu_simd/cpu_pinning.h"
 #include "cpu_simd/host_kernels.h"
-#include "offload/memory.h"
 #include "tandem/error.h"
+#include "tandem/faults.h"
 #include "tandem/optimizer.h"
 #include "tests/thread_mask.h"
 #include "tests/offload/hybrid_fixture.h"
@@ -159,7 +159,8 @@ TEST(OptimizerBudget, OverBudgetThrowsNamingBothFiguresBeforeAllocating) {
   cfg.pinned_budget_bytes = need - 1;
   // Arm an allocation failure: an allocation made before the budget check would consume
   // it (and fail with "(injected)").
-  offload::FailAllocationForTesting(offload::MemKind::kHost, 1);
+  cfg.faults = std::make_shared<FaultPlan>();
+  cfg.faults->FailAllocation(MemoryKind::kHost, 1);
   try {
     HybridOptimizer opt(m.Specs(2), cfg);
     ADD_FAILURE() << "an optimizer over its budget was built";
@@ -179,7 +180,6 @@ TEST(OptimizerBudget, OverBudgetThrowsNamingBothFiguresBeforeAllocating) {
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("injected"), std::string::npos) << e.message();
   }
-  offload::FailAllocationForTesting(offload::MemKind::kHost, 0);
 }
 
 TEST(OptimizerBudget, WithinBudgetTheReportCarriesIt) {

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "offload/device_range.h"
-#include "offload/transport.h"
+#include "tandem/faults.h"
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
 #include "tests/offload/device_model.h"
@@ -150,10 +150,12 @@ TEST(HybridGpu, SpeculativeEarlyStartIsBitIdentical) {
 // gives the bits of the run that never failed.
 TEST(HybridGpu, CopyFailureMidStepIsReportedAndRecoverable) {
   SKIP_WITHOUT_GPU();
-  const OptimizerConfig c =
+  OptimizerConfig c =
       QuantizedConfig(ExecutionMode::kGpu, 0.5, PlacementPolicy::kBackwardOrder, 256, 4);
   const auto want = RunGpu(c);
   DeviceModel m(7);
+  const auto faults = std::make_shared<FaultPlan>();
+  c.faults = faults;
   HybridOptimizer opt(m.Specs(), c);
   for (int t = 1; t <= 20; ++t) {
     m.FillGrads(t);
@@ -161,7 +163,7 @@ TEST(HybridGpu, CopyFailureMidStepIsReportedAndRecoverable) {
     if (t == 10) {
       const OptimizerSnapshot before = opt.Snapshot();
       for (uint64_t nth : {1u, 6u}) {
-        offload::FailCopyForTesting(nth);
+        faults->FailCopy(nth);
         try {
           step();
           FAIL() << "no error for failed copy " << nth;

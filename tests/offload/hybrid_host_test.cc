@@ -4,13 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 
 #include "engine/reference_step.h"
 #include "engine/tensor_state.h"
 #include "offload/memory.h"
 #include "offload/state_layout.h"
-#include "offload/transport.h"
 #include "tandem/error.h"
+#include "tandem/faults.h"
 #include "tandem/optimizer.h"
 #include "tests/offload/hybrid_fixture.h"
 
@@ -230,16 +231,18 @@ TEST(HybridHost, BadInputIsRejectedWithAClearError) {
   ExpectInvalid([&] { with([](auto&, auto& c) { c.mode = ExecutionMode::kGpu; }); }, "");
 
   // A failed allocation is an out-of-memory error; the next attempt works.
-  offload::FailAllocationForTesting(offload::MemKind::kHost, 2);
+  OptimizerConfig failing = good;
+  failing.faults = std::make_shared<FaultPlan>();
+  failing.faults->FailAllocation(MemoryKind::kHost, 2);
   try {
-    HybridOptimizer opt(m.Specs(2), good);
+    HybridOptimizer opt(m.Specs(2), failing);
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kOutOfMemory);
     EXPECT_NE(std::string(e.what()).find("offloaded optimizer state"), std::string::npos)
         << e.what();
   }
-  EXPECT_NO_THROW(HybridOptimizer(m.Specs(2), good));
+  EXPECT_NO_THROW(HybridOptimizer(m.Specs(2), failing));
 
   // A bad step argument changes nothing and leaves the optimizer usable.
   HybridOptimizer opt(m.Specs(2), good);
@@ -258,10 +261,12 @@ TEST(HybridHost, BadInputIsRejectedWithAClearError) {
 // before the step, then stepping again, gives the bits of a run that never failed.
 TEST(HybridHost, CopyFailureMidStepIsReportedAndRecoverable) {
   const Case s = kSetups[0];
-  const OptimizerConfig c = Config(s, 0.5, PlacementPolicy::kBackwardOrder, 64, 2);
+  OptimizerConfig c = Config(s, 0.5, PlacementPolicy::kBackwardOrder, 64, 2);
   const auto want = Train(s, c, 3);
   Model m;
   m.Init(7);
+  const auto faults = std::make_shared<FaultPlan>();
+  c.faults = faults;
   HybridOptimizer opt(m.Specs(2), c);
   auto step = [&](int t) { return opt.Step(1e-3 * (1.0 + 0.01 * t), {.max_grad_norm = 5.0}); };
   m.FillGrads(1);
@@ -270,7 +275,7 @@ TEST(HybridHost, CopyFailureMidStepIsReportedAndRecoverable) {
   const OptimizerSnapshot before = opt.Snapshot();
   // With 3 pipeline slots, copies 1-3 are the first downloads and copy 4 the first upload.
   for (uint64_t nth : {1u, 4u, 9u}) {
-    offload::FailCopyForTesting(nth);
+    faults->FailCopy(nth);
     try {
       step(2);
       FAIL() << "no error for failed copy " << nth;
@@ -289,6 +294,44 @@ TEST(HybridHost, CopyFailureMidStepIsReportedAndRecoverable) {
   ASSERT_TRUE(step(3).applied);
   EXPECT_EQ(m.params, want.second);
   EXPECT_TRUE(opt.Snapshot() == want.first);
+}
+
+// A FaultPlan belongs to the optimizers it is handed to: armed in one and never consumed
+// there, it changes nothing in another (the process-global switches it replaced did: an
+// armed copy failure that one test never reached failed the next test's step).
+TEST(HybridHost, AFaultPlanAffectsOnlyTheOptimizerItIsHandedTo) {
+  const Case s = kSetups[0];
+  const OptimizerConfig c = Config(s, 0.5, PlacementPolicy::kBackwardOrder, 64, 2);
+  const auto want = Train(s, c, 3);
+  Model m;
+  m.Init(7);
+  OptimizerConfig armed = c;
+  armed.faults = std::make_shared<FaultPlan>();
+  HybridOptimizer victim(m.Specs(2), armed);
+  armed.faults->FailCopy(1);
+  armed.faults->FailAllocation(MemoryKind::kHost, 1);
+  // Another optimizer is built and stepped while the plan is armed: the same bits.
+  const auto got = Train(s, c, 3);
+  EXPECT_EQ(got.second, want.second);
+  EXPECT_TRUE(got.first == want.first);
+  // The plan is still armed, for its own optimizer only: its next step fails.
+  m.FillGrads(1);
+  try {
+    victim.Step(1e-3);
+    ADD_FAILURE() << "the armed copy failure was consumed elsewhere";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCuda);
+    EXPECT_NE(e.message().find("injected failure"), std::string::npos) << e.message();
+  }
+  EXPECT_EQ(victim.step_count(), 0);
+  // And so is the allocation failure, for the next optimizer built with the plan.
+  try {
+    HybridOptimizer again(m.Specs(2), armed);
+    ADD_FAILURE() << "the armed allocation failure was consumed elsewhere";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kOutOfMemory);
+    EXPECT_NE(e.message().find("(injected)"), std::string::npos) << e.message();
+  }
 }
 
 // The closed-form formula of docs/user_guide.md ("Memory"), computed independently.

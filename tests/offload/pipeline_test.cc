@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -17,6 +18,7 @@
 #include "offload/host_transport.h"
 #include "offload/state_layout.h"
 #include "tandem/error.h"
+#include "tandem/faults.h"
 
 namespace tandem::offload {
 namespace {
@@ -106,14 +108,15 @@ TEST(Pipeline, FailedCopyIsReportedAndPipelineStaysUsable) {
   for (uint64_t fail_at : {1u, 4u, 9u}) {
     Fixture fx;
     TensorState st(Algorithm::kAdamW, fx.h, fx.f, fx.w0.data(), Fixture::kN);
-    HostTransport tr;
+    const auto faults = std::make_shared<FaultPlan>();
+    HostTransport tr({}, faults);
     std::vector<std::vector<uint8_t>> gmem(2, std::vector<uint8_t>(4 * Fixture::kChunk));
     std::vector<std::vector<uint8_t>> pmem(2, std::vector<uint8_t>(2 * Fixture::kChunk));
     Pipeline pipe(&tr, {gmem[0].data(), gmem[1].data()}, {pmem[0].data(), pmem[1].data()});
     std::vector<OffloadChunk> chunks = fx.Chunks(st);
     const StepScalars s = ComputeStepScalars(Algorithm::kAdamW, fx.h, 1e-3, 1, 1.0);
     auto step = [](const StepScalars& sc, const StepSpan& span) { ReferenceStep(sc, span); };
-    offload::FailCopyForTesting(fail_at);
+    faults->FailCopy(fail_at);
     try {
       pipe.Run(chunks, &s, step, nullptr, nullptr);
       FAIL() << "no error for failed copy " << fail_at;

@@ -8,16 +8,17 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 
 #include "engine/reference_step.h"
 #include "engine/tensor_state.h"
 #include "offload/host_transport.h"
-#include "offload/memory.h"
 #include "offload/speculation.h"
 #include "offload/state_layout.h"
 #include "tandem/error.h"
+#include "tandem/faults.h"
 #include "tandem/optimizer.h"
 #include "tests/offload/hybrid_fixture.h"
 
@@ -115,11 +116,12 @@ TEST(Speculator, AFailedDownloadIsReportedAndLeavesItsChunkUnwritten) {
     TensorState st(Algorithm::kAdamW, fx.h, fx.f, fx.w0.data(), SpecFixture::kN);
     TensorState backup = st;
     const TensorState before = st;
-    offload::HostTransport tr;
+    const auto faults = std::make_shared<FaultPlan>();
+    offload::HostTransport tr({}, faults);
     std::vector<offload::OffloadChunk> cs = fx.Chunks(st);
     auto spec = fx.Make(cs, backup, &tr);
     spec->Begin({ComputeStepScalars(Algorithm::kAdamW, fx.h, 1e-3, 1, 1.0)}, 0);
-    offload::FailCopyForTesting(fail_at);
+    faults->FailCopy(fail_at);
     for (size_t i = 0; i < cs.size(); ++i)
       spec->Enqueue(i, tr.Download(fx.early.data() + i * SpecFixture::kChunk, cs[i].device_grad,
                                    cs[i].grad_bytes));
@@ -474,16 +476,18 @@ TEST(SpeculativeEarlyStart, FailedBackupAllocationIsAClearError) {
   Model m;
   m.Init(7);
   // Host slabs in order: hot state, offloaded state, staging, early-start gradients, backup.
-  offload::FailAllocationForTesting(offload::MemKind::kHost, 5);
+  OptimizerConfig c = Config(s, 0.5, 64, true);
+  c.faults = std::make_shared<FaultPlan>();
+  c.faults->FailAllocation(MemoryKind::kHost, 5);
   try {
-    HybridOptimizer opt(m.Specs(2), Config(s, 0.5, 64, true));
+    HybridOptimizer opt(m.Specs(2), c);
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kOutOfMemory);
     EXPECT_NE(std::string(e.what()).find("speculation backup"), std::string::npos) << e.what();
   }
-  offload::FailAllocationForTesting(offload::MemKind::kHost, 0);
-  EXPECT_NO_THROW(HybridOptimizer(m.Specs(2), Config(s, 0.5, 64, true)));
+  c.faults->FailAllocation(MemoryKind::kHost, 0);
+  EXPECT_NO_THROW(HybridOptimizer(m.Specs(2), c));
 }
 
 }  // namespace

@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "tandem/error.h"
+#include "tandem/faults.h"
 #include "tandem/optimizer.h"
 #include "tests/offload/hybrid_fixture.h"
 
@@ -140,6 +142,73 @@ TEST(StreamHost, SnapshotsRestoreAcrossShares) {
   }
   EXPECT_TRUE(host.Snapshot() == streamed.Snapshot());
   EXPECT_EQ(m2.params, m.params);
+}
+
+// A copy of a streamed chunk that fails (injected through the FaultPlan, as a failed CUDA
+// copy would) fails the step with kCuda naming the chunk and the streamed chunks applied
+// before it; the step count stays, restoring the snapshot from before the step and
+// stepping again gives the bits of a run that never failed, and without a restore the
+// next step runs normally.
+TEST(StreamHost, AStreamedCopyFailureIsReportedAndRecoverable) {
+  OptimizerConfig c = Config(1.0, 1.0, 4096, 2);
+  auto step = [](HybridOptimizer& opt, int t) {
+    return opt.Step(1e-3 * (1.0 + 0.01 * t), {.max_grad_norm = 5.0});
+  };
+  Model ref;
+  ref.Init(7);
+  HybridOptimizer want(ref.Specs(2), c);
+  for (int t = 1; t <= 3; ++t) {
+    ref.FillGrads(t);
+    ASSERT_TRUE(step(want, t).applied);
+  }
+  const uint64_t chunks = want.last_step_times().stream_chunks;
+  ASSERT_GE(chunks, 3u);
+  ASSERT_EQ(want.last_step_times().chunks, 0u);  // everything streamed: no pipeline copies
+
+  Model m;
+  m.Init(7);
+  const auto faults = std::make_shared<FaultPlan>();
+  c.faults = faults;
+  HybridOptimizer opt(m.Specs(2), c);
+  m.FillGrads(1);
+  ASSERT_TRUE(step(opt, 1).applied);
+  m.FillGrads(2);
+  const OptimizerSnapshot before = opt.Snapshot();
+  // Chunk k's upload is copy 2k+1, its download copy 2k+2.
+  for (uint64_t nth : {1u, 2u, 5u}) {
+    faults->FailCopy(nth);
+    const uint64_t chunk = (nth - 1) / 2;
+    const std::string which = nth % 2 == 1 ? "upload" : "download";
+    try {
+      step(opt, 2);
+      ADD_FAILURE() << "no error for failed copy " << nth;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kCuda);
+      EXPECT_NE(e.message().find("injected failure of " + which + " copy of streamed chunk " +
+                                 std::to_string(chunk) + " of " + std::to_string(chunks)),
+                std::string::npos)
+          << e.message();
+      EXPECT_NE(e.message().find("(" + std::to_string(chunk) + " streamed chunks applied)"),
+                std::string::npos)
+          << e.message();
+    }
+    EXPECT_EQ(opt.step_count(), 1);
+    opt.Restore(before);
+    EXPECT_TRUE(opt.Snapshot() == before);
+  }
+  ASSERT_TRUE(step(opt, 2).applied);
+  m.FillGrads(3);
+  ASSERT_TRUE(step(opt, 3).applied);
+  EXPECT_EQ(m.params, ref.params);
+  EXPECT_TRUE(opt.Snapshot() == want.Snapshot());
+
+  // Without a restore: the failed step leaves the count, the next one runs.
+  m.FillGrads(4);
+  faults->FailCopy(4);
+  EXPECT_THROW(step(opt, 4), Error);
+  EXPECT_EQ(opt.step_count(), 3);
+  EXPECT_TRUE(step(opt, 4).applied);
+  EXPECT_EQ(opt.step_count(), 4);
 }
 
 TEST(StreamHost, ReloadParamsSeesStreamedElements) {
