@@ -117,8 +117,9 @@ class GpuSide {
                                int slots) = 0;
   // Enqueues every chunk that has an active span (slot_of_tensor[t] != kSkip, as for
   // LaunchHot): uploads wait for the slot's previous download (and the last step's
-  // downloads), kernels for their upload and for the caller's stream (the gradients),
-  // downloads for their kernel. Never waits on the host. Returns the chunks enqueued.
+  // downloads), kernels for their upload and for the last Prepass (the gradients: call
+  // after Prepass; the hot launch runs beside them), downloads for their kernel. Never
+  // waits on the host. Returns the chunks enqueued.
   virtual uint64_t LaunchStream(const std::vector<StepScalars>& scalars,
                                 const std::vector<uint32_t>& slot_of_tensor) = 0;
   // Makes the caller's stream wait for the last LaunchStream's kernels (the parameters).

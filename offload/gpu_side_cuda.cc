@@ -224,10 +224,10 @@ class CudaSide final : public GpuSide {
                                           " copy of streamed chunk " + std::to_string(c) + " of " +
                                           std::to_string(chunks_.size()));
     };
-    // The kernels read the gradients: after the caller's stream. Uploads read the host
-    // state: after the last step's downloads.
-    TANDEM_CUDA(cudaEventRecord(stream_ev_[kGrads], stream_), "(stream executor start)");
-    TANDEM_CUDA(cudaStreamWaitEvent(run_, stream_ev_[kGrads], 0), "(stream executor start)");
+    // The kernels read the gradients: after the pre-pass, which came after them on the
+    // caller's stream (not after the hot launch queued since: the streamed kernels run
+    // beside it). Uploads read the host state: after the last step's downloads.
+    TANDEM_CUDA(cudaStreamWaitEvent(run_, ev_[1], 0), "(stream executor start)");
     if (launched_)
       TANDEM_CUDA(cudaStreamWaitEvent(up_, stream_ev_[kDownDone], 0), "(stream executor start)");
     uint64_t enqueued = 0;
@@ -315,7 +315,7 @@ class CudaSide final : public GpuSide {
   struct SlotEvents {
     cudaEvent_t up, run, down;
   };
-  enum { kGrads, kFirstUp, kKernelsDone, kDownDone, kStreamEvents };
+  enum { kFirstUp, kKernelsDone, kDownDone, kStreamEvents };
   std::vector<StreamChunkSpans> chunks_;
   std::vector<ChunkPlan> plans_;
   std::vector<SlotEvents> slot_ev_;
