@@ -60,7 +60,8 @@ def make_optimizer(args, model):
                        args.formats.split("/")))
     return tandem.torch.AdamW(model.named_parameters(), lr=1e-2, weight_decay=0.1,
                               offload_fraction=args.fraction, max_grad_norm=args.clip,
-                              chunk_elements=256, **formats)
+                              chunk_elements=256, offload_compute=args.offload_compute,
+                              stream_chunk_bytes=4096, **formats)
 
 
 def given_grads(model, step, nan_rank):
@@ -131,6 +132,8 @@ def main():
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--fraction", type=float, default=0.5)
     ap.add_argument("--formats", default="bf16+ecc8/q8/q8")
+    ap.add_argument("--offload-compute", default="auto",
+                    help='"auto", "host", "gpu" or a share (host mode: streamed through host slots)')
     ap.add_argument("--clip", type=float, default=0.0)
     ap.add_argument("--grads", choices=("given", "backward"), default="given")
     ap.add_argument("--hsdp", action="store_true", help="a (2, world/2) mesh")

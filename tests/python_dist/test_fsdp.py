@@ -66,6 +66,17 @@ def test_four_ranks_equal_one_bit_for_bit(reference, saved_at_4):
     assert reference["norms"] == saved_at_4["norms"]
 
 
+@pytest.mark.parametrize("compute", ["gpu", "0.5"])
+def test_streamed_shards_equal_one_bit_for_bit(tmp, reference, compute):
+    # offload_compute streams host-resident state (host mode: through host slots, the
+    # streaming data path) of each rank's local shards: the bits do not change.
+    got = run(tmp, "stream_" + compute, 2, "--formats", Q8, "--steps", 5, "--fraction", 1.0,
+              "--offload-compute", compute)
+    assert all(got["applied"])
+    assert_same_params(reference, got)
+    assert reference["norms"] == got["norms"]
+
+
 def test_every_rank_has_the_same_state_keys(reference, saved_at_4):
     # Created at construction for every parameter: DCP never runs its fake step.
     assert saved_at_4["sharded_keys"] == reference["sharded_keys"]
