@@ -26,17 +26,18 @@ Tandem at least 5x faster than the baseline measured in the same run. Writes JSO
 --dry-run prints what would be measured and touches no GPU.
 """
 import argparse
-import datetime
 import gc
 import json
 import os
-import shlex
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_args import (command_line, formats_arg, git_commit,  # noqa: E402
+                        offload_compute_arg, utc_now)
 
 TARGET_FRACTION = 0.5
 TARGET_FORMATS = "bf16+ecc8/q8/q8"
@@ -146,28 +147,8 @@ class Baseline:
         torch.cuda.synchronize()
 
 
-def offload_compute_arg(text):
-    """--offload-compute: "auto", "host", "gpu" or a share in [0, 1] of the
-    host-resident elements computed on the GPU (tandem.torch's offload_compute)."""
-    if text in ("auto", "host", "gpu"):
-        return text
-    try:
-        share = float(text)
-    except ValueError:
-        share = None
-    if share is None or not 0.0 <= share <= 1.0:
-        raise argparse.ArgumentTypeError(
-            'expected "auto", "host", "gpu" or a share in [0, 1], got %r' % (text,))
-    return share
 
 
-def formats_arg(text):
-    """--formats entry: master/momentum/variance, e.g. bf16+ecc8/q8/q8."""
-    parts = text.split("/")
-    if len(parts) != 3 or not all(parts):
-        raise argparse.ArgumentTypeError(
-            "expected master/momentum/variance (bf16+ecc8/q8/q8), got %r" % (text,))
-    return text
 
 
 def fraction_arg(text):
@@ -199,19 +180,8 @@ def parse_args(argv=None):
     return ap.parse_args(argv)
 
 
-def git_commit():
-    """The checkout's short commit, or "unknown" (no git, not a checkout)."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, check=False,
-                             cwd=os.path.dirname(os.path.abspath(__file__)))
-    except OSError:
-        return "unknown"
-    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
 
 
-def utc_now():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
 
 
 def machine_kind():
@@ -219,8 +189,6 @@ def machine_kind():
     return "%s, %d CPU threads" % (gpu, os.cpu_count() or 0)
 
 
-def command_line(argv):
-    return " ".join(["python3", "bench/megatron_baseline.py"] + [shlex.quote(a) for a in argv])
 
 
 def timed(step, sync, steps, warmup=2):
@@ -346,7 +314,7 @@ def main(argv=None):
             print("\n".join(table(json.load(fh))))
         return 0
     if a.dry_run:
-        print("would run: %s" % command_line([x for x in argv if x != "--dry-run"]))
+        print("would run: %s" % command_line("megatron_baseline.py", [x for x in argv if x != "--dry-run"]))
         print("commit %s; Tandem offload_compute %s" % (git_commit(), a.offload_compute))
         for name in a.models:
             for f in a.fractions:
@@ -357,7 +325,7 @@ def main(argv=None):
     if a.threads is not None:
         torch.set_num_threads(a.threads)
     threads = torch.get_num_threads()
-    result = {"benchmark": "megatron_baseline", "command": command_line(argv),
+    result = {"benchmark": "megatron_baseline", "command": command_line("megatron_baseline.py", argv),
               "commit": git_commit(), "date": utc_now(),
               "machine_kind": machine_kind(),
               "torch": torch.__version__, "threads": threads,

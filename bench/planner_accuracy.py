@@ -23,43 +23,24 @@ Prints a table whose last lines give each point's predicted / measured ratio aga
 predictions without measuring (no GPU needed); --table FILE prints a written JSON's table.
 """
 import argparse
-import datetime
 import json
 import os
-import shlex
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from bench_args import (command_line, formats_arg, git_commit,  # noqa: E402
+                        offload_compute_arg, utc_now)
 
 LIMIT = 0.10
 MODELS = ("llama3-1b", "llama3-3b", "llama3-8b")
 PROFILE = os.path.join("bench", "results", "calibrate_h200.json")
 
 
-def offload_compute_arg(text):
-    """--offload-compute: "auto", "host", "gpu" or a share in [0, 1] (on the GPU)."""
-    if text in ("auto", "host", "gpu"):
-        return text
-    try:
-        share = float(text)
-    except ValueError:
-        share = None
-    if share is None or not 0.0 <= share <= 1.0:
-        raise argparse.ArgumentTypeError(
-            'expected "auto", "host", "gpu" or a share in [0, 1], got %r' % (text,))
-    return share
 
 
-def formats_arg(text):
-    parts = text.split("/")
-    if len(parts) != 3 or not all(parts):
-        raise argparse.ArgumentTypeError(
-            "expected master/momentum/variance (bf16+ecc8/q8/q8), got %r" % (text,))
-    return text
 
 
 def fraction_arg(text):
@@ -98,22 +79,10 @@ def parse_args(argv=None):
     return ap.parse_args(argv)
 
 
-def git_commit():
-    """The checkout's short commit, or "unknown" (no git, not a checkout)."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, check=False, cwd=HERE)
-    except OSError:
-        return "unknown"
-    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
 
 
-def utc_now():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
 
 
-def command_line(argv):
-    return " ".join(["python3", "bench/planner_accuracy.py"] + [shlex.quote(a) for a in argv])
 
 
 def predict(model, formats, a):
@@ -242,7 +211,7 @@ def main(argv=None):
         with open(a.table) as fh:
             print("\n".join(table(json.load(fh))))
         return 0
-    result = {"benchmark": "planner_accuracy", "command": command_line(argv),
+    result = {"benchmark": "planner_accuracy", "command": command_line("planner_accuracy.py", argv),
               "commit": git_commit(), "date": utc_now(), "profile": a.profile,
               "offload_compute": a.offload_compute,
               "optimizer_rates": None if a.plan_only else a.optimizer_rates,

@@ -30,7 +30,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/fp_bits.h"
+#include "bench/hybrid/device_model.cuh"
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
 #include "tandem/planner.h"
@@ -39,53 +39,10 @@
 namespace {
 
 using namespace tandem;
+using bench::Check;
+using bench::DeviceModel;
+using bench::Median;
 using Clock = std::chrono::steady_clock;
-
-void Check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::string m = what;
-    m.append(": ").append(cudaGetErrorString(e));
-    throw Error(ErrorKind::kCuda, m);
-  }
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-__global__ void FillBf16(uint16_t* p, size_t n, uint32_t seed, float scale) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
-    x ^= x >> 13;
-    x *= 0x5bd1e995u;
-    x ^= x >> 15;
-    p[i] = tandem::num::F32ToBf16((float(x & 0xFFFFFF) / 16777216.0f - 0.5f) * scale);
-  }
-}
-
-struct Model {
-  std::vector<planner::ModelTensor> shapes;
-  std::vector<void*> params, grads;
-  ~Model() {
-    for (void* p : params) cudaFree(p);
-    for (void* g : grads) cudaFree(g);
-  }
-  std::vector<TensorSpec> Specs() const {
-    std::vector<TensorSpec> specs;
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      TensorSpec s;
-      s.name = shapes[i].name;
-      s.numel = shapes[i].numel;
-      s.param_dtype = s.grad_dtype = DType::kBF16;
-      s.param = params[i];
-      s.grad = grads[i];
-      specs.push_back(s);
-    }
-    return specs;
-  }
-};
 
 // Pinned and device buffers for the copy measurements and the DMA load.
 struct CopyRig {
@@ -188,7 +145,7 @@ struct Point {
   ComputeSplit model;
 };
 
-Point Time(const Model& m, const StateFormats& f, double fraction, double compute,
+Point Time(const DeviceModel& m, const StateFormats& f, double fraction, double compute,
            const MachineRates& rates, int steps, int threads, int slots, uint64_t chunk_bytes) {
   OptimizerConfig cfg;
   cfg.stream_slots = slots;
@@ -249,21 +206,8 @@ int main(int argc, char** argv) {
   const StateFormats f{MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
   nlohmann::json out;
   try {
-    Model m;
-    m.shapes = (model_name.find(".json") != std::string::npos
-                    ? planner::ModelFromConfigFile(model_name)
-                    : planner::ModelFromPreset(model_name))
-                   .tensors;
-    for (const auto& t : m.shapes) {
-      void *p = nullptr, *g = nullptr;
-      Check(cudaMalloc(&p, t.numel * 2), "cudaMalloc param");
-      Check(cudaMalloc(&g, t.numel * 2), "cudaMalloc grad");
-      FillBf16<<<1024, 256>>>(static_cast<uint16_t*>(p), t.numel, 17u + uint32_t(m.params.size()), 0.04f);
-      FillBf16<<<1024, 256>>>(static_cast<uint16_t*>(g), t.numel, 91u + uint32_t(m.params.size()), 1e-3f);
-      m.params.push_back(p);
-      m.grads.push_back(g);
-    }
-    Check(cudaDeviceSynchronize(), "fill");
+    DeviceModel m(model_name);
+    m.Allocate();
 
     // 1. The machine, measured now.
     CopyRig rig(size_t{256} << 20);
@@ -278,9 +222,7 @@ int main(int argc, char** argv) {
     rates.gpu_gparams = 1e3;  // replaced below by the measured hot kernel
     {
       const Point hot = Time(m, f, 0.0, 0.0, rates, 3, threads, slots, chunk_mib << 20);
-      uint64_t n = 0;
-      for (const auto& t : m.shapes) n += t.numel;
-      rates.gpu_gparams = double(n) / (hot.stages.gpu_update_ms * 1e6);
+      rates.gpu_gparams = double(m.numel()) / (hot.stages.gpu_update_ms * 1e6);
     }
     std::printf("machine: PCIe one way h2d %.1f d2h %.1f GB/s; both at once h2d %.1f d2h %.1f "
                 "GB/s; host kernel under DMA %.2f Gparam/s; GPU kernel %.1f Gparam/s\n",
@@ -302,9 +244,8 @@ int main(int argc, char** argv) {
         Point p = Time(m, f, frac, compute, at, steps, threads, slots, chunk_mib << 20);
         if (compute == 0.0) {
           host_ms = p.step_ms;
-          uint64_t total = 0;
-          for (const auto& t : m.shapes) total += t.numel;
-          const double offloaded = frac >= 1.0 ? double(total) : frac * double(total);
+          const double total = double(m.numel());
+          const double offloaded = frac >= 1.0 ? total : frac * total;
           at.host_gparams = offloaded / (p.stages.host_update_ms * 1e6);
           p.model.host_ms = p.stages.host_update_ms;
           p.model.host_path_ms = std::max({p.model.down_ms, p.model.up_ms, p.model.host_ms});

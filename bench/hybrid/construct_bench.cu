@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/hybrid/device_model.cuh"
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
 #include "tandem/planner.h"
@@ -31,68 +32,13 @@
 namespace {
 
 using namespace tandem;
+using bench::Check;
+using bench::DeviceModel;
 using Clock = std::chrono::steady_clock;
-
-void Check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "CUDA error in %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(2);
-  }
-}
 
 double MsSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
-
-// Deterministic bf16 values in [-scale/2, scale/2).
-__global__ void FillBf16(uint16_t* p, size_t n, uint32_t seed, float scale) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
-    x ^= x >> 13;
-    x *= 0x5bd1e995u;
-    x ^= x >> 15;
-    const float u = (float(x & 0xFFFFFF) / 16777216.0f - 0.5f) * scale;
-    const uint32_t bits = __float_as_uint(u);
-    p[i] = uint16_t((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);  // round to nearest even
-  }
-}
-
-struct Model {
-  std::string name;
-  std::vector<planner::ModelTensor> shapes;
-  std::vector<void*> params, grads;
-  ~Model() {
-    for (void* p : params) cudaFree(p);
-    for (void* g : grads) cudaFree(g);
-  }
-  void Allocate() {
-    for (const auto& t : shapes) {
-      void *p = nullptr, *g = nullptr;
-      Check(cudaMalloc(&p, t.numel * 2), "cudaMalloc param");
-      Check(cudaMalloc(&g, t.numel * 2), "cudaMalloc grad");
-      FillBf16<<<1024, 256>>>(static_cast<uint16_t*>(p), t.numel, 17u + uint32_t(params.size()), 0.04f);
-      Check(cudaMemset(g, 0, t.numel * 2), "cudaMemset grad");
-      params.push_back(p);
-      grads.push_back(g);
-    }
-    Check(cudaDeviceSynchronize(), "fill");
-  }
-  std::vector<TensorSpec> Specs() const {
-    std::vector<TensorSpec> specs;
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      TensorSpec s;
-      s.name = shapes[i].name;
-      s.numel = shapes[i].numel;
-      s.param_dtype = DType::kBF16;
-      s.grad_dtype = DType::kBF16;
-      s.param = params[i];
-      s.grad = grads[i];
-      specs.push_back(s);
-    }
-    return specs;
-  }
-};
 
 struct Baseline {
   double device_alloc_ms = 0, device_touch_ms = 0, host_alloc_ms = 0, host_touch_ms = 0;
@@ -159,12 +105,8 @@ int main(int argc, char** argv) {
               "baseline ms", "ratio");
   try {
     for (const std::string& name : models) {
-      Model m;
-      m.name = name;
-      m.shapes = (name.find(".json") != std::string::npos ? planner::ModelFromConfigFile(name)
-                                                          : planner::ModelFromPreset(name))
-                     .tensors;
-      m.Allocate();
+      DeviceModel m(name);
+      m.Allocate(/*zero_grads=*/true);
       for (const StateFormats& f : formats)
         for (double frac : fractions)
           for (const std::string& comp : computes) {

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/fp_bits.h"
+#include "bench/hybrid/device_model.cuh"
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
 #include "tandem/planner.h"
@@ -33,14 +33,10 @@
 namespace {
 
 using namespace tandem;
+using bench::Check;
+using bench::DeviceModel;
+using bench::Median;
 using Clock = std::chrono::steady_clock;
-
-void Check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "CUDA error in %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(2);
-  }
-}
 
 // Spins for `ns` nanoseconds of GPU time: a stand-in for one layer's backward.
 __global__ void SpinKernel(long long ns) {
@@ -53,61 +49,6 @@ __global__ void SpinKernel(long long ns) {
   }
 }
 
-__global__ void FillBf16(uint16_t* p, size_t n, uint32_t seed, float scale) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
-    x ^= x >> 13;
-    x *= 0x5bd1e995u;
-    x ^= x >> 15;
-    const float u = (float(x & 0xFFFFFF) / 16777216.0f - 0.5f) * scale;
-    p[i] = tandem::num::F32ToBf16(u);
-  }
-}
-
-struct Model {
-  std::string name;
-  std::vector<planner::ModelTensor> shapes;  // forward order
-  std::vector<void*> params, grads;
-  ~Model() {
-    for (void* p : params) cudaFree(p);
-    for (void* g : grads) cudaFree(g);
-  }
-};
-
-void Allocate(Model& m) {
-  for (const auto& t : m.shapes) {
-    void *p = nullptr, *g = nullptr;
-    Check(cudaMalloc(&p, t.numel * 2), "cudaMalloc param");
-    Check(cudaMalloc(&g, t.numel * 2), "cudaMalloc grad");
-    FillBf16<<<1024, 256>>>(static_cast<uint16_t*>(p), t.numel, 17u + uint32_t(m.params.size()), 0.04f);
-    FillBf16<<<1024, 256>>>(static_cast<uint16_t*>(g), t.numel, 91u + uint32_t(m.params.size()), 1e-3f);
-    m.params.push_back(p);
-    m.grads.push_back(g);
-  }
-  Check(cudaDeviceSynchronize(), "fill");
-}
-
-std::vector<TensorSpec> Specs(const Model& m) {
-  std::vector<TensorSpec> specs;
-  for (size_t i = 0; i < m.shapes.size(); ++i) {
-    TensorSpec s;
-    s.name = m.shapes[i].name;
-    s.numel = m.shapes[i].numel;
-    s.param_dtype = DType::kBF16;
-    s.grad_dtype = DType::kBF16;
-    s.param = m.params[i];
-    s.grad = m.grads[i];
-    specs.push_back(s);
-  }
-  return specs;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 struct Result {
   std::string model, formats;
   double fraction = 0, step_ms = 0;
@@ -117,7 +58,7 @@ struct Result {
   MemoryReport mem;
 };
 
-Result RunOne(Model& m, const StateFormats& f, double fraction, int steps, int threads,
+Result RunOne(const DeviceModel& m, const StateFormats& f, double fraction, int steps, int threads,
               uint64_t chunk) {
   OptimizerConfig cfg;
   cfg.algorithm = Algorithm::kAdamW;
@@ -127,7 +68,7 @@ Result RunOne(Model& m, const StateFormats& f, double fraction, int steps, int t
   cfg.host_threads = threads;
   cfg.chunk_elements = chunk;
   cfg.groups[0].weight_decay = 0.01;
-  HybridOptimizer opt(Specs(m), cfg);
+  HybridOptimizer opt(m.Specs(), cfg);
   std::vector<double> times;
   std::vector<StageTimes> stages;
   for (int i = 0; i < steps + 2; ++i) {
@@ -183,7 +124,7 @@ struct EarlyResult {
   StageTimes stages;  // of the median (exposed) repetition
 };
 
-std::vector<EarlyResult> EarlyStart(Model& m, const StateFormats& f, double fraction,
+std::vector<EarlyResult> EarlyStart(const DeviceModel& m, const StateFormats& f, double fraction,
                                     int threads, uint64_t chunk, double layer_us, int reps) {
   OptimizerConfig cfg;
   cfg.formats = f;
@@ -192,7 +133,7 @@ std::vector<EarlyResult> EarlyStart(Model& m, const StateFormats& f, double frac
   cfg.host_threads = threads;
   cfg.chunk_elements = chunk;
   cfg.speculative_early_start = true;  // allocates the backup; unused by the first two modes
-  HybridOptimizer opt(Specs(m), cfg);
+  HybridOptimizer opt(m.Specs(), cfg);
   cudaEvent_t last, ready;
   cudaStream_t forward;
   Check(cudaEventCreate(&last), "event");
@@ -278,14 +219,8 @@ int main(int argc, char** argv) {
               "h2d GB/s", "overlap");
   try {
     for (const std::string& name : models) {
-      Model m;
-      m.name = name;
-      // A preset name, or a Hugging Face style config.json.
-      m.shapes = (name.find(".json") != std::string::npos ? planner::ModelFromConfigFile(name)
-                                                          : planner::ModelFromPreset(name))
-                     .tensors;
-      uint64_t numel = 0;
-      for (const auto& t : m.shapes) numel += t.numel;
+      DeviceModel m(name);
+      const uint64_t numel = m.numel();
       size_t free_bytes = 0, total_bytes = 0;
       Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
       if (4 * numel > free_bytes) {  // bf16 parameters and gradients
@@ -295,7 +230,7 @@ int main(int argc, char** argv) {
         out.push_back({{"model", name}, {"skipped", "too little GPU memory"}});
         continue;
       }
-      Allocate(m);
+      m.Allocate();
       for (const StateFormats& f : formats) {
         for (double frac : fractions) {
           Result r;

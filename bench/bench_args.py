@@ -1,0 +1,56 @@
+"""What the Python benchmarks share: their argument types and the metadata every result
+JSON carries (command, commit, date)."""
+
+import argparse
+import datetime
+import os
+import shlex
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def offload_compute_arg(text):
+    """--offload-compute: "auto", "host", "gpu" or a share in [0, 1] of the
+    host-resident elements computed on the GPU (tandem.torch's offload_compute)."""
+    if text in ("auto", "host", "gpu"):
+        return text
+    try:
+        share = float(text)
+    except ValueError:
+        share = None
+    if share is None or not 0.0 <= share <= 1.0:
+        raise argparse.ArgumentTypeError(
+            'expected "auto", "host", "gpu" or a share in [0, 1], got %r' % (text,))
+    return share
+
+
+def formats_arg(text):
+    """--formats entry: master/momentum/variance, e.g. bf16+ecc8/q8/q8."""
+    parts = text.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise argparse.ArgumentTypeError(
+            "expected master/momentum/variance (bf16+ecc8/q8/q8), got %r" % (text,))
+    return text
+
+
+def git_commit():
+    """TANDEM_COMMIT when set (a copied tree whose git metadata is not its own), else the
+    checkout's short commit, or "unknown" (no git, not a checkout)."""
+    if os.environ.get("TANDEM_COMMIT"):
+        return os.environ["TANDEM_COMMIT"]
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, check=False, cwd=HERE)
+    except OSError:
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+
+
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+
+
+def command_line(script, argv):
+    """The command that reproduces a run: python3 bench/<script> <argv>."""
+    return " ".join(["python3", "bench/" + script] + [shlex.quote(a) for a in argv])
