@@ -77,6 +77,7 @@ class GpuStream final : public Executor {
       : gpu_(gpu), streamed_(std::move(streamed)) {}
   const char* name() const override { return "GPU-stream"; }
   void Launch(const StepWork& w) override {
+    joining_ = true;  // a launch that fails part-way is joined too (Abandon)
     w.times->stream_chunks = gpu_->LaunchStream(*w.scalars, *w.slot_of_tensor);
     joining_ = pending_ = w.times->stream_chunks > 0;
     launched_ |= joining_;

@@ -231,6 +231,18 @@ class CudaSide final : public GpuSide {
     if (launched_)
       TANDEM_CUDA(cudaStreamWaitEvent(up_, stream_ev_[kDownDone], 0), "(stream executor start)");
     uint64_t enqueued = 0;
+    // A failure part-way still marks the end of what was queued, so that the caller's
+    // stream (JoinStream) and the next step's uploads wait for it.
+    struct MarkEnd {
+      CudaSide* self;
+      bool done = false;
+      ~MarkEnd() {
+        if (done) return;
+        cudaEventRecord(self->stream_ev_[kKernelsDone], self->run_);
+        cudaEventRecord(self->stream_ev_[kDownDone], self->down_);
+        self->launched_ = true;
+      }
+    } mark_end{this};
     size_t p = 0;
     std::vector<uint32_t> plan_slot;
     for (size_t c = 0; c < chunks_.size(); ++c) {
@@ -263,6 +275,7 @@ class CudaSide final : public GpuSide {
       slot_used_[ch.slot_index] = 1;
       ++enqueued;
     }
+    mark_end.done = true;
     TANDEM_CUDA(cudaEventRecord(stream_ev_[kKernelsDone], run_), "(stream executor end)");
     TANDEM_CUDA(cudaEventRecord(stream_ev_[kDownDone], down_), "(stream executor end)");
     launched_ = true;

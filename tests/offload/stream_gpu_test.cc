@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 
 #include "tandem/error.h"
+#include "tandem/faults.h"
 #include "tandem/optimizer.h"
 #include "tests/offload/device_model.h"
 #include "tests/offload/hybrid_fixture.h"
@@ -113,6 +115,51 @@ TEST(StreamGpu, StreamedStepTimesAndWaitParam) {
   EXPECT_GT(t.stream_chunks, 1u);
   EXPECT_GT(t.stream_ms, 0.0);
   EXPECT_EQ(t.chunks, 0u);  // nothing computed on the host
+}
+
+// A streamed copy that fails on the GPU is reported naming the chunk; the caller's stream
+// is still ordered after what was queued, and restoring the snapshot taken before the step
+// then stepping again gives the bits of a run that never failed.
+TEST(StreamGpu, AStreamedCopyFailureIsReportedAndRecoverable) {
+  SKIP_WITHOUT_GPU();
+  OptimizerConfig c = Cfg(ExecutionMode::kGpu, 1.0, 1.0, 4096);
+  auto step = [](HybridOptimizer& opt, int t) {
+    return opt.Step(1e-3 * (1.0 + 0.01 * t), {.max_grad_norm = 5.0});
+  };
+  DeviceModel ref(7);
+  HybridOptimizer want(ref.Specs(), c);
+  for (int t = 1; t <= 3; ++t) {
+    ref.FillGrads(t);
+    ASSERT_TRUE(step(want, t).applied);
+  }
+  DeviceModel m(7);
+  const auto faults = std::make_shared<FaultPlan>();
+  c.faults = faults;
+  HybridOptimizer opt(m.Specs(), c);
+  m.FillGrads(1);
+  ASSERT_TRUE(step(opt, 1).applied);
+  m.FillGrads(2);
+  const OptimizerSnapshot before = opt.Snapshot();
+  for (uint64_t nth : {1u, 4u, 7u}) {  // chunk 0's upload, chunk 1's download, chunk 3's upload
+    faults->FailCopy(nth);
+    try {
+      step(opt, 2);
+      ADD_FAILURE() << "no error for failed copy " << nth;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kCuda);
+      EXPECT_NE(e.message().find("streamed chunk " + std::to_string((nth - 1) / 2)),
+                std::string::npos)
+          << e.message();
+    }
+    EXPECT_EQ(opt.step_count(), 1);
+    opt.Restore(before);
+    EXPECT_TRUE(opt.Snapshot() == before);
+  }
+  ASSERT_TRUE(step(opt, 2).applied);
+  m.FillGrads(3);
+  ASSERT_TRUE(step(opt, 3).applied);
+  EXPECT_EQ(m.ReadParams(), ref.ReadParams());
+  EXPECT_TRUE(opt.Snapshot() == want.Snapshot());
 }
 
 }  // namespace
