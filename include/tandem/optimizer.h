@@ -86,9 +86,10 @@ struct OptimizerConfig {
   // Default state formats: fp32 master and moments. A tensor may override them
   // (TensorSpec::formats).
   StateFormats formats;
-  // Fraction of all elements whose state lives in (pinned) host memory and is stepped by
-  // the host through the offload pipeline, in [0, 1]. Host mode honours it too, running
-  // the same pipeline over host memory (use 0 there for plain CPU training: no copies).
+  // Fraction of all elements whose state lives in (pinned) host memory, in [0, 1]; where
+  // those elements are computed is offload_compute's choice. Host mode honours it too,
+  // running the same paths over host memory (use 0 there for plain CPU training: no
+  // copies).
   double offload_fraction = 0.0;
   PlacementPolicy placement = PlacementPolicy::kBackwardOrder;
   ExecutionMode mode = ExecutionMode::kAuto;

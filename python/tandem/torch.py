@@ -122,7 +122,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
     Tandem options (keyword-only, shared by every algorithm):
       module: a module whose ``named_parameters()`` names plain parameters.
       offload_fraction: fraction of the elements whose state lives in (pinned) host
-        memory and is stepped through the offload pipeline, in [0, 1]; default 0.
+        memory, in [0, 1]; default 0 (where they are computed: offload_compute).
       master_format (or master): master weight format: "f32" (default), "bf16",
         "bf16+ecc8", "bf16+ecc16".
       momentum_format (or momentum, except for SGD whose momentum is the
