@@ -65,9 +65,12 @@ class StepPlan {
   // scalar_index k (num_scalars must cover every index used, at most kMaxScalarGroups);
   // each must have algo == the plan's algorithm and, for SGD, has_momentum matching the
   // spans that use it. The scalars are copied into the launch; the caller may reuse them
-  // on return. Throws Error(kInvalidArgument) on a mismatch (nothing enqueued) or
-  // Error(kCuda) when the launch fails.
-  void Launch(const StepScalars* scalars, size_t num_scalars, void* stream) const;
+  // on return. reserve_sms: streaming multiprocessors the launch leaves free for kernels
+  // of other streams (its persistent grid otherwise holds every SM until it ends; the
+  // result does not depend on the grid). Throws Error(kInvalidArgument) on a mismatch
+  // (nothing enqueued) or Error(kCuda) when the launch fails.
+  void Launch(const StepScalars* scalars, size_t num_scalars, void* stream,
+              int reserve_sms = 0) const;
 
   size_t num_spans() const { return num_spans_; }
   size_t num_work_units() const { return num_units_; }  // 2048-element tiles per launch

@@ -2,6 +2,7 @@
 // step (step_kernel.cuh) over all spans in one kernel per call.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -220,7 +221,8 @@ void StepPlan::SetScalarIndex(const std::vector<uint32_t>& index, void* stream) 
   scalar_index_ = index;
 }
 
-void StepPlan::Launch(const StepScalars* scalars, size_t num_scalars, void* stream) const {
+void StepPlan::Launch(const StepScalars* scalars, size_t num_scalars, void* stream,
+                      int reserve_sms) const {
   if (num_scalars > kMaxScalarGroups)
     Invalid(std::to_string(num_scalars) + " scalar sets given, the limit is " +
             std::to_string(kMaxScalarGroups));
@@ -263,7 +265,8 @@ void StepPlan::Launch(const StepScalars* scalars, size_t num_scalars, void* stre
   }
   if (fn == nullptr) throw Error(ErrorKind::kInternal, "gpu::StepPlan: no kernel instance");
   unsigned grid = 0;
-  CheckCuda(fn(args, sm_count_, static_cast<cudaStream_t>(stream), &grid),
+  const int sms = std::max(1, sm_count_ - std::max(0, reserve_sms));
+  CheckCuda(fn(args, sms, static_cast<cudaStream_t>(stream), &grid),
             std::string("gpu::StepPlan::Launch: fused ") + Name(algo_) + " kernel (" +
                 Name(formats_) + ", " + std::to_string(num_spans_) + " spans, " +
                 std::to_string(num_units_) + " work units, grid " + std::to_string(grid) + " x " +

@@ -22,7 +22,8 @@ namespace {
 // launches of at most kMaxScalarGroups distinct scalar sets, each leaving out the spans of
 // the others: one launch in the usual case (a few groups).
 void LaunchSlots(gpu::StepPlan& plan, const std::vector<uint32_t>& slot,
-                 const std::vector<StepScalars>& scalars, cudaStream_t stream) {
+                 const std::vector<StepScalars>& scalars, cudaStream_t stream,
+                 int reserve_sms = 0) {
   const size_t per = gpu::kMaxScalarGroups;
   std::vector<uint32_t> index(slot.size());
   for (size_t first = 0; first < std::max<size_t>(scalars.size(), 1); first += per) {
@@ -35,7 +36,8 @@ void LaunchSlots(gpu::StepPlan& plan, const std::vector<uint32_t>& slot,
     }
     if (!any) continue;
     plan.SetScalarIndex(index, stream);
-    plan.Launch(scalars.data() + first, std::min(per, scalars.size() - first), stream);
+    plan.Launch(scalars.data() + first, std::min(per, scalars.size() - first), stream,
+                reserve_sms);
   }
 }
 
@@ -125,10 +127,13 @@ class CudaSide final : public GpuSide {
   void LaunchHot(const std::vector<StepScalars>& scalars,
                  const std::vector<uint32_t>& slot) override {
     TANDEM_CUDA(cudaEventRecord(ev_[2], stream_), "(hot step start)");
+    // With streamed chunks, the hot launch leaves a few SMs to their kernels: holding
+    // every SM, it would stall the first chunks' kernels, then (K slots) their copies.
+    const int reserve = chunks_.empty() ? 0 : kStreamSms;
     for (size_t p = 0; p < hot_.size(); ++p) {
       std::vector<uint32_t> plan_slot;
       for (uint32_t i : groups_.spans[p]) plan_slot.push_back(slot[i]);
-      LaunchSlots(*hot_[p], plan_slot, scalars, stream_);
+      LaunchSlots(*hot_[p], plan_slot, scalars, stream_, reserve);
     }
     TANDEM_CUDA(cudaEventRecord(ev_[3], stream_), "(hot step end)");
     timed_ = true;
@@ -329,6 +334,7 @@ class CudaSide final : public GpuSide {
     cudaEvent_t up, run, down;
   };
   enum { kFirstUp, kKernelsDone, kDownDone, kStreamEvents };
+  static constexpr int kStreamSms = 8;  // SMs the hot launch leaves to streamed kernels
   std::vector<StreamChunkSpans> chunks_;
   std::vector<ChunkPlan> plans_;
   std::vector<SlotEvents> slot_ev_;
