@@ -36,6 +36,9 @@ struct StepWork {
   // Per tensor: its slot in `scalars`, or kSkipTensor (no gradient at this step).
   const std::vector<uint32_t>* slot_of_tensor = nullptr;
   StageTimes* times = nullptr;  // each executor fills its own stages
+  // Per streamed chunk (empty: none): its speculative update is kept (Note [Speculating
+  // streamed chunks] in offload/stream_speculation.h).
+  const std::vector<uint8_t>* stream_committed = nullptr;
 };
 inline constexpr uint32_t kSkipTensor = 0xFFFFFFFFu;
 
@@ -59,6 +62,19 @@ class Executor {
   // Adds this executor's stage times of the last step to `times` (GPU timings are read
   // here, waiting for them if needed).
   virtual void ReadTimes(StageTimes* times) { (void)times; }
+};
+
+// The GPU-stream executors also update chunks speculatively during backward (Note
+// [Speculating streamed chunks] in offload/stream_speculation.h).
+class StreamExecutor : public Executor {
+ public:
+  // Updates streamed chunk c (one whose StreamChunkSpans::speculative()) with `scalars`:
+  // its state's old bytes into its backup, the new state into the host chunk, the
+  // parameters into its holding place (GPU mode: queued; host mode: done on return).
+  virtual void Speculate(size_t c, const std::vector<StepScalars>& scalars,
+                         const std::vector<uint32_t>& slot_of_tensor) = 0;
+  // Waits until every Speculate is done: host chunks and backups are final.
+  virtual void WaitSpeculated() = 0;
 };
 
 }  // namespace tandem::offload

@@ -71,14 +71,16 @@ class HostResident final : public Executor {
   std::vector<cpu::HostWork> work_;
 };
 
-class GpuStream final : public Executor {
+class GpuStream final : public StreamExecutor {
  public:
   GpuStream(GpuSide* gpu, std::vector<uint8_t> streamed)
       : gpu_(gpu), streamed_(std::move(streamed)) {}
   const char* name() const override { return "GPU-stream"; }
   void Launch(const StepWork& w) override {
     joining_ = true;  // a launch that fails part-way is joined too (Abandon)
-    w.times->stream_chunks = gpu_->LaunchStream(*w.scalars, *w.slot_of_tensor);
+    static const std::vector<uint8_t> kNone;
+    w.times->stream_chunks = gpu_->LaunchStream(
+        *w.scalars, *w.slot_of_tensor, w.stream_committed ? *w.stream_committed : kNone);
     joining_ = pending_ = w.times->stream_chunks > 0;
     launched_ |= joining_;
   }
@@ -99,6 +101,11 @@ class GpuStream final : public Executor {
   void WaitParam(size_t t, void* stream) const override {
     if (launched_ && streamed_[t] != 0) gpu_->StreamWaitStreamed(stream);
   }
+  void Speculate(size_t c, const std::vector<StepScalars>& scalars,
+                 const std::vector<uint32_t>& slot_of_tensor) override {
+    gpu_->SpeculateStream(c, scalars, slot_of_tensor);
+  }
+  void WaitSpeculated() override { gpu_->WaitSpeculated(); }
   void ReadTimes(StageTimes* times) override {
     if (!pending_) return;
     times->stream_ms = gpu_->ReadStreamMs();
@@ -111,7 +118,7 @@ class GpuStream final : public Executor {
   bool launched_ = false, joining_ = false, pending_ = false;
 };
 
-class HostStream final : public Executor {
+class HostStream final : public StreamExecutor {
  public:
   HostStream(cpu::HostDriver* driver, std::vector<GpuSide::StreamChunkSpans> chunks,
              std::shared_ptr<FaultPlan> faults)
@@ -122,32 +129,62 @@ class HostStream final : public Executor {
     uint64_t ran = 0;
     for (size_t c = 0; c < chunks_.size(); ++c) {
       const GpuSide::StreamChunkSpans& ch = chunks_[c];
-      work_.clear();
-      for (size_t i = 0; i < ch.spans.size(); ++i) {
-        const uint32_t k = (*w.slot_of_tensor)[ch.span_tensor[i]];
-        if (k != kSkipTensor) work_.push_back({&(*w.scalars)[k], ch.spans[i]});
-      }
+      Collect(ch, ch.spans, *w.scalars, *w.slot_of_tensor);
       if (work_.empty()) continue;
-      FailInjected(c, "upload", ran);
+      if (w.stream_committed != nullptr && !w.stream_committed->empty() &&
+          (*w.stream_committed)[c] != 0) {
+        for (const StreamLayout::HoldCopy& h : ch.hold_copies)
+          std::memcpy(h.param, h.hold, h.bytes);
+        continue;
+      }
+      FailInjected(c, "upload", Applied(ran));
       std::memcpy(ch.slot, ch.host, ch.bytes);
       driver_->Run(work_.data(), work_.size());
-      FailInjected(c, "download", ran);
+      FailInjected(c, "download", Applied(ran));
       std::memcpy(ch.host, ch.slot, ch.bytes);
       ++ran;
     }
     w.times->stream_chunks = ran;
     w.times->stream_ms = MsSince(t0);
   }
+  // The data path of GpuSide::SpeculateStream, in host memory.
+  void Speculate(size_t c, const std::vector<StepScalars>& scalars,
+                 const std::vector<uint32_t>& slot_of_tensor) override {
+    const GpuSide::StreamChunkSpans& ch = chunks_.at(c);
+    if (!ch.speculative())
+      throw Error(ErrorKind::kInternal, "streamed chunk " + std::to_string(c) +
+                                            " has no place for a speculative update");
+    FailInjected(c, "upload", "speculative update");
+    std::memcpy(ch.slot, ch.host, ch.bytes);
+    std::memcpy(ch.backup, ch.slot, ch.bytes);
+    for (const StreamLayout::HoldCopy& h : ch.hold_copies) std::memcpy(h.hold, h.param, h.bytes);
+    Collect(ch, ch.hold_spans, scalars, slot_of_tensor);
+    driver_->Run(work_.data(), work_.size());
+    FailInjected(c, "download", "speculative update");
+    std::memcpy(ch.host, ch.slot, ch.bytes);
+  }
+  void WaitSpeculated() override {}
 
  private:
+  // work_ = the active spans among `spans` (those of chunk ch or its hold spans).
+  void Collect(const GpuSide::StreamChunkSpans& ch, const std::vector<StepSpan>& spans,
+               const std::vector<StepScalars>& scalars, const std::vector<uint32_t>& slot) {
+    work_.clear();
+    for (size_t i = 0; i < spans.size(); ++i) {
+      const uint32_t k = slot[ch.span_tensor[i]];
+      if (k != kSkipTensor) work_.push_back({&scalars[k], spans[i]});
+    }
+  }
+
   // A copy of chunk c that the FaultPlan fails throws as GPU mode's failed copy would.
-  void FailInjected(size_t c, const char* what, uint64_t applied) const {
+  // `note` ends the message.
+  void FailInjected(size_t c, const char* what, const std::string& note) const {
     if (faults_ == nullptr || !faults_->CopyFails()) return;
     throw Error(ErrorKind::kCuda, std::string("injected failure of ") + what +
                                       " copy of streamed chunk " + std::to_string(c) + " of " +
-                                      std::to_string(chunks_.size()) + " (" +
-                                      std::to_string(applied) + " streamed chunks applied)");
+                                      std::to_string(chunks_.size()) + " (" + note + ")");
   }
+  static std::string Applied(uint64_t n) { return std::to_string(n) + " streamed chunks applied"; }
 
   cpu::HostDriver* driver_;
   std::vector<GpuSide::StreamChunkSpans> chunks_;
@@ -180,10 +217,10 @@ std::unique_ptr<Executor> MakeHostResident(cpu::HostDriver* driver, std::vector<
                                            std::vector<size_t> hot_tensor) {
   return std::make_unique<HostResident>(driver, std::move(hot), std::move(hot_tensor));
 }
-std::unique_ptr<Executor> MakeGpuStream(GpuSide* gpu, std::vector<uint8_t> streamed) {
+std::unique_ptr<StreamExecutor> MakeGpuStream(GpuSide* gpu, std::vector<uint8_t> streamed) {
   return std::make_unique<GpuStream>(gpu, std::move(streamed));
 }
-std::unique_ptr<Executor> MakeHostStream(cpu::HostDriver* driver,
+std::unique_ptr<StreamExecutor> MakeHostStream(cpu::HostDriver* driver,
                                          std::vector<GpuSide::StreamChunkSpans> chunks,
                                          std::shared_ptr<FaultPlan> faults) {
   return std::make_unique<HostStream>(driver, std::move(chunks), std::move(faults));

@@ -25,14 +25,14 @@ std::unique_ptr<Executor> MakeHostResident(cpu::HostDriver* driver, std::vector<
                                            std::vector<size_t> hot_tensor);
 // GPU-stream class, GPU mode (GpuSide::LaunchStream; the stream plans are built already).
 // streamed[t]: whether tensor t has streamed elements.
-std::unique_ptr<Executor> MakeGpuStream(GpuSide* gpu, std::vector<uint8_t> streamed);
+std::unique_ptr<StreamExecutor> MakeGpuStream(GpuSide* gpu, std::vector<uint8_t> streamed);
 // GPU-stream class, host mode: each chunk copied into its host slot, stepped there by the
 // host kernels and copied back: the streaming data path with host memory standing in for
 // the device's, so that CI checks its layout and bits. `faults` (may be null) is asked once
 // per chunk copy (tandem/faults.h): a failed one throws Error(kCuda) naming the chunk and
 // the chunks applied before it; a failed download leaves that chunk's parameters updated
 // but its state not, as a lost device slot would.
-std::unique_ptr<Executor> MakeHostStream(cpu::HostDriver* driver,
+std::unique_ptr<StreamExecutor> MakeHostStream(cpu::HostDriver* driver,
                                          std::vector<GpuSide::StreamChunkSpans> chunks,
                                          std::shared_ptr<FaultPlan> faults);
 

@@ -22,6 +22,7 @@
 #include "engine/step_span.h"
 #include "offload/grad_stats.h"
 #include "offload/plan_groups.h"
+#include "offload/stream_layout.h"
 #include "offload/transport.h"
 #include "tandem/compute_split.h"
 #include "tandem/faults.h"
@@ -112,6 +113,14 @@ class GpuSide {
     int slot_index = 0;
     std::vector<StepSpan> spans;
     std::vector<uint32_t> span_tensor;  // per span: its tensor
+    // Only for a chunk that may be updated during backward (Note [Speculating streamed
+    // chunks], offload/stream_speculation.h; empty hold_spans: never): where its state's
+    // old bytes go (pinned, `bytes`), its spans with the parameters in the holding place,
+    // and the parameter ranges that place mirrors.
+    uint8_t* backup = nullptr;
+    std::vector<StepSpan> hold_spans;
+    std::vector<StreamLayout::HoldCopy> hold_copies;
+    bool speculative() const { return !hold_spans.empty(); }
   };
   virtual uint64_t BuildStream(Algorithm algo, std::vector<StreamChunkSpans> chunks,
                                int slots) = 0;
@@ -120,8 +129,22 @@ class GpuSide {
   // downloads), kernels for their upload and for the last Prepass (the gradients: call
   // after Prepass; the hot launch runs beside them), downloads for their kernel. Never
   // waits on the host. Returns the chunks enqueued.
+  // committed (empty, or one entry per chunk): chunks whose speculative update this step
+  // keeps; for those only their held parameters are copied into place (after the pre-pass:
+  // backward has stopped reading the parameters), nothing is streamed.
   virtual uint64_t LaunchStream(const std::vector<StepScalars>& scalars,
-                                const std::vector<uint32_t>& slot_of_tensor) = 0;
+                                const std::vector<uint32_t>& slot_of_tensor,
+                                const std::vector<uint8_t>& committed) = 0;
+  // Speculative early start of chunk c (chunks[c].speculative()), during backward, after
+  // the gradients queued so far on the caller's stream: upload its state, download the
+  // old bytes into its backup, copy its parameters into the holding place, step the hold
+  // spans with `scalars`, download the new state into the host chunk. The parameters are
+  // not written. Never waits on the host; call between two Steps only.
+  virtual void SpeculateStream(size_t c, const std::vector<StepScalars>& scalars,
+                               const std::vector<uint32_t>& slot_of_tensor) = 0;
+  // Waits until every SpeculateStream's downloads are done (the host chunks and backups
+  // are final).
+  virtual void WaitSpeculated() = 0;
   // Makes the caller's stream wait for the last LaunchStream's kernels (the parameters).
   // Step calls it after the offload pipeline has ordered its downloads after the caller's
   // stream: called before, it would hold those downloads behind every streamed chunk.

@@ -63,7 +63,7 @@ class CudaSide final : public GpuSide {
     for (cudaEvent_t e : stream_ev_)
       if (e != nullptr) cudaEventDestroy(e);
     for (const SlotEvents& e : slot_ev_)
-      for (cudaEvent_t x : {e.up, e.run, e.down}) cudaEventDestroy(x);
+      for (cudaEvent_t x : {e.up, e.run, e.down, e.backup}) cudaEventDestroy(x);
     for (cudaStream_t s : {up_, run_, down_})
       if (s != nullptr) cudaStreamDestroy(s);
   }
@@ -184,24 +184,30 @@ class CudaSide final : public GpuSide {
                        int slots) override {
     chunks_ = std::move(chunks);
     plans_.clear();
+    spec_plans_.clear();
     uint64_t bytes = 0;
-    for (size_t c = 0; c < chunks_.size(); ++c) {
+    // Per chunk (in chunk order), one plan per format set of `spans`.
+    auto build = [&](size_t c, const std::vector<StepSpan>& spans, std::vector<ChunkPlan>* out) {
       std::vector<StateFormats> formats;
-      for (const StepSpan& sp : chunks_[c].spans) formats.push_back(sp.formats);
+      for (const StepSpan& sp : spans) formats.push_back(sp.formats);
       const PlanGroups g = GroupByFormats(formats);
       for (size_t p = 0; p < g.formats.size(); ++p) {
         ChunkPlan cp;
         cp.chunk = c;
         std::vector<StepSpan> mine;
         for (uint32_t i : g.spans[p]) {
-          mine.push_back(chunks_[c].spans[i]);
+          mine.push_back(spans[i]);
           cp.tensor.push_back(chunks_[c].span_tensor[i]);
         }
         cp.plan = std::make_unique<gpu::StepPlan>(
             algo, g.formats[p], mine, std::vector<uint32_t>(mine.size(), kSkip));
         bytes += cp.plan->device_bytes();
-        plans_.push_back(std::move(cp));
+        out->push_back(std::move(cp));
       }
+    };
+    for (size_t c = 0; c < chunks_.size(); ++c) {
+      build(c, chunks_[c].spans, &plans_);
+      if (chunks_[c].speculative()) build(c, chunks_[c].hold_spans, &spec_plans_);
     }
     if (chunks_.empty()) return bytes;
     const char* what = "(stream executor streams and events)";
@@ -209,26 +215,16 @@ class CudaSide final : public GpuSide {
     TANDEM_CUDA(cudaStreamCreateWithFlags(&run_, cudaStreamNonBlocking), what);
     TANDEM_CUDA(cudaStreamCreateWithFlags(&down_, cudaStreamNonBlocking), what);
     for (int i = 0; i < slots; ++i)
-      slot_ev_.push_back({NewEvent(what), NewEvent(what), NewEvent(what)});
+      slot_ev_.push_back({NewEvent(what), NewEvent(what), NewEvent(what), NewEvent(what)});
     slot_used_.assign(slots, 0);
     for (cudaEvent_t& e : stream_ev_) e = NewEvent(what);
     return bytes;
   }
 
   uint64_t LaunchStream(const std::vector<StepScalars>& scalars,
-                        const std::vector<uint32_t>& slot_of_tensor) override {
+                        const std::vector<uint32_t>& slot_of_tensor,
+                        const std::vector<uint8_t>& committed) override {
     if (chunks_.empty()) return 0;
-    auto ctx = [&](size_t c, const char* what) {
-      return std::string("(streamed chunk ") + std::to_string(c) + " of " +
-             std::to_string(chunks_.size()) + ", " + std::to_string(chunks_[c].bytes) +
-             " bytes: " + what + ")";
-    };
-    auto fail_injected = [&](size_t c, const char* what) {  // tandem/faults.h
-      if (faults_ != nullptr && faults_->CopyFails())
-        throw Error(ErrorKind::kCuda, std::string("injected failure of ") + what +
-                                          " copy of streamed chunk " + std::to_string(c) + " of " +
-                                          std::to_string(chunks_.size()));
-    };
     // The kernels read the gradients: after the pre-pass, which came after them on the
     // caller's stream (not after the hot launch queued since: the streamed kernels run
     // beside it). Uploads read the host state: after the last step's downloads.
@@ -257,6 +253,14 @@ class CudaSide final : public GpuSide {
       for (; p < plans_.size() && plans_[p].chunk == c; ++p)
         for (uint32_t t : plans_[p].tensor) any |= slot_of_tensor[t] != kSkip;
       if (!any) continue;
+      if (!committed.empty() && committed[c] != 0) {
+        // Kept from the speculation: its parameters go into place (its spec kernel came
+        // earlier on run_; backward's reads of the parameters ended before the pre-pass).
+        for (const StreamLayout::HoldCopy& h : ch.hold_copies)
+          TANDEM_CUDA(cudaMemcpyAsync(h.param, h.hold, h.bytes, cudaMemcpyDeviceToDevice, run_),
+                      ctx(c, "held parameters into place"));
+        continue;
+      }
       SlotEvents& ev = slot_ev_[ch.slot_index];
       if (slot_used_[ch.slot_index])  // the slot's last chunk has gone down (or goes)
         TANDEM_CUDA(cudaStreamWaitEvent(up_, ev.down, 0), ctx(c, "wait for its slot"));
@@ -286,6 +290,65 @@ class CudaSide final : public GpuSide {
     launched_ = true;
     stream_timed_ = enqueued > 0;
     return enqueued;
+  }
+
+  void SpeculateStream(size_t c, const std::vector<StepScalars>& scalars,
+                       const std::vector<uint32_t>& slot_of_tensor) override {
+    const StreamChunkSpans& ch = chunks_.at(c);
+    if (!ch.speculative())
+      throw Error(ErrorKind::kInternal, "streamed chunk " + std::to_string(c) +
+                                            " has no place for a speculative update");
+    fail_injected(c, "upload");
+    // The gradients queued so far on the caller's stream (GradReady: this chunk's are
+    // final) come before the kernel; the last step's downloads before the upload.
+    TANDEM_CUDA(cudaEventRecord(stream_ev_[kGradsQueued], stream_), ctx(c, "speculation"));
+    TANDEM_CUDA(cudaStreamWaitEvent(run_, stream_ev_[kGradsQueued], 0), ctx(c, "speculation"));
+    if (launched_)
+      TANDEM_CUDA(cudaStreamWaitEvent(up_, stream_ev_[kDownDone], 0), ctx(c, "speculation"));
+    SlotEvents& ev = slot_ev_[ch.slot_index];
+    if (slot_used_[ch.slot_index])
+      TANDEM_CUDA(cudaStreamWaitEvent(up_, ev.down, 0), ctx(c, "wait for its slot"));
+    TANDEM_CUDA(cudaMemcpyAsync(ch.slot, ch.host, ch.bytes, cudaMemcpyHostToDevice, up_),
+                ctx(c, "upload"));
+    TANDEM_CUDA(cudaEventRecord(ev.up, up_), ctx(c, "upload"));
+    // Whatever happens from here on, the slot's next user waits for what was queued.
+    struct SlotFree {
+      CudaSide* self;
+      int slot;
+      ~SlotFree() {
+        cudaEventRecord(self->slot_ev_[slot].down, self->down_);
+        cudaEventRecord(self->stream_ev_[kSpecDone], self->down_);
+        self->slot_used_[slot] = 1;
+        self->spec_pending_ = true;
+      }
+    } slot_free{this, ch.slot_index};
+    // The old bytes into the backup before the kernel changes them.
+    TANDEM_CUDA(cudaStreamWaitEvent(down_, ev.up, 0), ctx(c, "backup waits for upload"));
+    TANDEM_CUDA(cudaMemcpyAsync(ch.backup, ch.slot, ch.bytes, cudaMemcpyDeviceToHost, down_),
+                ctx(c, "backup download"));
+    TANDEM_CUDA(cudaEventRecord(ev.backup, down_), ctx(c, "backup download"));
+    TANDEM_CUDA(cudaStreamWaitEvent(run_, ev.backup, 0), ctx(c, "kernel waits for backup"));
+    for (const StreamLayout::HoldCopy& h : ch.hold_copies)
+      TANDEM_CUDA(cudaMemcpyAsync(h.hold, h.param, h.bytes, cudaMemcpyDeviceToDevice, run_),
+                  ctx(c, "parameters into the holding place"));
+    std::vector<uint32_t> plan_slot;
+    for (const ChunkPlan& cp : spec_plans_) {
+      if (cp.chunk != c) continue;
+      plan_slot.clear();
+      for (uint32_t t : cp.tensor) plan_slot.push_back(slot_of_tensor[t]);
+      LaunchSlots(*cp.plan, plan_slot, scalars, run_);
+    }
+    TANDEM_CUDA(cudaEventRecord(ev.run, run_), ctx(c, "speculative kernel"));
+    TANDEM_CUDA(cudaStreamWaitEvent(down_, ev.run, 0), ctx(c, "download waits for kernel"));
+    fail_injected(c, "download");
+    TANDEM_CUDA(cudaMemcpyAsync(ch.host, ch.slot, ch.bytes, cudaMemcpyDeviceToHost, down_),
+                ctx(c, "download"));
+  }
+
+  void WaitSpeculated() override {
+    if (!spec_pending_) return;
+    TANDEM_CUDA(cudaEventSynchronize(stream_ev_[kSpecDone]), "(waiting for the speculated chunks)");
+    spec_pending_ = false;
   }
 
   void JoinStream() override {
@@ -331,17 +394,29 @@ class CudaSide final : public GpuSide {
     std::unique_ptr<gpu::StepPlan> plan;
   };
   struct SlotEvents {
-    cudaEvent_t up, run, down;
+    cudaEvent_t up, run, down, backup;
   };
-  enum { kFirstUp, kKernelsDone, kDownDone, kStreamEvents };
+  std::string ctx(size_t c, const char* what) const {
+    return std::string("(streamed chunk ") + std::to_string(c) + " of " +
+           std::to_string(chunks_.size()) + ", " + std::to_string(chunks_[c].bytes) +
+           " bytes: " + what + ")";
+  }
+  void fail_injected(size_t c, const char* what) const {  // tandem/faults.h
+    if (faults_ != nullptr && faults_->CopyFails())
+      throw Error(ErrorKind::kCuda, std::string("injected failure of ") + what +
+                                        " copy of streamed chunk " + std::to_string(c) + " of " +
+                                        std::to_string(chunks_.size()));
+  }
+  enum { kFirstUp, kKernelsDone, kDownDone, kGradsQueued, kSpecDone, kStreamEvents };
   static constexpr int kStreamSms = 8;  // SMs the hot launch leaves to streamed kernels
   std::vector<StreamChunkSpans> chunks_;
   std::vector<ChunkPlan> plans_;
+  std::vector<ChunkPlan> spec_plans_;  // over the hold spans of the speculative chunks
   std::vector<SlotEvents> slot_ev_;
   cudaEvent_t stream_ev_[kStreamEvents] = {};
   std::vector<uint8_t> slot_used_;  // per slot: a chunk went through it
   cudaStream_t up_ = nullptr, run_ = nullptr, down_ = nullptr;
-  bool launched_ = false, stream_timed_ = false;
+  bool launched_ = false, stream_timed_ = false, spec_pending_ = false;
 };
 
 void CudaSide::ProbeRates(uint64_t bytes, double kernel_bytes, MachineRates* rates) {

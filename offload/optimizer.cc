@@ -86,8 +86,15 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
 
 HybridOptimizer::Impl::~Impl() {
   // Mid-speculation: the worker finishes the chunk it is on (its download completes) and
-  // drops the rest; nothing it used is freed before it is joined.
+  // drops the rest; nothing it used is freed before it is joined. Streamed chunks'
+  // speculative copies finish before their buffers go.
   speculator_.reset();
+  if (stream_exec_ != nullptr) {
+    try {
+      stream_exec_->WaitSpeculated();
+    } catch (...) {  // a CUDA error: the streams are synchronised by GpuSide's destructor
+    }
+  }
   if (transport_) transport_->Drain();
 }
 
@@ -197,10 +204,13 @@ struct LayoutPlan {
   // buffer and (speculation) of its held parameters (kNoHold: uploads from the state).
   std::vector<uint64_t> early_off, hold_off;
   uint64_t early_bytes = 0, hold_bytes = 0;
+  // Speculating streamed chunks (Note [Speculating streamed chunks]): per stream chunk,
+  // the offsets of its backup and of its parameters' holding place (kNoHold: the chunk
+  // streams at Step only).
+  std::vector<uint64_t> spec_backup_off, spec_hold_off;
+  uint64_t spec_backup_bytes = 0, spec_hold_bytes = 0;
   MemoryReport report;
 };
-
-constexpr uint64_t kNoHold = ~uint64_t{0};
 
 LayoutPlan PlanLayout(const std::vector<TensorSpec>& specs, const OptimizerConfig& cfg,
                       const Placement& placement, bool gpu) {
@@ -257,6 +267,22 @@ LayoutPlan PlanLayout(const std::vector<TensorSpec>& specs, const OptimizerConfi
   }
   lp.early_bytes = early.total();
   lp.hold_bytes = hold.total();
+  const std::vector<offload::StreamChunk>& sch = lp.stream.chunks();
+  lp.spec_backup_off.assign(sch.size(), kNoHold);
+  lp.spec_hold_off.assign(sch.size(), kNoHold);
+  if (cfg.speculative_early_start) {
+    // The last chunks, whose gradients backward produces first, within the budget.
+    offload::SlabLayout backup, held;
+    uint64_t taken = 0;
+    for (size_t c = sch.size(); c-- > 0;) {
+      if (taken + sch[c].bytes > cfg.speculative_stream_bytes) break;
+      taken += sch[c].bytes;
+      lp.spec_backup_off[c] = backup.Add(sch[c].bytes);
+      lp.spec_hold_off[c] = held.Add(lp.stream.hold_bytes(c, specs));
+    }
+    lp.spec_backup_bytes = backup.total();
+    lp.spec_hold_bytes = held.total();
+  }
   MemoryReport::Bytes& dev = gpu ? lp.report.device : lp.report.host;
   lp.hot.Report(&dev);
   lp.cold.Report(&lp.report.host);
@@ -269,7 +295,8 @@ LayoutPlan PlanLayout(const std::vector<TensorSpec>& specs, const OptimizerConfi
     // buffer (staging, as when GradReady allocates it on first use) and the backup of
     // the offloaded state (the cold layout again) plus the parameter holding buffer.
     lp.report.host.staging += lp.early_bytes;
-    lp.report.host.speculation += lp.cold.bytes() + lp.hold_bytes;
+    lp.report.host.speculation += lp.cold.bytes() + lp.hold_bytes + lp.spec_backup_bytes;
+    dev.speculation += lp.spec_hold_bytes;
   }
   return lp;
 }
@@ -295,6 +322,12 @@ void HybridOptimizer::Impl::BuildLayout() {
     stream_pieces_[stream_.pieces()[i].tensor].push_back(i);
   stream_slots_ = offload::Slab(hot_kind, lp.stream_slot_bytes, "stream executor device slots",
                                 faults);
+  stream_backup_slab_ = offload::Slab(cold_kind, lp.spec_backup_bytes,
+                                      "speculation backup of the streamed state", faults);
+  stream_hold_slab_ = offload::Slab(hot_kind, lp.spec_hold_bytes,
+                                    "speculation holding place of streamed parameters", faults);
+  stream_backup_off_ = lp.spec_backup_off;
+  stream_hold_off_ = lp.spec_hold_off;
   for (size_t t = 0; t < n; ++t)
     if (hot_.part(t).alias_param) hot_.AliasMaster(t, specs_[t].param, formats_[t].master);
   staging_slab_ = offload::Slab(cold_kind, lp.staging_bytes, "offload pipeline staging slots",
@@ -462,13 +495,17 @@ MemoryReport PredictMemory(const std::vector<TensorSpec>& tensors, const Optimiz
     r.device.metadata += offload::GpuSide::PredictMetadataBytes(hot, hot_formats, grads);
     std::vector<std::vector<uint64_t>> chunk_numels;
     std::vector<std::vector<StateFormats>> chunk_formats;
-    for (const offload::StreamChunk& c : lp.stream.chunks()) {
-      chunk_numels.emplace_back();
-      chunk_formats.emplace_back();
-      for (uint32_t i = c.first; i < c.end; ++i) {
-        const offload::StreamPiece& piece = lp.stream.pieces()[i];
-        chunk_numels.back().push_back(piece.count);
-        chunk_formats.back().push_back(offload::EffectiveFormats(tensors[piece.tensor], config));
+    for (size_t k = 0; k < lp.stream.chunks().size(); ++k) {
+      const offload::StreamChunk& c = lp.stream.chunks()[k];
+      // A speculative chunk has a second set of plans, over its hold spans.
+      for (int copy = 0; copy < (lp.spec_hold_off[k] != kNoHold ? 2 : 1); ++copy) {
+        chunk_numels.emplace_back();
+        chunk_formats.emplace_back();
+        for (uint32_t i = c.first; i < c.end; ++i) {
+          const offload::StreamPiece& piece = lp.stream.pieces()[i];
+          chunk_numels.back().push_back(piece.count);
+          chunk_formats.back().push_back(offload::EffectiveFormats(tensors[piece.tensor], config));
+        }
       }
     }
     r.device.metadata += offload::GpuSide::PredictStreamMetadataBytes(chunk_numels, chunk_formats);

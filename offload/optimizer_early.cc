@@ -42,8 +42,12 @@ void HybridOptimizer::Impl::GradReady(size_t i) {
   if (i >= specs_.size())
     throw Error(ErrorKind::kInvalidArgument, "GradReady: tensor index " + std::to_string(i) +
                                                  " of " + std::to_string(specs_.size()));
-  if (!pipeline_ || cold_.part(i).count == 0) return;
   const bool again = grad_ready_[i] != 0;
+  if (stream_spec_) {  // streamed chunks: the gradient stays on the GPU
+    grad_ready_[i] = 1;
+    if (begun_) stream_spec_->TensorReady(i, again, grad_ready_);
+  }
+  if (!pipeline_ || cold_.part(i).count == 0) return;
   AllocateEarlyBuffer();
   if (again && begun_ && speculator_) {
     (void)speculator_->WaitIdle();  // a chunk's error stays recorded; Step reports it
@@ -80,8 +84,11 @@ void HybridOptimizer::Impl::BeginStep(double lr, const StepOptions& opt) {
     for (size_t c = 0; c < chunks_.size(); ++c)
       if (chunk_ticket_[c] != 0) speculator_->Enqueue(c, chunk_ticket_[c]);
   }
+  // Streamed chunks whose tensors were marked ready before BeginStep go now.
+  if (stream_spec_) stream_spec_->Begin(&spec_scalars_, &spec_slot_, grad_ready_);
   begun_ = true;
   spec_commit_ = false;
+  stream_commit_ = false;
   begun_lr_ = lr;
   begun_opt_ = opt;
 }
@@ -97,8 +104,17 @@ void HybridOptimizer::Impl::EndEarlyStart() noexcept {
     }
     speculator_->End();
   }
+  if (begun_ && stream_spec_) {
+    try {
+      if (!stream_commit_) stream_spec_->Rollback();
+    } catch (...) {
+      // Only a CUDA error waiting for the copies; the next CUDA call reports it.
+    }
+    stream_spec_->End();
+  }
   begun_ = false;
   spec_commit_ = false;
+  stream_commit_ = false;
   for (size_t c = 0; c < chunks_.size(); ++c) {
     chunk_ticket_[c] = 0;
     chunks_[c].stepped = false;

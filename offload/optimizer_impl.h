@@ -32,6 +32,7 @@
 #include "offload/memory.h"
 #include "offload/pipeline.h"
 #include "offload/speculation.h"
+#include "offload/stream_speculation.h"
 #include "offload/state_layout.h"
 #include "offload/stream_layout.h"
 #include "offload/transport.h"
@@ -42,6 +43,9 @@ namespace tandem {
 // Throws Error(kInvalidArgument) naming the first bad value: lr finite and >= 0,
 // loss_scale finite and > 0, max_grad_norm finite and >= 0 (Step and BeginStep).
 void ValidateStepArgs(double lr, const StepOptions& opt);
+
+// An offset into a holding slab that marks "none here".
+inline constexpr uint64_t kNoHold = ~uint64_t{0};
 
 class HybridOptimizer::Impl {
  public:
@@ -134,6 +138,10 @@ class HybridOptimizer::Impl {
   offload::Slab hot_slab_, cold_slab_, staging_slab_, early_slab_;
   offload::Slab stream_slab_, stream_slots_;  // the streamed state; its device slots
   std::vector<std::vector<size_t>> stream_pieces_;  // per tensor: its streamed pieces
+  // Speculating streamed chunks (offload/stream_speculation.h): backups (pinned) and
+  // parameter holding places (device), per stream chunk at these offsets (all ones: none).
+  offload::Slab stream_backup_slab_, stream_hold_slab_;
+  std::vector<uint64_t> stream_backup_off_, stream_hold_off_;
   MemoryReport report_;
 
   cpu::HostDriver driver_;
@@ -166,6 +174,9 @@ class HybridOptimizer::Impl {
   std::vector<uint32_t> slot_;           // per tensor: its slot in scalars_ this step
   std::vector<uint8_t> active_;          // per tensor: stepped this step
   std::vector<std::unique_ptr<offload::Executor>> executors_;
+  offload::StreamExecutor* stream_exec_ = nullptr;  // the GPU-stream executor, if any
+  std::unique_ptr<offload::StreamSpeculation> stream_spec_;  // with speculative chunks only
+  bool stream_commit_ = false;  // this Step keeps the streamed speculation
 
   StageTimes times_;
 

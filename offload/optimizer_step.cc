@@ -120,6 +120,8 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
     times_.speculative_host_ms = speculator_->busy_ms();
     if (err) std::rethrow_exception(err);
   }
+  const bool stream_speculating = begun_ && stream_spec_ != nullptr;
+  if (stream_speculating && stream_spec_->error()) std::rethrow_exception(stream_spec_->error());
   StepResult result;
   result.step = step_;
   result.grad_norm = std::sqrt(norm.sum_squares) / opt.loss_scale;
@@ -128,28 +130,38 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
     if (!std::isfinite(result.grad_norm) || norm.nonfinite)
       result.grad_norm = std::numeric_limits<double>::infinity();
     if (speculating) times_.rolled_back_chunks = speculator_->Rollback();
+    if (stream_speculating) times_.rolled_back_stream_chunks = stream_spec_->Rollback();
     times_.step_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     return result;
   }
   const double clip = ClipCoefficient(result.grad_norm, opt);
   const double grad_mul = clip / opt.loss_scale;
-  if (speculating) {
+  if (speculating || stream_speculating) {
     // A chunk speculated on for a tensor that this step leaves out was stepped wrongly.
-    bool all_active = true;
-    for (size_t c = 0; c < chunks_.size(); ++c)
-      if (speculator_->stepped(c) && active_[chunks_[c].tensor] == 0) all_active = false;
+    bool all_active = !stream_speculating || stream_spec_->AllActive(active_);
+    if (speculating)
+      for (size_t c = 0; c < chunks_.size(); ++c)
+        if (speculator_->stepped(c) && active_[chunks_[c].tensor] == 0) all_active = false;
     if (clip == 1.0 && all_active) {
-      // Commit: the speculated chunks keep their update; only their uploads remain.
-      spec_commit_ = true;
-      for (size_t c = 0; c < chunks_.size(); ++c) {
-        chunks_[c].stepped = speculator_->stepped(c);
-        chunks_[c].host_param = speculator_->hold(c);
-        times_.speculated_chunks += chunks_[c].stepped ? 1 : 0;
+      // Commit: the speculated chunks keep their update; only their uploads (host
+      // pipeline) or their parameter copies (streamed) remain.
+      if (speculating) {
+        spec_commit_ = true;
+        for (size_t c = 0; c < chunks_.size(); ++c) {
+          chunks_[c].stepped = speculator_->stepped(c);
+          chunks_[c].host_param = speculator_->hold(c);
+          times_.speculated_chunks += chunks_[c].stepped ? 1 : 0;
+        }
+      }
+      if (stream_speculating) {
+        stream_commit_ = true;
+        times_.speculated_stream_chunks = stream_spec_->speculated_count();
       }
     } else {
       // Clipping (or a tensor left out): the speculation assumed the wrong step. Undo it;
       // the normal path below steps every chunk (from the gradients already on the host).
-      times_.rolled_back_chunks = speculator_->Rollback();
+      if (speculating) times_.rolled_back_chunks = speculator_->Rollback();
+      if (stream_speculating) times_.rolled_back_stream_chunks = stream_spec_->Rollback();
     }
   }
   // 2. Scalar slots (Note [Scalar slots]), validated before anything is written.
@@ -161,7 +173,8 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
   // 3. The executors (Note [Executors], offload/executor.h): every one launched, then
   // every one finished; on a failure, the one that failed and those before it are
   // abandoned (their queued work still orders the caller's stream).
-  const offload::StepWork work{&scalars_, &slot_, &times_};
+  const offload::StepWork work{&scalars_, &slot_, &times_,
+                               stream_commit_ ? &stream_spec_->speculated() : nullptr};
   size_t launched = 0;
   try {
     for (; launched < executors_.size(); ++launched) executors_[launched]->Launch(work);

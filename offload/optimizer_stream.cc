@@ -92,6 +92,8 @@ double HybridOptimizer::Impl::ChooseComputeShare() {
 
 void HybridOptimizer::Impl::BuildExecutors(std::vector<StepSpan> hot) {
   executors_.clear();
+  stream_exec_ = nullptr;
+  stream_spec_.reset();
   if (gpu())
     executors_.push_back(offload::MakeGpuResident(gpu_.get(), hot_tensor_, specs_.size()));
   else
@@ -107,18 +109,39 @@ void HybridOptimizer::Impl::BuildExecutors(std::vector<StepSpan> hot) {
       ch.host = stream_.host_chunk(c);
       ch.bytes = chunks[c].bytes;
       ch.spans = stream_.SlotSpans(c, ch.slot, specs_, &ch.span_tensor);
+      if (stream_backup_off_[c] != kNoHold) {
+        ch.backup = stream_backup_slab_.data() + stream_backup_off_[c];
+        ch.hold_spans = stream_.HoldSpans(c, ch.spans, specs_,
+                                          stream_hold_slab_.data() + stream_hold_off_[c],
+                                          &ch.hold_copies);
+      }
       all.push_back(std::move(ch));
     }
+    // The speculation's view of the chunks (Note [Speculating streamed chunks]).
+    std::vector<std::vector<uint32_t>> chunk_tensors;
+    std::vector<offload::StreamSpeculation::Restore> restore;
+    bool speculative = false;
+    for (const offload::GpuSide::StreamChunkSpans& ch : all) {
+      chunk_tensors.push_back(ch.span_tensor);
+      restore.push_back({ch.speculative() ? ch.host : nullptr, ch.backup, ch.bytes});
+      speculative |= ch.speculative();
+    }
+    std::unique_ptr<offload::StreamExecutor> exec;
     if (gpu()) {
       report_.device.metadata +=
           gpu_->BuildStream(cfg_.algorithm, std::move(all), cfg_.stream_slots);
       std::vector<uint8_t> streamed(specs_.size(), 0);
       for (size_t t = 0; t < specs_.size(); ++t)
         streamed[t] = placement_.tensors[t].stream_count > 0 ? 1 : 0;
-      executors_.push_back(offload::MakeGpuStream(gpu_.get(), std::move(streamed)));
+      exec = offload::MakeGpuStream(gpu_.get(), std::move(streamed));
     } else {
-      executors_.push_back(offload::MakeHostStream(&driver_, std::move(all), cfg_.faults));
+      exec = offload::MakeHostStream(&driver_, std::move(all), cfg_.faults);
     }
+    stream_exec_ = exec.get();
+    executors_.push_back(std::move(exec));
+    if (speculative)
+      stream_spec_ = std::make_unique<offload::StreamSpeculation>(
+          stream_exec_, std::move(chunk_tensors), std::move(restore), specs_.size());
   }
   if (pipeline_) {
     offload::ExecutorFns fns;

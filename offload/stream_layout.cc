@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "engine/state_arrays.h"
+#include "offload/memory.h"
 #include "offload/tensor_formats.h"
 #include "tandem/error.h"
 
@@ -127,6 +128,36 @@ std::vector<StepSpan> StreamLayout::SlotSpans(size_t c, uint8_t* slot,
                    : static_cast<uint8_t*>(s.param) + p.offset * DTypeSize(s.param_dtype);
     spans.push_back(sp);
     span_tensor->push_back(static_cast<uint32_t>(p.tensor));
+  }
+  return spans;
+}
+
+uint64_t StreamLayout::hold_bytes(size_t c, const std::vector<TensorSpec>& specs) const {
+  uint64_t bytes = 0;
+  for (uint32_t i = chunks_[c].first; i < chunks_[c].end; ++i)
+    bytes += Aligned(pieces_[i].count * DTypeSize(specs[pieces_[i].tensor].param_dtype));
+  return bytes;
+}
+
+std::vector<StepSpan> StreamLayout::HoldSpans(size_t c, std::vector<StepSpan> spans,
+                                              const std::vector<TensorSpec>& specs, uint8_t* hold,
+                                              std::vector<HoldCopy>* copies) const {
+  const StreamChunk& ch = chunks_[c];
+  copies->clear();
+  uint8_t* at = hold;
+  for (uint32_t i = ch.first; i < ch.end; ++i) {
+    const StreamPiece& p = pieces_[i];
+    const TensorSpec& s = specs[p.tensor];
+    const uint64_t bytes = p.count * DTypeSize(s.param_dtype);
+    uint8_t* param = static_cast<uint8_t*>(s.param) + p.offset * DTypeSize(s.param_dtype);
+    StepSpan& sp = spans[i - ch.first];
+    if (sp.param != nullptr) sp.param = at;
+    ForEachStateArray(sp, [&](StateArray, auto*& ptr) {
+      if (ptr != nullptr && reinterpret_cast<const uint8_t*>(ptr) == param)
+        ptr = reinterpret_cast<std::remove_reference_t<decltype(ptr)>>(at);
+    });
+    copies->push_back({param, at, bytes});
+    at += Aligned(bytes);
   }
   return spans;
 }

@@ -64,6 +64,23 @@ class StreamLayout {
                                   std::vector<uint32_t>* span_tensor) const;
   uint8_t* host_chunk(size_t c) const { return base_ + chunks_[c].begin; }
 
+  // Bytes of chunk c's parameters (every piece's elements in its parameter's dtype, each
+  // piece's range aligned): the place its speculative update writes them to.
+  uint64_t hold_bytes(size_t c, const std::vector<TensorSpec>& specs) const;
+  // Chunk c's slot spans (SlotSpans) with every parameter write, and every aliased master,
+  // moved from the parameter into `hold` (hold_bytes(c) bytes); copies receives, per
+  // piece, the parameter range and its place in `hold`. The spans read an aliased
+  // master from `hold`, so `hold` must hold the parameters' current values first
+  // (Note [Speculating streamed chunks], offload/stream_speculation.h).
+  struct HoldCopy {
+    uint8_t* param = nullptr;
+    uint8_t* hold = nullptr;
+    uint64_t bytes = 0;
+  };
+  std::vector<StepSpan> HoldSpans(size_t c, std::vector<StepSpan> slot_spans,
+                                  const std::vector<TensorSpec>& specs, uint8_t* hold,
+                                  std::vector<HoldCopy>* copies) const;
+
  private:
   std::vector<StreamPiece> pieces_;
   std::vector<StreamChunk> chunks_;

@@ -393,7 +393,8 @@ class PyOptimizer {
               int host_threads, uint64_t chunk_elements, int pipeline_slots, uint64_t cuda_stream,
               bool speculative_early_start, const std::vector<int>& host_cpus,
               uint64_t pinned_budget, const std::string& offload_compute,
-              const py::object& machine_rates, uint64_t stream_chunk_bytes, int stream_slots) {
+              const py::object& machine_rates, uint64_t stream_chunk_bytes, int stream_slots,
+              uint64_t speculative_stream_bytes) {
     std::vector<TensorSpec> specs;
     for (auto t : tensors) specs.push_back(SpecFromTuple(t.cast<py::tuple>()));
     OptimizerConfig cfg;
@@ -410,6 +411,7 @@ class PyOptimizer {
     cfg.pipeline_slots = pipeline_slots;
     cfg.cuda_stream = ToPointer(cuda_stream);
     cfg.speculative_early_start = speculative_early_start;
+    cfg.speculative_stream_bytes = speculative_stream_bytes;
     cfg.host_cpus = host_cpus;
     cfg.pinned_budget_bytes = pinned_budget;
     cfg.offload_compute = ParseOffloadCompute(offload_compute);
@@ -661,6 +663,8 @@ class PyOptimizer {
     d["speculated_chunks"] = t.speculated_chunks;
     d["rolled_back_chunks"] = t.rolled_back_chunks;
     d["speculative_host_ms"] = t.speculative_host_ms;
+    d["speculated_stream_chunks"] = t.speculated_stream_chunks;
+    d["rolled_back_stream_chunks"] = t.rolled_back_stream_chunks;
     return d;
   }
 
@@ -784,7 +788,7 @@ PYBIND11_MODULE(_C, m) {
                     const std::string&, const std::string&, double, const std::string&,
                     const std::string&, int, uint64_t, int, uint64_t, bool,
                     const std::vector<int>&, uint64_t, const std::string&, const py::object&,
-                    uint64_t, int>(),
+                    uint64_t, int, uint64_t>(),
            py::arg("tensors"), py::arg("algorithm"), py::arg("groups"), py::arg("master") = "f32",
            py::arg("momentum") = "f32", py::arg("variance") = "f32",
            py::arg("offload_fraction") = 0.0, py::arg("placement") = "backward_order",
@@ -794,6 +798,7 @@ PYBIND11_MODULE(_C, m) {
            py::arg("host_cpus") = std::vector<int>{}, py::arg("pinned_budget") = uint64_t{0},
            py::arg("offload_compute") = "auto", py::arg("machine_rates") = py::none(),
            py::arg("stream_chunk_bytes") = uint64_t{64} << 20, py::arg("stream_slots") = 3,
+           py::arg("speculative_stream_bytes") = uint64_t{2} << 30,
            "tensors: list of (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, "
            "group[, shape[, formats[, norm_unit]]]); shape: dims or None; formats: None or a "
            "dict {'master', 'momentum', 'variance'} of format names overriding this tensor's "

@@ -138,6 +138,14 @@ struct OptimizerConfig {
   // offloaded state plus a parameter holding buffer (MemoryReport::Bytes::speculation).
   // BeginStep throws Error(kInvalidArgument) when this is false. Default: off.
   bool speculative_early_start = false;
+  // Speculative early start of streamed elements (Note [Speculating streamed chunks] in
+  // offload/stream_speculation.h): at most this many bytes of the streamed state, whole
+  // chunks taken from the last registered (backward's first gradients), may be updated
+  // on the GPU during backward. Each such chunk also takes its size again in pinned memory
+  // (the backup) and, on the GPU, a place for its updated parameters (about 0.64 bytes per
+  // state byte for bf16 parameters with bf16+ecc8/q8/q8), both counted in
+  // MemoryReport::Bytes::speculation. 0: streamed chunks are updated at Step only.
+  uint64_t speculative_stream_bytes = uint64_t{2} << 30;
   // Failures to inject, for tests and fault drills (tandem/faults.h); production code
   // leaves it unset (nullptr: nothing is injected). The optimizer shares the plan with the
   // caller, who may arm it at any time: every copy of the offload pipeline's transport and
@@ -250,6 +258,10 @@ struct StageTimes {
   uint64_t speculated_chunks = 0;
   uint64_t rolled_back_chunks = 0;
   double speculative_host_ms = 0;
+  // The same for streamed chunks: updated during backward and kept by this Step (their
+  // parameters copied into place, nothing streamed), and restored from their backup.
+  uint64_t speculated_stream_chunks = 0;
+  uint64_t rolled_back_stream_chunks = 0;
 };
 
 class HybridOptimizer {

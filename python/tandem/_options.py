@@ -57,7 +57,11 @@ def offload_compute_text(value):
     return repr(share)
 
 
-def check_stream_options(stream_chunk_bytes, stream_slots, machine_rates):
+def check_stream_options(stream_chunk_bytes, stream_slots, machine_rates,
+                         speculative_stream_bytes=0):
+    if not is_int(speculative_stream_bytes) or speculative_stream_bytes < 0:
+        raise ValueError("speculative_stream_bytes must be an integer >= 0, got %r"
+                         % (speculative_stream_bytes,))
     if not is_int(stream_chunk_bytes) or stream_chunk_bytes < 4096:
         raise ValueError("stream_chunk_bytes must be an integer >= 4096, got %r"
                          % (stream_chunk_bytes,))

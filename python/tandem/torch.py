@@ -157,7 +157,11 @@ class TandemOptimizer(_torch.optim.Optimizer):
         step keeps the speculative results when every gradient is finite and clipping
         does not trigger, and otherwise restores them, so results are bit-identical
         either way. Costs a host backup of the offloaded state (``memory()["host"]
-        ["speculation"]``). Default False.
+        ["speculation"]``). Default False. Streamed chunks (``offload_compute``) are
+        speculated on the GPU, from the last registered, up to
+        ``speculative_stream_bytes`` of their state (default 2 GiB; each such chunk
+        also takes its size in pinned memory and a place on the GPU for its updated
+        parameters, ``memory()[...]["speculation"]``; 0: none).
       hyperparam_update: what to do when a group's hyper-parameters change after
         construction (per-group learning-rate ratios, betas, eps, weight decay):
         "restore" (default) passes the new values to the engine before the step
@@ -178,14 +182,15 @@ class TandemOptimizer(_torch.optim.Optimizer):
                  max_grad_norm=0.0, early_start=False, speculative_early_start=False,
                  hyperparam_update="restore", host_cpus="auto", pinned_budget="auto",
                  offload_compute="auto", machine_rates=None, stream_chunk_bytes=64 << 20,
-                 stream_slots=3):
+                 stream_slots=3, speculative_stream_bytes=2 << 30):
         if hyperparam_update not in ("error", "restore"):
             raise ValueError("hyperparam_update must be 'error' or 'restore', got %r"
                              % (hyperparam_update,))
         _options.check_options(offload_fraction, host_threads, chunk_elements,
                                pipeline_slots, max_grad_norm)
         offload_compute = _options.offload_compute_text(offload_compute)
-        _options.check_stream_options(stream_chunk_bytes, stream_slots, machine_rates)
+        _options.check_stream_options(stream_chunk_bytes, stream_slots, machine_rates,
+                                      speculative_stream_bytes)
         formats = (
             _options.pick_format("master", "master_format", master_format, "master", master),
             _options.pick_format("momentum", "momentum_format", momentum_format, "momentum",
@@ -235,7 +240,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
             pinned_budget=_node.pinned_budget(pinned_budget),
             offload_compute=offload_compute,
             machine_rates=dict(machine_rates) if machine_rates is not None else None,
-            stream_chunk_bytes=int(stream_chunk_bytes), stream_slots=int(stream_slots))
+            stream_chunk_bytes=int(stream_chunk_bytes), stream_slots=int(stream_slots),
+            speculative_stream_bytes=int(speculative_stream_bytes))
         self.host_cpus = tuple(self._engine_options["host_cpus"])  # (): unrestricted
         self.rebinds = 0
         self._rebind_step = None

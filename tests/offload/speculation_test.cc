@@ -191,8 +191,15 @@ const Formats kSetups[] = {
      DType::kF32},
 };
 
-OptimizerConfig Config(const Formats& s, double fraction, uint64_t chunk, bool speculative) {
+// share > 0: that share of the host-resident elements streams through host slots, in
+// chunks of at most stream_bytes, of which the last spec_stream_bytes may be speculated.
+OptimizerConfig Config(const Formats& s, double fraction, uint64_t chunk, bool speculative,
+                       double share = 0.0, uint64_t stream_bytes = 4096,
+                       uint64_t spec_stream_bytes = uint64_t{2} << 30) {
   OptimizerConfig c;
+  c.offload_compute = share;
+  c.stream_chunk_bytes = stream_bytes;
+  c.speculative_stream_bytes = spec_stream_bytes;
   c.algorithm = s.algo;
   c.formats = s.formats;
   c.offload_fraction = fraction;
@@ -224,6 +231,7 @@ enum class Drive {
   kSpeculative,  // BeginStep, GradReady for every tensor in backward order, Step
   kPartial,      // BeginStep, GradReady for two tensors of three, Step
   kLateBegin,    // GradReady for the last few tensors, then BeginStep, then the rest
+  kTwice,        // BeginStep, GradReady for all on other gradients, then again on the real ones
 };
 
 struct Outcome {
@@ -231,6 +239,7 @@ struct Outcome {
   std::vector<std::vector<uint8_t>> params;
   std::vector<StepResult> results;
   uint64_t speculated = 0, rolled_back = 0;
+  uint64_t stream_speculated = 0, stream_rolled_back = 0;
 };
 
 Outcome Train(const Formats& s, const OptimizerConfig& c, Drive drive, int steps) {
@@ -245,7 +254,12 @@ Outcome Train(const Formats& s, const OptimizerConfig& c, Drive drive, int steps
     const Kind kind = KindOf(t);
     const double lr = 1e-3 * (1.0 + 0.01 * t);
     const StepOptions o{.max_grad_norm = kMaxNorm, .loss_scale = t % 2 == 0 ? 4.0 : 1.0};
-    if (drive == Drive::kSpeculative || drive == Drive::kPartial) opt.BeginStep(lr, o);
+    if (drive == Drive::kSpeculative || drive == Drive::kPartial || drive == Drive::kTwice)
+      opt.BeginStep(lr, o);
+    if (drive == Drive::kTwice) {  // a first micro-batch whose gradients are not final
+      m.FillGrads(t + 100, 0.1f);
+      for (size_t i = n; i-- > 0;) opt.GradReady(i);
+    }
     // "Backward": gradients become final in backward order, each announced at once.
     m.FillGrads(t, kind == Kind::kClip ? 1.0f : 0.1f);
     if (kind == Kind::kNaN) Model::Store(m.grads[t % 2 == 0 ? 7 : 0].data(), m.grad_dtype, 3, NAN);
@@ -259,8 +273,11 @@ Outcome Train(const Formats& s, const OptimizerConfig& c, Drive drive, int steps
     const StageTimes st = opt.last_step_times();
     run.speculated += st.speculated_chunks;
     run.rolled_back += st.rolled_back_chunks;
+    run.stream_speculated += st.speculated_stream_chunks;
+    run.stream_rolled_back += st.rolled_back_stream_chunks;
     if (kind != Kind::kNormal) {
       EXPECT_EQ(st.speculated_chunks, 0u) << "step " << t;
+      EXPECT_EQ(st.speculated_stream_chunks, 0u) << "step " << t;
     }
   }
   run.snap = opt.Snapshot();
@@ -302,6 +319,111 @@ TEST(SpeculativeEarlyStart, BitIdenticalWithNonFiniteAndClippedStepsMixedIn) {
       }
     }
   }
+}
+
+// Note [Speculating streamed chunks]: the streamed chunks' speculation (host slots
+// standing in for the device's) gives the bits of plain steps at every share, chunk size
+// and speculation budget, whatever each step does.
+TEST(SpeculativeEarlyStart, StreamedChunksBitIdentical) {
+  constexpr int kSteps = 10;
+  for (const Formats& s : kSetups) {
+    for (double f : {0.5, 1.0}) {
+      for (double share : {0.5, 1.0}) {
+        for (uint64_t budget : {uint64_t{2} << 30, uint64_t{4096}}) {
+          const std::string what = std::string(Name(s.algo)) + " " + Name(s.formats) +
+                                   " f=" + std::to_string(f) + " share=" + std::to_string(share) +
+                                   " budget=" + std::to_string(budget);
+          const Outcome plain =
+              Train(s, Config(s, f, 256, false, share), Drive::kPlain, kSteps);
+          for (Drive d : {Drive::kSpeculative, Drive::kPartial, Drive::kLateBegin, Drive::kTwice}) {
+            const Outcome got =
+                Train(s, Config(s, f, 256, true, share, 4096, budget), d, kSteps);
+            ExpectSameRun(got, plain, what + " drive " + std::to_string(int(d)));
+            if (d == Drive::kPartial) continue;  // chunks of unannounced tensors never go
+            EXPECT_GT(got.stream_speculated, 0u) << what << " drive " << int(d) << ": nothing was speculated";
+            EXPECT_GT(got.stream_rolled_back, 0u) << what << " drive " << int(d) << ": nothing was rolled back";
+          }
+        }
+      }
+    }
+  }
+}
+
+// The budget takes whole chunks from the last: the first streamed chunks never speculate.
+TEST(SpeculativeEarlyStart, StreamedBudgetTakesTheLastChunks) {
+  const Formats& s = kSetups[0];
+  Model m;
+  m.Init(7);
+  HybridOptimizer opt(m.Specs(2), Config(s, 1.0, 256, true, 1.0, 4096, 3 * 4096));
+  for (int t = 1; t <= 2; ++t) {
+    opt.BeginStep(1e-3);
+    m.FillGrads(t);
+    for (size_t i = m.sizes.size(); i-- > 0;) opt.GradReady(i);
+    ASSERT_TRUE(opt.Step(1e-3).applied);
+    const StageTimes st = opt.last_step_times();
+    EXPECT_GE(st.speculated_stream_chunks, 1u);
+    EXPECT_LE(st.speculated_stream_chunks, 3u);
+    EXPECT_GT(st.stream_chunks, 0u) << "chunks outside the budget stream at Step";
+    EXPECT_EQ(st.rolled_back_stream_chunks, 0u);
+  }
+  // Budget 0: nothing speculates, nothing is allocated for it.
+  OptimizerConfig none = Config(s, 1.0, 256, true, 1.0, 4096, 0);
+  HybridOptimizer off(m.Specs(2), none);
+  off.BeginStep(1e-3);
+  m.FillGrads(3);
+  for (size_t i = m.sizes.size(); i-- > 0;) off.GradReady(i);
+  off.Step(1e-3);
+  EXPECT_EQ(off.last_step_times().speculated_stream_chunks, 0u);
+  // The backups and holding places are reported, predicted, and within the budget: at
+  // most 3 chunks of state plus their bf16 parameters (2 bytes per element).
+  const uint64_t extra = opt.memory().host.speculation - off.memory().host.speculation;
+  EXPECT_GT(extra, 0u);
+  EXPECT_LE(extra, 2 * 3 * 4096u);
+  const MemoryReport pred =
+      PredictMemory(m.Specs(2), Config(s, 1.0, 256, true, 1.0, 4096, 3 * 4096), ExecutionMode::kHost);
+  EXPECT_EQ(pred.host.speculation, opt.memory().host.speculation);
+  EXPECT_EQ(pred.host.total(), opt.memory().host.total());
+  EXPECT_EQ(PredictMemory(m.Specs(2), none, ExecutionMode::kHost).host.speculation,
+            off.memory().host.speculation);
+}
+
+// A speculative copy that fails fails the Step, which changes nothing; the next step
+// runs normally and gives the plain run's bits.
+TEST(SpeculativeEarlyStart, AFailedStreamedSpeculationChangesNothing) {
+  const Formats& s = kSetups[0];
+  Model a, b;
+  a.Init(7);
+  b.Init(7);
+  OptimizerConfig cp = Config(s, 1.0, 256, false, 1.0), cs = Config(s, 1.0, 256, true, 1.0);
+  auto faults = std::make_shared<FaultPlan>();
+  cs.faults = faults;
+  HybridOptimizer plain(a.Specs(2), cp), spec(b.Specs(2), cs);
+  const OptimizerSnapshot before = spec.Snapshot();
+  const std::vector<std::vector<uint8_t>> params_before = b.params;
+  spec.BeginStep(1e-3);
+  b.FillGrads(1);
+  faults->FailCopy(4);  // the second speculated chunk's download (upload 1, download 2, ...)
+  for (size_t i = b.sizes.size(); i-- > 0;) spec.GradReady(i);
+  try {
+    spec.Step(1e-3);
+    FAIL() << "the failed speculative copy was not reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCuda);
+    EXPECT_NE(std::string(e.what()).find("speculative update"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(spec.step_begun());
+  EXPECT_TRUE(spec.Snapshot() == before) << "the failed step changed the state";
+  EXPECT_EQ(b.params, params_before) << "the failed step changed the parameters";
+  for (int t = 1; t <= 3; ++t) {
+    a.FillGrads(t);
+    plain.Step(1e-3);
+    spec.BeginStep(1e-3);
+    b.FillGrads(t);
+    for (size_t i = b.sizes.size(); i-- > 0;) spec.GradReady(i);
+    spec.Step(1e-3);
+  }
+  EXPECT_EQ(a.params, b.params);
+  EXPECT_TRUE(plain.Snapshot() == spec.Snapshot());
 }
 
 // The clip multiplier is exactly 1 on committed steps: a speculation whose options make

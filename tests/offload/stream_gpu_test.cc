@@ -3,7 +3,8 @@
 // fractions 0, 0.25, 0.5, 0.75 and 1 x offload_compute host / gpu / a share / auto x
 // early start off / speculative give byte-identical parameters and states (equal to host
 // mode's: hybrid_gpu_test.cc compares share 0 with host mode); non-finite steps change nothing; snapshots taken right after a step see the
-// streamed state; the stage times count the chunks.
+// streamed state; the stage times count the chunks; speculated chunks leave the
+// parameters alone until Step and fail cleanly.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -31,12 +32,14 @@ struct Trained {
   OptimizerSnapshot snap;
   std::vector<std::vector<uint8_t>> params;
   uint64_t stream_chunks = 0;
+  uint64_t stream_speculated = 0, stream_rolled_back = 0;
 };
 
 // 20 steps with a NaN at steps 5 and 13 (skipped), clipping at every fourth step, tensor
 // 2 without a gradient at step 7; speculative: BeginStep before "backward" and GradReady
-// in backward order.
-Trained RunStreamed(OptimizerConfig c, bool speculative) {
+// in backward order; twice: also a first "micro-batch" of other gradients announced before
+// the real ones (Note [Speculating streamed chunks]: its chunks are redone).
+Trained RunStreamed(OptimizerConfig c, bool speculative, bool twice = false) {
   c.speculative_early_start = speculative;
   DeviceModel m(7);
   HybridOptimizer opt(m.Specs(), c);
@@ -47,6 +50,10 @@ Trained RunStreamed(OptimizerConfig c, bool speculative) {
     if (t == 7) active[2] = 0;
     const StepOptions o{.max_grad_norm = 5.0, .active = active};
     if (speculative) opt.BeginStep(lr, o);
+    if (speculative && twice) {
+      m.FillGrads(t + 100);
+      for (size_t i = m.params.size(); i-- > 0;) opt.GradReady(i);
+    }
     m.host.FillGrads(t, t % 4 == 0 ? 3.0f : 0.1f);
     if (t == 5 || t == 13) Model::Store(m.host.grads[t == 5 ? 0 : 7].data(), m.host.grad_dtype, 3, NAN);
     for (size_t k = 0; k < m.grads.size(); ++k)
@@ -55,7 +62,10 @@ Trained RunStreamed(OptimizerConfig c, bool speculative) {
       for (size_t i = m.params.size(); i-- > 0;) opt.GradReady(i);
     const StepResult res = opt.Step(lr, o);
     EXPECT_EQ(res.applied, t != 5 && t != 13) << t;
-    r.stream_chunks = std::max(r.stream_chunks, opt.last_step_times().stream_chunks);
+    const StageTimes st = opt.last_step_times();
+    r.stream_chunks = std::max(r.stream_chunks, st.stream_chunks);
+    r.stream_speculated += st.speculated_stream_chunks;
+    r.stream_rolled_back += st.rolled_back_stream_chunks;
   }
   r.snap = opt.Snapshot();
   r.params = m.ReadParams();
@@ -75,16 +85,22 @@ TEST(StreamGpu, EveryPlacementClassGivesTheSameBits) {
   for (double f : {0.25, 0.5, 0.75, 1.0})
     for (double share : {0.0, 0.4, 1.0, kOffloadComputeAuto})
       for (uint64_t chunk : {uint64_t{4096}, uint64_t{1} << 20})
-        for (bool spec : {false, true}) {
+        for (int drive : {0, 1, 2}) {  // early start off, speculative, speculative twice
+          const bool spec = drive > 0;
           if (chunk != 4096 && spec) continue;
-          const Trained got = RunStreamed(Cfg(ExecutionMode::kGpu, f, share, chunk), spec);
+          const Trained got =
+              RunStreamed(Cfg(ExecutionMode::kGpu, f, share, chunk), spec, drive == 2);
           const std::string at = "f=" + std::to_string(f) + " compute=" +
                                  OffloadComputeName(share) + " chunk=" + std::to_string(chunk) +
-                                 (spec ? " speculative" : "");
+                                 (spec ? " speculative" : "") + (drive == 2 ? " twice" : "");
           ASSERT_EQ(got.params, base.params) << at;
           ASSERT_TRUE(got.snap == base.snap) << at;
           if (share == 1.0) {
             EXPECT_GT(got.stream_chunks, chunk == 4096 ? 1u : 0u) << at;
+            if (spec) {
+              EXPECT_GT(got.stream_speculated, 0u) << at;
+              EXPECT_GT(got.stream_rolled_back, 0u) << at;
+            }
           }
         }
 }
@@ -158,6 +174,54 @@ TEST(StreamGpu, AStreamedCopyFailureIsReportedAndRecoverable) {
   ASSERT_TRUE(step(opt, 2).applied);
   m.FillGrads(3);
   ASSERT_TRUE(step(opt, 3).applied);
+  EXPECT_EQ(m.ReadParams(), ref.ReadParams());
+  EXPECT_TRUE(opt.Snapshot() == want.Snapshot());
+}
+
+// Note [Speculating streamed chunks]: the speculation runs during "backward" without
+// touching a parameter; Step keeps it (no chunk streams) and gives the plain step's bits.
+// A failed speculative copy fails the Step, which then changes nothing.
+TEST(StreamGpu, SpeculatedChunksWaitForStepAndFailCleanly) {
+  SKIP_WITHOUT_GPU();
+  OptimizerConfig c = Cfg(ExecutionMode::kGpu, 1.0, 1.0, 4096);
+  DeviceModel ref(7);
+  HybridOptimizer want(ref.Specs(), c);
+  c.speculative_early_start = true;
+  const auto faults = std::make_shared<FaultPlan>();
+  c.faults = faults;
+  DeviceModel m(7);
+  HybridOptimizer opt(m.Specs(), c);
+  const OptimizerSnapshot before = opt.Snapshot();
+  const std::vector<std::vector<uint8_t>> params_before = m.ReadParams();
+  // A failed download of the second speculated chunk (upload 1, download 2, upload 3, ...).
+  opt.BeginStep(1e-3);
+  m.FillGrads(1);
+  faults->FailCopy(4);
+  for (size_t i = m.params.size(); i-- > 0;) opt.GradReady(i);
+  try {
+    opt.Step(1e-3);
+    ADD_FAILURE() << "the failed speculative copy was not reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCuda);
+    EXPECT_NE(e.message().find("speculative"), std::string::npos) << e.message();
+  }
+  EXPECT_TRUE(opt.Snapshot() == before);
+  EXPECT_EQ(m.ReadParams(), params_before);
+  for (int t = 1; t <= 3; ++t) {
+    ref.FillGrads(t);
+    ASSERT_TRUE(want.Step(1e-3).applied);
+    opt.BeginStep(1e-3);
+    m.FillGrads(t);
+    const std::vector<std::vector<uint8_t>> at_begin = m.ReadParams();
+    for (size_t i = m.params.size(); i-- > 0;) opt.GradReady(i);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(m.ReadParams(), at_begin) << "a speculation wrote a parameter before Step";
+    ASSERT_TRUE(opt.Step(1e-3).applied);
+    const StageTimes st = opt.last_step_times();
+    EXPECT_GT(st.speculated_stream_chunks, 1u);
+    EXPECT_EQ(st.stream_chunks, 0u) << "every chunk was kept from the speculation";
+    EXPECT_EQ(st.rolled_back_stream_chunks, 0u);
+  }
   EXPECT_EQ(m.ReadParams(), ref.ReadParams());
   EXPECT_TRUE(opt.Snapshot() == want.Snapshot());
 }

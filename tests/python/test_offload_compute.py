@@ -50,12 +50,36 @@ def test_compute_split_with_rates():
     assert plain.compute_split()["step_ms"] == 0
 
 
+def test_streamed_chunks_speculate_with_the_same_bits():
+    """begin_step() before backward: streamed chunks are updated during backward and kept
+    by step() (Note [Speculating streamed chunks]); the bits are those of plain steps."""
+    import torch
+    _, base_params, base_state, _ = run("gpu")
+    model = make_mlp(seed=5)
+    opt = tandem.torch.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1,
+                             offload_fraction=1.0, chunk_elements=64, offload_compute="gpu",
+                             stream_chunk_bytes=4096, master="bf16+ecc8", momentum="q8",
+                             variance="q8", speculative_early_start=True)
+    speculated = 0
+    for x, y in batches(12, seed=6):
+        opt.zero_grad()
+        opt.begin_step()
+        torch.nn.functional.mse_loss(model(x).float(), y.float()).backward()
+        opt.step()
+        speculated += opt.last_step_times()["speculated_stream_chunks"]
+    assert speculated > 0
+    assert same_bits(params_bits(model), base_params)
+    assert same_state(opt.state_dict(), base_state)
+    assert opt.memory()["host"]["speculation"] > 0
+
+
 @pytest.mark.parametrize("bad, needle", [
     (dict(offload_compute="fast"), "offload_compute"),
     (dict(offload_compute=1.5), "offload_compute"),
     (dict(offload_compute=True), "offload_compute"),
     (dict(stream_chunk_bytes=100), "stream_chunk_bytes"),
     (dict(stream_slots=1), "stream_slots"),
+    (dict(speculative_stream_bytes=-1), "speculative_stream_bytes"),
     (dict(machine_rates=dict(h2d_gbps=1.0)), "machine_rates"),
     (dict(machine_rates=dict(h2d_gbps=1.0, d2h_gbps=1.0, host_gparams=0.0, gpu_gparams=1.0)),
      "host_gparams"),
