@@ -231,3 +231,24 @@ def test_accuracy_table_reads_files_of_the_earlier_form(accuracy):
     assert "ratio 1.043" in lines[-3] and lines[-3].endswith("met)")
     assert "ratio 0.670" in lines[-2] and lines[-2].endswith("missed)")
     assert "ratio" not in rows[0]  # the caller's rows are left as they were
+
+
+def test_early_start_table_compares_with_the_plain_mode_of_the_run():
+    early = load("early_start")
+    a = early.parse_args([])
+    assert a.budgets[0] == 0.0 and a.fraction == 1.0
+    with pytest.raises(SystemExit):
+        early.parse_args(["--budgets", "-1"])
+    row = dict(iteration_ms=100.0, forward_backward_ms=60.0, step_ms=40.0,
+               speculated_stream_chunks=0, stream_chunks=60)
+    result = dict(layers=16, params=1.24e9, seq=2048, batch=1, fraction=1.0, warmup=2,
+                  iters=5, bit_identical=True,
+                  results=[dict(row, budget_gib=0.0),
+                           dict(row, budget_gib=2.0, iteration_ms=80.0,
+                                speculated_stream_chunks=30)])
+    text = early.table(result)
+    assert "plain" in text and "2 GiB" in text
+    assert "0.800x" in text
+    assert "bit-identical across modes: yes" in text
+    result["bit_identical"] = False
+    assert "bit-identical across modes: NO" in early.table(result)

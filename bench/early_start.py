@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Speculative early start of streamed chunks: one training iteration (forward, backward,
+step) of a Llama-style model on one GPU, tandem.torch.AdamW with its state streamed
+through the GPU kernel, without and with speculative early start, in one run.
+
+With speculative_early_start, begin_step() comes before the forward and the streamed
+chunks whose gradients are final are updated during backward, on a PCIe link that is
+otherwise idle then (Note [Speculating streamed chunks], offload/stream_speculation.h).
+Each --budgets entry (GiB of streamed state that may be speculated; 0: the plain step)
+is one mode. Every mode starts from the same weights and data, so their parameters after
+the last iteration must be bit-identical: the script checks it.
+
+    PYTHONPATH=build/python python3 bench/early_start.py \\
+        --json bench/results/early_start_h200.json
+
+Prints each mode's median iteration, forward+backward and step, the chunks kept from the
+speculation, and each speculative mode's iteration against the plain one of the same run.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+from bench_args import command_line, git_commit, utc_now  # noqa: E402
+
+LLAMA3_1B = dict(vocab=128256, dim=2048, layers=16, heads=32, kv_heads=8, hidden=8192)
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--layers", type=int, default=LLAMA3_1B["layers"])
+    ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--fraction", type=float, default=1.0)
+    ap.add_argument("--budgets", type=float, nargs="+", default=[0.0, 1.0, 2.0, 4.0],
+                    help="GiB of streamed state speculated per mode (0: no early start)")
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    if any(b < 0 for b in a.budgets):
+        ap.error("--budgets must be >= 0")
+    return a
+
+
+def run_mode(args, budget_gib, ids):
+    import torch
+    import torch.nn.functional as F
+    import tandem.torch
+    from fsdp_train import Llama
+
+    torch.manual_seed(0)
+    shape = dict(LLAMA3_1B, layers=args.layers)
+    model = Llama(**shape).to(device="cuda", dtype=torch.bfloat16)
+    spec = budget_gib > 0
+    opt = tandem.torch.AdamW(model.named_parameters(), lr=1e-4, weight_decay=0.1,
+                             offload_fraction=args.fraction, offload_compute="gpu",
+                             master="bf16+ecc8", momentum="q8", variance="q8",
+                             speculative_early_start=spec,
+                             speculative_stream_bytes=int(budget_gib * 2**30))
+    fb, st, it, kept = [], [], [], []
+    for i in range(args.warmup + args.iters):
+        x, y = ids[i % len(ids)]
+        torch.cuda.synchronize()
+        a = time.perf_counter()
+        if spec:
+            opt.begin_step()
+        loss = F.cross_entropy(model(x).float().flatten(0, 1), y.flatten())
+        loss.backward()
+        torch.cuda.synchronize()
+        b = time.perf_counter()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+        torch.cuda.synchronize()
+        c = time.perf_counter()
+        if i >= args.warmup:
+            fb.append((b - a) * 1e3)
+            st.append((c - b) * 1e3)
+            it.append((c - a) * 1e3)
+            kept.append(opt.last_step_times()["speculated_stream_chunks"])
+    times = opt.last_step_times()
+    mem = opt.memory()
+    bits = [p.detach().view(torch.int16).cpu() for p in model.parameters()]
+    row = dict(budget_gib=budget_gib, iteration_ms=statistics.median(it),
+               forward_backward_ms=statistics.median(fb), step_ms=statistics.median(st),
+               iterations_ms=it, speculated_stream_chunks=statistics.median(kept),
+               stream_chunks=times["stream_chunks"] + times["speculated_stream_chunks"],
+               speculation_host_bytes=mem["host"]["speculation"],
+               speculation_device_bytes=mem["device"]["speculation"],
+               params=sum(p.numel() for p in model.parameters()))
+    del opt, model
+    torch.cuda.empty_cache()
+    return row, bits
+
+
+def table(result):
+    lines = ["Llama-style, %d layers (%.2f Gparam), seq %d, batch %d, bf16 parameters, "
+             "bf16+ecc8/q8/q8, offload_fraction %g, offload_compute gpu"
+             % (result["layers"], result["params"] / 1e9, result["seq"], result["batch"],
+                result["fraction"])]
+    lines.append("%-10s %10s %10s %10s %14s %12s" % (
+        "budget", "iteration", "fwd+bwd", "step", "kept/streamed", "vs plain"))
+    plain = next((r for r in result["results"] if r["budget_gib"] == 0), None)
+    for r in result["results"]:
+        ratio = (r["iteration_ms"] / plain["iteration_ms"]) if plain else float("nan")
+        lines.append("%-10s %7.1f ms %7.1f ms %7.1f ms %8d/%-5d %11.3fx" % (
+            "plain" if r["budget_gib"] == 0 else "%g GiB" % r["budget_gib"],
+            r["iteration_ms"], r["forward_backward_ms"], r["step_ms"],
+            r["speculated_stream_chunks"], r["stream_chunks"], ratio))
+    lines.append("parameters after %d iterations bit-identical across modes: %s"
+                 % (result["warmup"] + result["iters"],
+                    "yes" if result["bit_identical"] else "NO"))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    import torch
+    args = parse_args(argv)
+    g = torch.Generator().manual_seed(0)
+    ids = []
+    for _ in range(4):
+        t = torch.randint(0, LLAMA3_1B["vocab"], (args.batch, args.seq + 1), generator=g).cuda()
+        ids.append((t[:, :-1], t[:, 1:]))
+    rows, first = [], None
+    same = True
+    for b in args.budgets:
+        print("early_start: budget %g GiB ..." % b, file=sys.stderr, flush=True)
+        row, bits = run_mode(args, b, ids)
+        rows.append(row)
+        if first is None:
+            first = bits
+        else:
+            same &= all(torch.equal(x, y) for x, y in zip(first, bits))
+    result = dict(command=command_line("early_start.py", sys.argv[1:] if argv is None else argv),
+                  commit=git_commit(), date=utc_now(), device=torch.cuda.get_device_name(),
+                  layers=args.layers, seq=args.seq, batch=args.batch, iters=args.iters,
+                  warmup=args.warmup, fraction=args.fraction, params=rows[0]["params"],
+                  results=rows, bit_identical=same)
+    text = table(result)
+    print(text)
+    if args.json:
+        result["table"] = text
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+        with open(os.path.splitext(args.json)[0] + ".txt", "w") as f:
+            f.write(result["command"] + "   (" + result["device"] + ", " + result["date"] +
+                    ", " + result["commit"] + ")\n" + text + "\n")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
