@@ -298,7 +298,7 @@ class CudaSide final : public GpuSide {
     if (!ch.speculative())
       throw Error(ErrorKind::kInternal, "streamed chunk " + std::to_string(c) +
                                             " has no place for a speculative update");
-    fail_injected(c, "upload");
+    fail_injected(c, "upload", "speculative update");
     // The gradients queued so far on the caller's stream (GradReady: this chunk's are
     // final) come before the kernel; the last step's downloads before the upload.
     TANDEM_CUDA(cudaEventRecord(stream_ev_[kGradsQueued], stream_), ctx(c, "speculation"));
@@ -340,7 +340,7 @@ class CudaSide final : public GpuSide {
     }
     TANDEM_CUDA(cudaEventRecord(ev.run, run_), ctx(c, "speculative kernel"));
     TANDEM_CUDA(cudaStreamWaitEvent(down_, ev.run, 0), ctx(c, "download waits for kernel"));
-    fail_injected(c, "download");
+    fail_injected(c, "download", "speculative update");
     TANDEM_CUDA(cudaMemcpyAsync(ch.host, ch.slot, ch.bytes, cudaMemcpyDeviceToHost, down_),
                 ctx(c, "download"));
   }
@@ -401,11 +401,12 @@ class CudaSide final : public GpuSide {
            std::to_string(chunks_.size()) + ", " + std::to_string(chunks_[c].bytes) +
            " bytes: " + what + ")";
   }
-  void fail_injected(size_t c, const char* what) const {  // tandem/faults.h
-    if (faults_ != nullptr && faults_->CopyFails())
+  void fail_injected(size_t c, const char* what, const char* note = nullptr) const {
+    if (faults_ != nullptr && faults_->CopyFails())  // tandem/faults.h
       throw Error(ErrorKind::kCuda, std::string("injected failure of ") + what +
                                         " copy of streamed chunk " + std::to_string(c) + " of " +
-                                        std::to_string(chunks_.size()));
+                                        std::to_string(chunks_.size()) +
+                                        (note ? std::string(" (") + note + ")" : ""));
   }
   enum { kFirstUp, kKernelsDone, kDownDone, kGradsQueued, kSpecDone, kStreamEvents };
   static constexpr int kStreamSms = 8;  // SMs the hot launch leaves to streamed kernels

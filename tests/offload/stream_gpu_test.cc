@@ -48,7 +48,8 @@ Trained RunStreamed(OptimizerConfig c, bool speculative, bool twice = false) {
     const double lr = 1e-3 * (1.0 + 0.01 * t);
     std::vector<uint8_t> active(m.params.size(), 1);
     if (t == 7) active[2] = 0;
-    const StepOptions o{.max_grad_norm = 5.0, .active = active};
+    // Plain steps' norm is about 58: only the x30 steps clip (and roll a speculation back).
+    const StepOptions o{.max_grad_norm = 100.0, .active = active};
     if (speculative) opt.BeginStep(lr, o);
     if (speculative && twice) {
       m.FillGrads(t + 100);
