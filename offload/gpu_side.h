@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -122,8 +123,11 @@ class GpuSide {
     std::vector<StreamLayout::HoldCopy> hold_copies;
     bool speculative() const { return !hold_spans.empty(); }
   };
-  virtual uint64_t BuildStream(Algorithm algo, std::vector<StreamChunkSpans> chunks,
-                               int slots) = 0;
+  // host_copy(dst, src, bytes): a host-to-host copy (the speculation's backups); it runs
+  // on a CUDA callback thread, so it must not call CUDA and must not throw.
+  using HostCopy = std::function<void(void*, const void*, size_t)>;
+  virtual uint64_t BuildStream(Algorithm algo, std::vector<StreamChunkSpans> chunks, int slots,
+                               HostCopy host_copy) = 0;
   // Enqueues every chunk that has an active span (slot_of_tensor[t] != kSkip, as for
   // LaunchHot): uploads wait for the slot's previous download (and the last step's
   // downloads), kernels for their upload and for the last Prepass (the gradients: call
@@ -136,10 +140,11 @@ class GpuSide {
                                 const std::vector<uint32_t>& slot_of_tensor,
                                 const std::vector<uint8_t>& committed) = 0;
   // Speculative early start of chunk c (chunks[c].speculative()), during backward, after
-  // the gradients queued so far on the caller's stream: upload its state, download the
-  // old bytes into its backup, copy its parameters into the holding place, step the hold
-  // spans with `scalars`, download the new state into the host chunk. The parameters are
-  // not written. Never waits on the host; call between two Steps only.
+  // the gradients queued so far on the caller's stream: upload its state; beside it, copy
+  // the host chunk into its backup on the host (host_copy, from a stream callback); copy
+  // its parameters into the holding place, step the hold spans with `scalars`, and, after
+  // the backup, download the new state into the host chunk. The parameters are not
+  // written. Never waits on the host; call between two Steps only.
   virtual void SpeculateStream(size_t c, const std::vector<StepScalars>& scalars,
                                const std::vector<uint32_t>& slot_of_tensor) = 0;
   // Waits until every SpeculateStream's downloads are done (the host chunks and backups

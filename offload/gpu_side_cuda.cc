@@ -55,7 +55,7 @@ class CudaSide final : public GpuSide {
     TANDEM_CUDA(cudaGetDevice(&device_), "(the optimizer's device)");
   }
   ~CudaSide() override {
-    for (cudaStream_t s : {up_, run_, down_})
+    for (cudaStream_t s : {up_, run_, down_, backup_})
       if (s != nullptr) cudaStreamSynchronize(s);
     plans_.clear();
     for (cudaEvent_t e : ev_)
@@ -64,7 +64,7 @@ class CudaSide final : public GpuSide {
       if (e != nullptr) cudaEventDestroy(e);
     for (const SlotEvents& e : slot_ev_)
       for (cudaEvent_t x : {e.up, e.run, e.down, e.backup}) cudaEventDestroy(x);
-    for (cudaStream_t s : {up_, run_, down_})
+    for (cudaStream_t s : {up_, run_, down_, backup_})
       if (s != nullptr) cudaStreamDestroy(s);
   }
 
@@ -176,13 +176,16 @@ class CudaSide final : public GpuSide {
 
   void SyncStream(const char* context) const override {
     TANDEM_CUDA(cudaStreamSynchronize(stream_), context);
-    for (cudaStream_t s : {up_, run_, down_})
+    for (cudaStream_t s : {up_, run_, down_, backup_})
       if (s != nullptr) TANDEM_CUDA(cudaStreamSynchronize(s), context);
   }
 
-  uint64_t BuildStream(Algorithm algo, std::vector<StreamChunkSpans> chunks,
-                       int slots) override {
+  uint64_t BuildStream(Algorithm algo, std::vector<StreamChunkSpans> chunks, int slots,
+                       HostCopy host_copy) override {
     chunks_ = std::move(chunks);
+    host_copy_ = std::move(host_copy);
+    backups_.clear();
+    for (const StreamChunkSpans& ch : chunks_) backups_.push_back({this, ch.backup, ch.host, ch.bytes});
     plans_.clear();
     spec_plans_.clear();
     uint64_t bytes = 0;
@@ -214,6 +217,7 @@ class CudaSide final : public GpuSide {
     TANDEM_CUDA(cudaStreamCreateWithFlags(&up_, cudaStreamNonBlocking), what);
     TANDEM_CUDA(cudaStreamCreateWithFlags(&run_, cudaStreamNonBlocking), what);
     TANDEM_CUDA(cudaStreamCreateWithFlags(&down_, cudaStreamNonBlocking), what);
+    TANDEM_CUDA(cudaStreamCreateWithFlags(&backup_, cudaStreamNonBlocking), what);
     for (int i = 0; i < slots; ++i)
       slot_ev_.push_back({NewEvent(what), NewEvent(what), NewEvent(what), NewEvent(what)});
     slot_used_.assign(slots, 0);
@@ -322,12 +326,14 @@ class CudaSide final : public GpuSide {
         self->spec_pending_ = true;
       }
     } slot_free{this, ch.slot_index};
-    // The old bytes into the backup before the kernel changes them.
-    TANDEM_CUDA(cudaStreamWaitEvent(down_, ev.up, 0), ctx(c, "backup waits for upload"));
-    TANDEM_CUDA(cudaMemcpyAsync(ch.backup, ch.slot, ch.bytes, cudaMemcpyDeviceToHost, down_),
-                ctx(c, "backup download"));
-    TANDEM_CUDA(cudaEventRecord(ev.backup, down_), ctx(c, "backup download"));
-    TANDEM_CUDA(cudaStreamWaitEvent(run_, ev.backup, 0), ctx(c, "kernel waits for backup"));
+    // The old bytes into the backup on the host, beside the upload (both only read the
+    // host chunk), off the PCIe link; the download of the new bytes waits for it.
+    if (launched_)
+      TANDEM_CUDA(cudaStreamWaitEvent(backup_, stream_ev_[kDownDone], 0), ctx(c, "backup"));
+    TANDEM_CUDA(cudaLaunchHostFunc(backup_, &CudaSide::RunBackup, &backups_[c]),
+                ctx(c, "backup on the host"));
+    TANDEM_CUDA(cudaEventRecord(ev.backup, backup_), ctx(c, "backup on the host"));
+    TANDEM_CUDA(cudaStreamWaitEvent(run_, ev.up, 0), ctx(c, "kernel waits for upload"));
     for (const StreamLayout::HoldCopy& h : ch.hold_copies)
       TANDEM_CUDA(cudaMemcpyAsync(h.hold, h.param, h.bytes, cudaMemcpyDeviceToDevice, run_),
                   ctx(c, "parameters into the holding place"));
@@ -340,6 +346,7 @@ class CudaSide final : public GpuSide {
     }
     TANDEM_CUDA(cudaEventRecord(ev.run, run_), ctx(c, "speculative kernel"));
     TANDEM_CUDA(cudaStreamWaitEvent(down_, ev.run, 0), ctx(c, "download waits for kernel"));
+    TANDEM_CUDA(cudaStreamWaitEvent(down_, ev.backup, 0), ctx(c, "download waits for backup"));
     fail_injected(c, "download", "speculative update");
     TANDEM_CUDA(cudaMemcpyAsync(ch.host, ch.slot, ch.bytes, cudaMemcpyDeviceToHost, down_),
                 ctx(c, "download"));
@@ -409,6 +416,19 @@ class CudaSide final : public GpuSide {
                                         (note ? std::string(" (") + note + ")" : ""));
   }
   enum { kFirstUp, kKernelsDone, kDownDone, kGradsQueued, kSpecDone, kStreamEvents };
+  // One speculative backup: a host function on backup_ (cudaLaunchHostFunc).
+  struct Backup {
+    CudaSide* self;
+    void* dst;
+    const void* src;
+    uint64_t bytes;
+  };
+  static void CUDART_CB RunBackup(void* arg) {
+    const Backup* b = static_cast<const Backup*>(arg);
+    b->self->host_copy_(b->dst, b->src, b->bytes);
+  }
+  HostCopy host_copy_;
+  std::vector<Backup> backups_;  // per chunk
   static constexpr int kStreamSms = 8;  // SMs the hot launch leaves to streamed kernels
   std::vector<StreamChunkSpans> chunks_;
   std::vector<ChunkPlan> plans_;
@@ -416,7 +436,7 @@ class CudaSide final : public GpuSide {
   std::vector<SlotEvents> slot_ev_;
   cudaEvent_t stream_ev_[kStreamEvents] = {};
   std::vector<uint8_t> slot_used_;  // per slot: a chunk went through it
-  cudaStream_t up_ = nullptr, run_ = nullptr, down_ = nullptr;
+  cudaStream_t up_ = nullptr, run_ = nullptr, down_ = nullptr, backup_ = nullptr;
   bool launched_ = false, stream_timed_ = false, spec_pending_ = false;
 };
 

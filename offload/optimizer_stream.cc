@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
 #include "engine/tensor_state.h"
 #include "offload/executors.h"
 #include "offload/optimizer_impl.h"
@@ -128,8 +131,24 @@ void HybridOptimizer::Impl::BuildExecutors(std::vector<StepSpan> hot) {
     }
     std::unique_ptr<offload::StreamExecutor> exec;
     if (gpu()) {
+      // The speculation's backups: a parallel copy on the optimizer's threads, called from
+      // a CUDA callback thread (Note [Speculating streamed chunks]).
+      auto host_copy = [this](void* dst, const void* src, size_t bytes) {
+        auto* d = static_cast<uint8_t*>(dst);
+        const auto* s = static_cast<const uint8_t*>(src);
+        try {
+          driver_.Execute([&] {
+            tbb::parallel_for(tbb::blocked_range<size_t>(0, bytes, size_t{1} << 20),
+                              [&](const tbb::blocked_range<size_t>& r) {
+                                std::memcpy(d + r.begin(), s + r.begin(), r.size());
+                              });
+          });
+        } catch (...) {  // no threads to be had: copy on this one
+          std::memcpy(d, s, bytes);
+        }
+      };
       report_.device.metadata +=
-          gpu_->BuildStream(cfg_.algorithm, std::move(all), cfg_.stream_slots);
+          gpu_->BuildStream(cfg_.algorithm, std::move(all), cfg_.stream_slots, host_copy);
       std::vector<uint8_t> streamed(specs_.size(), 0);
       for (size_t t = 0; t < specs_.size(); ++t)
         streamed[t] = placement_.tensors[t].stream_count > 0 ? 1 : 0;

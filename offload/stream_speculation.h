@@ -7,11 +7,11 @@
 // of Note [Speculate, then commit or roll back] (offload/speculation.h):
 //
 //   upload      host chunk -> its device slot               (as at Step)
-//   backup      slot -> the chunk's pinned backup           (the old bytes, before the kernel)
+//   backup      host chunk -> its backup, on the host       (beside the upload: both read)
 //   hold        the chunk's parameters -> its holding place (device to device)
 //   kernel      the chunk's hold spans: parameters and aliased masters read and written
 //               in the holding place, never in the parameter (backward may still read it)
-//   download    slot -> host chunk                          (the new state)
+//   download    slot -> host chunk                          (the new state, after the backup)
 //
 // Step then keeps the update (finite gradients, no clipping, every speculated tensor
 // active): the held parameters are copied into place after the pre-pass and nothing is
@@ -22,9 +22,12 @@
 //
 // Only the last chunks (backward's first gradients), up to
 // OptimizerConfig::speculative_stream_bytes, have a backup and a holding place; the others
-// stream at Step. The backup is written by the copy engine, so the host's cores do
-// nothing: the price is a second download of each speculated chunk, on a link that is
-// idle during backward.
+// stream at Step. The backup is a copy on the host (a CUDA stream callback runs it on
+// the optimizer's threads), so a speculated chunk moves over PCIe exactly what it moves
+// at Step, once each way: a chunk still in flight when Step comes costs no more than one
+// streamed by Step. (Downloading the old bytes as the backup instead costs the link a
+// second download per chunk; on the H200 that made speculating beyond what backward
+// covers slower than not speculating: docs/architecture.md, "Speculative early start".)
 //
 // Threads: the optimizer's thread (GradReady, BeginStep, Step), as the executors.
 #pragma once
