@@ -231,3 +231,33 @@ def test_accuracy_table_reads_files_of_the_earlier_form(accuracy):
     assert "ratio 1.043" in lines[-3] and lines[-3].endswith("met)")
     assert "ratio 0.670" in lines[-2] and lines[-2].endswith("missed)")
     assert "ratio" not in rows[0]  # the caller's rows are left as they were
+
+
+def test_accuracy_plan_only_shows_the_fixed_cost_and_leaves_the_profile(accuracy, tmp_path,
+                                                                       capsys):
+    tandem = pytest.importorskip("tandem")
+    if not hasattr(tandem, "calibrate_binding"):
+        pytest.skip("tandem.calibrate_binding is not built")
+    src = os.path.join(BENCH, "results", "calibrate_h200.json")
+    profile = tmp_path / "p.json"
+    profile.write_text(open(src).read())
+    out = tmp_path / "plan.json"
+    assert accuracy.main(["--plan-only", "--models", "llama3-1b", "--fractions", "0.25",
+                          "--profile", str(profile), "--json", str(out)]) == 0
+    assert profile.read_text() == open(src).read()  # --plan-only never writes it
+    data = json.loads(out.read_text())
+    assert data["binding_overhead"] is None
+    [r] = data["results"]
+    assert r["predicted_fixed_ms"] == 0.0 and r["predicted_prepass_ms"] > 0
+    assert "binding part): not in the profile: counted as 0" in capsys.readouterr().out
+    # With both parts in the profile, the prediction carries them.
+    p = json.loads(profile.read_text())
+    p["step_overhead"] = {"engine": {"per_step_ms": 1.0, "per_tensor_us": 0.0},
+                          "binding": {"per_step_ms": 0.5, "per_tensor_us": 0.0}}
+    profile.write_text(json.dumps(p))
+    assert accuracy.main(["--plan-only", "--models", "llama3-1b", "--fractions", "0.25",
+                          "--profile", str(profile), "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["results"][0]["predicted_fixed_ms"] == pytest.approx(1.5)
+    assert data["results"][0]["predicted_ms"] == pytest.approx(r["predicted_ms"] + 1.5)
+    assert data["binding_overhead"] == {"per_step_ms": 0.5, "per_tensor_us": 0.0}
