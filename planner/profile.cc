@@ -1,5 +1,6 @@
 // The calibration profile "tandem-profile/1": reader, writer, built-in default.
 // docs/planner.md "Profile schema" is the grammar; keep the two in step.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -206,6 +207,20 @@ void WriteProfile(const Profile& p, const std::string& path) {
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     throw Error(ErrorKind::kIO, path + ": cannot rename " + tmp + " into place");
+}
+
+Profile::Overhead FitStepOverhead(uint64_t few, double few_ms, uint64_t many, double many_ms) {
+  if (!(few > 0 && few < many) || !(std::isfinite(few_ms) && few_ms >= 0) ||
+      !(std::isfinite(many_ms) && many_ms >= 0))
+    throw Error(ErrorKind::kInvalidArgument,
+                "step overhead fit: needs 0 < few < many tensors and times >= 0, got " +
+                    std::to_string(few) + " tensors " + std::to_string(few_ms) + " ms, " +
+                    std::to_string(many) + " tensors " + std::to_string(many_ms) + " ms");
+  Profile::Overhead o;
+  o.measured = true;
+  o.per_tensor_us = std::max(0.0, 1e3 * (many_ms - few_ms) / static_cast<double>(many - few));
+  o.per_step_ms = std::max(0.0, few_ms - o.per_tensor_us * 1e-3 * static_cast<double>(few));
+  return o;
 }
 
 std::string KernelKey(Algorithm algo, const StateFormats& f, DType grad_dtype) {

@@ -217,6 +217,12 @@ struct Profile {
   bool builtin_default = false;  // true only for DefaultProfile(); not written to JSON
 };
 
+// One part of the fixed step cost (Note [Fixed step cost]) from the median step times
+// over `few` and `many` tiny tensors: the line through both (per_tensor_us from the
+// slope, per_step_ms the rest of the `few` step), each part clamped to >= 0; measured.
+// Throws Error(kInvalidArgument) unless 0 < few < many and both times are finite and >= 0.
+Profile::Overhead FitStepOverhead(uint64_t few, double few_ms, uint64_t many, double many_ms);
+
 // The H200 reference figures of the design brief (HBM copy 4260 GB/s; PCIe 55.6 H2D,
 // 55.5 D2H, 101.7 both; host triad 146 GB/s, 16 threads; no kernel keys).
 Profile DefaultProfile();

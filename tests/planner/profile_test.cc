@@ -1,3 +1,4 @@
+#include <cmath>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -153,6 +154,23 @@ TEST(Profile, StepOverheadAndPrepassRoundTripAndOlderProfilesLoad) {
   bad_prepass.replace(bad_prepass.find("\"hbm_copy_gbps\": 4200"), 21,
                       "\"hbm_copy_gbps\": 4200, \"prepass_gparams_per_s\": 0");
   ExpectBad(bad_prepass, "gpu.prepass_gparams_per_s");
+}
+
+TEST(Profile, FitStepOverheadIsTheLineThroughTwoCounts) {
+  const Profile::Overhead o = FitStepOverhead(16, 1.0 + 16 * 0.004, 512, 1.0 + 512 * 0.004);
+  EXPECT_TRUE(o.measured);
+  EXPECT_NEAR(o.per_step_ms, 1.0, 1e-12);
+  EXPECT_NEAR(o.per_tensor_us, 4.0, 1e-9);
+  EXPECT_NEAR(o.ms(146), 1.0 + 146 * 0.004, 1e-12);
+  // Noise: fewer tensors slower (no per-tensor cost), or a slope beyond the few's time.
+  const Profile::Overhead flat = FitStepOverhead(16, 2.0, 512, 1.5);
+  EXPECT_EQ(flat.per_tensor_us, 0);
+  EXPECT_EQ(flat.per_step_ms, 2.0);
+  EXPECT_EQ(FitStepOverhead(16, 0.001, 512, 10.0).per_step_ms, 0);
+  EXPECT_THROW(FitStepOverhead(512, 1.0, 16, 2.0), Error);
+  EXPECT_THROW(FitStepOverhead(0, 1.0, 16, 2.0), Error);
+  EXPECT_THROW(FitStepOverhead(16, -1.0, 512, 2.0), Error);
+  EXPECT_THROW(FitStepOverhead(16, 1.0, 512, NAN), Error);
 }
 
 TEST(Profile, KernelKey) {

@@ -227,10 +227,9 @@ int Calibrate(const CalibrateOptions& o) {
                                                     kOverheadReps);
                      })
             .median;
-    const StepOverheadFit fit = FitStepOverhead(kFewTensors, few_ms, kManyTensors, many_ms);
-    p.step_overhead.engine = {true, fit.per_step_ms, fit.per_tensor_us};
-    bar.Print("  step overhead (engine): %.3f ms + %.2f us x tensors\n", fit.per_step_ms,
-              fit.per_tensor_us);
+    p.step_overhead.engine = planner::FitStepOverhead(kFewTensors, few_ms, kManyTensors, many_ms);
+    bar.Print("  step overhead (engine): %.3f ms + %.2f us x tensors\n",
+              p.step_overhead.engine.per_step_ms, p.step_overhead.engine.per_tensor_us);
     PcieResult pc;
     p.pcie.h2d_gbps = report
                           .Measure("PCIe pinned H2D", "GB/s",

@@ -263,13 +263,6 @@ double MeasureStepOverheadMs(ExecutionMode mode, size_t tensors, int threads, in
   return median;
 }
 
-StepOverheadFit FitStepOverhead(size_t few, double few_ms, size_t many, double many_ms) {
-  StepOverheadFit f;
-  if (many > few) f.per_tensor_us = std::max(0.0, 1e3 * (many_ms - few_ms) / double(many - few));
-  f.per_step_ms = std::max(0.0, few_ms - f.per_tensor_us * 1e-3 * double(few));
-  return f;
-}
-
 #if TANDEM_HAS_CUDA
 
 PcieResult MeasurePcie(size_t bytes, int reps, const std::function<void(const char*)>& on_done) {

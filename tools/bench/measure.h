@@ -57,15 +57,9 @@ double MeasurePrepassRate(uint64_t n, int reps);
 // of HybridOptimizer::Step plus a device synchronisation over `tensors` tiny bf16 tensors
 // (256 elements each, AdamW bf16+ecc8/q8/q8) with every element offloaded and streamed
 // (offload_fraction 1, offload_compute 1): what a step costs beyond its bytes. kGpu needs
-// CUDA and a device; kHost runs the same paths over host memory.
+// CUDA and a device; kHost runs the same paths over host memory. planner::FitStepOverhead
+// turns two tensor counts' figures into per step + per tensor.
 double MeasureStepOverheadMs(ExecutionMode mode, size_t tensors, int threads, int reps);
-
-// The per-step and per-tensor cost through two tensor counts (a line through both
-// medians; negative parts clamp to 0).
-struct StepOverheadFit {
-  double per_step_ms = 0, per_tensor_us = 0;
-};
-StepOverheadFit FitStepOverhead(size_t few, double few_ms, size_t many, double many_ms);
 
 struct PcieResult {
   double h2d = 0, d2h = 0, bidir = 0, h2d_pageable = 0, d2h_pageable = 0;  // GB/s
