@@ -26,7 +26,9 @@ into a copy of the profile that the plans read, saying so (--save-binding: into 
 profile file itself; --no-calibrate-binding, or no GPU: not measured, counted as 0).
 
 Prints a table whose last lines give each point's predicted / measured ratio against the
-10% limit; writes JSON (--json) with the command, commit and date. --plan-only prints the
+10% limit, after where each measured step went (medians: step() until it returned, the
+engine's Step, the pre-pass and the stream's span from the engine's CUDA events, also in
+the JSON as measured_stages); writes JSON (--json) with the command, commit and date. --plan-only prints the
 predictions without measuring (no GPU needed; the profile is never written);
 --table FILE prints a written JSON's table.
 """
@@ -142,7 +144,8 @@ def predict(model, formats, a, profile=None):
 
 
 def measure(shapes, fraction, formats, a):
-    """The measured step of tandem.torch.AdamW (ms), its compute share and memory()."""
+    """The measured step of tandem.torch.AdamW (ms), its compute share, memory(), and
+    the medians of where the step went (stages(): for the residual's make-up)."""
     import torch
     import tandem
     import tandem.torch
@@ -170,18 +173,31 @@ def measure(shapes, fraction, formats, a):
                 p.grad.mul_(1.0)
         torch.cuda.synchronize()
 
-    times = []
+    times, parts = [], []
     for i in range(a.steps + 2):
         new_grads()
         t0 = time.perf_counter()
         opt.step()
+        t1 = time.perf_counter()
         torch.cuda.synchronize()
+        t2 = time.perf_counter()
         if i >= 2:
-            times.append((time.perf_counter() - t0) * 1e3)
+            times.append((t2 - t0) * 1e3)
+            st = opt.last_step_times()  # after the timing: it waits for the step's events
+            parts.append({"step_returns_ms": (t1 - t0) * 1e3, "engine_step_ms": st["step_ms"],
+                          "prepass_ms": st["prepass_ms"], "stream_ms": st["stream_ms"],
+                          "gpu_update_ms": st["gpu_update_ms"]})
     split, mem = opt.compute_split(), opt.memory()
     del opt, params, named
     release()
-    return statistics.median(times), split.get("share"), mem
+    return statistics.median(times), split.get("share"), mem, stages(parts)
+
+
+def stages(parts):
+    """Per field, the median over the timed steps (step_returns_ms: step() until it
+    returned; engine_step_ms: the engine's Step call, StageTimes::step_ms; prepass_ms,
+    stream_ms (first state upload to last download), gpu_update_ms: its CUDA events)."""
+    return {k: statistics.median(p[k] for p in parts) for k in parts[0]} if parts else {}
 
 
 def row(model, formats, pt, measured=None):
@@ -204,12 +220,15 @@ def row(model, formats, pt, measured=None):
              measured_ms=None, measured_share=None, ratio=None, error=None, met=None,
              engine_device_bytes=None, engine_host_bytes=None)
     if measured is not None:
-        ms, share, mem = measured
+        ms, share, mem = measured[:3]
         ratio = r["predicted_ms"] / ms
         r.update(measured_ms=ms, measured_share=share, ratio=ratio, error=ratio - 1,
                  met=abs(ratio - 1) <= LIMIT,
                  engine_device_bytes=mem["device"]["total"],
                  engine_host_bytes=mem["host"]["total"])
+        if len(measured) > 3 and measured[3]:
+            # Where the measured step went (medians), beside the prediction's terms.
+            r["measured_stages"] = measured[3]
     return r
 
 
@@ -243,6 +262,15 @@ def table(result):
     lines.append("fixed step cost (binding part): %s" % (
         "not in the profile: counted as 0" if b is None else b if isinstance(b, str) else
         "%.3f ms + %.2f us x tensors" % (b["per_step_ms"], b["per_tensor_us"])))
+    staged = [r for r in rows if r.get("measured_stages")]
+    if staged:
+        lines.append("where the measured step went (medians, ms): step() returned / engine "
+                     "Step / pre-pass (predicted) / stream, first upload to last download")
+    for r in staged:
+        st = r["measured_stages"]
+        lines.append("  %-10s f=%-5g %7.2f / %7.2f / %6.2f (%6s) / %7.2f" % (
+            r["model"], r["fraction"], st["step_returns_ms"], st["engine_step_ms"],
+            st["prepass_ms"], fmt(r.get("predicted_prepass_ms"), ".2f"), st["stream_ms"]))
     lines.append("target (issue): predicted step within %d%% of the measured step "
                  "(ratio in [%.2f, %.2f]) at fractions 0.25, 0.5, 1 on 1B and 8B, "
                  "calibrated profile" % (100 * LIMIT, 1 - LIMIT, 1 + LIMIT))

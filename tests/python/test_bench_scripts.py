@@ -261,3 +261,24 @@ def test_accuracy_plan_only_shows_the_fixed_cost_and_leaves_the_profile(accuracy
     assert data["results"][0]["predicted_fixed_ms"] == pytest.approx(1.5)
     assert data["results"][0]["predicted_ms"] == pytest.approx(r["predicted_ms"] + 1.5)
     assert data["binding_overhead"] == {"per_step_ms": 0.5, "per_tensor_us": 0.0}
+
+
+def test_accuracy_rows_keep_where_the_measured_step_went(accuracy):
+    mem = {"device": {"total": 40}, "host": {"total": -10}}
+    stages = {"step_returns_ms": 3.5, "engine_step_ms": 3.0, "prepass_ms": 1.4,
+              "stream_ms": 20.5, "gpu_update_ms": 0.0}
+    pt = point(0.25, 21.0, 1.0)
+    pt["step_ms"].update(prepass=1.3, fill=1.4, engine_overhead=0.25, binding_overhead=0.5)
+    r = accuracy.row("llama3-1b", "bf16+ecc8/q8/q8", pt, (24.0, 1.0, mem, stages))
+    assert r["measured_stages"] == stages and r["ratio"] == pytest.approx(21.0 / 24.0)
+    assert r["predicted_fixed_ms"] == pytest.approx(0.75)
+    assert r["predicted_prepass_ms"] == 1.3 and r["predicted_fill_ms"] == 1.4
+    lines = accuracy.table({"command": "c", "commit": "abc", "date": "d", "results": [r],
+                            "binding_overhead": {"per_step_ms": 0.5, "per_tensor_us": 0.0}})
+    at = [i for i, line in enumerate(lines) if line.startswith("where the measured step")]
+    assert at and "   3.50 /    3.00 /   1.40 (  1.30) /   20.50" in lines[at[0] + 1]
+    assert "fixed step cost (binding part): 0.500 ms + 0.00 us x tensors" in lines
+    assert lines[-1].strip() == "0 of 1 points within 10%"
+    # A measurement without stages (the monkeypatched one of the test above) has none.
+    assert "measured_stages" not in accuracy.row("llama3-1b", "f", point(0.25, 21.0, 1.0),
+                                                 (24.0, 1.0, mem))
