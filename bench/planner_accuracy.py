@@ -18,15 +18,27 @@ Target (issue): within 10% of the measured step at fractions 0.25, 0.5 and 1 on 
     PYTHONPATH=build/python python3 bench/planner_accuracy.py --profile profile.json \\
         --json bench/results/planner_accuracy_h200.json
 
+The predicted step includes the fixed per-step cost (Note [Fixed step cost] in
+tandem/planner.h): the engine's part comes from tandem-bench calibrate; the binding's
+(tandem.torch's step() around the engine) can only be measured from Python, so when the
+profile has none, this script measures it first on the GPU (tandem.calibrate_binding)
+into a copy of the profile that the plans read, saying so (--save-binding: into the
+profile file itself; --no-calibrate-binding, or no GPU: not measured, counted as 0).
+
 Prints a table whose last lines give each point's predicted / measured ratio against the
-10% limit; writes JSON (--json) with the command, commit and date. --plan-only prints the
-predictions without measuring (no GPU needed); --table FILE prints a written JSON's table.
+10% limit, after where each measured step went (medians: step() until it returned, the
+engine's Step, the pre-pass and the stream's span from the engine's CUDA events, also in
+the JSON as measured_stages); writes JSON (--json) with the command, commit and date. --plan-only prints the
+predictions without measuring (no GPU needed; the profile is never written);
+--table FILE prints a written JSON's table.
 """
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -76,28 +88,64 @@ def parse_args(argv=None):
     ap.add_argument("--plan-only", action="store_true",
                     help="print the predictions only; no GPU is touched")
     ap.add_argument("--table", metavar="FILE", help="print the table of a JSON this wrote")
+    ap.add_argument("--no-calibrate-binding", action="store_true",
+                    help="do not measure the binding's fixed step cost for a profile that "
+                    "lacks it (the plan then counts it as 0)")
+    ap.add_argument("--save-binding", action="store_true",
+                    help="write the binding's fixed step cost, when measured, into the "
+                    "profile file (default: into a copy for this run)")
     return ap.parse_args(argv)
 
 
+def binding_overhead(a, tmp):
+    """The profile's step_overhead.binding and the profile the plans read. A profile
+    without it, in a run that measures on a GPU: measured (tandem.calibrate_binding) into
+    a copy in `tmp` that the plans read, or into the profile itself with --save-binding.
+    (None, a.profile) when it stays without."""
+    with open(a.profile) as fh:
+        overhead = json.load(fh).get("step_overhead") or {}
+    if "binding" in overhead:
+        return overhead["binding"], a.profile
+    if a.plan_only or a.no_calibrate_binding:
+        return None, a.profile
+    import torch
+    import tandem
+    if not torch.cuda.is_available():
+        print("%s has no step_overhead.binding and there is no GPU to measure it on: "
+              "counted as 0" % a.profile, flush=True)
+        return None, a.profile
+    path = a.profile
+    if not a.save_binding:
+        path = os.path.join(tmp, os.path.basename(a.profile))
+        shutil.copyfile(a.profile, path)
+    figures = tandem.calibrate_binding(path, device="cuda")
+    print("%s has no step_overhead.binding: measured %.3f ms + %.2f us x tensors, %s"
+          % (a.profile, figures["per_step_ms"], figures["per_tensor_us"],
+             "added to it" if a.save_binding else "for this run's plans (--save-binding "
+             "adds it to the profile)"), flush=True)
+    return figures, path
 
 
 
 
 
 
-def predict(model, formats, a):
+
+
+def predict(model, formats, a, profile=None):
     """fraction -> the plan's sweep point (step_ms, compute_split, bytes), and the plan's
-    parameter count."""
+    parameter count; the plan from `profile` (default a.profile)."""
     import tandem
     master, m, v = formats.split("/")
     p = tandem.plan(model, gpu_mem=a.gpu_mem, host_mem=a.host_mem,
-                    offload_compute=a.offload_compute, profile=a.profile,
+                    offload_compute=a.offload_compute, profile=profile or a.profile,
                     master=master, m=m, v=v)
     return {round(pt["fraction"] * 16): pt for pt in p.data["sweep"]}, p.data["model"]["params"]
 
 
 def measure(shapes, fraction, formats, a):
-    """The measured step of tandem.torch.AdamW (ms), its compute share and memory()."""
+    """The measured step of tandem.torch.AdamW (ms), its compute share, memory(), and
+    the medians of where the step went (stages(): for the residual's make-up)."""
     import torch
     import tandem
     import tandem.torch
@@ -125,18 +173,31 @@ def measure(shapes, fraction, formats, a):
                 p.grad.mul_(1.0)
         torch.cuda.synchronize()
 
-    times = []
+    times, parts = [], []
     for i in range(a.steps + 2):
         new_grads()
         t0 = time.perf_counter()
         opt.step()
+        t1 = time.perf_counter()
         torch.cuda.synchronize()
+        t2 = time.perf_counter()
         if i >= 2:
-            times.append((time.perf_counter() - t0) * 1e3)
+            times.append((t2 - t0) * 1e3)
+            st = opt.last_step_times()  # after the timing: it waits for the step's events
+            parts.append({"step_returns_ms": (t1 - t0) * 1e3, "engine_step_ms": st["step_ms"],
+                          "prepass_ms": st["prepass_ms"], "stream_ms": st["stream_ms"],
+                          "gpu_update_ms": st["gpu_update_ms"]})
     split, mem = opt.compute_split(), opt.memory()
     del opt, params, named
     release()
-    return statistics.median(times), split.get("share"), mem
+    return statistics.median(times), split.get("share"), mem, stages(parts)
+
+
+def stages(parts):
+    """Per field, the median over the timed steps (step_returns_ms: step() until it
+    returned; engine_step_ms: the engine's Step call, StageTimes::step_ms; prepass_ms,
+    stream_ms (first state upload to last download), gpu_update_ms: its CUDA events)."""
+    return {k: statistics.median(p[k] for p in parts) for k in parts[0]} if parts else {}
 
 
 def row(model, formats, pt, measured=None):
@@ -144,6 +205,11 @@ def row(model, formats, pt, measured=None):
     g, h = pt["gpu_bytes"], pt["host_bytes_per_rank"]
     r = dict(model=model, formats=formats, fraction=pt["fraction"],
              predicted_ms=pt["step_ms"]["step"], bottleneck=pt["bottleneck"],
+             # Note [Fixed step cost]: the engine's and the binding's parts of predicted_ms.
+             predicted_fixed_ms=pt["step_ms"].get("engine_overhead", 0.0)
+             + pt["step_ms"].get("binding_overhead", 0.0),
+             predicted_prepass_ms=pt["step_ms"].get("prepass"),
+             predicted_fill_ms=pt["step_ms"].get("fill"),
              plan_share=pt["compute_split"]["share"],
              # The engine's own memory: everything but the caller's weights, gradients
              # and activations.
@@ -154,12 +220,15 @@ def row(model, formats, pt, measured=None):
              measured_ms=None, measured_share=None, ratio=None, error=None, met=None,
              engine_device_bytes=None, engine_host_bytes=None)
     if measured is not None:
-        ms, share, mem = measured
+        ms, share, mem = measured[:3]
         ratio = r["predicted_ms"] / ms
         r.update(measured_ms=ms, measured_share=share, ratio=ratio, error=ratio - 1,
                  met=abs(ratio - 1) <= LIMIT,
                  engine_device_bytes=mem["device"]["total"],
                  engine_host_bytes=mem["host"]["total"])
+        if len(measured) > 3 and measured[3]:
+            # Where the measured step went (medians), beside the prediction's terms.
+            r["measured_stages"] = measured[3]
     return r
 
 
@@ -177,17 +246,31 @@ def table(result):
              "profile %s; offload_compute %s (plan and optimizer); optimizer rates: %s"
              % (result.get("profile", "?"), result.get("offload_compute", "?"),
                 result.get("optimizer_rates", "?")),
-             "%-10s %-16s %5s %7s %7s %10s %10s %7s  %s" % (
-                 "model", "formats", "frac", "share P", "share M", "predicted", "measured",
-                 "ratio", "bottleneck")]
+             "%-10s %-16s %5s %7s %7s %10s %7s %10s %7s  %s" % (
+                 "model", "formats", "frac", "share P", "share M", "predicted", "fixed",
+                 "measured", "ratio", "bottleneck")]
     for r in rows:
-        lines.append("%-10s %-16s %5.3f %7s %7s %10s %10s %7s  %s" % (
+        lines.append("%-10s %-16s %5.3f %7s %7s %10s %7s %10s %7s  %s" % (
             r["model"], r["formats"], r["fraction"], fmt(r.get("plan_share"), ".3f"),
             fmt(r.get("measured_share"), ".3f"), fmt(r["predicted_ms"], ".2f"),
-            fmt(r.get("measured_ms"), ".2f"), fmt(r.get("ratio"), ".3f"),
-            r.get("bottleneck", "-")))
+            fmt(r.get("predicted_fixed_ms"), ".2f"), fmt(r.get("measured_ms"), ".2f"),
+            fmt(r.get("ratio"), ".3f"), r.get("bottleneck", "-")))
     lines.append("share P / M: of the host-resident elements, computed on the GPU, in the "
-                 "plan / the optimizer; ratio: predicted / measured step")
+                 "plan / the optimizer; fixed: the predicted step's fixed per-step cost "
+                 "(engine + binding); ratio: predicted / measured step")
+    b = result.get("binding_overhead", "?")
+    lines.append("fixed step cost (binding part): %s" % (
+        "not in the profile: counted as 0" if b is None else b if isinstance(b, str) else
+        "%.3f ms + %.2f us x tensors" % (b["per_step_ms"], b["per_tensor_us"])))
+    staged = [r for r in rows if r.get("measured_stages")]
+    if staged:
+        lines.append("where the measured step went (medians, ms): step() returned / engine "
+                     "Step / pre-pass (predicted) / stream, first upload to last download")
+    for r in staged:
+        st = r["measured_stages"]
+        lines.append("  %-10s f=%-5g %7.2f / %7.2f / %6.2f (%6s) / %7.2f" % (
+            r["model"], r["fraction"], st["step_returns_ms"], st["engine_step_ms"],
+            st["prepass_ms"], fmt(r.get("predicted_prepass_ms"), ".2f"), st["stream_ms"]))
     lines.append("target (issue): predicted step within %d%% of the measured step "
                  "(ratio in [%.2f, %.2f]) at fractions 0.25, 0.5, 1 on 1B and 8B, "
                  "calibrated profile" % (100 * LIMIT, 1 - LIMIT, 1 + LIMIT))
@@ -216,6 +299,16 @@ def main(argv=None):
               "offload_compute": a.offload_compute,
               "optimizer_rates": None if a.plan_only else a.optimizer_rates,
               "steps": a.steps, "results": []}
+    tmp = tempfile.mkdtemp(prefix="planner-accuracy-")
+    try:
+        return run(a, argv, result, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(a, argv, result, tmp):
+    """main's measurements and table, with `tmp` for a profile copy."""
+    result["binding_overhead"], profile = binding_overhead(a, tmp)
     if a.plan_only:
         result["machine_kind"] = "plan only (nothing measured)"
     else:
@@ -225,7 +318,7 @@ def main(argv=None):
         result["torch"] = torch.__version__
     for model in a.models:
         for formats in a.formats:
-            points, plan_params = predict(model, formats, a)
+            points, plan_params = predict(model, formats, a, profile)
             shapes = None
             if not a.plan_only:
                 from megatron_baseline import llama_shapes

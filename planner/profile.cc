@@ -1,5 +1,7 @@
 // The calibration profile "tandem-profile/1": reader, writer, built-in default.
 // docs/planner.md "Profile schema" is the grammar; keep the two in step.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -61,6 +63,28 @@ double OptionalRate(const json& j, const char* key, const std::string& path,
   return j.contains(key) ? Rate(j, key, path, where) : 0.0;
 }
 
+// A non-negative number: the fixed step cost's figures may be 0.
+double NonNegative(const json& j, const char* key, const std::string& path,
+                   std::string_view where) {
+  const json& v = Member(j, key, path, where);
+  if (!v.is_number() || !(v.get<double>() >= 0) || !std::isfinite(v.get<double>()))
+    Fail(where, "field '" + path + "." + key + "' must be a number >= 0, got " + v.dump());
+  return v.get<double>();
+}
+
+// One part of "step_overhead" (Note [Fixed step cost]); not measured where absent.
+Profile::Overhead OverheadPart(const json& overhead, const char* part, std::string_view where) {
+  Profile::Overhead o;
+  if (!overhead.contains(part)) return o;
+  const std::string path = std::string("step_overhead.") + part;
+  const json& j = overhead.at(part);
+  if (!j.is_object()) Fail(where, "field '" + path + "' must be an object");
+  o.per_step_ms = NonNegative(j, "per_step_ms", path, where);
+  o.per_tensor_us = NonNegative(j, "per_tensor_us", path, where);
+  o.measured = true;
+  return o;
+}
+
 json KernelsJson(const std::map<std::string, KernelRate>& kernels) {
   json k = json::object();
   for (const auto& [key, rate] : kernels) k[key] = {{"gparams_per_s", rate.gparams_per_s}};
@@ -104,6 +128,7 @@ Profile ParseProfile(std::string_view text, std::string_view where) {
   p.gpu.name = gpu.contains("name") ? Text(gpu, "name", "gpu", where) : "";
   p.gpu.hbm_copy_gbps = Rate(gpu, "hbm_copy_gbps", "gpu", where);
   p.gpu.kernels = Kernels(gpu, "gpu", where);
+  p.gpu.prepass_gparams_per_s = OptionalRate(gpu, "prepass_gparams_per_s", "gpu", where);
   const json& host = Member(j, "host", "", where);
   if (host.contains("threads")) {
     const json& t = host.at("threads");
@@ -122,6 +147,12 @@ Profile ParseProfile(std::string_view text, std::string_view where) {
   p.pcie.bidir_gbps = Rate(pcie, "bidir_gbps", "pcie", where);
   p.pcie.h2d_concurrent_gbps = OptionalRate(pcie, "h2d_concurrent_gbps", "pcie", where);
   p.pcie.d2h_concurrent_gbps = OptionalRate(pcie, "d2h_concurrent_gbps", "pcie", where);
+  if (j.contains("step_overhead")) {
+    const json& o = j.at("step_overhead");
+    if (!o.is_object()) Fail(where, "field 'step_overhead' must be an object");
+    p.step_overhead.engine = OverheadPart(o, "engine", where);
+    p.step_overhead.binding = OverheadPart(o, "binding", where);
+  }
   return p;
 }
 
@@ -154,6 +185,13 @@ std::string ProfileToJson(const Profile& p) {
   // Written only when measured (a reader takes absence as "not measured").
   if (p.pcie.h2d_concurrent_gbps > 0) j["pcie"]["h2d_concurrent_gbps"] = p.pcie.h2d_concurrent_gbps;
   if (p.pcie.d2h_concurrent_gbps > 0) j["pcie"]["d2h_concurrent_gbps"] = p.pcie.d2h_concurrent_gbps;
+  if (p.gpu.prepass_gparams_per_s > 0)
+    j["gpu"]["prepass_gparams_per_s"] = p.gpu.prepass_gparams_per_s;
+  for (const auto& [name, part] : {std::pair{"engine", &p.step_overhead.engine},
+                                   std::pair{"binding", &p.step_overhead.binding}})
+    if (part->measured)
+      j["step_overhead"][name] = {{"per_step_ms", part->per_step_ms},
+                                  {"per_tensor_us", part->per_tensor_us}};
   return j.dump(2) + "\n";
 }
 
@@ -169,6 +207,20 @@ void WriteProfile(const Profile& p, const std::string& path) {
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     throw Error(ErrorKind::kIO, path + ": cannot rename " + tmp + " into place");
+}
+
+Profile::Overhead FitStepOverhead(uint64_t few, double few_ms, uint64_t many, double many_ms) {
+  if (!(few > 0 && few < many) || !(std::isfinite(few_ms) && few_ms >= 0) ||
+      !(std::isfinite(many_ms) && many_ms >= 0))
+    throw Error(ErrorKind::kInvalidArgument,
+                "step overhead fit: needs 0 < few < many tensors and times >= 0, got " +
+                    std::to_string(few) + " tensors " + std::to_string(few_ms) + " ms, " +
+                    std::to_string(many) + " tensors " + std::to_string(many_ms) + " ms");
+  Profile::Overhead o;
+  o.measured = true;
+  o.per_tensor_us = std::max(0.0, 1e3 * (many_ms - few_ms) / static_cast<double>(many - few));
+  o.per_step_ms = std::max(0.0, few_ms - o.per_tensor_us * 1e-3 * static_cast<double>(few));
+  return o;
 }
 
 std::string KernelKey(Algorithm algo, const StateFormats& f, DType grad_dtype) {

@@ -82,8 +82,14 @@ std::string PlanToText(const PlanResult& plan) {
          in.profile.gpu.hbm_copy_gbps);
   Append(&s, "  split model PCIe %s; host %.2f Gparam/s (%s)\n", plan.rates.pcie_source.c_str(),
          plan.rates.machine.host_gparams, plan.rates.host_dma_source.c_str());
-  Append(&s, "  offload_compute %s; a streamed element moves %.4g B each way\n\n",
+  Append(&s, "  offload_compute %s; a streamed element moves %.4g B each way\n",
          OffloadComputeName(in.offload_compute).c_str(), plan.rates.stream_bytes_per_element);
+  Append(&s, "  pre-pass    %.0f Gelem/s (%s)\n", plan.rates.prepass_gparams_per_s,
+         plan.rates.prepass_source.c_str());
+  Append(&s, "  fixed step cost, %zu tensors: engine %.2f ms (%s); binding %.2f ms (%s)\n\n",
+         in.model.tensors.size(), plan.recommended.time.engine_overhead_ms,
+         plan.rates.engine_overhead_source.c_str(), plan.recommended.time.binding_overhead_ms,
+         plan.rates.binding_overhead_source.c_str());
 
   const FractionPoint& r = plan.recommended;
   Append(&s, "Memory at offload fraction %.4f (%s)\n", r.fraction,
@@ -113,9 +119,9 @@ std::string PlanToText(const PlanResult& plan) {
          ToGiB(r.host_node_bytes));
   Append(&s,
          "  step: prepass %.2f + max(gpu %.2f, pipeline max(d2h %.2f, host %.2f, h2d %.2f) "
-         "+ fill %.2f) = %.2f ms\n\n",
+         "+ fill %.2f) + fixed (engine %.2f + binding %.2f) = %.2f ms\n\n",
          r.time.prepass_ms, r.time.gpu_ms, r.time.d2h_ms, r.time.host_ms, r.time.h2d_ms,
-         r.time.fill_ms, r.time.step_ms);
+         r.time.fill_ms, r.time.engine_overhead_ms, r.time.binding_overhead_ms, r.time.step_ms);
   const ComputeSplit& sp = r.time.split;
   Append(&s,
          "  compute split: offload_compute %s -> share %.4f of the %llu offloaded elements "

@@ -149,6 +149,14 @@ uint64_t EstimateActivationBytes(const ActivationShape& shape, Recompute recompu
 
 inline constexpr const char* kProfileSchema = "tandem-profile/1";
 
+// The gradient pre-pass's cost per element when a profile has no measured rate
+// (Profile::Gpu::prepass_gparams_per_s): as many bytes at the HBM copy bandwidth as this.
+// Its exact 512-bit sum of squares (Note [Exact sum of squares] in engine/exact_sum.h)
+// makes it compute-bound at about twice a bf16 gradient's read: 8.49 ms over Llama-3 8B's
+// 8.03e9 bf16 gradients on the H200 (946 Gelem/s), against 3797 GB/s / 4 B = 949 there
+// (bench/results/compute_split_h200.json; 4.35 ms before the exact sum).
+inline constexpr double kDefaultPrepassBytesPerElement = 4.0;
+
 struct KernelRate {
   double gparams_per_s = 0;  // measured optimizer-step throughput, 1e9 elements per second
 };
@@ -159,6 +167,12 @@ struct Profile {
     std::string name;
     double hbm_copy_gbps = 0;                   // device copy, read+write bytes per second / 1e9
     std::map<std::string, KernelRate> kernels;  // by KernelKey
+    // The gradient pre-pass (exact sum of squares and non-finite check, one read of every
+    // gradient) over bf16 gradients, 1e9 elements per second. Optional
+    // ("prepass_gparams_per_s"; 0: not measured, absent in profiles written before it):
+    // the step-time model then takes kDefaultPrepassBytesPerElement at hbm_copy_gbps
+    // (docs/planner.md "Step time").
+    double prepass_gparams_per_s = 0;
   } gpu;
   struct Host {
     int threads = 0;
@@ -179,8 +193,35 @@ struct Profile {
     // bytes each way, never above the direction alone.
     double h2d_concurrent_gbps = 0, d2h_concurrent_gbps = 0;
   } pcie;
+  // Note [Fixed step cost]: what one step costs beyond its bytes and elements, as
+  // per_step_ms + per_tensor_us x tensors, measured over tiny tensors with every element
+  // streamed (offload_compute gpu, the path auto takes on a machine like the H200):
+  //   engine   HybridOptimizer::Step plus a device synchronisation: the pre-pass's wait
+  //            for its result, the scalars, the hot and streamed plans' launches, the
+  //            first upload's and last download's latencies (tandem-bench calibrate);
+  //   binding  tandem.torch's step() less the engine's Step: per-tensor gradient
+  //            checks, version counters, stream ordering (tandem.calibrate_binding, in
+  //            Python; bench/planner_accuracy.py runs it when the profile lacks it).
+  // Each part is optional ("step_overhead": {"engine": {...}, "binding": {...}}; absent
+  // in profiles written before it): a missing part counts as 0 and the plan says so.
+  struct Overhead {
+    bool measured = false;
+    double per_step_ms = 0, per_tensor_us = 0;  // >= 0
+    double ms(uint64_t tensors) const {
+      return per_step_ms + per_tensor_us * 1e-3 * static_cast<double>(tensors);
+    }
+  };
+  struct StepOverhead {
+    Overhead engine, binding;
+  } step_overhead;
   bool builtin_default = false;  // true only for DefaultProfile(); not written to JSON
 };
+
+// One part of the fixed step cost (Note [Fixed step cost]) from the median step times
+// over `few` and `many` tiny tensors: the line through both (per_tensor_us from the
+// slope, per_step_ms the rest of the `few` step), each part clamped to >= 0; measured.
+// Throws Error(kInvalidArgument) unless 0 < few < many and both times are finite and >= 0.
+Profile::Overhead FitStepOverhead(uint64_t few, double few_ms, uint64_t many, double many_ms);
 
 // The H200 reference figures of the design brief (HBM copy 4260 GB/s; PCIe 55.6 H2D,
 // 55.5 D2H, 101.7 both; host triad 146 GB/s, 16 threads; no kernel keys).
@@ -259,7 +300,11 @@ struct StepTime {
   // (gradients down and parameters up of the host-computed elements, state both ways of
   // the streamed ones); host: the host kernels with their per-chunk overhead.
   double prepass_ms = 0, gpu_ms = 0, d2h_ms = 0, host_ms = 0, h2d_ms = 0, fill_ms = 0;
-  double step_ms = 0;  // prepass + max(gpu, max(d2h, host, h2d) + fill)
+  // The fixed per-step cost of the profile (Note [Fixed step cost]) at this rank's tensor
+  // count: the engine's and the binding's parts (0 where the profile lacks one).
+  double engine_overhead_ms = 0, binding_overhead_ms = 0;
+  // prepass + max(gpu, max(d2h, host, h2d) + fill) + engine_overhead + binding_overhead
+  double step_ms = 0;
   Stage bottleneck = Stage::kGpu;
   // The compute split (Note [Three placement classes] in tandem/compute_split.h): of the
   // host-resident elements, `streamed` are computed on the GPU; split.share is their
@@ -317,8 +362,8 @@ struct PlanInputs {
   // reduce-scattered. Default 2; >= 1. Only with fsdp2.
   uint32_t fsdp2_blocks_in_flight = 2;
   PlacementPolicy placement = PlacementPolicy::kBackwardOrder;
-  uint64_t chunk_elements = 1 << 21;     // as OptimizerConfig
-  int pipeline_slots = 4;                // as OptimizerConfig
+  uint64_t chunk_elements = 1 << 21;  // as OptimizerConfig
+  int pipeline_slots = 4;             // as OptimizerConfig
   // Where the host-resident elements are computed, as OptimizerConfig::offload_compute:
   // kOffloadComputeAuto (default: the share tandem::ChooseSplit picks for the profile's
   // rates, MachineRatesFor, at each fraction), 0 (host: the plan of versions before the
@@ -330,9 +375,9 @@ struct PlanInputs {
   double offload_compute = kOffloadComputeAuto;
   uint64_t stream_chunk_bytes = uint64_t{64} << 20;  // as OptimizerConfig; >= 4096
   int stream_slots = 3;                              // as OptimizerConfig; >= 2
-  bool speculative_early_start = false;  // as OptimizerConfig: adds its buffers
-  uint32_t gpus_per_node = 1;            // >= 1
-  uint32_t nodes = 1;                    // >= 1
+  bool speculative_early_start = false;              // as OptimizerConfig: adds its buffers
+  uint32_t gpus_per_node = 1;                        // >= 1
+  uint32_t nodes = 1;                                // >= 1
   Profile profile = DefaultProfile();
 };
 
@@ -361,6 +406,12 @@ struct Rates {
   // divided among the node's ranks) and where the PCIe and host figures came from.
   MachineRates machine;
   std::string pcie_source, host_dma_source;
+  // The gradient pre-pass (1e9 elements per second) and where it came from.
+  double prepass_gparams_per_s = 0;
+  std::string prepass_source;
+  // Where the fixed per-step cost came from (Note [Fixed step cost]), one text per part:
+  // "measured: 1.20 ms + 4.0 us x tensors" or "not in the profile: counted as 0".
+  std::string engine_overhead_source, binding_overhead_source;
   // Host-resident state bytes of one streamed element, each way (its master less the part
   // that aliases the parameter, plus the moments and scales): 3.125 for AdamW
   // bf16+ecc8/q8/q8 with bf16 parameters.
@@ -378,8 +429,8 @@ struct PlanResult {
   // GPU bytes (less the streaming slots) non-increasing and host bytes non-decreasing on
   // the sweep.
   bool monotone = true;
-  uint64_t gpu_short_bytes = 0;   // > 0: GPU budget short by this much even at fraction 1
-  uint64_t host_short_bytes = 0;  // > 0: host budget short by this much at min_fraction
+  uint64_t gpu_short_bytes = 0;       // > 0: GPU budget short by this much even at fraction 1
+  uint64_t host_short_bytes = 0;      // > 0: host budget short by this much at min_fraction
   std::vector<std::string> messages;  // the verdict, then warnings
   Rates rates;
   uint64_t ranks = 1;

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -115,6 +116,61 @@ TEST(Profile, ConcurrentFiguresRoundTripAndOlderProfilesLoad) {
   ExpectBad(replace(kGood, "\"kernels\": {}}",
                     "\"kernels\": {}, \"kernels_under_dma\": {\"k\": {\"gparams_per_s\": -2}}}"),
             "host.kernels_under_dma.k.gparams_per_s");
+}
+
+// Note [Fixed step cost] and the pre-pass rate: optional, absent in kGood (older
+// profiles), round-tripped when measured, named when bad.
+TEST(Profile, StepOverheadAndPrepassRoundTripAndOlderProfilesLoad) {
+  const Profile old = ParseProfile(kGood, "good");
+  EXPECT_EQ(old.gpu.prepass_gparams_per_s, 0);
+  EXPECT_FALSE(old.step_overhead.engine.measured);
+  EXPECT_FALSE(old.step_overhead.binding.measured);
+  EXPECT_EQ(old.step_overhead.engine.ms(300), 0);
+  EXPECT_EQ(ProfileToJson(old).find("step_overhead"), std::string::npos);
+  EXPECT_EQ(ProfileToJson(old).find("prepass"), std::string::npos);
+  Profile p = old;
+  p.gpu.prepass_gparams_per_s = 946.5;
+  p.step_overhead.engine = {true, 0.375, 1.5};
+  const Profile q = ParseProfile(ProfileToJson(p), "written");
+  EXPECT_EQ(q.gpu.prepass_gparams_per_s, 946.5);
+  EXPECT_TRUE(q.step_overhead.engine.measured);
+  EXPECT_EQ(q.step_overhead.engine.per_step_ms, 0.375);
+  EXPECT_EQ(q.step_overhead.engine.per_tensor_us, 1.5);
+  EXPECT_DOUBLE_EQ(q.step_overhead.engine.ms(100), 0.375 + 0.15);
+  EXPECT_FALSE(q.step_overhead.binding.measured);  // one part without the other
+  EXPECT_EQ(ProfileToJson(q), ProfileToJson(p));
+  // Zero is a measurement (a binding that costs nothing per tensor).
+  const std::string zero = std::string(kGood).insert(
+      1, R"("step_overhead": {"binding": {"per_step_ms": 0, "per_tensor_us": 0}}, )");
+  EXPECT_TRUE(ParseProfile(zero, "zero").step_overhead.binding.measured);
+  auto with = [](const std::string& field) { return std::string(kGood).insert(1, field + ", "); };
+  ExpectBad(with(R"("step_overhead": [])"), "step_overhead");
+  ExpectBad(with(R"("step_overhead": {"engine": 3})"), "step_overhead.engine");
+  ExpectBad(with(R"("step_overhead": {"engine": {"per_step_ms": 1}})"),
+            "step_overhead.engine.per_tensor_us");
+  ExpectBad(with(R"("step_overhead": {"binding": {"per_step_ms": -1, "per_tensor_us": 2}})"),
+            "step_overhead.binding.per_step_ms");
+  std::string bad_prepass = kGood;
+  bad_prepass.replace(bad_prepass.find("\"hbm_copy_gbps\": 4200"), 21,
+                      "\"hbm_copy_gbps\": 4200, \"prepass_gparams_per_s\": 0");
+  ExpectBad(bad_prepass, "gpu.prepass_gparams_per_s");
+}
+
+TEST(Profile, FitStepOverheadIsTheLineThroughTwoCounts) {
+  const Profile::Overhead o = FitStepOverhead(16, 1.0 + 16 * 0.004, 512, 1.0 + 512 * 0.004);
+  EXPECT_TRUE(o.measured);
+  EXPECT_NEAR(o.per_step_ms, 1.0, 1e-12);
+  EXPECT_NEAR(o.per_tensor_us, 4.0, 1e-9);
+  EXPECT_NEAR(o.ms(146), 1.0 + 146 * 0.004, 1e-12);
+  // Noise: fewer tensors slower (no per-tensor cost), or a slope beyond the few's time.
+  const Profile::Overhead flat = FitStepOverhead(16, 2.0, 512, 1.5);
+  EXPECT_EQ(flat.per_tensor_us, 0);
+  EXPECT_EQ(flat.per_step_ms, 2.0);
+  EXPECT_EQ(FitStepOverhead(16, 0.001, 512, 10.0).per_step_ms, 0);
+  EXPECT_THROW(FitStepOverhead(512, 1.0, 16, 2.0), Error);
+  EXPECT_THROW(FitStepOverhead(0, 1.0, 16, 2.0), Error);
+  EXPECT_THROW(FitStepOverhead(16, -1.0, 512, 2.0), Error);
+  EXPECT_THROW(FitStepOverhead(16, 1.0, 512, NAN), Error);
 }
 
 TEST(Profile, KernelKey) {

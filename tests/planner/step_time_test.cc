@@ -14,6 +14,12 @@ PlanInputs Flash() {
   return in;
 }
 
+PlanInputs Flash(ModelDescription model) {
+  PlanInputs in = Flash();
+  in.model = std::move(model);
+  return in;
+}
+
 TEST(KernelBytes, MatchesTheDesignFigures) {
   HyperParams h;
   EXPECT_DOUBLE_EQ(
@@ -68,7 +74,9 @@ TEST(StepTime, AllOnGpu) {
   const Rates r = ResolveRates(in);
   const StepTime t = PredictStepTime(in, r, 1000000000, 0, 1000000000);
   EXPECT_EQ(t.bottleneck, Stage::kGpu);
-  EXPECT_DOUBLE_EQ(t.prepass_ms, 1e3 * 2e9 / 4260e9);
+  // No measured pre-pass rate: kDefaultPrepassBytesPerElement (4) at the HBM copy rate,
+  // twice a bf16 gradient's read (the exact sum of squares is compute-bound).
+  EXPECT_DOUBLE_EQ(t.prepass_ms, 1e3 * 4e9 / 4260e9);
   EXPECT_DOUBLE_EQ(t.gpu_ms, 1e3 / r.gpu_gparams_per_s);
   EXPECT_DOUBLE_EQ(t.step_ms, t.prepass_ms + t.gpu_ms);
   EXPECT_EQ(t.d2h_ms, 0);
@@ -105,6 +113,78 @@ TEST(StepTime, PcieBottleneckWithFastHost) {
   EXPECT_DOUBLE_EQ(t.h2d_ms, 1e3 * 2e6 / (101.7e9 / 3));
   // One chunk holds everything: fill is the other two stages in full.
   EXPECT_DOUBLE_EQ(t.fill_ms, t.host_ms + t.h2d_ms);
+}
+
+TEST(StepTime, PrepassAtTheMeasuredRateNeverFasterThanTheRead) {
+  PlanInputs in = Flash();
+  in.profile.gpu.prepass_gparams_per_s = 500;
+  Rates r = ResolveRates(in);
+  EXPECT_EQ(r.prepass_source, "measured");
+  EXPECT_DOUBLE_EQ(PredictStepTime(in, r, 1000000000, 0, 1000000000).prepass_ms, 1e3 / 500);
+  // Faster than the gradients can be read: the read (2 bytes at 4260 GB/s) sets it.
+  in.profile.gpu.prepass_gparams_per_s = 1e5;
+  r = ResolveRates(in);
+  EXPECT_DOUBLE_EQ(PredictStepTime(in, r, 1000000000, 0, 1000000000).prepass_ms,
+                   1e3 * 2e9 / 4260e9);
+  in.profile.gpu.prepass_gparams_per_s = 0;
+  EXPECT_NE(ResolveRates(in).prepass_source.find("not in the profile"), std::string::npos);
+}
+
+// Note [Fixed step cost]: per step + per tensor, each part where the profile has it.
+TEST(StepTime, FixedCostPerStepAndPerTensor) {
+  PlanInputs in = Flash(ModelFromParamCount(1ull << 28, 8));
+  const uint64_t tensors = in.model.tensors.size();
+  ASSERT_GT(tensors, 1u);
+  const uint64_t n = in.model.total_params();
+  Rates r = ResolveRates(in);
+  const StepTime none = PredictStepTime(in, r, n / 2, n / 2, n, n / 2);
+  EXPECT_EQ(none.engine_overhead_ms, 0);
+  EXPECT_EQ(none.binding_overhead_ms, 0);
+  EXPECT_NE(r.engine_overhead_source.find("counted as 0"), std::string::npos);
+  EXPECT_NE(r.binding_overhead_source.find("counted as 0"), std::string::npos);
+  in.profile.step_overhead.engine = {true, 0.25, 2.0};
+  in.profile.step_overhead.binding = {true, 0.5, 8.0};
+  r = ResolveRates(in);
+  EXPECT_NE(r.engine_overhead_source.find("measured: 0.250 ms + 2.00 us"), std::string::npos);
+  for (uint64_t streamed : {uint64_t{0}, n / 4, n / 2}) {
+    const StepTime base = PredictStepTime(Flash(ModelFromParamCount(1ull << 28, 8)),
+                                          ResolveRates(Flash(ModelFromParamCount(1ull << 28, 8))),
+                                          n / 2, n / 2, n, streamed);
+    const StepTime t = PredictStepTime(in, r, n / 2, n / 2, n, streamed);
+    EXPECT_DOUBLE_EQ(t.engine_overhead_ms, 0.25 + 2e-3 * tensors);
+    EXPECT_DOUBLE_EQ(t.binding_overhead_ms, 0.5 + 8e-3 * tensors);
+    EXPECT_NEAR(t.step_ms, base.step_ms + t.engine_overhead_ms + t.binding_overhead_ms, 1e-9);
+  }
+  // Nothing offloaded: still paid.
+  const StepTime gpu_only = PredictStepTime(in, r, n, 0, n);
+  EXPECT_DOUBLE_EQ(gpu_only.step_ms, gpu_only.prepass_ms + gpu_only.gpu_ms + 0.75 +
+                                         10e-3 * static_cast<double>(tensors));
+}
+
+// Note [Fill at both ends]: every streamed element (the host computes none), the chain
+// h2d -> kernel -> d2h pays the slowest stage in full and one chunk of each other.
+TEST(StepTime, StreamedFillCoversBothEnds) {
+  PlanInputs in = Flash();
+  in.profile.pcie.h2d_concurrent_gbps = 50;  // upload the slowest
+  in.profile.pcie.d2h_concurrent_gbps = 52;
+  const Rates r = ResolveRates(in);
+  const uint64_t cold = 320000000, hot = 960000000;
+  const StepTime t = PredictStepTime(in, r, hot, cold, hot + cold, cold);
+  const double chunk = std::floor((64 << 20) / r.stream_bytes_per_element) / double(cold);
+  const double kernel_ms = double(cold) / (r.machine.gpu_gparams * 1e6);
+  EXPECT_EQ(t.bottleneck, Stage::kH2D);
+  EXPECT_DOUBLE_EQ(t.h2d_ms, 1e3 * cold * 3.125 / 50e9);
+  // The upload runs from the first chunk on; the last chunk's kernel and download follow.
+  EXPECT_NEAR(t.fill_ms, chunk * (t.d2h_ms + kernel_ms), 1e-12);
+  EXPECT_NEAR(t.step_ms, t.prepass_ms + t.h2d_ms + t.fill_ms, 1e-9);
+  // Download the slowest: the first chunk's upload and kernel come before it.
+  in.profile.pcie.h2d_concurrent_gbps = 54;
+  const StepTime d = PredictStepTime(in, ResolveRates(in), hot, cold, hot + cold, cold);
+  EXPECT_EQ(d.bottleneck, Stage::kD2H);
+  EXPECT_NEAR(d.fill_ms, chunk * (d.h2d_ms + kernel_ms), 1e-12);
+  // One 64 MiB chunk each end at ~50 GB/s: about 1.3 ms, not 2.6 (the slowest stage's own
+  // first or last chunk is in its whole time).
+  EXPECT_NEAR(t.fill_ms, 1.35, 0.05);
 }
 
 }  // namespace

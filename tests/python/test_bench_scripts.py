@@ -252,3 +252,54 @@ def test_early_start_table_compares_with_the_plain_mode_of_the_run():
     assert "bit-identical across modes: yes" in text
     result["bit_identical"] = False
     assert "bit-identical across modes: NO" in early.table(result)
+
+
+def test_accuracy_plan_only_shows_the_fixed_cost_and_leaves_the_profile(accuracy, tmp_path,
+                                                                       capsys):
+    tandem = pytest.importorskip("tandem")
+    if not hasattr(tandem, "calibrate_binding"):
+        pytest.skip("tandem.calibrate_binding is not built")
+    src = os.path.join(BENCH, "results", "calibrate_h200.json")
+    profile = tmp_path / "p.json"
+    profile.write_text(open(src).read())
+    out = tmp_path / "plan.json"
+    assert accuracy.main(["--plan-only", "--models", "llama3-1b", "--fractions", "0.25",
+                          "--profile", str(profile), "--json", str(out)]) == 0
+    assert profile.read_text() == open(src).read()  # --plan-only never writes it
+    data = json.loads(out.read_text())
+    assert data["binding_overhead"] is None
+    [r] = data["results"]
+    assert r["predicted_fixed_ms"] == 0.0 and r["predicted_prepass_ms"] > 0
+    assert "binding part): not in the profile: counted as 0" in capsys.readouterr().out
+    # With both parts in the profile, the prediction carries them.
+    p = json.loads(profile.read_text())
+    p["step_overhead"] = {"engine": {"per_step_ms": 1.0, "per_tensor_us": 0.0},
+                          "binding": {"per_step_ms": 0.5, "per_tensor_us": 0.0}}
+    profile.write_text(json.dumps(p))
+    assert accuracy.main(["--plan-only", "--models", "llama3-1b", "--fractions", "0.25",
+                          "--profile", str(profile), "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["results"][0]["predicted_fixed_ms"] == pytest.approx(1.5)
+    assert data["results"][0]["predicted_ms"] == pytest.approx(r["predicted_ms"] + 1.5)
+    assert data["binding_overhead"] == {"per_step_ms": 0.5, "per_tensor_us": 0.0}
+
+
+def test_accuracy_rows_keep_where_the_measured_step_went(accuracy):
+    mem = {"device": {"total": 40}, "host": {"total": -10}}
+    stages = {"step_returns_ms": 3.5, "engine_step_ms": 3.0, "prepass_ms": 1.4,
+              "stream_ms": 20.5, "gpu_update_ms": 0.0}
+    pt = point(0.25, 21.0, 1.0)
+    pt["step_ms"].update(prepass=1.3, fill=1.4, engine_overhead=0.25, binding_overhead=0.5)
+    r = accuracy.row("llama3-1b", "bf16+ecc8/q8/q8", pt, (24.0, 1.0, mem, stages))
+    assert r["measured_stages"] == stages and r["ratio"] == pytest.approx(21.0 / 24.0)
+    assert r["predicted_fixed_ms"] == pytest.approx(0.75)
+    assert r["predicted_prepass_ms"] == 1.3 and r["predicted_fill_ms"] == 1.4
+    lines = accuracy.table({"command": "c", "commit": "abc", "date": "d", "results": [r],
+                            "binding_overhead": {"per_step_ms": 0.5, "per_tensor_us": 0.0}})
+    at = [i for i, line in enumerate(lines) if line.startswith("where the measured step")]
+    assert at and "   3.50 /    3.00 /   1.40 (  1.30) /   20.50" in lines[at[0] + 1]
+    assert "fixed step cost (binding part): 0.500 ms + 0.00 us x tensors" in lines
+    assert lines[-1].strip() == "0 of 1 points within 10%"
+    # A measurement without stages (the monkeypatched one of the test above) has none.
+    assert "measured_stages" not in accuracy.row("llama3-1b", "f", point(0.25, 21.0, 1.0),
+                                                 (24.0, 1.0, mem))

@@ -141,3 +141,84 @@ def test_machine_rates_from_a_profile(tmp_path):
         tandem.machine_rates(path)
     with pytest.raises(ValueError):
         tandem.machine_rates(None, master="bf17")
+
+
+def _profile(**extra):
+    key = "adamw/bf16+ecc8/q8/q8/bf16"
+    profile = {"schema": "tandem-profile/1", "machine": "box",
+               "gpu": {"hbm_copy_gbps": 4000, "kernels": {key: {"gparams_per_s": 250}}},
+               "host": {"triad_gbps": 100, "kernels": {key: {"gparams_per_s": 8}}},
+               "pcie": {"h2d_gbps": 55, "d2h_gbps": 54, "bidir_gbps": 100}}
+    profile.update(extra)
+    return profile
+
+
+def test_the_fixed_step_cost_is_in_the_plan_and_older_profiles_count_it_as_0(tmp_path):
+    # Note [Fixed step cost]: per step + per tensor, the engine's and the binding's parts.
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(_profile()))
+    old = tandem.plan("llama3-1b", gpu_mem="141GB", host_mem="128GiB", profile=str(path),
+                      offload_compute="gpu")
+    tensors = old.data["model"]["tensors"]
+    assert tensors == 146
+    sweep = {pt["fraction"]: pt for pt in old.data["sweep"]}
+    assert sweep[0.25]["step_ms"]["engine_overhead"] == 0
+    assert sweep[0.25]["step_ms"]["binding_overhead"] == 0
+    assert "counted as 0" in old.data["profile"]["step_overhead"]["engine"]["source"]
+    assert "binding 0.00 ms (not in the profile: counted as 0" in old.text
+    overhead = {"engine": {"per_step_ms": 0.5, "per_tensor_us": 2.0},
+                "binding": {"per_step_ms": 0.25, "per_tensor_us": 4.0}}
+    path = tmp_path / "new.json"
+    path.write_text(json.dumps(_profile(step_overhead=overhead)))
+    new = tandem.plan("llama3-1b", gpu_mem="141GB", host_mem="128GiB", profile=str(path),
+                      offload_compute="gpu")
+    fixed = 0.5 + 0.25 + (2.0 + 4.0) * 1e-3 * tensors
+    for pt in new.data["sweep"]:
+        before = {p["fraction"]: p for p in old.data["sweep"]}[pt["fraction"]]
+        step = pt["step_ms"]
+        assert step["engine_overhead"] == pytest.approx(0.5 + 2e-3 * tensors)
+        assert step["binding_overhead"] == pytest.approx(0.25 + 4e-3 * tensors)
+        assert step["step"] == pytest.approx(before["step_ms"]["step"] + fixed)
+    assert "fixed (engine %.2f + binding %.2f)" % (0.5 + 2e-3 * tensors,
+                                                   0.25 + 4e-3 * tensors) in new.text
+    assert "measured: 0.250 ms + 4.00 us x tensors" in new.text
+
+
+def test_the_prepass_rate_comes_from_the_profile(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(_profile()))
+    default = tandem.plan(1_000_000_000, gpu_mem="141GB", host_mem="128GiB",
+                          profile=str(path))
+    # Not measured: 4 bytes per element at the HBM copy rate.
+    assert default.data["recommended"]["step_ms"]["prepass"] == pytest.approx(4e9 / 4000e6)
+    assert "not in the profile" in default.data["profile"]["prepass_source"]
+    profile = _profile()
+    profile["gpu"]["prepass_gparams_per_s"] = 500
+    path.write_text(json.dumps(profile))
+    measured = tandem.plan(1_000_000_000, gpu_mem="141GB", host_mem="128GiB",
+                           profile=str(path))
+    assert measured.data["recommended"]["step_ms"]["prepass"] == pytest.approx(1e3 / 500)
+    assert measured.data["profile"]["prepass_gparams_per_s"] == 500
+
+
+def test_calibrate_binding_adds_the_binding_part_to_a_profile(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(_profile(step_overhead={"engine": {"per_step_ms": 0.5,
+                                                                  "per_tensor_us": 2.0}})))
+    figures = tandem.calibrate_binding(path, device="cpu", tensors=(2, 8), steps=3)
+    assert set(figures) == {"per_step_ms", "per_tensor_us"}
+    assert figures["per_step_ms"] >= 0 and figures["per_tensor_us"] >= 0
+    data = json.loads(path.read_text())
+    assert data["step_overhead"]["binding"] == figures
+    assert data["step_overhead"]["engine"] == {"per_step_ms": 0.5, "per_tensor_us": 2.0}
+    assert data["gpu"]["kernels"] == _profile()["gpu"]["kernels"]  # the rest kept
+    # The planner reads it.
+    p = tandem.plan("llama3-1b", gpu_mem="141GB", host_mem="128GiB", profile=str(path))
+    assert p.data["profile"]["step_overhead"]["binding"]["measured"]
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="bad.json"):
+        tandem.calibrate_binding(bad, device="cpu", tensors=(2, 8), steps=1)
+    assert bad.read_text() == "[1, 2]"
+    with pytest.raises(ValueError, match="tensors"):
+        tandem.measure_binding_overhead("cpu", tensors=(8, 2))

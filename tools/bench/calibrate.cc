@@ -9,7 +9,9 @@
 // With a GPU it also measures what the compute-split model takes (tandem::MachineRates,
 // planner::MachineRatesFor): each PCIe direction while the other is busy at once
 // (pcie.*_concurrent_gbps), the host kernels while pinned copies run both ways
-// (host.kernels_under_dma), and the fused GPU kernel (gpu.kernels).
+// (host.kernels_under_dma), and the fused GPU kernel (gpu.kernels); and what the step-time
+// model takes beyond them: the gradient pre-pass (gpu.prepass_gparams_per_s) and the
+// engine's fixed step cost (step_overhead.engine, Note [Fixed step cost]).
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -33,6 +35,10 @@ namespace {
 // beside the host kernels moves 256 MiB each way per round.
 constexpr size_t kPcieBytes = size_t{512} << 20;
 constexpr size_t kDmaLoadBytes = size_t{256} << 20;
+// The fixed step cost's two tensor counts (Llama-3 1B has 146 tensors, 8B 291) and the
+// steps timed for each (milliseconds each: many, for a stable median).
+constexpr size_t kFewTensors = 16, kManyTensors = 512;
+constexpr int kOverheadReps = 50;
 
 // "41% of host copy at 12.25 B/param": the step's fewest bytes moved per second against
 // the copy bandwidth measured in the same run.
@@ -144,7 +150,8 @@ int Calibrate(const CalibrateOptions& o) {
   const uint64_t host_units = uint64_t(o.repeats) * (1 + cases.size());
   // GPU: HBM copy, its kernels, PCIe alone, each direction under load, host kernels under
   // DMA load.
-  const uint64_t gpu_units = gpu ? uint64_t(o.repeats) * (4 + 2 * cases.size()) : 0;
+  // Then the pre-pass and the two step-overhead figures.
+  const uint64_t gpu_units = gpu ? uint64_t(o.repeats) * (7 + 2 * cases.size()) : 0;
   tools::Progress bar("calibrate", host_units + gpu_units);
   Report report(o, bar);
 
@@ -192,8 +199,37 @@ int Calibrate(const CalibrateOptions& o) {
     const Spread hbm = report.Measure("GPU HBM copy", "GB/s",
                                       [&] { return MeasureHbmCopy(size_t{2} << 30, o.reps); });
     p.gpu.hbm_copy_gbps = hbm.median;
-    measure_kernels(ExecutionMode::kGpu, o.gpu_elements, "GPU  ", hbm, "HBM copy",
-                    &p.gpu.kernels);
+    measure_kernels(ExecutionMode::kGpu, o.gpu_elements, "GPU  ", hbm, "HBM copy", &p.gpu.kernels);
+    // The step-time model's pre-pass (bf16 gradients), against reading them at the copy
+    // bandwidth (2 bytes each).
+    p.gpu.prepass_gparams_per_s =
+        report
+            .Measure(
+                "GPU gradient pre-pass", "Gelem/s",
+                [&] { return MeasurePrepassRate(o.gpu_elements, o.reps); },
+                Roofline{2.0, hbm.median, "HBM copy"})
+            .median;
+    // Note [Fixed step cost], the engine's part: a step over few and over many tiny
+    // tensors, every element streamed; the line through the two medians.
+    const double few_ms =
+        report
+            .Measure("step over 16 tiny tensors", "ms",
+                     [&] {
+                       return MeasureStepOverheadMs(ExecutionMode::kGpu, kFewTensors, o.threads,
+                                                    kOverheadReps);
+                     })
+            .median;
+    const double many_ms =
+        report
+            .Measure("step over 512 tiny tensors", "ms",
+                     [&] {
+                       return MeasureStepOverheadMs(ExecutionMode::kGpu, kManyTensors, o.threads,
+                                                    kOverheadReps);
+                     })
+            .median;
+    p.step_overhead.engine = planner::FitStepOverhead(kFewTensors, few_ms, kManyTensors, many_ms);
+    bar.Print("  step overhead (engine): %.3f ms + %.2f us x tensors\n",
+              p.step_overhead.engine.per_step_ms, p.step_overhead.engine.per_tensor_us);
     PcieResult pc;
     p.pcie.h2d_gbps = report
                           .Measure("PCIe pinned H2D", "GB/s",
@@ -239,8 +275,9 @@ int Calibrate(const CalibrateOptions& o) {
                                        : "no CUDA device";
     bar.Print(
         "  GPU and PCIe: skipped (%s); the profile keeps the built-in H200 reference "
-        "figures for them, and has no PCIe figures under concurrent traffic and no host "
-        "kernels under DMA load (tandem-plan derives them)\n",
+        "figures for them, and has no PCIe figures under concurrent traffic, no host "
+        "kernels under DMA load and no pre-pass rate (tandem-plan derives them), and no "
+        "step overhead (counted as 0)\n",
         why);
     p.source += " (host only; GPU/PCIe from the built-in H200 reference)";
   }

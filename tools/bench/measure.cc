@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #if TANDEM_HAS_CUDA
@@ -149,6 +150,117 @@ double MeasureStepRate(const KernelCase& c, ExecutionMode mode, uint64_t n, int 
   }
 #endif
   return double(n) / (Median(ms) * 1e6);
+}
+
+double MeasurePrepassRate(uint64_t n, int reps) {
+#if !TANDEM_HAS_CUDA
+  (void)n;
+  (void)reps;
+  NoCuda("pre-pass rate");
+#else
+  std::vector<uint16_t> hg(n);
+  tbb::parallel_for(uint64_t{0}, n, [&](uint64_t i) {
+    hg[i] = uint16_t(0x3A00 + (i % 97)) | (i % 2 ? 0x8000 : 0);
+  });
+  void *param = nullptr, *grad = nullptr;
+  Cuda(cudaMalloc(&param, n * 2), "cudaMalloc");
+  Cuda(cudaMalloc(&grad, n * 2), "cudaMalloc");
+  Cuda(cudaMemcpy(param, hg.data(), n * 2, cudaMemcpyHostToDevice), "upload");
+  Cuda(cudaMemcpy(grad, hg.data(), n * 2, cudaMemcpyHostToDevice), "upload");
+  std::vector<double> ms;
+  try {
+    // The pre-pass reads the gradients only: the optimizer's formats do not change it.
+    TensorSpec s{"prepass", n, DType::kBF16, DType::kBF16, param, grad, 0, {}};
+    OptimizerConfig cfg;
+    cfg.algorithm = Algorithm::kAdamW;
+    cfg.formats = {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
+    cfg.mode = ExecutionMode::kGpu;
+    HybridOptimizer opt({s}, cfg);
+    for (int i = 0; i < reps + 1; ++i) {
+      opt.Step(1e-6);
+      Cuda(cudaDeviceSynchronize(), "step");
+      if (i > 0) ms.push_back(opt.last_step_times().prepass_ms);
+    }
+  } catch (...) {
+    cudaFree(param);
+    cudaFree(grad);
+    throw;
+  }
+  cudaFree(param);
+  cudaFree(grad);
+  return double(n) / (Median(ms) * 1e6);
+#endif
+}
+
+double MeasureStepOverheadMs(ExecutionMode mode, size_t tensors, int threads, int reps) {
+  const bool gpu = mode == ExecutionMode::kGpu;
+#if !TANDEM_HAS_CUDA
+  if (gpu) NoCuda("step overhead");
+#endif
+  constexpr uint64_t kNumel = 256;
+  const uint64_t n = kNumel * tensors;
+  std::vector<uint16_t> hp(n), hg(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    hp[i] = uint16_t(0x3C00 + i % 61);
+    hg[i] = uint16_t(0x3A00 + (i % 97)) | (i % 2 ? 0x8000 : 0);
+  }
+  uint8_t* param = reinterpret_cast<uint8_t*>(hp.data());
+  uint8_t* grad = reinterpret_cast<uint8_t*>(hg.data());
+#if TANDEM_HAS_CUDA
+  if (gpu) {
+    void *p = nullptr, *g = nullptr;
+    Cuda(cudaMalloc(&p, n * 2), "cudaMalloc");
+    Cuda(cudaMalloc(&g, n * 2), "cudaMalloc");
+    param = static_cast<uint8_t*>(p);
+    grad = static_cast<uint8_t*>(g);
+    Cuda(cudaMemcpy(param, hp.data(), n * 2, cudaMemcpyHostToDevice), "upload");
+    Cuda(cudaMemcpy(grad, hg.data(), n * 2, cudaMemcpyHostToDevice), "upload");
+  }
+#endif
+  std::vector<TensorSpec> specs;
+  for (size_t t = 0; t < tensors; ++t) {
+    // (snprintf: GCC 12 warns falsely about "t" + std::to_string(t) under -O3.)
+    char name[32];
+    std::snprintf(name, sizeof name, "t%zu", t);
+    specs.push_back(TensorSpec{name,
+                               kNumel,
+                               DType::kBF16,
+                               DType::kBF16,
+                               param + t * kNumel * 2,
+                               grad + t * kNumel * 2,
+                               0,
+                               {}});
+  }
+  OptimizerConfig cfg;
+  cfg.algorithm = Algorithm::kAdamW;
+  cfg.formats = {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
+  cfg.mode = mode;
+  cfg.host_threads = threads;
+  cfg.offload_fraction = 1.0;
+  cfg.offload_compute = 1.0;
+  double median = 0;
+  auto free_device = [&] {
+#if TANDEM_HAS_CUDA
+    if (gpu) {
+      cudaFree(param);
+      cudaFree(grad);
+    }
+#endif
+  };
+  try {
+    HybridOptimizer opt(specs, cfg);
+    median = MedianMs(reps, [&] {
+      opt.Step(1e-6);
+#if TANDEM_HAS_CUDA
+      if (gpu) Cuda(cudaDeviceSynchronize(), "step");
+#endif
+    });
+  } catch (...) {
+    free_device();
+    throw;
+  }
+  free_device();
+  return median;
 }
 
 #if TANDEM_HAS_CUDA

@@ -48,6 +48,19 @@ HostBandwidth MeasureHostBandwidth(uint64_t n, int reps);
 // engine's own timer of the update. kGpu needs a CUDA build and device (throws otherwise).
 double MeasureStepRate(const KernelCase& c, ExecutionMode mode, uint64_t n, int threads, int reps);
 
+// The gradient pre-pass (exact sum of squares and non-finite check) over one bf16
+// gradient of `n` elements, 1e9 elements per second, from the engine's own CUDA events
+// (StageTimes::prepass_ms) in GPU mode. Needs CUDA and a device.
+double MeasurePrepassRate(uint64_t n, int reps);
+
+// Note [Fixed step cost] (tandem/planner.h), the engine's part: the median wall time (ms)
+// of HybridOptimizer::Step plus a device synchronisation over `tensors` tiny bf16 tensors
+// (256 elements each, AdamW bf16+ecc8/q8/q8) with every element offloaded and streamed
+// (offload_fraction 1, offload_compute 1): what a step costs beyond its bytes. kGpu needs
+// CUDA and a device; kHost runs the same paths over host memory. planner::FitStepOverhead
+// turns two tensor counts' figures into per step + per tensor.
+double MeasureStepOverheadMs(ExecutionMode mode, size_t tensors, int threads, int reps);
+
 struct PcieResult {
   double h2d = 0, d2h = 0, bidir = 0, h2d_pageable = 0, d2h_pageable = 0;  // GB/s
 };
