@@ -63,7 +63,7 @@ def run_mode(args, budget_gib, ids):
                              master="bf16+ecc8", momentum="q8", variance="q8",
                              speculative_early_start=spec,
                              speculative_stream_bytes=int(budget_gib * 2**30))
-    fb, st, it, kept, compute = [], [], [], [], []
+    fb, st, it, kept, compute, losses = [], [], [], [], [], []
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for i in range(args.warmup + args.iters):
         x, y = ids[i % len(ids)]
@@ -74,6 +74,7 @@ def run_mode(args, budget_gib, ids):
             opt.begin_step()
         loss = F.cross_entropy(model(x).float().flatten(0, 1), y.flatten())
         loss.backward()
+        losses.append(loss.detach())
         e1.record()
         # As a training loop sees it: backward done on the compute stream; the
         # speculation's copies may still run, and the step waits for what it needs.
@@ -91,7 +92,7 @@ def run_mode(args, budget_gib, ids):
             compute.append(e0.elapsed_time(e1))
     times = opt.last_step_times()
     mem = opt.memory()
-    bits = [p.detach().view(torch.int16).cpu() for p in model.parameters()]
+    bits = [(n, p.detach().view(torch.int16).cpu()) for n, p in model.named_parameters()]
     row = dict(budget_gib=budget_gib, iteration_ms=statistics.median(it),
                forward_backward_ms=statistics.median(fb), step_ms=statistics.median(st),
                compute_stream_ms=statistics.median(compute),
@@ -99,6 +100,7 @@ def run_mode(args, budget_gib, ids):
                stream_chunks=times["stream_chunks"] + times["speculated_stream_chunks"],
                speculation_host_bytes=mem["host"]["speculation"],
                speculation_device_bytes=mem["device"]["speculation"],
+               losses=[float(v) for v in losses],
                params=sum(p.numel() for p in model.parameters()))
     del opt, model
     torch.cuda.empty_cache()
@@ -147,8 +149,16 @@ def main(argv=None):
         rows.append(row)
         if first is None:
             first = bits
+            first_losses = row["losses"]
         else:
-            same &= all(torch.equal(x, y) for x, y in zip(first, bits))
+            differ = [n for (n, x), (_, y) in zip(first, bits) if not torch.equal(x, y)]
+            row["differing_parameters"] = differ
+            row["losses_equal"] = row["losses"] == first_losses
+            if differ:
+                same = False
+                print("early_start: budget %g GiB: %d parameters differ from the first mode "
+                      "(first: %s); losses equal: %s" % (b, len(differ), differ[0],
+                                                         row["losses_equal"]), file=sys.stderr)
     result = dict(command=command_line("early_start.py", sys.argv[1:] if argv is None else argv),
                   commit=git_commit(), date=utc_now(), device=torch.cuda.get_device_name(),
                   layers=args.layers, seq=args.seq, batch=args.batch, iters=args.iters,

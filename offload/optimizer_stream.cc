@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
 #include "engine/tensor_state.h"
@@ -131,17 +130,21 @@ void HybridOptimizer::Impl::BuildExecutors(std::vector<StepSpan> hot) {
     }
     std::unique_ptr<offload::StreamExecutor> exec;
     if (gpu()) {
-      // The speculation's backups: a parallel copy on the optimizer's threads, called from
-      // a CUDA callback thread (Note [Speculating streamed chunks]).
+      // The speculation's backups: a copy in kBackupPieces pieces on the optimizer's
+      // threads, called from a CUDA callback thread during backward (Note [Speculating
+      // streamed chunks]); a few threads match the link, and the rest of the cores stay
+      // with the training loop, which is launching backward's kernels.
       auto host_copy = [this](void* dst, const void* src, size_t bytes) {
+        constexpr size_t kBackupPieces = 6;
         auto* d = static_cast<uint8_t*>(dst);
         const auto* s = static_cast<const uint8_t*>(src);
+        const size_t piece = (bytes + kBackupPieces - 1) / kBackupPieces;
         try {
           driver_.Execute([&] {
-            tbb::parallel_for(tbb::blocked_range<size_t>(0, bytes, size_t{1} << 20),
-                              [&](const tbb::blocked_range<size_t>& r) {
-                                std::memcpy(d + r.begin(), s + r.begin(), r.size());
-                              });
+            tbb::parallel_for(size_t{0}, kBackupPieces, [&](size_t i) {
+              const size_t at = std::min(bytes, i * piece);
+              std::memcpy(d + at, s + at, std::min(bytes, at + piece) - at);
+            });
           });
         } catch (...) {  // no threads to be had: copy on this one
           std::memcpy(d, s, bytes);
