@@ -369,7 +369,7 @@ int Main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("tandem-bench-host ") + tandem::kVersion);
   size_t size = size_t{256} << 20;
   std::string threads_list = "1,2,4,8,16", kernels_filter, json_path, isa_name;
-  int reps = 5, warmup = 1, prefetch = -1, nt = -1, paired = -1;
+  int reps = 5, warmup = 1, prefetch = -1, nt = -1, paired = -1, vbmi = -1;
   size_t grain = size_t{1} << 16;
   app.add_option("--size", size, "elements per kernel span (default 256M)");
   app.add_option("--threads", threads_list, "comma-separated thread counts");
@@ -382,6 +382,8 @@ int Main(int argc, char** argv) {
   app.add_option("--nt", nt, "non-temporal parameter stores 0/1");
   app.add_option("--paired", paired,
                  "two groups per iteration: 0 off, 1 all q8 kernels, 2 Lion/SGD only (default)");
+  app.add_option("--vbmi", vbmi,
+                 "VBMI momentum decode 0/1 (default: on where the CPU has VBMI)");
   app.add_option("--json", json_path, "write results as JSON to this file");
   app.add_flag("--best", g_best, "report the fastest rep instead of the median (in-cache runs)");
   CLI11_PARSE(app, argc, argv);
@@ -394,6 +396,7 @@ int Main(int argc, char** argv) {
   if (prefetch >= 0) cpu::SetPrefetchGroups(prefetch);
   if (nt >= 0) cpu::SetNtParamStores(nt != 0);
   if (paired >= 0) cpu::SetPairedGroups(paired);
+  if (vbmi >= 0) cpu::SetVbmiDecode(vbmi != 0);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   std::vector<int> threads;
   for (const auto& t : Split(threads_list)) {
@@ -411,10 +414,11 @@ int Main(int argc, char** argv) {
 
   std::printf(
       "# tandem-bench-host: cpu '%s', %u hardware threads, isa %s, size %zu, reps %d "
-      "(%s) after %d warm-up, grain %zu, prefetch %d groups, nt-param %d, paired %d\n",
+      "(%s) after %d warm-up, grain %zu, prefetch %d groups, nt-param %d, paired %d, vbmi %d\n",
       CpuModel().c_str(), hw, cpu::IsaName(cpu::ActiveIsa()), size, reps,
       g_best ? "best" : "median", warmup, grain,
-      cpu::PrefetchGroups(), cpu::NtParamStores() ? 1 : 0, cpu::PairedGroups());
+      cpu::PrefetchGroups(), cpu::NtParamStores() ? 1 : 0, cpu::PairedGroups(),
+      cpu::VbmiDecode() ? 1 : 0);
   std::printf("%-26s %3s %7s %9s %9s %8s %8s %9s %8s\n", "kernel", "thr", "B/elem", "ms",
               "Gparam/s", "GB/s", "copyGB/s", "roofGp/s", "of roof");
 
@@ -430,6 +434,7 @@ int Main(int argc, char** argv) {
   out["prefetch_groups"] = cpu::PrefetchGroups();
   out["nt_param"] = cpu::NtParamStores();
   out["paired_groups"] = cpu::PairedGroups();
+  out["vbmi_decode"] = cpu::VbmiDecode();
   out["rows"] = nlohmann::json::array();
   out["bandwidth"] = nlohmann::json::array();
   out["best"] = nlohmann::json::array();

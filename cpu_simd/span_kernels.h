@@ -19,6 +19,10 @@ using SpanKernel = void (*)(const StepScalars& s, const StepSpan& span);
 void StepSpanSse(const StepScalars& s, const StepSpan& span);
 void StepSpanAvx2(const StepScalars& s, const StepSpan& span);
 void StepSpanAvx512(const StepScalars& s, const StepSpan& span);
+// The AVX-512 kernels with the VBMI momentum decode (kernel_avx512vbmi.cc): the CPU must
+// have AVX512-VBMI, and the span a q8 momentum (s.has_momentum != 0); other spans are left
+// untouched. StepSpanAvx512 sends such spans here when VbmiDecode() (tuning.h) is on.
+void StepSpanAvx512Vbmi(const StepScalars& s, const StepSpan& span);
 
 // Test hooks (tests/cpu_simd/codec_test.cc), one set per ISA, each holding an
 // FpModeGuard. CodeValues: mom[c + 128] = momentum code value of int8 code c (c = -127..127;
@@ -35,6 +39,10 @@ uint64_t CompanderMismatchesAvx512(uint32_t lo_bits, uint32_t hi_bits);
 // ops_avx512.h) for a group whose largest magnitude is amax (>= 0, not NaN): the stored
 // bf16 scale bits and 1/scale as the codes use it.
 void GroupScaleAvx512(float amax, uint16_t* scale_bits, float* inv);
+// GroupCodeValuesAvx512Vbmi (CPU with AVX512-VBMI only): mom[c + 128] = the momentum code
+// value of int8 code c for every c in [-128, 127], by the VBMI group decode, through both
+// its two-group and its one-group form.
+void GroupCodeValuesAvx512Vbmi(float* mom);
 
 // The kernel of the active ISA (ActiveIsa()).
 SpanKernel ActiveKernel();

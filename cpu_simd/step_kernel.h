@@ -297,23 +297,35 @@ TANDEM_SIMD_INLINE void StoreMasterAndParam(const Ctx<Ops>& c, const Ptrs& p, in
 
 // ---- one group ----
 
+// Note [VBMI momentum decode] (ops_avx512vbmi.h): Ops with kGroupMomentumDecode turn the
+// momentum codes of a whole group (MomentumCodeValues32) or of two adjacent groups
+// (MomentumCodeValues64) into code values before the group's registers are stepped;
+// StepReg then takes its register's code values as `m_cv`. Others decode per register.
+template <class Ops>
+constexpr bool kGroupMomentumDecode = requires { Ops::kGroupMomentumDecode; };
+
 // One register of a group at element offset o: load, decode, update, encode the master
 // and write the parameter; the q8 moments' new values (m, and u = sqrt(v)) go to m_keep /
-// u_keep, for the group tail to encode. m_scale / v_scale: the group's old scales.
+// u_keep, for the group tail to encode. m_scale / v_scale: the group's old scales; m_cv:
+// this register's momentum code values where the group decoded them (kGroupMomentumDecode).
 template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR, GradIo GI, ParamIo PI>
 TANDEM_SIMD_INLINE void StepReg(const Ctx<Ops>& c, const Ptrs& p, int o, typename Ops::F m_scale,
-                                typename Ops::F v_scale, typename Ops::F& m_keep,
-                                typename Ops::F& u_keep) {
+                                typename Ops::F v_scale, typename Ops::F m_cv,
+                                typename Ops::F& m_keep, typename Ops::F& u_keep) {
   using F = typename Ops::F;
   (void)m_keep;
   (void)u_keep;
+  (void)m_cv;
   F g = LoadGrad<Ops, GI>(c, p.grad, o);
   F w = LoadMaster<Ops, MF>(p, o);
   F m(0.0f), v(0.0f), u(0.0f);
   // Decode the moments (q8_codec.h: DecodeMomentum, DecodeSqrtVariance).
   if constexpr (MOM == Moment::kF32) m = F::load_unaligned(p.m_f32 + o);
   if constexpr (MOM == Moment::kQ8) {
-    m = Ops::MomentumCodeValue(Ops::LoadI8(p.m_codes + o)) * m_scale;
+    if constexpr (kGroupMomentumDecode<Ops>)
+      m = m_cv * m_scale;
+    else
+      m = Ops::MomentumCodeValue(Ops::LoadI8(p.m_codes + o)) * m_scale;
   }
   if constexpr (VAR == Moment::kF32) v = F::load_unaligned(p.v_f32 + o);
   if constexpr (VAR == Moment::kQ8) {
@@ -373,13 +385,18 @@ TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
   using I = typename Ops::I;
   constexpr int W = Ops::kWidth;
   constexpr int kRegs = kQuantGroup / W;
-  F m_keep[kRegs], u_keep[kRegs];
+  F m_keep[kRegs], u_keep[kRegs], m_cv[kRegs];
   F m_scale(0.0f), v_scale(0.0f);
   if constexpr (MOM == Moment::kQ8) m_scale = F(Bf16Value(*p.m_scale));
   if constexpr (VAR == Moment::kQ8) v_scale = F(Bf16Value(*p.v_scale));
+  if constexpr (MOM == Moment::kQ8 && kGroupMomentumDecode<Ops>)
+    Ops::MomentumCodeValues32(p.m_codes, m_cv);
+  else
+    for (int j = 0; j < kRegs; ++j) m_cv[j] = F(0.0f);
 
   for (int j = 0; j < kRegs; ++j)
-    StepReg<Ops, A, MF, MOM, VAR, GI, PI>(c, p, j * W, m_scale, v_scale, m_keep[j], u_keep[j]);
+    StepReg<Ops, A, MF, MOM, VAR, GI, PI>(c, p, j * W, m_scale, v_scale, m_cv[j], m_keep[j],
+                                          u_keep[j]);
 
   // Encode the q8 moments now that the group is complete (q8_codec.cc).
   if constexpr (requires { Ops::kVectorScales; }) {
@@ -457,8 +474,12 @@ TANDEM_SIMD_INLINE void StepTwoGroups(const Ctx<Ops>& c, const Ptrs& p) {
   using F = typename Ops::F;
   constexpr int W = Ops::kWidth;
   constexpr int kRegs = kQuantGroup / W;  // per group
-  F m_keep[2 * kRegs], u_keep[2 * kRegs];
+  F m_keep[2 * kRegs], u_keep[2 * kRegs], m_cv[2 * kRegs];
   F m_scale[2] = {F(0.0f), F(0.0f)}, v_scale[2] = {F(0.0f), F(0.0f)};
+  if constexpr (MOM == Moment::kQ8 && kGroupMomentumDecode<Ops>)
+    Ops::MomentumCodeValues64(p.m_codes, m_cv);
+  else
+    for (int j = 0; j < 2 * kRegs; ++j) m_cv[j] = F(0.0f);
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
     if constexpr (MOM == Moment::kQ8) m_scale[h] = F(Bf16Value(p.m_scale[h]));
@@ -467,7 +488,7 @@ TANDEM_SIMD_INLINE void StepTwoGroups(const Ctx<Ops>& c, const Ptrs& p) {
 #pragma GCC unroll 8
   for (int j = 0; j < 2 * kRegs; ++j)
     StepReg<Ops, A, MF, MOM, VAR, GI, PI>(c, p, j * W, m_scale[j / kRegs], v_scale[j / kRegs],
-                                          m_keep[j], u_keep[j]);
+                                          m_cv[j], m_keep[j], u_keep[j]);
   // The group maxima (see StepGroup: |m| by clearing the sign bit; NaN never wins).
   F acc_m[2] = {F(0.0f), F(0.0f)}, acc_v[2] = {F(0.0f), F(0.0f)};
 #pragma GCC unroll 8

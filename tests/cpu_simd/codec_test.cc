@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "cpu_simd/span_kernels.h"
+#include "cpu_simd/tuning.h"
 #include "engine/q8_codec.h"
 #include "tests/cpu_simd/test_util.h"
 
@@ -71,6 +72,21 @@ TEST(CodecAvx512, GroupScaleInVectorRegistersMatchesReference) {
     for (uint32_t lo : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu})
       if ((hi << 16 | lo) <= 0x7F800000u) check(hi << 16 | lo);
   for (uint64_t b = 0; b <= 0x7F800000u; b += 65521) check(static_cast<uint32_t>(b));
+}
+
+// Note [VBMI momentum decode]: the byte-plane lookups of one and of two groups give every
+// code the reference's value, and code -128 (never written by the encoder) the per-register
+// path's -0.0 (|-128| reads table entry 0 there too).
+TEST(CodecAvx512Vbmi, GroupDecodeGivesEveryCodeValue) {
+  if (!VbmiDecode()) GTEST_SKIP() << "no AVX512-VBMI on this CPU (or TANDEM_VBMI_DECODE=0)";
+  float got[256];
+  GroupCodeValuesAvx512Vbmi(got);
+  for (int c = -127; c <= 127; ++c) {
+    const float want = num::MomentumCodeValue(c);
+    EXPECT_EQ(0, std::memcmp(&want, &got[c + 128], 4)) << "momentum code " << c;
+  }
+  const float minus_zero = -0.0f;
+  EXPECT_EQ(0, std::memcmp(&minus_zero, &got[0], 4)) << "momentum code -128";
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, Codec, ::testing::ValuesIn(SupportedIsas()),

@@ -1,0 +1,99 @@
+// The AVX-512 Ops (ops_avx512.h) plus an AVX512-VBMI momentum decode: the codes of one
+// or two whole groups are turned into their code values by byte-table lookups. Include
+// only from kernel_avx512vbmi.cc, the one file built with -mavx512vbmi; it runs only where
+// the CPU has VBMI (VbmiDecode(), tuning.h), and every other span or CPU takes the plain
+// AVX-512 kernels of kernel_avx512.cc (the same bits).
+#pragma once
+
+#include <immintrin.h>
+
+#include <array>
+#include <bit>
+#include <cstdint>
+
+#include "cpu_simd/ops_avx512.h"
+
+namespace tandem::cpu::TANDEM_ISA_NS {
+
+// Note [VBMI momentum decode]: the momentum code value of int8 code q is kMomentumMagnitudes
+// [|q|] with the sign of q (Note [Division-free decode]). Here the 128-entry table is split
+// into its four byte planes (plane k holds byte k of every magnitude, 128 bytes = two zmm),
+// and one vpermi2b per plane looks up 64 codes at once (index |q|: vpermi2b reads its low 7
+// bits). Two byte and two word interleaves (vpunpck*bw, vpunpck*wd) then assemble the
+// dwords; they work within 128-bit lanes, so the codes are first permuted by one vpermb
+// (kDecodeOrder) such that the four output registers hold elements 0-15, 16-31, 32-47,
+// 48-63 in order. The sign is or-ed into plane 3 (the magnitudes have none). A table
+// lookup of the same table: the same bits as MomentumCodeValue, including code -128
+// (|q| = 0x80 reads entry 0: -0.0). About 20 instructions per 64 codes instead of ~15 per
+// 16 (tests/cpu_simd/codec_test.cc compares all 256 codes; the parity suite runs spans with
+// and without it).
+inline constexpr std::array<std::array<uint8_t, 128>, 4> kMomentumPlanes = [] {
+  std::array<std::array<uint8_t, 128>, 4> planes{};
+  for (int i = 0; i < 128; ++i) {
+    const uint32_t bits = std::bit_cast<uint32_t>(kMomentumMagnitudes[i]);
+    for (int k = 0; k < 4; ++k) planes[k][i] = static_cast<uint8_t>(bits >> (8 * k));
+  }
+  return planes;
+}();
+
+// Output register s, 128-bit lane L, dword r comes from permuted position 16L + 4s + r
+// (the interleaves) and must be element 16s + 4L + r.
+inline constexpr std::array<uint8_t, 64> kDecodeOrder = [] {
+  std::array<uint8_t, 64> order{};
+  for (int s = 0; s < 4; ++s)
+    for (int lane = 0; lane < 4; ++lane)
+      for (int r = 0; r < 4; ++r)
+        order[16 * lane + 4 * s + r] = static_cast<uint8_t>(16 * s + 4 * lane + r);
+  return order;
+}();
+
+struct OpsVbmi : Ops {
+  // step_kernel.h: decode the momentum codes of a group (or two) before its registers.
+  static constexpr bool kGroupMomentumDecode = true;
+
+  // The four byte planes of the magnitudes of the permuted codes in x (low 7 bits each),
+  // interleaved into dwords, the sign of x's bytes or-ed in. Writes `regs` (2 or 4)
+  // registers: elements 0-15, 16-31, ... of the codes before kDecodeOrder.
+  template <int regs>
+  __attribute__((always_inline)) static void DecodePermuted(__m512i x, F* out) {
+    const uint8_t* t0 = kMomentumPlanes[0].data();
+    const uint8_t* t1 = kMomentumPlanes[1].data();
+    const uint8_t* t2 = kMomentumPlanes[2].data();
+    const uint8_t* t3 = kMomentumPlanes[3].data();
+    const __m512i a = _mm512_abs_epi8(x);
+    const __m512i b0 =
+        _mm512_permutex2var_epi8(_mm512_loadu_si512(t0), a, _mm512_loadu_si512(t0 + 64));
+    const __m512i b1 =
+        _mm512_permutex2var_epi8(_mm512_loadu_si512(t1), a, _mm512_loadu_si512(t1 + 64));
+    const __m512i b2 =
+        _mm512_permutex2var_epi8(_mm512_loadu_si512(t2), a, _mm512_loadu_si512(t2 + 64));
+    __m512i b3 = _mm512_permutex2var_epi8(_mm512_loadu_si512(t3), a, _mm512_loadu_si512(t3 + 64));
+    b3 = _mm512_ternarylogic_epi32(b3, x, _mm512_set1_epi8(static_cast<char>(0x80)),
+                                   0xF8);  // b3 | (x & 0x80)
+    const __m512i lo01 = _mm512_unpacklo_epi8(b0, b1), lo23 = _mm512_unpacklo_epi8(b2, b3);
+    out[0] = F(_mm512_castsi512_ps(_mm512_unpacklo_epi16(lo01, lo23)));
+    out[1] = F(_mm512_castsi512_ps(_mm512_unpackhi_epi16(lo01, lo23)));
+    if constexpr (regs == 4) {
+      const __m512i hi01 = _mm512_unpackhi_epi8(b0, b1), hi23 = _mm512_unpackhi_epi8(b2, b3);
+      out[2] = F(_mm512_castsi512_ps(_mm512_unpacklo_epi16(hi01, hi23)));
+      out[3] = F(_mm512_castsi512_ps(_mm512_unpackhi_epi16(hi01, hi23)));
+    }
+  }
+  // Code values of the 32 codes of one group (out[0]: elements 0-15, out[1]: 16-31).
+  // Reads exactly 32 bytes; the permutation takes the lower output registers' elements
+  // from them (kDecodeOrder maps positions 16L + 0..7 to elements below 32).
+  __attribute__((always_inline)) static void MomentumCodeValues32(const uint8_t* codes, F* out) {
+    const __m512i raw =
+        _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)));
+    const __m512i order = _mm512_loadu_si512(kDecodeOrder.data());
+    DecodePermuted<2>(_mm512_permutexvar_epi8(order, raw), out);
+  }
+  // Code values of the 64 codes of two adjacent groups (out[0..3]).
+  __attribute__((always_inline)) static void MomentumCodeValues64(const uint8_t* codes, F* out) {
+    const __m512i raw = _mm512_loadu_si512(codes);
+    const __m512i order = _mm512_loadu_si512(kDecodeOrder.data());
+    DecodePermuted<4>(_mm512_permutexvar_epi8(order, raw), out);
+  }
+};
+
+}  // namespace tandem::cpu::TANDEM_ISA_NS
