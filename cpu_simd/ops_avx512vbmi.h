@@ -47,6 +47,15 @@ inline constexpr std::array<uint8_t, 64> kDecodeOrder = [] {
   return order;
 }();
 
+// Note [VBMI narrowing stores]: vpmovdb / vpmovdw / vpmovsdb cost two port-5 µops per 16
+// lanes; one vpermt2b gathers the same bytes of two registers (32 lanes) in one. kLowBytes:
+// byte 0 of every dword of a (result bytes 0-15), then of b (16-31).
+inline constexpr std::array<uint8_t, 64> kLowBytes = [] {
+  std::array<uint8_t, 64> idx{};
+  for (int k = 0; k < 32; ++k) idx[k] = static_cast<uint8_t>(k < 16 ? 4 * k : 64 + 4 * (k - 16));
+  return idx;
+}();
+
 struct OpsVbmi : Ops {
   // step_kernel.h: decode the momentum codes of a group (or two) before its registers.
   static constexpr bool kGroupMomentumDecode = true;
@@ -87,6 +96,11 @@ struct OpsVbmi : Ops {
         _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)));
     const __m512i order = _mm512_loadu_si512(kDecodeOrder.data());
     DecodePermuted<2>(_mm512_permutexvar_epi8(order, raw), out);
+  }
+  // The low 8 bits of the lanes of a, then b (32 bytes), truncated like StoreLow8.
+  __attribute__((always_inline)) static void StoreLow8x2(void* p, I a, I b) {
+    const __m512i x = _mm512_permutex2var_epi8(a, _mm512_loadu_si512(kLowBytes.data()), b);
+    _mm256_storeu_si256(static_cast<__m256i*>(p), _mm512_castsi512_si256(x));
   }
   // Code values of the 64 codes of two adjacent groups (out[0..3]).
   __attribute__((always_inline)) static void MomentumCodeValues64(const uint8_t* codes, F* out) {

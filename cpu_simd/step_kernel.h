@@ -379,6 +379,18 @@ TANDEM_SIMD_INLINE void StepReg(const Ctx<Ops>& c, const Ptrs& p, int o, typenam
   if constexpr (VAR == Moment::kQ8) u_keep = u;
 }
 
+// The q8 codes of `regs` registers (their low 8 bits, truncated) to p: two registers per
+// store where the Ops have StoreLow8x2 (Note [VBMI narrowing stores]), else one by one.
+template <class Ops, int regs>
+TANDEM_SIMD_INLINE void StoreCodes(uint8_t* p, const typename Ops::I* codes) {
+  constexpr int W = Ops::kWidth;
+  if constexpr (requires { Ops::StoreLow8x2(p, codes[0], codes[1]); } && regs % 2 == 0) {
+    for (int j = 0; j < regs; j += 2) Ops::StoreLow8x2(p + j * W, codes[j], codes[j + 1]);
+  } else {
+    for (int j = 0; j < regs; ++j) Ops::StoreLow8(p + j * W, codes[j]);
+  }
+}
+
 template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR, GradIo GI, ParamIo PI>
 TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
   using F = typename Ops::F;
@@ -415,12 +427,15 @@ TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
       inv_m = Ops::GroupScale1(acc_m, p.m_scale);
     else if constexpr (VAR == Moment::kQ8)
       inv_v = Ops::GroupScale1(acc_v, p.v_scale);
-    if constexpr (MOM == Moment::kQ8)
-      for (int j = 0; j < kRegs; ++j)
-        Ops::StoreLow8(p.m_codes + j * W, Ops::MomentumCode(m_keep[j], inv_m));
-    if constexpr (VAR == Moment::kQ8)
-      for (int j = 0; j < kRegs; ++j)
-        Ops::StoreLow8(p.v_codes + j * W, Ops::VarianceCode(u_keep[j], inv_v));
+    I codes[kRegs];
+    if constexpr (MOM == Moment::kQ8) {
+      for (int j = 0; j < kRegs; ++j) codes[j] = Ops::MomentumCode(m_keep[j], inv_m);
+      StoreCodes<Ops, kRegs>(p.m_codes, codes);
+    }
+    if constexpr (VAR == Moment::kQ8) {
+      for (int j = 0; j < kRegs; ++j) codes[j] = Ops::VarianceCode(u_keep[j], inv_v);
+      StoreCodes<Ops, kRegs>(p.v_codes, codes);
+    }
     return;
   }
   if constexpr (MOM == Moment::kQ8) {
@@ -472,6 +487,7 @@ constexpr bool kPairedTails = requires { Ops::kPairedTails; } &&
 template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR, GradIo GI, ParamIo PI>
 TANDEM_SIMD_INLINE void StepTwoGroups(const Ctx<Ops>& c, const Ptrs& p) {
   using F = typename Ops::F;
+  using I = typename Ops::I;
   constexpr int W = Ops::kWidth;
   constexpr int kRegs = kQuantGroup / W;  // per group
   F m_keep[2 * kRegs], u_keep[2 * kRegs], m_cv[2 * kRegs];
@@ -504,13 +520,14 @@ TANDEM_SIMD_INLINE void StepTwoGroups(const Ctx<Ops>& c, const Ptrs& p) {
     Ops::GroupScalesPair(acc_m, p.m_scale, inv_m);
   else
     Ops::GroupScalesPair(acc_v, p.v_scale, inv_v);
+  I m_codes[2 * kRegs], v_codes[2 * kRegs];
 #pragma GCC unroll 8
   for (int j = 0; j < 2 * kRegs; ++j) {
-    if constexpr (MOM == Moment::kQ8)
-      Ops::StoreLow8(p.m_codes + j * W, Ops::MomentumCode(m_keep[j], inv_m[j / kRegs]));
-    if constexpr (VAR == Moment::kQ8)
-      Ops::StoreLow8(p.v_codes + j * W, Ops::VarianceCode(u_keep[j], inv_v[j / kRegs]));
+    if constexpr (MOM == Moment::kQ8) m_codes[j] = Ops::MomentumCode(m_keep[j], inv_m[j / kRegs]);
+    if constexpr (VAR == Moment::kQ8) v_codes[j] = Ops::VarianceCode(u_keep[j], inv_v[j / kRegs]);
   }
+  if constexpr (MOM == Moment::kQ8) StoreCodes<Ops, 2 * kRegs>(p.m_codes, m_codes);
+  if constexpr (VAR == Moment::kQ8) StoreCodes<Ops, 2 * kRegs>(p.v_codes, v_codes);
 }
 
 // ---- the span ----
