@@ -56,6 +56,56 @@ inline constexpr std::array<uint8_t, 64> kLowBytes = [] {
   return idx;
 }();
 
+// Note [VBMI group I/O]: the same byte shuffles replace the widening loads and narrowing
+// stores of a bf16 gradient and a bf16 + ecc8 master, two registers (32 lanes) at a time:
+// * gradient: bits = bf16 << 16 is one zero-masked vpermb of the 64 loaded bytes (byte 4i+2,
+//   4i+3 of register j <- bytes 2(16j+i), 2(16j+i)+1; bytes 4i, 4i+1 zeroed): kWidenBf16.
+// * master: bits = (bf16 << 16) + (ecc8 << 8) with ecc8 sign-extended. With e' = ecc8 ^ 0x80
+//   (the byte as unsigned, offset by 128), sext(ecc8) = e' - 128, so bits = D - 0x8000 with
+//   D = bytes [0, e', bf16 lo, bf16 hi]: one zero-masked vpermi2b of (bf16, e') and one
+//   subtraction (mod 2^32, like the reference's addition): kMasterBytes.
+// * master encode: the bf16 is kept in the upper half of the lane (hi << 16, NaN 0x7FC00000;
+//   the lower bits are those the reference subtracts anyway), and the ecc8 rounding sum t
+//   is clamped to 0x7FFF so that its byte 1 is the int8-saturated t >> 8 (t >> 8 is in
+//   [-128, 128], and only 128, i.e. t >= 0x8000, saturates). One vpermt2b gathers bytes 2-3
+//   (bf16) and one byte 1 (ecc8) of two registers: kBf16Bytes, kEccBytes.
+// All exact integer rearrangements of Note [Ecc8 encode]'s formulas (the parity suite runs
+// both forms).
+inline constexpr std::array<std::array<uint8_t, 64>, 2> kWidenBf16 = [] {
+  std::array<std::array<uint8_t, 64>, 2> idx{};
+  for (int j = 0; j < 2; ++j)
+    for (int i = 0; i < 16; ++i) {
+      idx[j][4 * i + 2] = static_cast<uint8_t>(2 * (16 * j + i));
+      idx[j][4 * i + 3] = static_cast<uint8_t>(2 * (16 * j + i) + 1);
+    }
+  return idx;
+}();
+inline constexpr std::array<std::array<uint8_t, 64>, 2> kMasterBytes = [] {
+  std::array<std::array<uint8_t, 64>, 2> idx{};
+  for (int j = 0; j < 2; ++j)
+    for (int i = 0; i < 16; ++i) {
+      idx[j][4 * i + 1] = static_cast<uint8_t>(64 + 16 * j + i);
+      idx[j][4 * i + 2] = static_cast<uint8_t>(2 * (16 * j + i));
+      idx[j][4 * i + 3] = static_cast<uint8_t>(2 * (16 * j + i) + 1);
+    }
+  return idx;
+}();
+inline constexpr std::array<uint8_t, 64> kBf16Bytes = [] {
+  std::array<uint8_t, 64> idx{};
+  for (int k = 0; k < 32; ++k) {
+    const int base = k < 16 ? 4 * k : 64 + 4 * (k - 16);
+    idx[2 * k] = static_cast<uint8_t>(base + 2);
+    idx[2 * k + 1] = static_cast<uint8_t>(base + 3);
+  }
+  return idx;
+}();
+inline constexpr std::array<uint8_t, 64> kEccBytes = [] {
+  std::array<uint8_t, 64> idx{};
+  for (int k = 0; k < 32; ++k)
+    idx[k] = static_cast<uint8_t>(k < 16 ? 4 * k + 1 : 64 + 4 * (k - 16) + 1);
+  return idx;
+}();
+
 struct OpsVbmi : Ops {
   // step_kernel.h: decode the momentum codes of a group (or two) before its registers.
   static constexpr bool kGroupMomentumDecode = true;
@@ -96,6 +146,62 @@ struct OpsVbmi : Ops {
         _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)));
     const __m512i order = _mm512_loadu_si512(kDecodeOrder.data());
     DecodePermuted<2>(_mm512_permutexvar_epi8(order, raw), out);
+  }
+  // Note [VBMI group I/O].
+  static constexpr bool kGroupIo = true;
+  // 32 bf16 at p -> two registers of fp32 bits (bf16 << 16).
+  __attribute__((always_inline)) static void LoadBf16x2(const uint16_t* p, F* out) {
+    const __m512i x = _mm512_loadu_si512(p);
+    constexpr __mmask64 kUpperHalves = 0xCCCCCCCCCCCCCCCCull;
+    out[0] = F(_mm512_castsi512_ps(
+        _mm512_maskz_permutexvar_epi8(kUpperHalves, _mm512_loadu_si512(kWidenBf16[0].data()), x)));
+    out[1] = F(_mm512_castsi512_ps(
+        _mm512_maskz_permutexvar_epi8(kUpperHalves, _mm512_loadu_si512(kWidenBf16[1].data()), x)));
+  }
+  // The bf16 + ecc8 master of 32 lanes -> two registers of its fp32 bits.
+  __attribute__((always_inline)) static void LoadBf16Ecc8x2(const uint16_t* b, const int8_t* e,
+                                                            F* out) {
+    const __m512i hi = _mm512_loadu_si512(b);
+    const __m512i ecc = _mm512_xor_si512(
+        _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(e))),
+        _mm512_set1_epi8(static_cast<char>(0x80)));
+    constexpr __mmask64 kUpperThree = 0xEEEEEEEEEEEEEEEEull;
+    const __m512i bias = _mm512_set1_epi32(0x8000);
+    for (int j = 0; j < 2; ++j) {
+      const __m512i d = _mm512_maskz_permutex2var_epi8(
+          kUpperThree, hi, _mm512_loadu_si512(kMasterBytes[j].data()), ecc);
+      out[j] = F(_mm512_castsi512_ps(_mm512_sub_epi32(d, bias)));
+    }
+  }
+  // Note [Ecc8 encode] without the stores: hi = the bf16 << 16 (0x7FC00000 for NaN), t =
+  // the ecc rounding sum clamped to 0x7FFF (byte 1: the saturated int8 ecc).
+  struct Ecc8Bits {
+    I hi, t;
+  };
+  __attribute__((always_inline)) static Ecc8Bits EncodeBf16Ecc8Bits(F w) {
+    const __m512i xi = _mm512_castps_si512(w);
+    const __mmask16 ord = _mm512_cmp_ps_mask(w, w, _CMP_ORD_Q);
+    const __mmask16 lsb = _mm512_test_epi32_mask(xi, _mm512_set1_epi32(0x10000));
+    __m512i r = _mm512_add_epi32(xi, _mm512_set1_epi32(0x7FFF));
+    r = _mm512_mask_add_epi32(r, lsb, xi, _mm512_set1_epi32(0x8000));
+    const __m512i hi = _mm512_mask_and_epi32(_mm512_set1_epi32(0x7FC00000), ord, r,
+                                             _mm512_set1_epi32(static_cast<int32_t>(0xFFFF0000u)));
+    const __m512i d = _mm512_maskz_sub_epi32(ord, xi, hi);
+    const __mmask16 odd = _mm512_test_epi32_mask(d, _mm512_set1_epi32(0x100));
+    __m512i t = _mm512_add_epi32(d, _mm512_set1_epi32(0x7F));
+    t = _mm512_mask_add_epi32(t, odd, d, _mm512_set1_epi32(0x80));
+    t = _mm512_min_epi32(t, _mm512_set1_epi32(0x7FFF));
+    return {I(hi), I(t)};
+  }
+  // The master of two registers (a, then b) from EncodeBf16Ecc8Bits: 32 bf16 to b16, 32
+  // ecc8 to e.
+  __attribute__((always_inline)) static void StoreBf16Ecc8x2(uint16_t* b16, int8_t* e, I hi_a,
+                                                             I hi_b, I t_a, I t_b) {
+    _mm512_storeu_si512(
+        b16, _mm512_permutex2var_epi8(hi_a, _mm512_loadu_si512(kBf16Bytes.data()), hi_b));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(e),
+                        _mm512_castsi512_si256(_mm512_permutex2var_epi8(
+                            t_a, _mm512_loadu_si512(kEccBytes.data()), t_b)));
   }
   // The low 8 bits of the lanes of a, then b (32 bytes), truncated like StoreLow8.
   __attribute__((always_inline)) static void StoreLow8x2(void* p, I a, I b) {

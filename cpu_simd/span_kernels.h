@@ -6,6 +6,7 @@
 // round-to-nearest and no FTZ/DAZ (an FpModeGuard is held); it throws nothing.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "cpu_simd/host_kernels.h"
@@ -43,6 +44,12 @@ void GroupScaleAvx512(float amax, uint16_t* scale_bits, float* inv);
 // value of int8 code c for every c in [-128, 127], by the VBMI group decode, through both
 // its two-group and its one-group form.
 void GroupCodeValuesAvx512Vbmi(float* mom);
+// GroupIoMismatchesAvx512Vbmi (CPU with AVX512-VBMI only; n a multiple of 32): over n
+// lanes, how many times the VBMI group loads of a bf16 gradient (bf16) and a bf16 + ecc8
+// master (bf16, ecc), and the master encode and store of values w, differ from the
+// per-register AVX-512 forms (Note [VBMI group I/O], ops_avx512vbmi.h).
+uint64_t GroupIoMismatchesAvx512Vbmi(const uint16_t* bf16, const int8_t* ecc, const float* w,
+                                     size_t n);
 
 // The kernel of the active ISA (ActiveIsa()).
 SpanKernel ActiveKernel();
