@@ -8,7 +8,11 @@
 // of --reps timed repetitions after --warmup untimed ones (steady clock). The roofline of
 // a kernel is its minimal bytes per element (every array read once, every state array
 // written once; see KernelBytes) moved at the copy bandwidth; "of roof" is the achieved
-// fraction of it. Prints a table, optionally writes --json FILE.
+// fraction of it. After each thread count, "of best" gives every row's GB/s as a fraction
+// of the best Tandem kernel of that thread count (not copy, triad or the naive loop: the
+// in-place read-modify-write streams of the fp32 kernels usually beat the copy); at the
+// end, for the largest thread count, one line per target kernel (kTargets) says whether
+// it reaches its limit. Prints a table, optionally writes --json FILE.
 #include <sys/mman.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -312,6 +316,31 @@ struct Row {
   double bytes_per_elem, seconds, gparams, gbytes, copy_gbs, roof_gparams, fraction;
 };
 
+// The targets at the memory limit: these kernels must move their bytes at a
+// fraction of the best GB/s that any Tandem kernel reaches in the same run with the same
+// threads (docs/host_kernels.md, "Of best").
+struct Target {
+  const char* kernel;
+  double limit;
+};
+constexpr Target kTargets[] = {
+    {"adamw_ecc8_q8_q8_bf16g", 0.85},
+    {"lion_ecc8_q8_bf16g", 0.90},
+    {"sgd_ecc8_q8_bf16g", 0.90},
+};
+
+constexpr char kNaiveName[] = "naive_adamw_f32 (-O3 native)";
+
+// The Tandem kernel row with the most GB/s among `rows` (the naive loop, which has not
+// Tandem's numerics, does not count), or the first row if there is none.
+const Row& BestRow(const std::vector<Row>& rows) {
+  const Row* best = &rows.front();
+  for (const Row& r : rows)
+    if (r.kernel != kNaiveName && (best->kernel == kNaiveName || r.gbytes > best->gbytes))
+      best = &r;
+  return *best;
+}
+
 void PrintRow(const Row& r) {
   std::printf("%-26s %3d %7.3f %9.2f %9.3f %8.1f %8.1f %9.3f %7.1f%%\n", r.kernel.c_str(),
               r.threads, r.bytes_per_elem, r.seconds * 1e3, r.gparams, r.gbytes, r.copy_gbs,
@@ -340,7 +369,7 @@ int Main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("tandem-bench-host ") + tandem::kVersion);
   size_t size = size_t{256} << 20;
   std::string threads_list = "1,2,4,8,16", kernels_filter, json_path, isa_name;
-  int reps = 5, warmup = 1, prefetch = -1, nt = -1, paired = -1;
+  int reps = 5, warmup = 1, prefetch = -1, nt = -1, paired = -1, vbmi = -1;
   size_t grain = size_t{1} << 16;
   app.add_option("--size", size, "elements per kernel span (default 256M)");
   app.add_option("--threads", threads_list, "comma-separated thread counts");
@@ -353,6 +382,8 @@ int Main(int argc, char** argv) {
   app.add_option("--nt", nt, "non-temporal parameter stores 0/1");
   app.add_option("--paired", paired,
                  "two groups per iteration: 0 off, 1 all q8 kernels, 2 Lion/SGD only (default)");
+  app.add_option("--vbmi", vbmi,
+                 "VBMI momentum decode 0/1 (default: on where the CPU has VBMI)");
   app.add_option("--json", json_path, "write results as JSON to this file");
   app.add_flag("--best", g_best, "report the fastest rep instead of the median (in-cache runs)");
   CLI11_PARSE(app, argc, argv);
@@ -365,6 +396,7 @@ int Main(int argc, char** argv) {
   if (prefetch >= 0) cpu::SetPrefetchGroups(prefetch);
   if (nt >= 0) cpu::SetNtParamStores(nt != 0);
   if (paired >= 0) cpu::SetPairedGroups(paired);
+  if (vbmi >= 0) cpu::SetVbmiDecode(vbmi != 0);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   std::vector<int> threads;
   for (const auto& t : Split(threads_list)) {
@@ -382,10 +414,11 @@ int Main(int argc, char** argv) {
 
   std::printf(
       "# tandem-bench-host: cpu '%s', %u hardware threads, isa %s, size %zu, reps %d "
-      "(%s) after %d warm-up, grain %zu, prefetch %d groups, nt-param %d, paired %d\n",
+      "(%s) after %d warm-up, grain %zu, prefetch %d groups, nt-param %d, paired %d, vbmi %d\n",
       CpuModel().c_str(), hw, cpu::IsaName(cpu::ActiveIsa()), size, reps,
       g_best ? "best" : "median", warmup, grain,
-      cpu::PrefetchGroups(), cpu::NtParamStores() ? 1 : 0, cpu::PairedGroups());
+      cpu::PrefetchGroups(), cpu::NtParamStores() ? 1 : 0, cpu::PairedGroups(),
+      cpu::VbmiDecode() ? 1 : 0);
   std::printf("%-26s %3s %7s %9s %9s %8s %8s %9s %8s\n", "kernel", "thr", "B/elem", "ms",
               "Gparam/s", "GB/s", "copyGB/s", "roofGp/s", "of roof");
 
@@ -401,10 +434,16 @@ int Main(int argc, char** argv) {
   out["prefetch_groups"] = cpu::PrefetchGroups();
   out["nt_param"] = cpu::NtParamStores();
   out["paired_groups"] = cpu::PairedGroups();
+  out["vbmi_decode"] = cpu::VbmiDecode();
   out["rows"] = nlohmann::json::array();
   out["bandwidth"] = nlohmann::json::array();
+  out["best"] = nlohmann::json::array();
+  out["targets"] = nlohmann::json::array();
+  std::vector<Row> run_rows;        // this thread count's kernel rows
+  std::vector<Row> last_rows;       // those of the largest thread count
   auto add = [&](const Row& r) {
     PrintRow(r);
+    run_rows.push_back(r);
     out["rows"].push_back({{"kernel", r.kernel},
                            {"threads", r.threads},
                            {"bytes_per_element", r.bytes_per_elem},
@@ -419,6 +458,7 @@ int Main(int argc, char** argv) {
   tbb::task_arena fill_arena;  // all cores: filling is not what is measured
   for (int t : threads) {
     tbb::task_arena arena(t);
+    run_rows.clear();
     // STREAM-like copy and triad on fp32 arrays of `size` elements.
     double copy_gbs, triad_gbs;
     {
@@ -490,7 +530,7 @@ int Main(int argc, char** argv) {
                      v.as<float>() + lo, hi - lo);
         });
       });
-      row("naive_adamw_f32 (-O3 native)", 28.0, s);
+      row(kNaiveName, 28.0, s);
     }
     cpu::HostDriver driver(t, grain);
     for (const KernelSpec& k : kernels) {
@@ -502,6 +542,42 @@ int Main(int argc, char** argv) {
       });
       row(k.name, KernelBytes(k), s);
     }
+    // Of best: each row's GB/s against the best row of this thread count.
+    const Row best = BestRow(run_rows);
+    std::printf("# of best, %d threads: best %.1f GB/s (%s)\n", t, best.gbytes,
+                best.kernel.c_str());
+    const size_t first = out["rows"].size() - run_rows.size();
+    for (size_t i = 0; i < run_rows.size(); ++i) {
+      const Row& r = run_rows[i];
+      std::printf("%-26s %3d %8.1f %7.1f%% of best\n", r.kernel.c_str(), t, r.gbytes,
+                  100.0 * r.gbytes / best.gbytes);
+      out["rows"][first + i]["fraction_of_best"] = r.gbytes / best.gbytes;
+    }
+    out["best"].push_back(
+        {{"threads", t}, {"gbytes_per_s", best.gbytes}, {"kernel", best.kernel}});
+    if (last_rows.empty() || t >= last_rows.front().threads) last_rows = run_rows;
+  }
+  // The targets, at the largest thread count of the run.
+  if (!last_rows.empty() && BestRow(last_rows).kernel != "adamw_f32_bf16g_bf16p")
+    std::printf("# note: the best is not adamw_f32_bf16g_bf16p (the usual best); add it to "
+                "--kernels for the targets' reference\n");
+  for (const Target& target : kTargets) {
+    if (last_rows.empty()) break;
+    const auto it = std::find_if(last_rows.begin(), last_rows.end(),
+                                 [&](const Row& r) { return r.kernel == target.kernel; });
+    if (it == last_rows.end()) continue;
+    const Row& best = BestRow(last_rows);
+    const double fraction = it->gbytes / best.gbytes;
+    const bool met = fraction >= target.limit;
+    std::printf("%s at %d threads: measured %.1f%% of best (limit %.0f%%: %s)\n", target.kernel,
+                it->threads, 100.0 * fraction, 100.0 * target.limit, met ? "met" : "missed");
+    out["targets"].push_back({{"kernel", target.kernel},
+                              {"threads", it->threads},
+                              {"fraction_of_best", fraction},
+                              {"limit", target.limit},
+                              {"best_kernel", best.kernel},
+                              {"best_gbytes_per_s", best.gbytes},
+                              {"met", met}});
   }
   if (!json_path.empty()) {
     std::ofstream f(json_path);

@@ -16,12 +16,19 @@ namespace {
 constexpr int kDefaultPrefetchGroups = 0;
 constexpr int kDefaultNtParam = 1;
 constexpr int kDefaultPairedGroups = 1;
+constexpr int kDefaultVbmiDecode = 1;
 
 // -1 until the first BestIsa/ActiveIsa call resolves it.
 std::atomic<int> g_active{-1};
 std::atomic<int> g_prefetch{-1};
 std::atomic<int> g_nt_param{-1};
 std::atomic<int> g_paired{-1};
+std::atomic<int> g_vbmi{-1};
+
+bool CpuHasVbmi() {
+  __builtin_cpu_init();
+  return IsaSupported(Isa::kAvx512) && __builtin_cpu_supports("avx512vbmi");
+}
 
 Isa ParseIsaName(const std::string& name) {
   if (name == "sse") return Isa::kSse;
@@ -149,5 +156,17 @@ int PairedGroups() {
 void SetPairedGroups(int mode) {
   g_paired.store(mode < 0 || mode > 2 ? kDefaultPairedGroups : mode, std::memory_order_relaxed);
 }
+
+bool VbmiDecode() {
+  int on = g_vbmi.load(std::memory_order_relaxed);
+  if (on >= 0) return on != 0;
+  const char* env = std::getenv("TANDEM_VBMI_DECODE");
+  const bool enabled = env != nullptr ? std::atoi(env) != 0 : kDefaultVbmiDecode != 0;
+  on = enabled && CpuHasVbmi() ? 1 : 0;
+  g_vbmi.store(on, std::memory_order_relaxed);
+  return on != 0;
+}
+
+void SetVbmiDecode(bool on) { g_vbmi.store(on && CpuHasVbmi() ? 1 : 0, std::memory_order_relaxed); }
 
 }  // namespace tandem::cpu

@@ -10,6 +10,10 @@
 namespace tandem::cpu {
 
 void StepSpanAvx512(const StepScalars& s, const StepSpan& span) {
+  // Note [VBMI momentum decode]: spans with a q8 momentum take the VBMI kernels where the
+  // CPU has VBMI (and VbmiDecode() is on); the same bits either way.
+  if (s.has_momentum != 0 && span.formats.momentum == MomentFormat::kQ8 && VbmiDecode())
+    return StepSpanAvx512Vbmi(s, span);
   avx512::StepSpanWith<avx512::Ops>(s, span);
 }
 

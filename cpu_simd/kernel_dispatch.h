@@ -42,13 +42,17 @@ void DispatchVariance(const StepScalars& s, const StepSpan& sp, int pf, bool nt)
   }
 }
 
+// Ops that decode the momentum per group (Note [VBMI momentum decode]) change nothing
+// for spans without a q8 momentum, so their kernels are instantiated, and called
+// (StepSpanAvx512), only for spans with one.
 template <class Ops, Algo A, MasterFormat MF>
 void DispatchMomentum(const StepScalars& s, const StepSpan& sp, int pf, bool nt) {
+  constexpr bool kQ8Only = kGroupMomentumDecode<Ops>;
   if (s.has_momentum == 0) {
-    if constexpr (A == Algo::kSgd) DispatchVariance<Ops, A, MF, Moment::kNone>(s, sp, pf, nt);
+    if constexpr (A == Algo::kSgd && !kQ8Only) DispatchVariance<Ops, A, MF, Moment::kNone>(s, sp, pf, nt);
   } else if (sp.formats.momentum == MomentFormat::kQ8) {
     DispatchVariance<Ops, A, MF, Moment::kQ8>(s, sp, pf, nt);
-  } else {
+  } else if constexpr (!kQ8Only) {
     DispatchVariance<Ops, A, MF, Moment::kF32>(s, sp, pf, nt);
   }
 }
@@ -91,6 +95,23 @@ void StepSpanWith(const StepScalars& s, const StepSpan& sp) {
 }
 
 // Test hooks (span_kernels.h); the caller holds an FpModeGuard.
+// mom[c + 128] for every int8 code c (-128 included) by the group decode of Ops.
+template <class Ops>
+void GroupCodeValuesWith(float* mom) {
+  alignas(64) uint8_t codes[64];
+  alignas(64) typename Ops::F out[4];
+  for (int half = 0; half < 4; ++half) {
+    for (int i = 0; i < 64; ++i) codes[i] = static_cast<uint8_t>(64 * half + i - 128);
+    if (half % 2 == 0) {
+      Ops::MomentumCodeValues64(codes, out);
+    } else {  // the one-group decode, on both halves
+      Ops::MomentumCodeValues32(codes, out);
+      Ops::MomentumCodeValues32(codes + 32, out + 2);
+    }
+    for (int j = 0; j < 4; ++j) out[j].store_unaligned(mom + 64 * half + 16 * j);
+  }
+}
+
 template <class Ops>
 void CodeValuesWith(float* mom, float* var) {
   constexpr int W = Ops::kWidth;

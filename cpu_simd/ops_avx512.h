@@ -1,7 +1,13 @@
 // The AVX-512 (F/CD/BW/DQ/VL) loader/storer layer under the generic kernel
 // (step_kernel.h): widening loads, narrowing stores, fp16 conversion and
-// round-to-int, one register of 16 lanes at a time. Include only from kernel_avx512.cc.
+// round-to-int, one register of 16 lanes at a time. Include only from kernel_avx512.cc and
+// (through ops_avx512vbmi.h) kernel_avx512vbmi.cc: each defines TANDEM_ISA_NS, so the two
+// files, built with different flags, share no inline function.
 #pragma once
+
+#ifndef TANDEM_ISA_NS
+#error "define TANDEM_ISA_NS before including cpu_simd/ops_avx512.h"
+#endif
 
 #include <immintrin.h>
 
@@ -14,7 +20,7 @@
 #define TANDEM_HOST_STATIC_IO 1  // Note [Static dtypes]; 0 in the sanitizer build
 #endif
 
-namespace tandem::cpu::avx512 {
+namespace tandem::cpu::TANDEM_ISA_NS {
 
 // Note [Division-free decode]: the momentum code value q / (254 - |q|) takes one of 128
 // magnitudes; the table holds them, each the correctly rounded quotient (constant
@@ -314,4 +320,4 @@ struct Ops {
   }
 };
 
-}  // namespace tandem::cpu::avx512
+}  // namespace tandem::cpu::TANDEM_ISA_NS

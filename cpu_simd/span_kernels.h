@@ -6,6 +6,7 @@
 // round-to-nearest and no FTZ/DAZ (an FpModeGuard is held); it throws nothing.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "cpu_simd/host_kernels.h"
@@ -19,6 +20,10 @@ using SpanKernel = void (*)(const StepScalars& s, const StepSpan& span);
 void StepSpanSse(const StepScalars& s, const StepSpan& span);
 void StepSpanAvx2(const StepScalars& s, const StepSpan& span);
 void StepSpanAvx512(const StepScalars& s, const StepSpan& span);
+// The AVX-512 kernels with the VBMI momentum decode (kernel_avx512vbmi.cc): the CPU must
+// have AVX512-VBMI, and the span a q8 momentum (s.has_momentum != 0); other spans are left
+// untouched. StepSpanAvx512 sends such spans here when VbmiDecode() (tuning.h) is on.
+void StepSpanAvx512Vbmi(const StepScalars& s, const StepSpan& span);
 
 // Test hooks (tests/cpu_simd/codec_test.cc), one set per ISA, each holding an
 // FpModeGuard. CodeValues: mom[c + 128] = momentum code value of int8 code c (c = -127..127;
@@ -35,6 +40,16 @@ uint64_t CompanderMismatchesAvx512(uint32_t lo_bits, uint32_t hi_bits);
 // ops_avx512.h) for a group whose largest magnitude is amax (>= 0, not NaN): the stored
 // bf16 scale bits and 1/scale as the codes use it.
 void GroupScaleAvx512(float amax, uint16_t* scale_bits, float* inv);
+// GroupCodeValuesAvx512Vbmi (CPU with AVX512-VBMI only): mom[c + 128] = the momentum code
+// value of int8 code c for every c in [-128, 127], by the VBMI group decode, through both
+// its two-group and its one-group form.
+void GroupCodeValuesAvx512Vbmi(float* mom);
+// GroupIoMismatchesAvx512Vbmi (CPU with AVX512-VBMI only; n a multiple of 32): over n
+// lanes, how many times the VBMI group loads of a bf16 gradient (bf16) and a bf16 + ecc8
+// master (bf16, ecc), and the master encode and store of values w, differ from the
+// per-register AVX-512 forms (Note [VBMI group I/O], ops_avx512vbmi.h).
+uint64_t GroupIoMismatchesAvx512Vbmi(const uint16_t* bf16, const int8_t* ecc, const float* w,
+                                     size_t n);
 
 // The kernel of the active ISA (ActiveIsa()).
 SpanKernel ActiveKernel();

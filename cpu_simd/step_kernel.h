@@ -49,6 +49,7 @@ namespace tandem::cpu::TANDEM_ISA_NS {
 static_assert(kQuantGroup == 32, "Note [Group size]: the group routine assumes 32");
 
 enum class Algo { kAdam, kLion, kSgd };
+
 enum class Moment { kNone, kF32, kQ8 };
 
 // Note [Static dtypes]: the gradient dtype and what the parameter write-back does are
@@ -297,23 +298,62 @@ TANDEM_SIMD_INLINE void StoreMasterAndParam(const Ctx<Ops>& c, const Ptrs& p, in
 
 // ---- one group ----
 
+// Note [VBMI momentum decode] (ops_avx512vbmi.h): Ops with kGroupMomentumDecode turn the
+// momentum codes of a whole group (MomentumCodeValues32) or of two adjacent groups
+// (MomentumCodeValues64) into code values before the group's registers are stepped;
+// StepReg then takes its register's code values as `m_cv`. Others decode per register.
+template <class Ops>
+constexpr bool kGroupMomentumDecode = requires { Ops::kGroupMomentumDecode; };
+
+// Note [VBMI group I/O] (ops_avx512vbmi.h): Ops with kGroupIo also load a bf16 gradient
+// (LoadBf16x2) for two registers at a time, and for Lion and SGD a bf16 + ecc8 master
+// (LoadBf16Ecc8x2), whose encoded form is then stored two registers at a time
+// (EncodeBf16Ecc8Bits, StoreBf16Ecc8x2) when no separate parameter is written. Not the
+// master for AdamW: with it, AdamW's paired loop spilled index registers and ran 2% slower
+// in cache (docs/host_kernels.md, "VBMI round"), while Lion and SGD gained 7%.
+template <class Ops, Algo A, GradIo GI>
+constexpr bool kGroupGrad = requires { Ops::kGroupIo; } && GI == GradIo::kBF16;
+template <class Ops, Algo A, MasterFormat MF, ParamIo PI>
+constexpr bool kGroupMaster = requires { Ops::kGroupIo; } && MF == MasterFormat::kBF16Ecc8 &&
+                              PI == ParamIo::kNone && A != Algo::kAdam;
+
+// What the group code hands to one register (g, w, m_cv: its gradient, master and
+// momentum code values where the group loaded them) and takes back from it (hi, t: its
+// encoded master, for StoreBf16Ecc8x2, where the group stores it).
+template <class Ops>
+struct RegIo {
+  typename Ops::F g, w, m_cv;
+  typename Ops::I hi, t;
+};
+
 // One register of a group at element offset o: load, decode, update, encode the master
 // and write the parameter; the q8 moments' new values (m, and u = sqrt(v)) go to m_keep /
-// u_keep, for the group tail to encode. m_scale / v_scale: the group's old scales.
+// u_keep, for the group tail to encode. m_scale / v_scale: the group's old scales; io: see
+// RegIo.
 template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR, GradIo GI, ParamIo PI>
 TANDEM_SIMD_INLINE void StepReg(const Ctx<Ops>& c, const Ptrs& p, int o, typename Ops::F m_scale,
-                                typename Ops::F v_scale, typename Ops::F& m_keep,
+                                typename Ops::F v_scale, RegIo<Ops>& io, typename Ops::F& m_keep,
                                 typename Ops::F& u_keep) {
   using F = typename Ops::F;
   (void)m_keep;
   (void)u_keep;
-  F g = LoadGrad<Ops, GI>(c, p.grad, o);
-  F w = LoadMaster<Ops, MF>(p, o);
+  F g, w;
+  if constexpr (kGroupGrad<Ops, A, GI>)
+    g = io.g;
+  else
+    g = LoadGrad<Ops, GI>(c, p.grad, o);
+  if constexpr (kGroupMaster<Ops, A, MF, PI>)
+    w = io.w;
+  else
+    w = LoadMaster<Ops, MF>(p, o);
   F m(0.0f), v(0.0f), u(0.0f);
   // Decode the moments (q8_codec.h: DecodeMomentum, DecodeSqrtVariance).
   if constexpr (MOM == Moment::kF32) m = F::load_unaligned(p.m_f32 + o);
   if constexpr (MOM == Moment::kQ8) {
-    m = Ops::MomentumCodeValue(Ops::LoadI8(p.m_codes + o)) * m_scale;
+    if constexpr (kGroupMomentumDecode<Ops>)
+      m = io.m_cv * m_scale;
+    else
+      m = Ops::MomentumCodeValue(Ops::LoadI8(p.m_codes + o)) * m_scale;
   }
   if constexpr (VAR == Moment::kF32) v = F::load_unaligned(p.v_f32 + o);
   if constexpr (VAR == Moment::kQ8) {
@@ -360,11 +400,76 @@ TANDEM_SIMD_INLINE void StepReg(const Ctx<Ops>& c, const Ptrs& p, int o, typenam
     }
     w = w - c.lr * g;
   }
-  StoreMasterAndParam<Ops, MF, PI>(c, p, o, w);
+  if constexpr (kGroupMaster<Ops, A, MF, PI>) {
+    const auto enc = Ops::EncodeBf16Ecc8Bits(w);
+    io.hi = enc.hi;
+    io.t = enc.t;
+  } else {
+    StoreMasterAndParam<Ops, MF, PI>(c, p, o, w);
+  }
   if constexpr (MOM == Moment::kF32) m.store_unaligned(p.m_f32 + o);
   if constexpr (MOM == Moment::kQ8) m_keep = m;
   if constexpr (VAR == Moment::kF32) v.store_unaligned(p.v_f32 + o);
   if constexpr (VAR == Moment::kQ8) u_keep = u;
+}
+
+// The momentum code values of `regs` registers (one or two groups) into io, where the
+// group decodes them (kGroupMomentumDecode); every other field of io zero.
+template <class Ops, Moment MOM, int regs>
+TANDEM_SIMD_INLINE void GroupDecode(const Ptrs& p, RegIo<Ops>* io) {
+  using F = typename Ops::F;
+  using I = typename Ops::I;
+  F v[regs];
+  for (int j = 0; j < regs; ++j) io[j] = {F(0.0f), F(0.0f), F(0.0f), I(0), I(0)};
+  if constexpr (MOM == Moment::kQ8 && kGroupMomentumDecode<Ops>) {
+    if constexpr (regs == 4)
+      Ops::MomentumCodeValues64(p.m_codes, v);
+    else
+      Ops::MomentumCodeValues32(p.m_codes, v);
+    for (int j = 0; j < regs; ++j) io[j].m_cv = v[j];
+  }
+}
+
+// Registers j and j + 1 of the group (or pair): the loads that the group does
+// (kGroupGrad, kGroupMaster), both StepRegs, the master's stores (kGroupMaster). Two at a
+// time keeps the live registers few (AdamW spilled with all four loaded first).
+template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR, GradIo GI, ParamIo PI>
+TANDEM_SIMD_INLINE void StepRegPair(const Ctx<Ops>& c, const Ptrs& p, int j,
+                                    typename Ops::F m_scale, typename Ops::F v_scale,
+                                    RegIo<Ops>* io, typename Ops::F* m_keep,
+                                    typename Ops::F* u_keep) {
+  using F = typename Ops::F;
+  constexpr int W = Ops::kWidth;
+  F v[2];
+  if constexpr (kGroupGrad<Ops, A, GI>) {
+    Ops::LoadBf16x2(reinterpret_cast<const uint16_t*>(p.grad) + j * W, v);
+    io[j].g = v[0];
+    io[j + 1].g = v[1];
+  }
+  if constexpr (kGroupMaster<Ops, A, MF, PI>) {
+    Ops::LoadBf16Ecc8x2(p.w_bf16 + j * W, p.ecc8 + j * W, v);
+    io[j].w = v[0];
+    io[j + 1].w = v[1];
+  }
+  StepReg<Ops, A, MF, MOM, VAR, GI, PI>(c, p, j * W, m_scale, v_scale, io[j], m_keep[j],
+                                        u_keep[j]);
+  StepReg<Ops, A, MF, MOM, VAR, GI, PI>(c, p, (j + 1) * W, m_scale, v_scale, io[j + 1],
+                                        m_keep[j + 1], u_keep[j + 1]);
+  if constexpr (kGroupMaster<Ops, A, MF, PI>)
+    Ops::StoreBf16Ecc8x2(p.w_bf16 + j * W, p.ecc8 + j * W, io[j].hi, io[j + 1].hi, io[j].t,
+                         io[j + 1].t);
+}
+
+// The q8 codes of `regs` registers (their low 8 bits, truncated) to p: two registers per
+// store where the Ops have StoreLow8x2 (Note [VBMI narrowing stores]), else one by one.
+template <class Ops, int regs>
+TANDEM_SIMD_INLINE void StoreCodes(uint8_t* p, const typename Ops::I* codes) {
+  constexpr int W = Ops::kWidth;
+  if constexpr (requires { Ops::StoreLow8x2(p, codes[0], codes[1]); } && regs % 2 == 0) {
+    for (int j = 0; j < regs; j += 2) Ops::StoreLow8x2(p + j * W, codes[j], codes[j + 1]);
+  } else {
+    for (int j = 0; j < regs; ++j) Ops::StoreLow8(p + j * W, codes[j]);
+  }
 }
 
 template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR, GradIo GI, ParamIo PI>
@@ -377,9 +482,16 @@ TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
   F m_scale(0.0f), v_scale(0.0f);
   if constexpr (MOM == Moment::kQ8) m_scale = F(Bf16Value(*p.m_scale));
   if constexpr (VAR == Moment::kQ8) v_scale = F(Bf16Value(*p.v_scale));
-
-  for (int j = 0; j < kRegs; ++j)
-    StepReg<Ops, A, MF, MOM, VAR, GI, PI>(c, p, j * W, m_scale, v_scale, m_keep[j], u_keep[j]);
+  RegIo<Ops> io[kRegs];
+  GroupDecode<Ops, MOM, kRegs>(p, io);
+  if constexpr (kRegs % 2 == 0) {
+    for (int j = 0; j < kRegs; j += 2)
+      StepRegPair<Ops, A, MF, MOM, VAR, GI, PI>(c, p, j, m_scale, v_scale, io, m_keep, u_keep);
+  } else {
+    for (int j = 0; j < kRegs; ++j)
+      StepReg<Ops, A, MF, MOM, VAR, GI, PI>(c, p, j * W, m_scale, v_scale, io[j], m_keep[j],
+                                            u_keep[j]);
+  }
 
   // Encode the q8 moments now that the group is complete (q8_codec.cc).
   if constexpr (requires { Ops::kVectorScales; }) {
@@ -398,12 +510,15 @@ TANDEM_SIMD_INLINE void StepGroup(const Ctx<Ops>& c, const Ptrs& p) {
       inv_m = Ops::GroupScale1(acc_m, p.m_scale);
     else if constexpr (VAR == Moment::kQ8)
       inv_v = Ops::GroupScale1(acc_v, p.v_scale);
-    if constexpr (MOM == Moment::kQ8)
-      for (int j = 0; j < kRegs; ++j)
-        Ops::StoreLow8(p.m_codes + j * W, Ops::MomentumCode(m_keep[j], inv_m));
-    if constexpr (VAR == Moment::kQ8)
-      for (int j = 0; j < kRegs; ++j)
-        Ops::StoreLow8(p.v_codes + j * W, Ops::VarianceCode(u_keep[j], inv_v));
+    I codes[kRegs];
+    if constexpr (MOM == Moment::kQ8) {
+      for (int j = 0; j < kRegs; ++j) codes[j] = Ops::MomentumCode(m_keep[j], inv_m);
+      StoreCodes<Ops, kRegs>(p.m_codes, codes);
+    }
+    if constexpr (VAR == Moment::kQ8) {
+      for (int j = 0; j < kRegs; ++j) codes[j] = Ops::VarianceCode(u_keep[j], inv_v);
+      StoreCodes<Ops, kRegs>(p.v_codes, codes);
+    }
     return;
   }
   if constexpr (MOM == Moment::kQ8) {
@@ -455,19 +570,23 @@ constexpr bool kPairedTails = requires { Ops::kPairedTails; } &&
 template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR, GradIo GI, ParamIo PI>
 TANDEM_SIMD_INLINE void StepTwoGroups(const Ctx<Ops>& c, const Ptrs& p) {
   using F = typename Ops::F;
+  using I = typename Ops::I;
   constexpr int W = Ops::kWidth;
   constexpr int kRegs = kQuantGroup / W;  // per group
   F m_keep[2 * kRegs], u_keep[2 * kRegs];
   F m_scale[2] = {F(0.0f), F(0.0f)}, v_scale[2] = {F(0.0f), F(0.0f)};
+  RegIo<Ops> io[2 * kRegs];
+  GroupDecode<Ops, MOM, 2 * kRegs>(p, io);
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
     if constexpr (MOM == Moment::kQ8) m_scale[h] = F(Bf16Value(p.m_scale[h]));
     if constexpr (VAR == Moment::kQ8) v_scale[h] = F(Bf16Value(p.v_scale[h]));
   }
+  static_assert(kRegs % 2 == 0, "registers are stepped in pairs");
 #pragma GCC unroll 8
-  for (int j = 0; j < 2 * kRegs; ++j)
-    StepReg<Ops, A, MF, MOM, VAR, GI, PI>(c, p, j * W, m_scale[j / kRegs], v_scale[j / kRegs],
-                                          m_keep[j], u_keep[j]);
+  for (int j = 0; j < 2 * kRegs; j += 2)
+    StepRegPair<Ops, A, MF, MOM, VAR, GI, PI>(c, p, j, m_scale[j / kRegs], v_scale[j / kRegs],
+                                              io, m_keep, u_keep);
   // The group maxima (see StepGroup: |m| by clearing the sign bit; NaN never wins).
   F acc_m[2] = {F(0.0f), F(0.0f)}, acc_v[2] = {F(0.0f), F(0.0f)};
 #pragma GCC unroll 8
@@ -483,13 +602,14 @@ TANDEM_SIMD_INLINE void StepTwoGroups(const Ctx<Ops>& c, const Ptrs& p) {
     Ops::GroupScalesPair(acc_m, p.m_scale, inv_m);
   else
     Ops::GroupScalesPair(acc_v, p.v_scale, inv_v);
+  I m_codes[2 * kRegs], v_codes[2 * kRegs];
 #pragma GCC unroll 8
   for (int j = 0; j < 2 * kRegs; ++j) {
-    if constexpr (MOM == Moment::kQ8)
-      Ops::StoreLow8(p.m_codes + j * W, Ops::MomentumCode(m_keep[j], inv_m[j / kRegs]));
-    if constexpr (VAR == Moment::kQ8)
-      Ops::StoreLow8(p.v_codes + j * W, Ops::VarianceCode(u_keep[j], inv_v[j / kRegs]));
+    if constexpr (MOM == Moment::kQ8) m_codes[j] = Ops::MomentumCode(m_keep[j], inv_m[j / kRegs]);
+    if constexpr (VAR == Moment::kQ8) v_codes[j] = Ops::VarianceCode(u_keep[j], inv_v[j / kRegs]);
   }
+  if constexpr (MOM == Moment::kQ8) StoreCodes<Ops, 2 * kRegs>(p.m_codes, m_codes);
+  if constexpr (VAR == Moment::kQ8) StoreCodes<Ops, 2 * kRegs>(p.v_codes, v_codes);
 }
 
 // ---- the span ----

@@ -26,4 +26,13 @@ void SetNtParamStores(bool on);
 int PairedGroups();
 void SetPairedGroups(int mode);
 
+// Note [VBMI momentum decode] (ops_avx512vbmi.h): on CPUs with AVX512-VBMI, the AVX-512
+// kernels of spans with a q8 momentum decode its codes 64 at a time by byte-table lookups
+// (the same bits). VbmiDecode() is true when the CPU has AVX-512 and VBMI and the decode is
+// enabled (default: enabled; environment variable TANDEM_VBMI_DECODE=0 disables it at the
+// first call). SetVbmiDecode(false) forces the plain AVX-512 path (tests, benchmark);
+// SetVbmiDecode(true) re-enables it where the CPU has VBMI. Thread-safe.
+bool VbmiDecode();
+void SetVbmiDecode(bool on);
+
 }  // namespace tandem::cpu

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <vector>
 
 #include "cpu_simd/span_kernels.h"
+#include "cpu_simd/tuning.h"
 #include "engine/q8_codec.h"
 #include "tests/cpu_simd/test_util.h"
 
@@ -71,6 +73,46 @@ TEST(CodecAvx512, GroupScaleInVectorRegistersMatchesReference) {
     for (uint32_t lo : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu})
       if ((hi << 16 | lo) <= 0x7F800000u) check(hi << 16 | lo);
   for (uint64_t b = 0; b <= 0x7F800000u; b += 65521) check(static_cast<uint32_t>(b));
+}
+
+// Note [VBMI momentum decode]: the byte-plane lookups of one and of two groups give every
+// code the reference's value, and code -128 (never written by the encoder) the per-register
+// path's -0.0 (|-128| reads table entry 0 there too).
+TEST(CodecAvx512Vbmi, GroupDecodeGivesEveryCodeValue) {
+  if (!VbmiDecode()) GTEST_SKIP() << "no AVX512-VBMI on this CPU (or TANDEM_VBMI_DECODE=0)";
+  float got[256];
+  GroupCodeValuesAvx512Vbmi(got);
+  for (int c = -127; c <= 127; ++c) {
+    const float want = num::MomentumCodeValue(c);
+    EXPECT_EQ(0, std::memcmp(&want, &got[c + 128], 4)) << "momentum code " << c;
+  }
+  const float minus_zero = -0.0f;
+  EXPECT_EQ(0, std::memcmp(&minus_zero, &got[0], 4)) << "momentum code -128";
+}
+
+// Note [VBMI group I/O]: the VBMI group loads (bf16 gradient; bf16 + ecc8 master) and the
+// master encode and stores give the per-register AVX-512 bits for every bf16 with every
+// ecc8 byte, and for master values with every upper half and, per pass, lower halves at
+// and around the bf16 and ecc8 rounding ties (where the ecc8 saturates) or pseudo-random.
+TEST(CodecAvx512Vbmi, GroupIoMatchesPerRegisterForms) {
+  if (!VbmiDecode()) GTEST_SKIP() << "no AVX512-VBMI on this CPU (or TANDEM_VBMI_DECODE=0)";
+  constexpr uint32_t kLows[] = {0x0000, 0x0001, 0x007F, 0x0080, 0x0081, 0x017F, 0x0180, 0x0181,
+                                0x7FFF, 0x8000, 0x8001, 0x807F, 0x8080, 0x8180, 0xFF7F, 0xFFFF};
+  constexpr size_t n = 65536;
+  std::vector<uint16_t> bf16(n);
+  std::vector<int8_t> ecc(n);
+  std::vector<float> w(n);
+  for (uint32_t k = 0; k < 256; ++k) {
+    for (uint32_t i = 0; i < n; ++i) {
+      bf16[i] = static_cast<uint16_t>(i);
+      ecc[i] = static_cast<int8_t>(static_cast<uint8_t>(i * 7 + k));
+      const uint32_t low = k < 16 ? kLows[k] : (i * 2654435761u + k * 40503u) >> 16;
+      const uint32_t bits = i << 16 | low;
+      std::memcpy(&w[i], &bits, 4);
+    }
+    ASSERT_EQ(GroupIoMismatchesAvx512Vbmi(bf16.data(), ecc.data(), w.data(), n), 0u)
+        << "pass " << k;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, Codec, ::testing::ValuesIn(SupportedIsas()),

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "cpu_simd/host_kernels.h"
+#include "cpu_simd/tuning.h"
 #include "tandem/error.h"
 #include "tests/cpu_simd/test_util.h"
 
@@ -46,6 +47,19 @@ TEST(Isa, ForcingAnUnsupportedIsaThrowsUnsupported) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
   }
+}
+
+// Note [VBMI momentum decode]: the knob can switch the decode off everywhere, and on only
+// where the CPU has AVX-512 with VBMI.
+TEST(Isa, VbmiDecodeOnlyWhereTheCpuHasIt) {
+  const bool saved = VbmiDecode();
+  __builtin_cpu_init();
+  const bool cpu = IsaSupported(Isa::kAvx512) && __builtin_cpu_supports("avx512vbmi");
+  SetVbmiDecode(false);
+  EXPECT_FALSE(VbmiDecode());
+  SetVbmiDecode(true);
+  EXPECT_EQ(VbmiDecode(), cpu);
+  SetVbmiDecode(saved);
 }
 
 }  // namespace

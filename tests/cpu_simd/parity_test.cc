@@ -55,9 +55,7 @@ void CheckParity(const AlgoCase& c, const StateFormats& f, DType gt, int param_d
 
 class Parity : public ::testing::TestWithParam<Isa> {};
 
-TEST_P(Parity, EveryCombination) {
-  IsaRestorer restore;
-  ForceIsa(GetParam());
+void EveryCombination() {
   uint32_t seed = 1;
   for (const AlgoCase& c : AlgoCases()) {
     for (const StateFormats& f : FormatsFor(c)) {
@@ -68,7 +66,7 @@ TEST_P(Parity, EveryCombination) {
                          (pt < 0 ? "none" : Name(static_cast<DType>(pt))) + " n " +
                          std::to_string(n));
             CheckParity(c, f, gt, pt, false, n, seed++, false);
-            if (HasFailure()) return;
+            if (::testing::Test::HasFailure()) return;
           }
         }
       }
@@ -76,18 +74,28 @@ TEST_P(Parity, EveryCombination) {
   }
 }
 
-TEST_P(Parity, ParamAliasesMasterBf16) {
+TEST_P(Parity, EveryCombination) {
   IsaRestorer restore;
   ForceIsa(GetParam());
+  EveryCombination();
+}
+
+void ParamAliasesMasterBf16() {
   uint32_t seed = 1000;
   for (const AlgoCase& c : AlgoCases()) {
     for (const StateFormats& f : FormatsFor(c)) {
       if (f.master == MasterFormat::kF32) continue;
       SCOPED_TRACE(std::string(c.name) + " " + Name(f));
       CheckParity(c, f, DType::kBF16, static_cast<int>(DType::kBF16), true, 1000, seed++, false);
-      if (HasFailure()) return;
+      if (::testing::Test::HasFailure()) return;
     }
   }
+}
+
+TEST_P(Parity, ParamAliasesMasterBf16) {
+  IsaRestorer restore;
+  ForceIsa(GetParam());
+  ParamAliasesMasterBf16();
 }
 
 TEST_P(Parity, IndependentOfCallerFtzDaz) {
@@ -107,9 +115,7 @@ TEST_P(Parity, IndependentOfCallerFtzDaz) {
 // and SGD paired, AdamW not); here the other two, on the dtypes with static instantiations
 // (bf16/f32 gradient; no, aliased or bf16 parameter) and lengths with pairs, a single
 // group after them and a partial tail (77 = 2 + 0.4 groups, 1000 = 31 + 0.25).
-TEST_P(Parity, EveryPairingMode) {
-  IsaRestorer restore;
-  ForceIsa(GetParam());
+void EveryPairingMode() {
   const int saved = PairedGroups();
   uint32_t seed = 3000;
   for (int mode : {0, 1}) {
@@ -125,7 +131,7 @@ TEST_P(Parity, EveryPairingMode) {
               CheckParity(c, f, gt, pt, false, n, seed++, false);
               if (f.master != MasterFormat::kF32 && pt >= 0)
                 CheckParity(c, f, gt, pt, true, n, seed++, false);
-              if (HasFailure()) {
+              if (::testing::Test::HasFailure()) {
                 SetPairedGroups(saved);
                 return;
               }
@@ -136,6 +142,27 @@ TEST_P(Parity, EveryPairingMode) {
     }
   }
   SetPairedGroups(saved);
+}
+
+TEST_P(Parity, EveryPairingMode) {
+  IsaRestorer restore;
+  ForceIsa(GetParam());
+  EveryPairingMode();
+}
+
+// Note [VBMI momentum decode]: on a CPU with AVX512-VBMI the tests above run the AVX-512
+// kernels with the VBMI decode (spans with a q8 momentum); here the same spans again with
+// it switched off, i.e. the plain AVX-512 kernels that every other CPU runs.
+TEST_P(Parity, WithoutVbmiDecode) {
+  if (GetParam() != Isa::kAvx512) GTEST_SKIP() << "the VBMI decode is an AVX-512 path";
+  if (!VbmiDecode()) GTEST_SKIP() << "no AVX512-VBMI on this CPU (or TANDEM_VBMI_DECODE=0)";
+  IsaRestorer restore;
+  ForceIsa(GetParam());
+  SetVbmiDecode(false);
+  EveryCombination();
+  if (!HasFailure()) ParamAliasesMasterBf16();
+  if (!HasFailure()) EveryPairingMode();
+  SetVbmiDecode(true);
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, Parity, ::testing::ValuesIn(SupportedIsas()),
