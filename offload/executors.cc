@@ -1,5 +1,6 @@
 #include "offload/executors.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -79,9 +80,14 @@ class GpuStream final : public StreamExecutor {
   void Launch(const StepWork& w) override {
     joining_ = true;  // a launch that fails part-way is joined too (Abandon)
     static const std::vector<uint8_t> kNone;
-    w.times->stream_chunks = gpu_->LaunchStream(
-        *w.scalars, *w.slot_of_tensor, w.stream_committed ? *w.stream_committed : kNone);
-    joining_ = pending_ = w.times->stream_chunks > 0;
+    const std::vector<uint8_t>& committed = w.stream_committed ? *w.stream_committed : kNone;
+    w.times->stream_chunks = gpu_->LaunchStream(*w.scalars, *w.slot_of_tensor, committed);
+    // Kept chunks queue their parameter copies (after their speculative kernels, which
+    // read the gradients) without being counted: the caller's stream joins those too.
+    const bool kept = std::any_of(committed.begin(), committed.end(),
+                                  [](uint8_t k) { return k != 0; });
+    pending_ = w.times->stream_chunks > 0;
+    joining_ = pending_ || kept;
     launched_ |= joining_;
   }
   // The caller's stream joins the streamed kernels only now: joined at Launch, it would

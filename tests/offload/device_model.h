@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "tandem/optimizer.h"
@@ -16,7 +17,8 @@ namespace tandem::testing {
 struct DeviceModel {
   Model host;
   std::vector<void*> params, grads;
-  explicit DeviceModel(unsigned seed) {
+  explicit DeviceModel(unsigned seed, std::vector<uint64_t> sizes = {}) {
+    if (!sizes.empty()) host.sizes = std::move(sizes);
     host.Init(seed);
     for (size_t k = 0; k < host.sizes.size(); ++k) {
       void *p = nullptr, *g = nullptr;

@@ -227,5 +227,54 @@ TEST(StreamGpu, SpeculatedChunksWaitForStepAndFailCleanly) {
   EXPECT_TRUE(opt.Snapshot() == want.Snapshot());
 }
 
+// Every chunk kept from the speculation queues only its parameter copies, after its
+// speculative kernel, which still reads the gradients when chunks this large are still in
+// flight at Step: the caller's stream is ordered after both, so a copy of the parameters
+// and a zeroing of the gradients queued there right after Step (as a training loop's next
+// forward and zero_grad are) see the step's parameters and leave its update alone.
+TEST(StreamGpu, KeptChunksOrderTheCallersStream) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<uint64_t> sizes = {uint64_t{8} << 20, (uint64_t{4} << 20) + 5};
+  OptimizerConfig c = Cfg(ExecutionMode::kGpu, 1.0, 1.0, uint64_t{4} << 20);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  c.cuda_stream = s;
+  DeviceModel ref(7, sizes);
+  HybridOptimizer want(ref.Specs(), c);
+  c.speculative_early_start = true;
+  DeviceModel m(7, sizes);
+  HybridOptimizer opt(m.Specs(), c);
+  std::vector<void*> seen(sizes.size());
+  for (size_t k = 0; k < sizes.size(); ++k)
+    ASSERT_EQ(cudaMalloc(&seen[k], m.host.params[k].size()), cudaSuccess);
+  for (int t = 1; t <= 2; ++t) {
+    ref.FillGrads(t);
+    ASSERT_TRUE(want.Step(1e-3).applied);
+    opt.BeginStep(1e-3);
+    m.FillGrads(t);
+    for (size_t i = m.params.size(); i-- > 0;) opt.GradReady(i);
+    ASSERT_TRUE(opt.Step(1e-3).applied);
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      cudaMemcpyAsync(seen[k], m.params[k], m.host.params[k].size(), cudaMemcpyDeviceToDevice, s);
+      cudaMemsetAsync(m.grads[k], 0, m.host.grads[k].size(), s);
+    }
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    const StageTimes st = opt.last_step_times();
+    EXPECT_EQ(st.stream_chunks, 0u) << "every chunk was kept from the speculation";
+    EXPECT_GT(st.speculated_stream_chunks, 1u);
+    const std::vector<std::vector<uint8_t>> want_params = ref.ReadParams();
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      std::vector<uint8_t> got(want_params[k].size());
+      cudaMemcpy(got.data(), seen[k], got.size(), cudaMemcpyDeviceToHost);
+      EXPECT_EQ(got, want_params[k]) << "step " << t << ", tensor " << k
+                                     << ": the caller's stream ran before the kept chunks";
+    }
+  }
+  EXPECT_EQ(m.ReadParams(), ref.ReadParams());
+  EXPECT_TRUE(opt.Snapshot() == want.Snapshot());
+  for (void* p : seen) cudaFree(p);
+  cudaStreamDestroy(s);
+}
+
 }  // namespace
 }  // namespace tandem
