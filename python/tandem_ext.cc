@@ -798,7 +798,7 @@ PYBIND11_MODULE(_C, m) {
            py::arg("host_cpus") = std::vector<int>{}, py::arg("pinned_budget") = uint64_t{0},
            py::arg("offload_compute") = "auto", py::arg("machine_rates") = py::none(),
            py::arg("stream_chunk_bytes") = uint64_t{64} << 20, py::arg("stream_slots") = 3,
-           py::arg("speculative_stream_bytes") = uint64_t{2} << 30,
+           py::arg("speculative_stream_bytes") = uint64_t{1} << 30,
            "tensors: list of (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, "
            "group[, shape[, formats[, norm_unit]]]); shape: dims or None; formats: None or a "
            "dict {'master', 'momentum', 'variance'} of format names overriding this tensor's "

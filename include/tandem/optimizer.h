@@ -144,8 +144,11 @@ struct OptimizerConfig {
   // on the GPU during backward. Each such chunk also takes its size again in pinned memory
   // (the backup) and, on the GPU, a place for its updated parameters (about 0.64 bytes per
   // state byte for bf16 parameters with bf16+ecc8/q8/q8), both counted in
-  // MemoryReport::Bytes::speculation. 0: streamed chunks are updated at Step only.
-  uint64_t speculative_stream_bytes = uint64_t{2} << 30;
+  // MemoryReport::Bytes::speculation. 0: streamed chunks are updated at Step only. The
+  // default is what a 1.5 Gparam model's backward covers on an H200 (beyond it, chunks
+  // still in flight at Step slow the step: docs/architecture.md, "Speculative early
+  // start").
+  uint64_t speculative_stream_bytes = uint64_t{1} << 30;
   // Failures to inject, for tests and fault drills (tandem/faults.h); production code
   // leaves it unset (nullptr: nothing is injected). The optimizer shares the plan with the
   // caller, who may arm it at any time: every copy of the offload pipeline's transport and

@@ -159,7 +159,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
         either way. Costs a host backup of the offloaded state (``memory()["host"]
         ["speculation"]``). Default False. Streamed chunks (``offload_compute``) are
         speculated on the GPU, from the last registered, up to
-        ``speculative_stream_bytes`` of their state (default 2 GiB; each such chunk
+        ``speculative_stream_bytes`` of their state (default 1 GiB; each such chunk
         also takes its size in pinned memory and a place on the GPU for its updated
         parameters, ``memory()[...]["speculation"]``; 0: none).
       hyperparam_update: what to do when a group's hyper-parameters change after
@@ -182,7 +182,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
                  max_grad_norm=0.0, early_start=False, speculative_early_start=False,
                  hyperparam_update="restore", host_cpus="auto", pinned_budget="auto",
                  offload_compute="auto", machine_rates=None, stream_chunk_bytes=64 << 20,
-                 stream_slots=3, speculative_stream_bytes=2 << 30):
+                 stream_slots=3, speculative_stream_bytes=1 << 30):
         if hyperparam_update not in ("error", "restore"):
             raise ValueError("hyperparam_update must be 'error' or 'restore', got %r"
                              % (hyperparam_update,))

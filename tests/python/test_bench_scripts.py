@@ -233,8 +233,8 @@ def test_accuracy_table_reads_files_of_the_earlier_form(accuracy):
     assert "ratio" not in rows[0]  # the caller's rows are left as they were
 
 
-def test_early_start_table_compares_with_the_plain_mode_of_the_run():
-    early = load("early_start")
+def test_stream_early_start_table_compares_with_the_plain_mode_of_the_run():
+    early = load("stream_early_start")
     a = early.parse_args([])
     assert a.budgets[0] == 0.0 and a.fraction == 1.0
     with pytest.raises(SystemExit):

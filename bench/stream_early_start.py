@@ -10,8 +10,8 @@ Each --budgets entry (GiB of streamed state that may be speculated; 0: the plain
 is one mode. Every mode starts from the same weights and data, so their parameters after
 the last iteration must be bit-identical: the script checks it.
 
-    PYTHONPATH=build/python python3 bench/early_start.py \\
-        --json bench/results/early_start_h200.json
+    PYTHONPATH=build/python python3 bench/stream_early_start.py \\
+        --json bench/results/stream_early_start_h200.json
 
 Prints each mode's median iteration, forward+backward and step, the chunks kept from the
 speculation, and each speculative mode's iteration against the plain one of the same run.
@@ -144,7 +144,7 @@ def main(argv=None):
     rows, first = [], None
     same = True
     for b in args.budgets:
-        print("early_start: budget %g GiB ..." % b, file=sys.stderr, flush=True)
+        print("stream_early_start: budget %g GiB ..." % b, file=sys.stderr, flush=True)
         row, bits = run_mode(args, b, ids)
         rows.append(row)
         if first is None:
@@ -156,10 +156,10 @@ def main(argv=None):
             row["losses_equal"] = row["losses"] == first_losses
             if differ:
                 same = False
-                print("early_start: budget %g GiB: %d parameters differ from the first mode "
+                print("stream_early_start: budget %g GiB: %d parameters differ from the first mode "
                       "(first: %s); losses equal: %s" % (b, len(differ), differ[0],
                                                          row["losses_equal"]), file=sys.stderr)
-    result = dict(command=command_line("early_start.py", sys.argv[1:] if argv is None else argv),
+    result = dict(command=command_line("stream_early_start.py", sys.argv[1:] if argv is None else argv),
                   commit=git_commit(), date=utc_now(), device=torch.cuda.get_device_name(),
                   layers=args.layers, seq=args.seq, batch=args.batch, iters=args.iters,
                   warmup=args.warmup, fraction=args.fraction, params=rows[0]["params"],
