@@ -3,8 +3,12 @@ Tandem at full offload against FSDP2 without offload and FSDP2 with CPUOffloadPo
 each in its own process, in one run (docs/benchmarks.md, "FSDP2 iteration").
 
     python3 bench/fsdp_step.py --layers 16 --json bench/results/fsdp_step_h200.json
+    python3 bench/fsdp_step.py --layers 32 --nproc 2 --json bench/results/fsdp_step_h200x2.json
 
-Modes (each a fresh `torchrun --nproc_per_node 1` child, so GPU peaks do not mix):
+--nproc N runs each mode on N local GPUs (world size N, rank r on cuda:r); the GPU peak
+is the largest rank's, the times rank 0's (FSDP2 keeps the ranks in step).
+
+Modes (each a fresh `torchrun --nproc_per_node N` job, so GPU peaks do not mix):
   none         fp32 sharded parameters, bf16 compute (MixedPrecisionPolicy), torch's fused
                AdamW on the GPU: FSDP2 as most people run it.
   cpu_offload  the same with offload_policy=CPUOffloadPolicy(): parameters, gradients and
@@ -26,7 +30,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+from bench_args import command_line, git_commit, utc_now  # noqa: E402
 
 LLAMA3_8B = dict(vocab=128256, dim=4096, heads=32, kv_heads=8, hidden=14336)
 
@@ -40,7 +46,7 @@ def child(args):
     from fsdp_train import Llama
 
     dist.init_process_group("nccl")
-    torch.cuda.set_device(0)
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     mesh = init_device_mesh("cuda", (dist.get_world_size(),))
     dtype = torch.bfloat16 if args.mode == "tandem" else torch.float32
     with torch.device("meta"):
@@ -97,24 +103,53 @@ def child(args):
         print("  %s iteration %d: %.0f ms (forward+backward %.0f, step %.0f)"
               % (args.mode, i + 1, (c - a) * 1e3, (b - a) * 1e3, (c - b) * 1e3),
               file=sys.stderr, flush=True)
+    peak = torch.tensor([torch.cuda.max_memory_allocated()], device="cuda")
+    dist.all_reduce(peak, op=dist.ReduceOp.MAX)  # the largest rank's
     result = dict(mode=args.mode, layers=args.layers, params=params, seq=args.seq,
+                  world_size=dist.get_world_size(),
                   fraction=args.fraction if args.mode == "tandem" else None,
                   iteration_ms=statistics.median(it), forward_backward_ms=statistics.median(fb),
                   step_ms=statistics.median(st), iterations_ms=it,
-                  gpu_peak_gib=torch.cuda.max_memory_allocated() / 2**30,
+                  gpu_peak_gib=peak.item() / 2**30,
                   optimizer_build_s=build_s)
     if args.mode == "tandem":
         result["offload_compute"] = args.offload_compute
         result["compute_split"] = opt.compute_split()
         result["step_times"] = opt.last_step_times()
-    with open(args.child_out, "w") as f:
-        json.dump(result, f)
+        # One node, many ranks (docs/node_sharing.md): each rank's host CPUs and host
+        # bytes, gathered, against the node's pinned budget.
+        mine = dict(host_cpus=list(opt.host_cpus),
+                    host_bytes=sum(opt.memory()["host"].values()))
+        ranks = [None] * dist.get_world_size()
+        dist.all_gather_object(ranks, mine)
+        result["ranks"] = ranks
+        result["node_pinned_budget"] = tandem._C.node_pinned_budget()
+    if dist.get_rank() == 0:
+        with open(args.child_out, "w") as f:
+            json.dump(result, f)
     dist.destroy_process_group()
+
+
+def _cpu_list(cpus):
+    """"0-7,16-23" for a list of CPU ids; "any" for none (unrestricted)."""
+    if not cpus:
+        return "any"
+    cpus, runs = sorted(cpus), []
+    start = prev = cpus[0]
+    for c in cpus[1:] + [None]:
+        if c is not None and c == prev + 1:
+            prev = c
+            continue
+        runs.append("%d" % start if start == prev else "%d-%d" % (start, prev))
+        if c is not None:
+            start = prev = c
+    return ",".join(runs)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--layers", type=int, default=16)
+    ap.add_argument("--nproc", type=int, default=1, help="GPUs (ranks) per mode")
     ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
@@ -133,7 +168,7 @@ def main():
     for mode in args.modes.split(","):
         out = tempfile.mktemp(suffix=".json")
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc_per_node", "1", os.path.abspath(__file__), "--mode", mode,
+               "--nproc_per_node", str(args.nproc), os.path.abspath(__file__), "--mode", mode,
                "--child-out", out] + sum(([k, str(v)] for k, v in (
                    ("--layers", args.layers), ("--seq", args.seq), ("--iters", args.iters),
                    ("--warmup", args.warmup), ("--fraction", args.fraction),
@@ -148,9 +183,19 @@ def main():
 
     rows = []
     none, off, tan = (results.get(m) for m in ("none", "cpu_offload", "tandem"))
-    print("\nFSDP2, Llama-3-8B shapes, %d layers (%.2f Gparam), seq %d, world size 1"
+    print("\nFSDP2, Llama-3-8B shapes, %d layers (%.2f Gparam), seq %d, world size %d"
           % (args.layers, next(iter(results.values()))["params"] / 1e9 if results else 0,
-             args.seq))
+             args.seq, args.nproc))
+    if tan and "ranks" in tan:
+        for r, x in enumerate(tan["ranks"]):
+            print("tandem rank %d: %d host CPUs (%s), %.1f GiB host memory"
+                  % (r, len(x["host_cpus"]), _cpu_list(x["host_cpus"]), x["host_bytes"] / 2**30))
+        cpus = [set(x["host_cpus"]) for x in tan["ranks"]]
+        disjoint = all(not (a & b) for i, a in enumerate(cpus) for b in cpus[i + 1:])
+        total = sum(x["host_bytes"] for x in tan["ranks"])
+        print("ranks' host CPUs disjoint: %s; host memory %.1f GiB of the node's pinned "
+              "budget %.1f GiB" % ("yes" if disjoint else "NO", total / 2**30,
+                                    tan["node_pinned_budget"] / 2**30))
     if tan:
         print("tandem: offload_fraction %g, offload_compute %s, share on the GPU %.3f"
               % (args.fraction, args.offload_compute, tan["compute_split"]["share"]))
@@ -175,8 +220,10 @@ def main():
                                                    "met" if ok else "MISSED"))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(benchmark="fsdp_step", command=" ".join(sys.argv),
-                           date=time.strftime("%Y-%m-%d"), results=results, checks=rows),
+            json.dump(dict(benchmark="fsdp_step",
+                           command=command_line("fsdp_step.py", sys.argv[1:]),
+                           commit=git_commit(), date=utc_now(), world_size=args.nproc,
+                           results=results, checks=rows),
                       f, indent=1)
     return 0
 
