@@ -39,11 +39,7 @@ void StreamSpeculation::TensorReady(size_t t, bool again, const std::vector<uint
     for (uint32_t c : tensor_chunks_[t]) any |= done_[c] != 0;
     if (any) {
       exec_->WaitSpeculated();
-      for (uint32_t c : tensor_chunks_[t])
-        if (done_[c] != 0) {
-          std::memcpy(restore_[c].host, restore_[c].backup, restore_[c].bytes);
-          done_[c] = 0;
-        }
+      for (uint32_t c : tensor_chunks_[t]) Undo(c);
     }
   }
   for (uint32_t c : tensor_chunks_[t]) Try(c);
@@ -60,6 +56,12 @@ void StreamSpeculation::Try(size_t c) {
     // The host chunk was not written (its download is the last copy): nothing to restore.
     error_ = std::current_exception();
   }
+}
+
+void StreamSpeculation::Undo(size_t c) {
+  if (done_[c] == 0) return;
+  std::memcpy(restore_[c].host, restore_[c].backup, restore_[c].bytes);
+  done_[c] = 0;
 }
 
 bool StreamSpeculation::AllActive(const std::vector<uint8_t>& active) const {
@@ -81,11 +83,7 @@ size_t StreamSpeculation::Rollback() {
   const size_t n = speculated_count();
   if (n == 0) return 0;
   exec_->WaitSpeculated();
-  for (size_t c = 0; c < done_.size(); ++c)
-    if (done_[c] != 0) {
-      std::memcpy(restore_[c].host, restore_[c].backup, restore_[c].bytes);
-      done_[c] = 0;
-    }
+  for (size_t c = 0; c < done_.size(); ++c) Undo(c);
   return n;
 }
 

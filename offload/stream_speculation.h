@@ -79,6 +79,8 @@ class StreamSpeculation {
 
  private:
   void Try(size_t c);
+  // Chunk c's host bytes from its backup, if it was speculated (after WaitSpeculated).
+  void Undo(size_t c);
 
   StreamExecutor* exec_;
   std::vector<std::vector<uint32_t>> chunk_tensors_;

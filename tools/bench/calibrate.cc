@@ -211,22 +211,17 @@ int Calibrate(const CalibrateOptions& o) {
             .median;
     // Note [Fixed step cost], the engine's part: a step over few and over many tiny
     // tensors, every element streamed; the line through the two medians.
-    const double few_ms =
-        report
-            .Measure("step over 16 tiny tensors", "ms",
-                     [&] {
-                       return MeasureStepOverheadMs(ExecutionMode::kGpu, kFewTensors, o.threads,
-                                                    kOverheadReps);
-                     })
-            .median;
-    const double many_ms =
-        report
-            .Measure("step over 512 tiny tensors", "ms",
-                     [&] {
-                       return MeasureStepOverheadMs(ExecutionMode::kGpu, kManyTensors, o.threads,
-                                                    kOverheadReps);
-                     })
-            .median;
+    auto step_ms = [&](size_t tensors) {
+      return report
+          .Measure("step over " + std::to_string(tensors) + " tiny tensors", "ms",
+                   [&] {
+                     return MeasureStepOverheadMs(ExecutionMode::kGpu, tensors, o.threads,
+                                                  kOverheadReps);
+                   })
+          .median;
+    };
+    const double few_ms = step_ms(kFewTensors);
+    const double many_ms = step_ms(kManyTensors);
     p.step_overhead.engine = planner::FitStepOverhead(kFewTensors, few_ms, kManyTensors, many_ms);
     bar.Print("  step overhead (engine): %.3f ms + %.2f us x tensors\n",
               p.step_overhead.engine.per_step_ms, p.step_overhead.engine.per_tensor_us);
