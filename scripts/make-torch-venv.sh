@@ -9,7 +9,10 @@
 # CMake uses $TANDEM_ROOT/.venv-torch/bin/python when it exists (cache variable
 # TANDEM_TORCH_PYTHON picks another; docs/building.md). Idempotent: a venv that already
 # holds the pinned versions is left alone. Needs python3-venv and access to PyPI (or a
-# mirror: pip reads PIP_INDEX_URL); about 5 GB, most of it torch's CUDA libraries.
+# mirror: pip reads PIP_INDEX_URL); about 5 GB, most of it torch's CUDA libraries (the
+# torch wheel on PyPI needs them to import, GPU or not). pip keeps no cache
+# (--no-cache-dir); the script stops before pip, naming the directory, when the disk
+# holding DIR or pip's temporary files ($TMPDIR) has less room than the install needs.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 dir=${1:-$TANDEM_ROOT/.venv-torch}
@@ -48,7 +51,18 @@ if [ ! -x "$dir/bin/python" ]; then
     exit 1
   }
 fi
-"$dir/bin/python" -m pip install --quiet --disable-pip-version-check "${PINS[@]}"
+# The venv plus the downloaded wheels at once, in MiB (measured: 4.9 GB + 2.6 GB).
+need=8000
+for d in "$(dirname "$dir")" "${TMPDIR:-/tmp}"; do
+  have=$(df -Pm "$d" | awk 'NR == 2 { print $4 }')
+  if [ "$have" -lt "$need" ]; then
+    echo "make-torch-venv: $d has $have MiB free; installing ${PINS[*]} needs about" \
+         "$need MiB there (free some room, or point TMPDIR / DIR at a larger disk)" >&2
+    exit 1
+  fi
+done
+"$dir/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir \
+  "${PINS[@]}"
 has_pins "$dir/bin/python" || {
   echo "make-torch-venv: $dir does not hold ${PINS[*]} after pip install (made from" \
        "another Python than $base? remove it and run again)" >&2
