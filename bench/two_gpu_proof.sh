@@ -106,8 +106,15 @@ def own_slice(full, rank, world):
     return {k: p[rank] if rank < len(p) else full[k][0:0] for k, p in pieces.items()}
 
 
+sys.path.insert(0, "bench")
+from bench_args import git_commit, utc_now
+
 base = ranks_of("base")
-res = {"device": device, "world": base[0]["world"], "runs": {}}
+res = {"benchmark": "two_gpu_proof",
+       "command": ("DEVICE=cpu " if device == "cpu" else "")
+       + "PYTHONPATH=build/python bash bench/two_gpu_proof.sh OUT",
+       "commit": git_commit(), "date": utc_now(), "device": device,
+       "world": base[0]["world"], "runs": {}}
 f_runs = ["f%s_%s" % (f, m) for f in ("0.37", "1") for m in ("host", "gpu", "auto", "0.5")]
 for name in f_runs:
     r = ld(name)
