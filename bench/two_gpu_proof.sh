@@ -39,7 +39,7 @@ run() {
   timeout 120 torchrun --nproc_per_node "$n" --master_port $((29500 + RANDOM % 1000)) $W "$@" \
     >> "${LOG:-$L}" 2>&1
   rc=$?
-  echo "rc=$rc n=$n $*" | tee -a "$OUT/rcs.txt"
+  echo "rc=$rc n=$n $*" | tee -a "$OUT/rcs.txt" "$R/rcs.txt"
   return $rc
 }
 run 2 --fraction 0 --out "$R/base.pt"
@@ -210,6 +210,11 @@ res["all_checks_pass"] = bool(
     and res["dcp_load1_world"] == 1 and res["dcp_load1_equal_base"]
     and res["dcp_2_to_1_to_2_equal_base"] and res["bit_identical_on_every_rank"]
     and res["crc_damage_reported_by_file_and_item"] and res["crc_undamaged_resume_equal_base"])
+# Every job but the damaged load must exit 0 (a rank that aborts after writing its record
+# still fails the proof).
+res["runs_exit_nonzero"] = [l.strip() for l in open(os.path.join(R, "rcs.txt"))
+                            if not l.startswith("rc=0 ") and "ckc_damaged" not in l]
+res["all_checks_pass"] = res["all_checks_pass"] and not res["runs_exit_nonzero"]
 res["runs_wall_s"] = int(seconds)
 json.dump(res, open(out, "w"), indent=1)
 for k, v in res.items():  # one line per key (per run for the nested tables)
