@@ -18,9 +18,16 @@ Modes (each a fresh `torchrun --nproc_per_node N` job, so GPU peaks do not mix):
                host-resident state computed where --offload-compute says (default auto).
 Targets (issue): tandem >= 10x faster than cpu_offload, within 2.5x of none, GPU peak
 <= 45% of none's. The table prints each figure against its target.
+
+--activation-checkpointing (default off) wraps every transformer block in torch's
+CheckpointWrapper (non-reentrant torch.utils.checkpoint) before fully_shard, as
+torchtitan's "full" activation checkpointing does, in every mode alike: each block keeps
+only its input for the backward and recomputes its forward there. The header and each
+mode's JSON say whether it was on.
 """
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -37,12 +44,46 @@ from bench_args import command_line, git_commit, utc_now  # noqa: E402
 LLAMA3_8B = dict(vocab=128256, dim=4096, heads=32, kv_heads=8, hidden=14336)
 
 
+def checkpoint_blocks(model):
+    """Full activation checkpointing: every block of `model.layers` (fsdp_train.Block)
+    replaced by torch's CheckpointWrapper around it (non-reentrant checkpoint; no RNG state
+    kept, the blocks draw no random numbers). Call before fully_shard, so that each
+    block's FSDP unit is its wrapper (torchtitan's order)."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+        CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper)
+    from fsdp_train import Block
+
+    wrap = functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT,
+                             preserve_rng_state=False)
+    apply_activation_checkpointing(model, checkpoint_wrapper_fn=wrap,
+                                   check_fn=lambda m: isinstance(m, Block))
+
+
+def shard(model, mesh, mode, activation_checkpointing):
+    """FSDP2 as `mode` runs it: one fully_shard per block, then the root; with
+    `activation_checkpointing`, every block checkpointed first (the same in every mode)."""
+    import torch
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+
+    if activation_checkpointing:
+        checkpoint_blocks(model)
+    kwargs = {"mesh": mesh}
+    if mode != "tandem":
+        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+                                                   reduce_dtype=torch.float32)
+    if mode == "cpu_offload":
+        kwargs["offload_policy"] = CPUOffloadPolicy()
+    for layer in model.layers:
+        fully_shard(layer, **kwargs)
+    fully_shard(model, **kwargs)
+    return model
+
+
 def child(args):
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
     from fsdp_train import Llama
 
     dist.init_process_group("nccl")
@@ -51,15 +92,7 @@ def child(args):
     dtype = torch.bfloat16 if args.mode == "tandem" else torch.float32
     with torch.device("meta"):
         model = Llama(layers=args.layers, **LLAMA3_8B).to(dtype)
-    kwargs = {"mesh": mesh}
-    if args.mode != "tandem":
-        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
-                                                   reduce_dtype=torch.float32)
-    if args.mode == "cpu_offload":
-        kwargs["offload_policy"] = CPUOffloadPolicy()
-    for layer in model.layers:
-        fully_shard(layer, **kwargs)
-    fully_shard(model, **kwargs)
+    shard(model, mesh, args.mode, args.activation_checkpointing)
     model.to_empty(device="cpu" if args.mode == "cpu_offload" else "cuda")
     with torch.no_grad():
         for p in model.parameters():
@@ -107,6 +140,7 @@ def child(args):
     dist.all_reduce(peak, op=dist.ReduceOp.MAX)  # the largest rank's
     result = dict(mode=args.mode, layers=args.layers, params=params, seq=args.seq,
                   world_size=dist.get_world_size(),
+                  activation_checkpointing=args.activation_checkpointing,
                   fraction=args.fraction if args.mode == "tandem" else None,
                   iteration_ms=statistics.median(it), forward_backward_ms=statistics.median(fb),
                   step_ms=statistics.median(st), iterations_ms=it,
@@ -157,6 +191,9 @@ def main():
     ap.add_argument("--offload-compute", default="auto",
                     help='tandem: "auto", "host", "gpu" or a share (docs/user_guide.md)')
     ap.add_argument("--modes", default="none,cpu_offload,tandem")
+    ap.add_argument("--activation-checkpointing", action="store_true",
+                    help="checkpoint every transformer block's activations (full AC, "
+                         "torch's CheckpointWrapper) in every mode")
     ap.add_argument("--json", default=None)
     ap.add_argument("--mode", help=argparse.SUPPRESS)
     ap.add_argument("--child-out", help=argparse.SUPPRESS)
@@ -173,6 +210,8 @@ def main():
                    ("--layers", args.layers), ("--seq", args.seq), ("--iters", args.iters),
                    ("--warmup", args.warmup), ("--fraction", args.fraction),
                    ("--offload-compute", args.offload_compute))), [])
+        if args.activation_checkpointing:
+            cmd.append("--activation-checkpointing")
         print("fsdp_step: %s ..." % mode, file=sys.stderr, flush=True)
         rc = subprocess.run(cmd).returncode
         if rc != 0 or not os.path.exists(out):
@@ -183,9 +222,10 @@ def main():
 
     rows = []
     none, off, tan = (results.get(m) for m in ("none", "cpu_offload", "tandem"))
-    print("\nFSDP2, Llama-3-8B shapes, %d layers (%.2f Gparam), seq %d, world size %d"
+    print("\nFSDP2, Llama-3-8B shapes, %d layers (%.2f Gparam), seq %d, world size %d, "
+          "activation checkpointing %s"
           % (args.layers, next(iter(results.values()))["params"] / 1e9 if results else 0,
-             args.seq, args.nproc))
+             args.seq, args.nproc, "on" if args.activation_checkpointing else "off"))
     if tan and "ranks" in tan:
         for r, x in enumerate(tan["ranks"]):
             print("tandem rank %d: %d host CPUs (%s), %.1f GiB host memory"
@@ -223,6 +263,7 @@ def main():
             json.dump(dict(benchmark="fsdp_step",
                            command=command_line("fsdp_step.py", sys.argv[1:]),
                            commit=git_commit(), date=utc_now(), world_size=args.nproc,
+                           activation_checkpointing=args.activation_checkpointing,
                            results=results, checks=rows),
                       f, indent=1)
     return 0

@@ -8,12 +8,16 @@ and group-safe matrices. Each step's gradients are drawn from a seed per (step,
 parameter) and handed to every rank's shard (`--grads given`), so that every world size
 sees the same gradients; `--grads backward` runs forward and backward instead.
 
-Writes, on rank 0, a torch.save file with the full parameters after the run, the grad
-norms of every step and the skipped-step flags (--out).
+Every rank writes a torch.save file (rank 0 to --out, rank r > 0 to <out>.rank<r>) with
+the full parameters after the run as that rank gathered them (`params`), its own local
+shards (`local_params`), the grad norms of every step and the skipped-step flags.
+--crc saves and loads the DCP checkpoints through tandem.dcp's CRC32C storage writer and
+reader (docs/dcp_integrity.md) instead of DCP's plain ones.
 """
 
 import argparse
 import os
+import sys
 import zlib
 
 import torch
@@ -26,6 +30,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import distribute_tensor
 
+import tandem.dcp
 import tandem.torch
 
 
@@ -64,11 +69,16 @@ def make_optimizer(args, model):
                               stream_chunk_bytes=4096, **formats)
 
 
+def given_grad(name, shape, dtype, step):
+    """The full gradient of parameter `name` at `step` (on the CPU), from its seed."""
+    g = torch.Generator().manual_seed(step * 1000003 + zlib.crc32(name.encode()))
+    return torch.randn(tuple(shape), generator=g).to(dtype)
+
+
 def given_grads(model, step, nan_rank):
     """The same full gradient on every world size, each rank taking its shard."""
     for name, p in model.named_parameters():
-        g = torch.Generator().manual_seed(step * 1000003 + zlib.crc32(name.encode()))
-        full = torch.randn(tuple(p.shape), generator=g).to(p.dtype)
+        full = given_grad(name, p.shape, p.dtype, step)
         if hasattr(p, "device_mesh"):
             grad = distribute_tensor(full.to(p.device), p.device_mesh, p.placements,
                                      src_data_rank=None)
@@ -126,6 +136,41 @@ def full_params(model):
     return out
 
 
+def local_params(model):
+    """This rank's own shard of every parameter (the whole tensor where not sharded)."""
+    out = {}
+    for name, p in model.named_parameters():
+        t = p.to_local() if hasattr(p, "to_local") else p
+        out[name] = t.detach().cpu().clone()
+    return out
+
+
+def record_path(out, rank):
+    """Where `rank` writes its record: rank 0 to --out itself, rank r to <out>.rank<r>."""
+    return out if rank == 0 else "%s.rank%d" % (out, rank)
+
+
+def save_checkpoint(args, state):
+    if args.crc:
+        tandem.dcp.save(state, args.ckpt)
+    else:
+        dcp.save(state, checkpoint_id=args.ckpt)
+
+
+def load_checkpoint(args, state):
+    """Loads in place; with --crc a damaged item raises tandem.dcp.CheckpointCorruptError
+    naming the file and the item, on every rank, before any tensor is written."""
+    if not args.crc:
+        dcp.load(state, checkpoint_id=args.load_from)
+        return
+    try:
+        tandem.dcp.load(state, args.load_from)
+    except tandem.dcp.CheckpointCorruptError as e:
+        print("rank %d: %s: %s" % (dist.get_rank(), type(e).__name__, e), file=sys.stderr,
+              flush=True)
+        raise
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
@@ -144,6 +189,8 @@ def main():
     ap.add_argument("--load-from", default=None, help="DCP load, then run the rest")
     ap.add_argument("--first-step", type=int, default=0, help="first step (after a load)")
     ap.add_argument("--ckpt", default=None)
+    ap.add_argument("--crc", action="store_true",
+                    help="save and load through tandem.dcp's CRC32C writer and reader")
     ap.add_argument("--export-check", action="store_true")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -164,23 +211,24 @@ def main():
 
     if args.load_from:
         msd, osd = get_state_dict(model, opt)
-        dcp.load({"model": msd, "optim": osd}, checkpoint_id=args.load_from)
+        load_checkpoint(args, {"model": msd, "optim": osd})
         set_state_dict(model, opt, model_state_dict=msd, optim_state_dict=osd)
     first = args.first_step
     if args.save_at is not None:
         run_steps(args, model, opt, first, args.save_at, record)
         msd, osd = get_state_dict(model, opt)
-        dcp.save({"model": msd, "optim": osd}, checkpoint_id=args.ckpt)
+        save_checkpoint(args, {"model": msd, "optim": osd})
         first = args.save_at
     run_steps(args, model, opt, first, args.steps, record)
 
     if args.export_check:
         export_check(args, model, opt, record)
+    record["rank"] = dist.get_rank()
     record["params"] = full_params(model)
+    record["local_params"] = local_params(model)
     record["sharded_keys"] = sorted(
         get_optimizer_state_dict(model, opt, options=StateDictOptions())["state"])
-    if dist.get_rank() == 0:
-        torch.save(record, args.out)
+    torch.save(record, record_path(args.out, dist.get_rank()))
     dist.barrier()
     dist.destroy_process_group()
 

@@ -1,0 +1,106 @@
+"""bench/fsdp_step.py --activation-checkpointing, without a GPU: the benchmark's own
+shard() (fully_shard per block, then the root; full activation checkpointing first) on a
+small fsdp_train.Llama in one process, a 1-rank gloo group. Checkpointing wraps every
+block in every mode, recomputes each block's forward in the backward, and changes no
+gradient bit."""
+
+import importlib.util
+import os
+import tempfile
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointWrapper
+from torch.distributed.device_mesh import init_device_mesh
+
+pytestmark = pytest.mark.filterwarnings("ignore:DTensor random operators:UserWarning")
+
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench")
+LAYERS = 2
+
+
+@pytest.fixture(scope="module")
+def fsdp_step():
+    spec = importlib.util.spec_from_file_location("fsdp_step", os.path.join(BENCH, "fsdp_step.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # puts bench/ and examples/ on sys.path
+    return module
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    store = tempfile.NamedTemporaryFile(delete=False)
+    dist.init_process_group("gloo", init_method="file://" + store.name, rank=0, world_size=1)
+    yield init_device_mesh("cpu", (1,))
+    dist.destroy_process_group()
+    os.unlink(store.name)
+
+
+def sharded_on_meta(fsdp_step, mesh, mode, checkpointing):
+    from fsdp_train import Llama
+
+    dtype = torch.bfloat16 if mode == "tandem" else torch.float32
+    with torch.device("meta"):
+        model = Llama(layers=LAYERS).to(dtype)
+    return fsdp_step.shard(model, mesh, mode, checkpointing)
+
+
+def build(fsdp_step, mesh, mode, checkpointing):
+    """As the benchmark's child builds it (meta device, shard, to_empty, normal init),
+    at a small size on the CPU."""
+    model = sharded_on_meta(fsdp_step, mesh, mode, checkpointing)
+    model.to_empty(device="cpu")
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.02)
+    return model
+
+
+def grads_and_forwards(model, monkeypatch):
+    """Every parameter's gradient after one forward and backward, and how many times a
+    block's forward ran."""
+    import fsdp_train
+
+    calls = []
+    forward = fsdp_train.Block.forward
+
+    def counted(self, x):
+        calls.append(1)
+        return forward(self, x)
+
+    monkeypatch.setattr(fsdp_train.Block, "forward", counted)
+    ids = torch.arange(2 * 17).remainder(512).view(2, 17)
+    logits = model(ids[:, :-1])
+    F.cross_entropy(logits.float().flatten(0, 1), ids[:, 1:].flatten()).backward()
+    monkeypatch.undo()
+    grads = [p.grad.full_tensor() for p in model.parameters()]
+    return grads, len(calls)
+
+
+@pytest.mark.parametrize("mode", ["none", "cpu_offload", "tandem"])
+def test_every_block_is_wrapped_in_every_mode(fsdp_step, mesh, mode):
+    from fsdp_train import Block
+
+    # On the meta device: cpu_offload's pinned host shards need a GPU driver.
+    wrapped = sharded_on_meta(fsdp_step, mesh, mode, True)
+    plain = sharded_on_meta(fsdp_step, mesh, mode, False)
+    assert all(isinstance(b, CheckpointWrapper) for b in wrapped.layers)
+    assert all(isinstance(b._checkpoint_wrapped_module, Block) for b in wrapped.layers)
+    assert all(isinstance(b, Block) for b in plain.layers)
+    # The same parameters, in the same order (named through the wrapper).
+    assert [p.shape for p in wrapped.parameters()] == [p.shape for p in plain.parameters()]
+
+
+@pytest.mark.parametrize("mode", ["none", "tandem"])
+def test_checkpointing_recomputes_and_changes_no_gradient_bit(fsdp_step, mesh, mode,
+                                                              monkeypatch):
+    plain, plain_calls = grads_and_forwards(build(fsdp_step, mesh, mode, False), monkeypatch)
+    ckpt, ckpt_calls = grads_and_forwards(build(fsdp_step, mesh, mode, True), monkeypatch)
+    assert plain_calls == LAYERS
+    assert ckpt_calls == 2 * LAYERS  # each block's forward again in the backward
+    assert len(plain) == len(ckpt)
+    for a, b in zip(plain, ckpt):
+        assert a.dtype == b.dtype and torch.equal(a.view(torch.uint8), b.view(torch.uint8))
