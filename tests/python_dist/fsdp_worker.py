@@ -128,20 +128,14 @@ def export_check(args, model, opt, record):
                                   for p in model.parameters())
 
 
-def full_params(model):
+def cpu_params(model, local):
+    """Every parameter, cloned to the CPU: gathered in full, or (`local`) this rank's own
+    shard (the whole tensor where a parameter is not sharded)."""
     out = {}
     for name, p in model.named_parameters():
-        t = p.full_tensor() if hasattr(p, "full_tensor") else p
-        out[name] = t.detach().cpu().clone()
-    return out
-
-
-def local_params(model):
-    """This rank's own shard of every parameter (the whole tensor where not sharded)."""
-    out = {}
-    for name, p in model.named_parameters():
-        t = p.to_local() if hasattr(p, "to_local") else p
-        out[name] = t.detach().cpu().clone()
+        if hasattr(p, "full_tensor"):
+            p = p.to_local() if local else p.full_tensor()
+        out[name] = p.detach().cpu().clone()
     return out
 
 
@@ -224,8 +218,8 @@ def main():
     if args.export_check:
         export_check(args, model, opt, record)
     record["rank"] = dist.get_rank()
-    record["params"] = full_params(model)
-    record["local_params"] = local_params(model)
+    record["params"] = cpu_params(model, local=False)
+    record["local_params"] = cpu_params(model, local=True)
     record["sharded_keys"] = sorted(
         get_optimizer_state_dict(model, opt, options=StateDictOptions())["state"])
     torch.save(record, record_path(args.out, dist.get_rank()))
