@@ -150,14 +150,12 @@ res["max_torch_vs_reference_float32_ulps"] = max(
 res["float32_ulps_allowed"] = 1 if device == "cuda" else 2
 nan = ld("nan")
 res["nan_only_step5_skipped"] = nan is not None and nan["applied"] == [i != 5 for i in range(20)]
-l1 = ld("load1")
-res["dcp_save2_equal_base"] = ld("save2") is not None and same(ld("save2")["params"],
-                                                                base[0]["params"])
+s2, l1, l2 = ld("save2"), ld("load1"), ld("load2")
+res["dcp_save2_equal_base"] = s2 is not None and same(s2["params"], base[0]["params"])
 res["dcp_load1_world"] = l1 and l1["world"]
 res["dcp_load1_equal_base"] = (l1 is not None and l1["norms"] == base[0]["norms"][10:]
                                and same(l1["params"], base[0]["params"]))
-res["dcp_2_to_1_to_2_equal_base"] = ld("load2") is not None and same(ld("load2")["params"],
-                                                                      base[0]["params"])
+res["dcp_2_to_1_to_2_equal_base"] = l2 is not None and same(l2["params"], base[0]["params"])
 
 # Every rank of every run: gathered parameters equal rank 0's; local shards equal the
 # rank's slice of them and, where the run must equal the base run at its world size,
@@ -202,6 +200,10 @@ res["crc_damage_reported_by_file_and_item"] = (c["damaged_load_failed"]
                                                and c["error_names_file_and_item"]
                                                and c["ranks_reporting"] == [0, 1])
 res["crc_undamaged_resume_equal_base"] = c["save2_equal_base"] and c["undamaged_load2_equal_base"]
+# Every job but the damaged load must exit 0 (a rank that aborts after writing its record
+# still fails the proof).
+res["runs_exit_nonzero"] = [l.strip() for l in open(os.path.join(R, "rcs.txt"))
+                            if not l.startswith("rc=0 ") and "ckc_damaged" not in l]
 res["all_checks_pass"] = bool(
     all(all(v.values()) for v in res["runs"].values())
     and res["max_float32_ulps"] <= res["float32_ulps_allowed"]
@@ -209,12 +211,8 @@ res["all_checks_pass"] = bool(
     and res["nan_only_step5_skipped"] and res["dcp_save2_equal_base"]
     and res["dcp_load1_world"] == 1 and res["dcp_load1_equal_base"]
     and res["dcp_2_to_1_to_2_equal_base"] and res["bit_identical_on_every_rank"]
-    and res["crc_damage_reported_by_file_and_item"] and res["crc_undamaged_resume_equal_base"])
-# Every job but the damaged load must exit 0 (a rank that aborts after writing its record
-# still fails the proof).
-res["runs_exit_nonzero"] = [l.strip() for l in open(os.path.join(R, "rcs.txt"))
-                            if not l.startswith("rc=0 ") and "ckc_damaged" not in l]
-res["all_checks_pass"] = res["all_checks_pass"] and not res["runs_exit_nonzero"]
+    and res["crc_damage_reported_by_file_and_item"] and res["crc_undamaged_resume_equal_base"]
+    and not res["runs_exit_nonzero"])
 res["runs_wall_s"] = int(seconds)
 json.dump(res, open(out, "w"), indent=1)
 for k, v in res.items():  # one line per key (per run for the nested tables)
