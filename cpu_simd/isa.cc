@@ -13,7 +13,7 @@ namespace tandem::cpu {
 namespace {
 
 // Defaults chosen by measurement (docs/host_kernels.md, "Prefetch and non-temporal stores").
-constexpr int kDefaultPrefetchGroups = 0;
+constexpr int kDefaultPrefetchGroups = 32;
 constexpr int kDefaultNtParam = 1;
 constexpr int kDefaultPairedGroups = 1;
 constexpr int kDefaultVbmiDecode = 1;
@@ -118,18 +118,27 @@ SpanKernel ActiveKernel() {
   return &StepSpanSse;
 }
 
+namespace {
+// The prefetch distances the kernels have a case for (PrefetchFor, step_kernel.h).
+int SupportedPrefetchGroups(int groups) {
+  if (groups <= 0) return 0;
+  int pf = 8;
+  while (pf < groups && pf < 64) pf *= 2;
+  return pf;
+}
+}  // namespace
+
 int PrefetchGroups() {
   int pf = g_prefetch.load(std::memory_order_relaxed);
   if (pf >= 0) return pf;
   const char* env = std::getenv("TANDEM_PREFETCH_GROUPS");
-  pf = env != nullptr ? std::atoi(env) : kDefaultPrefetchGroups;
-  if (pf < 0) pf = 0;
+  pf = SupportedPrefetchGroups(env != nullptr ? std::atoi(env) : kDefaultPrefetchGroups);
   g_prefetch.store(pf, std::memory_order_relaxed);
   return pf;
 }
 
 void SetPrefetchGroups(int groups) {
-  g_prefetch.store(groups < 0 ? 0 : groups, std::memory_order_relaxed);
+  g_prefetch.store(SupportedPrefetchGroups(groups), std::memory_order_relaxed);
 }
 
 bool NtParamStores() {

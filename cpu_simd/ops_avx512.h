@@ -120,29 +120,16 @@ struct Ops {
     return F(_mm512_fmadd_ps(e, c, r0));
   }
 
-  // Note [Compander without division]: RoundHalfEven(t) for t = RN(n / d), n = RN(254 a),
-  // d = RN(1 + a), 0 <= a <= ~1 (so t <= ~127). t' = n * r1 with r1 = rcp14(d) refined by
-  // one Newton step (fma) is within 2.5e-5 of t (rcp14 2^-14 -> 2^-28 after the step,
-  // plus three roundings of 2^-24 relative, times 127, plus half an ulp of t, 2^-17).
-  // If t' lies more than 2^-10 from every half-integer, t lies on the same side of all of
-  // them and RoundHalfEven(t') = RoundHalfEven(t); otherwise (rare: about 0.2% of lanes)
-  // the register takes the exact division. The distance test is one vreduceps: r = t' -
-  // RoundHalfEven(t') is exact, in [-0.5, 0.5], and t' is within 2^-10 of a half-integer
-  // exactly when |r| > 0.5 - 2^-10. NaN lanes never count as close; they convert to
-  // INT_MIN like the division would. Checked exhaustively over every a in [0, 1] and
-  // beyond (tests/cpu_simd/codec_test.cc). Returns the value to round (t' or t).
+  // The compander's quotient t = RN(n / d), n = RN(254 a), d = RN(1 + a): the
+  // reference's own division, as on the other levels. A reciprocal estimate refined by
+  // Newton with a distance-to-half-integer check (exact, with a division fallback) was
+  // used here before; on the AVX-512 cores measured since (Sapphire and Emerald Rapids)
+  // one vdivps costs fewer port-0/5 µops than that and the kernels run faster with it
+  // (docs/host_kernels.md, "The divider is cheap on Golden Cove").
   __attribute__((always_inline)) static __m512 CompanderQuotient(__m512 a) {
     const __m512 n = _mm512_mul_ps(_mm512_set1_ps(254.0f), a);
     const __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), a);
-    const __m512 r = _mm512_rcp14_ps(d);
-    const __m512 e = _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f));
-    const __m512 r1 = _mm512_fmadd_ps(r, e, r);
-    const __m512 t = _mm512_mul_ps(n, r1);
-    const __m512 off = _mm512_reduce_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __mmask16 close = _mm512_cmp_ps_mask(_mm512_abs_ps(off),
-                                               _mm512_set1_ps(0.5f - 1.0f / 1024), _CMP_GT_OQ);
-    if (__builtin_expect(close != 0, 0)) return _mm512_div_ps(n, d);
-    return t;
+    return _mm512_div_ps(n, d);
   }
   __attribute__((always_inline)) static I RoundedCompander(F a) {
     return RoundToInt(F(CompanderQuotient(a)));

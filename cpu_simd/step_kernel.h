@@ -306,16 +306,16 @@ template <class Ops>
 constexpr bool kGroupMomentumDecode = requires { Ops::kGroupMomentumDecode; };
 
 // Note [VBMI group I/O] (ops_avx512vbmi.h): Ops with kGroupIo also load a bf16 gradient
-// (LoadBf16x2) for two registers at a time, and for Lion and SGD a bf16 + ecc8 master
-// (LoadBf16Ecc8x2), whose encoded form is then stored two registers at a time
-// (EncodeBf16Ecc8Bits, StoreBf16Ecc8x2) when no separate parameter is written. Not the
-// master for AdamW: with it, AdamW's paired loop spilled index registers and ran 2% slower
-// in cache (docs/host_kernels.md, "VBMI round"), while Lion and SGD gained 7%.
+// (LoadBf16x2) for two registers at a time, and a bf16 + ecc8 master (LoadBf16Ecc8x2),
+// whose encoded form is then stored two registers at a time (EncodeBf16Ecc8Bits,
+// StoreBf16Ecc8x2) when no separate parameter is written. AdamW took the group master
+// only once its compander divided (ops_avx512.h): before, its paired loop spilled index
+// registers and ran 2% slower with it (docs/host_kernels.md).
 template <class Ops, Algo A, GradIo GI>
 constexpr bool kGroupGrad = requires { Ops::kGroupIo; } && GI == GradIo::kBF16;
 template <class Ops, Algo A, MasterFormat MF, ParamIo PI>
 constexpr bool kGroupMaster = requires { Ops::kGroupIo; } && MF == MasterFormat::kBF16Ecc8 &&
-                              PI == ParamIo::kNone && A != Algo::kAdam;
+                              PI == ParamIo::kNone;
 
 // What the group code hands to one register (g, w, m_cv: its gradient, master and
 // momentum code values where the group loaded them) and takes back from it (hi, t: its
@@ -614,31 +614,66 @@ TANDEM_SIMD_INLINE void StepTwoGroups(const Ctx<Ops>& c, const Ptrs& p) {
 
 // ---- the span ----
 
-TANDEM_SIMD_INLINE void Prefetch(const void* p) { __builtin_prefetch(p, 1, 0); }
+// Note [Software prefetch]: with PrefetchGroups() > 0 the span loop asks for the lines of
+// every array it reads that distance ahead (prefetcht0: into L1 and L2, since every state
+// array is read, modified and written back; prefetchnta made the kernels 30-40% slower on
+// the H200 host). The distance is a compile-time constant per case of PrefetchFor, so each
+// prefetch is one instruction on a pointer the loop already holds. docs/host_kernels.md,
+// "Prefetch and non-temporal stores".
+TANDEM_SIMD_INLINE void Prefetch(const void* p) { __builtin_prefetch(p, 0, 3); }
 
-template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR>
-TANDEM_SIMD_INLINE void PrefetchGroup(const Ctx<Ops>& c, const Ptrs& p, size_t ahead) {
-  const size_t e = ahead * kQuantGroup;  // elements ahead
-  Prefetch(p.grad + e * c.grad_size);
-  if (c.grad_size == 4) Prefetch(p.grad + e * 4 + 64);
-  if constexpr (MF == MasterFormat::kF32) {
-    Prefetch(p.w_f32 + e);
-    Prefetch(p.w_f32 + e + 16);
+// Prefetches the lines of kN elements of an array of kB-byte elements, d elements ahead
+// of base (each line once when kN * kB is a multiple of 64).
+template <size_t kN, size_t kB>
+TANDEM_SIMD_INLINE void PrefetchLines(const void* base, size_t d) {
+  const auto* b = static_cast<const unsigned char*>(base) + d * kB;
+  if constexpr (kN * kB >= 64) {
+    static_assert(kN * kB % 64 == 0);
+    for (size_t off = 0; off < kN * kB; off += 64) Prefetch(b + off);
   } else {
-    Prefetch(p.w_bf16 + e);
+    Prefetch(b);
   }
-  if constexpr (MF == MasterFormat::kBF16Ecc8) Prefetch(p.ecc8 + e);
-  if constexpr (MF == MasterFormat::kBF16Ecc16) Prefetch(p.ecc16 + e);
-  if constexpr (MOM == Moment::kF32) {
-    Prefetch(p.m_f32 + e);
-    Prefetch(p.m_f32 + e + 16);
+}
+
+// Prefetches the kN elements that start d elements ahead of p, every array the kernel
+// reads; one line of each scale array.
+template <class Ops, MasterFormat MF, Moment MOM, Moment VAR, GradIo GI, size_t kN>
+TANDEM_SIMD_INLINE void PrefetchAhead(const Ctx<Ops>& c, const Ptrs& p, size_t d) {
+  if constexpr (GI == GradIo::kF32)
+    PrefetchLines<kN, 4>(p.grad, d);
+  else if constexpr (GI == GradIo::kBF16)
+    PrefetchLines<kN, 2>(p.grad, d);
+  else if (c.grad_size == 4)
+    PrefetchLines<kN, 4>(p.grad, d);
+  else
+    PrefetchLines<kN, 2>(p.grad, d);
+  if constexpr (MF == MasterFormat::kF32) PrefetchLines<kN, 4>(p.w_f32, d);
+  if constexpr (MF != MasterFormat::kF32) PrefetchLines<kN, 2>(p.w_bf16, d);
+  if constexpr (MF == MasterFormat::kBF16Ecc8) PrefetchLines<kN, 1>(p.ecc8, d);
+  if constexpr (MF == MasterFormat::kBF16Ecc16) PrefetchLines<kN, 2>(p.ecc16, d);
+  if constexpr (MOM == Moment::kF32) PrefetchLines<kN, 4>(p.m_f32, d);
+  if constexpr (MOM == Moment::kQ8) {
+    PrefetchLines<kN, 1>(p.m_codes, d);
+    Prefetch(reinterpret_cast<const unsigned char*>(p.m_scale) + d / 16);
   }
-  if constexpr (MOM == Moment::kQ8) Prefetch(p.m_codes + e);
-  if constexpr (VAR == Moment::kF32) {
-    Prefetch(p.v_f32 + e);
-    Prefetch(p.v_f32 + e + 16);
+  if constexpr (VAR == Moment::kF32) PrefetchLines<kN, 4>(p.v_f32, d);
+  if constexpr (VAR == Moment::kQ8) {
+    PrefetchLines<kN, 1>(p.v_codes, d);
+    Prefetch(reinterpret_cast<const unsigned char*>(p.v_scale) + d / 16);
   }
-  if constexpr (VAR == Moment::kQ8) Prefetch(p.v_codes + e);
+}
+
+// The kN elements PrefetchGroups() groups ahead (one of the values tuning.h allows).
+template <class Ops, MasterFormat MF, Moment MOM, Moment VAR, GradIo GI, size_t kN>
+TANDEM_SIMD_INLINE void PrefetchFor(const Ctx<Ops>& c, const Ptrs& p) {
+  constexpr size_t G = kQuantGroup;
+  switch (c.prefetch_groups) {
+    case 8: PrefetchAhead<Ops, MF, MOM, VAR, GI, kN>(c, p, 8 * G); break;
+    case 16: PrefetchAhead<Ops, MF, MOM, VAR, GI, kN>(c, p, 16 * G); break;
+    case 32: PrefetchAhead<Ops, MF, MOM, VAR, GI, kN>(c, p, 32 * G); break;
+    case 64: PrefetchAhead<Ops, MF, MOM, VAR, GI, kN>(c, p, 64 * G); break;
+    default: break;
+  }
 }
 
 template <MasterFormat MF, Moment MOM, Moment VAR, GradIo GI, ParamIo PI>
@@ -702,17 +737,14 @@ void RunSpan(const StepScalars& s, const StepSpan& sp, int prefetch_groups, bool
     const int mode = PairedGroups();
     const bool paired = mode == 1 || (mode == 2 && VAR != Moment::kQ8);
     for (; paired && gi + 2 <= full; gi += 2) {
-      if (pf != 0 && gi + pf + 1 < full) {
-        PrefetchGroup<Ops, A, MF, MOM, VAR>(c, p, pf);
-        PrefetchGroup<Ops, A, MF, MOM, VAR>(c, p, pf + 1);
-      }
+      if (pf != 0 && gi + pf + 1 < full) PrefetchFor<Ops, MF, MOM, VAR, GI, 2 * kQuantGroup>(c, p);
       StepTwoGroups<Ops, A, MF, MOM, VAR, GI, PI>(c, p);
       Advance<MF, MOM, VAR, GI, PI>(p, c.grad_size, c.param_size);
       Advance<MF, MOM, VAR, GI, PI>(p, c.grad_size, c.param_size);
     }
   }
   for (; gi < full; ++gi) {
-    if (pf != 0 && gi + pf < full) PrefetchGroup<Ops, A, MF, MOM, VAR>(c, p, pf);
+    if (pf != 0 && gi + pf < full) PrefetchFor<Ops, MF, MOM, VAR, GI, kQuantGroup>(c, p);
     StepGroup<Ops, A, MF, MOM, VAR, GI, PI>(c, p);
     Advance<MF, MOM, VAR, GI, PI>(p, c.grad_size, c.param_size);
   }

@@ -4,9 +4,11 @@
 
 namespace tandem::cpu {
 
-// Software prefetch distance in quantization groups (0 = off). Default: see
-// docs/host_kernels.md ("Prefetch and non-temporal stores"); the environment variable
-// TANDEM_PREFETCH_GROUPS overrides the default at the first call. Thread-safe.
+// Software prefetch distance in quantization groups (Note [Software prefetch],
+// step_kernel.h): 0 (off), 8, 16, 32 or 64; SetPrefetchGroups rounds any other positive
+// value up to the next of these (64 at most). Default: see docs/host_kernels.md
+// ("Prefetch and non-temporal stores"); the environment variable TANDEM_PREFETCH_GROUPS
+// overrides the default at the first call. Thread-safe.
 int PrefetchGroups();
 void SetPrefetchGroups(int groups);
 

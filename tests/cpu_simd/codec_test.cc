@@ -1,6 +1,7 @@
-// Exhaustive checks of the division-free paths of the kernels (Note [Division-free
-// decode], Note [Compander without division] in cpu_simd/ops_avx512.h): every code value
-// and every compander input of [0, ~1.008] must give the reference's bits, on each ISA.
+// Exhaustive checks of the code paths of the kernels that may be written otherwise than
+// the reference (Note [Division-free decode] in cpu_simd/ops_avx512.h, and the compander
+// of each ISA): every code value and every compander input of [0, ~1.008] must give the
+// reference's bits, on each ISA.
 #include <gtest/gtest.h>
 
 #include <cstring>

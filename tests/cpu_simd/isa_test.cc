@@ -1,6 +1,8 @@
 // ISA selection: names, forcing, and errors.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "cpu_simd/host_kernels.h"
 #include "cpu_simd/tuning.h"
 #include "tandem/error.h"
@@ -60,6 +62,19 @@ TEST(Isa, VbmiDecodeOnlyWhereTheCpuHasIt) {
   SetVbmiDecode(true);
   EXPECT_EQ(VbmiDecode(), cpu);
   SetVbmiDecode(saved);
+}
+
+// Note [Software prefetch]: the kernels have a case for 0, 8, 16, 32 and 64 groups; any
+// other distance is rounded up to one of them.
+TEST(Isa, PrefetchDistanceIsASupportedCase) {
+  const int saved = PrefetchGroups();
+  const std::pair<int, int> cases[] = {{-3, 0}, {0, 0},  {1, 8},   {8, 8},   {9, 16},
+                                       {16, 16}, {17, 32}, {32, 32}, {64, 64}, {1000, 64}};
+  for (const auto& [in, want] : cases) {
+    SetPrefetchGroups(in);
+    EXPECT_EQ(PrefetchGroups(), want) << "SetPrefetchGroups(" << in << ")";
+  }
+  SetPrefetchGroups(saved);
 }
 
 }  // namespace

@@ -165,6 +165,37 @@ TEST_P(Parity, WithoutVbmiDecode) {
   SetVbmiDecode(true);
 }
 
+// Note [Software prefetch]: prefetches change no bit, whatever the distance and the
+// pairing mode; spans long enough for the farthest distance (64 groups) to prefetch.
+TEST_P(Parity, WithSoftwarePrefetch) {
+  IsaRestorer restore;
+  ForceIsa(GetParam());
+  const int saved_pf = PrefetchGroups();
+  const int saved_paired = PairedGroups();
+  uint32_t seed = 5000;
+  for (int groups : {8, 16, 32, 64}) {
+    SetPrefetchGroups(groups);
+    for (int mode : {0, 1}) {
+      SetPairedGroups(mode);
+      for (const AlgoCase& c : AlgoCases()) {
+        for (const StateFormats& f : FormatsFor(c)) {
+          for (DType gt : {DType::kF32, DType::kBF16}) {
+            for (size_t n : {size_t{1000}, size_t{4133}}) {
+              SCOPED_TRACE("prefetch " + std::to_string(groups) + " paired " +
+                           std::to_string(mode) + " " + c.name + " " + Name(f) + " grad " +
+                           Name(gt) + " n " + std::to_string(n));
+              CheckParity(c, f, gt, static_cast<int>(DType::kBF16), false, n, seed++, false);
+              if (HasFailure()) break;
+            }
+          }
+        }
+      }
+    }
+  }
+  SetPairedGroups(saved_paired);
+  SetPrefetchGroups(saved_pf);
+}
+
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, Parity, ::testing::ValuesIn(SupportedIsas()),
                          [](const ::testing::TestParamInfo<Isa>& i) {
                            return std::string(IsaName(i.param));
