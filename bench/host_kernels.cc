@@ -37,7 +37,6 @@
 #include <vector>
 
 #include "bench/naive_adamw.h"
-#include "cpu_simd/cpu_pinning.h"
 #include "cpu_simd/host_kernels.h"
 #include "cpu_simd/tuning.h"
 #include "engine/fp_bits.h"
@@ -387,10 +386,6 @@ int Main(int argc, char** argv) {
                  "VBMI momentum decode 0/1 (default: on where the CPU has VBMI)");
   app.add_option("--json", json_path, "write results as JSON to this file");
   app.add_flag("--best", g_best, "report the fastest rep instead of the median (in-cache runs)");
-  bool pin = false;
-  app.add_flag("--pin", pin,
-               "run the kernels with N threads pinned one per CPU to the first N CPUs of this "
-               "process (as OptimizerConfig::host_cpus does); default: unpinned");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // partial results survive a kill
 
@@ -419,12 +414,11 @@ int Main(int argc, char** argv) {
 
   std::printf(
       "# tandem-bench-host: cpu '%s', %u hardware threads, isa %s, size %zu, reps %d "
-      "(%s) after %d warm-up, grain %zu, prefetch %d groups, nt-param %d, paired %d, vbmi %d, "
-      "pinned %d\n",
+      "(%s) after %d warm-up, grain %zu, prefetch %d groups, nt-param %d, paired %d, vbmi %d\n",
       CpuModel().c_str(), hw, cpu::IsaName(cpu::ActiveIsa()), size, reps,
       g_best ? "best" : "median", warmup, grain,
       cpu::PrefetchGroups(), cpu::NtParamStores() ? 1 : 0, cpu::PairedGroups(),
-      cpu::VbmiDecode() ? 1 : 0, pin ? 1 : 0);
+      cpu::VbmiDecode() ? 1 : 0);
   std::printf("%-26s %3s %7s %9s %9s %8s %8s %9s %8s\n", "kernel", "thr", "B/elem", "ms",
               "Gparam/s", "GB/s", "copyGB/s", "roofGp/s", "of roof");
 
@@ -441,7 +435,6 @@ int Main(int argc, char** argv) {
   out["nt_param"] = cpu::NtParamStores();
   out["paired_groups"] = cpu::PairedGroups();
   out["vbmi_decode"] = cpu::VbmiDecode();
-  out["pinned"] = pin;
   out["rows"] = nlohmann::json::array();
   out["bandwidth"] = nlohmann::json::array();
   out["best"] = nlohmann::json::array();
@@ -539,12 +532,7 @@ int Main(int argc, char** argv) {
       });
       row(kNaiveName, 28.0, s);
     }
-    std::vector<int> cpus;  // --pin: one CPU per thread (Note [One CPU per thread])
-    if (pin) {
-      const std::vector<int> all = cpu::ProcessCpus();
-      cpus.assign(all.begin(), all.begin() + std::min<size_t>(all.size(), t));
-    }
-    cpu::HostDriver driver(t, grain, cpus);
+    cpu::HostDriver driver(t, grain);
     for (const KernelSpec& k : kernels) {
       KernelState st = MakeState(k, size, fill_arena);
       const double s = MedianSeconds(warmup, reps, [&](int step) {

@@ -73,18 +73,12 @@ void PinThisThread(const std::vector<int>& cpus) {
 
 // Pins each thread entering the arena; restores its own mask when it leaves. A thread
 // may enter several pinned arenas nested (an external thread inside Execute of one that
-// calls Execute of another): the saved masks form a per-thread stack. With one CPU per
-// slot (Note [One CPU per thread], cpu_pinning.h) a thread is pinned to the CPU of the
-// arena slot it took; a thread whose slot cannot be read gets the whole set.
+// calls Execute of another): the saved masks form a per-thread stack.
 class PinnedArena::Observer : public tbb::task_scheduler_observer {
  public:
-  Observer(tbb::task_arena& arena, const std::vector<int>& cpus, bool one_per_slot)
+  Observer(tbb::task_arena& arena, const std::vector<int>& cpus)
       : tbb::task_scheduler_observer(arena) {
     MaskOf(cpus, &mask_);  // validated by the arena's constructor
-    if (one_per_slot) {
-      slot_masks_.resize(cpus.size());
-      for (size_t i = 0; i < cpus.size(); ++i) MaskOf({cpus[i]}, &slot_masks_[i]);
-    }
     observe(true);
   }
   ~Observer() override { observe(false); }
@@ -98,10 +92,7 @@ class PinnedArena::Observer : public tbb::task_scheduler_observer {
     s.ok = pthread_getaffinity_np(pthread_self(), sizeof(s.mask), &s.mask) == 0;
     stack().push_back(s);
     // Best effort: an observer cannot throw. A refusal leaves the thread where it was.
-    const int slot = tbb::this_task_arena::current_thread_index();
-    const cpu_set_t& mask =
-        slot >= 0 && static_cast<size_t>(slot) < slot_masks_.size() ? slot_masks_[slot] : mask_;
-    (void)pthread_setaffinity_np(pthread_self(), sizeof(mask), &mask);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof(mask_), &mask_);
   }
   void on_scheduler_exit(bool) override {
     std::vector<Saved>& st = stack();
@@ -123,7 +114,6 @@ class PinnedArena::Observer : public tbb::task_scheduler_observer {
     return saved;
   }
   cpu_set_t mask_;
-  std::vector<cpu_set_t> slot_masks_;  // one CPU each, by arena slot; empty: the set
   std::atomic<int> inside_{0};
 };
 
@@ -143,8 +133,7 @@ PinnedArena::PinnedArena(int threads, std::vector<int> cpus, const char* what)
   ValidateCpuSet(cpus_, what);
   threads_ = ArenaThreads(threads, cpus_);
   arena_.initialize(threads_);
-  if (!cpus_.empty())
-    observer_ = std::make_unique<Observer>(arena_, cpus_, one_cpu_per_thread());
+  if (!cpus_.empty()) observer_ = std::make_unique<Observer>(arena_, cpus_);
 }
 
 PinnedArena::~PinnedArena() {
@@ -174,13 +163,8 @@ void PinnedArena::Execute(const std::function<void()>& fn) {
     }
   } restore{};
   restore.ok = pthread_getaffinity_np(pthread_self(), sizeof(restore.mask), &restore.mask) == 0;
-  // With one CPU per slot the caller takes slot 0 (the arena's reserved slot), whose
-  // CPU is the set's first.
   cpu_set_t mask;
-  if (one_cpu_per_thread())
-    MaskOf({cpus_.front()}, &mask);
-  else
-    MaskOf(cpus_, &mask);
+  MaskOf(cpus_, &mask);
   (void)pthread_setaffinity_np(pthread_self(), sizeof(mask), &mask);
   arena_.execute(fn);
 }

@@ -11,14 +11,6 @@
 // waits (up to 2 s) for the pool workers still inside to leave, so that none returns to
 // the pool pinned.
 //
-// Note [One CPU per thread]: when the arena has as many threads as the set has CPUs (the
-// default, threads = 0), each thread is pinned to one CPU of the set, the one of the
-// arena slot it takes (slot k: cpus[k]; the calling thread takes slot 0), not to the
-// whole set. Free to move within the set, two threads of the arena sometimes shared a
-// CPU for a while after a wake-up, and compute-bound kernels lost a quarter of their
-// speed per thread (docs/host_kernels.md, "Scaling with threads"). With fewer threads
-// than CPUs each thread may use the whole set, as before.
-//
 // Thread safety: the free functions are thread-safe. PinnedArena::Execute may be called
 // from several threads at once (the arena queues them), like tbb::task_arena::execute.
 #pragma once
@@ -63,10 +55,6 @@ class PinnedArena {
 
   int concurrency() const { return threads_; }
   const std::vector<int>& cpus() const { return cpus_; }
-  // Note [One CPU per thread].
-  bool one_cpu_per_thread() const {
-    return !cpus_.empty() && static_cast<size_t>(threads_) == cpus_.size();
-  }
 
  private:
   class Observer;

@@ -55,29 +55,6 @@ TEST(PinnedArena, PoolWorkersAndTheCallerRunOnTheSet) {
   EXPECT_EQ(free_seen.masks, (std::set<std::vector<int>>{all}));
 }
 
-// Note [One CPU per thread]: as many threads as CPUs, so each thread gets its slot's CPU.
-TEST(PinnedArena, OneCpuPerThreadWhenThreadsMatchTheSet) {
-  const std::vector<int> all = ProcessCpus();
-  if (all.size() < 2) GTEST_SKIP() << "needs 2 CPUs to give two threads one each";
-  const std::vector<int> set = {all[0], all[1]};
-  PinnedArena arena(0, set);
-  EXPECT_TRUE(arena.one_cpu_per_thread());
-  Seen seen;
-  std::vector<int> caller_mask;
-  arena.Execute([&] { caller_mask = ThreadMask(); });
-  EXPECT_EQ(caller_mask, (std::vector<int>{all[0]})) << "the caller takes slot 0";
-  Work(arena, &seen);
-  EXPECT_EQ(seen.threads.size(), 2u) << "a pool worker never joined: the test proves nothing";
-  EXPECT_EQ(seen.masks, (std::set<std::vector<int>>{{all[0]}, {all[1]}}));
-  EXPECT_EQ(ThreadMask(), all);  // the caller got its affinity back
-  // Fewer threads than CPUs: the whole set, as before.
-  PinnedArena wide(1, set);
-  EXPECT_FALSE(wide.one_cpu_per_thread());
-  std::vector<int> wide_mask;
-  wide.Execute([&] { wide_mask = ThreadMask(); });
-  EXPECT_EQ(wide_mask, set);
-}
-
 TEST(PinnedArena, DestroyedRightAfterWorkLeavesNoPoolWorkerPinned) {
   const std::vector<int> all = ProcessCpus();
   if (all.size() < 2) GTEST_SKIP() << "needs 2 CPUs to tell a pinned thread from a free one";
