@@ -378,7 +378,8 @@ int Main(int argc, char** argv) {
   app.add_option("--grain", grain, "HostDriver grain in elements");
   app.add_option("--kernels", kernels_filter, "comma-separated kernel names (default all)");
   app.add_option("--isa", isa_name, "force sse|avx2|avx512 (default: best)");
-  app.add_option("--prefetch", prefetch, "software prefetch distance in groups: 0 (off), 8, 16, 32, 64");
+  app.add_option("--prefetch", prefetch,
+                 "software prefetch distance in groups: 0 (off), 8, 16, 32, 64");
   app.add_option("--nt", nt, "non-temporal parameter stores 0/1");
   app.add_option("--paired", paired,
                  "two groups per iteration: 0 off, 1 all q8 kernels (default), 2 Lion/SGD only");
