@@ -313,7 +313,7 @@ constexpr bool kGroupMomentumDecode = requires { Ops::kGroupMomentumDecode; };
 // registers and ran 2% slower with it (docs/host_kernels.md).
 template <class Ops, Algo A, GradIo GI>
 constexpr bool kGroupGrad = requires { Ops::kGroupIo; } && GI == GradIo::kBF16;
-template <class Ops, Algo A, MasterFormat MF, ParamIo PI>
+template <class Ops, MasterFormat MF, ParamIo PI>
 constexpr bool kGroupMaster = requires { Ops::kGroupIo; } && MF == MasterFormat::kBF16Ecc8 &&
                               PI == ParamIo::kNone;
 
@@ -342,7 +342,7 @@ TANDEM_SIMD_INLINE void StepReg(const Ctx<Ops>& c, const Ptrs& p, int o, typenam
     g = io.g;
   else
     g = LoadGrad<Ops, GI>(c, p.grad, o);
-  if constexpr (kGroupMaster<Ops, A, MF, PI>)
+  if constexpr (kGroupMaster<Ops, MF, PI>)
     w = io.w;
   else
     w = LoadMaster<Ops, MF>(p, o);
@@ -400,7 +400,7 @@ TANDEM_SIMD_INLINE void StepReg(const Ctx<Ops>& c, const Ptrs& p, int o, typenam
     }
     w = w - c.lr * g;
   }
-  if constexpr (kGroupMaster<Ops, A, MF, PI>) {
+  if constexpr (kGroupMaster<Ops, MF, PI>) {
     const auto enc = Ops::EncodeBf16Ecc8Bits(w);
     io.hi = enc.hi;
     io.t = enc.t;
@@ -446,7 +446,7 @@ TANDEM_SIMD_INLINE void StepRegPair(const Ctx<Ops>& c, const Ptrs& p, int j,
     io[j].g = v[0];
     io[j + 1].g = v[1];
   }
-  if constexpr (kGroupMaster<Ops, A, MF, PI>) {
+  if constexpr (kGroupMaster<Ops, MF, PI>) {
     Ops::LoadBf16Ecc8x2(p.w_bf16 + j * W, p.ecc8 + j * W, v);
     io[j].w = v[0];
     io[j + 1].w = v[1];
@@ -455,7 +455,7 @@ TANDEM_SIMD_INLINE void StepRegPair(const Ctx<Ops>& c, const Ptrs& p, int j,
                                         u_keep[j]);
   StepReg<Ops, A, MF, MOM, VAR, GI, PI>(c, p, (j + 1) * W, m_scale, v_scale, io[j + 1],
                                         m_keep[j + 1], u_keep[j + 1]);
-  if constexpr (kGroupMaster<Ops, A, MF, PI>)
+  if constexpr (kGroupMaster<Ops, MF, PI>)
     Ops::StoreBf16Ecc8x2(p.w_bf16 + j * W, p.ecc8 + j * W, io[j].hi, io[j + 1].hi, io[j].t,
                          io[j + 1].t);
 }
