@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <xmmintrin.h>
 
+#include <initializer_list>
+
 #include "cpu_simd/host_kernels.h"
 #include "cpu_simd/tuning.h"
 #include "engine/reference_step.h"
@@ -115,7 +117,9 @@ TEST_P(Parity, IndependentOfCallerFtzDaz) {
 // and SGD paired, AdamW not); here the other two, on the dtypes with static instantiations
 // (bf16/f32 gradient; no, aliased or bf16 parameter) and lengths with pairs, a single
 // group after them and a partial tail (77 = 2 + 0.4 groups, 1000 = 31 + 0.25).
-void EveryPairingMode() {
+// Both pairing modes; every algorithm and format, f32/bf16 gradients, no or a bf16
+// parameter (also aliasing the master), spans of the given lengths.
+void EveryPairingMode(std::initializer_list<size_t> lengths = {77, 1000}) {
   const int saved = PairedGroups();
   uint32_t seed = 3000;
   for (int mode : {0, 1}) {
@@ -124,7 +128,7 @@ void EveryPairingMode() {
       for (const StateFormats& f : FormatsFor(c)) {
         for (DType gt : {DType::kF32, DType::kBF16}) {
           for (int pt : {-1, static_cast<int>(DType::kBF16)}) {
-            for (size_t n : {size_t{77}, size_t{1000}}) {
+            for (size_t n : lengths) {
               SCOPED_TRACE("paired " + std::to_string(mode) + " " + c.name + " " + Name(f) +
                            " grad " + Name(gt) + " param " + (pt < 0 ? "none" : "bf16") + " n " +
                            std::to_string(n));
@@ -166,34 +170,19 @@ TEST_P(Parity, WithoutVbmiDecode) {
 }
 
 // Note [Software prefetch]: prefetches change no bit, whatever the distance and the
-// pairing mode; spans long enough for the farthest distance (64 groups) to prefetch.
+// pairing mode; spans of 4133 elements (129 groups: an odd last group and a tail), long
+// enough for the farthest distance (64 groups) to prefetch.
 TEST_P(Parity, WithSoftwarePrefetch) {
   IsaRestorer restore;
   ForceIsa(GetParam());
-  const int saved_pf = PrefetchGroups();
-  const int saved_paired = PairedGroups();
-  uint32_t seed = 5000;
+  const int saved = PrefetchGroups();
   for (int groups : {8, 16, 32, 64}) {
+    SCOPED_TRACE("prefetch " + std::to_string(groups) + " groups");
     SetPrefetchGroups(groups);
-    for (int mode : {0, 1}) {
-      SetPairedGroups(mode);
-      for (const AlgoCase& c : AlgoCases()) {
-        for (const StateFormats& f : FormatsFor(c)) {
-          for (DType gt : {DType::kF32, DType::kBF16}) {
-            for (size_t n : {size_t{1000}, size_t{4133}}) {
-              SCOPED_TRACE("prefetch " + std::to_string(groups) + " paired " +
-                           std::to_string(mode) + " " + c.name + " " + Name(f) + " grad " +
-                           Name(gt) + " n " + std::to_string(n));
-              CheckParity(c, f, gt, static_cast<int>(DType::kBF16), false, n, seed++, false);
-              if (HasFailure()) break;
-            }
-          }
-        }
-      }
-    }
+    EveryPairingMode({4133});
+    if (HasFailure()) break;
   }
-  SetPairedGroups(saved_paired);
-  SetPrefetchGroups(saved_pf);
+  SetPrefetchGroups(saved);
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, Parity, ::testing::ValuesIn(SupportedIsas()),
