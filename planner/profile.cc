@@ -198,9 +198,8 @@ std::string ProfileToJson(const Profile& p) {
 
 void WriteProfile(const Profile& p, const std::string& path) {
   const std::string text = ProfileToJson(p);
-  ckpt::WriteFileAtomically(Env::Default(), path, /*sync=*/true, [&](WritableFile* file) {
-    file->Append(text.data(), text.size());
-  });
+  ckpt::WriteFileAtomically(Env::Default(), path, /*sync=*/true,
+                            [&](WritableFile* file) { file->Append(text.data(), text.size()); });
 }
 
 Profile::Overhead FitStepOverhead(uint64_t few, double few_ms, uint64_t many, double many_ms) {

@@ -53,13 +53,13 @@ def yardstick_lines(cal):
     figures = {f["name"]: f for f in cal["figures"]}
     out = []
     for copy_name, limit, side, what in (
-            ("host copy", "host copy", "host", "host DRAM, all threads"),
+            ("host copy", "host copy", "Host", "host memory (all threads)"),
             ("GPU HBM copy", "HBM copy", "GPU", "GPU memory (HBM)")):
         copy = figures.get(copy_name)
         if not copy:
             continue
-        out.append("%s kernels, against a plain copy in %s measured in the same run:"
-                   % (side.capitalize() if side == "host" else side, what))
+        out.append("%s kernels, measured against a plain copy of %s in the same run:"
+                   % (side, what))
         out.append("  %s: %.1f GB/s (bytes read + written; spread %.0f%%): the yardstick, "
                    "not a ceiling" % (copy_name, copy["median"], 100 * copy["spread"]))
         beaten = False
@@ -113,12 +113,12 @@ def plan_lines(out, gpu_measured):
     mine = read_verdict(os.path.join(out, "plan-measured.txt"))
     lines = ["Planner, Llama-3-8B's optimizer on a 40 GiB GPU with 512 GiB of host memory:"]
     for label, (verdict, fraction, step, neck) in (
-            ("with the built-in H200 reference figures", ref),
-            ("with this machine's measured figures   ", mine)):
+            ("with the built-in H200 reference figures:", ref),
+            ("with this machine's measured figures:", mine)):
         if fraction is None or step is None:
-            lines.append("  %s: %s" % (label, verdict))
+            lines.append("  %-42s %s" % (label, verdict))
         else:
-            lines.append("  %s: fits at offload fraction %g; predicted optimizer step "
+            lines.append("  %-42s fits at offload fraction %g; predicted optimizer step "
                          "%.2f ms (bottleneck: %s)" % (label, fraction, step, neck))
     lines.append("  Memory alone sets the smallest fraction that fits; the figures pick the "
                  "fastest fraction that fits")

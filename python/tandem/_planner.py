@@ -245,8 +245,12 @@ def plan(model, *, gpu_mem, host_mem, offload_compute="auto", **options):
         rc, out, err = _C.plan_cli(args + ["--json"])
         if rc not in (0, 1):
             raise ValueError(_pythonic(err) or "the planner failed (status %d)" % rc)
-        shown = [a if not a.startswith(tmp) else "<%s>" % os.path.basename(a) for a in args]
-        return Plan(text, json.loads(out), shown)
+        # The temporary file a module or dict was written to is gone after the call: the
+        # report, the JSON and the arguments name it <Sequential.params.json>.
+        temporary = {a: "<%s>" % os.path.basename(a) for a in args if a.startswith(tmp)}
+        for path, name in temporary.items():
+            text, out = text.replace(path, name), out.replace(json.dumps(path)[1:-1], name)
+        return Plan(text, json.loads(out), [temporary.get(a, a) for a in args])
 
 
 def machine_rates(profile=None, *, algorithm="adamw", master="bf16+ecc8", m="q8", v="q8",

@@ -386,9 +386,10 @@ TEST_F(ToolTest, AnOutputThatIsTheInputIsRefused) {
   EXPECT_EQ(Run("export " + soft + " " + file_, &out), 2) << out;
   EXPECT_EQ(Bytes(file_), before);
   EXPECT_EQ(Run("verify " + file_, &out), 0) << out;
-  // from-torch: the user's safetensors file is the input.
-  const std::string st = (dir_ / "s.safetensors").string();
-  ASSERT_EQ(Run("to-torch " + file_ + " " + st, &out), 0) << out;
+  // from-torch: the user's safetensors file is the input (an fp32 state's torch layout).
+  const std::string f32 = (dir_ / "f32.ckpt").string(), st = (dir_ / "s.safetensors").string();
+  SaveCheckpoint(testing::MakeSnapshot(Algorithm::kAdamW, {}, 40), f32);
+  ASSERT_EQ(Run("to-torch " + f32 + " " + st, &out), 0) << out;
   const std::string st_before = Bytes(st);
   EXPECT_EQ(Run("from-torch " + st + " " + st, &out), 2) << out;
   EXPECT_NE(out.find("OUT '" + st + "': is the same file as IN"), std::string::npos) << out;
@@ -402,10 +403,14 @@ TEST_F(ToolTest, AnOutputThatIsTheInputIsRefused) {
 TEST_F(ToolTest, OutputsLeaveNoTemporary) {
   std::string out;
   const std::string st = (dir_ / "w.safetensors").string(), t = (dir_ / "t.safetensors").string();
-  const std::string back = (dir_ / "back.ckpt").string();
+  const std::string f32 = (dir_ / "f32.ckpt").string(), back = (dir_ / "back.ckpt").string();
+  SaveCheckpoint(testing::MakeSnapshot(Algorithm::kAdamW, {}, 40), f32);
   ASSERT_EQ(Run("export " + file_ + " " + st, &out), 0) << out;
-  ASSERT_EQ(Run("to-torch " + file_ + " " + t, &out), 0) << out;
-  ASSERT_EQ(Run("from-torch " + t + " " + back + " --master bf16+ecc8 --momentum q8 --variance q8", &out), 0) << out;
+  ASSERT_EQ(Run("to-torch " + f32 + " " + t, &out), 0) << out;
+  ASSERT_EQ(
+      Run("from-torch " + t + " " + back + " --master bf16+ecc8 --momentum q8 --variance q8", &out),
+      0)
+      << out;
   for (const std::string& p : {st, t, back}) EXPECT_FALSE(fs::exists(p + ".tmp")) << p;
 }
 

@@ -156,8 +156,8 @@ void CheckCalibrateOptions(const CalibrateOptions& o) {
   // tandem.torch's host_threads check.
   const int limit = MaxHostThreads();
   if (o.threads < 0 || o.threads > limit)
-    bad("--threads must be an integer in [0, " + std::to_string(limit) +
-        "] (0: all cores), got " + std::to_string(o.threads));
+    bad("--threads must be an integer in [0, " + std::to_string(limit) + "] (0: all cores), got " +
+        std::to_string(o.threads));
   if (!(o.max_spread >= 0) || !std::isfinite(o.max_spread))
     bad("--max-spread must be a finite number >= 0, got " + std::to_string(o.max_spread));
   // The fp32-state step holds bf16 parameters and gradients and three fp32 arrays.

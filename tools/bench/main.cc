@@ -95,7 +95,8 @@ int Pcie(size_t mib, int reps, const std::string& json_path, const std::string& 
   if (!TANDEM_HAS_CUDA) return NoCudaBuild("pcie");
   if (!json_path.empty()) tools::CheckOutputFile("--json", json_path);
   // A pinned and a pageable buffer of --mib each.
-  CheckFitsHostMemory("--mib", mib, 2.0 * 1048576.0, "a pinned and a pageable buffer of that many MiB");
+  CheckFitsHostMemory("--mib", mib, 2.0 * 1048576.0,
+                      "a pinned and a pageable buffer of that many MiB");
   nlohmann::json j{{"benchmark", "tandem-bench pcie"},
                    {"command", command},
                    {"date", UtcNow()},
@@ -158,7 +159,8 @@ std::string Sibling(const char* name, const char* sub) {
                   ") nor in a build tree: `pip install .` installs the tools without the "
                   "benchmark programs. Build them from a source checkout (cmake -S . -B build "
                   "-G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build) and run "
-                  "build/tools/bench/tandem-bench " + sub + " (docs/building.md, \"pip\")");
+                  "build/tools/bench/tandem-bench " +
+                  sub + " (docs/building.md, \"pip\")");
 }
 
 std::string Quote(const std::string& s) {
@@ -169,8 +171,8 @@ std::string Quote(const std::string& s) {
 
 // Runs the program at `path` with `args`, passing its output through line by line; the bar
 // advances on each line that `is_row` accepts (a result row). `total_rows` 0: unknown.
-int RunSibling(const std::string& path, const std::vector<std::string>& args,
-               uint64_t total_rows, const std::function<bool(const std::string&)>& is_row) {
+int RunSibling(const std::string& path, const std::vector<std::string>& args, uint64_t total_rows,
+               const std::function<bool(const std::string&)>& is_row) {
   std::string cmd = Quote(path);
   for (const std::string& a : args) cmd += " " + Quote(a);
   std::printf("== %s\n", cmd.c_str());

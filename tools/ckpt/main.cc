@@ -105,9 +105,10 @@ void ListStrayTemporaries(const std::string& path) {
     struct stat st {};
     const std::string size =
         ::lstat(tmp.c_str(), &st) == 0 ? Bytes(static_cast<uint64_t>(st.st_size)) : "?";
-    std::printf("stray temporary: %s (%s): left by a save of %s that did not finish; the next "
-                "save to %s removes it, or delete it\n",
-                tmp.c_str(), size.c_str(), target.c_str(), target.c_str());
+    std::printf(
+        "stray temporary: %s (%s): left by a save of %s that did not finish; the next "
+        "save to %s removes it, or delete it\n",
+        tmp.c_str(), size.c_str(), target.c_str(), target.c_str());
   }
 }
 

@@ -16,8 +16,7 @@
 namespace tandem::tools {
 namespace {
 
-[[noreturn]] void Refuse(const std::string& what, const std::string& path,
-                         const std::string& why) {
+[[noreturn]] void Refuse(const std::string& what, const std::string& path, const std::string& why) {
   throw Error(ErrorKind::kInvalidArgument, what + " '" + path + "': " + why);
 }
 
@@ -38,12 +37,14 @@ void CheckWritableDir(const std::string& what, const std::string& path, const st
                       const char* relation) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0)
-    Refuse(what, path, std::string(relation) + " '" + dir + "' " +
-                           (errno == ENOENT ? "does not exist" : std::strerror(errno)));
-  if (!S_ISDIR(st.st_mode)) Refuse(what, path, std::string(relation) + " '" + dir + "' is not a directory");
+    Refuse(what, path,
+           std::string(relation) + " '" + dir + "' " +
+               (errno == ENOENT ? "does not exist" : std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode))
+    Refuse(what, path, std::string(relation) + " '" + dir + "' is not a directory");
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    Refuse(what, path, std::string(relation) + " '" + dir + "' is not writable (" +
-                           std::strerror(errno) + ")");
+    Refuse(what, path,
+           std::string(relation) + " '" + dir + "' is not writable (" + std::strerror(errno) + ")");
 }
 
 }  // namespace
@@ -78,9 +79,8 @@ void CheckOutputDir(const std::string& what, const std::string& dir) {
 }
 
 void WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  ckpt::WriteFileAtomically(Env::Default(), path, /*sync=*/true, [&](WritableFile* file) {
-    file->Append(bytes.data(), bytes.size());
-  });
+  ckpt::WriteFileAtomically(Env::Default(), path, /*sync=*/true,
+                            [&](WritableFile* file) { file->Append(bytes.data(), bytes.size()); });
 }
 
 }  // namespace tandem::tools
