@@ -348,6 +348,15 @@ TEST_F(ToolTest, FromTorchRefusesMissingExtraOrMisshapenState) {
   EXPECT_EQ(Run("from-torch " + in + " " + ckpt + " --variance q8", &out), 2) << out;
   EXPECT_NE(out.find("lion keeps no variance"), std::string::npos) << out;
   EXPECT_EQ(Run("from-torch " + in + " " + ckpt + " --master bf17", &out), 2) << out;
+  // Hyper-parameter options are checked before the file is read, naming what is wrong.
+  EXPECT_EQ(Run("from-torch " + (dir_ / "none.safetensors").string() + " " + ckpt +
+                    " --algorithm sgd --nesterov",
+                &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("from-torch options: momentum = 0.000000 must be > 0 when nesterov is set"),
+            std::string::npos)
+      << out;
   EXPECT_FALSE(fs::exists(ckpt));
   in = Write("g.safetensors", Safetensors({{"w", {2}, {1, 2}}, {"w.exp_avg", {2}, {0, 0}},
                                            {"v", {2}, {1, 2}}, {"v.exp_avg", {2}, {0, 0}}},

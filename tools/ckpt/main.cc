@@ -275,6 +275,9 @@ int main(int argc, char** argv) {
       if (!algorithm.empty()) d.algorithm = tandem::ParseAlgorithm(algorithm);
       d.param_dtype = tandem::ParseDType(param_dtype);
       d.grad_dtype = tandem::ParseDType(grad_dtype);
+      // The hyper-parameter options, checked before the file is read when the algorithm
+      // is known (they apply where the file has no tandem_groups).
+      if (d.algorithm) tandem::ValidateHyperParams(*d.algorithm, hp, "from-torch options");
     } catch (const tandem::Error& e) {
       std::fprintf(stderr, "tandem-ckpt from-torch: %s\n", e.what());
       return kUsageOrIO;
