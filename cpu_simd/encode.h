@@ -22,7 +22,8 @@ TANDEM_SIMD_INLINE MasterBits<Ops> EncodeMaster(const Ptrs& p, int o, typename O
   if constexpr (MF == MasterFormat::kF32) {
     w.store_unaligned(p.w_f32 + o);
     e.decoded = w;
-  } else if constexpr (MF == MasterFormat::kBF16Ecc8 && requires { Ops::EncodeBf16Ecc8(w, p.w_bf16, p.ecc8); }) {
+  } else if constexpr (MF == MasterFormat::kBF16Ecc8 &&
+                       requires { Ops::EncodeBf16Ecc8(w, p.w_bf16, p.ecc8); }) {
     // The ISA's own formulation of the same integer formulas (Note [Ecc8 encode] in
     // its Ops header); q is the unsaturated quotient in [-128, 128].
     const auto enc = Ops::EncodeBf16Ecc8(w, p.w_bf16 + o, p.ecc8 + o);
@@ -95,7 +96,8 @@ TANDEM_SIMD_INLINE void EncodeGroupMoments(const Ptrs& p, const typename Ops::F*
     for (int j = 0; j < kRegs; ++j) acc = Ops::MaxInto(acc, xsimd::abs(m_keep[j]));
     const uint16_t sb = GroupScaleBits(Ops::HMax(acc));
     const F inv(1.0f / Bf16Value(sb));
-    for (int j = 0; j < kRegs; ++j) Ops::StoreLow8(p.m_codes + j * W, EncodeMomentum<Ops>(m_keep[j], inv));
+    for (int j = 0; j < kRegs; ++j)
+      Ops::StoreLow8(p.m_codes + j * W, EncodeMomentum<Ops>(m_keep[j], inv));
     *p.m_scale = sb;
   }
   if constexpr (VAR == Moment::kQ8) {

@@ -23,8 +23,7 @@ TANDEM_SIMD_INLINE typename Ops::F LoadGrad(const Ctx<Ops>& c, const unsigned ch
   using F = typename Ops::F;
   if constexpr (GI == GradIo::kBF16)
     return FromBits<Ops>(Ops::LoadU16(reinterpret_cast<const uint16_t*>(g) + o) << 16);
-  if constexpr (GI == GradIo::kF32)
-    return F::load_unaligned(reinterpret_cast<const float*>(g) + o);
+  if constexpr (GI == GradIo::kF32) return F::load_unaligned(reinterpret_cast<const float*>(g) + o);
   switch (c.grad_dtype) {
     case DType::kF32:
       return F::load_unaligned(reinterpret_cast<const float*>(g) + o);
@@ -45,7 +44,8 @@ TANDEM_SIMD_INLINE typename Ops::F LoadMaster(const Ptrs& p, int o) {
   } else {
     const auto hi = Ops::LoadU16(p.w_bf16 + o) << 16;
     if constexpr (MF == MasterFormat::kBF16) return FromBits<Ops>(hi);
-    if constexpr (MF == MasterFormat::kBF16Ecc8) return DecodeEcc8<Ops>(hi, Ops::LoadI8(p.ecc8 + o));
+    if constexpr (MF == MasterFormat::kBF16Ecc8)
+      return DecodeEcc8<Ops>(hi, Ops::LoadI8(p.ecc8 + o));
     if constexpr (MF == MasterFormat::kBF16Ecc16)
       return DecodeEcc16<Ops>(hi, Ops::LoadI16(p.ecc16 + o));
   }
@@ -58,7 +58,9 @@ TANDEM_SIMD_INLINE typename Ops::F LoadMaster(const Ptrs& p, int o) {
 // (MomentumCodeValues64) into code values before the group's registers are stepped;
 // StepReg then takes its register's code values as `m_cv`. Others decode per register.
 template <class Ops>
-constexpr bool kGroupMomentumDecode = requires { Ops::kGroupMomentumDecode; };
+constexpr bool kGroupMomentumDecode = requires {
+  Ops::kGroupMomentumDecode;
+};
 
 // Note [VBMI group I/O] (ops_avx512vbmi.h): Ops with kGroupIo also load a bf16 gradient
 // (LoadBf16x2) for two registers at a time, and a bf16 + ecc8 master (LoadBf16Ecc8x2),
@@ -67,10 +69,15 @@ constexpr bool kGroupMomentumDecode = requires { Ops::kGroupMomentumDecode; };
 // only once its compander divided (ops_avx512.h): before, its paired loop spilled index
 // registers and ran 2% slower with it (docs/host_kernels.md).
 template <class Ops, Algo A, GradIo GI>
-constexpr bool kGroupGrad = requires { Ops::kGroupIo; } && GI == GradIo::kBF16;
+constexpr bool kGroupGrad = requires {
+  Ops::kGroupIo;
+}
+&&GI == GradIo::kBF16;
 template <class Ops, MasterFormat MF, ParamIo PI>
-constexpr bool kGroupMaster = requires { Ops::kGroupIo; } && MF == MasterFormat::kBF16Ecc8 &&
-                              PI == ParamIo::kNone;
+constexpr bool kGroupMaster = requires {
+  Ops::kGroupIo;
+}
+&&MF == MasterFormat::kBF16Ecc8&& PI == ParamIo::kNone;
 
 // What the group code hands to one register (g, w, m_cv: its gradient, master and
 // momentum code values where the group loaded them) and takes back from it (hi, t: its

@@ -91,8 +91,7 @@ TANDEM_SIMD_INLINE void StepRegPair(const Ctx<Ops>& c, const Ptrs& p, int j,
                                     typename Ops::F* u_keep) {
   constexpr int W = Ops::kWidth;
   LoadRegPair<Ops, A, MF, GI, PI>(p, j, io);
-  StepReg<Ops, A, MF, MOM, VAR, GI, PI>(c, p, j * W, m_scale, v_scale, io[j], m_keep[j],
-                                        u_keep[j]);
+  StepReg<Ops, A, MF, MOM, VAR, GI, PI>(c, p, j * W, m_scale, v_scale, io[j], m_keep[j], u_keep[j]);
   StepReg<Ops, A, MF, MOM, VAR, GI, PI>(c, p, (j + 1) * W, m_scale, v_scale, io[j + 1],
                                         m_keep[j + 1], u_keep[j + 1]);
   StoreRegPair<Ops, MF, PI>(p, j, io);

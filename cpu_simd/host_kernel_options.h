@@ -3,7 +3,7 @@
 // paths). A HostDriver and StepSpanHost take one (cpu_simd/host_kernels.h); the
 // optimizer's configuration can carry one. No field changes a result, only speed: every
 // ISA and every setting writes the bytes of tandem::ReferenceStep (Note [Same ops, same
-// order], cpu_simd/step_kernel.h). The defaults are the measured best
+// order], cpu_simd/group_step.h). The defaults are the measured best
 // (docs/host_kernels.md, "Prefetch and non-temporal stores", "Two groups per iteration").
 #pragma once
 

@@ -46,8 +46,7 @@ const char* IsaName(Isa isa) {
 Isa ParseIsa(const std::string& name) {
   for (Isa isa : {Isa::kSse, Isa::kAvx2, Isa::kAvx512})
     if (name == IsaName(isa)) return isa;
-  throw Error(ErrorKind::kInvalidArgument,
-              "ISA '" + name + "' is not one of sse, avx2, avx512");
+  throw Error(ErrorKind::kInvalidArgument, "ISA '" + name + "' is not one of sse, avx2, avx512");
 }
 
 bool IsaSupported(Isa isa) {
@@ -82,16 +81,15 @@ HostKernelOptions Resolve(const HostKernelOptions& options) {
   HostKernelOptions r = options;
   if (!r.isa) r.isa = BestIsa();
   if (static_cast<unsigned>(*r.isa) > static_cast<unsigned>(Isa::kAvx512))
-    throw Error(ErrorKind::kInvalidArgument,
-                "HostKernelOptions::isa: unknown ISA value " +
-                    std::to_string(static_cast<int>(*r.isa)));
+    throw Error(ErrorKind::kInvalidArgument, "HostKernelOptions::isa: unknown ISA value " +
+                                                 std::to_string(static_cast<int>(*r.isa)));
   if (!IsaSupported(*r.isa))
-    throw Error(ErrorKind::kUnsupported, std::string("HostKernelOptions::isa ") +
-                                             IsaName(*r.isa) + ": this CPU does not support it");
+    throw Error(ErrorKind::kUnsupported, std::string("HostKernelOptions::isa ") + IsaName(*r.isa) +
+                                             ": this CPU does not support it");
   if (static_cast<unsigned>(r.paired_groups) > static_cast<unsigned>(PairedGroups::kWithoutQ8Var))
-    throw Error(ErrorKind::kInvalidArgument,
-                "HostKernelOptions::paired_groups: " +
-                    std::to_string(static_cast<int>(r.paired_groups)) + " is not 0, 1 or 2");
+    throw Error(ErrorKind::kInvalidArgument, "HostKernelOptions::paired_groups: " +
+                                                 std::to_string(static_cast<int>(r.paired_groups)) +
+                                                 " is not 0, 1 or 2");
   r.prefetch_groups = SupportedPrefetchGroups(r.prefetch_groups);
   r.vbmi_decode = r.vbmi_decode && *r.isa == Isa::kAvx512 && VbmiSupported();
   return r;
@@ -99,9 +97,9 @@ HostKernelOptions Resolve(const HostKernelOptions& options) {
 
 HostKernel ResolveHostKernel(const HostKernelOptions& options) {
   const HostKernelOptions r = Resolve(options);
-  return HostKernel{KernelFor(*r.isa),
-                    SpanTuning{r.prefetch_groups, r.nt_param_stores, r.paired_groups, r.vbmi_decode},
-                    r};
+  return HostKernel{
+      KernelFor(*r.isa),
+      SpanTuning{r.prefetch_groups, r.nt_param_stores, r.paired_groups, r.vbmi_decode}, r};
 }
 
 }  // namespace tandem::cpu

@@ -48,7 +48,8 @@ template <class Ops, Algo A, MasterFormat MF>
 void DispatchMomentum(const StepScalars& s, const StepSpan& sp, const SpanTuning& t) {
   constexpr bool kQ8Only = kGroupMomentumDecode<Ops>;
   if (s.has_momentum == 0) {
-    if constexpr (A == Algo::kSgd && !kQ8Only) DispatchVariance<Ops, A, MF, Moment::kNone>(s, sp, t);
+    if constexpr (A == Algo::kSgd && !kQ8Only)
+      DispatchVariance<Ops, A, MF, Moment::kNone>(s, sp, t);
   } else if (sp.formats.momentum == MomentFormat::kQ8) {
     DispatchVariance<Ops, A, MF, Moment::kQ8>(s, sp, t);
   } else if constexpr (!kQ8Only) {

@@ -22,8 +22,10 @@ namespace tandem::cpu::TANDEM_ISA_NS {
 // own max, scale, 1/scale and codes, computed by the same operations as in StepGroup:
 // the same bits.
 template <class Ops, Moment MOM, Moment VAR>
-constexpr bool kPairedTails = requires { Ops::kPairedTails; } &&
-                              (MOM == Moment::kQ8 || VAR == Moment::kQ8);
+constexpr bool kPairedTails = requires {
+  Ops::kPairedTails;
+}
+&&(MOM == Moment::kQ8 || VAR == Moment::kQ8);
 
 template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR, GradIo GI, ParamIo PI>
 TANDEM_SIMD_INLINE void StepTwoGroups(const Ctx<Ops>& c, const Ptrs& p) {
@@ -43,8 +45,8 @@ TANDEM_SIMD_INLINE void StepTwoGroups(const Ctx<Ops>& c, const Ptrs& p) {
   static_assert(kRegs % 2 == 0, "registers are stepped in pairs");
 #pragma GCC unroll 8
   for (int j = 0; j < 2 * kRegs; j += 2)
-    StepRegPair<Ops, A, MF, MOM, VAR, GI, PI>(c, p, j, m_scale[j / kRegs], v_scale[j / kRegs],
-                                              io, m_keep, u_keep);
+    StepRegPair<Ops, A, MF, MOM, VAR, GI, PI>(c, p, j, m_scale[j / kRegs], v_scale[j / kRegs], io,
+                                              m_keep, u_keep);
   // The group maxima (see EncodeGroupMoments, encode.h: |m| by clearing the sign bit; NaN
   // never wins).
   F acc_m[2] = {F(0.0f), F(0.0f)}, acc_v[2] = {F(0.0f), F(0.0f)};

@@ -30,8 +30,8 @@ namespace tandem::cpu::TANDEM_ISA_NS {
 // the parameter is 64-byte aligned (then every store is aligned), not aliased with the
 // master, and not fp16; an sfence at the end of the span orders them before the caller
 // (or the TBB join) publishes the result.
-template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR,
-          GradIo GI = GradIo::kRuntime, ParamIo PI = ParamIo::kRuntime>
+template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR, GradIo GI = GradIo::kRuntime,
+          ParamIo PI = ParamIo::kRuntime>
 void RunSpan(const StepScalars& s, const StepSpan& sp, const SpanTuning& tuning) {
   const Ctx<Ops> c(s, sp, tuning.prefetch_groups, tuning.nt_param);
   Ptrs p{static_cast<const unsigned char*>(sp.grad),

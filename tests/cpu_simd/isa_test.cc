@@ -87,7 +87,7 @@ TEST(Isa, VbmiDecodeOnlyWhereTheCpuHasIt) {
 // Note [Software prefetch]: the kernels have a case for 0, 8, 16, 32 and 64 groups; any
 // other distance is rounded up to one of them.
 TEST(Isa, PrefetchDistanceIsASupportedCase) {
-  const std::pair<int, int> cases[] = {{-3, 0}, {0, 0},  {1, 8},   {8, 8},   {9, 16},
+  const std::pair<int, int> cases[] = {{-3, 0},  {0, 0},   {1, 8},   {8, 8},   {9, 16},
                                        {16, 16}, {17, 32}, {32, 32}, {64, 64}, {1000, 64}};
   for (const auto& [in, want] : cases) {
     HostKernelOptions o;

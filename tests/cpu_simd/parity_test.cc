@@ -92,8 +92,7 @@ void ParamAliasesMasterBf16(const HostKernelOptions& o) {
     for (const StateFormats& f : FormatsFor(c)) {
       if (f.master == MasterFormat::kF32) continue;
       SCOPED_TRACE(std::string(c.name) + " " + Name(f));
-      CheckParity(o, c, f, DType::kBF16, static_cast<int>(DType::kBF16), true, 1000, seed++,
-                  false);
+      CheckParity(o, c, f, DType::kBF16, static_cast<int>(DType::kBF16), true, 1000, seed++, false);
       if (::testing::Test::HasFailure()) return;
     }
   }
@@ -132,9 +131,9 @@ void EveryPairingMode(const HostKernelOptions& base,
         for (DType gt : {DType::kF32, DType::kBF16}) {
           for (int pt : {-1, static_cast<int>(DType::kBF16)}) {
             for (size_t n : lengths) {
-              SCOPED_TRACE("paired " + std::to_string(static_cast<int>(mode)) + " " + c.name +
-                           " " + Name(f) + " grad " + Name(gt) + " param " +
-                           (pt < 0 ? "none" : "bf16") + " n " + std::to_string(n));
+              SCOPED_TRACE("paired " + std::to_string(static_cast<int>(mode)) + " " + c.name + " " +
+                           Name(f) + " grad " + Name(gt) + " param " + (pt < 0 ? "none" : "bf16") +
+                           " n " + std::to_string(n));
               CheckParity(o, c, f, gt, pt, false, n, seed++, false);
               if (f.master != MasterFormat::kF32 && pt >= 0)
                 CheckParity(o, c, f, gt, pt, true, n, seed++, false);
