@@ -188,7 +188,7 @@ int Calibrate(const CalibrateOptions& o) {
   p.gpu.kernels.clear();
   cpu::HostDriver probe(o.threads);
   p.host.threads = probe.threads();
-  p.host.isa = cpu::IsaName(cpu::ActiveIsa());
+  p.host.isa = cpu::IsaName(*probe.options().isa);
   bar.Print("calibrate: host %s, %d threads, %s; each figure the median of %d repeats\n",
             CpuName().c_str(), p.host.threads, p.host.isa.c_str(), o.repeats);
 
