@@ -15,7 +15,8 @@ no more than the bytes of the data files (unless items carry stream transforms, 
 compression, whose output size the metadata does not bound).
 
 Both raise ``ValueError`` with a message that says what is wrong; the caller names the
-file. Thread-safe (no shared state).
+metadata file, except for :class:`DataFileError` (a data file missing or too short),
+whose message names the data file. Thread-safe (no shared state).
 """
 
 import dataclasses
@@ -43,6 +44,11 @@ _PLAIN_GLOBALS = {
     ("pathlib", "PurePosixPath"): pathlib.PurePosixPath,
     ("pathlib", "PureWindowsPath"): pathlib.PureWindowsPath,
 }
+
+
+class DataFileError(ValueError):
+    """A data file the metadata names is missing or too short; the message names the file
+    (not the metadata file) and the item."""
 
 
 def _enum_member(cls, name):
@@ -97,6 +103,13 @@ def _ints(value, what, length=None):
     return tuple(value)
 
 
+def _item(index):
+    """``fqn``, or ``fqn (chunk offsets [...])``, of a MetadataIndex, for messages."""
+    if index.offset is None:
+        return index.fqn
+    return f"{index.fqn} (chunk offsets {list(index.offset)})"
+
+
 def _relative_file(name):
     """Whether ``name`` is a plain relative path inside the checkpoint directory."""
     if not isinstance(name, str) or not name or os.path.isabs(name):
@@ -122,15 +135,18 @@ def _check_storage(storage, directory):
             raise ValueError(
                 f"item {index.fqn!r} has offset {info.offset!r} and length {info.length!r}"
             )
+        file = os.path.join(directory, name)
         if name not in sizes:
             try:
-                sizes[name] = os.stat(os.path.join(directory, name)).st_size
+                sizes[name] = os.stat(file).st_size
             except OSError as e:
-                raise ValueError(f"item {index.fqn!r} is in {name}, which cannot be read: {e}") from e
+                raise DataFileError(
+                    f"{file}: cannot open the file holding {_item(index)}: {e}"
+                ) from e
         if info.offset + info.length > sizes[name]:
-            raise ValueError(
-                f"item {index.fqn!r} is bytes [{info.offset}, {info.offset + info.length}) "
-                f"of {name}, which has {sizes[name]} bytes"
+            raise DataFileError(
+                f"{file}: item {_item(index)}, bytes [{info.offset}, "
+                f"{info.offset + info.length}): the file ends at byte {sizes[name]}"
             )
         ranges.setdefault(name, []).append((info.offset, info.length, index.fqn))
         transformed |= bool(info.transform_descriptors)

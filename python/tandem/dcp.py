@@ -66,7 +66,7 @@ from torch.futures import Future
 from tandem import CheckpointCorruptError
 from tandem import _dcp_commit as _commit
 from tandem._C import crc32c
-from tandem._dcp_metadata import check_metadata, unpickle_metadata
+from tandem._dcp_metadata import DataFileError, check_metadata, unpickle_metadata
 
 __all__ = [
     "CheckpointCorruptError",
@@ -429,6 +429,8 @@ class CrcFileSystemReader(FileSystemReader):
         try:
             metadata = unpickle_metadata(data)
             check_metadata(metadata, self.path)
+        except DataFileError as e:
+            raise CheckpointCorruptError(str(e)) from e
         except ValueError as e:
             raise CheckpointCorruptError(f"{path}: {e}") from e
         if getattr(metadata, "storage_meta", None) is None:

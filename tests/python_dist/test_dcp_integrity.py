@@ -290,7 +290,7 @@ def test_commit_leaves_no_staging_and_keeps_other_files(tmp_path):
 
 
 def test_overwrite_false_refuses_an_existing_checkpoint(saved):
-    with pytest.raises(RuntimeError, match="already exists"):
+    with pytest.raises(CheckpointException, match="already exists"):
         dcp.save(_state(), storage_writer=CrcFileSystemWriter(saved, overwrite=False))
 
 
