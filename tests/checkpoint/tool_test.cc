@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "tandem/checkpoint.h"
+#include "tandem/error.h"
 #include "tandem/version.h"
 #include "tests/checkpoint/golden_snapshot.h"
 #include "tests/checkpoint/test_util.h"

@@ -468,7 +468,7 @@ TEST(HybridHost, RestoreRefusesAStateThatCannotBeStepped) {
   oa.Step(1e-3);
   HybridOptimizer ob(b.Specs(2), Config(s, 0.5, PlacementPolicy::kBackwardOrder, 64, 2));
   const OptimizerSnapshot keep = ob.Snapshot();
-  const std::vector<float> params = b.params;
+  const auto params = b.params;
   OptimizerSnapshot bad = oa.Snapshot();
   TensorSnapshot& t = bad.tensors[1];
   ASSERT_GE(t.v_codes.size(), 40u);
