@@ -166,6 +166,8 @@ def check_metadata(md, directory):
     hold. Raises ValueError naming the entry at fault."""
     if not isinstance(md, _md.Metadata):
         raise ValueError(f"it holds a {type(md).__name__}, not a DCP Metadata")
+    if md.storage_meta is not None and not isinstance(md.storage_meta, _md.StorageMeta):
+        raise ValueError(f"storage_meta is a {type(md.storage_meta).__name__}")
     entries = md.state_dict_metadata
     if not isinstance(entries, dict):
         raise ValueError(f"state_dict_metadata is a {type(entries).__name__}, not a dict")

@@ -221,14 +221,16 @@ def _metadata(path):
      "tensors hold"),
     (lambda md: setattr(md.state_dict_metadata["model.w"].chunks[0], "sizes", torch.Size([1 << 30, 5])),
      "leave the tensor"),
-    (lambda md: next(iter(md.storage_data.values())).__setattr__("length", 1 << 40), "which has"),
+    (lambda md: next(iter(md.storage_data.values())).__setattr__("length", 1 << 40),
+     "the file ends at byte"),
     (lambda md: next(iter(md.storage_data.values())).__setattr__("offset", -1), "offset -1"),
     (lambda md: next(iter(md.storage_data.values())).__setattr__("relative_path", "../x"),
      "not a relative path"),
     (lambda md: md.storage_data.clear(), "no storage entry"),
     (lambda md: setattr(md, "state_dict_metadata", [1, 2]), "not a dict"),
+    (lambda md: setattr(md, "storage_meta", 5), "storage_meta is a int"),
 ], ids=["huge_size", "chunk_outside", "length_past_file", "negative_offset", "path_escape",
-        "no_storage", "not_a_dict"])
+        "no_storage", "not_a_dict", "storage_meta"])
 def test_bounds_on_what_metadata_asks_for(saved, edit, needle):
     md = _metadata(saved)
     edit(md)
