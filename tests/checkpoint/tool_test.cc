@@ -241,6 +241,8 @@ TEST_F(ToolTest, ToTorchDecodesAndFromTorchEncodes) {
 TEST_F(ToolTest, VarianceThatCannotBeSteppedIsRefusedAlike) {
   OptimizerSnapshot s = testing::GoldenSnapshot(Algorithm::kAdamW, snap_.formats);
   s.tensors[1].v_scales[0] = 0x7F7F;
+  for (int i = 0; i < kQuantGroup && i < static_cast<int>(s.tensors[1].numel); ++i)
+    s.tensors[1].v_codes[i] = 0;  // zero decodes to zero whatever the scale
   s.tensors[1].v_codes[3] = 255;
   const std::string ckpt = (dir_ / "x.ckpt").string(), st = (dir_ / "x.safetensors").string();
   SaveCheckpoint(s, ckpt);  // the format holds it: save accepts it
@@ -249,7 +251,7 @@ TEST_F(ToolTest, VarianceThatCannotBeSteppedIsRefusedAlike) {
                               "sqrt(v) = 3.38953139e+38, whose square (the variance the step "
                               "uses) is infinite: the state cannot survive one step";
   std::string out;
-  ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 2) << out;
+  ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 1) << out;  // a damaged file
   EXPECT_NE(out.find(message), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(st));
   ASSERT_EQ(Run("verify " + ckpt, &out), 1) << out;
