@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-RUNS = 3
+RUNS = 2
 
 SETUP = r"""
 import gc, os, sys
