@@ -10,6 +10,13 @@ from tandem._C import cuda_device_available  # noqa: F401
 from tandem._calibrate import calibrate_binding, measure_binding_overhead  # noqa: F401
 from tandem._planner import Plan, machine_rates, plan  # noqa: F401
 
+
+class CheckpointCorruptError(ValueError):
+    """A checkpoint's stored bytes or records do not check out, or its save did not
+    finish. Raised by :mod:`tandem.dcp`, naming the file and, where one is at fault, the
+    item, its byte range and both CRCs."""
+
+
 __version__ = "0.2.0"
-__all__ = ["cuda_device_available", "plan", "Plan", "machine_rates", "calibrate_binding",
-           "measure_binding_overhead", "__version__"]
+__all__ = ["CheckpointCorruptError", "cuda_device_available", "plan", "Plan",
+           "machine_rates", "calibrate_binding", "measure_binding_overhead", "__version__"]

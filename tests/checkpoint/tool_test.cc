@@ -12,6 +12,7 @@
 
 #include "checkpoint/atomic_file.h"
 #include "tandem/checkpoint.h"
+#include "tandem/error.h"
 #include "tandem/version.h"
 #include "tests/checkpoint/golden_snapshot.h"
 #include "tests/checkpoint/test_util.h"
@@ -230,10 +231,47 @@ TEST_F(ToolTest, ToTorchDecodesAndFromTorchEncodes) {
   const OptimizerSnapshot got = LoadCheckpoint(back);
   const StateFormats f32{};
   EXPECT_TRUE(testing::SameBits(got, ConvertSnapshot(ConvertSnapshot(q, f32), q.formats)));
-  // State that decodes past the fp32 range is refused with the tensor named.
-  ASSERT_EQ(Run("to-torch " + file_ + " " + st, &out), 2) << out;
   ASSERT_EQ(Run("from-torch " + st + " " + back + " --algorithm lion", &out), 2) << out;
   EXPECT_NE(out.find("contradicts"), std::string::npos) << out;
+}
+
+// A q8 variance that decodes past the fp32 range (the largest finite scale, code 255: the
+// step squares 3.39e38) is refused by to-torch, verify and LoadCheckpoint with one message
+// naming the tensor, the scale and the code (HybridOptimizer::Restore gives it too:
+// tests/offload/restore_validation_test.cc).
+TEST_F(ToolTest, VarianceThatCannotBeSteppedIsRefusedAlike) {
+  OptimizerSnapshot s = testing::GoldenSnapshot(Algorithm::kAdamW, snap_.formats);
+  s.tensors[1].v_scales[0] = 0x7F7F;
+  for (int i = 0; i < kQuantGroup && i < static_cast<int>(s.tensors[1].numel); ++i)
+    s.tensors[1].v_codes[i] = 0;  // zero decodes to zero whatever the scale
+  s.tensors[1].v_codes[3] = 255;
+  const std::string ckpt = (dir_ / "x.ckpt").string(), st = (dir_ / "x.safetensors").string();
+  SaveCheckpoint(s, ckpt);  // the format holds it: save accepts it
+  const std::string message = "tensor '" + s.tensors[1].name +
+                              "': v_scales[0] = 3.38953139e+38 with v_codes[3] = 255 decodes to "
+                              "sqrt(v) = 3.38953139e+38, whose square (the variance the step "
+                              "uses) is infinite: the state cannot survive one step";
+  std::string out;
+  ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 1) << out;  // a damaged file
+  EXPECT_NE(out.find(message), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(st));
+  ASSERT_EQ(Run("verify " + ckpt, &out), 1) << out;
+  EXPECT_NE(out.find(message), std::string::npos) << out;
+  try {
+    LoadCheckpoint(ckpt);
+    ADD_FAILURE() << "LoadCheckpoint accepted it";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCorruption);
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+  }
+  // One code lower at that scale still squares to infinity; a scale below 2^64 does not.
+  s.tensors[1].v_codes[3] = 254;
+  EXPECT_THROW(ValidateRestorable(s), Error);
+  s.tensors[1].v_scales[0] = 0x5F7F;
+  s.tensors[1].v_codes[3] = 255;
+  EXPECT_NO_THROW(ValidateRestorable(s));
+  SaveCheckpoint(s, ckpt);
+  ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 0) << out;
 }
 
 // A checkpoint whose tensors have formats of their own: inspect lists them, verify
