@@ -196,10 +196,11 @@ int RunSibling(const std::string& path, const std::vector<std::string>& args, ui
 
 int Kernels(bool quick, const std::string& out_dir) {
   // Everything is checked before the first program runs.
+  // Arguments first, then the programs: a build without bench/ still names a bad --out-dir.
+  if (!out_dir.empty()) tools::CheckOutputDir("--out-dir", out_dir);
   const bool gpu = TANDEM_HAS_CUDA && CudaDeviceAvailable();
   const std::string host_program = Sibling("tandem-bench-host", "kernels");
   const std::string gpu_program = gpu ? Sibling("tandem-bench-gpu", "kernels") : "";
-  if (!out_dir.empty()) tools::CheckOutputDir("--out-dir", out_dir);
   std::vector<std::string> host_args, gpu_args;
   if (quick) {
     host_args = {"--size", std::to_string(64ull << 20), "--reps", "3"};
