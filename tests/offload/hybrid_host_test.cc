@@ -8,7 +8,7 @@
 
 #include "engine/reference_step.h"
 #include "engine/tensor_state.h"
-#include "offload/memory.h"
+#include "offload/memory/slab.h"
 #include "engine/layout/state_layout.h"
 #include "tandem/error.h"
 #include "tandem/faults.h"
