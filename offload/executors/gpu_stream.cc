@@ -39,21 +39,12 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
     dev.speculation += hold_.size();
     r->device.metadata += device_->program_bytes();
   }
+  // The host slab (an aliased master, on the device, is not written).
   void AddInitRegions(std::vector<InitRegion>* regions) const override {
-    for (size_t i = 0; i < layout_.pieces().size(); ++i) {
-      const layout::Part& p = layout_.state().part(i);
-      if (p.count == 0) continue;
-      const TensorSpec& s = specs_[layout_.pieces()[i].tensor];
-      InitRegion r;
-      r.param = s.param;
-      r.param_dtype = s.param_dtype;
-      r.offset = p.offset;
-      r.count = p.count;
-      r.state = p.state;
-      r.alias_param = p.alias_param;
-      r.staged = false;  // the host slab (an aliased master, on the device, is not written)
-      regions->push_back(r);
-    }
+    for (size_t i = 0; i < layout_.pieces().size(); ++i)
+      if (layout_.state().part(i).count > 0)
+        regions->push_back(
+            RegionOf(specs_[layout_.pieces()[i].tensor], layout_.state().part(i), false));
   }
   // Pinned arrays and, where aliased, the master on the parameter (device memory in GPU
   // mode).

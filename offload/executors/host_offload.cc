@@ -29,18 +29,9 @@ class HostOffload final : public Executor {
     r->host.speculation += backup_slab_.size() + hold_slab_.size();
   }
   void AddInitRegions(std::vector<InitRegion>* regions) const override {
-    for (size_t t = 0; t < specs_.size(); ++t) {
-      const layout::Part& p = layout_.part(t);
-      if (p.count == 0) continue;
-      InitRegion r;
-      r.param = specs_[t].param;
-      r.param_dtype = specs_[t].param_dtype;
-      r.offset = p.offset;
-      r.count = p.count;
-      r.state = p.state;
-      r.staged = false;  // pinned or host memory: encoded in place
-      regions->push_back(r);
-    }
+    for (size_t t = 0; t < specs_.size(); ++t)  // pinned or host memory: encoded in place
+      if (layout_.part(t).count > 0)
+        regions->push_back(RegionOf(specs_[t], layout_.part(t), false));
   }
   void VisitParts(size_t t, const PartVisitor& visit) const override {
     visit(layout_.part(t), false);

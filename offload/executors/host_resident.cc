@@ -38,19 +38,9 @@ void ResidentState::AddMemory(MemoryReport* r) const {
 }
 
 void ResidentState::AddInitRegions(std::vector<InitRegion>* regions) const {
-  for (size_t t = 0; t < specs_.size(); ++t) {
-    const layout::Part& p = layout_.part(t);
-    if (p.count == 0) continue;
-    InitRegion r;
-    r.param = specs_[t].param;
-    r.param_dtype = specs_[t].param_dtype;
-    r.offset = p.offset;
-    r.count = p.count;
-    r.state = p.state;
-    r.alias_param = p.alias_param;
-    r.staged = on_device_;
-    regions->push_back(r);
-  }
+  for (size_t t = 0; t < specs_.size(); ++t)
+    if (layout_.part(t).count > 0)
+      regions->push_back(RegionOf(specs_[t], layout_.part(t), /*staged=*/on_device_));
 }
 
 void ResidentState::VisitParts(size_t t, const PartVisitor& visit) const {

@@ -1,4 +1,4 @@
-// Note [Block-wise initialisation] (offload/state_init.h).
+// Note [Block-wise initialisation] (offload/memory/state_init.h).
 #include "offload/memory/state_init.h"
 
 #include <tbb/parallel_for.h>
@@ -122,6 +122,18 @@ void InitBlock(const InitRegion& r, const Block& b, const InitIo& io, uint8_t* s
 }
 
 }  // namespace
+
+InitRegion RegionOf(const TensorSpec& s, const layout::Part& p, bool staged) {
+  InitRegion r;
+  r.param = s.param;
+  r.param_dtype = s.param_dtype;
+  r.offset = p.offset;
+  r.count = p.count;
+  r.state = p.state;
+  r.alias_param = p.alias_param;
+  r.staged = staged;
+  return r;
+}
 
 uint64_t RegionElements(const std::vector<InitRegion>& regions) {
   uint64_t n = 0;

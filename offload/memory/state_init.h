@@ -22,9 +22,11 @@
 #include <functional>
 #include <vector>
 
+#include "engine/layout/state_layout.h"
 #include "engine/step_span.h"
 #include "offload/memory/slab.h"
 #include "offload/memory/progress_log.h"
+#include "tandem/config.h"
 #include "tandem/types.h"
 
 namespace tandem::offload {
@@ -40,6 +42,10 @@ struct InitRegion {
   bool alias_param = false;  // the master's fp32 or bf16 array is the parameter: not written
   bool staged = false;       // the arrays are device memory: encoded in staging, then copied
 };
+
+// The region of elements [p.offset, p.offset + p.count) of tensor `s`, whose state is
+// the part `p` (engine/layout/state_layout.h); staged: its arrays are device memory.
+InitRegion RegionOf(const TensorSpec& s, const layout::Part& p, bool staged);
 
 struct InitIo {
   // Synchronous copy between device memory and staging memory; called from several

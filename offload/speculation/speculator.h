@@ -53,7 +53,7 @@ class Speculator {
 
   // Starts a speculation with one StepScalars per group (indexed by scalar_index). The
   // worker waits for `previous_upload` (0: none) before it writes any state
-  // (Note [Uploads read the state] in offload/pipeline.h).
+  // (Note [Uploads read the state] in offload/transport/pipeline.h).
   void Begin(const std::vector<StepScalars>& scalars, Ticket previous_upload);
   // Queues chunk c, whose gradient arrives with download `ticket`. Each chunk at most once
   // per speculation, or once more after Forget(c). Never blocks on the worker.

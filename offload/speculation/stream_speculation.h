@@ -4,7 +4,7 @@
 // Note [Speculating streamed chunks]: between BeginStep and Step, a streamed chunk whose
 // tensors' gradients are all final (GradReady for each) is updated during backward, on
 // the GPU, with the scalars of the announced step assuming no clipping, under the rules
-// of Note [Speculate, then commit or roll back] (offload/speculation.h):
+// of Note [Speculate, then commit or roll back] (offload/speculation/speculator.h):
 //
 //   upload      host chunk -> its device slot               (as at Step)
 //   backup      host chunk -> its backup, on the host       (beside the upload: both read)

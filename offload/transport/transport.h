@@ -10,7 +10,7 @@
 // be, Error(kCuda, "injected failure of ..."), from the enqueue (CudaTransport) or from
 // Wait (HostTransport).
 // A Transport is used by one thread at a time, with one exception: Wait (and only Wait)
-// may be called from one other thread (the speculation worker, offload/speculation.h)
+// may be called from one other thread (the speculation worker, offload/speculation/speculator.h)
 // concurrently with the owner's calls. Both implementations allow it.
 #pragma once
 
