@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 
+#include "engine/grain.h"
+
 namespace tandem::cpu {
 
 // Instruction sets the host kernels are built for, lowest first.
@@ -30,8 +32,8 @@ enum class PairedGroups {
 // Elements per piece of host work handed to one task: HostDriver's default grain and the
 // pieces of the host gradient norm (cpu_simd/host_norm.cc). About 0.8-1.8 MB of traffic per
 // piece: enough to amortise scheduling, small enough to balance (docs/host_kernels.md,
-// "The TBB driver").
-inline constexpr size_t kHostGrainElements = size_t{1} << 16;
+// "The TBB driver"). The engine's one grain (Note [Grain] in engine/grain.h).
+inline constexpr size_t kHostGrainElements = kGrainElements;
 
 struct HostKernelOptions {
   // The ISA whose kernels run. Default (empty): the best this CPU supports (BestIsa()).

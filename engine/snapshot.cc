@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "engine/fp_bits.h"
+#include "engine/grain.h"
 #include "engine/master_codec.h"
 #include "engine/q8_codec.h"
 #include "engine/shape.h"
@@ -24,9 +25,8 @@ namespace {
 
 constexpr size_t kNone = std::numeric_limits<size_t>::max();
 
-// Elements per parallel chunk: large enough that scheduling costs nothing next to the
-// scan (a few microseconds of work), small enough to spread a large tensor over threads.
-constexpr size_t kGrain = size_t{1} << 16;
+// Elements per parallel chunk (Note [Grain] in engine/grain.h).
+constexpr size_t kGrain = kGrainElements;
 
 [[noreturn]] void Bad(const TensorSnapshot& t, const std::string& what) {
   throw Error(ErrorKind::kInvalidArgument, "tensor '" + t.name + "': " + what);

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -31,6 +32,7 @@
 #include "tools/plan/cli.h"
 #include "tandem/checkpoint.h"
 #endif
+#include "engine/state_arrays.h"
 #include "tandem/error.h"
 #include "tandem/node.h"
 #include "tandem/optimizer.h"
@@ -38,6 +40,7 @@
 #include "tandem/planner.h"
 #include "tandem/snapshot.h"
 #include "tandem/types.h"
+#include "tandem/version.h"
 
 namespace py = pybind11;
 
@@ -123,6 +126,21 @@ py::array MoveToArray(std::vector<T>&& v) {
                           reinterpret_cast<const Out*>(owner->data()), free_when_done);
 }
 
+// A state array as NumPy sees it (engine's table, StateArrayInfo::dtype): fp32 as float32,
+// bf16 bit patterns (master, scales) and ecc16 as int16, ecc8 and m codes as int8, v codes
+// as uint8.
+template <typename T>
+py::array ArrayOf(std::vector<T>&& v, const StateArrayInfo& info) {
+  if constexpr (sizeof(T) == 4) {
+    return MoveToArray<float>(std::move(v));
+  } else if constexpr (sizeof(T) == 2) {
+    return MoveToArray<int16_t>(std::move(v));
+  } else {
+    if (std::string_view(info.dtype) == "u8") return MoveToArray<uint8_t>(std::move(v));
+    return MoveToArray<int8_t>(std::move(v));
+  }
+}
+
 // Copies a 1-D array-like (any NumPy array with the right element size) into `out`.
 template <typename T>
 void CopyFromArray(const py::dict& d, const char* key, std::vector<T>* out) {
@@ -190,17 +208,10 @@ py::dict SnapshotToDict(OptimizerSnapshot s) {
     td["group"] = t.group;
     td["step"] = t.step;
     td["formats"] = FormatsToDict(t.formats);
-    // Only the arrays the format uses; empty ones are left out.
-    if (!t.master_f32.empty()) td["master_f32"] = MoveToArray<float>(std::move(t.master_f32));
-    if (!t.master_bf16.empty()) td["master_bf16"] = MoveToArray<int16_t>(std::move(t.master_bf16));
-    if (!t.ecc8.empty()) td["ecc8"] = MoveToArray<int8_t>(std::move(t.ecc8));
-    if (!t.ecc16.empty()) td["ecc16"] = MoveToArray<int16_t>(std::move(t.ecc16));
-    if (!t.m_f32.empty()) td["m_f32"] = MoveToArray<float>(std::move(t.m_f32));
-    if (!t.v_f32.empty()) td["v_f32"] = MoveToArray<float>(std::move(t.v_f32));
-    if (!t.m_codes.empty()) td["m_codes"] = MoveToArray<int8_t>(std::move(t.m_codes));
-    if (!t.v_codes.empty()) td["v_codes"] = MoveToArray<uint8_t>(std::move(t.v_codes));
-    if (!t.m_scales.empty()) td["m_scales"] = MoveToArray<int16_t>(std::move(t.m_scales));
-    if (!t.v_scales.empty()) td["v_scales"] = MoveToArray<int16_t>(std::move(t.v_scales));
+    // Only the arrays the format uses (named by engine's table); empty ones are left out.
+    ForEachStateVector(t, [&](StateArray a, auto& v) {
+      if (!v.empty()) td[Info(a).name] = ArrayOf(std::move(v), Info(a));
+    });
     tensors.append(td);
   }
   d["tensors"] = tensors;
@@ -275,16 +286,7 @@ OptimizerSnapshot SnapshotFromDict(const py::dict& d) {
     t.formats = td.contains("formats") && !td["formats"].is_none()
                     ? FormatsFromObject(td["formats"], where)
                     : s.formats;
-    CopyFromArray(td, "master_f32", &t.master_f32);
-    CopyFromArray(td, "master_bf16", &t.master_bf16);
-    CopyFromArray(td, "ecc8", &t.ecc8);
-    CopyFromArray(td, "ecc16", &t.ecc16);
-    CopyFromArray(td, "m_f32", &t.m_f32);
-    CopyFromArray(td, "v_f32", &t.v_f32);
-    CopyFromArray(td, "m_codes", &t.m_codes);
-    CopyFromArray(td, "v_codes", &t.v_codes);
-    CopyFromArray(td, "m_scales", &t.m_scales);
-    CopyFromArray(td, "v_scales", &t.v_scales);
+    ForEachStateVector(t, [&](StateArray a, auto& v) { CopyFromArray(td, Info(a).name, &v); });
     s.tensors.push_back(std::move(t));
   }
   return s;
@@ -384,6 +386,49 @@ std::vector<uint8_t> ActiveFromObject(const py::object& active, size_t count) {
   return flags;
 }
 
+// A step's learning rates: a number (every group: lr * lr_scale, HybridOptimizer::
+// Step(lr)) or a sequence of one number per group (HybridOptimizer::Step(group_lrs)).
+struct StepLrs {
+  bool per_group = false;
+  double lr = 0;
+  std::vector<double> group_lrs;
+};
+
+StepLrs LrsFromObject(const py::object& lr) {
+  StepLrs out;
+  if (py::isinstance<py::float_>(lr) || py::isinstance<py::int_>(lr)) {
+    out.lr = lr.cast<double>();
+    return out;
+  }
+  if (!py::isinstance<py::sequence>(lr) || py::isinstance<py::str>(lr))
+    throw Error(ErrorKind::kInvalidArgument,
+                "lr must be a number or a sequence of one number per group");
+  out.per_group = true;
+  for (auto v : lr.cast<py::sequence>()) out.group_lrs.push_back(v.cast<double>());
+  return out;
+}
+
+// StepOptions::group_hyper from None or a list of group dicts.
+std::vector<HyperParams> GroupsFromObject(const py::object& groups) {
+  std::vector<HyperParams> hs;
+  if (groups.is_none()) return hs;
+  for (auto g : groups.cast<py::sequence>()) {
+    if (!py::isinstance<py::dict>(g))
+      throw Error(ErrorKind::kInvalidArgument, "groups: each entry must be a dict");
+    hs.push_back(HyperParamsFromDict(g.cast<py::dict>()));
+  }
+  return hs;
+}
+
+// StepOptions::grads from None or a sequence of pointers (ints; 0: the default).
+std::vector<const void*> GradsFromObject(const py::object& grads) {
+  std::vector<const void*> ptrs;
+  if (grads.is_none()) return ptrs;
+  for (auto g : grads.cast<py::sequence>())
+    ptrs.push_back(g.is_none() ? nullptr : ToPointer(g.cast<uint64_t>()));
+  return ptrs;
+}
+
 // The bound object: the engine optimizer and the configuration it was built with.
 class PyOptimizer {
  public:
@@ -435,11 +480,20 @@ class PyOptimizer {
   // the whole model, where digits are GradStats::exact (16 ints below 2^32, least
   // significant first, both ways); called with the GIL held; what it raises propagates
   // unchanged (the step changes nothing then).
-  py::tuple Step(double lr, double max_grad_norm, double loss_scale, const py::object& active,
-                 const py::object& combine) {
+  // `lr`: a number, or one number per group (LrsFromObject); `groups`: None or each group's
+  // hyper-parameters for this step (StepOptions::group_hyper); `grads`: None or each
+  // tensor's gradient pointer for this step (StepOptions::grads; 0 or None: the default).
+  py::tuple Step(const py::object& lr, double max_grad_norm, double loss_scale,
+                 const py::object& active, const py::object& combine, const py::object& groups,
+                 const py::object& grads) {
+    const StepLrs lrs = LrsFromObject(lr);
     const std::vector<uint8_t> flags = ActiveFromObject(active, opt_->tensor_count());
+    const std::vector<HyperParams> hyper = GroupsFromObject(groups);
+    const std::vector<const void*> ptrs = GradsFromObject(grads);
     StepOptions options{max_grad_norm, loss_scale};
     options.active = flags;
+    options.group_hyper = hyper;
+    options.grads = ptrs;
     // A Python exception from `combine` crosses the engine as a tandem::Error and is
     // raised again here, as itself, once the GIL is held.
     std::unique_ptr<py::error_already_set> raised;
@@ -472,7 +526,7 @@ class PyOptimizer {
     StepResult r;
     try {
       py::gil_scoped_release release;
-      r = opt_->Step(lr, options);
+      r = lrs.per_group ? opt_->Step(lrs.group_lrs, options) : opt_->Step(lrs.lr, options);
     } catch (const Error&) {
       if (raised) throw std::move(*raised);
       throw;
@@ -493,16 +547,28 @@ class PyOptimizer {
     return counts;
   }
 
-  void BeginStep(double lr, double max_grad_norm, double loss_scale) {
+  void BeginStep(const py::object& lr, double max_grad_norm, double loss_scale,
+                 const py::object& groups) {
+    const StepLrs lrs = LrsFromObject(lr);
+    const std::vector<HyperParams> hyper = GroupsFromObject(groups);
+    StepOptions options{max_grad_norm, loss_scale};
+    options.group_hyper = hyper;
     py::gil_scoped_release release;
-    opt_->BeginStep(lr, StepOptions{max_grad_norm, loss_scale});
+    if (lrs.per_group)
+      opt_->BeginStep(lrs.group_lrs, options);
+    else
+      opt_->BeginStep(lrs.lr, options);
   }
 
   bool step_begun() const { return opt_->step_begun(); }
 
-  void GradReady(size_t i) {
+  void GradReady(size_t i, uint64_t grad) {
     py::gil_scoped_release release;
-    opt_->GradReady(i);
+    opt_->GradReady(i, ToPointer(grad));
+  }
+
+  void WaitGradConsumed(size_t i, uint64_t stream) const {
+    opt_->WaitGradConsumed(i, ToPointer(stream));
   }
 
   void WaitParam(size_t i, uint64_t stream) const { opt_->WaitParam(i, ToPointer(stream)); }
@@ -731,6 +797,8 @@ PYBIND11_MODULE(_C, m) {
   });
 
   m.attr("has_checkpoint") = py::bool_(TANDEM_PY_HAS_CHECKPOINT != 0);
+  // The version has one home, include/tandem/version.h; tandem.__version__ is this.
+  m.attr("__version__") = tandem::kVersion;
 #if TANDEM_PY_HAS_CHECKPOINT
   m.def("convert_snapshot", &tandem::ConvertSnapshotDict, py::arg("snapshot"), py::arg("master"),
         py::arg("momentum"), py::arg("variance"), py::arg("tensor_formats") = py::none(),
@@ -760,6 +828,33 @@ PYBIND11_MODULE(_C, m) {
       py::arg("args"),
       "Runs tandem-plan with `args` (no program name); returns (exit status, stdout, stderr). "
       "Python's entry point is tandem.plan.");
+  m.def(
+      "rate_cache_entries",
+      []() {
+        py::list out;
+        for (const auto& [key, r] : tandem::DefaultRateCache().Entries()) {
+          py::dict d;
+          d["algorithm"] = tandem::Name(key.algorithm);
+          d["formats"] = tandem::FormatsToDict(key.formats);
+          d["param_dtype"] = tandem::Name(key.param_dtype);
+          d["host_threads"] = key.host_threads;
+          d["host_cpus"] = key.host_cpus;
+          d["chunk_elements"] = key.chunk_elements;
+          d["kernel_bytes"] = key.kernel_bytes;
+          d["h2d_gbps"] = r.h2d_gbps;
+          d["d2h_gbps"] = r.d2h_gbps;
+          d["host_gparams"] = r.host_gparams;
+          d["gpu_gparams"] = r.gpu_gparams;
+          out.append(d);
+        }
+        return out;
+      },
+      "The rates offload_compute='auto' measured in this process (tandem::DefaultRateCache), "
+      "one dict per setting.");
+  m.def(
+      "reset_rate_cache", []() { tandem::DefaultRateCache().Reset(); },
+      "Forgets the measured rates: the next optimizer with offload_compute='auto' measures "
+      "again.");
   m.def("max_host_threads", &tandem::MaxHostThreads,
         "The largest host_threads an optimizer accepts.");
   // One node, many ranks (include/tandem/node.h).
@@ -810,21 +905,33 @@ PYBIND11_MODULE(_C, m) {
            "{h2d_gbps, d2h_gbps, host_gparams, gpu_gparams} for auto.")
       .def("step", &PyOptimizer::Step, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
            py::arg("loss_scale") = 1.0, py::arg("active") = py::none(),
-           py::arg("combine") = py::none(),
-           "active: None (every tensor) or bytes/list of 0/1 per tensor; a tensor marked 0 "
-           "is not stepped. combine: None or a callable (sum_squares, nonfinite) -> "
-           "(sum_squares, nonfinite) giving the whole model's gradient statistics from this "
-           "optimizer's (sharded training). Returns (applied, grad_norm, step, "
-           "stepped_tensors).")
+           py::arg("combine") = py::none(), py::arg("groups") = py::none(),
+           py::arg("grads") = py::none(),
+           "lr: a number (every group steps with lr * its lr_scale) or a list of one lr per "
+           "group (each group steps with its own; lr_scale is not applied). active: None "
+           "(every tensor) or bytes/list of 0/1 per tensor; a tensor marked 0 is not stepped. "
+           "combine: None or a callable (sum_squares, nonfinite) -> (sum_squares, nonfinite) "
+           "giving the whole model's gradient statistics from this optimizer's (sharded "
+           "training). groups: None or a list of group dicts (HyperParams fields), each "
+           "group's hyper-parameters for this step and on. grads: None or a list of one "
+           "gradient pointer per tensor (0 or None: grad_ready's or the construction's). "
+           "Returns (applied, grad_norm, step, stepped_tensors).")
       .def("reload_params", &PyOptimizer::ReloadParams, py::arg("indices"),
            "Re-derives the masters of the given tensors from their parameters.")
       .def("tensor_step_counts", &PyOptimizer::TensorStepCounts,
            "Each tensor's own step count (updates it has received).")
       .def("begin_step", &PyOptimizer::BeginStep, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
-           py::arg("loss_scale") = 1.0,
-           "Announces the next step before backward (speculative early start).")
+           py::arg("loss_scale") = 1.0, py::arg("groups") = py::none(),
+           "Announces the next step before backward (speculative early start); lr and "
+           "groups as for step, which must hand the same.")
       .def_property_readonly("step_begun", &PyOptimizer::step_begun)
-      .def("grad_ready", &PyOptimizer::GradReady, py::arg("index"))
+      .def("grad_ready", &PyOptimizer::GradReady, py::arg("index"), py::arg("grad") = 0,
+           "Tensor `index`'s gradient is final (early start); grad: the pointer this step "
+           "reads for it (0: the step's grads entry, else the construction's).")
+      .def("wait_grad_consumed", &PyOptimizer::WaitGradConsumed, py::arg("index"),
+           py::arg("stream") = 0,
+           "Makes `stream` wait until the engine no longer reads tensor `index`'s gradient "
+           "of the last step (call after step()).")
       .def("wait_param", &PyOptimizer::WaitParam, py::arg("index"), py::arg("stream") = 0)
       .def("set_groups", &PyOptimizer::SetGroups, py::arg("groups"))
 #if TANDEM_PY_HAS_CHECKPOINT

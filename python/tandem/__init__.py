@@ -6,7 +6,7 @@ torch.distributed.checkpoint files. :mod:`tandem._C` is the pointer-level extens
 are built on; it does not link libtorch.
 """
 
-from tandem._C import cuda_device_available  # noqa: F401
+from tandem._C import __version__, cuda_device_available  # noqa: F401
 from tandem._calibrate import calibrate_binding, measure_binding_overhead  # noqa: F401
 from tandem._planner import Plan, machine_rates, plan  # noqa: F401
 
@@ -17,6 +17,5 @@ class CheckpointCorruptError(ValueError):
     item, its byte range and both CRCs."""
 
 
-__version__ = "0.2.0"
 __all__ = ["CheckpointCorruptError", "cuda_device_available", "plan", "Plan",
            "machine_rates", "calibrate_binding", "measure_binding_overhead", "__version__"]

@@ -1,0 +1,84 @@
+#include "engine/layout/state_layout.h"
+
+#include <type_traits>
+
+#include "engine/state_arrays.h"
+#include "engine/layout/slab_layout.h"
+
+namespace tandem::layout {
+
+bool MasterAliases(MasterFormat master, DType param_dtype) {
+  return (master == MasterFormat::kF32 && param_dtype == DType::kF32) ||
+         (master != MasterFormat::kF32 && param_dtype == DType::kBF16);
+}
+
+void StateLayout::Reset(size_t tensors) {
+  parts_.assign(tensors, Part{});
+  entries_.assign(tensors, Entry{});
+  total_ = 0;
+}
+
+void StateLayout::Add(size_t t, uint64_t offset, uint64_t count, Algorithm algo,
+                      const HyperParams& h, const StateFormats& f, bool alias_param) {
+  Entry& e = entries_[t];
+  e.part.offset = offset;
+  e.part.count = count;
+  e.part.alias_param = alias_param && count > 0;
+  e.part.state.n = count;
+  e.part.state.formats = f;
+  // Each array the formats keep (engine/state_arrays.h), but an aliased master: the
+  // parameter is that array.
+  for (int i = 0; i < kStateArrayCount; ++i) {
+    const StateArray a = static_cast<StateArray>(i);
+    const bool aliased = e.part.alias_param &&
+                         (a == StateArray::kMasterF32 || a == StateArray::kMasterBf16);
+    e.size[i] = aliased ? 0 : ArrayEntries(a, algo, h, f, count) * Info(a).entry_bytes;
+  }
+  SlabLayout l;
+  for (int a = 0; a < kStateArrayCount; ++a) {
+    e.off[a] = total_ + (e.size[a] > 0 ? l.Add(e.size[a]) : l.total());
+  }
+  e.begin = total_;
+  total_ += l.total();
+  e.end = total_;
+  parts_[t] = e.part;
+}
+
+void StateLayout::Bind(uint8_t* base) {
+  for (size_t t = 0; t < entries_.size(); ++t) {
+    Entry& e = entries_[t];
+    ForEachStateArray(e.part.state, [&](StateArray a, auto*& p) {
+      const int i = static_cast<int>(a);
+      p = e.size[i] > 0 ? reinterpret_cast<std::remove_reference_t<decltype(p)>>(base + e.off[i])
+                        : nullptr;
+    });
+    parts_[t] = e.part;
+  }
+}
+
+void StateLayout::AliasMaster(size_t t, void* param, MasterFormat master) {
+  StepSpan& s = parts_[t].state;
+  if (master == MasterFormat::kF32)
+    s.master.f32 = static_cast<float*>(param);
+  else
+    s.master.bf16 = static_cast<uint16_t*>(param);
+  entries_[t].part.state = s;
+}
+
+void StateLayout::Report(MemoryReport::Bytes* b) const {
+  for (const Entry& e : entries_) {
+    auto sz = [&](StateArray a) {
+      const uint64_t n = e.size[static_cast<int>(a)];
+      return n > 0 ? Aligned(n) : 0;
+    };
+    using A = StateArray;
+    b->master += sz(A::kMasterF32) + sz(A::kMasterBf16);
+    b->correction += sz(A::kEcc8) + sz(A::kEcc16);
+    b->momentum += sz(A::kMF32) + sz(A::kMCodes);
+    b->variance += sz(A::kVF32) + sz(A::kVCodes);
+    b->scales += sz(A::kMScales) + sz(A::kVScales);
+  }
+}
+
+
+}  // namespace tandem::layout

@@ -1,0 +1,57 @@
+// StateLayout: where each tensor part's optimizer state lives inside one slab.
+//
+// A part is a contiguous element range [offset, offset + count) of one tensor (the hot
+// prefix or the cold suffix). Its arrays follow docs/numerics.md ("Layout"); each array is
+// carved at kSlabAlign so the memory report is the closed-form sum of aligned array sizes.
+//
+// Note [Master aliases the parameter]: an fp32 master with fp32 parameters, or a bf16-based
+// master with bf16 parameters, holds exactly the parameter's bits, so a part whose state
+// sits next to the parameters uses the parameter buffer as (the bf16 part of) its master
+// instead of a copy. Offloaded parts never alias: their parameter lives on the device.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/state_arrays.h"
+#include "engine/step_span.h"
+#include "tandem/config.h"
+
+namespace tandem::layout {
+
+bool MasterAliases(MasterFormat master, DType param_dtype);
+
+struct Part {
+  uint64_t offset = 0, count = 0;
+  bool alias_param = false;
+  StepSpan state;  // formats and state pointers (valid after Bind); grad/param unset
+};
+
+class StateLayout {
+ public:
+  void Reset(size_t tensors);
+  void Add(size_t t, uint64_t offset, uint64_t count, Algorithm algo, const HyperParams& h,
+           const StateFormats& f, bool alias_param);
+  uint64_t bytes() const { return total_; }
+  void Bind(uint8_t* base);  // sets every array pointer to base + its offset
+  void AliasMaster(size_t t, void* param, MasterFormat master);
+  const Part& part(size_t t) const { return parts_[t]; }
+  size_t size() const { return parts_.size(); }
+  // Part t's arrays occupy bytes [begin(t), end(t)) of the slab, in Add order.
+  uint64_t begin(size_t t) const { return entries_[t].begin; }
+  uint64_t end(size_t t) const { return entries_[t].end; }
+  void Report(MemoryReport::Bytes* b) const;
+
+ private:
+  struct Entry {  // per array (index: StateArray, engine/state_arrays.h)
+    Part part;
+    uint64_t off[kStateArrayCount];
+    uint64_t size[kStateArrayCount];
+    uint64_t begin = 0, end = 0;
+  };
+  std::vector<Part> parts_;
+  std::vector<Entry> entries_;
+  uint64_t total_ = 0;
+};
+
+}  // namespace tandem::layout

@@ -1,0 +1,42 @@
+// Memory for the optimizer's state: one slab per memory kind, carved into arrays aligned
+// to layout::kSlabAlign bytes (engine/layout/slab_layout.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "engine/layout/slab_layout.h"
+#include "tandem/faults.h"
+
+namespace tandem::offload {
+
+using MemKind = MemoryKind;  // tandem/faults.h
+const char* Name(MemKind k);
+
+// An owned allocation of one kind. Throws Error(kOutOfMemory) naming `what`, the kind and
+// the size when the allocation fails, or when `faults` (may be null; only read during
+// the construction) fails it: FaultPlan::AllocationFails is asked once per Slab of a
+// non-zero size.
+class Slab {
+ public:
+  Slab() = default;
+  Slab(MemKind kind, uint64_t bytes, const std::string& what, FaultPlan* faults = nullptr);
+  ~Slab();
+  Slab(Slab&& o) noexcept;
+  Slab& operator=(Slab&& o) noexcept;
+  Slab(const Slab&) = delete;
+  Slab& operator=(const Slab&) = delete;
+
+  uint8_t* data() const { return static_cast<uint8_t*>(ptr_); }
+  uint64_t size() const { return bytes_; }
+  MemKind kind() const { return kind_; }
+
+ private:
+  void Release() noexcept;
+  MemKind kind_ = MemKind::kHost;
+  void* ptr_ = nullptr;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace tandem::offload
