@@ -89,7 +89,7 @@ def figures(part, d):
             for p in run.get("points", []):
                 f["step f=%.2f %s ms" % (p["fraction"], p["offload_compute"])] = p["step_ms"]
     elif part == "construct":
-        for p in d.get("points", []):
+        for p in (d if isinstance(d, list) else d.get("points", [])):
             f["construct f=%.2f %s ms" % (p.get("fraction"), p.get("offload_compute"))] = \
                 p.get("construct_ms")
     elif part == "fsdp":
