@@ -760,6 +760,15 @@ PYBIND11_MODULE(_C, m) {
       py::arg("args"),
       "Runs tandem-plan with `args` (no program name); returns (exit status, stdout, stderr). "
       "Python's entry point is tandem.plan.");
+  m.def(
+      "check_hyper_params",
+      [](const std::string& algorithm, const py::dict& hyper, const std::string& where) {
+        tandem::ValidateHyperParams(tandem::ParseAlgorithm(algorithm),
+                                    tandem::HyperParamsFromDict(hyper), where);
+      },
+      py::arg("algorithm"), py::arg("hyper"), py::arg("where"),
+      "Checks one group's hyper-parameters (a dict of HyperParams fields) as the engine "
+      "does (tandem::ValidateHyperParams): ValueError naming `where` and the field.");
   m.def("max_host_threads", &tandem::MaxHostThreads,
         "The largest host_threads an optimizer accepts.");
   // One node, many ranks (include/tandem/node.h).

@@ -9,6 +9,7 @@ import numbers
 import torch as _torch
 
 from tandem import _C
+from tandem import _dist
 
 
 def is_int(x):
@@ -79,12 +80,48 @@ def check_stream_options(stream_chunk_bytes, stream_slots, machine_rates,
                 raise ValueError("machine_rates[%r] must be finite and > 0, got %r" % (k, v))
 
 
-def check_lrs(param_groups):
-    for g, group in enumerate(param_groups):
-        lr = group["lr"]
-        if (isinstance(lr, bool) or not isinstance(lr, numbers.Real)
-                or not math.isfinite(lr) or lr < 0):
-            raise ValueError("group %d: lr must be finite and >= 0, got %r" % (g, lr))
+def number(value, where):
+    """A hyper-parameter's value as a float: a real number, or a one-element real tensor
+    (torch.optim accepts tensor learning rates and betas). TypeError naming `where`
+    otherwise."""
+    if isinstance(value, _torch.Tensor):
+        if (value.numel() != 1 or value.is_complex() or value.dtype == _torch.bool
+                or _dist.is_dtensor(value)):
+            raise TypeError("%s must be a number or a one-element real tensor, got a tensor "
+                            "of shape %s and dtype %s"
+                            % (where, tuple(value.shape), value.dtype))
+        return float(value.item())
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError("%s must be a number, got %r" % (where, value))
+    return float(value)
+
+
+def lr_value(value, where):
+    """A group's learning rate as a float, finite and >= 0 (ValueError), a number or a
+    one-element tensor (TypeError otherwise)."""
+    lr = number(value, where + ": lr")
+    if not math.isfinite(lr) or lr < 0:
+        raise ValueError("%s: lr must be finite and >= 0, got %r (the group's learning "
+                         "rate)" % (where, lr))
+    return lr
+
+
+def pair(value, where):
+    """betas as two floats: a tuple or list of two numbers (TypeError for another type,
+    ValueError for another length)."""
+    if not isinstance(value, (tuple, list)):
+        raise TypeError("%s must be a pair (beta1, beta2) of numbers, got %r" % (where, value))
+    if len(value) != 2:
+        raise ValueError("%s must be a pair (beta1, beta2) of numbers, got %d values: %r"
+                         % (where, len(value), tuple(value)))
+    return number(value[0], where + "[0]"), number(value[1], where + "[1]")
+
+
+def flag(value, where):
+    """A boolean hyper-parameter (nesterov): a bool or the integers 0 and 1."""
+    if isinstance(value, bool) or (is_int(value) and value in (0, 1)):
+        return bool(value)
+    raise TypeError("%s must be a bool, got %r" % (where, value))
 
 
 def pick_format(what, new_name, new, old_name, old):
@@ -104,14 +141,23 @@ def label(name, p):
     return "parameter '%s' (shape %s, %s)" % (name, tuple(p.shape), p.dtype)
 
 
+# torch.optim's words for a set inside a param group (it accepts a bare set of tensors,
+# whose order, and so the state dict's numbering, changes between runs: refused here too).
+_SET_MESSAGE = ("optimizer parameters need to be organized in ordered collections, but the "
+                "ordering of tensors in sets will change between runs. Please use a list "
+                "instead.")
+
+
 def normalize_params(params, module):
     """torch.optim's params argument as a list of group dicts whose "params" are tensors
     and, for named parameters (``(name, tensor)`` pairs, torch >= 2.4; or module=),
     whose "param_names" hold the names. Raises ValueError for a tensor given twice."""
-    if isinstance(params, _torch.Tensor):
+    if isinstance(params, _torch.Tensor) or not hasattr(params, "__iter__"):
         raise TypeError("params argument given to the optimizer should be an iterable of "
                         "Tensors, (name, Tensor) pairs or dicts, but got %s"
                         % _torch.typename(params))
+    if isinstance(params, (set, frozenset)):
+        raise TypeError(_SET_MESSAGE)
     groups = list(params)
     if not groups:
         raise ValueError("optimizer got an empty parameter list")
@@ -119,59 +165,98 @@ def normalize_params(params, module):
         groups = [{"params": groups}]
     module_names = None
     if module is not None:
+        if not isinstance(module, _torch.nn.Module):
+            raise TypeError("module must be a torch.nn.Module (its named_parameters() name "
+                            "the parameters), got %s" % _torch.typename(module))
         module_names = {id(p): n for n, p in module.named_parameters()}
     seen = {}
-    out = []
-    for g, group in enumerate(groups):
-        if not isinstance(group, dict):
-            raise TypeError("param group %d is a %s, not a dict" % (g, type(group).__name__))
-        group = dict(group)
-        items = group["params"]
-        if isinstance(items, _torch.Tensor):
-            items = [items]
-        elif isinstance(items, set):
-            raise TypeError("optimizer parameters need to be organized in ordered "
-                            "collections, but the ordering of tensors in sets will change "
-                            "between runs. Please use a list instead.")
-        tensors, names = [], []
-        for item in items:
-            if isinstance(item, tuple):
-                if len(item) != 2 or not isinstance(item[0], str):
-                    raise TypeError("group %d: a named parameter is a (str, Tensor) pair, "
-                                    "got %r" % (g, item))
-                names.append(item[0])
-                item = item[1]
-            if not isinstance(item, _torch.Tensor):
-                raise TypeError("group %d: optimizer can only optimize Tensors, got %s"
-                                % (g, _torch.typename(item)))
-            tensors.append(item)
-        if names and len(names) != len(tensors):
-            raise ValueError("group %d: all parameters of a group must be named or none "
-                             "(%d of %d named)" % (g, len(names), len(tensors)))
-        if not names and "param_names" in group:
-            names = list(group["param_names"])
-            if len(names) != len(tensors):
-                raise ValueError("group %d: %d param_names for %d params"
-                                 % (g, len(names), len(tensors)))
-        if not names and module_names is not None:
-            for j, p in enumerate(tensors):
-                if id(p) not in module_names:
-                    raise ValueError("group %d param %d (shape %s) is not a parameter of "
-                                     "the module given as module=" % (g, j, tuple(p.shape)))
-                names.append(module_names[id(p)])
+    out = [normalize_group(group, g, module_names, seen) for g, group in enumerate(groups)]
+    check_named(out)
+    return out
+
+
+def normalize_group(group, g, module_names=None, seen=None):
+    """One param group (a dict) as normalize_params returns it: "params" a list of tensors,
+    "param_names" the names when named. seen: {id(tensor): label} of the tensors already
+    taken (by earlier groups), updated; a tensor in it raises ValueError."""
+    if not isinstance(group, dict):
+        raise TypeError("param group %d is a %s, not a dict" % (g, type(group).__name__))
+    if "params" not in group:
+        raise ValueError("param group %d has no 'params'" % g)
+    group = dict(group)
+    items = group["params"]
+    if isinstance(items, _torch.Tensor):
+        items = [items]
+    elif isinstance(items, (set, frozenset)):
+        raise TypeError(_SET_MESSAGE)
+    tensors, names = [], []
+    for item in items:
+        if isinstance(item, tuple):
+            if len(item) != 2 or not isinstance(item[0], str):
+                raise TypeError("group %d: a named parameter is a (str, Tensor) pair, "
+                                "got %r" % (g, item))
+            names.append(item[0])
+            item = item[1]
+        if not isinstance(item, _torch.Tensor):
+            raise TypeError("group %d: optimizer can only optimize Tensors, got %s"
+                            % (g, _torch.typename(item)))
+        tensors.append(item)
+    if names and len(names) != len(tensors):
+        raise ValueError("group %d: all parameters of a group must be named or none "
+                         "(%d of %d named)" % (g, len(names), len(tensors)))
+    if not names and "param_names" in group:
+        names = list(group["param_names"])
+        if len(names) != len(tensors):
+            raise ValueError("group %d: %d param_names for %d params"
+                             % (g, len(names), len(tensors)))
+    if not names and module_names is not None:
         for j, p in enumerate(tensors):
-            where = "'%s'" % names[j] if names else "group %d param %d" % (g, j)
-            if id(p) in seen:
-                raise ValueError("parameter %s (shape %s, %s) appears twice (first as %s); "
-                                 "give each tensor to the optimizer once"
-                                 % (where, tuple(p.shape), p.dtype, seen[id(p)]))
-            seen[id(p)] = where
-        group["params"] = tensors
-        if names:
-            group["param_names"] = names
-        out.append(group)
-    named = ["param_names" in group for group in out]
+            if id(p) not in module_names:
+                raise ValueError("group %d param %d (shape %s) is not a parameter of "
+                                 "the module given as module=" % (g, j, tuple(p.shape)))
+            names.append(module_names[id(p)])
+    seen = {} if seen is None else seen
+    for j, p in enumerate(tensors):
+        where = "'%s'" % names[j] if names else "group %d param %d" % (g, j)
+        if id(p) in seen:
+            raise ValueError("parameter %s (shape %s, %s) appears twice (first as %s); "
+                             "give each tensor to the optimizer once"
+                             % (where, tuple(p.shape), p.dtype, seen[id(p)]))
+        seen[id(p)] = where
+    group["params"] = tensors
+    if names:
+        group["param_names"] = names
+    return group
+
+
+def check_named(groups):
+    """Every group named (param_names) or none, as torch >= 2.4 requires."""
+    named = ["param_names" in group for group in groups]
     if any(named) and not all(named):
         raise ValueError("all param groups must be named or none (groups %s are named)"
                          % [g for g, n in enumerate(named) if n])
-    return out
+
+
+def check_structure(param_groups):
+    """param_groups as they are at a step: each group a dict whose "params" is a list or
+    tuple of tensors, no tensor twice (TypeError/ValueError naming the group and
+    position, as at construction)."""
+    seen = {}
+    for g, group in enumerate(param_groups):
+        if not isinstance(group, dict) or "params" not in group:
+            raise ValueError("param_groups[%d] must be a dict with 'params'" % g)
+        params = group["params"]
+        if isinstance(params, (set, frozenset)):
+            raise TypeError("param_groups[%d]['params']: %s" % (g, _SET_MESSAGE))
+        if not isinstance(params, (list, tuple)):
+            raise TypeError("param_groups[%d]['params'] must be a list of tensors, got %s"
+                            % (g, type(params).__name__))
+        for j, p in enumerate(params):
+            if not isinstance(p, _torch.Tensor):
+                raise TypeError("param_groups[%d]['params'][%d]: optimizer can only "
+                                "optimize Tensors, got %s" % (g, j, _torch.typename(p)))
+            if id(p) in seen:
+                raise ValueError("param_groups[%d]['params'][%d] (shape %s, %s) is also "
+                                 "%s; give each tensor to the optimizer once"
+                                 % (g, j, tuple(p.shape), p.dtype, seen[id(p)]))
+            seen[id(p)] = "param_groups[%d]['params'][%d]" % (g, j)

@@ -138,22 +138,16 @@ def plan_load(opt, sd):
                          "master=%s,m=%s,v=%s" % (formats + tuple(opt._formats)))
     step = _state._int(_state._need(meta, "step", where), where + "['step']", 0,
                        _state._MAX_STEP)
-    n_groups = len(opt.param_groups)
     keys = []  # torch index -> the saved state key (an int, or a name under DCP)
 
     def collect(saved, params, gw):
         del saved, gw
         keys.extend(params)
 
-    groups = _state._saved_param_groups(opt, sd, collect)
+    groups, hypers = _state._saved_param_groups(opt, sd, collect)
     for g in groups:
         g.pop("tandem", None)
-    engine_groups = _state._list(_state._need(meta, "engine_groups", where),
-                                 where + "['engine_groups']", n_groups)
-    for g, h in enumerate(engine_groups):
-        _state._check_engine_group(h, "%s['engine_groups'][%d]" % (where, g))
-    ref_group = _state._int(_state._need(meta, "ref_group", where), where + "['ref_group']",
-                            0, n_groups - 1)
+    engine_groups, ref_group = _state._saved_bookkeeping(meta, where, hypers)
     state = _state._need(sd, "state", "state dict")
     if not isinstance(state, Mapping):
         raise ValueError("state dict['state'] must be a dict, got %s" % type(state).__name__)

@@ -36,15 +36,28 @@ _READABLE_VERSIONS = (1, 2)
 
 # Note [Checkpoint metadata]: save_checkpoint stores, in the snapshot's metadata (kept
 # verbatim by the checkpoint file), a JSON object tagged with this schema and version:
-#   {"schema": METADATA_SCHEMA, "version": 1, "algorithm": ...,
+#   {"schema": METADATA_SCHEMA, "version": 2, "algorithm": ...,
 #    "param_groups": [{key: value, ...} per group, "params" left out],
 #    "group_sizes": [len(group["params"]) ...],
-#    "ref_group": int, "lr_scales": [float ...], "engine_hyper": [{field: value} ...]}
+#    "ref_group": int, "lr_scales": [float ...]}
 # Values are plain JSON, except that a tuple is {"$tuple": [...]}, a dict is
 # {"$dict": [[key, value], ...]} and a non-finite float is {"$float": "nan"|"inf"|"-inf"},
 # so that load_checkpoint gives back exactly what was saved (betas stay a tuple).
+# Version 1 also held "engine_hyper", the hyper-parameters last handed to the engine: it
+# is ignored on load (Note [One source of hyper-parameters]).
+#
+# Note [One source of hyper-parameters]: a loaded optimizer steps with the
+# hyper-parameters its param_groups show, as a torch.optim optimizer does: every load
+# (state dict, checkpoint file, torch.optim state dict) checks the saved param_groups with
+# the constructor's checks and hands the engine the values they give. The engine's own
+# copies in the saved state (the checkpoint's groups, a state dict's
+# ['tandem']['engine_groups']) are not used, except each group's lr_scale, the binding's
+# learning-rate bookkeeping (Note [One lr per step] in torch.py) that a bit-identical
+# resume needs; an edit of them cannot make the engine step with other values than
+# param_groups show.
 METADATA_SCHEMA = "tandem.torch.param_groups"
-METADATA_VERSION = 1
+METADATA_VERSION = 2
+_READABLE_METADATA = (1, 2)
 
 # Engine hyper-parameter fields (HyperParams in include/tandem/types.h), lr_scale aside.
 HYPER_FIELDS = ("beta1", "beta2", "eps", "weight_decay", "momentum", "dampening",
@@ -176,15 +189,6 @@ def _apply_groups(opt, groups, ref_group, lr_scales, engine_hyper):
     opt._engine_hyper = [dict(h) for h in engine_hyper]
 
 
-def _bookkeeping_from_lrs(opt, groups):
-    """(ref_group, lr_scales, engine_hyper) for param groups `groups`, as built."""
-    lrs = [float(g["lr"]) for g in groups]
-    ref_group = max(range(len(lrs)), key=lambda i: lrs[i])
-    ref = lrs[ref_group]
-    scales = [(lr / ref if ref > 0 else 1.0) for lr in lrs]
-    return ref_group, scales, [opt._hyper(g) for g in groups]
-
-
 # ---------------------------------------------------------------------------------------
 # Field checks: each raises ValueError naming the field.
 
@@ -238,31 +242,37 @@ def _step_value(value, where, hi):
 
 
 def _saved_param_groups(opt, sd, check):
-    """The values (all but "params") of state dict `sd`'s param_groups: one per optimizer
-    group, each listing as many params as that group has. check(saved, params, where)
-    adds the caller's checks of a saved group before its values are checked as the
-    optimizer reads them (_check_group_values). Raises ValueError naming the field."""
+    """(values, hypers) of state dict `sd`'s param_groups: the values (all but "params")
+    of one group per optimizer group, each listing as many params as that group has,
+    and the engine hyper-parameters they give. check(saved, params, where) adds the
+    caller's checks of a saved group before its values are checked as the constructor
+    checks them (_check_group_values). Raises ValueError naming the field."""
     saved_groups = _list(_need(sd, "param_groups", "state dict"), "state dict['param_groups']",
                          len(opt.param_groups))
-    groups = []
+    groups, hypers = [], []
     for g, (saved, group) in enumerate(zip(saved_groups, opt.param_groups)):
         gw = "state dict['param_groups'][%d]" % g
         params = _list(_need(saved, "params", gw), gw + "['params']", len(group["params"]))
         check(saved, params, gw)
-        _check_group_values(opt, saved, gw)
+        hypers.append(_check_group_values(opt, saved, gw))
         groups.append({key: value for key, value in saved.items() if key != "params"})
-    return groups
+    return groups, hypers
 
 
 def _check_group_values(opt, group, where):
-    """The hyper-parameters of a saved param group, read as the optimizer reads them."""
-    _float(_need(group, "lr", where), where + "['lr']", lo=0.0)
+    """The engine hyper-parameters of a saved param group, checked with the
+    constructor's checks and messages (Note [One source of hyper-parameters]); every
+    refusal is a ValueError naming the group and the key."""
+    if not isinstance(group, Mapping):
+        raise ValueError("%s must be a dict, got %s" % (where, type(group).__name__))
     try:
-        return opt._hyper(group)
-    except KeyError as e:
-        raise ValueError("%s has no key %r" % (where, e.args[0])) from None
-    except (TypeError, ValueError) as e:
-        raise ValueError("%s: bad hyper-parameter value (%s)" % (where, e)) from None
+        return opt._group_hyper(None, group, where)[1]
+    except TypeError as e:
+        raise ValueError(str(e)) from None
+
+
+def _engine_groups_from(hypers, lr_scales):
+    return [dict(h, lr_scale=float(s)) for h, s in zip(hypers, lr_scales)]
 
 
 def _check_engine_group(h, where):
@@ -397,18 +407,8 @@ def _plan_load(opt, sd):
         for j, p in enumerate(params):
             _int(p, "%s['params'][%d]" % (gw, j))
 
-    groups = _saved_param_groups(opt, sd, check_params)
-
-    engine_groups = _list(_need(meta, "engine_groups", where), where + "['engine_groups']",
-                          n_groups)
-    for g, h in enumerate(engine_groups):
-        _check_engine_group(h, "%s['engine_groups'][%d]" % (where, g))
-    ref_group = _int(_need(meta, "ref_group", where), where + "['ref_group']", 0,
-                     n_groups - 1)
-    if float(engine_groups[ref_group]["lr_scale"]) != 1.0:
-        raise ValueError("%s['ref_group'] is %d, whose lr_scale is %r (the reference "
-                         "group's is 1)" % (where, ref_group,
-                                            engine_groups[ref_group]["lr_scale"]))
+    groups, hypers = _saved_param_groups(opt, sd, check_params)
+    engine_groups, ref_group = _saved_bookkeeping(meta, where, hypers)
 
     infos = _list(_need(meta, "tensors", where), where + "['tensors']", len(opt._params))
     state = _need(sd, "state", "state dict")
@@ -472,6 +472,22 @@ def _plan_load(opt, sd):
             t[name] = engine_array(name, a)
         tensors.append(t)
     return plan_result(algorithm, formats, step, engine_groups, tensors, groups, ref_group)
+
+
+def _saved_bookkeeping(meta, where, hypers):
+    """(engine groups, ref_group) a state dict's 'tandem' entry gives with the param
+    groups' hyper-parameters `hypers`: its engine_groups are checked, and only their
+    lr_scale is used (Note [One source of hyper-parameters])."""
+    n_groups = len(hypers)
+    saved = _list(_need(meta, "engine_groups", where), where + "['engine_groups']", n_groups)
+    for g, h in enumerate(saved):
+        _check_engine_group(h, "%s['engine_groups'][%d]" % (where, g))
+    ref_group = _int(_need(meta, "ref_group", where), where + "['ref_group']", 0,
+                     n_groups - 1)
+    if float(saved[ref_group]["lr_scale"]) != 1.0:
+        raise ValueError("%s['ref_group'] is %d, whose lr_scale is %r (the reference "
+                         "group's is 1)" % (where, ref_group, saved[ref_group]["lr_scale"]))
+    return _engine_groups_from(hypers, [h["lr_scale"] for h in saved]), ref_group
 
 
 def engine_array(name, a):
@@ -555,7 +571,6 @@ def _metadata(opt):
         "group_sizes": [len(group["params"]) for group in opt.param_groups],
         "ref_group": opt._ref_group,
         "lr_scales": list(opt._lr_scales),
-        "engine_hyper": opt._engine_hyper,
     }
     return json.dumps(doc, allow_nan=False, sort_keys=True)
 
@@ -572,9 +587,10 @@ def _parse_metadata(opt, text, path):
     if not isinstance(doc, dict) or doc.get("schema") != METADATA_SCHEMA:
         return None
     where = "checkpoint '%s' metadata" % path
-    if doc.get("version") != METADATA_VERSION:
-        raise ValueError("%s: unsupported version %r (this build reads %d)"
-                         % (where, doc.get("version"), METADATA_VERSION))
+    version = doc.get("version")
+    if isinstance(version, bool) or version not in _READABLE_METADATA:
+        raise ValueError("%s: unsupported version %r (this build reads %s)"
+                         % (where, version, ", ".join(map(str, _READABLE_METADATA))))
     algorithm = _need(doc, "algorithm", where)
     if algorithm != opt._ALGORITHM:
         raise ValueError("%s: algorithm %r but optimizer uses %r"
@@ -585,25 +601,24 @@ def _parse_metadata(opt, text, path):
         if size != len(group["params"]):
             raise ValueError("%s: group %d has %r parameters, optimizer %d"
                              % (where, g, size, len(group["params"])))
-    groups = []
+    groups, hypers = [], []
     for g, saved in enumerate(_list(_need(doc, "param_groups", where),
                                     where + "['param_groups']", n_groups)):
         gw = "%s['param_groups'][%d]" % (where, g)
         if not isinstance(saved, dict):
             raise ValueError("%s must be a dict" % gw)
         group = {key: _decode(value, "%s[%r]" % (gw, key)) for key, value in saved.items()}
-        _check_group_values(opt, group, gw)
+        hypers.append(_check_group_values(opt, group, gw))
         groups.append(group)
     ref_group = _int(_need(doc, "ref_group", where), where + "['ref_group']", 0, n_groups - 1)
     lr_scales = [_float(s, "%s['lr_scales'][%d]" % (where, g), lo=0.0) for g, s in
                  enumerate(_list(_need(doc, "lr_scales", where), where + "['lr_scales']",
                                  n_groups))]
-    engine_hyper = _list(_need(doc, "engine_hyper", where), where + "['engine_hyper']",
-                         n_groups)
-    for g, (h, s) in enumerate(zip(engine_hyper, lr_scales)):
-        _check_engine_group(dict(h, lr_scale=s) if isinstance(h, dict) else h,
-                            "%s['engine_hyper'][%d]" % (where, g))
-    return groups, ref_group, lr_scales, [dict(h) for h in engine_hyper]
+    if lr_scales[ref_group] != 1.0:
+        raise ValueError("%s['ref_group'] is %d, whose lr_scale is %r (the reference "
+                         "group's is 1)" % (where, ref_group, lr_scales[ref_group]))
+    # Version 1's "engine_hyper" is not read (Note [One source of hyper-parameters]).
+    return groups, ref_group, lr_scales, hypers
 
 
 def save_checkpoint(opt, path, compression="none", sync=True):
@@ -623,9 +638,15 @@ def load_checkpoint(opt, path):
 
     def groups_for(metadata):
         # Runs after the file is verified and before anything changes: raising refuses it.
+        # The engine takes the hyper-parameters of the file's param_groups (or, in a file
+        # without them, this optimizer's), never the file's own copy of the engine's
+        # (Note [One source of hyper-parameters]).
         p = _parse_metadata(opt, metadata, path)
         parsed.append(p)
-        return None if p is not None else _engine_groups(opt)
+        if p is None:
+            return _engine_groups(opt)
+        _groups, _ref_group, lr_scales, hypers = p
+        return _engine_groups_from(hypers, lr_scales)
 
     def load():
         with opt._device_guard():
@@ -702,9 +723,9 @@ def from_torch_state(opt, sd):
             if saved.get(key):
                 raise ValueError("%s has %s=True, which tandem does not support" % (gw, key))
 
-    groups = _saved_param_groups(opt, sd, check_flags)
-    ref_group, lr_scales, engine_hyper = _bookkeeping_from_lrs(opt, groups)
-    engine_groups = [dict(h, lr_scale=s) for h, s in zip(engine_hyper, lr_scales)]
+    groups, _hypers = _saved_param_groups(opt, sd, check_flags)
+    ref_group, lr_scales, engine_hyper = opt._bookkeeping(groups)
+    engine_groups = _engine_groups_from(engine_hyper, lr_scales)
     state = _need(sd, "state", "state dict")
     if not isinstance(state, Mapping):
         raise ValueError("state dict['state'] must be a dict, got %s" % type(state).__name__)

@@ -12,18 +12,20 @@ Usage::
 
 The optimizers subclass :class:`torch.optim.Optimizer` and follow torch.optim's
 semantics (docs/python.md, "Semantics"): ``param_groups`` carry the per-group
-hyper-parameters, schedulers work unchanged, ``zero_grad()`` sets ``p.grad = None``, a
-parameter without a gradient is not stepped, each parameter keeps its own step count,
-and weights written in place after construction (``model.load_state_dict``,
-``nn.init``, ``p.copy_``) are picked up by the next step.
+hyper-parameters and may change (add_param_group, parameters appended or removed),
+schedulers work unchanged, ``zero_grad()`` sets ``p.grad = None``, exactly the
+parameters whose ``p.grad`` is not None at ``step()`` are stepped, each parameter keeps
+its own step count, and weights written in place after construction
+(``model.load_state_dict``, ``nn.init``, ``p.copy_``) are picked up by the next step.
 
 Pointer contract: the engine keeps raw pointers to every parameter and to a gradient
 buffer the optimizer allocates once per parameter (installed as ``p.grad`` when a
-gradient arrives). A parameter reallocated after the optimizer is built (same shape
+gradient arrives; another tensor assigned as ``p.grad`` is copied into it at the step).
+Changed param_groups, a parameter reallocated after the optimizer is built (same shape
 and dtype: ``model.to(device)``, ``p.data = ...``), or one frozen at construction that
-gets a gradient, makes the next step rebuild the engine over the current parameters,
+gets a gradient, make the next step rebuild the engine over the current parameters,
 carrying the state over (a full state copy, warned once: RebindWarning); a changed
-shape or dtype raises. Writes that bypass torch's version counter
+shape or dtype raises. Weight writes that bypass torch's version counter
 (``p.data.copy_(...)``, raw pointers) need ``opt.reload_params()``.
 
 DTensor parameters (FSDP2's ``fully_shard``, HSDP) are stepped shard by shard, with one
@@ -115,9 +117,13 @@ class TandemOptimizer(_torch.optim.Optimizer):
     group to the engine's hyper-parameter fields.
 
     params: parameters, ``(name, parameter)`` pairs (``model.named_parameters()``), or
-    param groups whose "params" hold either; names are stored as "param_names" in
-    ``param_groups`` (as torch >= 2.4 does) and name the engine's tensors (errors,
-    checkpoints). The same tensor twice raises ValueError.
+    param groups whose "params" hold either (a list or tuple: a set raises TypeError);
+    names are stored as "param_names" in ``param_groups`` (as torch >= 2.4 does) and
+    name the engine's tensors (errors, checkpoints). The same tensor twice raises
+    ValueError, as does a tensor of a dtype other than float32, bfloat16 or float16.
+    Every group's hyper-parameters are checked here, at add_param_group, at each step
+    and at every load, with the same messages (TypeError for a type, ValueError for a
+    value, naming the group and the key).
 
     Tandem options (keyword-only, shared by every algorithm):
       module: a module whose ``named_parameters()`` names plain parameters.
@@ -170,7 +176,12 @@ class TandemOptimizer(_torch.optim.Optimizer):
 
     Thread safety: step, begin_step, zero_grad, reload_params, state_dict,
     load_state_dict, save_checkpoint and load_checkpoint hold one lock, so a state dict
-    taken from another thread sees the state between two steps.
+    taken from another thread sees the state between two steps and a zero_grad lands
+    between two steps. As with torch.optim, nothing may write p.grad while backward
+    runs.
+
+    Copies: copy.deepcopy and pickle give an independent optimizer (__reduce_ex__);
+    copy.copy raises TypeError.
     """
 
     _ALGORITHM = None
@@ -183,6 +194,9 @@ class TandemOptimizer(_torch.optim.Optimizer):
                  hyperparam_update="restore", host_cpus="auto", pinned_budget="auto",
                  offload_compute="auto", machine_rates=None, stream_chunk_bytes=64 << 20,
                  stream_slots=3, speculative_stream_bytes=1 << 30):
+        # The Tandem options as given (copies and pickles rebuild the optimizer with them).
+        options = {key: value for key, value in locals().items()
+                   if key not in ("self", "params", "defaults", "module", "__class__")}
         if hyperparam_update not in ("error", "restore"):
             raise ValueError("hyperparam_update must be 'error' or 'restore', got %r"
                              % (hyperparam_update,))
@@ -201,7 +215,9 @@ class TandemOptimizer(_torch.optim.Optimizer):
         self._building = True
         super().__init__(groups, defaults)
         self._building = False
-        _options.check_lrs(self.param_groups)
+        self._tandem_options = options
+        for g, group in enumerate(self.param_groups):
+            self._group_hyper(g, group)  # lr and hyper-parameters, checked
         self._lock = threading.RLock()
         self.max_grad_norm = float(max_grad_norm)
         self.speculative_early_start = bool(speculative_early_start)
@@ -214,21 +230,16 @@ class TandemOptimizer(_torch.optim.Optimizer):
         self._warned_accumulation = False
         self._hook_handles = []
         self._grad_accumulators = []
+        # State of parameters removed from param_groups, kept as torch keeps theirs
+        # (state[p]) in case they come back: {id(p): (p, snapshot tensor entry)}.
+        self._retired = {}
 
         # Every parameter that requires grad at construction, in param_groups order;
         # frozen ones are left out (no state) until they get a gradient (_rebind).
         self._layout(lambda p: p.requires_grad)
-        # Gradient bookkeeping, per engine tensor (Note [Which parameters have a gradient]).
-        self._grad_versions = [buf._version for buf in self._grads]
-        self._fresh = [p.grad is not None for p in self._params]  # computed before build
-        self._ready = [False] * len(self._params)   # grad_ready called in this step
-
-        # One engine lr per step: lr_scale_g = lr_g / lr_ref, fixed (Note in _engine_lr).
-        lrs = [float(group["lr"]) for group in self.param_groups]
-        self._ref_group = max(range(len(lrs)), key=lambda i: lrs[i])
-        ref = lrs[self._ref_group]
-        self._lr_scales = [(lr / ref if ref > 0 else 1.0) for lr in lrs]
-        self._engine_hyper = [self._hyper(group) for group in self.param_groups]
+        self._reset_ready()
+        # One engine lr per step: lr_scale_g = lr_g / lr_ref (Note [One lr per step]).
+        self._ref_group, self._lr_scales, self._engine_hyper = self._bookkeeping()
 
         self._engine_options = dict(
             master=formats[0], momentum=formats[1], variance=formats[2],
@@ -268,14 +279,14 @@ class TandemOptimizer(_torch.optim.Optimizer):
         device = None
         index = 0
         for g, group in enumerate(self.param_groups):
-            given = group.get("param_names")
+            given = _given_names(group)
             for j, p in enumerate(group["params"]):
                 name = given[j] if given else None
                 where = "'%s'" % name if name else "group %d param %d" % (g, j)
                 if include(p):
                     device = self._check_param(p, where, device)
                     params.append(p)
-                    # Unnamed: the torch state_dict index, which no rebind changes.
+                    # Unnamed: the torch state_dict index (Note [Rebinding]).
                     names.append(name if name else "g%d.p%d" % (g, index))
                     indices.append(index)
                     group_of.append(g)
@@ -283,6 +294,12 @@ class TandemOptimizer(_torch.optim.Optimizer):
                     frozen.append((where, p))
                 index += 1
         if not params:
+            unsteppable = [(where, p) for where, p in frozen if p.dtype not in _DTYPE_NAMES]
+            if unsteppable:
+                where, p = unsteppable[0]
+                raise ValueError("optimizer got no parameter it can step: %s has dtype %s; "
+                                 "tandem steps float32, bfloat16 and float16 parameters "
+                                 "that require grad" % (where, p.dtype))
             raise ValueError("optimizer got no parameter that requires grad")
         self._layout_shards(params, names)
         if len(set(names)) != len(names):
@@ -307,6 +324,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
         # get the old address (a changed data_ptr() always means a reallocation).
         self._ptrs = [_local(p).data_ptr() for p in params]
         self._storages = [_local(p).detach() for p in params]
+        # The param_groups this layout follows (_structure_changed).
+        self._structure = [list(group["params"]) for group in self.param_groups]
 
     def _layout_shards(self, params, names):
         """Note [Sharded parameters] (_dist.py): either every parameter is a DTensor on
@@ -369,13 +388,17 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 cuda_stream=self._stream, **self._engine_options)
 
     @staticmethod
-    def _check_param(p, where, device):
+    def _check_dtype(p, where):
         if p.is_sparse or p.layout != _torch.strided:
             raise ValueError("%s: only dense (strided) parameters are supported, got %s"
                              % (where, p.layout))
         if p.dtype not in _DTYPE_NAMES:
             raise ValueError("%s: unsupported dtype %s (tandem supports float32, bfloat16 "
                              "and float16)" % (where, p.dtype))
+
+    @classmethod
+    def _check_param(cls, p, where, device):
+        cls._check_dtype(p, where)
         if not p.is_contiguous():
             raise ValueError("%s: parameter of shape %s is not contiguous; the engine "
                              "needs one dense buffer per parameter" % (where, tuple(p.shape)))
@@ -402,8 +425,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
 
     def _install_hooks(self):
         """Per parameter: a tensor hook that installs the engine's buffer as p.grad before
-        autograd accumulates into it (when p.grad is None), and a post-accumulate hook
-        that marks the gradient fresh and, with early start, calls grad_ready.
+        autograd accumulates into it (when p.grad is None), and with early start a
+        post-accumulate hook that calls grad_ready.
 
         The hooks hold the optimizer weakly and are removed when it is collected, so an
         optimizer that is dropped (a new one built for the same model) frees its engine
@@ -436,6 +459,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
     def _hook_param(self, ref, k, p):
         self._hook_handles.append(p.register_hook(
             lambda _grad, k=k: _call(ref, "_on_grad_arriving", k)))
+        if not self.early_start:
+            return
         if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1
             self._hook_handles.append(p.register_post_accumulate_grad_hook(
                 lambda _p, k=k: _call(ref, "_on_grad_accumulated", k)))
@@ -456,12 +481,14 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 self._install_zeroed(k)
 
     def _on_grad_accumulated(self, k):
-        self._fresh[k] = True
+        """Early start: the engine starts on parameter k's gradient now (grad_ready) and
+        records what it read (Note [Early start is checked at step])."""
         if not self.early_start or self._accumulating or self._moved(k):
             return  # a reallocated parameter: the next step rebinds, then steps it
         with self._lock:
-            with _torch.no_grad():
-                self._adopt_grad(k)
+            grad = self._params[k].grad
+            if grad is None or not self._is_own_grad(k, grad):
+                return  # not the engine's buffer: the step copies it and starts it then
             if self._ready[k] and not self._warned_accumulation:
                 self._warned_accumulation = True
                 _warn("early_start: parameter %s got a second gradient in one step "
@@ -470,6 +497,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
                       "micro-batch but the last inside `with opt.accumulating():`."
                       % self._label(k), EarlyStartAccumulationWarning)
             self._ready[k] = True
+            self._ready_versions[k] = self._grads[k]._version
             with self._device_guard():
                 self._engine.grad_ready(k)
 
@@ -477,38 +505,56 @@ class TandemOptimizer(_torch.optim.Optimizer):
     # torch.optim.Optimizer interface
 
     def add_param_group(self, param_group):
-        """Adds a group while the optimizer is being built; later calls raise ValueError
-        (the engine's tensor set is fixed at construction)."""
-        if not getattr(self, "_building", False):
-            raise ValueError("tandem optimizers cannot take new parameter groups after "
-                             "construction; build a new optimizer with every group")
-        super().add_param_group(param_group)
+        """Adds a param group, as torch.optim does (fine-tuning recipes that unfreeze a
+        backbone: Lightning's BackboneFinetuning, fastai). Missing keys take the
+        defaults; the group's values and parameters are checked now (TypeError or
+        ValueError naming them, nothing changed). The engine takes the new parameters in
+        at the next step (or state_dict, save_checkpoint, ...): a rebind that keeps every
+        other parameter's state bit for bit (Note [Rebinding]). Parameters that do not
+        require grad join when they first have a gradient, as at construction."""
+        if getattr(self, "_building", False):
+            super().add_param_group(param_group)
+            return
+        with self._lock:
+            g = len(self.param_groups)
+            seen = {}
+            for old, group in enumerate(self.param_groups):
+                for j, p in enumerate(group["params"]):
+                    seen[id(p)] = "group %d param %d" % (old, j)
+            group = _options.normalize_group(param_group, g, None, seen)
+            _options.check_named(self.param_groups + [group])
+            values = dict(self.defaults, **group)
+            self._group_hyper(g, values)
+            given = _given_names(group)
+            for j, p in enumerate(group["params"]):
+                if p.requires_grad:  # a frozen one is checked when it joins (_layout)
+                    self._check_dtype(p, "'%s'" % given[j] if given else
+                                      "group %d param %d" % (g, j))
+            super().add_param_group(group)
 
     @_torch.no_grad()
     def zero_grad(self, set_to_none=True):
         """As torch.optim: ``set_to_none=True`` (the default) sets every ``p.grad`` to
         None, so a parameter that gets no gradient before the next step is not stepped;
-        ``False`` zeroes the gradients in place (a write: the parameters are stepped
-        with zero gradients, as torch does). The engine's gradient buffers stay
-        allocated either way and are installed again as ``p.grad`` when backward next
-        produces a gradient."""
+        ``False`` zeroes the gradients in place (the parameters are then stepped with
+        zero gradients, as torch does). The engine's gradient buffers stay allocated
+        either way and are installed again as ``p.grad`` when backward next produces a
+        gradient. Holds the optimizer's lock, so it never lands in the middle of a
+        ``step()`` (Thread safety in docs/python.md); like torch's, it must not run
+        while backward accumulates into the gradients."""
         with self._lock:
-            if not set_to_none:
-                self._rebind_if_needed(added=False)  # buffers that fit moved parameters
-            for k, p in enumerate(self._params):
-                if set_to_none:
-                    p.grad = None
-                    self._fresh[k] = False
-                    self._grad_versions[k] = self._grads[k]._version
-                elif p.grad is not None:
-                    self._grads[k].zero_()
-                    if not self._is_own_grad(k, p.grad):
-                        p.grad = self._alias_of(k)
-            for _where, p in self._frozen:
-                if p.grad is not None:
+            if not set_to_none:  # buffers that fit moved parameters
+                self._rebind_if_needed(added=False, follow=False)
+            for group in self.param_groups:
+                for p in group["params"]:
+                    k = self._index_by_id.get(id(p))
+                    if p.grad is None:
+                        continue
                     if set_to_none:
                         p.grad = None
-                    else:
+                    elif k is not None and self._is_own_grad(k, p.grad):
+                        self._grads[k].zero_()
+                    else:  # torch.optim.Optimizer.zero_grad's own steps
                         if p.grad.grad_fn is not None:
                             p.grad.detach_()
                         else:
@@ -555,8 +601,9 @@ class TandemOptimizer(_torch.optim.Optimizer):
             # Parameters that require grad but are not in the engine get their gradient
             # in the backward that follows: rebind now.
             self._rebind_if_needed(anticipate=True)
+            lr, change = self._plan_lr()  # checks every group before anything changes
             self._sync_params(rebind=False)  # parameters written since the last step
-            lr = self._engine_lr()
+            self._apply_lr(change)
             clip = self.max_grad_norm if max_grad_norm is None else float(max_grad_norm)
             with self._device_guard():
                 self._engine.begin_step(lr, clip, float(loss_scale))
@@ -572,11 +619,13 @@ class TandemOptimizer(_torch.optim.Optimizer):
           loss_scale: gradients are divided by this (for static loss scaling; default
             1, or the value given to ``begin_step``).
 
-        A parameter is stepped when it got a gradient since the last step (backward
-        accumulated into it, ``p.grad`` was assigned, or written in place); one whose
-        ``p.grad`` is None, or that got none, keeps its weight, state and step count.
-        Parameters written since the last step are reloaded into the engine first
-        (``reload_params``).
+        As torch.optim: every parameter of ``param_groups`` whose ``p.grad`` is not None
+        now is stepped with the tensor that is its ``p.grad`` now, whatever wrote it (a
+        second ``step()`` with the same gradients steps again); one whose ``p.grad`` is
+        None keeps its weight, state and step count. Parameters added to or removed
+        from ``param_groups`` are followed (Note [Rebinding]); parameters written since
+        the last step are reloaded into the engine first (``reload_params``). Every
+        group and gradient is checked before anything changes.
 
         Returns the closure's loss (or None). ``self.last_result`` holds the engine's
         StepResult(applied, grad_norm, step, stepped_tensors); ``applied`` is False when
@@ -597,12 +646,10 @@ class TandemOptimizer(_torch.optim.Optimizer):
             # engine's Step ends it whether it succeeds or raises.
             begun = self._begun if self._engine.step_begun else None
             self._begun = begun
-            self._rebind_if_needed()  # unfrozen or reallocated parameters (not when begun)
-            self._check_frozen()
-            active = bytearray(len(self._params))
-            for k in range(len(self._params)):
-                active[k] = 1 if self._take_grad(k) else 0
-            self._sync_params(rebind=False)
+            # Parameters added, removed, unfrozen or reallocated (not while begun).
+            self._rebind_if_needed()
+            self._check_begun()
+            change = None
             if begun is not None:
                 # The lr announced by begin_step; a differing clip norm or loss scale
                 # reaches the engine, which undoes the speculation and raises.
@@ -610,18 +657,18 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 clip = begun[1] if max_grad_norm is None else float(max_grad_norm)
                 loss_scale = begun[2] if loss_scale is None else loss_scale
             else:
-                lr = self._engine_lr()
+                lr, change = self._plan_lr()
                 clip = self.max_grad_norm if max_grad_norm is None else float(max_grad_norm)
                 loss_scale = 1.0 if loss_scale is None else loss_scale
-            active = bytes(active)
+            active = self._gather_grads()
+            self._sync_params(rebind=False)
+            self._apply_lr(change)
+            self._recheck_early_start(active)
             try:
                 result = self._engine_step(lr, clip, float(loss_scale), active)
             finally:
                 self._begun = None
-                self._ready = [False] * len(self._params)
-            for k in range(len(self._params)):
-                self._fresh[k] = False
-                self._grad_versions[k] = self._grads[k]._version
+                self._reset_ready()
             self.last_result = StepResult(*result)
             if not self.last_result.applied:
                 self.skipped_steps += 1
@@ -795,6 +842,27 @@ class TandemOptimizer(_torch.optim.Optimizer):
         return self._engine.step_count
 
     # ----------------------------------------------------------------------------------
+    # Copies
+
+    def __reduce_ex__(self, protocol):
+        """copy.deepcopy and pickle: the optimizer is rebuilt over (copies of) its
+        param_groups with the same options and loaded with its state_dict(), so a copy
+        steps on its own, bit-identically to the original given the same gradients, as
+        a deepcopy of a torch.optim optimizer does. Deep-copy or pickle the model and
+        the optimizer together (``copy.deepcopy((model, opt))``) to get a copy whose
+        parameters are the copied model's."""
+        del protocol
+        with self._lock:
+            groups = [dict(group, params=list(group["params"]))
+                      for group in self.param_groups]
+            return (_rebuilt, (type(self), groups, dict(self.defaults),
+                               dict(self._tandem_options), self.state_dict()))
+
+    def __copy__(self):
+        raise TypeError("a shallow copy of a tandem optimizer would share its engine; use "
+                        "copy.deepcopy (a new optimizer with the same state)")
+
+    # ----------------------------------------------------------------------------------
     # Internals
 
     def _index_of(self, p):
@@ -825,7 +893,6 @@ class TandemOptimizer(_torch.optim.Optimizer):
         buf = self._grads[k]
         buf.zero_()
         self._params[k].grad = self._alias_of(k)
-        self._grad_versions[k] = buf._version  # installing is no gradient yet
 
     def _moved(self, k):
         """Whether parameter k was reallocated since the engine was built over it (its
@@ -839,24 +906,13 @@ class TandemOptimizer(_torch.optim.Optimizer):
                                "begin_step() and step(); move the model before begin_step()"
                                % self._label(k))
 
-    def _adopt_grad(self, k):
-        """Makes the engine's buffer hold parameter k's gradient; returns False when
-        p.grad is None. Note [Which parameters have a gradient].
-
-        A p.grad that is not the engine's buffer (assigned, stolen by autograd,
-        ``p.grad.data = ...``, resized) is copied into the buffer, which is installed
-        again as p.grad; another shape, dtype or device raises ValueError."""
-        p, buf = self._params[k], self._grads[k]
-        self._check_realloc(k)
-        grad = p.grad
-        if grad is None:
-            return False
+    def _check_grad(self, k, grad):
+        """ValueError naming parameter k when its p.grad cannot be its gradient."""
+        p = self._params[k]
         if grad.is_sparse or grad.layout != _torch.strided:
             raise ValueError("%s: sparse gradients are not supported" % self._label(k))
-        if self._is_own_grad(k, grad):
-            return True
         if (grad.shape != p.shape or grad.device != p.device
-                or _local(grad).shape != buf.shape):
+                or _local(grad).shape != self._grads[k].shape):
             raise ValueError("%s: p.grad was replaced by a tensor of shape %s, %s on %s "
                              "(p.grad.data = ... or resize_?); the gradient must keep the "
                              "parameter's shape and device"
@@ -865,32 +921,91 @@ class TandemOptimizer(_torch.optim.Optimizer):
             raise ValueError("%s: p.grad has dtype %s, the parameter %s; the gradient must "
                              "keep the parameter's dtype" % (self._label(k), grad.dtype,
                                                              p.dtype))
-        buf.copy_(_local(grad))  # a sharded gradient in another dtype (FSDP2's reduce
-        # dtype) is converted here
-        p.grad = self._alias_of(k)
-        self._fresh[k] = True  # an assigned gradient is a gradient
-        return True
 
-    def _take_grad(self, k):
-        """Whether parameter k has a gradient for this step (and its buffer holds it).
+    def _gather_grads(self):
+        """Which engine tensors have a gradient at this step (bytes, one flag each), with
+        each such tensor's buffer holding it.
 
-        Note [Which parameters have a gradient]: torch.optim steps the parameters whose
-        p.grad is not None. We step those that got a gradient since the last step: a
-        post-accumulate hook fired (backward), p.grad was assigned another tensor
-        (copied into the engine buffer), or the buffer was written in place (its
-        version counter moved: p.grad.copy_, clip_grad_norm_, torch's zero_grad with
-        set_to_none=False). Ours with set_to_none=True sets p.grad = None; the buffer
-        stays alive in self._grads and is installed again by the tensor hook before
-        autograd accumulates. A second step() without any new gradient steps nothing
-        (torch would step again with the old gradients)."""
-        if not self._adopt_grad(k):
-            return False
-        return self._fresh[k] or self._grads[k]._version != self._grad_versions[k]
+        Note [Which parameters have a gradient]: as torch.optim, a parameter is stepped
+        when its p.grad is not None at step(), with whatever p.grad holds then: written
+        by backward, assigned, written in place, through ``p.grad.data``, a NumPy view or
+        a raw pointer. The engine reads one buffer per parameter (self._grads[k]); p.grad
+        is normally an alias of it (installed by the tensor hook before backward
+        accumulates, and after each copy below), so nothing is copied. A p.grad that is
+        another tensor (assigned, ``p.grad.data = ...``, FSDP2's sharded gradients) is
+        copied into the buffer, which becomes p.grad again.
 
-    def _check_frozen(self):
-        """Reached with the engine's step begun (otherwise _rebind_if_needed has taken the
-        unfrozen parameters in): refuse to silently skip one (torch.optim would step
-        it)."""
+        Note [Swapped gradients]: such a tensor may be another parameter's buffer
+        (``a.grad, b.grad = b.grad, a.grad``, or a view of it). The copies run after
+        every check, and a source in the storage of any buffer that a copy writes is
+        cloned first, so no copy reads what another copy has written: each parameter is
+        stepped with the values its p.grad had when step() was called.
+
+        Every gradient is checked before anything is copied (ValueError naming the
+        parameter: sparse, another shape, device or dtype)."""
+        n = len(self._params)
+        active = bytearray(n)
+        copies = []
+        for k, p in enumerate(self._params):
+            self._check_realloc(k)
+            grad = p.grad
+            if grad is None:
+                continue
+            self._check_grad(k, grad)
+            active[k] = 1
+            if not self._is_own_grad(k, grad):
+                copies.append((k, _local(grad)))
+        if copies:
+            written = {_storage_ptr(self._grads[k]) for k, _ in copies}
+            copies = [(k, src.clone() if _storage_ptr(src) in written else src)
+                      for k, src in copies]
+            for k, src in copies:  # a sharded gradient in another dtype (FSDP2's reduce
+                self._grads[k].copy_(src)  # dtype) is converted here
+            for k, _ in copies:
+                self._params[k].grad = self._alias_of(k)
+        return bytes(active)
+
+    def _reset_ready(self):
+        """No engine tensor has had grad_ready in this step (early start)."""
+        self._ready = [False] * len(self._params)
+        self._ready_versions = [0] * len(self._params)
+
+    def _recheck_early_start(self, active):
+        """Note [Early start is checked at step]: grad_ready (early start) made the engine
+        copy a tensor's offloaded gradient during backward, from the engine's buffer,
+        when p.grad was that buffer. Whatever changed it since through torch ops
+        (``clip_grad_norm_``, a scaler's unscale, a copy of a replaced p.grad above)
+        moved the buffer's version counter; those tensors' early work is redone here
+        (the engine's grad_ready called again redoes it exactly: Note [A second
+        GradReady] in offload/optimizer_early.cc). Writes that bypass the version
+        counter (``p.grad.data``, raw pointers) after backward cannot be seen: with
+        early start, finish writing gradients before backward ends, or call step()
+        without early start (docs/python.md, "Early start")."""
+        if not any(self._ready):
+            return
+        redo = [k for k in range(len(self._params)) if self._ready[k] and active[k]
+                and self._grads[k]._version != self._ready_versions[k]]
+        if not redo:
+            return
+        with self._device_guard():
+            if self._cuda:
+                current = _torch.cuda.current_stream(self._device)
+                if current.cuda_stream != self._stream:
+                    self._engine_stream().wait_stream(current)
+            for k in redo:
+                self._engine.grad_ready(k)
+                self._ready_versions[k] = self._grads[k]._version
+
+    def _check_begun(self):
+        """Reached with the engine's step begun (otherwise _rebind_if_needed has followed
+        param_groups): refuse to silently skip or step a parameter torch.optim would
+        treat otherwise."""
+        if not self._engine.step_begun:
+            return
+        if self._structure_changed():
+            raise ValueError("param_groups changed (parameters added or removed, "
+                             "add_param_group) between begin_step() and step(); change "
+                             "them before begin_step()")
         for where, p in self._frozen:
             if p.grad is not None and p.requires_grad:
                 raise ValueError(
@@ -898,28 +1013,43 @@ class TandemOptimizer(_torch.optim.Optimizer):
                     "step(), so it has no optimizer state in this step; unfreeze it before "
                     "begin_step()" % (where, tuple(p.shape), p.dtype))
 
-    def _rebind_if_needed(self, anticipate=False, added=True):
-        """Rebinds the engine (_rebind) when a parameter left out of it now has a
-        gradient (unfrozen after construction; with ``anticipate``, from begin_step, one
-        that requires grad: its gradient comes during the backward that follows) or an
-        engine parameter was reallocated (same shape and dtype, new address or device).
-        ``added=False`` looks for reallocations only. A no-op while the engine's step is
-        begun. Note [Rebinding]."""
+    def _structure_changed(self):
+        """Whether param_groups hold other parameters (or groups) than the layout."""
+        groups = self.param_groups
+        if len(groups) != len(self._structure):
+            return True
+        for group, known in zip(groups, self._structure):
+            params = group.get("params") if isinstance(group, dict) else None
+            if not isinstance(params, (list, tuple)) or len(params) != len(known) or any(a is not b for a, b in zip(params, known)):
+                return True
+        return False
+
+    def _rebind_if_needed(self, anticipate=False, added=True, follow=True):
+        """Rebinds the engine (_rebind) when param_groups changed (parameters added or
+        removed, add_param_group; with ``follow``), a parameter left out of it now has
+        a gradient (with ``added``: unfrozen after construction; with ``anticipate``,
+        from begin_step, one that requires grad: its gradient comes during the backward
+        that follows) or an engine parameter was reallocated (same shape and dtype, new
+        address or device). A no-op while the engine's step is begun. Note [Rebinding]."""
         self._hook_pending()
         if self._engine.step_begun:
             return
-        new = [p for _where, p in self._frozen
-               if added and p.requires_grad and (anticipate or p.grad is not None)]
-        self._rebind_checked({id(p) for p in new})
+        structure = follow and self._structure_changed()
+        new = set()
+        if added and not structure:
+            new = {id(p) for _where, p in self._frozen
+                   if p.requires_grad and (anticipate or p.grad is not None)}
+        self._rebind_checked(new, structure)
 
     def _rebind_for_load(self, state_dict=None):
-        """Before load_state_dict/load_checkpoint: rebinds for reallocated parameters (the
-        restore writes the weights through the engine's pointers), and, for a state dict
-        that holds state for parameters frozen at construction (written after they were
-        unfrozen: resuming progressive unfreezing), takes those in first, so that the
-        tensor sets match."""
+        """Before load_state_dict/load_checkpoint: follows param_groups and rebinds for
+        reallocated parameters (the restore writes the weights through the engine's
+        pointers), and, for a state dict that holds state for parameters outside the
+        engine (written after they were unfrozen: resuming progressive unfreezing),
+        takes those in first, so that the tensor sets match."""
         if self._engine.step_begun:
             return
+        self._rebind_if_needed(added=False)
         new = set()
         state = state_dict.get("state") if isinstance(state_dict, dict) else None
         if isinstance(state, dict):
@@ -930,11 +1060,13 @@ class TandemOptimizer(_torch.optim.Optimizer):
                     new.add(id(params[i]))
         self._rebind_checked(new)
 
-    def _rebind_checked(self, new_ids):
-        """Rebinds when new_ids (parameters to take in) is not empty or a parameter was
-        reallocated; a reallocation to another shape or dtype raises RuntimeError."""
+    def _rebind_checked(self, new_ids, structure=False):
+        """Rebinds when new_ids (parameters to take in) is not empty, param_groups changed
+        (``structure``) or a parameter was reallocated; a reallocation to another shape
+        or dtype, or param_groups that cannot be stepped, raise before anything
+        changes."""
         moved = [k for k in range(len(self._params)) if self._moved(k)]
-        if not new_ids and not moved:
+        if not new_ids and not moved and not structure:
             return
         for k in moved:
             p, buf = self._params[k], self._grads[k]
@@ -944,39 +1076,62 @@ class TandemOptimizer(_torch.optim.Optimizer):
                     "shape or dtype since (model.half(), p.data = ...?) and its optimizer "
                     "state cannot follow. Build the optimizer after converting the model."
                     % (self._label(k), tuple(buf.shape), buf.dtype))
-        self._rebind(new_ids, moved)
+        if structure:
+            _options.check_structure(self.param_groups)
+            for g, group in enumerate(self.param_groups):
+                self._group_hyper(g, group)
+        self._rebind(new_ids, moved, structure)
 
-    def _rebind(self, new_ids, moved):
+    def _rebind(self, new_ids, moved, structure):
         """Note [Rebinding]: the engine holds raw pointers to the parameters and state for
-        the tensors it was built with. When parameters are reallocated (same shape and
-        dtype: model.to(device), p.data = ..., Accelerate's prepare) or parameters left
-        out at construction (frozen) get a gradient, we build a new engine over the
-        current parameters (the old tensors plus the new ones, in param_groups order; the
-        mode follows their device) and restore into it the old engine's snapshot entries
-        by tensor name: masters, moments and per-tensor steps carry over bit for bit;
-        new tensors keep their fresh state (step 0, zero moments, master from the
-        parameter). The restore writes the masters to the parameters; their values
-        before it are put back (a never-stepped parameter need not hold its decoded
-        master), so a rebind changes no weight. The old storages are kept alive until
-        here (_layout), so the snapshot reads valid memory (masters that alias the
-        parameters included). Costs a full state copy: warned (RebindWarning)."""
-        old = dict(params=self._params, grads=self._grads, fresh=self._fresh,
-                   grad_versions=self._grad_versions, param_versions=self._param_versions,
-                   frozen=self._frozen, hooks=list(self._hook_handles))
+        the tensors it was built with. When param_groups change (parameters appended or
+        removed, add_param_group), parameters are reallocated (same shape and dtype:
+        model.to(device), p.data = ..., Accelerate's prepare) or parameters left out at
+        construction (frozen) get a gradient, we build a new engine over the current
+        parameters (in param_groups order; the mode follows their device) and restore
+        into it the old engine's state by parameter identity: masters, moments and
+        per-tensor steps carry over bit for bit, under the name and group of the new
+        layout (an unnamed parameter is named by its torch state_dict index, which
+        follows param_groups). New tensors keep their fresh state (step 0, zero moments,
+        master from the parameter); a parameter removed from param_groups keeps its state
+        aside, as torch.optim keeps state[p], and gets it back if it returns (its master
+        re-read from its weight). With param_groups changed, the engine takes in every
+        parameter that requires grad (as at construction) and the learning-rate
+        bookkeeping starts again from the groups' current values. The restore writes the
+        masters to the parameters; their values before it are put back (a never-stepped
+        parameter need not hold its decoded master), so a rebind changes no weight. The
+        old storages are kept alive until here (_layout), so the snapshot reads valid
+        memory (masters that alias the parameters included). Costs a full state copy:
+        warned (RebindWarning)."""
+        old = dict(params=self._params, grads=self._grads,
+                   param_versions=self._param_versions, hooks=list(self._hook_handles))
         with self._device_guard():
             if self._cuda:
                 _torch.cuda.synchronize(self._device)  # the last step's state is final
             snap = self._engine.snapshot()
-        keep = set(self._index_by_id) | new_ids
+        old_index = {id(p): k for k, p in enumerate(old["params"])}
+        retired = self._retired
+        if structure:
+            def include(p):
+                return (id(p) in old_index or id(p) in new_ids or id(p) in retired
+                        or p.requires_grad)
+        else:
+            def include(p):
+                return id(p) in old_index or id(p) in new_ids
         # Weights written by torch ops since the engine last wrote them: reloaded below.
-        written = {id(p) for k, p in enumerate(self._params)
+        written = {id(p) for k, p in enumerate(old["params"])
                    if _local(p)._version != self._param_versions[k]}
         old_tables = {key: getattr(self, key) for key in (
             "_params", "_names", "_indices", "_group_of", "_frozen", "_device", "_cuda",
-            "_index_by_id", "_grads", "_ptrs", "_storages", "_stream")}
+            "_index_by_id", "_grads", "_ptrs", "_storages", "_stream", "_structure",
+            "_sharded", "_combine", "_ref_group", "_lr_scales", "_engine_hyper")}
         try:
-            self._layout(lambda p: id(p) in keep)
+            self._layout(include)
+            if structure:
+                self._ref_group, self._lr_scales, self._engine_hyper = self._bookkeeping()
             engine = self._new_engine()
+            returning = [k for k, p in enumerate(self._params)
+                         if id(p) not in old_index and id(p) in retired]
             with self._device_guard():
                 # The restore writes the masters to the parameters; a parameter need not
                 # hold its decoded master (never stepped, new, written, reloaded), so its
@@ -984,19 +1139,27 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 # values wait in host memory: on a GPU a second copy of the model may not
                 # fit (the rebind Accelerate's prepare causes comes before training).
                 values = [_local(p).detach().to("cpu", copy=True) for p in self._params]
-                if new_ids:
-                    # New tensors start fresh: the new engine's own entries for them.
-                    fresh = engine.snapshot()
-                    by_name = {t["name"]: t for t in snap["tensors"]}
-                    fresh["tensors"] = [by_name.get(t["name"], t) for t in fresh["tensors"]]
-                    for key in ("step", "groups", "metadata"):
+                if new_ids or structure:
+                    # By identity, under the new names and groups; new tensors keep the
+                    # new engine's own (fresh) entries.
+                    state = engine.snapshot()
+                    tensors = []
+                    for k, (p, t) in enumerate(zip(self._params, state["tensors"])):
+                        o = old_index.get(id(p))
+                        carried = (snap["tensors"][o] if o is not None else
+                                   retired[id(p)][1] if id(p) in retired else None)
+                        if carried is not None:
+                            t = dict(carried, name=self._names[k], group=self._group_of[k])
+                        tensors.append(t)
+                    state["tensors"] = tensors
+                    for key in ("step", "metadata"):
                         if key in snap:
-                            fresh[key] = snap[key]
+                            state[key] = snap[key]
                 else:
                     # Reallocated only: the same tensors in the same order (_layout), so
                     # the old snapshot restores as it is; one state copy fewer.
-                    fresh = snap
-                engine.restore(fresh)
+                    state = snap
+                engine.restore(state)
                 if self._cuda:
                     _torch.cuda.synchronize(self._device)
                 for p, value in zip(self._params, values):
@@ -1006,37 +1169,41 @@ class TandemOptimizer(_torch.optim.Optimizer):
             for key, value in old_tables.items():  # no state change on a failed call
                 setattr(self, key, value)
             raise
-        old_index = {id(p): k for k, p in enumerate(old["params"])}
-        # Gradients: the engine's old buffers (p.grad aliases them) move into the new ones.
-        self._fresh, self._grad_versions, self._param_versions = [], [], []
+        # Parameters that left the engine keep their state aside (torch keeps state[p]).
+        for k, p in enumerate(old["params"]):
+            if id(p) not in self._index_by_id:
+                retired[id(p)] = (p, snap["tensors"][k])
+                self.state.pop(p, None)
+        for p in self._params:
+            retired.pop(id(p), None)
+            self.state.setdefault(p, {})
+        # Gradients: an old buffer that is p.grad moves into the new one.
+        self._param_versions = []
         for k, p in enumerate(self._params):
-            buf = self._grads[k]
             o = old_index.get(id(p))
-            if o is None:  # a new tensor: autograd's p.grad is adopted by _take_grad
-                self._fresh.append(p.grad is not None)
+            if o is None:  # a new tensor: its p.grad is copied by the step
                 self._param_versions.append(_local(p)._version)
-            else:
-                old_buf = old["grads"][o]
-                self._fresh.append(old["fresh"][o]
-                                   or old_buf._version != old["grad_versions"][o])
-                grad = p.grad
-                if grad is not None and _local(grad).data_ptr() == old_buf.data_ptr():
-                    buf.copy_(old_buf)
-                    p.grad = self._alias_of(k)
-                self._param_versions.append(old["param_versions"][o])
-            self._grad_versions.append(buf._version)
-        self._ready = [False] * len(self._params)
+                continue
+            old_buf = old["grads"][o]
+            grad = p.grad
+            if grad is not None and _local(grad).data_ptr() == old_buf.data_ptr():
+                self._grads[k].copy_(old_buf)
+                p.grad = self._alias_of(k)
+            self._param_versions.append(old["param_versions"][o])
+        self._reset_ready()
         _remove_hooks(old["hooks"])
         del self._hook_handles[:]
         del self._grad_accumulators[:]
         self._install_hooks()
         self._engine = engine  # the old one is freed here
-        if written:
-            self._reload([k for k, p in enumerate(self._params) if id(p) in written])
+        reload = [k for k, p in enumerate(self._params) if id(p) in written] + returning
+        if reload:
+            self._reload(sorted(reload))
         self.rebinds += 1
-        self._warn_rebind(len(new_ids), len(moved))
+        added = sum(1 for p in self._params if id(p) not in old_index)
+        self._warn_rebind(added, len(moved), structure)
 
-    def _warn_rebind(self, added, moved):
+    def _warn_rebind(self, added, moved, structure=False):
         """Warns at the first rebind, and once more if rebinds come at consecutive steps
         (a loop that reallocates parameters every step)."""
         step = self._engine.step_count
@@ -1045,7 +1212,10 @@ class TandemOptimizer(_torch.optim.Optimizer):
         if self._warned_rebind == 0 or (repeated and self._warned_rebind == 1):
             self._warned_rebind += 1
             what = []
-            if added:
+            if structure:
+                what.append("param_groups changed (parameters added or removed, "
+                            "add_param_group)")
+            elif added:
                 what.append("%d parameter(s) frozen at construction got a gradient (or "
                             "state from a state dict)" % added)
             if moved:
@@ -1053,7 +1223,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
                             % moved)
             _warn("tandem: %s; the optimizer rebuilt its engine over the current "
                   "parameters, copying its whole state (a full snapshot and restore)%s. "
-                  "Fine once; build the optimizer after moving the model to avoid it."
+                  "Fine once; build the optimizer after moving the model, with every "
+                  "group, to avoid it."
                   % ("; ".join(what),
                      ", at consecutive steps: something reallocates parameters every "
                      "step" if repeated else ""), RebindWarning)
@@ -1087,27 +1258,52 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 self._engine.reload_params(list(indices))
         self._record_param_versions()
 
-    def _engine_lr(self):
-        """The one lr the engine's Step takes.
+    def _group_hyper(self, g, group, where=None):
+        """(lr, engine hyper-parameters) of param group `group` (number g), checked as
+        the constructor checks them: TypeError for a value of the wrong type, ValueError
+        for one out of range or a missing key, each naming the group and the key.
+        Changes nothing."""
+        where = "group %d" % g if where is None else where
+        try:
+            lr = _options.lr_value(group["lr"], where)
+            hyper = self._hyper(group, where)
+        except KeyError as e:
+            raise ValueError("%s has no key %r" % (where, e.args[0])) from None
+        _C.check_hyper_params(self._ALGORITHM, dict(hyper, lr_scale=1.0), where)
+        return lr, hyper
+
+    def _bookkeeping(self, groups=None):
+        """(ref_group, lr_scales, engine_hyper) that a new optimizer over param groups
+        `groups` (default: param_groups) starts with (Note [One lr per step])."""
+        checked = [self._group_hyper(g, group)
+                   for g, group in enumerate(self.param_groups if groups is None else groups)]
+        lrs = [lr for lr, _ in checked]
+        ref_group = max(range(len(lrs)), key=lambda i: lrs[i])
+        ref = lrs[ref_group]
+        return (ref_group, [(lr / ref if ref > 0 else 1.0) for lr in lrs],
+                [hyper for _, hyper in checked])
+
+    def _plan_lr(self):
+        """(lr, change): the one lr the engine's Step takes, and None or the new
+        (ref_group, lr_scales, engine_hyper) that _apply_lr hands the engine first.
+        Checks every group (_group_hyper) and changes nothing.
 
         Note [One lr per step]: the engine multiplies the step's lr by each group's
-        lr_scale, fixed at construction. We step with the reference group's current lr
-        and lr_scale_g = lr_g / lr_ref from construction, which is exact as long as every
+        lr_scale. We step with the reference group's current lr and lr_scale_g = lr_g /
+        lr_ref from construction (or the last change), which is exact as long as every
         group's lr keeps its ratio to the reference (schedulers that scale all groups
-        alike); a change of ratio or of any other hyper-parameter is refused, or
-        passed to the engine (SetHyperParams) with hyperparam_update="restore".
+        alike); a change of ratio or of any other hyper-parameter is passed to the
+        engine (SetHyperParams) with hyperparam_update="restore", or refused with
+        "error".
         """
-        lrs = [float(group["lr"]) for group in self.param_groups]
-        for g, lr in enumerate(lrs):
-            if not math.isfinite(lr) or lr < 0:
-                raise ValueError("group %d: lr must be finite and >= 0, got %r (the "
-                                 "group's learning rate)" % (g, lr))
+        checked = [self._group_hyper(g, group) for g, group in enumerate(self.param_groups)]
+        lrs = [lr for lr, _ in checked]
+        hyper = [h for _, h in checked]
         ref = lrs[self._ref_group]
-        hyper = [self._hyper(group) for group in self.param_groups]
         ratio_ok = all(math.isclose(lr, ref * s, rel_tol=_LR_RTOL, abs_tol=0.0)
                        for lr, s in zip(lrs, self._lr_scales))
         if ratio_ok and hyper == self._engine_hyper:
-            return ref
+            return ref, None
         if self.hyperparam_update != "restore":
             what = ("the ratio between the groups' learning rates changed (now %s, built "
                     "with ratios %s to group %d)" % (lrs, self._lr_scales, self._ref_group)
@@ -1117,19 +1313,33 @@ class TandemOptimizer(_torch.optim.Optimizer):
             raise ValueError(what + "; the engine takes one lr per step and fixed per-group "
                              "hyper-parameters. Pass hyperparam_update='restore' (the "
                              "default) to apply such changes.")
-        self._ref_group = max(range(len(lrs)), key=lambda i: lrs[i])
-        ref = lrs[self._ref_group]
-        scales = [(lr / ref if ref > 0 else 1.0) for lr in lrs]
+        ref_group, scales, hyper = self._bookkeeping()
+        return lrs[ref_group], (ref_group, scales, hyper)
+
+    def _apply_lr(self, change):
+        """Hands the engine the groups _plan_lr planned (None: nothing changed)."""
+        if change is None:
+            return
+        ref_group, scales, hyper = change
         with self._device_guard():
             if self._cuda:
                 _torch.cuda.current_stream(self._device).synchronize()
             self._engine.set_groups([dict(h, lr_scale=s) for h, s in zip(hyper, scales)])
-        self._lr_scales = scales
-        self._engine_hyper = hyper
-        return ref
+        self._ref_group, self._lr_scales, self._engine_hyper = ref_group, scales, hyper
 
-    def _hyper(self, group):
+    def _hyper(self, group, where="param group"):
+        """The engine's hyper-parameters of param group `group` (HyperParams fields but
+        lr_scale), each value checked for its type (TypeError naming `where` and the
+        key; a missing key raises KeyError)."""
         raise NotImplementedError
+
+
+def _rebuilt(cls, groups, defaults, options, state_dict):
+    """The optimizer __reduce_ex__ describes."""
+    opt = cls.__new__(cls)
+    TandemOptimizer.__init__(opt, groups, defaults, **options)
+    opt.load_state_dict(state_dict)
+    return opt
 
 
 def _call(ref, method, k):
@@ -1152,9 +1362,23 @@ class _NullContext:
         return False
 
 
-def _betas(group):
-    b1, b2 = group["betas"]
-    return float(b1), float(b2)
+def _value(group, key, where):
+    return _options.number(group[key], "%s: %s" % (where, key))
+
+
+def _storage_ptr(t):
+    """The address of tensor t's storage (the start of the allocation it views)."""
+    storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return storage.data_ptr()
+
+
+def _given_names(group):
+    """A group's param_names when they name each of its params, else None."""
+    names = group.get("param_names")
+    if (isinstance(names, (list, tuple)) and len(names) == len(group["params"])
+            and all(isinstance(n, str) for n in names)):
+        return names
+    return None
 
 
 class AdamW(TandemOptimizer):
@@ -1181,10 +1405,10 @@ class AdamW(TandemOptimizer):
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
         super().__init__(params, defaults, **options)
 
-    def _hyper(self, group):
-        b1, b2 = _betas(group)
-        return dict(beta1=b1, beta2=b2, eps=float(group["eps"]),
-                    weight_decay=float(group["weight_decay"]), momentum=0.0,
+    def _hyper(self, group, where="param group"):
+        b1, b2 = _options.pair(group["betas"], where + ": betas")
+        return dict(beta1=b1, beta2=b2, eps=_value(group, "eps", where),
+                    weight_decay=_value(group, "weight_decay", where), momentum=0.0,
                     dampening=0.0, nesterov=False)
 
 
@@ -1208,10 +1432,11 @@ class Lion(TandemOptimizer):
         defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay)
         super().__init__(params, defaults, **options)
 
-    def _hyper(self, group):
-        b1, b2 = _betas(group)
-        return dict(beta1=b1, beta2=b2, eps=1e-8, weight_decay=float(group["weight_decay"]),
-                    momentum=0.0, dampening=0.0, nesterov=False)
+    def _hyper(self, group, where="param group"):
+        b1, b2 = _options.pair(group["betas"], where + ": betas")
+        return dict(beta1=b1, beta2=b2, eps=1e-8,
+                    weight_decay=_value(group, "weight_decay", where), momentum=0.0,
+                    dampening=0.0, nesterov=False)
 
 
 class SGD(TandemOptimizer):
@@ -1234,11 +1459,12 @@ class SGD(TandemOptimizer):
                         weight_decay=weight_decay, nesterov=nesterov)
         super().__init__(params, defaults, **options)
 
-    def _hyper(self, group):
+    def _hyper(self, group, where="param group"):
         return dict(beta1=0.9, beta2=0.999, eps=1e-8,
-                    weight_decay=float(group["weight_decay"]),
-                    momentum=float(group["momentum"]), dampening=float(group["dampening"]),
-                    nesterov=bool(group["nesterov"]))
+                    weight_decay=_value(group, "weight_decay", where),
+                    momentum=_value(group, "momentum", where),
+                    dampening=_value(group, "dampening", where),
+                    nesterov=_options.flag(group["nesterov"], where + ": nesterov"))
 
 
 def _serialised(method, sync_before=False, record_after=False):
