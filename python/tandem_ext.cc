@@ -6,8 +6,9 @@
 // legacy default stream). The Python layer (tandem/torch.py) validates tensors and owns
 // the buffers; this file only converts values and errors.
 //
-// Errors: tandem::Error becomes ValueError (kInvalidArgument), MemoryError
-// (kOutOfMemory) or RuntimeError (every other kind), with the engine's message.
+// Errors: tandem::Error becomes the class of its kind (python/ext/errors.h), each also the
+// built-in ValueError, MemoryError or RuntimeError it was before those classes existed.
+// Options: OptimizerConfig and StepOptions are bound classes (python/ext/config.h).
 //
 // Snapshots cross as a dict of plain values and NumPy arrays. Arrays returned by
 // `snapshot()` own their memory (the engine's vectors are moved into capsules, no copy).
@@ -31,6 +32,10 @@
 #include "tools/plan/cli.h"
 #include "tandem/checkpoint.h"
 #endif
+#include "engine/state_arrays.h"
+#include "python/ext/arrays.h"
+#include "python/ext/config.h"
+#include "python/ext/errors.h"
 #include "tandem/error.h"
 #include "tandem/node.h"
 #include "tandem/optimizer.h"
@@ -44,67 +49,13 @@ namespace py = pybind11;
 namespace tandem {
 namespace {
 
+using python::HyperParamsFromDict;
+using python::HyperParamsToDict;
+using python::ModeName;
+using python::PyStepOptions;
+
 void* ToPointer(uint64_t address) {
   return reinterpret_cast<void*>(static_cast<uintptr_t>(address));
-}
-
-const char* ModeName(ExecutionMode m) {
-  switch (m) {
-    case ExecutionMode::kGpu:
-      return "gpu";
-    case ExecutionMode::kHost:
-      return "host";
-    default:
-      return "auto";
-  }
-}
-
-ExecutionMode ParseMode(const std::string& s) {
-  if (s == "auto") return ExecutionMode::kAuto;
-  if (s == "gpu") return ExecutionMode::kGpu;
-  if (s == "host") return ExecutionMode::kHost;
-  throw Error(ErrorKind::kInvalidArgument, "unknown mode '" + s + "' (auto, gpu, host)");
-}
-
-// HyperParams <-> dict with the C++ field names.
-HyperParams HyperParamsFromDict(const py::dict& d) {
-  HyperParams h;
-  for (auto item : d) {
-    const std::string key = py::str(item.first);
-    const py::handle v = item.second;
-    if (key == "lr_scale")
-      h.lr_scale = v.cast<double>();
-    else if (key == "beta1")
-      h.beta1 = v.cast<double>();
-    else if (key == "beta2")
-      h.beta2 = v.cast<double>();
-    else if (key == "eps")
-      h.eps = v.cast<double>();
-    else if (key == "weight_decay")
-      h.weight_decay = v.cast<double>();
-    else if (key == "momentum")
-      h.momentum = v.cast<double>();
-    else if (key == "dampening")
-      h.dampening = v.cast<double>();
-    else if (key == "nesterov")
-      h.nesterov = v.cast<bool>();
-    else
-      throw Error(ErrorKind::kInvalidArgument, "unknown hyper-parameter '" + key + "'");
-  }
-  return h;
-}
-
-py::dict HyperParamsToDict(const HyperParams& h) {
-  py::dict d;
-  d["lr_scale"] = h.lr_scale;
-  d["beta1"] = h.beta1;
-  d["beta2"] = h.beta2;
-  d["eps"] = h.eps;
-  d["weight_decay"] = h.weight_decay;
-  d["momentum"] = h.momentum;
-  d["dampening"] = h.dampening;
-  d["nesterov"] = h.nesterov;
-  return d;
 }
 
 // NumPy 2 moved the element size within its dtype struct, which pybind11 before 2.12
@@ -121,6 +72,20 @@ py::array MoveToArray(std::vector<T>&& v) {
   return py::array_t<Out>({static_cast<py::ssize_t>(owner->size())},
                           {static_cast<py::ssize_t>(sizeof(Out))},
                           reinterpret_cast<const Out*>(owner->data()), free_when_done);
+}
+
+// Array `info` of a snapshot as its NumPy dtype (the table's): float32, int16 (bf16 bit
+// patterns and ecc16), int8 (ecc8, m codes) or uint8 (v codes); no copy.
+template <typename T>
+py::array ArrayOf(std::vector<T>&& v, const python::ArrayInfo& info) {
+  if constexpr (sizeof(T) == 4) {
+    return MoveToArray<float>(std::move(v));
+  } else if constexpr (sizeof(T) == 2) {
+    return MoveToArray<int16_t>(std::move(v));
+  } else {
+    if (std::strcmp(info.dtype, "uint8") == 0) return MoveToArray<uint8_t>(std::move(v));
+    return MoveToArray<int8_t>(std::move(v));
+  }
 }
 
 // Copies a 1-D array-like (any NumPy array with the right element size) into `out`.
@@ -191,16 +156,10 @@ py::dict SnapshotToDict(OptimizerSnapshot s) {
     td["step"] = t.step;
     td["formats"] = FormatsToDict(t.formats);
     // Only the arrays the format uses; empty ones are left out.
-    if (!t.master_f32.empty()) td["master_f32"] = MoveToArray<float>(std::move(t.master_f32));
-    if (!t.master_bf16.empty()) td["master_bf16"] = MoveToArray<int16_t>(std::move(t.master_bf16));
-    if (!t.ecc8.empty()) td["ecc8"] = MoveToArray<int8_t>(std::move(t.ecc8));
-    if (!t.ecc16.empty()) td["ecc16"] = MoveToArray<int16_t>(std::move(t.ecc16));
-    if (!t.m_f32.empty()) td["m_f32"] = MoveToArray<float>(std::move(t.m_f32));
-    if (!t.v_f32.empty()) td["v_f32"] = MoveToArray<float>(std::move(t.v_f32));
-    if (!t.m_codes.empty()) td["m_codes"] = MoveToArray<int8_t>(std::move(t.m_codes));
-    if (!t.v_codes.empty()) td["v_codes"] = MoveToArray<uint8_t>(std::move(t.v_codes));
-    if (!t.m_scales.empty()) td["m_scales"] = MoveToArray<int16_t>(std::move(t.m_scales));
-    if (!t.v_scales.empty()) td["v_scales"] = MoveToArray<int16_t>(std::move(t.v_scales));
+    ForEachStateVector(t, [&](StateArray array, auto& vec) {
+      const python::ArrayInfo& info = python::StateArrayTable()[static_cast<size_t>(array)];
+      if (!vec.empty()) td[info.name] = ArrayOf(std::move(vec), info);
+    });
     tensors.append(td);
   }
   d["tensors"] = tensors;
@@ -275,16 +234,9 @@ OptimizerSnapshot SnapshotFromDict(const py::dict& d) {
     t.formats = td.contains("formats") && !td["formats"].is_none()
                     ? FormatsFromObject(td["formats"], where)
                     : s.formats;
-    CopyFromArray(td, "master_f32", &t.master_f32);
-    CopyFromArray(td, "master_bf16", &t.master_bf16);
-    CopyFromArray(td, "ecc8", &t.ecc8);
-    CopyFromArray(td, "ecc16", &t.ecc16);
-    CopyFromArray(td, "m_f32", &t.m_f32);
-    CopyFromArray(td, "v_f32", &t.v_f32);
-    CopyFromArray(td, "m_codes", &t.m_codes);
-    CopyFromArray(td, "v_codes", &t.v_codes);
-    CopyFromArray(td, "m_scales", &t.m_scales);
-    CopyFromArray(td, "v_scales", &t.v_scales);
+    ForEachStateVector(t, [&](StateArray array, auto& vec) {
+      CopyFromArray(td, python::StateArrayTable()[static_cast<size_t>(array)].name, &vec);
+    });
     s.tensors.push_back(std::move(t));
   }
   return s;
@@ -387,45 +339,9 @@ std::vector<uint8_t> ActiveFromObject(const py::object& active, size_t count) {
 // The bound object: the engine optimizer and the configuration it was built with.
 class PyOptimizer {
  public:
-  PyOptimizer(const py::list& tensors, const std::string& algorithm, const py::list& groups,
-              const std::string& master, const std::string& momentum, const std::string& variance,
-              double offload_fraction, const std::string& placement, const std::string& mode,
-              int host_threads, uint64_t chunk_elements, int pipeline_slots, uint64_t cuda_stream,
-              bool speculative_early_start, const std::vector<int>& host_cpus,
-              uint64_t pinned_budget, const std::string& offload_compute,
-              const py::object& machine_rates, uint64_t stream_chunk_bytes, int stream_slots,
-              uint64_t speculative_stream_bytes) {
+  PyOptimizer(const py::list& tensors, OptimizerConfig cfg) {
     std::vector<TensorSpec> specs;
     for (auto t : tensors) specs.push_back(SpecFromTuple(t.cast<py::tuple>()));
-    OptimizerConfig cfg;
-    cfg.algorithm = ParseAlgorithm(algorithm);
-    cfg.groups.clear();
-    for (auto g : groups) cfg.groups.push_back(HyperParamsFromDict(g.cast<py::dict>()));
-    cfg.formats = {ParseMasterFormat(master), ParseMomentFormat(momentum),
-                   ParseMomentFormat(variance)};
-    cfg.offload_fraction = offload_fraction;
-    cfg.placement = ParsePlacementPolicy(placement);
-    cfg.mode = ParseMode(mode);
-    cfg.host_threads = host_threads;
-    cfg.chunk_elements = chunk_elements;
-    cfg.pipeline_slots = pipeline_slots;
-    cfg.cuda_stream = ToPointer(cuda_stream);
-    cfg.speculative_early_start = speculative_early_start;
-    cfg.speculative_stream_bytes = speculative_stream_bytes;
-    cfg.host_cpus = host_cpus;
-    cfg.pinned_budget_bytes = pinned_budget;
-    cfg.offload_compute = ParseOffloadCompute(offload_compute);
-    if (!machine_rates.is_none()) {
-      const py::dict r = machine_rates.cast<py::dict>();
-      MachineRates m;
-      m.h2d_gbps = r["h2d_gbps"].cast<double>();
-      m.d2h_gbps = r["d2h_gbps"].cast<double>();
-      m.host_gparams = r["host_gparams"].cast<double>();
-      m.gpu_gparams = r["gpu_gparams"].cast<double>();
-      cfg.machine_rates = m;
-    }
-    cfg.stream_chunk_bytes = stream_chunk_bytes;
-    cfg.stream_slots = stream_slots;
     py::gil_scoped_release release;
     opt_ = std::make_unique<HybridOptimizer>(std::move(specs), std::move(cfg));
   }
@@ -435,10 +351,10 @@ class PyOptimizer {
   // the whole model, where digits are GradStats::exact (16 ints below 2^32, least
   // significant first, both ways); called with the GIL held; what it raises propagates
   // unchanged (the step changes nothing then).
-  py::tuple Step(double lr, double max_grad_norm, double loss_scale, const py::object& active,
-                 const py::object& combine) {
-    const std::vector<uint8_t> flags = ActiveFromObject(active, opt_->tensor_count());
-    StepOptions options{max_grad_norm, loss_scale};
+  py::tuple Step(double lr, const PyStepOptions& given) {
+    const std::vector<uint8_t> flags = ActiveFromObject(given.active, opt_->tensor_count());
+    const py::object combine = given.combine;
+    StepOptions options{given.max_grad_norm, given.loss_scale};
     options.active = flags;
     // A Python exception from `combine` crosses the engine as a tandem::Error and is
     // raised again here, as itself, once the GIL is held.
@@ -493,9 +409,9 @@ class PyOptimizer {
     return counts;
   }
 
-  void BeginStep(double lr, double max_grad_norm, double loss_scale) {
+  void BeginStep(double lr, const PyStepOptions& given) {
     py::gil_scoped_release release;
-    opt_->BeginStep(lr, StepOptions{max_grad_norm, loss_scale});
+    opt_->BeginStep(lr, StepOptions{given.max_grad_norm, given.loss_scale});
   }
 
   bool step_begun() const { return opt_->step_begun(); }
@@ -711,24 +627,9 @@ PYBIND11_MODULE(_C, m) {
   using tandem::PyOptimizer;
   m.doc() = "Tandem's HybridOptimizer (pointer-level binding; use tandem.torch instead)";
 
-  // Error translation: the engine's kind picks the Python exception type.
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const tandem::Error& e) {
-      switch (e.kind()) {
-        case tandem::ErrorKind::kInvalidArgument:
-          PyErr_SetString(PyExc_ValueError, e.what());
-          return;
-        case tandem::ErrorKind::kOutOfMemory:
-          PyErr_SetString(PyExc_MemoryError, e.what());
-          return;
-        default:
-          PyErr_SetString(PyExc_RuntimeError, e.what());
-          return;
-      }
-    }
-  });
+  tandem::python::BindErrors(m);
+  tandem::python::BindConfig(m);
+  tandem::python::BindArrays(m);
 
   m.attr("has_checkpoint") = py::bool_(TANDEM_PY_HAS_CHECKPOINT != 0);
 #if TANDEM_PY_HAS_CHECKPOINT
@@ -764,7 +665,7 @@ PYBIND11_MODULE(_C, m) {
       "check_hyper_params",
       [](const std::string& algorithm, const py::dict& hyper, const std::string& where) {
         tandem::ValidateHyperParams(tandem::ParseAlgorithm(algorithm),
-                                    tandem::HyperParamsFromDict(hyper), where);
+                                    tandem::python::HyperParamsFromDict(hyper), where);
       },
       py::arg("algorithm"), py::arg("hyper"), py::arg("where"),
       "Checks one group's hyper-parameters (a dict of HyperParams fields) as the engine "
@@ -793,45 +694,50 @@ PYBIND11_MODULE(_C, m) {
         "Bytes from '64GiB', '200GB', '12345' ... (ValueError naming the text otherwise).");
 
   py::class_<PyOptimizer>(m, "HybridOptimizer")
-      .def(py::init<const py::list&, const std::string&, const py::list&, const std::string&,
-                    const std::string&, const std::string&, double, const std::string&,
-                    const std::string&, int, uint64_t, int, uint64_t, bool,
-                    const std::vector<int>&, uint64_t, const std::string&, const py::object&,
-                    uint64_t, int, uint64_t>(),
-           py::arg("tensors"), py::arg("algorithm"), py::arg("groups"), py::arg("master") = "f32",
-           py::arg("momentum") = "f32", py::arg("variance") = "f32",
-           py::arg("offload_fraction") = 0.0, py::arg("placement") = "backward_order",
-           py::arg("mode") = "auto", py::arg("host_threads") = 0,
-           py::arg("chunk_elements") = uint64_t{1} << 21, py::arg("pipeline_slots") = 4,
-           py::arg("cuda_stream") = 0, py::arg("speculative_early_start") = false,
-           py::arg("host_cpus") = std::vector<int>{}, py::arg("pinned_budget") = uint64_t{0},
-           py::arg("offload_compute") = "auto", py::arg("machine_rates") = py::none(),
-           py::arg("stream_chunk_bytes") = uint64_t{64} << 20, py::arg("stream_slots") = 3,
-           py::arg("speculative_stream_bytes") = uint64_t{1} << 30,
+      .def(py::init<const py::list&, tandem::OptimizerConfig>(), py::arg("tensors"),
+           py::arg("config"),
            "tensors: list of (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, "
            "group[, shape[, formats[, norm_unit]]]); shape: dims or None; formats: None or a "
            "dict {'master', 'momentum', 'variance'} of format names overriding this tensor's "
-           "state formats. groups: list of dicts of HyperParams fields. The buffers must "
-           "outlive the optimizer. host_cpus: CPU ids for the host threads ([]: anywhere); "
-           "pinned_budget: the most host bytes the state may take (0: no limit; MemoryError "
-           "beyond). offload_compute: 'auto', 'host', 'gpu' or a share ('0.25') of the "
-           "host-resident elements computed by the GPU kernel; machine_rates: None or a dict "
-           "{h2d_gbps, d2h_gbps, host_gparams, gpu_gparams} for auto.")
-      .def("step", &PyOptimizer::Step, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
-           py::arg("loss_scale") = 1.0, py::arg("active") = py::none(),
-           py::arg("combine") = py::none(),
-           "active: None (every tensor) or bytes/list of 0/1 per tensor; a tensor marked 0 "
-           "is not stepped. combine: None or a callable (sum_squares, nonfinite) -> "
-           "(sum_squares, nonfinite) giving the whole model's gradient statistics from this "
-           "optimizer's (sharded training). Returns (applied, grad_norm, step, "
-           "stepped_tensors).")
+           "state formats. config: an OptimizerConfig. The buffers must outlive the "
+           "optimizer.")
+      .def(py::init([](const py::list& tensors, const std::string& algorithm,
+                       const py::list& groups, const py::kwargs& options) {
+             tandem::OptimizerConfig cfg;
+             py::dict fields;
+             fields["algorithm"] = algorithm;
+             fields["groups"] = groups;
+             tandem::python::SetConfigFields(cfg, py::kwargs(fields));
+             tandem::python::SetConfigFields(cfg, options);
+             return new PyOptimizer(tensors, std::move(cfg));
+           }),
+           py::arg("tensors"), py::arg("algorithm"), py::arg("groups"),
+           "HybridOptimizer(tensors, algorithm, groups, **fields): the same with an "
+           "OptimizerConfig(algorithm=..., groups=..., **fields).")
+      .def(
+          "step",
+          [](PyOptimizer& o, double lr, const py::object& options, const py::kwargs& fields) {
+            return o.Step(lr, tandem::python::StepOptionsFrom(options, fields));
+          },
+          py::arg("lr"), py::arg("options") = py::none(),
+          "step(lr, options=None, **fields): options a StepOptions (None: the defaults), "
+          "fields set on a copy of it (max_grad_norm, loss_scale, active, combine). active: "
+          "None (every tensor) or bytes/list of 0/1 per tensor; a tensor marked 0 is not "
+          "stepped. combine: None or a callable (digits, nonfinite) -> (digits, nonfinite) "
+          "giving the whole model's gradient statistics from this optimizer's (sharded "
+          "training). Returns (applied, grad_norm, step, stepped_tensors).")
       .def("reload_params", &PyOptimizer::ReloadParams, py::arg("indices"),
            "Re-derives the masters of the given tensors from their parameters.")
       .def("tensor_step_counts", &PyOptimizer::TensorStepCounts,
            "Each tensor's own step count (updates it has received).")
-      .def("begin_step", &PyOptimizer::BeginStep, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
-           py::arg("loss_scale") = 1.0,
-           "Announces the next step before backward (speculative early start).")
+      .def(
+          "begin_step",
+          [](PyOptimizer& o, double lr, const py::object& options, const py::kwargs& fields) {
+            o.BeginStep(lr, tandem::python::StepOptionsFrom(options, fields));
+          },
+          py::arg("lr"), py::arg("options") = py::none(),
+          "Announces the next step before backward (speculative early start); the "
+          "options' max_grad_norm and loss_scale are the coming step's (as step's).")
       .def_property_readonly("step_begun", &PyOptimizer::step_begun)
       .def("grad_ready", &PyOptimizer::GradReady, py::arg("index"))
       .def("wait_param", &PyOptimizer::WaitParam, py::arg("index"), py::arg("stream") = 0)
