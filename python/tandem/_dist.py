@@ -31,7 +31,9 @@ import sys
 
 import torch
 
-QUANT_GROUP = 32
+from tandem import _C
+
+QUANT_GROUP = _C.QUANT_GROUP  # elements per q8 scale (tandem/types.h)
 EXACT_DIGITS = 16  # GradStats::exact
 
 

@@ -1,7 +1,9 @@
-"""Arguments of the tandem.torch optimizers, checked and normalised before the engine is
-built: the params argument (tensors, (name, tensor) pairs, groups of either, module=),
-the state format spellings, and the numeric options. Every refusal is a ValueError (or
-TypeError, as torch.optim raises) naming the argument, parameter and value."""
+"""Arguments of the front ends, checked and normalised before the engine is built: the
+params argument (tensors, (name, tensor) pairs, groups of either, module=), param groups
+and their hyper-parameters (the same checks at construction, add_param_group, every
+step and every load), the state format spellings, and the engine's options (checked in
+C++: tandem._C.OptimizerConfig). Every refusal is a ValueError (or TypeError, as
+torch.optim raises) naming the argument, parameter and value."""
 
 import math
 import numbers
@@ -12,72 +14,12 @@ from tandem import _C
 from tandem import _dist
 
 
+# The parameter and gradient dtypes the engine steps, by their engine names.
+DTYPE_NAMES = {_torch.float32: "f32", _torch.bfloat16: "bf16", _torch.float16: "f16"}
+
+
 def is_int(x):
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
-
-
-def check_options(offload_fraction, host_threads, chunk_elements, pipeline_slots,
-                   max_grad_norm):
-    """Validates the numeric Tandem options before the engine sees them (ValueError
-    naming the argument and the value)."""
-    if (isinstance(offload_fraction, bool) or not isinstance(offload_fraction, numbers.Real)
-            or not 0.0 <= float(offload_fraction) <= 1.0):
-        raise ValueError("offload_fraction must be a number in [0, 1], got %r"
-                         % (offload_fraction,))
-    limit = _C.max_host_threads()
-    if not is_int(host_threads) or not 0 <= host_threads <= limit:
-        raise ValueError("host_threads must be an integer in [0, %d] (0: all cores), got %r"
-                         % (limit, host_threads))
-    if not is_int(chunk_elements) or chunk_elements <= 0 or chunk_elements % 32:
-        raise ValueError("chunk_elements must be a positive multiple of 32, got %r"
-                         % (chunk_elements,))
-    if not is_int(pipeline_slots) or pipeline_slots < 2:
-        raise ValueError("pipeline_slots must be an integer >= 2, got %r" % (pipeline_slots,))
-    if (isinstance(max_grad_norm, bool) or not isinstance(max_grad_norm, numbers.Real)
-            or not math.isfinite(max_grad_norm) or max_grad_norm < 0):
-        raise ValueError("max_grad_norm must be finite and >= 0, got %r" % (max_grad_norm,))
-
-
-def offload_compute_text(value):
-    """offload_compute as the engine's text: "auto", "host", "gpu" or a share in [0, 1]
-    (a number or its text); ValueError naming the value otherwise."""
-    if isinstance(value, str):
-        if value in ("auto", "host", "gpu"):
-            return value
-        try:
-            share = float(value)
-        except ValueError:
-            share = None
-    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-        share = float(value)
-    else:
-        share = None
-    if share is None or not 0.0 <= share <= 1.0:
-        raise ValueError('offload_compute must be "auto", "host", "gpu" or a share in '
-                         '[0, 1], got %r' % (value,))
-    return repr(share)
-
-
-def check_stream_options(stream_chunk_bytes, stream_slots, machine_rates,
-                         speculative_stream_bytes=0):
-    if not is_int(speculative_stream_bytes) or speculative_stream_bytes < 0:
-        raise ValueError("speculative_stream_bytes must be an integer >= 0, got %r"
-                         % (speculative_stream_bytes,))
-    if not is_int(stream_chunk_bytes) or stream_chunk_bytes < 4096:
-        raise ValueError("stream_chunk_bytes must be an integer >= 4096, got %r"
-                         % (stream_chunk_bytes,))
-    if not is_int(stream_slots) or stream_slots < 2:
-        raise ValueError("stream_slots must be an integer >= 2, got %r" % (stream_slots,))
-    if machine_rates is not None:
-        keys = ("h2d_gbps", "d2h_gbps", "host_gparams", "gpu_gparams")
-        if not isinstance(machine_rates, dict) or sorted(machine_rates) != sorted(keys):
-            raise ValueError("machine_rates must be None or a dict with exactly the keys %s, "
-                             "got %r" % (", ".join(keys), machine_rates))
-        for k in keys:
-            v = machine_rates[k]
-            if (isinstance(v, bool) or not isinstance(v, numbers.Real)
-                    or not math.isfinite(v) or v <= 0):
-                raise ValueError("machine_rates[%r] must be finite and > 0, got %r" % (k, v))
 
 
 def number(value, where):
@@ -260,3 +202,72 @@ def check_structure(param_groups):
                                  "%s; give each tensor to the optimizer once"
                                  % (g, j, tuple(p.shape), p.dtype, seen[id(p)]))
             seen[id(p)] = "param_groups[%d]['params'][%d]" % (g, j)
+
+
+def given_names(group):
+    """A group's param_names when they name each of its params, else None."""
+    names = group.get("param_names")
+    if (isinstance(names, (list, tuple)) and len(names) == len(group["params"])
+            and all(isinstance(n, str) for n in names)):
+        return names
+    return None
+
+
+def layout(param_groups, include):
+    """The engine's tensors for param_groups: (entries, indices, left_out). entries:
+    (parameter, engine name, group) of every parameter for which include(p) holds, in
+    param_groups order; indices: each one's torch state_dict index (its position over all
+    groups); left_out: (label, parameter) of the others. An unnamed parameter is named
+    "g<group>.p<index>" (Note [Rebinding] in _engine.py: the index follows
+    param_groups)."""
+    entries, indices, left_out = [], [], []
+    index = 0
+    for g, group in enumerate(param_groups):
+        given = given_names(group)
+        for j, p in enumerate(group["params"]):
+            name = given[j] if given else None
+            if include(p):
+                entries.append((p, name if name else "g%d.p%d" % (g, index), g))
+                indices.append(index)
+            else:
+                left_out.append(("'%s'" % name if name else "group %d param %d" % (g, j), p))
+            index += 1
+    return entries, indices, left_out
+
+
+def no_steppable_parameter(left_out, steppable_dtypes):
+    """The ValueError for param_groups without a parameter the engine can step."""
+    unsteppable = [(where, p) for where, p in left_out if p.dtype not in steppable_dtypes]
+    if unsteppable:
+        where, p = unsteppable[0]
+        return ValueError("optimizer got no parameter it can step: %s has dtype %s; tandem "
+                          "steps float32, bfloat16 and float16 parameters that require grad"
+                          % (where, p.dtype))
+    return ValueError("optimizer got no parameter that requires grad")
+
+
+def group_values(algorithm, hyper, g, group, where=None):
+    """(lr, engine hyper-parameters) of param group `group` (number g), checked as the
+    constructor checks them: TypeError for a value of the wrong type, ValueError for one
+    out of range (the engine's own rule, tandem._C.check_hyper_params) or a missing key,
+    each naming the group and the key. hyper(group, where) maps a group to the engine's
+    fields. Changes nothing."""
+    where = "group %d" % g if where is None else where
+    try:
+        lr = lr_value(group["lr"], where)
+        values = hyper(group, where)
+    except KeyError as e:
+        raise ValueError("%s has no key %r" % (where, e.args[0])) from None
+    _C.check_hyper_params(algorithm, dict(values, lr_scale=1.0), where)
+    return lr, values
+
+
+def config(formats, fields, front_end):
+    """The tandem._C.OptimizerConfig of a front end's keyword arguments `fields` (each
+    checked in C++) with the state formats; a field the front end sets itself
+    (`front_end`) is a TypeError naming it."""
+    for name in fields:
+        if name in front_end:
+            raise TypeError("unexpected keyword argument %r (the optimizer sets it)" % name)
+    return _C.OptimizerConfig(master=formats[0], momentum=formats[1], variance=formats[2],
+                              **fields)
