@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cuda/plan_sizes.h"
+#include "engine/layout/plan_sizes.h"
 #include "engine/exact_sum.h"
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
@@ -58,8 +58,15 @@ class StepPlan {
   // `stream` only when this changes it. Throws Error(kInvalidArgument) naming the span
   // (a wrong size, an index >= kMaxScalarGroups, spans of one index that disagree on a
   // momentum buffer); nothing changes then.
-  static constexpr uint32_t kSkipSpan = 0xFFFFFFFFu;
+  static constexpr uint32_t kSkipSpan = kSkipScalarIndex;
   void SetScalarIndex(const std::vector<uint32_t>& index, void* stream);
+
+  // Points span i's gradient at `grad` (device memory, the span's n elements of its
+  // grad_dtype; the plan only reads it) from the next Launch on: the table is uploaded
+  // by the next SetScalarIndex, which uploads it when this changed anything. Throws
+  // Error(kInvalidArgument) for a bad span index or a null grad of a non-empty span;
+  // nothing changes then.
+  void SetGrad(size_t span, const void* grad);
 
   // Enqueues one fused step of all spans on `stream`. scalars[k] are the scalars of
   // scalar_index k (num_scalars must cover every index used, at most kMaxScalarGroups);
@@ -93,6 +100,7 @@ class StepPlan {
   std::vector<uint8_t> span_has_m_;     // per span: keeps a momentum buffer (and n > 0)
   std::vector<uint32_t> scalar_index_;  // per span, as in the device table now
   std::vector<unsigned char> host_spans_;  // the device span table's bytes
+  bool table_changed_ = false;             // host_spans_ differs from the device table
   void* device_spans_ = nullptr;  // detail::SpanMeta[num_spans_]
   void* device_units_ = nullptr;  // detail::WorkUnit[num_units_]
 };
@@ -119,6 +127,11 @@ class GradNormPlan {
 
   // Enqueues the reduction on `stream`; the result lands in pinned host memory.
   void Launch(void* stream);
+
+  // Tensor i's gradient is read at `grad` (n elements of its dtype) from the next Launch
+  // on: the table is uploaded by the next SetActive, which uploads it when this changed
+  // anything. Throws Error(kInvalidArgument) for a bad index or a null grad with n > 0.
+  void SetGrad(size_t tensor, const void* grad);
 
   // From the next Launch on `stream` on, the tensors with active[i] == 0 count as empty
   // (not read); an empty `active` means every tensor. The tensor table is uploaded (on
@@ -147,6 +160,7 @@ class GradNormPlan {
 
   std::vector<GradRef> grads_;       // as built
   std::vector<uint8_t> active_;      // as in the device table now
+  bool pointers_changed_ = false;    // grads_ differs from the device table
   void* device_tensors_ = nullptr;  // detail::NormTensor[]
   void* device_units_ = nullptr;    // detail::NormUnit[]
   uint64_t* device_partials_ = nullptr;  // per unit: 16 limbs and a non-finite flag

@@ -1,7 +1,7 @@
 // The gradient pre-pass on the GPU: the exact sum of squares of every gradient element of
 // many tensors and a non-finite flag (Note [Exact sum of squares] in engine/exact_sum.h).
 //
-// A unit is a range of pieces of one tensor (cuda/plan_sizes.h); block b takes unit b, its
+// A unit is a range of pieces of one tensor (engine/layout/plan_sizes.h); block b takes unit b, its
 // warps the unit's pieces in turn. A warp sums a piece in the note's order (lane j takes
 // elements j, j+32, ...; then a shuffle tree), and its lane 0 adds the piece sum exactly
 // into its 512-bit accumulator. The block adds its warps' accumulators into the unit's
@@ -15,7 +15,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/gpu_step.h"
-#include "cuda/plan_sizes.h"
+#include "engine/layout/plan_sizes.h"
 #include "engine/exact_sum.h"
 #include "engine/fp_bits.h"
 
@@ -27,9 +27,9 @@ inline constexpr int kNormWarps = kNormThreads / 32;
 inline constexpr int kFinishThreads = 1024;
 inline constexpr int kLimbs = exact::kDigits;
 inline constexpr int kPartialWords = kLimbs + 1;  // limbs, then the non-finite flag
-static_assert(kNormPieceElems == exact::kNormPiece, "cuda/plan_sizes.h: piece size");
+static_assert(kNormPieceElems == exact::kNormPiece, "engine/layout/plan_sizes.h: piece size");
 static_assert(kNormPartialBytes == kPartialWords * 8 && kNormResultBytes == kPartialWords * 8,
-              "cuda/plan_sizes.h: partials");
+              "engine/layout/plan_sizes.h: partials");
 
 struct NormTensor {
   const void* ptr;
@@ -44,9 +44,9 @@ struct NormUnit {
   uint32_t pieces;
   uint32_t tensor;
 };
-// Note [Plan sizes] in cuda/plan_sizes.h.
-static_assert(sizeof(NormTensor) == kNormTensorBytes, "cuda/plan_sizes.h: NormTensor");
-static_assert(sizeof(NormUnit) == kNormUnitBytes, "cuda/plan_sizes.h: NormUnit");
+// Note [Plan sizes] in engine/layout/plan_sizes.h.
+static_assert(sizeof(NormTensor) == kNormTensorBytes, "engine/layout/plan_sizes.h: NormTensor");
+static_assert(sizeof(NormUnit) == kNormUnitBytes, "engine/layout/plan_sizes.h: NormUnit");
 
 __device__ __forceinline__ double Square(const void* ptr, uint32_t dtype, uint64_t i) {
   double x;
@@ -231,7 +231,7 @@ void GradNormPlan::SetActive(const std::vector<uint8_t>& active, void* stream) {
                                                  std::to_string(num_tensors_) + " tensors");
   std::vector<uint8_t> next(num_tensors_, 1);
   for (size_t i = 0; i < active.size(); ++i) next[i] = active[i] != 0 ? 1 : 0;
-  if (next == active_) return;
+  if (next == active_ && !pointers_changed_) return;
   std::vector<detail::NormTensor> table(num_tensors_);
   for (size_t i = 0; i < num_tensors_; ++i) {
     const GradRef& g = grads_[i];
@@ -244,6 +244,21 @@ void GradNormPlan::SetActive(const std::vector<uint8_t>& active, void* stream) {
                             cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)),
             Where() + "cudaMemcpyAsync of the tensor table (SetActive)");
   active_ = std::move(next);
+  pointers_changed_ = false;
+}
+
+void GradNormPlan::SetGrad(size_t tensor, const void* grad) {
+  if (tensor >= num_tensors_)
+    throw Error(ErrorKind::kInvalidArgument, Where() + "SetGrad: tensor " +
+                                                 std::to_string(tensor) + " of " +
+                                                 std::to_string(num_tensors_));
+  GradRef& g = grads_[tensor];
+  if (grad == nullptr && g.n > 0)
+    throw Error(ErrorKind::kInvalidArgument,
+                Where() + "SetGrad: tensor " + std::to_string(tensor) + ": grad is null");
+  if (g.ptr == grad) return;
+  g.ptr = grad;
+  pointers_changed_ = true;
 }
 
 GradNormPlan::Result GradNormPlan::Read() const {

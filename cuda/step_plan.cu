@@ -9,15 +9,15 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/gpu_step.h"
-#include "cuda/plan_sizes.h"
+#include "engine/layout/plan_sizes.h"
 #include "cuda/step_args.h"
 
 namespace tandem::gpu {
 
-// Note [Plan sizes] in cuda/plan_sizes.h.
-static_assert(sizeof(detail::SpanMeta) == kSpanMetaBytes, "cuda/plan_sizes.h: SpanMeta");
-static_assert(sizeof(detail::WorkUnit) == kWorkUnitBytes, "cuda/plan_sizes.h: WorkUnit");
-static_assert(detail::kUnitElems == kStepUnitElems, "cuda/plan_sizes.h: unit elements");
+// Note [Plan sizes] in engine/layout/plan_sizes.h.
+static_assert(sizeof(detail::SpanMeta) == kSpanMetaBytes, "engine/layout/plan_sizes.h: SpanMeta");
+static_assert(sizeof(detail::WorkUnit) == kWorkUnitBytes, "engine/layout/plan_sizes.h: WorkUnit");
+static_assert(detail::kUnitElems == kStepUnitElems, "engine/layout/plan_sizes.h: unit elements");
 static_assert(StepPlan::kSkipSpan == detail::kSkipSpanIndex, "one value marks a skipped span");
 
 namespace {
@@ -183,6 +183,7 @@ StepPlan& StepPlan::operator=(StepPlan&& other) noexcept {
   span_has_m_ = std::move(other.span_has_m_);
   scalar_index_ = std::move(other.scalar_index_);
   host_spans_ = std::move(other.host_spans_);
+  table_changed_ = std::exchange(other.table_changed_, false);
   device_spans_ = std::exchange(other.device_spans_, nullptr);
   device_units_ = std::exchange(other.device_units_, nullptr);
   return *this;
@@ -209,7 +210,7 @@ void StepPlan::SetScalarIndex(const std::vector<uint32_t>& index, void* stream) 
     m = static_cast<int8_t>(span_has_m_[i]);
   }
   group_has_m_ = std::move(group_m);
-  if (index == scalar_index_) return;
+  if (index == scalar_index_ && !table_changed_) return;
   for (size_t i = 0; i < index.size(); ++i)
     reinterpret_cast<SpanMeta*>(host_spans_.data())[i].scalar_index = index[i];
   // From pageable memory: staged before cudaMemcpyAsync returns; runs in stream order,
@@ -219,6 +220,22 @@ void StepPlan::SetScalarIndex(const std::vector<uint32_t>& index, void* stream) 
             "gpu::StepPlan::SetScalarIndex: cudaMemcpyAsync of the span table (" +
                 std::to_string(host_spans_.size()) + " bytes)");
   scalar_index_ = index;
+  table_changed_ = false;
+}
+
+void StepPlan::SetGrad(size_t span, const void* grad) {
+  if (span >= num_spans_)
+    Invalid("SetGrad: span " + std::to_string(span) + " of " + std::to_string(num_spans_));
+  SpanMeta& meta = reinterpret_cast<SpanMeta*>(host_spans_.data())[span];
+  if (grad == nullptr && meta.n > 0) Invalid("SetGrad: " + SpanName(span) + ": grad is null");
+  if (meta.grad == grad) return;
+  meta.grad = grad;
+  // The vector path depends on the gradient's alignment (as at construction).
+  const uint32_t vec = VecAligned(grad, DTypeSize(static_cast<DType>(meta.grad_dtype)))
+                           ? detail::kVecGrad
+                           : 0u;
+  meta.vec_ok = (meta.vec_ok & ~static_cast<uint32_t>(detail::kVecGrad)) | vec;
+  table_changed_ = true;
 }
 
 void StepPlan::Launch(const StepScalars* scalars, size_t num_scalars, void* stream,

@@ -97,4 +97,11 @@ Placement ComputePlacement(const std::vector<uint64_t>& numels, double fraction,
   return p;
 }
 
+size_t LargestHostTensor(const Placement& p) {
+  size_t big = 0;
+  for (size_t t = 0; t < p.tensors.size(); ++t)
+    if (p.tensors[t].host_count() > p.tensors[big].host_count()) big = t;
+  return big;
+}
+
 }  // namespace tandem

@@ -7,12 +7,25 @@
 
 namespace tandem {
 
-StepScalars ComputeStepScalars(Algorithm algo, const HyperParams& h, double lr, int64_t step,
-                               double grad_mul) {
-  ValidateHyperParams(algo, h, "hyper-parameters");
+namespace {
+void CheckLr(double lr) {
   if (!std::isfinite(lr) || lr < 0)
     throw Error(ErrorKind::kInvalidArgument,
                 "learning rate must be finite and >= 0, got " + std::to_string(lr));
+}
+}  // namespace
+
+StepScalars ComputeStepScalars(Algorithm algo, const HyperParams& h, double lr, int64_t step,
+                               double grad_mul) {
+  ValidateHyperParams(algo, h, "hyper-parameters");
+  CheckLr(lr);
+  return GroupStepScalars(algo, h, lr * h.lr_scale, step, grad_mul);
+}
+
+StepScalars GroupStepScalars(Algorithm algo, const HyperParams& h, double lr_eff, int64_t step,
+                             double grad_mul) {
+  ValidateHyperParams(algo, h, "hyper-parameters");
+  CheckLr(lr_eff);
   if (step < 1)
     throw Error(ErrorKind::kInvalidArgument,
                 "step number must be >= 1, got " + std::to_string(step));
@@ -20,7 +33,6 @@ StepScalars ComputeStepScalars(Algorithm algo, const HyperParams& h, double lr, 
     throw Error(ErrorKind::kInvalidArgument,
                 "gradient multiplier must be finite and > 0, got " + std::to_string(grad_mul));
 
-  const double lr_eff = lr * h.lr_scale;
   const double t = static_cast<double>(step);
   StepScalars s;
   s.algo = algo;

@@ -1,7 +1,8 @@
 // Executors: the parts of a step that update the three placement classes.
 //
 // Note [Executors]: a Step is the pre-pass (norm and non-finite check over every active
-// gradient), the scalars (one StepScalars per (group, tensor step): Note [Scalar slots]),
+// gradient), the scalars (one StepScalars per (group, tensor step): Note [Scalar index] in
+// engine/step_scalars.h),
 // the executors, and the finish. Each executor updates one class of elements (Note [Three
 // placement classes] in tandem/compute_split.h) from the same scalars:
 //
@@ -32,15 +33,14 @@ namespace tandem::offload {
 
 // One step's inputs to every executor.
 struct StepWork {
-  const std::vector<StepScalars>* scalars = nullptr;  // per slot
-  // Per tensor: its slot in `scalars`, or kSkipTensor (no gradient at this step).
-  const std::vector<uint32_t>* slot_of_tensor = nullptr;
+  const std::vector<StepScalars>* scalars = nullptr;  // per scalar index
+  // Per tensor: its entry of `scalars`, or kSkipScalarIndex (no gradient at this step).
+  const std::vector<uint32_t>* scalar_index = nullptr;
   StageTimes* times = nullptr;  // each executor fills its own stages
   // Per streamed chunk (empty: none): its speculative update is kept (Note [Speculating
   // streamed chunks] in offload/stream_speculation.h).
   const std::vector<uint8_t>* stream_committed = nullptr;
 };
-inline constexpr uint32_t kSkipTensor = 0xFFFFFFFFu;
 
 class Executor {
  public:
@@ -59,6 +59,12 @@ class Executor {
     (void)t;
     (void)stream;
   }
+  // Points this executor's reads of tensor t's gradient at `grad` (the whole tensor's
+  // gradient, element 0) from now on (Note [Gradient reads] in tandem/optimizer.h).
+  virtual void SetGrad(size_t t, const void* grad) {
+    (void)t;
+    (void)grad;
+  }
   // Adds this executor's stage times of the last step to `times` (GPU timings are read
   // here, waiting for them if needed).
   virtual void ReadTimes(StageTimes* times) { (void)times; }
@@ -72,7 +78,7 @@ class StreamExecutor : public Executor {
   // its state's old bytes into its backup, the new state into the host chunk, the
   // parameters into its holding place (GPU mode: queued; host mode: done on return).
   virtual void Speculate(size_t c, const std::vector<StepScalars>& scalars,
-                         const std::vector<uint32_t>& slot_of_tensor) = 0;
+                         const std::vector<uint32_t>& scalar_index) = 0;
   // Waits until every Speculate is done: host chunks and backups are final.
   virtual void WaitSpeculated() = 0;
 };

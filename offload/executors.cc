@@ -9,7 +9,6 @@
 #include "tandem/error.h"
 
 namespace tandem::offload {
-static_assert(GpuSide::kSkip == kSkipTensor, "one value marks a tensor left out of a step");
 
 namespace {
 
@@ -26,10 +25,10 @@ class GpuResident final : public Executor {
   }
   const char* name() const override { return "GPU-resident"; }
   void Launch(const StepWork& w) override {
-    std::vector<uint32_t> span_slot(hot_tensor_.size());
+    std::vector<uint32_t> span_index(hot_tensor_.size());
     for (size_t i = 0; i < hot_tensor_.size(); ++i)
-      span_slot[i] = (*w.slot_of_tensor)[hot_tensor_[i]];
-    gpu_->LaunchHot(*w.scalars, span_slot);  // on the caller's stream: nothing to finish
+      span_index[i] = (*w.scalar_index)[hot_tensor_[i]];
+    gpu_->LaunchHot(*w.scalars, span_index);  // on the caller's stream: nothing to finish
     launched_ = pending_ = true;
   }
   void WaitParam(size_t t, void* stream) const override {
@@ -58,11 +57,15 @@ class HostResident final : public Executor {
     const auto t0 = Clock::now();
     work_.clear();
     for (size_t i = 0; i < hot_.size(); ++i) {
-      const uint32_t k = (*w.slot_of_tensor)[hot_tensor_[i]];
-      if (k != kSkipTensor) work_.push_back({&(*w.scalars)[k], hot_[i]});
+      const uint32_t k = (*w.scalar_index)[hot_tensor_[i]];
+      if (k != kSkipScalarIndex) work_.push_back({&(*w.scalars)[k], hot_[i]});
     }
     driver_->Run(work_.data(), work_.size());
     w.times->gpu_update_ms = MsSince(t0);  // host mode: the "device" is the host
+  }
+  void SetGrad(size_t t, const void* grad) override {
+    for (size_t i = 0; i < hot_.size(); ++i)  // a hot span starts at its tensor's element 0
+      if (hot_tensor_[i] == t) hot_[i].grad = grad;
   }
 
  private:
@@ -81,7 +84,7 @@ class GpuStream final : public StreamExecutor {
     joining_ = true;  // a launch that fails part-way is joined too (Abandon)
     static const std::vector<uint8_t> kNone;
     const std::vector<uint8_t>& committed = w.stream_committed ? *w.stream_committed : kNone;
-    w.times->stream_chunks = gpu_->LaunchStream(*w.scalars, *w.slot_of_tensor, committed);
+    w.times->stream_chunks = gpu_->LaunchStream(*w.scalars, *w.scalar_index, committed);
     // Kept chunks queue their parameter copies (after their speculative kernels, which
     // read the gradients) without being counted: the caller's stream joins those too.
     const bool kept = std::any_of(committed.begin(), committed.end(),
@@ -108,8 +111,8 @@ class GpuStream final : public StreamExecutor {
     if (launched_ && streamed_[t] != 0) gpu_->StreamWaitStreamed(stream);
   }
   void Speculate(size_t c, const std::vector<StepScalars>& scalars,
-                 const std::vector<uint32_t>& slot_of_tensor) override {
-    gpu_->SpeculateStream(c, scalars, slot_of_tensor);
+                 const std::vector<uint32_t>& scalar_index) override {
+    gpu_->SpeculateStream(c, scalars, scalar_index);
   }
   void WaitSpeculated() override { gpu_->WaitSpeculated(); }
   void ReadTimes(StageTimes* times) override {
@@ -135,11 +138,11 @@ class HostStream final : public StreamExecutor {
     uint64_t ran = 0;
     for (size_t c = 0; c < chunks_.size(); ++c) {
       const GpuSide::StreamChunkSpans& ch = chunks_[c];
-      Collect(ch, ch.spans, *w.scalars, *w.slot_of_tensor);
+      Collect(ch, ch.spans, *w.scalars, *w.scalar_index);
       if (work_.empty()) continue;
       if (w.stream_committed != nullptr && !w.stream_committed->empty() &&
           (*w.stream_committed)[c] != 0) {
-        for (const StreamLayout::HoldCopy& h : ch.hold_copies)
+        for (const layout::StreamLayout::HoldCopy& h : ch.hold_copies)
           std::memcpy(h.param, h.hold, h.bytes);
         continue;
       }
@@ -155,7 +158,7 @@ class HostStream final : public StreamExecutor {
   }
   // The data path of GpuSide::SpeculateStream, in host memory.
   void Speculate(size_t c, const std::vector<StepScalars>& scalars,
-                 const std::vector<uint32_t>& slot_of_tensor) override {
+                 const std::vector<uint32_t>& scalar_index) override {
     const GpuSide::StreamChunkSpans& ch = chunks_.at(c);
     if (!ch.speculative())
       throw Error(ErrorKind::kInternal, "streamed chunk " + std::to_string(c) +
@@ -163,13 +166,22 @@ class HostStream final : public StreamExecutor {
     FailInjected(c, "upload", "speculative update");
     std::memcpy(ch.slot, ch.host, ch.bytes);
     std::memcpy(ch.backup, ch.slot, ch.bytes);
-    for (const StreamLayout::HoldCopy& h : ch.hold_copies) std::memcpy(h.hold, h.param, h.bytes);
-    Collect(ch, ch.hold_spans, scalars, slot_of_tensor);
+    for (const layout::StreamLayout::HoldCopy& h : ch.hold_copies) std::memcpy(h.hold, h.param, h.bytes);
+    Collect(ch, ch.hold_spans, scalars, scalar_index);
     driver_->Run(work_.data(), work_.size());
     FailInjected(c, "download", "speculative update");
     std::memcpy(ch.host, ch.slot, ch.bytes);
   }
   void WaitSpeculated() override {}
+  void SetGrad(size_t t, const void* grad) override {
+    for (GpuSide::StreamChunkSpans& ch : chunks_)
+      for (size_t i = 0; i < ch.spans.size(); ++i) {
+        if (ch.span_tensor[i] != t) continue;
+        const void* at = static_cast<const uint8_t*>(grad) + ch.span_grad_offset[i];
+        ch.spans[i].grad = at;
+        if (ch.speculative()) ch.hold_spans[i].grad = at;
+      }
+  }
 
  private:
   // work_ = the active spans among `spans` (those of chunk ch or its hold spans).
@@ -178,7 +190,7 @@ class HostStream final : public StreamExecutor {
     work_.clear();
     for (size_t i = 0; i < spans.size(); ++i) {
       const uint32_t k = slot[ch.span_tensor[i]];
-      if (k != kSkipTensor) work_.push_back({&scalars[k], spans[i]});
+      if (k != kSkipScalarIndex) work_.push_back({&scalars[k], spans[i]});
     }
   }
 

@@ -18,12 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "cuda/plan_sizes.h"
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
 #include "offload/grad_stats.h"
-#include "offload/plan_groups.h"
-#include "offload/stream_layout.h"
+#include "engine/layout/stream_layout.h"
 #include "offload/transport.h"
 #include "tandem/compute_split.h"
 #include "tandem/faults.h"
@@ -39,38 +37,6 @@ class GpuSide {
   // `faults` (may be null) is asked once per copy of its transport and of each streamed
   // chunk (tandem/faults.h). Throws Error(kUnsupported) in a build without CUDA.
   static std::unique_ptr<GpuSide> Create(void* stream, std::shared_ptr<FaultPlan> faults);
-  // Device bytes the hot plans (one per format set of the hot spans: Note [One plan per
-  // format set], offload/plan_groups.h) and the norm plan of these sizes take (no CUDA
-  // needed). hot_span_formats has one entry per hot span.
-  static uint64_t PredictMetadataBytes(const std::vector<uint64_t>& hot_span_numels,
-                                       const std::vector<StateFormats>& hot_span_formats,
-                                       const std::vector<HostGrad>& grads) {
-    std::vector<gpu::NormSize> sizes;
-    for (const HostGrad& g : grads) sizes.push_back({g.n, g.run});
-    uint64_t bytes = gpu::PredictGradNormPlanBytes(sizes);
-    for (const std::vector<uint32_t>& spans : GroupByFormats(hot_span_formats).spans) {
-      std::vector<uint64_t> numels;
-      for (uint32_t i : spans) numels.push_back(hot_span_numels[i]);
-      bytes += gpu::PredictStepPlanBytes(numels);
-    }
-    return bytes;
-  }
-
-  // Device bytes the stream plans (one per format set of each chunk's spans) take.
-  // chunk_span_numels / chunk_span_formats: per chunk, per span.
-  static uint64_t PredictStreamMetadataBytes(
-      const std::vector<std::vector<uint64_t>>& chunk_span_numels,
-      const std::vector<std::vector<StateFormats>>& chunk_span_formats) {
-    uint64_t bytes = 0;
-    for (size_t c = 0; c < chunk_span_numels.size(); ++c)
-      for (const std::vector<uint32_t>& spans : GroupByFormats(chunk_span_formats[c]).spans) {
-        std::vector<uint64_t> numels;
-        for (uint32_t i : spans) numels.push_back(chunk_span_numels[c][i]);
-        bytes += gpu::PredictStepPlanBytes(numels);
-      }
-    return bytes;
-  }
-
   virtual ~GpuSide() = default;
 
   // Throws Error(kInvalidArgument) "<who>: <what> ..." unless `p` is device memory with
@@ -82,21 +48,26 @@ class GpuSide {
   virtual std::unique_ptr<Transport> MakeTransport() = 0;
 
   // Builds the hot plans over `spans`, one per distinct StepSpan::formats (Note [One plan
-  // per format set]; scalar index per span, kSkip: left out until a LaunchHot), and the
-  // norm plan over every tensor's gradient; returns the device bytes they hold.
+  // per format set]; scalar index per span, kSkipScalarIndex: left out until a
+  // LaunchHot), and the norm plan over every tensor's gradient; returns the device bytes
+  // they hold. span_tensor[i]: the tensor of span i (which starts at its element 0).
   virtual uint64_t BuildPlans(Algorithm algo, const std::vector<StepSpan>& spans,
                               const std::vector<uint32_t>& scalar_index,
+                              const std::vector<size_t>& span_tensor,
                               const std::vector<HostGrad>& grads) = 0;
+  // Points every plan's reads of tensor t's gradient (the pre-pass, the hot plans, the
+  // stream plans) at `grad`, the tensor's element 0, from their next launch on.
+  virtual void SetGrad(size_t t, const void* grad) = 0;
 
   // The pre-pass over the gradients of the tensors with active[i] != 0 (empty: all),
   // timed, then waited for: the norm is needed on the host before any update.
   virtual NormResult Prepass(const std::vector<uint8_t>& active) = 0;
-  // One or more fused launches of the hot plans: span i uses scalars[slot[i]], or is left
-  // out where slot[i] == kSkip. Any number of distinct slots (launches of at most
-  // gpu::kMaxScalarGroups each, per plan). Timed as one stage; not waited for.
-  static constexpr uint32_t kSkip = 0xFFFFFFFFu;
+  // One or more fused launches of the hot plans: span i uses scalars[span_index[i]], or
+  // is left out where span_index[i] == kSkipScalarIndex. Any number of distinct entries
+  // (launches of at most gpu::kMaxScalarGroups each, per plan). Timed as one stage; not
+  // waited for.
   virtual void LaunchHot(const std::vector<StepScalars>& scalars,
-                         const std::vector<uint32_t>& slot) = 0;
+                         const std::vector<uint32_t>& span_index) = 0;
   // Makes `stream` wait for the last LaunchHot (non-blocking).
   virtual void StreamWaitHot(void* stream) const = 0;
   // Pre-pass and hot-step times of the last step in ms (waits for the hot step's end).
@@ -113,14 +84,15 @@ class GpuSide {
     uint64_t bytes = 0;
     int slot_index = 0;
     std::vector<StepSpan> spans;
-    std::vector<uint32_t> span_tensor;  // per span: its tensor
+    std::vector<uint32_t> span_tensor;       // per span: its tensor
+    std::vector<uint64_t> span_grad_offset;  // per span: byte offset in its tensor's gradient
     // Only for a chunk that may be updated during backward (Note [Speculating streamed
     // chunks], offload/stream_speculation.h; empty hold_spans: never): where its state's
     // old bytes go (pinned, `bytes`), its spans with the parameters in the holding place,
     // and the parameter ranges that place mirrors.
     uint8_t* backup = nullptr;
     std::vector<StepSpan> hold_spans;
-    std::vector<StreamLayout::HoldCopy> hold_copies;
+    std::vector<layout::StreamLayout::HoldCopy> hold_copies;
     bool speculative() const { return !hold_spans.empty(); }
   };
   // host_copy(dst, src, bytes): a host-to-host copy (the speculation's backups); it runs
@@ -128,8 +100,8 @@ class GpuSide {
   using HostCopy = std::function<void(void*, const void*, size_t)>;
   virtual uint64_t BuildStream(Algorithm algo, std::vector<StreamChunkSpans> chunks, int slots,
                                HostCopy host_copy) = 0;
-  // Enqueues every chunk that has an active span (slot_of_tensor[t] != kSkip, as for
-  // LaunchHot): uploads wait for the slot's previous download (and the last step's
+  // Enqueues every chunk that has an active span (scalar_index[t] != kSkipScalarIndex, as
+  // for LaunchHot): uploads wait for the slot's previous download (and the last step's
   // downloads), kernels for their upload and for the last Prepass (the gradients: call
   // after Prepass; the hot launch runs beside them), downloads for their kernel. Never
   // waits on the host. Returns the chunks enqueued.
@@ -137,7 +109,7 @@ class GpuSide {
   // keeps; for those only their held parameters are copied into place (after the pre-pass:
   // backward has stopped reading the parameters), nothing is streamed.
   virtual uint64_t LaunchStream(const std::vector<StepScalars>& scalars,
-                                const std::vector<uint32_t>& slot_of_tensor,
+                                const std::vector<uint32_t>& scalar_index,
                                 const std::vector<uint8_t>& committed) = 0;
   // Speculative early start of chunk c (chunks[c].speculative()), during backward, after
   // the gradients queued so far on the caller's stream: upload its state; beside it, copy
@@ -146,7 +118,7 @@ class GpuSide {
   // the backup, download the new state into the host chunk. The parameters are not
   // written. Never waits on the host; call between two Steps only.
   virtual void SpeculateStream(size_t c, const std::vector<StepScalars>& scalars,
-                               const std::vector<uint32_t>& slot_of_tensor) = 0;
+                               const std::vector<uint32_t>& scalar_index) = 0;
   // Waits until every SpeculateStream's downloads are done (the host chunks and backups
   // are final).
   virtual void WaitSpeculated() = 0;

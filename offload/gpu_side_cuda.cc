@@ -6,38 +6,38 @@
 #include <string>
 #include <utility>
 
-#include "cuda/gpu_step.h"
 #include "cuda/cuda_check.h"
+#include "cuda/gpu_step.h"
+#include "engine/layout/plan_groups.h"
 #include "offload/cuda_transport.h"
 #include "offload/device_range.h"
 #include "offload/gpu_side.h"
 #include "tandem/error.h"
 
 namespace tandem::offload {
-static_assert(GpuSide::kSkip == gpu::StepPlan::kSkipSpan, "one value marks a span left out");
+static_assert(kSkipScalarIndex == gpu::StepPlan::kSkipSpan, "one value marks a span left out");
 
 namespace {
 
-// Launches `plan` over its spans, span k using scalars[slot[k]] (kSkip: left out), in
-// launches of at most kMaxScalarGroups distinct scalar sets, each leaving out the spans of
-// the others: one launch in the usual case (a few groups).
-void LaunchSlots(gpu::StepPlan& plan, const std::vector<uint32_t>& slot,
-                 const std::vector<StepScalars>& scalars, cudaStream_t stream,
-                 int reserve_sms = 0) {
+// Launches `plan` over its spans, span k using scalars[span_index[k]] (kSkipScalarIndex:
+// left out), in launches of at most kMaxScalarGroups distinct scalar sets, each leaving out
+// the spans of the others: one launch in the usual case (a few groups).
+void LaunchScalars(gpu::StepPlan& plan, const std::vector<uint32_t>& span_index,
+                   const std::vector<StepScalars>& scalars, cudaStream_t stream,
+                   int reserve_sms = 0) {
   const size_t per = gpu::kMaxScalarGroups;
-  std::vector<uint32_t> index(slot.size());
+  std::vector<uint32_t> index(span_index.size());
   for (size_t first = 0; first < std::max<size_t>(scalars.size(), 1); first += per) {
     bool any = false;
-    for (size_t k = 0; k < slot.size(); ++k) {
-      const uint32_t s = slot[k];
-      const bool mine = s != GpuSide::kSkip && s >= first && s < first + per;
+    for (size_t k = 0; k < span_index.size(); ++k) {
+      const uint32_t s = span_index[k];
+      const bool mine = s != kSkipScalarIndex && s >= first && s < first + per;
       index[k] = mine ? static_cast<uint32_t>(s - first) : gpu::StepPlan::kSkipSpan;
       any |= mine;
     }
     if (!any) continue;
     plan.SetScalarIndex(index, stream);
-    plan.Launch(scalars.data() + first, std::min(per, scalars.size() - first), stream,
-                reserve_sms);
+    plan.Launch(scalars.data() + first, std::min(per, scalars.size() - first), stream, reserve_sms);
   }
 }
 
@@ -73,15 +73,13 @@ class CudaSide final : public GpuSide {
     cudaPointerAttributes a{};
     const cudaError_t err = cudaPointerGetAttributes(&a, p);
     cudaGetLastError();
-    if (err != cudaSuccess ||
-        (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged))
+    if (err != cudaSuccess || (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged))
       throw Error(ErrorKind::kInvalidArgument,
                   who + ": " + what + " is not device memory (GPU mode needs device pointers)");
     if (const auto have = DeviceBytesFrom(p); have && *have < need)
       throw Error(ErrorKind::kInvalidArgument,
-                  who + ": " + what + " needs " + std::to_string(need) + " bytes " +
-                      need_detail + " but its device allocation holds only " +
-                      std::to_string(*have) +
+                  who + ": " + what + " needs " + std::to_string(need) + " bytes " + need_detail +
+                      " but its device allocation holds only " + std::to_string(*have) +
                       " bytes from that address");
   }
 
@@ -90,13 +88,14 @@ class CudaSide final : public GpuSide {
   }
 
   uint64_t BuildPlans(Algorithm algo, const std::vector<StepSpan>& spans,
-                      const std::vector<uint32_t>& index,
+                      const std::vector<uint32_t>& index, const std::vector<size_t>& span_tensor,
                       const std::vector<HostGrad>& grads) override {
     uint64_t bytes = 0;
-    // Note [One plan per format set] (offload/plan_groups.h).
+    grad_uses_.assign(grads.size(), {});
+    // Note [One plan per format set] (engine/layout/plan_groups.h).
     std::vector<StateFormats> formats;
     for (const StepSpan& sp : spans) formats.push_back(sp.formats);
-    groups_ = GroupByFormats(formats);
+    groups_ = layout::GroupByFormats(formats);
     hot_.clear();
     for (size_t p = 0; p < groups_.formats.size(); ++p) {
       std::vector<StepSpan> mine;
@@ -107,11 +106,20 @@ class CudaSide final : public GpuSide {
       }
       hot_.push_back(std::make_unique<gpu::StepPlan>(algo, groups_.formats[p], mine, mine_index));
       bytes += hot_.back()->device_bytes();
+      for (size_t k = 0; k < groups_.spans[p].size(); ++k)  // hot spans start at element 0
+        grad_uses_[span_tensor[groups_.spans[p][k]]].push_back(
+            {hot_.back().get(), static_cast<uint32_t>(k), 0});
     }
     std::vector<gpu::GradRef> refs;
     for (const HostGrad& g : grads) refs.push_back({g.ptr, g.n, g.dtype, g.run});
     norm_ = std::make_unique<gpu::GradNormPlan>(refs);
     return bytes + norm_->device_bytes();
+  }
+
+  void SetGrad(size_t t, const void* grad) override {
+    norm_->SetGrad(t, grad);
+    for (const GradUse& u : grad_uses_[t])
+      u.plan->SetGrad(u.span, static_cast<const uint8_t*>(grad) + u.offset);
   }
 
   NormResult Prepass(const std::vector<uint8_t>& active) override {
@@ -125,15 +133,15 @@ class CudaSide final : public GpuSide {
   }
 
   void LaunchHot(const std::vector<StepScalars>& scalars,
-                 const std::vector<uint32_t>& slot) override {
+                 const std::vector<uint32_t>& span_index) override {
     TANDEM_CUDA(cudaEventRecord(ev_[2], stream_), "(hot step start)");
     // With streamed chunks, the hot launch leaves a few SMs to their kernels: holding
     // every SM, it would stall the first chunks' kernels, then (K slots) their copies.
     const int reserve = chunks_.empty() ? 0 : kStreamSms;
     for (size_t p = 0; p < hot_.size(); ++p) {
-      std::vector<uint32_t> plan_slot;
-      for (uint32_t i : groups_.spans[p]) plan_slot.push_back(slot[i]);
-      LaunchSlots(*hot_[p], plan_slot, scalars, stream_, reserve);
+      std::vector<uint32_t> plan_index;
+      for (uint32_t i : groups_.spans[p]) plan_index.push_back(span_index[i]);
+      LaunchScalars(*hot_[p], plan_index, scalars, stream_, reserve);
     }
     TANDEM_CUDA(cudaEventRecord(ev_[3], stream_), "(hot step end)");
     timed_ = true;
@@ -162,8 +170,7 @@ class CudaSide final : public GpuSide {
                       const char* context) const override {
     if (bytes == 0) return;
     TANDEM_CUDA(cudaSetDevice(device_), context);
-    TANDEM_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamPerThread),
-                context);
+    TANDEM_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamPerThread), context);
     TANDEM_CUDA(cudaStreamSynchronize(cudaStreamPerThread), context);
   }
 
@@ -185,7 +192,8 @@ class CudaSide final : public GpuSide {
     chunks_ = std::move(chunks);
     host_copy_ = std::move(host_copy);
     backups_.clear();
-    for (const StreamChunkSpans& ch : chunks_) backups_.push_back({this, ch.backup, ch.host, ch.bytes});
+    for (const StreamChunkSpans& ch : chunks_)
+      backups_.push_back({this, ch.backup, ch.host, ch.bytes});
     plans_.clear();
     spec_plans_.clear();
     uint64_t bytes = 0;
@@ -193,7 +201,7 @@ class CudaSide final : public GpuSide {
     auto build = [&](size_t c, const std::vector<StepSpan>& spans, std::vector<ChunkPlan>* out) {
       std::vector<StateFormats> formats;
       for (const StepSpan& sp : spans) formats.push_back(sp.formats);
-      const PlanGroups g = GroupByFormats(formats);
+      const layout::PlanGroups g = layout::GroupByFormats(formats);
       for (size_t p = 0; p < g.formats.size(); ++p) {
         ChunkPlan cp;
         cp.chunk = c;
@@ -203,8 +211,13 @@ class CudaSide final : public GpuSide {
           cp.tensor.push_back(chunks_[c].span_tensor[i]);
         }
         cp.plan = std::make_unique<gpu::StepPlan>(
-            algo, g.formats[p], mine, std::vector<uint32_t>(mine.size(), kSkip));
+            algo, g.formats[p], mine, std::vector<uint32_t>(mine.size(), kSkipScalarIndex));
         bytes += cp.plan->device_bytes();
+        for (size_t k = 0; k < g.spans[p].size(); ++k) {
+          const uint32_t i = g.spans[p][k];
+          grad_uses_[chunks_[c].span_tensor[i]].push_back(
+              {cp.plan.get(), static_cast<uint32_t>(k), chunks_[c].span_grad_offset[i]});
+        }
         out->push_back(std::move(cp));
       }
     };
@@ -226,7 +239,7 @@ class CudaSide final : public GpuSide {
   }
 
   uint64_t LaunchStream(const std::vector<StepScalars>& scalars,
-                        const std::vector<uint32_t>& slot_of_tensor,
+                        const std::vector<uint32_t>& scalar_index,
                         const std::vector<uint8_t>& committed) override {
     if (chunks_.empty()) return 0;
     // The kernels read the gradients: after the pre-pass, which came after them on the
@@ -249,18 +262,18 @@ class CudaSide final : public GpuSide {
       }
     } mark_end{this};
     size_t p = 0;
-    std::vector<uint32_t> plan_slot;
+    std::vector<uint32_t> plan_index;
     for (size_t c = 0; c < chunks_.size(); ++c) {
       const StreamChunkSpans& ch = chunks_[c];
       const size_t p0 = p;
       bool any = false;
       for (; p < plans_.size() && plans_[p].chunk == c; ++p)
-        for (uint32_t t : plans_[p].tensor) any |= slot_of_tensor[t] != kSkip;
+        for (uint32_t t : plans_[p].tensor) any |= scalar_index[t] != kSkipScalarIndex;
       if (!any) continue;
       if (!committed.empty() && committed[c] != 0) {
         // Kept from the speculation: its parameters go into place (its spec kernel came
         // earlier on run_; backward's reads of the parameters ended before the pre-pass).
-        for (const StreamLayout::HoldCopy& h : ch.hold_copies)
+        for (const layout::StreamLayout::HoldCopy& h : ch.hold_copies)
           TANDEM_CUDA(cudaMemcpyAsync(h.param, h.hold, h.bytes, cudaMemcpyDeviceToDevice, run_),
                       ctx(c, "held parameters into place"));
         continue;
@@ -275,9 +288,9 @@ class CudaSide final : public GpuSide {
       TANDEM_CUDA(cudaEventRecord(ev.up, up_), ctx(c, "upload"));
       TANDEM_CUDA(cudaStreamWaitEvent(run_, ev.up, 0), ctx(c, "kernel waits for upload"));
       for (size_t q = p0; q < p; ++q) {
-        plan_slot.clear();
-        for (uint32_t t : plans_[q].tensor) plan_slot.push_back(slot_of_tensor[t]);
-        LaunchSlots(*plans_[q].plan, plan_slot, scalars, run_);
+        plan_index.clear();
+        for (uint32_t t : plans_[q].tensor) plan_index.push_back(scalar_index[t]);
+        LaunchScalars(*plans_[q].plan, plan_index, scalars, run_);
       }
       TANDEM_CUDA(cudaEventRecord(ev.run, run_), ctx(c, "kernel"));
       TANDEM_CUDA(cudaStreamWaitEvent(down_, ev.run, 0), ctx(c, "download waits for kernel"));
@@ -297,11 +310,11 @@ class CudaSide final : public GpuSide {
   }
 
   void SpeculateStream(size_t c, const std::vector<StepScalars>& scalars,
-                       const std::vector<uint32_t>& slot_of_tensor) override {
+                       const std::vector<uint32_t>& scalar_index) override {
     const StreamChunkSpans& ch = chunks_.at(c);
     if (!ch.speculative())
-      throw Error(ErrorKind::kInternal, "streamed chunk " + std::to_string(c) +
-                                            " has no place for a speculative update");
+      throw Error(ErrorKind::kInternal,
+                  "streamed chunk " + std::to_string(c) + " has no place for a speculative update");
     fail_injected(c, "upload", "speculative update");
     // The gradients queued so far on the caller's stream (GradReady: this chunk's are
     // final) come before the kernel; the last step's downloads before the upload.
@@ -334,15 +347,15 @@ class CudaSide final : public GpuSide {
                 ctx(c, "backup on the host"));
     TANDEM_CUDA(cudaEventRecord(ev.backup, backup_), ctx(c, "backup on the host"));
     TANDEM_CUDA(cudaStreamWaitEvent(run_, ev.up, 0), ctx(c, "kernel waits for upload"));
-    for (const StreamLayout::HoldCopy& h : ch.hold_copies)
+    for (const layout::StreamLayout::HoldCopy& h : ch.hold_copies)
       TANDEM_CUDA(cudaMemcpyAsync(h.hold, h.param, h.bytes, cudaMemcpyDeviceToDevice, run_),
                   ctx(c, "parameters into the holding place"));
-    std::vector<uint32_t> plan_slot;
+    std::vector<uint32_t> plan_index;
     for (const ChunkPlan& cp : spec_plans_) {
       if (cp.chunk != c) continue;
-      plan_slot.clear();
-      for (uint32_t t : cp.tensor) plan_slot.push_back(slot_of_tensor[t]);
-      LaunchSlots(*cp.plan, plan_slot, scalars, run_);
+      plan_index.clear();
+      for (uint32_t t : cp.tensor) plan_index.push_back(scalar_index[t]);
+      LaunchScalars(*cp.plan, plan_index, scalars, run_);
     }
     TANDEM_CUDA(cudaEventRecord(ev.run, run_), ctx(c, "speculative kernel"));
     TANDEM_CUDA(cudaStreamWaitEvent(down_, ev.run, 0), ctx(c, "download waits for kernel"));
@@ -388,10 +401,18 @@ class CudaSide final : public GpuSide {
   int device_ = 0;  // current at construction: CopyConcurrent makes it current on its thread
   std::shared_ptr<FaultPlan> faults_;
   cudaEvent_t ev_[4] = {nullptr, nullptr, nullptr, nullptr};  // prepass/hot start+end
-  PlanGroups groups_;                               // the hot spans, by format set
-  std::vector<std::unique_ptr<gpu::StepPlan>> hot_;  // per format set: its plan
+  layout::PlanGroups groups_;                                 // the hot spans, by format set
+  std::vector<std::unique_ptr<gpu::StepPlan>> hot_;           // per format set: its plan
   std::unique_ptr<gpu::GradNormPlan> norm_;
   bool timed_ = false;
+  // Per tensor: the spans of the hot and stream plans that read its gradient, and where
+  // (bytes from the gradient's element 0), so SetGrad can point them elsewhere.
+  struct GradUse {
+    gpu::StepPlan* plan;
+    uint32_t span;
+    uint64_t offset;
+  };
+  std::vector<std::vector<GradUse>> grad_uses_;
 
   // The stream executor: per chunk its copies and spans, per (chunk, format set) a plan
   // (in chunk order), per slot its events, and three streams: uploads, kernels, downloads.
@@ -428,7 +449,7 @@ class CudaSide final : public GpuSide {
     b->self->host_copy_(b->dst, b->src, b->bytes);
   }
   HostCopy host_copy_;
-  std::vector<Backup> backups_;  // per chunk
+  std::vector<Backup> backups_;         // per chunk
   static constexpr int kStreamSms = 8;  // SMs the hot launch leaves to streamed kernels
   std::vector<StreamChunkSpans> chunks_;
   std::vector<ChunkPlan> plans_;
@@ -504,6 +525,5 @@ bool GpuSide::Available() noexcept { return gpu::DeviceAvailable(); }
 std::unique_ptr<GpuSide> GpuSide::Create(void* stream, std::shared_ptr<FaultPlan> faults) {
   return std::make_unique<CudaSide>(stream, std::move(faults));
 }
-
 
 }  // namespace tandem::offload

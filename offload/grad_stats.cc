@@ -5,16 +5,6 @@
 
 namespace tandem::offload {
 
-uint64_t NormRun(const TensorSpec& s) {
-  if (s.norm_unit != 0) return s.norm_unit;
-  if (s.shape.size() >= 2) {
-    uint64_t row = 1;
-    for (size_t d = 1; d < s.shape.size(); ++d) row *= s.shape[d];
-    if (row > 0) return row;
-  }
-  return s.numel;
-}
-
 GradStats ToGradStats(const NormResult& r) {
   GradStats s;
   for (int k = 0; k < exact::kDigits; ++k) s.exact[k] = static_cast<uint32_t>(r.exact.limb[k]);

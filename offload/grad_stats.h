@@ -1,5 +1,4 @@
-// The gradient statistics of a step's pre-pass on the offload side: which runs a tensor's
-// pre-pass sums as wholes, and GradStats (include/tandem/optimizer.h) to and from the
+// The gradient statistics of a step's pre-pass on the offload side: GradStats (include/tandem/optimizer.h) to and from the
 // pre-pass result. The host pre-pass itself is cpu::HostGradNorm (cpu_simd/host_norm.h),
 // the GPU's gpu::GradNormPlan.
 #pragma once
@@ -7,16 +6,13 @@
 #include <cstdint>
 
 #include "cpu_simd/host_norm.h"
-#include "tandem/optimizer.h"
+#include "tandem/config.h"
 
 namespace tandem::offload {
 
 using cpu::HostGrad;
 using cpu::HostGradNorm;
 using cpu::NormResult;
-
-// The run length of tensor `s` for the pre-pass (TensorSpec::norm_unit's rule).
-uint64_t NormRun(const TensorSpec& s);
 
 // GradStats <-> NormResult (GradStats::exact holds the normalized digits).
 GradStats ToGradStats(const NormResult& r);

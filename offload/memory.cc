@@ -48,7 +48,7 @@ Slab::Slab(MemKind kind, uint64_t bytes, const std::string& what, FaultPlan* fau
       throw Error(ErrorKind::kUnsupported, desc + ": this build has no CUDA support");
 #endif
     case MemKind::kHost:
-      ptr_ = std::aligned_alloc(kSlabAlign, Aligned(bytes));
+      ptr_ = std::aligned_alloc(layout::kSlabAlign, layout::Aligned(bytes));
       if (ptr_ == nullptr) failure = "aligned_alloc returned null";
       break;
   }

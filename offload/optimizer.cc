@@ -11,11 +11,12 @@
 
 #include "engine/shape.h"
 #include "engine/state_arrays.h"
-#include "cuda/plan_sizes.h"
+#include "engine/layout/memory_plan.h"
+#include "engine/layout/plan_sizes.h"
+#include "engine/layout/tensor_rules.h"
 #include "offload/grad_stats.h"
 #include "offload/host_transport.h"
 #include "offload/optimizer_impl.h"
-#include "offload/tensor_formats.h"
 #include "tandem/error.h"
 
 namespace tandem {
@@ -66,20 +67,22 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
       throw Error(ErrorKind::kUnsupported, "GPU mode requested but no CUDA device is available");
   }
   Validate();
-  formats_ = offload::TensorFormats(specs_, cfg_);
-  std::vector<uint64_t> numels;
-  for (const TensorSpec& s : specs_) numels.push_back(s.numel);
-  placement_ = ComputePlacement(numels, cfg_.offload_fraction, cfg_.placement);
-  const double share = ChooseComputeShare();
-  if (share > 0)
-    placement_ = ComputePlacement(numels, cfg_.offload_fraction, cfg_.placement, share);
-  CheckHostBudget();  // before any state is allocated
+  formats_ = layout::TensorFormats(specs_, cfg_);
+  // The one placement decision (tandem/resolve_placement.h), with the rates auto needs.
+  const std::optional<MachineRates> rates = Rates();
+  const ResolvedPlacement resolved =
+      ResolvePlacement(specs_, cfg_, mode_, rates ? &*rates : nullptr);
+  placement_ = resolved.placement;
+  split_ = resolved.split;
+  CheckHostBudget(resolved.memory);  // before any state is allocated
   BuildLayout();
   driver_.Execute([this] { InitState(); });  // on the optimizer's own (pinned) threads
   BuildChunks();
   last_upload_.assign(specs_.size(), 0);
   chunk_ticket_.assign(chunks_.size(), 0);
   grad_ready_.assign(specs_.size(), 0);
+  for (const TensorSpec& s : specs_) grad_.push_back(s.grad);
+  used_grad_ = checked_grad_ = grad_;
   tensor_step_.assign(specs_.size(), 0);
   if (cfg_.speculative_early_start && pipeline_) BuildSpeculation();
 }
@@ -106,7 +109,7 @@ void HybridOptimizer::Impl::Validate() {
   if (c.groups.empty()) fail("OptimizerConfig::groups is empty");
   for (size_t g = 0; g < c.groups.size(); ++g)
     ValidateHyperParams(c.algorithm, c.groups[g], "group " + std::to_string(g));
-  offload::CheckFormats(c.algorithm, c.groups, c.formats, "OptimizerConfig::formats");
+  layout::CheckFormats(c.algorithm, c.groups, c.formats, "OptimizerConfig::formats");
   if (!(c.offload_fraction >= 0.0 && c.offload_fraction <= 1.0))
     fail("offload_fraction must be in [0, 1], got " + std::to_string(c.offload_fraction));
   if (c.chunk_elements < kQuantGroup || c.chunk_elements % kQuantGroup != 0)
@@ -138,7 +141,7 @@ void HybridOptimizer::Impl::Validate() {
       fail(who + ": group " + std::to_string(s.group) + " but only " +
            std::to_string(c.groups.size()) + " groups configured");
     if (s.formats)
-      offload::CheckFormats(c.algorithm, std::span(&c.groups[s.group], 1), *s.formats,
+      layout::CheckFormats(c.algorithm, std::span(&c.groups[s.group], 1), *s.formats,
                             who + ": formats " + Name(*s.formats), s.group);
     if (!s.shape.empty()) {
       const std::optional<uint64_t> product = ShapeElements(s.shape);
@@ -178,10 +181,10 @@ std::string BytesText(uint64_t bytes) {
 }
 }  // namespace
 
-void HybridOptimizer::Impl::CheckHostBudget() const {
+void HybridOptimizer::Impl::CheckHostBudget(const MemoryReport& resolved) const {
   const uint64_t budget = cfg_.pinned_budget_bytes;
   if (budget == 0) return;
-  const uint64_t need = PredictMemory(specs_, cfg_, mode_).host.total();
+  const uint64_t need = resolved.host.total();
   if (need > budget)
     throw Error(ErrorKind::kOutOfMemory,
                 std::string("the optimizer's ") + (gpu() ? "pinned" : "host") + " state needs " +
@@ -190,121 +193,9 @@ void HybridOptimizer::Impl::CheckHostBudget() const {
                     "state formats");
 }
 
-namespace {
-// Everything about the state's memory that follows from the tensors and the configuration
-// alone: used to allocate (BuildLayout) and to predict (PredictMemory), so the two agree.
-struct LayoutPlan {
-  offload::StateLayout hot, cold;
-  offload::StreamLayout stream;  // host-resident, computed on the GPU
-  uint64_t stream_slot_bytes = 0;  // all slots
-  uint64_t grad_slot_bytes = 0, param_slot_bytes = 0;
-  std::vector<uint64_t> grad_slot_off, param_slot_off;
-  uint64_t staging_bytes = 0;
-  // Early start: per tensor, the offset of its offloaded gradients in the early-start
-  // buffer and (speculation) of its held parameters (kNoHold: uploads from the state).
-  std::vector<uint64_t> early_off, hold_off;
-  uint64_t early_bytes = 0, hold_bytes = 0;
-  // Speculating streamed chunks (Note [Speculating streamed chunks]): per stream chunk,
-  // the offsets of its backup and of its parameters' holding place (kNoHold: the chunk
-  // streams at Step only).
-  std::vector<uint64_t> spec_backup_off, spec_hold_off;
-  uint64_t spec_backup_bytes = 0, spec_hold_bytes = 0;
-  MemoryReport report;
-};
-
-LayoutPlan PlanLayout(const std::vector<TensorSpec>& specs, const OptimizerConfig& cfg,
-                      const Placement& placement, bool gpu) {
-  LayoutPlan lp;
-  const size_t n = specs.size();
-  lp.hot.Reset(n);
-  lp.cold.Reset(n);
-  for (size_t t = 0; t < n; ++t) {
-    const TensorSpec& s = specs[t];
-    const HyperParams& h = cfg.groups[s.group];
-    const StateFormats& f = offload::EffectiveFormats(s, cfg);
-    const uint64_t dc = placement.tensors[t].device_count;
-    // Note [Master aliases the parameter] in offload/state_layout.h.
-    const uint64_t sc = placement.tensors[t].stream_count;
-    lp.hot.Add(t, 0, dc, cfg.algorithm, h, f, offload::MasterAliases(f.master, s.param_dtype));
-    lp.cold.Add(t, dc + sc, s.numel - dc - sc, cfg.algorithm, h, f, /*alias_param=*/false);
-  }
-  std::vector<StateFormats> formats;
-  for (const TensorSpec& s : specs) formats.push_back(offload::EffectiveFormats(s, cfg));
-  lp.stream.Build(specs, formats, cfg, placement);
-  if (!lp.stream.chunks().empty())
-    lp.stream_slot_bytes = cfg.stream_slots * offload::Aligned(lp.stream.slot_bytes());
-  // Staging for the pipeline: K gradient slots and, where a chunk cannot upload its state
-  // directly, K parameter slots.
-  for (size_t t = 0; t < n; ++t) {
-    const uint64_t cold = placement.tensors[t].host_compute_count();
-    if (cold == 0) continue;
-    const uint64_t c = std::min<uint64_t>(cold, cfg.chunk_elements);
-    lp.grad_slot_bytes = std::max<uint64_t>(lp.grad_slot_bytes, c * DTypeSize(specs[t].grad_dtype));
-    if (!offload::MasterAliases(offload::EffectiveFormats(specs[t], cfg).master,
-                                specs[t].param_dtype))
-      lp.param_slot_bytes =
-          std::max<uint64_t>(lp.param_slot_bytes, c * DTypeSize(specs[t].param_dtype));
-  }
-  offload::SlabLayout staging;
-  if (lp.grad_slot_bytes > 0) {
-    for (int i = 0; i < cfg.pipeline_slots; ++i) lp.grad_slot_off.push_back(staging.Add(lp.grad_slot_bytes));
-    if (lp.param_slot_bytes > 0)
-      for (int i = 0; i < cfg.pipeline_slots; ++i)
-        lp.param_slot_off.push_back(staging.Add(lp.param_slot_bytes));
-  }
-  lp.staging_bytes = staging.total();
-  // Early start: one landing place per offloaded gradient element; with speculation, a
-  // holding place per offloaded parameter that cannot go up from its own master.
-  offload::SlabLayout early, hold;
-  lp.early_off.assign(n, 0);
-  lp.hold_off.assign(n, kNoHold);
-  for (size_t t = 0; t < n; ++t) {
-    const uint64_t cold = placement.tensors[t].host_compute_count();
-    lp.early_off[t] = early.Add(cold * DTypeSize(specs[t].grad_dtype));
-    if (cold > 0 && !offload::MasterAliases(offload::EffectiveFormats(specs[t], cfg).master,
-                                            specs[t].param_dtype))
-      lp.hold_off[t] = hold.Add(cold * DTypeSize(specs[t].param_dtype));
-  }
-  lp.early_bytes = early.total();
-  lp.hold_bytes = hold.total();
-  const std::vector<offload::StreamChunk>& sch = lp.stream.chunks();
-  lp.spec_backup_off.assign(sch.size(), kNoHold);
-  lp.spec_hold_off.assign(sch.size(), kNoHold);
-  if (cfg.speculative_early_start) {
-    // The last chunks, whose gradients backward produces first, within the budget.
-    offload::SlabLayout backup, held;
-    uint64_t taken = 0;
-    for (size_t c = sch.size(); c-- > 0;) {
-      if (taken + sch[c].bytes > cfg.speculative_stream_bytes) break;
-      taken += sch[c].bytes;
-      lp.spec_backup_off[c] = backup.Add(sch[c].bytes);
-      lp.spec_hold_off[c] = held.Add(lp.stream.hold_bytes(c, specs));
-    }
-    lp.spec_backup_bytes = backup.total();
-    lp.spec_hold_bytes = held.total();
-  }
-  MemoryReport::Bytes& dev = gpu ? lp.report.device : lp.report.host;
-  lp.hot.Report(&dev);
-  lp.cold.Report(&lp.report.host);
-  lp.stream.Report(&lp.report.host);
-  lp.report.host.staging += lp.staging_bytes;
-  dev.staging += lp.stream_slot_bytes;  // the device slots chunks stream through
-  lp.report.classes = {lp.hot.bytes(), lp.stream.bytes(), lp.stream_slot_bytes, lp.cold.bytes()};
-  if (cfg.speculative_early_start) {
-    // Allocated at construction (BeginStep never allocates): the early-start gradient
-    // buffer (staging, as when GradReady allocates it on first use) and the backup of
-    // the offloaded state (the cold layout again) plus the parameter holding buffer.
-    lp.report.host.staging += lp.early_bytes;
-    lp.report.host.speculation += lp.cold.bytes() + lp.hold_bytes + lp.spec_backup_bytes;
-    dev.speculation += lp.spec_hold_bytes;
-  }
-  return lp;
-}
-}  // namespace
-
 void HybridOptimizer::Impl::BuildLayout() {
   const size_t n = specs_.size();
-  LayoutPlan lp = PlanLayout(specs_, cfg_, placement_, gpu());
+  layout::MemoryPlan lp = layout::PlanMemory(specs_, cfg_, placement_, gpu());
   hot_ = std::move(lp.hot);
   cold_ = std::move(lp.cold);
   const MemKind hot_kind = gpu() ? MemKind::kDevice : MemKind::kHost;
@@ -333,7 +224,6 @@ void HybridOptimizer::Impl::BuildLayout() {
   staging_slab_ = offload::Slab(cold_kind, lp.staging_bytes, "offload pipeline staging slots",
                                 faults);
   report_ = lp.report;
-  report_.host_budget = cfg_.pinned_budget_bytes;
   early_offset_ = lp.early_off;
   early_bytes_ = lp.early_bytes;
   hold_offset_ = lp.hold_off;
@@ -357,7 +247,7 @@ void HybridOptimizer::Impl::BuildLayout() {
   std::vector<uint32_t> index;
   hot_tensor_.clear();
   for (size_t t = 0; t < n; ++t) {
-    const offload::Part& p = hot_.part(t);
+    const layout::Part& p = hot_.part(t);
     if (p.count == 0) continue;
     StepSpan sp = p.state;
     sp.grad = specs_[t].grad;
@@ -366,14 +256,14 @@ void HybridOptimizer::Impl::BuildLayout() {
     sp.param = p.alias_param ? nullptr : specs_[t].param;
     spans.push_back(sp);
     // Every span starts left out; each Step assigns its slots (Note [Scalar slots]).
-    index.push_back(offload::GpuSide::kSkip);
+    index.push_back(kSkipScalarIndex);
     hot_tensor_.push_back(t);
   }
   if (gpu()) {
     std::vector<offload::HostGrad> grads;
     for (const TensorSpec& s : specs_)
-      grads.push_back({s.grad, s.numel, s.grad_dtype, offload::NormRun(s)});
-    report_.device.metadata += gpu_->BuildPlans(cfg_.algorithm, spans, index, grads);
+      grads.push_back({s.grad, s.numel, s.grad_dtype, layout::NormRun(s)});
+    report_.device.metadata += gpu_->BuildPlans(cfg_.algorithm, spans, index, hot_tensor_, grads);
     report_.host.metadata += gpu::kNormResultBytes;  // the pre-pass result, pinned
   }
   BuildExecutors(std::move(spans));
@@ -389,12 +279,12 @@ void HybridOptimizer::Impl::BuildChunks() {
   // Gradients arrive in backward order: the last registered tensor first.
   for (size_t t = specs_.size(); t-- > 0;) {
     const TensorSpec& s = specs_[t];
-    const offload::Part& p = cold_.part(t);
+    const layout::Part& p = cold_.part(t);
     chunk_begin_[t] = chunk_end_[t] = chunks_.size();
     if (p.count == 0) continue;
     const size_t gsz = DTypeSize(s.grad_dtype), psz = DTypeSize(s.param_dtype);
     const MasterFormat master = formats_[t].master;
-    const bool direct = offload::MasterAliases(master, s.param_dtype);
+    const bool direct = layout::MasterAliases(master, s.param_dtype);
     for (uint64_t off = 0; off < p.count; off += cfg_.chunk_elements) {
       const uint64_t n = std::min<uint64_t>(cfg_.chunk_elements, p.count - off);
       const uint64_t e = p.offset + off;  // element index in the tensor
@@ -429,8 +319,8 @@ void HybridOptimizer::Impl::BuildSpeculation() {
   backup_.Bind(backup_slab_.data());
   uint64_t hold_bytes = 0;
   for (size_t t = 0; t < specs_.size(); ++t)
-    if (hold_offset_[t] != kNoHold)
-      hold_bytes = std::max(hold_bytes, hold_offset_[t] + offload::Aligned(
+    if (hold_offset_[t] != layout::kNoOffset)
+      hold_bytes = std::max(hold_bytes, hold_offset_[t] + layout::Aligned(
                                             cold_.part(t).count * DTypeSize(specs_[t].param_dtype)));
   // Pinned in GPU mode: Step uploads the held parameters straight from it.
   hold_slab_ = offload::Slab(gpu() ? MemKind::kPinned : MemKind::kHost, hold_bytes,
@@ -445,7 +335,7 @@ void HybridOptimizer::Impl::BuildSpeculation() {
     b.grad_dtype = specs_[t].grad_dtype;
     b.param_dtype = specs_[t].param_dtype;
     backup.push_back(b);
-    hold.push_back(hold_offset_[t] == kNoHold
+    hold.push_back(hold_offset_[t] == layout::kNoOffset
                        ? nullptr
                        : hold_slab_.data() + hold_offset_[t] + off * DTypeSize(specs_[t].param_dtype));
     early.push_back(EarlyGrad(c));
@@ -456,75 +346,30 @@ void HybridOptimizer::Impl::BuildSpeculation() {
 }
 
 
-MemoryReport PredictMemory(const std::vector<TensorSpec>& tensors, const OptimizerConfig& config,
-                           ExecutionMode mode) {
-  std::vector<uint64_t> numels;
-  for (const TensorSpec& s : tensors) numels.push_back(s.numel);
-  for (const TensorSpec& s : tensors)
-    if (s.group >= config.groups.size())
-      throw Error(ErrorKind::kInvalidArgument, "tensor '" + s.name + "': group " +
-                                                   std::to_string(s.group) + " out of range");
-  const bool gpu = mode == ExecutionMode::kGpu;
-  // Note [Predicting a streamed placement]: the share is the configured one, or auto's
-  // choice for config.machine_rates; auto without rates is predicted as share 0 (the
-  // optimizer measures its rates at construction, which no prediction can).
-  double share = config.offload_compute == kOffloadComputeAuto ? 0.0 : config.offload_compute;
-  Placement p = ComputePlacement(numels, config.offload_fraction, config.placement);
-  if (config.offload_compute == kOffloadComputeAuto && gpu && config.machine_rates) {
-    std::vector<StateFormats> formats;
-    for (const TensorSpec& s : tensors) formats.push_back(offload::EffectiveFormats(s, config));
-    share = ChooseSplit(offload::SplitInput(tensors, formats, config, p), *config.machine_rates)
-                .share;
-  }
-  if (!gpu && config.offload_compute == kOffloadComputeAuto) share = 0.0;
-  if (share > 0) p = ComputePlacement(numels, config.offload_fraction, config.placement, share);
-  const LayoutPlan lp = PlanLayout(tensors, config, p, gpu);
-  MemoryReport r = lp.report;
-  r.host_budget = config.pinned_budget_bytes;
-  if (gpu) {
-    std::vector<uint64_t> hot;
-    std::vector<StateFormats> hot_formats;
-    for (size_t t = 0; t < tensors.size(); ++t)
-      if (p.tensors[t].device_count > 0) {
-        hot.push_back(p.tensors[t].device_count);
-        hot_formats.push_back(offload::EffectiveFormats(tensors[t], config));
-      }
-    std::vector<offload::HostGrad> grads;
-    for (const TensorSpec& s : tensors)
-      grads.push_back({nullptr, s.numel, s.grad_dtype, offload::NormRun(s)});
-    r.device.metadata += offload::GpuSide::PredictMetadataBytes(hot, hot_formats, grads);
-    std::vector<std::vector<uint64_t>> chunk_numels;
-    std::vector<std::vector<StateFormats>> chunk_formats;
-    for (size_t k = 0; k < lp.stream.chunks().size(); ++k) {
-      const offload::StreamChunk& c = lp.stream.chunks()[k];
-      // A speculative chunk has a second set of plans, over its hold spans.
-      for (int copy = 0; copy < (lp.spec_hold_off[k] != kNoHold ? 2 : 1); ++copy) {
-        chunk_numels.emplace_back();
-        chunk_formats.emplace_back();
-        for (uint32_t i = c.first; i < c.end; ++i) {
-          const offload::StreamPiece& piece = lp.stream.pieces()[i];
-          chunk_numels.back().push_back(piece.count);
-          chunk_formats.back().push_back(offload::EffectiveFormats(tensors[piece.tensor], config));
-        }
-      }
-    }
-    r.device.metadata += offload::GpuSide::PredictStreamMetadataBytes(chunk_numels, chunk_formats);
-    r.host.metadata += gpu::kNormResultBytes;  // the pre-pass result, pinned
-  }
-  return r;
-}
-
 // ---------------------------------------------------------------------------------------
 // HybridOptimizer forwards to Impl.
 
 HybridOptimizer::HybridOptimizer(std::vector<TensorSpec> tensors, OptimizerConfig config)
     : impl_(std::make_unique<Impl>(std::move(tensors), std::move(config))) {}
 HybridOptimizer::~HybridOptimizer() = default;
-StepResult HybridOptimizer::Step(double lr, const StepOptions& o) { return impl_->Step(lr, o); }
+StepResult HybridOptimizer::Step(std::span<const double> group_lrs, const StepOptions& o) {
+  return impl_->Step(group_lrs, nullptr, o);
+}
+StepResult HybridOptimizer::Step(double lr, const StepOptions& o) {
+  return impl_->Step({}, &lr, o);
+}
 void HybridOptimizer::ReloadParams(std::span<const size_t> t) { impl_->ReloadParams(t); }
 int64_t HybridOptimizer::tensor_step_count(size_t i) const { return impl_->tensor_step_count(i); }
-void HybridOptimizer::GradReady(size_t i) { impl_->GradReady(i); }
-void HybridOptimizer::BeginStep(double lr, const StepOptions& o) { impl_->BeginStep(lr, o); }
+void HybridOptimizer::GradReady(size_t i, const void* grad) { impl_->GradReady(i, grad); }
+void HybridOptimizer::WaitGradConsumed(size_t i, void* stream) const {
+  impl_->WaitGradConsumed(i, stream);
+}
+void HybridOptimizer::BeginStep(std::span<const double> group_lrs, const StepOptions& o) {
+  impl_->BeginStep(group_lrs, nullptr, o);
+}
+void HybridOptimizer::BeginStep(double lr, const StepOptions& o) {
+  impl_->BeginStep({}, &lr, o);
+}
 bool HybridOptimizer::step_begun() const { return impl_->step_begun(); }
 void HybridOptimizer::SetHyperParams(size_t g, const HyperParams& h) {
   impl_->SetHyperParams(g, h);

@@ -38,16 +38,23 @@ const void* HybridOptimizer::Impl::EarlyGrad(size_t c) const {
 // backup, and the downloads are enqueued again; the download queue is FIFO and ordered
 // after the compute stream, so the new gradient lands after the old one. The step then
 // gives the bits it gives without early start.
-void HybridOptimizer::Impl::GradReady(size_t i) {
+void HybridOptimizer::Impl::GradReady(size_t i, const void* grad) {
   if (i >= specs_.size())
     throw Error(ErrorKind::kInvalidArgument, "GradReady: tensor index " + std::to_string(i) +
                                                  " of " + std::to_string(specs_.size()));
+  const void* ptr = grad != nullptr ? grad : specs_[i].grad;
+  if (ptr != checked_grad_[i]) CheckGrad(i, ptr, "GradReady");  // before anything changes
   const bool again = grad_ready_[i] != 0;
+  grad_[i] = ptr;  // this step's gradient of tensor i (a second call may move it)
+  UseGrad(i, ptr);
   if (stream_spec_) {  // streamed chunks: the gradient stays on the GPU
     grad_ready_[i] = 1;
     if (begun_) stream_spec_->TensorReady(i, again, grad_ready_);
   }
-  if (!pipeline_ || cold_.part(i).count == 0) return;
+  if (!pipeline_ || cold_.part(i).count == 0) {
+    grad_ready_[i] = 1;
+    return;
+  }
   AllocateEarlyBuffer();
   if (again && begun_ && speculator_) {
     (void)speculator_->WaitIdle();  // a chunk's error stays recorded; Step reports it
@@ -64,7 +71,8 @@ void HybridOptimizer::Impl::GradReady(size_t i) {
   grad_ready_[i] = 1;
 }
 
-void HybridOptimizer::Impl::BeginStep(double lr, const StepOptions& opt) {
+void HybridOptimizer::Impl::BeginStep(std::span<const double> group_lrs, const double* one_lr,
+                                      const StepOptions& opt) {
   if (!cfg_.speculative_early_start)
     throw Error(ErrorKind::kInvalidArgument,
                 "BeginStep needs OptimizerConfig::speculative_early_start = true (it allocates "
@@ -72,12 +80,15 @@ void HybridOptimizer::Impl::BeginStep(double lr, const StepOptions& opt) {
   if (begun_)
     throw Error(ErrorKind::kInvalidArgument,
                 "BeginStep: a step is already begun; call Step before the next BeginStep");
-  ValidateStepArgs(lr, opt);
+  std::vector<double> lrs = one_lr != nullptr ? OneLr(*one_lr) : GroupLrs(group_lrs);
+  ValidateStepArgs(opt);
+  std::vector<HyperParams> hyper = StepHyper(opt);
   // The scalars Step computes when the clip coefficient is exactly 1: grad_mul =
-  // clip / loss_scale = 1.0 / loss_scale, the same double, so the same float; one slot per
-  // (group, tensor step) as Step assigns them (Note [Scalar slots]), every tensor active.
-  AssignSlots({}, lr, 1.0 / opt.loss_scale, &spec_scalars_, &spec_slot_);
-  for (offload::OffloadChunk& c : chunks_) c.scalar_index = spec_slot_[c.tensor];
+  // clip / loss_scale = 1.0 / loss_scale, the same double, so the same float; one entry
+  // per (group, tensor step) as Step assigns them (Note [Scalar index]), every tensor
+  // active.
+  AssignScalars({}, lrs, hyper, 1.0 / opt.loss_scale, &spec_scalars_, &spec_index_);
+  for (offload::OffloadChunk& c : chunks_) c.scalar_index = spec_index_[c.tensor];
   if (speculator_) {
     speculator_->Begin(spec_scalars_, pipeline_->last_upload());
     // Gradients marked ready before BeginStep are speculated on too.
@@ -85,12 +96,14 @@ void HybridOptimizer::Impl::BeginStep(double lr, const StepOptions& opt) {
       if (chunk_ticket_[c] != 0) speculator_->Enqueue(c, chunk_ticket_[c]);
   }
   // Streamed chunks whose tensors were marked ready before BeginStep go now.
-  if (stream_spec_) stream_spec_->Begin(&spec_scalars_, &spec_slot_, grad_ready_);
+  if (stream_spec_) stream_spec_->Begin(&spec_scalars_, &spec_index_, grad_ready_);
   begun_ = true;
   spec_commit_ = false;
   stream_commit_ = false;
-  begun_lr_ = lr;
-  begun_opt_ = opt;
+  begun_lrs_ = std::move(lrs);
+  begun_hyper_ = std::move(hyper);
+  begun_clip_ = opt.max_grad_norm;
+  begun_loss_scale_ = opt.loss_scale;
 }
 
 void HybridOptimizer::Impl::EndEarlyStart() noexcept {

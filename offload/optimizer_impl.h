@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -33,30 +34,36 @@
 #include "offload/pipeline.h"
 #include "offload/speculation.h"
 #include "offload/stream_speculation.h"
-#include "offload/state_layout.h"
-#include "offload/stream_layout.h"
+#include "engine/layout/state_layout.h"
+#include "engine/layout/stream_layout.h"
 #include "offload/transport.h"
 #include "tandem/optimizer.h"
 
 namespace tandem {
 
-// Throws Error(kInvalidArgument) naming the first bad value: lr finite and >= 0,
-// loss_scale finite and > 0, max_grad_norm finite and >= 0 (Step and BeginStep).
-void ValidateStepArgs(double lr, const StepOptions& opt);
-
-// An offset into a holding slab that marks "none here".
-inline constexpr uint64_t kNoHold = ~uint64_t{0};
+// Throws Error(kInvalidArgument) naming the first bad value: loss_scale finite and > 0,
+// max_grad_norm finite and >= 0 (Step and BeginStep).
+void ValidateStepArgs(const StepOptions& opt);
 
 class HybridOptimizer::Impl {
  public:
   Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg);
   ~Impl();
 
-  StepResult Step(double lr, const StepOptions& opt);
+  // Each group's learning rate of a step, checked (one per group, finite, >= 0): as
+  // handed (Step(group_lrs)) or lr * lr_scale (Step(lr)).
+  std::vector<double> GroupLrs(std::span<const double> group_lrs) const;
+  std::vector<double> OneLr(double lr) const;
+  // Step(group_lrs) with one_lr null, else Step(*one_lr): the learning rates are checked
+  // inside, so that a bad one ends a begun step as every other failure does.
+  StepResult Step(std::span<const double> group_lrs, const double* one_lr,
+                  const StepOptions& opt);
   void ReloadParams(std::span<const size_t> tensors);
   int64_t tensor_step_count(size_t i) const;
-  void GradReady(size_t i);
-  void BeginStep(double lr, const StepOptions& opt);
+  void GradReady(size_t i, const void* grad);
+  void WaitGradConsumed(size_t i, void* stream) const;
+  void BeginStep(std::span<const double> group_lrs, const double* one_lr,
+                 const StepOptions& opt);
   bool step_begun() const { return begun_; }
   void WaitParam(size_t i, void* stream) const;
   void SetHyperParams(size_t g, const HyperParams& h);
@@ -75,9 +82,9 @@ class HybridOptimizer::Impl {
  private:
   bool gpu() const { return mode_ == ExecutionMode::kGpu; }
   void Validate();
-  // Throws Error(kOutOfMemory) naming both figures when the host state would exceed
-  // OptimizerConfig::pinned_budget_bytes (after the placement, before BuildLayout).
-  void CheckHostBudget() const;
+  // Throws Error(kOutOfMemory) naming both figures when the host state of the resolved
+  // placement would exceed OptimizerConfig::pinned_budget_bytes (before BuildLayout).
+  void CheckHostBudget(const MemoryReport& resolved) const;
   void BuildLayout();
   // The initial state from the parameters (Note [Block-wise initialisation],
   // offload/state_init.h): blocks of kInitBlockElements; progress lines on stderr once the
@@ -86,10 +93,12 @@ class HybridOptimizer::Impl {
   static constexpr uint64_t kInitBlockElements = uint64_t{1} << 19;
   static constexpr double kInitQuietSeconds = 3.0, kInitProgressSeconds = 3.0;
   void BuildChunks();
-  // offload_compute: the share of host-resident elements the GPU computes (auto: chosen
-  // from the rates, which GPU mode measures when none are configured); sets split_.
-  double ChooseComputeShare();
-  double ProbeHostRate();
+  // The rates offload_compute auto decides with: machine_rates, else (GPU mode, auto,
+  // something offloaded) the rate cache's, measured into it on the first construction of
+  // this setting (MeasureRates); none otherwise.
+  std::optional<MachineRates> Rates();
+  MachineRates MeasureRates(const RateCache::Key& key);
+  double ProbeHostRate(const RateCache::Key& key);
   // The executors (Note [Executors], offload/executor.h), in launch order: GPU-resident
   // (over `hot`, the hot spans), GPU-stream (its chunks handed to the GpuSide, or to host
   // mode's stand-in) and host-offload (RunOffload).
@@ -105,10 +114,23 @@ class HybridOptimizer::Impl {
   // hold zeros in a snapshot read so).
   TensorSnapshot ReadTensorState(size_t t, bool masters_only = false) const;
   void WriteTensorState(size_t t, TensorSnapshot& ts, bool masters_only = false);
-  // Per-step scalar slots: one StepScalars per distinct (group, tensor step) of the
-  // tensors in `active` (empty: all); slot_of_tensor[t] = its slot or GpuSide::kSkip.
-  void AssignSlots(const std::vector<uint8_t>& active, double lr, double grad_mul,
-                   std::vector<StepScalars>* scalars, std::vector<uint32_t>* slot_of_tensor) const;
+  // The step's scalars (Note [Scalar index]): one StepScalars per distinct (group, tensor
+  // step) of the tensors in `active` (empty: all), from each group's lr and
+  // hyper-parameters; scalar_index[t] = its entry or kSkipScalarIndex.
+  void AssignScalars(const std::vector<uint8_t>& active, const std::vector<double>& lrs,
+                     const std::vector<HyperParams>& hyper, double grad_mul,
+                     std::vector<StepScalars>* scalars, std::vector<uint32_t>* scalar_index) const;
+  // The hyper-parameters of a step: StepOptions::group_hyper, checked, or the current ones.
+  std::vector<HyperParams> StepHyper(const StepOptions& opt) const;
+  // The gradient each tensor's update reads at this step (StepOptions::grads, GradReady's,
+  // TensorSpec::grad), each new pointer of an active tensor checked; throws
+  // Error(kInvalidArgument) naming the tensor, nothing changed.
+  std::vector<const void*> StepGrads(const StepOptions& opt,
+                                     const std::vector<uint8_t>& active) const;
+  void CheckGrad(size_t t, const void* grad, const char* where) const;
+  // Points every reader of tensor t's gradient (pre-pass, kernels, pipeline chunks) at
+  // `grad`, where it changed.
+  void UseGrad(size_t t, const void* grad);
   void BuildSpeculation();
   void AllocateEarlyBuffer();
   const void* EarlyGrad(size_t chunk) const;
@@ -133,8 +155,8 @@ class HybridOptimizer::Impl {
   // Per-tensor state of the GPU-resident part and of the host-resident part the host
   // computes, and the chunk-major state of the streamed part (Note [Three placement
   // classes] in tandem/compute_split.h).
-  offload::StateLayout hot_, cold_;
-  offload::StreamLayout stream_;
+  layout::StateLayout hot_, cold_;
+  layout::StreamLayout stream_;
   offload::Slab hot_slab_, cold_slab_, staging_slab_, early_slab_;
   offload::Slab stream_slab_, stream_slots_;  // the streamed state; its device slots
   std::vector<std::vector<size_t>> stream_pieces_;  // per tensor: its streamed pieces
@@ -157,21 +179,27 @@ class HybridOptimizer::Impl {
   std::vector<uint64_t> chunk_part_off_;
   std::vector<offload::Ticket> chunk_ticket_;  // per chunk: early download (0: none)
   std::vector<uint8_t> grad_ready_;            // per tensor: GradReady seen this step
+  // Per tensor: the gradient of this step (GradReady's, else the last step's), the one
+  // every reader points at now, and the last one checked (Note [Gradient reads]).
+  std::vector<const void*> grad_, used_grad_, checked_grad_;
   std::vector<uint64_t> early_offset_;         // per tensor: byte offset in early_slab_
   uint64_t early_bytes_ = 0;
   bool early_allocated_ = false;
   // Speculative early start (offload/speculation.h): per tensor, the byte offset of its
   // parameters in hold_slab_ (all ones where the chunk uploads from its own state).
   std::vector<uint64_t> hold_offset_;
-  offload::StateLayout backup_;
+  layout::StateLayout backup_;
   offload::Slab backup_slab_, hold_slab_;
   bool begun_ = false, spec_commit_ = false;
-  double begun_lr_ = 0;
-  StepOptions begun_opt_;
+  // What BeginStep announced: each group's lr and hyper-parameters, the clip norm and the
+  // loss scale (Step must hand the same).
+  std::vector<double> begun_lrs_;
+  std::vector<HyperParams> begun_hyper_;
+  double begun_clip_ = 0, begun_loss_scale_ = 1;
   std::vector<StepScalars> spec_scalars_;
-  std::vector<uint32_t> spec_slot_;      // per tensor: its slot in spec_scalars_
+  std::vector<uint32_t> spec_index_;     // per tensor: its scalar index in spec_scalars_
   std::vector<StepScalars> scalars_;
-  std::vector<uint32_t> slot_;           // per tensor: its slot in scalars_ this step
+  std::vector<uint32_t> scalar_index_;   // per tensor: its scalar index in scalars_ this step
   std::vector<uint8_t> active_;          // per tensor: stepped this step
   std::vector<std::unique_ptr<offload::Executor>> executors_;
   offload::StreamExecutor* stream_exec_ = nullptr;  // the GPU-stream executor, if any

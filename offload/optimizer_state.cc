@@ -102,7 +102,7 @@ TensorSnapshot EncodeInitial(const TensorSpec& s, const std::vector<float>& w, A
 // copy(part pointer, whole-tensor pointer, bytes) for each array both sides have (with
 // masters_only, the master's arrays alone).
 template <typename CopyFn>
-void ForEachArray(const offload::Part& p, TensorSnapshot& ts, CopyFn copy,
+void ForEachArray(const layout::Part& p, TensorSnapshot& ts, CopyFn copy,
                   bool masters_only = false) {
   void* part[kStateArrayCount];
   ForEachStateArray(p.state, [&](StateArray a, auto* ptr) { part[static_cast<int>(a)] = ptr; });
@@ -120,7 +120,7 @@ void ForEachArray(const offload::Part& p, TensorSnapshot& ts, CopyFn copy,
 // each streamed piece) in blocks, in parallel on the driver's arena; no whole-tensor copy.
 void HybridOptimizer::Impl::InitState() {
   std::vector<offload::InitRegion> regions;
-  auto add = [&](size_t t, const offload::Part& p, bool staged) {
+  auto add = [&](size_t t, const layout::Part& p, bool staged) {
     if (p.count == 0) return;
     offload::InitRegion r;
     r.param = specs_[t].param;
@@ -168,7 +168,7 @@ TensorSnapshot HybridOptimizer::Impl::ReadTensorState(size_t t, bool masters_onl
   TensorSnapshot ts = EncodeInitial(s, std::vector<float>(s.numel, 0.0f), cfg_.algorithm,
                                     cfg_.groups[s.group], formats_[t]);
   ts.step = tensor_step_[t];
-  offload::Part hot = hot_.part(t);
+  layout::Part hot = hot_.part(t);
   if (hot.alias_param) {  // the master (or its bf16 part) is the parameter
     if (formats_[t].master == MasterFormat::kF32)
       hot.state.master.f32 = static_cast<float*>(s.param);

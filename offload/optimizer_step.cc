@@ -1,5 +1,6 @@
 // HybridOptimizer: the step (pre-pass, hot launch, offload pipeline), early start,
 // per-group hyper-parameters and stage timings.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -7,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/layout/tensor_rules.h"
 #include "offload/grad_stats.h"
 #include "offload/optimizer_impl.h"
 #include "tandem/error.h"
@@ -28,35 +30,119 @@ double ClipCoefficient(double grad_norm, const StepOptions& opt) {
   return 1.0;
 }
 
-std::string Describe(double lr, const StepOptions& o) {
-  return "lr " + std::to_string(lr) + ", max_grad_norm " + std::to_string(o.max_grad_norm) +
-         ", loss_scale " + std::to_string(o.loss_scale);
+// "lr 0.001000, ..." when every group has one lr, else "lr 0.001000/0.000500, ...".
+std::string Describe(const std::vector<double>& lrs, double clip, double loss_scale) {
+  std::string text = "lr";
+  const bool one = std::all_of(lrs.begin(), lrs.end(), [&](double x) { return x == lrs[0]; });
+  for (size_t g = 0; g < (one ? std::min<size_t>(1, lrs.size()) : lrs.size()); ++g)
+    text.append(g == 0 ? " " : "/").append(std::to_string(lrs[g]));
+  text.append(", max_grad_norm ").append(std::to_string(clip));
+  text.append(", loss_scale ").append(std::to_string(loss_scale));
+  return text;
 }
+
+[[noreturn]] void Invalid(const std::string& m) { throw Error(ErrorKind::kInvalidArgument, m); }
 }  // namespace
 
-void ValidateStepArgs(double lr, const StepOptions& opt) {
-  if (!std::isfinite(lr) || lr < 0)
-    throw Error(ErrorKind::kInvalidArgument,
-                "learning rate must be finite and >= 0, got " + std::to_string(lr));
+void ValidateStepArgs(const StepOptions& opt) {
   if (!std::isfinite(opt.loss_scale) || opt.loss_scale <= 0)
-    throw Error(ErrorKind::kInvalidArgument,
-                "loss_scale must be finite and > 0, got " + std::to_string(opt.loss_scale));
+    Invalid("loss_scale must be finite and > 0, got " + std::to_string(opt.loss_scale));
   if (!std::isfinite(opt.max_grad_norm) || opt.max_grad_norm < 0)
-    throw Error(ErrorKind::kInvalidArgument, "max_grad_norm must be finite and >= 0, got " +
-                                                 std::to_string(opt.max_grad_norm));
+    Invalid("max_grad_norm must be finite and >= 0, got " + std::to_string(opt.max_grad_norm));
 }
 
-// Note [Scalar slots]: torch.optim keeps one step count per parameter, so one step may
-// update tensors whose bias corrections differ. Each distinct (group, tensor step + 1) of
-// the step's active tensors gets one StepScalars slot, in tensor order (deterministic);
-// a tensor left out of the step gets GpuSide::kSkip. The usual step has one slot per
-// group. The same (group, step) gives the same floats wherever it is computed, which is
-// what lets the speculation's slots (BeginStep) and Step's agree.
-void HybridOptimizer::Impl::AssignSlots(const std::vector<uint8_t>& active, double lr,
-                                        double grad_mul, std::vector<StepScalars>* scalars,
-                                        std::vector<uint32_t>* slot_of_tensor) const {
+std::vector<double> HybridOptimizer::Impl::GroupLrs(std::span<const double> group_lrs) const {
+  if (group_lrs.size() != cfg_.groups.size())
+    Invalid(std::to_string(group_lrs.size()) + " learning rates given for " +
+            std::to_string(cfg_.groups.size()) + " groups (one per group)");
+  for (size_t g = 0; g < group_lrs.size(); ++g)
+    if (!std::isfinite(group_lrs[g]) || group_lrs[g] < 0)
+      Invalid("group " + std::to_string(g) + ": learning rate must be finite and >= 0, got " +
+              std::to_string(group_lrs[g]));
+  return {group_lrs.begin(), group_lrs.end()};
+}
+
+std::vector<double> HybridOptimizer::Impl::OneLr(double lr) const {
+  if (!std::isfinite(lr) || lr < 0)
+    Invalid("learning rate must be finite and >= 0, got " + std::to_string(lr));
+  std::vector<double> lrs;
+  for (const HyperParams& h : cfg_.groups) lrs.push_back(lr * h.lr_scale);
+  return GroupLrs(lrs);
+}
+
+std::vector<HyperParams> HybridOptimizer::Impl::StepHyper(const StepOptions& opt) const {
+  if (opt.group_hyper.empty()) return cfg_.groups;
+  if (opt.group_hyper.size() != cfg_.groups.size())
+    Invalid("StepOptions::group_hyper has " + std::to_string(opt.group_hyper.size()) +
+            " entries for " + std::to_string(cfg_.groups.size()) + " groups");
+  for (size_t g = 0; g < cfg_.groups.size(); ++g) {
+    const std::string where = "StepOptions::group_hyper[" + std::to_string(g) + "]";
+    ValidateHyperParams(cfg_.algorithm, opt.group_hyper[g], where);
+    if (HasMomentum(cfg_.algorithm, opt.group_hyper[g]) !=
+        HasMomentum(cfg_.algorithm, cfg_.groups[g]))
+      Invalid(where + ": momentum cannot be switched between zero and non-zero after "
+                      "construction (it decides whether a momentum buffer exists)");
+  }
+  return {opt.group_hyper.begin(), opt.group_hyper.end()};
+}
+
+void HybridOptimizer::Impl::CheckGrad(size_t t, const void* grad, const char* where) const {
+  const TensorSpec& s = specs_[t];
+  if (s.numel == 0) return;
+  const std::string who = "tensor " + std::to_string(t) + " '" + s.name + "'";
+  if (grad == nullptr) Invalid(who + ": " + where + " gradient is null");
+  if (!gpu()) return;
+  std::string detail = std::to_string(s.numel);
+  detail.insert(0, 1, '(');
+  detail.append(" elements of ").append(Name(s.grad_dtype)).append(")");
+  gpu_->CheckDevicePointer(grad, s.numel * DTypeSize(s.grad_dtype), detail, who,
+                           (std::string(where) + " gradient").c_str());
+}
+
+std::vector<const void*> HybridOptimizer::Impl::StepGrads(
+    const StepOptions& opt, const std::vector<uint8_t>& active) const {
+  if (!opt.grads.empty() && opt.grads.size() != specs_.size())
+    Invalid("StepOptions::grads has " + std::to_string(opt.grads.size()) + " entries for " +
+            std::to_string(specs_.size()) + " tensors");
+  std::vector<const void*> grads(specs_.size());
+  for (size_t t = 0; t < specs_.size(); ++t) {
+    const void* given = opt.grads.empty() ? nullptr : opt.grads[t];
+    grads[t] = grad_ready_[t] != 0 ? grad_[t] : specs_[t].grad;
+    if (given == nullptr) continue;
+    if (grad_ready_[t] != 0 && given != grad_[t])
+      Invalid("tensor " + std::to_string(t) + " '" + specs_[t].name +
+              "': StepOptions::grads hands another gradient than GradReady was given in this "
+              "step");
+    grads[t] = given;
+    if (active[t] != 0 && given != checked_grad_[t]) CheckGrad(t, given, "StepOptions::grads");
+  }
+  return grads;
+}
+
+void HybridOptimizer::Impl::UseGrad(size_t t, const void* grad) {
+  if (used_grad_[t] == grad) return;
+  if (gpu()) gpu_->SetGrad(t, grad);
+  for (const auto& e : executors_) e->SetGrad(t, grad);
+  const layout::Part& cold = cold_.part(t);
+  const size_t gsz = DTypeSize(specs_[t].grad_dtype);
+  for (size_t c = chunk_begin_[t]; c < chunk_end_[t]; ++c)
+    chunks_[c].device_grad =
+        static_cast<const uint8_t*>(grad) + (cold.offset + chunk_part_off_[c]) * gsz;
+  used_grad_[t] = grad;
+  checked_grad_[t] = grad;
+}
+
+// Note [Scalar index] (engine/step_scalars.h): torch.optim keeps one step count per
+// parameter, so one step may update tensors whose bias corrections differ. Each distinct
+// (group, tensor step + 1) of the step's active tensors gets one StepScalars entry, in
+// tensor order, from that group's learning rate and hyper-parameters.
+void HybridOptimizer::Impl::AssignScalars(const std::vector<uint8_t>& active,
+                                          const std::vector<double>& lrs,
+                                          const std::vector<HyperParams>& hyper, double grad_mul,
+                                          std::vector<StepScalars>* scalars,
+                                          std::vector<uint32_t>* scalar_index) const {
   scalars->clear();
-  slot_of_tensor->assign(specs_.size(), offload::GpuSide::kSkip);
+  scalar_index->assign(specs_.size(), kSkipScalarIndex);
   std::vector<std::pair<uint32_t, int64_t>> keys;
   for (size_t t = 0; t < specs_.size(); ++t) {
     if (!active.empty() && active[t] == 0) continue;
@@ -65,14 +151,15 @@ void HybridOptimizer::Impl::AssignSlots(const std::vector<uint8_t>& active, doub
     while (k < keys.size() && keys[k] != key) ++k;
     if (k == keys.size()) {
       keys.push_back(key);
-      scalars->push_back(ComputeStepScalars(cfg_.algorithm, cfg_.groups[key.first], lr,
-                                            key.second, grad_mul));
+      scalars->push_back(GroupStepScalars(cfg_.algorithm, hyper[key.first], lrs[key.first],
+                                          key.second, grad_mul));
     }
-    (*slot_of_tensor)[t] = static_cast<uint32_t>(k);
+    (*scalar_index)[t] = static_cast<uint32_t>(k);
   }
 }
 
-StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
+StepResult HybridOptimizer::Impl::Step(std::span<const double> group_lrs, const double* one_lr,
+                                       const StepOptions& opt) {
   const auto t0 = Clock::now();
   // Whatever way this call ends, the early start of the step ends with it; a speculation
   // not committed below is rolled back (Note [Speculate, then commit or roll back]).
@@ -80,20 +167,26 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
     Impl* self;
     ~EndOfStep() { self->EndEarlyStart(); }
   } end_of_step{this};
-  ValidateStepArgs(lr, opt);
+  // Every argument is checked before anything changes.
+  const std::vector<double> lrs = one_lr != nullptr ? OneLr(*one_lr) : GroupLrs(group_lrs);
+  ValidateStepArgs(opt);
+  const std::vector<HyperParams> hyper = StepHyper(opt);
   if (!opt.active.empty() && opt.active.size() != specs_.size())
-    throw Error(ErrorKind::kInvalidArgument,
-                "StepOptions::active has " + std::to_string(opt.active.size()) +
-                    " entries for " + std::to_string(specs_.size()) + " tensors");
-  if (begun_ && (lr != begun_lr_ || opt.max_grad_norm != begun_opt_.max_grad_norm ||
-                 opt.loss_scale != begun_opt_.loss_scale))
-    throw Error(ErrorKind::kInvalidArgument,
-                "Step(" + Describe(lr, opt) + ") does not match BeginStep(" +
-                    Describe(begun_lr_, begun_opt_) +
-                    "); the speculative update was undone, nothing changed: call Step again");
-  times_ = {};
+    Invalid("StepOptions::active has " + std::to_string(opt.active.size()) + " entries for " +
+            std::to_string(specs_.size()) + " tensors");
+  if (begun_ && (lrs != begun_lrs_ || opt.max_grad_norm != begun_clip_ ||
+                 opt.loss_scale != begun_loss_scale_ || hyper != begun_hyper_))
+    Invalid("Step(" + Describe(lrs, opt.max_grad_norm, opt.loss_scale) +
+            (hyper != begun_hyper_ ? ", other hyper-parameters" : "") +
+            ") does not match BeginStep(" +
+            Describe(begun_lrs_, begun_clip_, begun_loss_scale_) +
+            "); the speculative update was undone, nothing changed: call Step again");
   active_.assign(specs_.size(), 1);
   for (size_t t = 0; t < opt.active.size(); ++t) active_[t] = opt.active[t] != 0 ? 1 : 0;
+  const std::vector<const void*> grads = StepGrads(opt, active_);
+  times_ = {};
+  for (size_t t = 0; t < specs_.size(); ++t)
+    if (active_[t] != 0) UseGrad(t, grads[t]);
   // 1. Pre-pass over the gradient of every active tensor, hot and offloaded, before any
   // update.
   offload::NormResult norm;
@@ -101,11 +194,11 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
     norm = gpu_->Prepass(active_);
   } else {
     const auto p0 = Clock::now();
-    std::vector<offload::HostGrad> grads;
+    std::vector<offload::HostGrad> host_grads;
     for (size_t t = 0; t < specs_.size(); ++t)
-      grads.push_back({specs_[t].grad, active_[t] != 0 ? specs_[t].numel : 0,
-                       specs_[t].grad_dtype, offload::NormRun(specs_[t])});
-    driver_.Execute([&] { norm = offload::HostGradNorm(grads); });
+      host_grads.push_back({used_grad_[t], active_[t] != 0 ? specs_[t].numel : 0,
+                            specs_[t].grad_dtype, layout::NormRun(specs_[t])});
+    driver_.Execute([&] { norm = offload::HostGradNorm(host_grads); });
     times_.prepass_ms = std::chrono::duration<double, std::milli>(Clock::now() - p0).count();
   }
   // Sharded training: the whole model's statistics, from every process's partials (the
@@ -131,6 +224,7 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
       result.grad_norm = std::numeric_limits<double>::infinity();
     if (speculating) times_.rolled_back_chunks = speculator_->Rollback();
     if (stream_speculating) times_.rolled_back_stream_chunks = stream_spec_->Rollback();
+    cfg_.groups = hyper;  // in force once Step returns, applied or skipped
     times_.step_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     return result;
   }
@@ -164,16 +258,16 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
       if (stream_speculating) times_.rolled_back_stream_chunks = stream_spec_->Rollback();
     }
   }
-  // 2. Scalar slots (Note [Scalar slots]), validated before anything is written.
-  AssignSlots(active_, lr, grad_mul, &scalars_, &slot_);
+  // 2. The scalars (Note [Scalar index]), validated before anything is written.
+  AssignScalars(active_, lrs, hyper, grad_mul, &scalars_, &scalar_index_);
   for (const offload::OffloadChunk& c : chunks_)
-    if (c.stepped && slot_[c.tensor] == offload::GpuSide::kSkip)
+    if (c.stepped && scalar_index_[c.tensor] == kSkipScalarIndex)
       throw Error(ErrorKind::kInternal, "a committed chunk belongs to an inactive tensor");
 
   // 3. The executors (Note [Executors], offload/executor.h): every one launched, then
   // every one finished; on a failure, the one that failed and those before it are
   // abandoned (their queued work still orders the caller's stream).
-  const offload::StepWork work{&scalars_, &slot_, &times_,
+  const offload::StepWork work{&scalars_, &scalar_index_, &times_,
                                stream_commit_ ? &stream_spec_->speculated() : nullptr};
   size_t launched = 0;
   try {
@@ -184,8 +278,9 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
     throw;
   }
   ++step_;
+  cfg_.groups = hyper;
   for (size_t t = 0; t < specs_.size(); ++t)
-    if (slot_[t] != offload::GpuSide::kSkip) {
+    if (scalar_index_[t] != kSkipScalarIndex) {
       ++tensor_step_[t];
       ++result.stepped_tensors;
     }
@@ -199,12 +294,12 @@ StepResult HybridOptimizer::Impl::Step(double lr, const StepOptions& opt) {
 // down, host kernels, parameter up), chunks already downloaded by early start from the
 // early-start buffer, chunks committed by the speculation only uploaded.
 void HybridOptimizer::Impl::RunOffload(const offload::StepWork& w) {
-  const std::vector<uint32_t>& slot = *w.slot_of_tensor;
+  const std::vector<uint32_t>& index = *w.scalar_index;
   for (size_t i = 0; i < chunks_.size(); ++i) {
     offload::OffloadChunk& c = chunks_[i];
     c.host_grad = nullptr;
-    c.skip = slot[c.tensor] == offload::GpuSide::kSkip;
-    c.scalar_index = c.skip ? 0 : slot[c.tensor];
+    c.skip = index[c.tensor] == kSkipScalarIndex;
+    c.scalar_index = c.skip ? 0 : index[c.tensor];
     if (!c.skip && !c.stepped && chunk_ticket_[i] != 0) {
       transport_->Wait(chunk_ticket_[i]);
       c.host_grad = EarlyGrad(i);
@@ -261,10 +356,27 @@ StageTimes HybridOptimizer::Impl::last_step_times() {
 
 void HybridOptimizer::Impl::WaitParam(size_t i, void* stream) const {
   if (i >= specs_.size())
-    throw Error(ErrorKind::kInvalidArgument, "WaitParam: tensor index " + std::to_string(i) +
-                                                 " of " + std::to_string(specs_.size()));
+    Invalid("WaitParam: tensor index " + std::to_string(i) + " of " +
+            std::to_string(specs_.size()));
   if (!gpu()) return;
   for (const auto& e : executors_) e->WaitParam(i, stream);
+}
+
+// Note [Gradient reads] (tandem/optimizer.h): once Step returned, the reads of a tensor's
+// gradient that may still run on the device are the GPU-resident kernel (on cuda_stream)
+// and its streamed chunks' kernels; the downloads of its host-computed chunks completed
+// before Step returned (the pipeline waited for each).
+void HybridOptimizer::Impl::WaitGradConsumed(size_t i, void* stream) const {
+  if (i >= specs_.size())
+    Invalid("WaitGradConsumed: tensor index " + std::to_string(i) + " of " +
+            std::to_string(specs_.size()));
+  if (begun_ || grad_ready_[i] != 0)
+    Invalid("WaitGradConsumed: tensor " + std::to_string(i) + " '" + specs_[i].name +
+            "': a step is under way (BeginStep or GradReady since the last Step); the coming "
+            "Step's pre-pass still reads the gradient: call it after that Step");
+  if (!gpu()) return;
+  if (placement_.tensors[i].device_count > 0) gpu_->StreamWaitHot(stream);
+  if (placement_.tensors[i].stream_count > 0) gpu_->StreamWaitStreamed(stream);
 }
 
 

@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,22 +18,23 @@ namespace tandem {
 
 using Clock = std::chrono::steady_clock;
 
-// The host kernel's rate on this optimizer's threads for the formats of the largest
-// host-resident tensor, bf16 gradients: 8M elements stepped chunk by chunk, as the
-// pipeline steps them, best of four runs.
-double HybridOptimizer::Impl::ProbeHostRate() {
-  size_t big = 0;
-  for (size_t t = 0; t < specs_.size(); ++t)
-    if (placement_.tensors[t].host_count() > placement_.tensors[big].host_count()) big = t;
-  const TensorSpec& s = specs_[big];
+// The host kernel's rate on this optimizer's threads for the rate key's formats and
+// parameter dtype (those of the largest host-resident tensor, with its group's
+// hyper-parameters), bf16 gradients: 8M elements stepped chunk by chunk, as the pipeline
+// steps them, best of four runs.
+double HybridOptimizer::Impl::ProbeHostRate(const RateCache::Key& key) {
+  std::vector<uint64_t> numels;
+  for (const TensorSpec& t : specs_) numels.push_back(t.numel);
+  const TensorSpec& s =
+      specs_[LargestHostTensor(ComputePlacement(numels, cfg_.offload_fraction, cfg_.placement))];
   const size_t n = size_t{1} << 23;
   std::vector<float> init(n, 0.5f);
   const HyperParams& h = cfg_.groups[s.group];
-  TensorState state(cfg_.algorithm, h, formats_[big], init.data(), n);
+  TensorState state(cfg_.algorithm, h, key.formats, init.data(), n);
   std::vector<uint16_t> grad(n, 0x3c00);  // bf16 0.0078125
-  std::vector<uint8_t> param(n * DTypeSize(s.param_dtype));
-  const bool alias = offload::MasterAliases(formats_[big].master, s.param_dtype);
-  const StepScalars sc = ComputeStepScalars(cfg_.algorithm, h, 1e-4, 1, 1.0);
+  std::vector<uint8_t> param(n * DTypeSize(key.param_dtype));
+  const bool alias = layout::MasterAliases(key.formats.master, key.param_dtype);
+  const StepScalars sc = GroupStepScalars(cfg_.algorithm, h, 1e-4, 1, 1.0);
   const size_t chunk = std::min<size_t>(n, cfg_.chunk_elements);
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
@@ -43,8 +42,9 @@ double HybridOptimizer::Impl::ProbeHostRate() {
     for (size_t off = 0; off < n; off += chunk) {
       const size_t len = std::min(chunk, n - off);
       const cpu::HostWork w{&sc, state.Span(off, len, grad.data() + off, DType::kBF16,
-                                            alias ? nullptr : param.data() + off * DTypeSize(s.param_dtype),
-                                            s.param_dtype)};
+                                            alias ? nullptr
+                                                  : param.data() + off * DTypeSize(key.param_dtype),
+                                            key.param_dtype)};
       driver_.Run(&w, 1);
     }
     const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -53,43 +53,23 @@ double HybridOptimizer::Impl::ProbeHostRate() {
   return best;
 }
 
-double HybridOptimizer::Impl::ChooseComputeShare() {
-  split_ = {};
-  const double asked = cfg_.offload_compute;
-  if (placement_.offloaded == 0) return 0.0;
-  if (asked == kOffloadComputeAuto && !gpu()) return 0.0;  // no GPU to stream through
-  std::optional<MachineRates> rates = cfg_.machine_rates;
-  double kernel_bytes = 0;
-  const ComputeSplitInput in =
-      offload::SplitInput(specs_, formats_, cfg_, placement_, &kernel_bytes);
-  if (!rates && asked == kOffloadComputeAuto) {
-    // Measured once per process and setting: the copies and the HBM (per kernel bytes),
-    // the host kernel (per algorithm, formats, parameter dtype, threads and chunk).
-    static std::mutex mu;
-    static std::map<std::string, MachineRates> cache;
-    size_t big = 0;
-    for (size_t t = 0; t < specs_.size(); ++t)
-      if (placement_.tensors[t].host_count() > placement_.tensors[big].host_count()) big = t;
-    const std::string key = std::to_string(static_cast<int>(cfg_.algorithm)) + Name(formats_[big]) +
-                            Name(specs_[big].param_dtype) + "/" + std::to_string(driver_.threads()) +
-                            "/" + std::to_string(cfg_.chunk_elements) + "/" +
-                            std::to_string(kernel_bytes);
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it == cache.end()) {
-      MachineRates probed;
-      gpu_->ProbeRates(uint64_t{64} << 20, kernel_bytes, &probed);
-      probed.host_gparams = ProbeHostRate();
-      it = cache.emplace(key, probed).first;
-    }
-    rates = it->second;
-  }
-  if (asked == kOffloadComputeAuto) {
-    split_ = ChooseSplit(in, *rates);
-    return split_.share;
-  }
-  if (rates) split_ = PredictSplit(in, *rates, asked);
-  return asked;
+MachineRates HybridOptimizer::Impl::MeasureRates(const RateCache::Key& key) {
+  MachineRates probed;
+  gpu_->ProbeRates(uint64_t{64} << 20, key.kernel_bytes, &probed);
+  probed.host_gparams = ProbeHostRate(key);
+  return probed;
+}
+
+std::optional<MachineRates> HybridOptimizer::Impl::Rates() {
+  if (cfg_.machine_rates) return cfg_.machine_rates;
+  if (!gpu() || cfg_.offload_compute != kOffloadComputeAuto) return std::nullopt;
+  std::vector<uint64_t> numels;
+  for (const TensorSpec& t : specs_) numels.push_back(t.numel);
+  if (ComputePlacement(numels, cfg_.offload_fraction, cfg_.placement).offloaded == 0)
+    return std::nullopt;  // nothing offloaded: no share to choose
+  RateCache& cache = cfg_.rate_cache ? *cfg_.rate_cache : DefaultRateCache();
+  const RateCache::Key key = RateKeyFor(specs_, cfg_);
+  return cache.FindOrMeasure(key, [&] { return MeasureRates(key); });
 }
 
 void HybridOptimizer::Impl::BuildExecutors(std::vector<StepSpan> hot) {
@@ -100,9 +80,9 @@ void HybridOptimizer::Impl::BuildExecutors(std::vector<StepSpan> hot) {
     executors_.push_back(offload::MakeGpuResident(gpu_.get(), hot_tensor_, specs_.size()));
   else
     executors_.push_back(offload::MakeHostResident(&driver_, std::move(hot), hot_tensor_));
-  const std::vector<offload::StreamChunk>& chunks = stream_.chunks();
+  const std::vector<layout::StreamChunk>& chunks = stream_.chunks();
   if (!chunks.empty()) {
-    const uint64_t slot_bytes = offload::Aligned(stream_.slot_bytes());
+    const uint64_t slot_bytes = layout::Aligned(stream_.slot_bytes());
     std::vector<offload::GpuSide::StreamChunkSpans> all;
     for (size_t c = 0; c < chunks.size(); ++c) {
       offload::GpuSide::StreamChunkSpans ch;
@@ -111,7 +91,11 @@ void HybridOptimizer::Impl::BuildExecutors(std::vector<StepSpan> hot) {
       ch.host = stream_.host_chunk(c);
       ch.bytes = chunks[c].bytes;
       ch.spans = stream_.SlotSpans(c, ch.slot, specs_, &ch.span_tensor);
-      if (stream_backup_off_[c] != kNoHold) {
+      for (uint32_t i = chunks[c].first; i < chunks[c].end; ++i) {
+        const layout::StreamPiece& piece = stream_.pieces()[i];
+        ch.span_grad_offset.push_back(piece.offset * DTypeSize(specs_[piece.tensor].grad_dtype));
+      }
+      if (stream_backup_off_[c] != layout::kNoOffset) {
         ch.backup = stream_backup_slab_.data() + stream_backup_off_[c];
         ch.hold_spans = stream_.HoldSpans(c, ch.spans, specs_,
                                           stream_hold_slab_.data() + stream_hold_off_[c],

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "engine/state_arrays.h"
-#include "offload/state_layout.h"
+#include "engine/layout/state_layout.h"
 #include "tandem/error.h"
 
 namespace tandem::offload {

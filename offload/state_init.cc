@@ -101,11 +101,11 @@ bool Staged(StateArray a, const InitIo& io) { return !(io.zero && ZeroArray(a));
 
 // Staging bytes for one block of `n` elements of region r.
 uint64_t StagingBytes(const InitRegion& r, uint64_t n, const InitIo& io) {
-  uint64_t bytes = io.params_on_device ? Aligned(n * DTypeSize(r.param_dtype)) : 0;
+  uint64_t bytes = io.params_on_device ? layout::Aligned(n * DTypeSize(r.param_dtype)) : 0;
   const StepSpan written = WrittenArrays(r);
   if (r.staged)
     ForEachStateArray(written, [&](StateArray a, auto* p) {
-      if (p != nullptr && Staged(a, io)) bytes += Aligned(ArrayEntries(a, n) * sizeof(*p));
+      if (p != nullptr && Staged(a, io)) bytes += layout::Aligned(ArrayEntries(a, n) * sizeof(*p));
     });
   return bytes;
 }
@@ -154,7 +154,7 @@ void InitBlock(const InitRegion& r, const Block& b, const InitIo& io, uint8_t* s
   if (io.params_on_device) {
     io.copy(staging, src, b.n * psz);
     src = staging;
-    staging += Aligned(b.n * psz);
+    staging += layout::Aligned(b.n * psz);
   }
   const StepSpan dst = SubSpan(WrittenArrays(r), b.off, b.n);
   if (!r.staged) {
@@ -172,7 +172,7 @@ void InitBlock(const InitRegion& r, const Block& b, const InitIo& io, uint8_t* s
       return;
     }
     p = reinterpret_cast<std::remove_reference_t<decltype(p)>>(staging);
-    staging += Aligned(ArrayEntries(a, b.n) * sizeof(*p));
+    staging += layout::Aligned(ArrayEntries(a, b.n) * sizeof(*p));
   });
   EncodeFrom(src, r.param_dtype, b.n, st);
   void* to[kStateArrayCount];

@@ -22,9 +22,9 @@ StreamSpeculation::StreamSpeculation(StreamExecutor* exec,
 }
 
 void StreamSpeculation::Begin(const std::vector<StepScalars>* scalars,
-                              const std::vector<uint32_t>* slot, const std::vector<uint8_t>& ready) {
+                              const std::vector<uint32_t>* scalar_index, const std::vector<uint8_t>& ready) {
   scalars_ = scalars;
-  slot_ = slot;
+  scalar_index_ = scalar_index;
   ready_ = &ready;
   error_ = nullptr;
   for (size_t c = 0; c < chunk_tensors_.size(); ++c)
@@ -50,7 +50,7 @@ void StreamSpeculation::Try(size_t c) {
   for (uint32_t t : chunk_tensors_[c])
     if ((*ready_)[t] == 0) return;
   try {
-    exec_->Speculate(c, *scalars_, *slot_);
+    exec_->Speculate(c, *scalars_, *scalar_index_);
     done_[c] = 1;
   } catch (...) {
     // The host chunk was not written (its download is the last copy): nothing to restore.
@@ -90,7 +90,7 @@ size_t StreamSpeculation::Rollback() {
 void StreamSpeculation::End() {
   std::fill(done_.begin(), done_.end(), uint8_t{0});
   scalars_ = nullptr;
-  slot_ = nullptr;
+  scalar_index_ = nullptr;
   ready_ = nullptr;
   error_ = nullptr;
 }

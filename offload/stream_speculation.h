@@ -58,7 +58,7 @@ class StreamSpeculation {
 
   // Starts a speculation with the scalars BeginStep computed (kept by reference: they
   // must stay until End) and speculates every chunk whose tensors are all ready[t].
-  void Begin(const std::vector<StepScalars>* scalars, const std::vector<uint32_t>* slot,
+  void Begin(const std::vector<StepScalars>* scalars, const std::vector<uint32_t>* scalar_index,
              const std::vector<uint8_t>& ready);
   // Tensor t's gradient is final (ready[t] already set); `again`: it was final before in
   // this step and has changed (its speculated chunks are restored and done again).
@@ -88,7 +88,7 @@ class StreamSpeculation {
   std::vector<Restore> restore_;
   std::vector<uint8_t> done_;
   const std::vector<StepScalars>* scalars_ = nullptr;
-  const std::vector<uint32_t>* slot_ = nullptr;
+  const std::vector<uint32_t>* scalar_index_ = nullptr;
   const std::vector<uint8_t>* ready_ = nullptr;
   std::exception_ptr error_;
 };

@@ -2,6 +2,7 @@
 // f32 moments, and the unsharded working set of the units in flight.
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "planner/plan.h"
 #include "tandem/error.h"
@@ -35,18 +36,27 @@ std::vector<bool> F32MomentTensors(const PlanInputs& in) {
   return f32;
 }
 
-MemoryReport PredictRankMemory(const std::vector<TensorSpec>& specs,
-                               const std::vector<bool>& f32_moments, const OptimizerConfig& cfg) {
+ResolvedPlacement ResolveRankPlacement(const std::vector<TensorSpec>& specs,
+                                       const std::vector<bool>& f32_moments,
+                                       const OptimizerConfig& cfg) {
   const StateFormats f32 = F32MomentFormats(cfg.formats);
+  // The plan hands a share it resolved itself; auto (a caller's) reads the rate cache.
+  const std::optional<MachineRates> rates =
+      cfg.offload_compute == kOffloadComputeAuto ? RatesFor(specs, cfg) : std::nullopt;
   if (f32 == cfg.formats ||
       std::none_of(f32_moments.begin(), f32_moments.end(), [](bool b) { return b; }))
-    return PredictMemory(specs, cfg, ExecutionMode::kGpu);
+    return ResolvePlacement(specs, cfg, ExecutionMode::kGpu, rates ? &*rates : nullptr);
   // The flagged tensors with their own formats (TensorSpec::formats), as tandem.torch
   // builds the optimizer under FSDP2.
   std::vector<TensorSpec> with_formats = specs;
   for (size_t t = 0; t < specs.size(); ++t)
     if (f32_moments[t]) with_formats[t].formats = f32;
-  return PredictMemory(with_formats, cfg, ExecutionMode::kGpu);
+  return ResolvePlacement(with_formats, cfg, ExecutionMode::kGpu, rates ? &*rates : nullptr);
+}
+
+MemoryReport PredictRankMemory(const std::vector<TensorSpec>& specs,
+                               const std::vector<bool>& f32_moments, const OptimizerConfig& cfg) {
+  return ResolveRankPlacement(specs, f32_moments, cfg).memory;
 }
 
 uint64_t Fsdp2UnshardedBytes(const PlanInputs& in) {

@@ -83,12 +83,20 @@ uint64_t StreamSlotBytes(const PlanInputs& in) {
   return static_cast<uint64_t>(in.stream_slots) * in.stream_chunk_bytes;
 }
 
-// The placement at `fraction` with the compute share offload_compute resolves to there.
+// The compute share offload_compute resolves to at `fraction` for the profile's rates
+// (the planner's model of the machine: ResolveComputeShare).
+double PlannedShare(const PlanInputs& in, const Rates& rates, const std::vector<uint64_t>& numels,
+                    double fraction) {
+  const Placement base = ComputePlacement(numels, fraction, in.placement);
+  return ResolveComputeShare(in, rates, base.total - base.offloaded, base.offloaded);
+}
+
+// The placement at `fraction` with that share: what ResolvePlacement places (for the step
+// time alone, which needs no memory).
 Placement PlaceWithShare(const PlanInputs& in, const Rates& rates,
                          const std::vector<uint64_t>& numels, double fraction) {
-  const Placement base = ComputePlacement(numels, fraction, in.placement);
-  const double share = ResolveComputeShare(in, rates, base.total - base.offloaded, base.offloaded);
-  return share > 0 ? ComputePlacement(numels, fraction, in.placement, share) : base;
+  return ComputePlacement(numels, fraction, in.placement,
+                          PlannedShare(in, rates, numels, fraction));
 }
 
 }  // namespace
@@ -171,14 +179,16 @@ uint64_t ActivationBytes(const PlanInputs& in) {
 
 namespace {
 
-// The plan at `fraction` with placement `pl` (ComputePlacement over ShardSpecs(in)).
-FractionPoint EvaluatePlacement(const PlanInputs& in, const std::vector<TensorSpec>& specs,
-                                const Rates& rates, double fraction, const Placement& pl) {
-  // PredictMemory lays out the same placement: ComputePlacement at the fraction and share.
-  const OptimizerConfig cfg = ShardConfig(in, fraction, pl.stream_share);
+// The plan at `fraction` with compute share `share`: rank 0's placement and optimizer
+// memory from one ResolvePlacement over ShardSpecs(in), the figures the engine would build.
+FractionPoint EvaluateAt(const PlanInputs& in, const std::vector<TensorSpec>& specs,
+                         const Rates& rates, double fraction, double share) {
+  const ResolvedPlacement rp = ResolveRankPlacement(specs, F32MomentTensors(in),
+                                                    ShardConfig(in, fraction, share));
+  const Placement& pl = rp.placement;
+  const MemoryReport& r = rp.memory;
   uint64_t shard = 0;
   for (const TensorSpec& s : specs) shard += s.numel;
-  const MemoryReport r = PredictRankMemory(specs, F32MomentTensors(in), cfg);
   FractionPoint p;
   p.fraction = fraction;
   if (in.fsdp2) {
@@ -232,15 +242,14 @@ FractionPoint EvaluateFraction(const PlanInputs& in, double fraction) {
   const Rates rates = ResolveRates(in);
   std::vector<uint64_t> numels;
   for (const TensorSpec& s : specs) numels.push_back(s.numel);
-  const Placement pl = PlaceWithShare(in, rates, numels, fraction);
-  FractionPoint p = EvaluatePlacement(in, specs, rates, fraction, pl);
+  FractionPoint p =
+      EvaluateAt(in, specs, rates, fraction, PlannedShare(in, rates, numels, fraction));
   // Note [Auto streams only where the slots fit]: the stream slots (and their kernel
   // tables) are the only GPU bytes streaming adds; where they do not fit but computing on
   // the host does, auto's plan computes on the host (and says so: the engine's auto looks
   // at time only).
-  if (!p.fits_gpu && pl.streamed > 0 && in.offload_compute == kOffloadComputeAuto) {
-    FractionPoint q = EvaluatePlacement(in, specs, rates, fraction,
-                                        ComputePlacement(numels, fraction, in.placement));
+  if (!p.fits_gpu && p.time.streamed > 0 && in.offload_compute == kOffloadComputeAuto) {
+    FractionPoint q = EvaluateAt(in, specs, rates, fraction, 0.0);
     if (q.fits_gpu) {
       q.split_fallback = true;
       return q;

@@ -3,7 +3,8 @@
 
 #include <vector>
 
-#include "tandem/optimizer.h"
+#include "tandem/config.h"
+#include "tandem/resolve_placement.h"
 #include "tandem/planner.h"
 
 namespace tandem::planner {
@@ -45,9 +46,13 @@ StateFormats F32MomentFormats(StateFormats f);
 // a q8 moment format and !GroupSafe); all false otherwise.
 std::vector<bool> F32MomentTensors(const PlanInputs& in);
 
-// PredictMemory over `specs` at `cfg` where the tensors flagged in `f32_moments` hold
-// F32MomentFormats(cfg.formats) (TensorSpec::formats): what the optimizer tandem.torch
-// builds under FSDP2 would report.
+// ResolvePlacement (GPU mode) over `specs` at `cfg` where the tensors flagged in
+// `f32_moments` hold F32MomentFormats(cfg.formats) (TensorSpec::formats): the placement of
+// the optimizer tandem.torch builds under FSDP2 and what its memory() would report.
+// PredictRankMemory: its memory alone.
+ResolvedPlacement ResolveRankPlacement(const std::vector<TensorSpec>& specs,
+                                       const std::vector<bool>& f32_moments,
+                                       const OptimizerConfig& cfg);
 MemoryReport PredictRankMemory(const std::vector<TensorSpec>& specs,
                                const std::vector<bool>& f32_moments, const OptimizerConfig& cfg);
 
@@ -59,7 +64,8 @@ MemoryReport PredictRankMemory(const std::vector<TensorSpec>& specs,
 uint64_t Fsdp2UnshardedBytes(const PlanInputs& in);
 
 // The optimizer configuration rank 0 would run with at `fraction`, with offload_compute
-// `share` (the share the plan resolved: PredictMemory then lays out that placement).
+// `share` (the share the plan resolved: ResolvePlacement then places and sizes exactly
+// that).
 OptimizerConfig ShardConfig(const PlanInputs& in, double fraction, double share = 0.0);
 
 // Activation bytes per GPU from the inputs (given, estimated, or 0).

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "engine/layout/state_layout.h"
 #include "tandem/error.h"
 
 namespace tandem::planner {
@@ -66,15 +67,10 @@ double SideRate(const std::map<std::string, KernelRate>& kernels, const std::str
 
 }  // namespace
 
-bool MasterAliasesParam(MasterFormat master, DType param_dtype) {
-  return (master == MasterFormat::kF32 && param_dtype == DType::kF32) ||
-         (master != MasterFormat::kF32 && param_dtype == DType::kBF16);
-}
-
 double KernelBytesPerElement(Algorithm algo, const HyperParams& hyper, const StateFormats& f,
                              DType param_dtype, DType grad_dtype) {
   double b = static_cast<double>(DTypeSize(grad_dtype)) + 2 * MasterBytes(f.master);
-  if (!MasterAliasesParam(f.master, param_dtype)) b += static_cast<double>(DTypeSize(param_dtype));
+  if (!layout::MasterAliases(f.master, param_dtype)) b += static_cast<double>(DTypeSize(param_dtype));
   if (HasMomentum(algo, hyper)) b += 2 * MomentBytes(f.momentum);
   if (HasVariance(algo)) b += 2 * MomentBytes(f.variance);
   return b;
@@ -129,7 +125,7 @@ void PcieRates(const Profile& p, DType grad_dtype, DType param_dtype, MachineRat
 double StreamBytesPerElement(Algorithm algo, const HyperParams& hyper, const StateFormats& f,
                              DType param_dtype) {
   double b = MasterBytes(f.master);
-  if (MasterAliasesParam(f.master, param_dtype)) b -= f.master == MasterFormat::kF32 ? 4 : 2;
+  if (layout::MasterAliases(f.master, param_dtype)) b -= f.master == MasterFormat::kF32 ? 4 : 2;
   if (HasMomentum(algo, hyper)) b += MomentBytes(f.momentum);
   if (HasVariance(algo)) b += MomentBytes(f.variance);
   return b;

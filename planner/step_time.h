@@ -5,10 +5,6 @@
 
 namespace tandem::planner {
 
-// Whether the master's (bf16 part or fp32) array can be the parameter itself; mirrors
-// offload::MasterAliases (Note [Master aliases the parameter] in offload/state_layout.h).
-bool MasterAliasesParam(MasterFormat master, DType param_dtype);
-
 // Fewest bytes one optimizer-step element must move: read the gradient, read and write
 // the master and each moment (with its q8 scales, 2 bytes per 32 elements), and write the
 // parameter where the master does not alias it. AdamW bf16+ecc8/q8/q8 with bf16 gradients

@@ -336,6 +336,49 @@ std::vector<uint8_t> ActiveFromObject(const py::object& active, size_t count) {
   return flags;
 }
 
+// A step's learning rates: a number (every group: lr * lr_scale, HybridOptimizer::
+// Step(lr)) or a sequence of one number per group (HybridOptimizer::Step(group_lrs)).
+struct StepLrs {
+  bool per_group = false;
+  double lr = 0;
+  std::vector<double> group_lrs;
+};
+
+StepLrs LrsFromObject(const py::object& lr) {
+  StepLrs out;
+  if (py::isinstance<py::float_>(lr) || py::isinstance<py::int_>(lr)) {
+    out.lr = lr.cast<double>();
+    return out;
+  }
+  if (!py::isinstance<py::sequence>(lr) || py::isinstance<py::str>(lr))
+    throw Error(ErrorKind::kInvalidArgument,
+                "lr must be a number or a sequence of one number per group");
+  out.per_group = true;
+  for (auto v : lr.cast<py::sequence>()) out.group_lrs.push_back(v.cast<double>());
+  return out;
+}
+
+// StepOptions::group_hyper from None or a list of group dicts.
+std::vector<HyperParams> GroupsFromObject(const py::object& groups) {
+  std::vector<HyperParams> hs;
+  if (groups.is_none()) return hs;
+  for (auto g : groups.cast<py::sequence>()) {
+    if (!py::isinstance<py::dict>(g))
+      throw Error(ErrorKind::kInvalidArgument, "groups: each entry must be a dict");
+    hs.push_back(HyperParamsFromDict(g.cast<py::dict>()));
+  }
+  return hs;
+}
+
+// StepOptions::grads from None or a sequence of pointers (ints; 0: the default).
+std::vector<const void*> GradsFromObject(const py::object& grads) {
+  std::vector<const void*> ptrs;
+  if (grads.is_none()) return ptrs;
+  for (auto g : grads.cast<py::sequence>())
+    ptrs.push_back(g.is_none() ? nullptr : ToPointer(g.cast<uint64_t>()));
+  return ptrs;
+}
+
 // The bound object: the engine optimizer and the configuration it was built with.
 class PyOptimizer {
  public:
@@ -351,11 +394,20 @@ class PyOptimizer {
   // the whole model, where digits are GradStats::exact (16 ints below 2^32, least
   // significant first, both ways); called with the GIL held; what it raises propagates
   // unchanged (the step changes nothing then).
-  py::tuple Step(double lr, const PyStepOptions& given) {
+  // `lr`: a number, or one number per group (LrsFromObject); the options' groups: None or
+  // each group's hyper-parameters for this step (StepOptions::group_hyper); its grads: None
+  // or each tensor's gradient pointer for this step (StepOptions::grads; 0 or None: the
+  // default).
+  py::tuple Step(const py::object& lr, const PyStepOptions& given) {
+    const StepLrs lrs = LrsFromObject(lr);
     const std::vector<uint8_t> flags = ActiveFromObject(given.active, opt_->tensor_count());
+    const std::vector<HyperParams> hyper = GroupsFromObject(given.groups);
+    const std::vector<const void*> ptrs = GradsFromObject(given.grads);
     const py::object combine = given.combine;
     StepOptions options{given.max_grad_norm, given.loss_scale};
     options.active = flags;
+    options.group_hyper = hyper;
+    options.grads = ptrs;
     // A Python exception from `combine` crosses the engine as a tandem::Error and is
     // raised again here, as itself, once the GIL is held.
     std::unique_ptr<py::error_already_set> raised;
@@ -388,7 +440,7 @@ class PyOptimizer {
     StepResult r;
     try {
       py::gil_scoped_release release;
-      r = opt_->Step(lr, options);
+      r = lrs.per_group ? opt_->Step(lrs.group_lrs, options) : opt_->Step(lrs.lr, options);
     } catch (const Error&) {
       if (raised) throw std::move(*raised);
       throw;
@@ -409,16 +461,27 @@ class PyOptimizer {
     return counts;
   }
 
-  void BeginStep(double lr, const PyStepOptions& given) {
+  void BeginStep(const py::object& lr, const PyStepOptions& given) {
+    const StepLrs lrs = LrsFromObject(lr);
+    const std::vector<HyperParams> hyper = GroupsFromObject(given.groups);
+    StepOptions options{given.max_grad_norm, given.loss_scale};
+    options.group_hyper = hyper;
     py::gil_scoped_release release;
-    opt_->BeginStep(lr, StepOptions{given.max_grad_norm, given.loss_scale});
+    if (lrs.per_group)
+      opt_->BeginStep(lrs.group_lrs, options);
+    else
+      opt_->BeginStep(lrs.lr, options);
   }
 
   bool step_begun() const { return opt_->step_begun(); }
 
-  void GradReady(size_t i) {
+  void GradReady(size_t i, uint64_t grad) {
     py::gil_scoped_release release;
-    opt_->GradReady(i);
+    opt_->GradReady(i, ToPointer(grad));
+  }
+
+  void WaitGradConsumed(size_t i, uint64_t stream) const {
+    opt_->WaitGradConsumed(i, ToPointer(stream));
   }
 
   void WaitParam(size_t i, uint64_t stream) const { opt_->WaitParam(i, ToPointer(stream)); }
@@ -670,6 +733,33 @@ PYBIND11_MODULE(_C, m) {
       py::arg("algorithm"), py::arg("hyper"), py::arg("where"),
       "Checks one group's hyper-parameters (a dict of HyperParams fields) as the engine "
       "does (tandem::ValidateHyperParams): ValueError naming `where` and the field.");
+  m.def(
+      "rate_cache_entries",
+      []() {
+        py::list out;
+        for (const auto& [key, r] : tandem::DefaultRateCache().Entries()) {
+          py::dict d;
+          d["algorithm"] = tandem::Name(key.algorithm);
+          d["formats"] = tandem::FormatsToDict(key.formats);
+          d["param_dtype"] = tandem::Name(key.param_dtype);
+          d["host_threads"] = key.host_threads;
+          d["host_cpus"] = key.host_cpus;
+          d["chunk_elements"] = key.chunk_elements;
+          d["kernel_bytes"] = key.kernel_bytes;
+          d["h2d_gbps"] = r.h2d_gbps;
+          d["d2h_gbps"] = r.d2h_gbps;
+          d["host_gparams"] = r.host_gparams;
+          d["gpu_gparams"] = r.gpu_gparams;
+          out.append(d);
+        }
+        return out;
+      },
+      "The rates offload_compute='auto' measured in this process (tandem::DefaultRateCache), "
+      "one dict per setting.");
+  m.def(
+      "reset_rate_cache", []() { tandem::DefaultRateCache().Reset(); },
+      "Forgets the measured rates: the next optimizer with offload_compute='auto' measures "
+      "again.");
   m.def("max_host_threads", &tandem::MaxHostThreads,
         "The largest host_threads an optimizer accepts.");
   // One node, many ranks (include/tandem/node.h).
@@ -716,30 +806,41 @@ PYBIND11_MODULE(_C, m) {
            "OptimizerConfig(algorithm=..., groups=..., **fields).")
       .def(
           "step",
-          [](PyOptimizer& o, double lr, const py::object& options, const py::kwargs& fields) {
+          [](PyOptimizer& o, const py::object& lr, const py::object& options,
+             const py::kwargs& fields) {
             return o.Step(lr, tandem::python::StepOptionsFrom(options, fields));
           },
           py::arg("lr"), py::arg("options") = py::none(),
-          "step(lr, options=None, **fields): options a StepOptions (None: the defaults), "
-          "fields set on a copy of it (max_grad_norm, loss_scale, active, combine). active: "
-          "None (every tensor) or bytes/list of 0/1 per tensor; a tensor marked 0 is not "
-          "stepped. combine: None or a callable (digits, nonfinite) -> (digits, nonfinite) "
-          "giving the whole model's gradient statistics from this optimizer's (sharded "
-          "training). Returns (applied, grad_norm, step, stepped_tensors).")
+          "step(lr, options=None, **fields): lr a number (every group steps with lr * its "
+          "lr_scale) or a list of one lr per group (each group steps with its own; lr_scale "
+          "is not applied); options a StepOptions (None: the defaults), fields set on a copy "
+          "of it: max_grad_norm, loss_scale, active (None: every tensor, or bytes/list of "
+          "0/1 per tensor), combine (None or a callable (digits, nonfinite) -> (digits, "
+          "nonfinite) giving the whole model's gradient statistics: sharded training), "
+          "groups (None or one dict of HyperParams fields per group, for this step and on), "
+          "grads (None or one gradient pointer per tensor; 0 or None: grad_ready's or the "
+          "construction's). Returns (applied, grad_norm, step, stepped_tensors).")
       .def("reload_params", &PyOptimizer::ReloadParams, py::arg("indices"),
            "Re-derives the masters of the given tensors from their parameters.")
       .def("tensor_step_counts", &PyOptimizer::TensorStepCounts,
            "Each tensor's own step count (updates it has received).")
       .def(
           "begin_step",
-          [](PyOptimizer& o, double lr, const py::object& options, const py::kwargs& fields) {
+          [](PyOptimizer& o, const py::object& lr, const py::object& options,
+             const py::kwargs& fields) {
             o.BeginStep(lr, tandem::python::StepOptionsFrom(options, fields));
           },
           py::arg("lr"), py::arg("options") = py::none(),
-          "Announces the next step before backward (speculative early start); the "
-          "options' max_grad_norm and loss_scale are the coming step's (as step's).")
+          "Announces the next step before backward (speculative early start); lr, "
+          "max_grad_norm, loss_scale and groups as for step, which must hand the same.")
       .def_property_readonly("step_begun", &PyOptimizer::step_begun)
-      .def("grad_ready", &PyOptimizer::GradReady, py::arg("index"))
+      .def("grad_ready", &PyOptimizer::GradReady, py::arg("index"), py::arg("grad") = 0,
+           "Tensor `index`'s gradient is final (early start); grad: the pointer this step "
+           "reads for it (0: the step's grads entry, else the construction's).")
+      .def("wait_grad_consumed", &PyOptimizer::WaitGradConsumed, py::arg("index"),
+           py::arg("stream") = 0,
+           "Makes `stream` wait until the engine no longer reads tensor `index`'s gradient "
+           "of the last step (call after step()).")
       .def("wait_param", &PyOptimizer::WaitParam, py::arg("index"), py::arg("stream") = 0)
       .def("set_groups", &PyOptimizer::SetGroups, py::arg("groups"))
 #if TANDEM_PY_HAS_CHECKPOINT

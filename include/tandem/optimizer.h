@@ -24,248 +24,29 @@
 #pragma once
 
 #include <cstddef>
-#include <array>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <optional>
 #include <span>
-#include <string>
-#include <vector>
 
 #include "tandem/compute_split.h"
-#include "tandem/faults.h"
+#include "tandem/config.h"
 #include "tandem/placement.h"
+#include "tandem/resolve_placement.h"
 #include "tandem/snapshot.h"
 #include "tandem/types.h"
 
 namespace tandem {
 
-// One parameter tensor handed to the optimizer. The optimizer does not own the buffers;
-// they must stay valid (and keep their size) for the optimizer's lifetime.
-struct TensorSpec {
-  std::string name;               // unique; used in errors and checkpoints
-  uint64_t numel = 0;             // may be 0
-  DType param_dtype = DType::kBF16;
-  DType grad_dtype = DType::kBF16;
-  void* param = nullptr;          // device pointer (GPU mode) or host pointer (host mode)
-  const void* grad = nullptr;     // same memory space as param
-  uint32_t group = 0;             // index into OptimizerConfig::groups
-  // Original shape (row-major), kept in snapshots and checkpoints; empty means one
-  // dimension of numel elements. When non-empty its product must equal numel.
-  std::vector<uint64_t> shape = {};
-  // This tensor's state formats, replacing OptimizerConfig::formats for it alone; unset
-  // (the default): the configured formats. Checked against the algorithm and the tensor's
-  // group exactly like the configured ones (a variance format for Lion or SGD, a momentum
-  // format for SGD without momentum): a bad combination throws Error(kInvalidArgument)
-  // naming the tensor. Typical use: f32 moments for tensors whose q8 groups of 32
-  // elements a shard boundary could split, q8 for the others. The result is bit-identical,
-  // tensor by tensor, to an optimizer configured with that tensor's formats globally; the
-  // snapshot records each tensor's formats (TensorSnapshot::formats).
-  std::optional<StateFormats> formats = std::nullopt;
-  // The runs of the gradient that the norm pre-pass sums as wholes (Note [Exact sum of
-  // squares] in engine/exact_sum.h): a sharded tensor must be cut only between runs, so
-  // that the exact norm is the same at any sharding. 0 (default): the rows of `shape` (the
-  // product of all but its first dimension) for two or more dimensions, else the whole
-  // tensor. 1: each element (a 1-D tensor sharded at any element). Must divide numel.
-  uint64_t norm_unit = 0;
-};
-
-enum class ExecutionMode : uint8_t {
-  kAuto = 0,  // GPU mode when a CUDA device is present, otherwise host mode
-  kGpu = 1,   // parameters and gradients live on the GPU; offloaded state on the host
-  kHost = 2,  // everything in host memory, stepped by the host kernels (no GPU needed)
-};
-
-struct OptimizerConfig {
-  Algorithm algorithm = Algorithm::kAdamW;
-  // Per-group hyper-parameters; TensorSpec::group indexes this. Must not be empty.
-  // One default group. (Not `groups{HyperParams{}}`: with it GCC 12 reports a false
-  // -Wmaybe-uninitialized in callers that build configs inline.)
-  std::vector<HyperParams> groups = std::vector<HyperParams>(1);
-  // Default state formats: fp32 master and moments. A tensor may override them
-  // (TensorSpec::formats).
-  StateFormats formats;
-  // Fraction of all elements whose state lives in (pinned) host memory, in [0, 1]; where
-  // those elements are computed is offload_compute's choice. Host mode honours it too,
-  // running the same paths over host memory (use 0 there for plain CPU training: no
-  // copies).
-  double offload_fraction = 0.0;
-  PlacementPolicy placement = PlacementPolicy::kBackwardOrder;
-  ExecutionMode mode = ExecutionMode::kAuto;
-  // Host threads for the host kernels; 0: one per CPU of host_cpus, or all cores this
-  // process may use when host_cpus is empty. At most MaxHostThreads()
-  // (Error(kInvalidArgument) beyond).
-  int host_threads = 0;
-  // Logical CPU ids the optimizer's host threads run on: the host kernels' arena, the
-  // speculation worker and its arena, host mode's copy threads, and the caller's thread
-  // while it works in one of those arenas (its own affinity is restored afterwards).
-  // Empty (the default): wherever the process may run. Each id must be >= 0, given once
-  // and in the process's CPU affinity: Error(kInvalidArgument) naming the id otherwise.
-  // Several ranks on one node each take a disjoint share (tandem/node.h, RankCpus).
-  std::vector<int> host_cpus = {};
-  // The most host memory the optimizer may hold, in bytes: MemoryReport::host.total()
-  // (pinned memory in GPU mode, ordinary memory in host mode). 0 (the default): no limit.
-  // Construction throws Error(kOutOfMemory) naming both figures, before allocating any
-  // state, when the state would need more. Several ranks on one node each take a share
-  // of the node's budget (tandem/node.h, PinnedBudget).
-  uint64_t pinned_budget_bytes = 0;
-  uint64_t chunk_elements = 1 << 21;  // offload pipeline chunk; multiple of 32, >= 32
-  int pipeline_slots = 4;             // pinned gradient slots in flight, >= 2
-  // Where the host-resident elements are computed (Note [Three placement classes] in
-  // tandem/compute_split.h): 0 ("host") by the host kernels; 1 ("gpu") by the fused GPU
-  // kernel, their state streamed up and down in chunks; a share in between splits them
-  // (the first host-resident elements in registration order are streamed); or
-  // kOffloadComputeAuto (the default): the share that minimises the modelled step for
-  // `machine_rates` (HybridOptimizer::compute_split says what was chosen). The result is
-  // bit-identical whatever the share. Host mode has no GPU: auto means 0 there, and a
-  // share > 0 runs the streaming path with host memory standing in for the GPU's (tests).
-  double offload_compute = kOffloadComputeAuto;
-  // The rates `auto` uses (tandem-bench calibrate measures them). Unset: GPU mode measures
-  // PCIe both ways at once and the host kernel at construction (a few tens of ms).
-  std::optional<MachineRates> machine_rates = std::nullopt;
-  // Streaming: the most bytes of host-resident state one chunk moves each way, and the
-  // device slots that chunks rotate through (slots x chunk bytes of GPU memory).
-  uint64_t stream_chunk_bytes = uint64_t{64} << 20;  // >= 4096
-  int stream_slots = 3;                               // >= 2
-  // The caller's CUDA stream (a cudaStream_t, as void*); nullptr is the legacy default
-  // stream. Step orders itself after the work already queued there and queues the hot
-  // kernel on it; parameters are final on it when Step returns.
-  void* cuda_stream = nullptr;
-  // Speculative early start (BeginStep): when true, the construction also allocates what
-  // BeginStep needs, so the hot path never allocates: the early-start gradient buffer
-  // (host staging, one landing place per offloaded gradient element) and a backup of the
-  // offloaded state plus a parameter holding buffer (MemoryReport::Bytes::speculation).
-  // BeginStep throws Error(kInvalidArgument) when this is false. Default: off.
-  bool speculative_early_start = false;
-  // Speculative early start of streamed elements (Note [Speculating streamed chunks] in
-  // offload/stream_speculation.h): at most this many bytes of the streamed state, whole
-  // chunks taken from the last registered (backward's first gradients), may be updated
-  // on the GPU during backward. Each such chunk also takes its size again in pinned memory
-  // (the backup) and, on the GPU, a place for its updated parameters (about 0.64 bytes per
-  // state byte for bf16 parameters with bf16+ecc8/q8/q8), both counted in
-  // MemoryReport::Bytes::speculation. 0: streamed chunks are updated at Step only. The
-  // default is what a 1.5 Gparam model's backward covers on an H200 (beyond it, chunks
-  // still in flight at Step slow the step: docs/architecture.md, "Speculative early
-  // start").
-  uint64_t speculative_stream_bytes = uint64_t{1} << 30;
-  // Failures to inject, for tests and fault drills (tandem/faults.h); production code
-  // leaves it unset (nullptr: nothing is injected). The optimizer shares the plan with the
-  // caller, who may arm it at any time: every copy of the offload pipeline's transport and
-  // of the streamed chunks asks it once (FaultPlan::CopyFails), and so does every state
-  // allocation (FaultPlan::AllocationFails, in the constructor). An injected failure is
-  // reported, and leaves the optimizer, exactly as the real one would ("Failure:" above).
-  // A plan belongs to the optimizers it is handed to and affects no other.
-  std::shared_ptr<FaultPlan> faults = nullptr;
-};
-
-// What a step's pre-pass finds in the gradients of its active tensors, before any update.
-struct GradStats {
-  // The exact sum of the squared (loss-scaled) gradient values, independent of how the
-  // tensors are split into shards (Note [Exact sum of squares] in engine/exact_sum.h): a
-  // 512-bit fixed-point number in units of 2^-192, sixteen 32-bit digits, least
-  // significant first. Partials combine by integer addition, in any order.
-  std::array<uint32_t, 16> exact{};
-  double sum_squares = 0.0;  // `exact` rounded to the nearest double
-  uint64_t nonfinite = 0;    // non-zero when some value is NaN or infinite
-};
-
-// Adds `part` into `whole`: `exact` as one integer, `nonfinite` as counts; `sum_squares`
-// becomes the new `exact` rounded. Throws Error(kInvalidArgument) if the sum overflows 512
-// bits (impossible for the partials of fewer than 2^64 finite float32 values).
-void AddGradStats(GradStats& whole, const GradStats& part);
-
-struct StepOptions {
-  double max_grad_norm = 0.0;  // > 0: clip the global L2 norm to this; 0: no clipping
-  double loss_scale = 1.0;     // gradients are divided by this (finite, > 0)
-  // Which tensors have a gradient at this step, one entry per tensor (non-zero: yes);
-  // empty means every tensor. A tensor without one is not stepped at all, as in
-  // torch.optim: its parameter, master, moments and step count stay as they are, and its
-  // gradient buffer is not read (it is left out of the norm and the non-finite check).
-  // The span must stay valid for the call. BeginStep ignores it; Step's decides.
-  std::span<const uint8_t> active = {};
-  // Sharded training (one optimizer per process over its shard of the model): Step calls
-  // this once, after the pre-pass over this optimizer's active gradients and before it
-  // updates anything, with this optimizer's statistics, and takes the gradient norm, the
-  // clip coefficient and the skip decision from the statistics it returns (the whole
-  // model's): from their `exact` and `nonfinite` (sum_squares is ignored). Combine every
-  // process's partials with AddGradStats (e.g. after an all-gather): the sum is exact, so
-  // every process reaches the same bits, equal to an unsharded step's given the same
-  // gradients. It runs on the thread that called Step; an exception it throws leaves Step
-  // with nothing changed. Empty: this optimizer's statistics are the model's. BeginStep
-  // ignores it; Step's decides.
-  std::function<GradStats(const GradStats&)> combine_grad_stats = {};
-};
-
-struct StepResult {
-  bool applied = false;     // false when skipped for a non-finite gradient
-  double grad_norm = 0.0;   // global L2 norm of the unscaled gradients (NaN/Inf if skipped)
-  int64_t step = 0;         // the optimizer's step count after this call
-  uint64_t stepped_tensors = 0;  // tensors updated by this call (0 when not applied)
-};
-
-// Bytes held by the optimizer itself (not the caller's parameters and gradients), by
-// category. docs/user_guide.md gives the closed-form formula each field follows.
-struct MemoryReport {
-  struct Bytes {
-    uint64_t master = 0;      // fp32 masters or the bf16 part (0 where it aliases the param)
-    uint64_t correction = 0;  // ecc8 / ecc16 arrays
-    uint64_t momentum = 0;    // m codes or fp32 values
-    uint64_t variance = 0;    // v codes or fp32 values
-    uint64_t scales = 0;      // q8 group scales
-    uint64_t staging = 0;     // pinned gradient slots and parameter staging slots
-    uint64_t metadata = 0;    // kernel tables and reduction scratch
-    // Speculative early start only (OptimizerConfig::speculative_early_start): the backup
-    // of the offloaded state (to roll a speculative update back) and the buffer that
-    // holds speculatively computed parameters until Step commits them.
-    uint64_t speculation = 0;
-    uint64_t total() const {
-      return master + correction + momentum + variance + scales + staging + metadata +
-             speculation;
-    }
-  };
-  Bytes device;  // GPU memory
-  Bytes host;    // pinned (GPU mode) or ordinary (host mode) host memory
-  // The state arrays again, by placement class (Note [Three placement classes] in
-  // tandem/compute_split.h): each class's carved state bytes, and the device slots that
-  // streamed chunks go through (counted in device.staging above as well).
-  struct Classes {
-    uint64_t gpu_resident = 0;   // in `device` (GPU mode) or `host` (host mode)
-    uint64_t streamed = 0;       // in `host`
-    uint64_t stream_slots = 0;   // in `device` (host mode: `host`)
-    uint64_t host_computed = 0;  // in `host`
-  } classes;
-  // OptimizerConfig::pinned_budget_bytes: the most `host.total()` may be (0: no limit).
-  uint64_t host_budget = 0;
-};
-
-// Busy time of each stage of the last Step, in milliseconds (wall clock on the host,
-// CUDA events on the GPU), and the whole step as the caller saw it.
-struct StageTimes {
-  double prepass_ms = 0;    // gradient norm and non-finite check
-  double gpu_update_ms = 0; // fused kernel over the hot elements
-  double d2h_ms = 0;        // gradient copies down (sum of copy durations)
-  double host_update_ms = 0;// host kernels over the offloaded elements
-  double h2d_ms = 0;        // parameter copies up
-  // Streamed elements (offload_compute > 0): GPU time from the first state upload to the
-  // last state download, and the chunks streamed.
-  double stream_ms = 0;
-  uint64_t stream_chunks = 0;
-  double step_ms = 0;       // Step() call, start to return; GPU work the step queued (the
-                            // hot kernel, streamed chunks: stream_ms) may still be running
-  uint64_t chunks = 0;      // offload pipeline chunks run
-  // Speculative early start (BeginStep): chunks updated during backward whose result this
-  // Step kept, chunks it restored from their backup (non-finite gradient, clipping, or a
-  // BeginStep/Step mismatch), and the host busy time of the speculative updates (backup
-  // plus kernel, summed over chunks, spent before Step was called).
-  uint64_t speculated_chunks = 0;
-  uint64_t rolled_back_chunks = 0;
-  double speculative_host_ms = 0;
-  // The same for streamed chunks: updated during backward and kept by this Step (their
-  // parameters copied into place, nothing streamed), and restored from their backup.
-  uint64_t speculated_stream_chunks = 0;
-  uint64_t rolled_back_stream_chunks = 0;
-};
+// Note [Gradient reads]: how long the engine reads tensor i's gradient of a step (the
+// pointer of StepOptions::grads, GradReady or TensorSpec::grad). From GradReady(i) on (or
+// from Step, without early start) until Step returns, on the host; on the device until
+// the last of: the pre-pass and the GPU-resident kernel (on cuda_stream), the kernels of
+// its streamed chunks (the stream executor's kernel stream; a chunk speculated during
+// backward is read again at Step when the speculation is rolled back), and the downloads
+// of its host-computed chunks (every one complete when Step returns). Once Step has
+// returned, cuda_stream is ordered after all of them, so a gradient freed on cuda_stream
+// (as torch's caching allocator frees it) is safe; WaitGradConsumed orders another stream.
+// The engine never writes a gradient.
 
 class HybridOptimizer {
  public:
@@ -277,12 +58,23 @@ class HybridOptimizer {
   HybridOptimizer(const HybridOptimizer&) = delete;
   HybridOptimizer& operator=(const HybridOptimizer&) = delete;
 
-  // One optimizer step with learning rate lr (finite, >= 0). Gradients must be final
-  // (on cuda_stream in GPU mode). Checks the gradients of every active tensor
-  // (StepOptions::active) first; on a non-finite value it changes nothing and returns
-  // applied = false. Each active tensor's bias corrections use its own step count + 1
-  // (tensor_step_count), as torch.optim keeps one step per parameter; the optimizer's
-  // step count (step_count) counts the applied Step calls.
+  // One optimizer step; group g's tensors step with learning rate group_lrs[g] (one entry
+  // per group, each finite and >= 0; HyperParams::lr_scale is not applied), as torch.optim
+  // and Megatron hand a group's lr at every step, with the hyper-parameters of
+  // StepOptions::group_hyper (or the current ones) and the gradients of StepOptions::grads
+  // (or GradReady's, or TensorSpec::grad). Gradients must be final (on cuda_stream in GPU
+  // mode). Checks the gradients of every active tensor (StepOptions::active) first; on a
+  // non-finite value it changes no state and returns applied = false. Each active
+  // tensor's bias corrections use its own step count + 1 (tensor_step_count), as
+  // torch.optim keeps one step per parameter; the optimizer's step count (step_count)
+  // counts the applied Step calls. The step's scalars are computed on the host from the
+  // values handed in and passed to the kernels by value: learning rates and
+  // hyper-parameters that move differently per group at every step cost no device
+  // synchronisation. Error(kInvalidArgument) for a wrong entry count or a bad value
+  // (naming the group or tensor), nothing changed.
+  StepResult Step(std::span<const double> group_lrs, const StepOptions& options = {});
+  // Every group with one learning rate: group g steps with lr * groups[g].lr_scale
+  // (lr_scale is 1 unless set: then every group steps with lr).
   StepResult Step(double lr, const StepOptions& options = {});
 
   // The parameter is the source of truth: re-derives tensor i's master from its
@@ -302,8 +94,8 @@ class HybridOptimizer {
   // Tensor i's own step count: the updates it has received.
   int64_t tensor_step_count(size_t i) const;
 
-  // Replaces group g's hyper-parameters from the next Step on (learning-rate schedulers
-  // that keep one lr per group set lr_scale here, or pass betas/weight decay changes).
+  // Replaces group g's hyper-parameters from the next Step on (StepOptions::group_hyper
+  // does the same per step, for every group at once).
   // Throws Error(kInvalidArgument) for a bad group index or value, or for a change of
   // whether an SGD group keeps a momentum buffer (its state layout is fixed at
   // construction); nothing changes then.
@@ -313,31 +105,45 @@ class HybridOptimizer {
 
   // Early start: tells the optimizer that tensor i's gradient is final on cuda_stream
   // (in backward order), so its offloaded part can start copying down before Step.
-  // Step must follow after all gradients are ready. Calling it is optional. Between
-  // BeginStep and Step it also queues the tensor's offloaded chunks for a speculative
-  // host update (below). A second call for the same tensor in one step says its gradient
-  // changed since the first (gradient accumulation): the early work done for it is
-  // discarded (its speculated chunks rolled back, its downloads made again after the new
-  // gradient), so the step gives the same bits as without early start; that costs a wait
-  // for the speculation worker. Throws Error(kInvalidArgument) for a bad index.
-  void GradReady(size_t tensor_index);
+  // Step must follow after all gradients are ready. Calling it is optional. `grad` (may be
+  // null: the pointer StepOptions::grads will hand, else TensorSpec::grad) is the
+  // gradient this step reads for tensor i, checked as StepOptions::grads checks it; Step
+  // must not hand another. Between BeginStep and Step it also queues the tensor's
+  // offloaded chunks for a speculative update (below). A second call for the same tensor
+  // in one step says its gradient changed since the first (gradient accumulation): the
+  // early work done for it is discarded (its speculated chunks rolled back, its downloads
+  // made again after the new gradient), so the step gives the same bits as without early
+  // start; that costs a wait for the speculation worker. Throws Error(kInvalidArgument)
+  // for a bad index or gradient (nothing changed then).
+  void GradReady(size_t tensor_index, const void* grad = nullptr);
 
-  // Speculative early start: announces the coming Step(lr, options), before backward (or
-  // at least before the first GradReady of the step). Until that Step, each offloaded
-  // chunk whose gradients have all landed (GradReady) is updated on the host by the
-  // optimizer's worker thread, assuming no clipping, after a backup of its state; the
-  // parameters on the device are not touched before Step (backward may still read
-  // them). Step then checks all gradients as always and keeps the speculative results
-  // when they are finite and clipping does not trigger; otherwise it restores every
-  // speculated chunk from its backup (and, for clipping, runs the normal update). The
-  // result is bit-identical to a Step without BeginStep in every case.
+  // Makes `stream` (a cudaStream_t as void*, nullptr = legacy default) wait, without
+  // blocking the host, until the engine no longer reads tensor i's gradient of the last
+  // Step (Note [Gradient reads]); a no-op in host mode. Call it after that Step returned
+  // and before the next step's GradReady(i) or BeginStep: then Error(kInvalidArgument)
+  // (the coming Step's pre-pass still reads the gradient), as for a bad index.
+  void WaitGradConsumed(size_t tensor_index, void* stream) const;
+
+  // Speculative early start: announces the coming Step(group_lrs, options), before
+  // backward (or at least before the first GradReady of the step). Until that Step, each
+  // offloaded chunk whose gradients have all landed (GradReady) is updated by the
+  // optimizer's worker thread (host-computed chunks) or on the GPU (streamed chunks),
+  // assuming no clipping, after a backup of its state; the parameters are not touched
+  // before Step (backward may still read them). Step then checks all gradients as always
+  // and keeps the speculative results when they are finite and clipping does not
+  // trigger; otherwise it restores every speculated chunk from its backup (and, for
+  // clipping, runs the normal update). The result is bit-identical to a Step without
+  // BeginStep in every case.
   // Requires OptimizerConfig::speculative_early_start. Throws Error(kInvalidArgument) when
   // that is off, when a step is already begun, or for a bad lr or options (nothing
-  // changes then). The matching Step must pass the same lr and options: any other Step
-  // throws Error(kInvalidArgument) after undoing the speculation (the optimizer is then
-  // as before BeginStep; call Step again). SetHyperParams, Snapshot and Restore throw
+  // changes then). The matching Step must pass the same learning rates (group by group,
+  // whichever form), max_grad_norm, loss_scale and hyper-parameters (StepOptions::
+  // group_hyper, or the current ones at both): any other Step throws
+  // Error(kInvalidArgument) after undoing the speculation (the optimizer is then as
+  // before BeginStep; call Step again). SetHyperParams, Snapshot and Restore throw
   // Error(kInvalidArgument) while a step is begun, changing nothing.
-  void BeginStep(double lr, const StepOptions& options = {});
+  void BeginStep(std::span<const double> group_lrs, const StepOptions& options = {});
+  void BeginStep(double lr, const StepOptions& options = {});  // every group: lr * lr_scale
   bool step_begun() const;  // between BeginStep and the Step that ends it
 
   // Makes `stream` (a cudaStream_t as void*, nullptr = legacy default) wait until tensor
@@ -378,11 +184,5 @@ bool CudaDeviceAvailable();
 // The largest OptimizerConfig::host_threads accepted: 4 x the cores this process may run
 // on (its CPU affinity), at least 16.
 int MaxHostThreads();
-
-// The memory a HybridOptimizer built from `tensors` and `config` in `mode` (kGpu or kHost)
-// would report, computed without allocating anything; the tensors' pointers are ignored.
-// Equal to HybridOptimizer::memory() by construction (both use one layout function).
-MemoryReport PredictMemory(const std::vector<TensorSpec>& tensors, const OptimizerConfig& config,
-                           ExecutionMode mode);
 
 }  // namespace tandem

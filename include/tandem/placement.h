@@ -53,4 +53,8 @@ struct Placement {
 Placement ComputePlacement(const std::vector<uint64_t>& numels, double fraction,
                            PlacementPolicy policy, double stream_share = 0.0);
 
+// The tensor with the most host-resident elements (the first of equals; 0 when there are
+// no tensors): the one whose formats the measured host rate is for.
+size_t LargestHostTensor(const Placement& p);
+
 }  // namespace tandem

@@ -54,11 +54,12 @@ struct StateFormats {
   friend bool operator==(const StateFormats&, const StateFormats&) = default;
 };
 
-// Per-group hyper-parameters. The learning rate itself is given at every step; lr_scale
-// multiplies it for this group (schedulers that keep one lr per group set lr_scale or
-// call step with that group's lr).
+// Per-group hyper-parameters. The learning rate itself is given at every step, one per
+// group (HybridOptimizer::Step(group_lrs)); lr_scale serves the one-lr form Step(lr) only,
+// which steps group g with lr * lr_scale (checkpoints written with per-group ratios in it
+// keep loading and meaning that).
 struct HyperParams {
-  double lr_scale = 1.0;      // effective lr = step lr * lr_scale; must be finite, >= 0
+  double lr_scale = 1.0;      // Step(lr): lr * lr_scale; must be finite, >= 0
   double beta1 = 0.9;         // Adam, Lion (interpolation); [0, 1)
   double beta2 = 0.999;       // Adam (variance), Lion (momentum decay); [0, 1)
   double eps = 1e-8;          // Adam; finite, > 0

@@ -355,6 +355,13 @@ void SetStepField(PyStepOptions& o, const std::string& name, py::handle v) {
   } else if (name == "combine") {
     if (!v.is_none() && !PyCallable_Check(v.ptr())) Refuse("combine", "None or a callable", v);
     o.combine = py::reinterpret_borrow<py::object>(v);
+  } else if (name == "groups" || name == "grads") {
+    if (!v.is_none() && !py::isinstance<py::list>(v) && !py::isinstance<py::tuple>(v))
+      Refuse(name,
+             "None or a list (one entry per " + std::string(name == "groups" ? "group" : "tensor") +
+                 ")",
+             v);
+    (name == "groups" ? o.groups : o.grads) = py::reinterpret_borrow<py::object>(v);
   } else {
     throw py::type_error("StepOptions got an unexpected keyword argument '" + name + "'");
   }
@@ -411,8 +418,10 @@ void BindConfig(py::module_& m) {
       m, "StepOptions",
       "One step's options (tandem::StepOptions): max_grad_norm (> 0 clips the global "
       "gradient norm; default 0: off), loss_scale (gradients are divided by it; default 1), "
-      "active (None: every tensor, or bytes/list of 0/1 per tensor) and combine (None or "
-      "the gradient-statistics callable of sharded training); checked when set.")
+      "active (None: every tensor, or bytes/list of 0/1 per tensor), combine (None or "
+      "the gradient-statistics callable of sharded training), groups (None or each group's "
+      "hyper-parameters for this step, dicts of HyperParams fields) and grads (None or each "
+      "tensor's gradient pointer for this step); checked when set.")
       .def(py::init([](const py::kwargs& kwargs) {
         PyStepOptions o;
         for (auto item : kwargs) SetStepField(o, py::str(item.first), item.second);
@@ -430,6 +439,12 @@ void BindConfig(py::module_& m) {
       .def_property(
           "combine", [](const PyStepOptions& o) { return o.combine; },
           [](PyStepOptions& o, const py::object& v) { SetStepField(o, "combine", v); })
+      .def_property(
+          "groups", [](const PyStepOptions& o) { return o.groups; },
+          [](PyStepOptions& o, const py::object& v) { SetStepField(o, "groups", v); })
+      .def_property(
+          "grads", [](const PyStepOptions& o) { return o.grads; },
+          [](PyStepOptions& o, const py::object& v) { SetStepField(o, "grads", v); })
       .def("__repr__", [](const PyStepOptions& o) {
         return "StepOptions(max_grad_norm=" + Repr(py::float_(o.max_grad_norm)) +
                ", loss_scale=" + Repr(py::float_(o.loss_scale)) + ")";

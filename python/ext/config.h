@@ -26,17 +26,20 @@ const char* ModeName(ExecutionMode m);
 void SetConfigFields(OptimizerConfig& cfg, const pybind11::kwargs& kwargs);
 
 // StepOptions' Python-side values: the scalar options checked when set, and the
-// per-call parts (active flags, the gradient-statistics callback) kept as given.
+// per-call parts (active flags, the gradient-statistics callback, each group's
+// hyper-parameters, each tensor's gradient pointer) kept as given, converted at the call.
 struct PyStepOptions {
   double max_grad_norm = StepOptions{}.max_grad_norm;
   double loss_scale = StepOptions{}.loss_scale;
   pybind11::object active = pybind11::none();
   pybind11::object combine = pybind11::none();
+  pybind11::object groups = pybind11::none();  // StepOptions::group_hyper: dicts or None
+  pybind11::object grads = pybind11::none();   // StepOptions::grads: pointers or None
 };
 
 // A step's options: `options` (a StepOptions, or None for the defaults) with the fields
-// named in `kwargs` set on a copy (max_grad_norm, loss_scale, active, combine), each
-// checked; an unknown name is a TypeError.
+// named in `kwargs` set on a copy (max_grad_norm, loss_scale, active, combine, groups,
+// grads), each checked; an unknown name is a TypeError.
 PyStepOptions StepOptionsFrom(const pybind11::object& options, const pybind11::kwargs& kwargs);
 
 // Adds OptimizerConfig and StepOptions to `m`.

@@ -9,7 +9,7 @@
 #include "engine/reference_step.h"
 #include "engine/tensor_state.h"
 #include "offload/memory.h"
-#include "offload/state_layout.h"
+#include "engine/layout/state_layout.h"
 #include "tandem/error.h"
 #include "tandem/faults.h"
 #include "tandem/optimizer.h"
@@ -355,7 +355,7 @@ TEST(HybridHost, MemoryReportFollowsTheClosedForm) {
         for (int part = 0; part < 2; ++part) {
           const uint64_t n = part == 0 ? p.tensors[t].device_count : p.tensors[t].host_count();
           if (n == 0) continue;
-          const bool alias = part == 0 && offload::MasterAliases(s.formats.master, s.param);
+          const bool alias = part == 0 && layout::MasterAliases(s.formats.master, s.param);
           const bool bf = s.formats.master != MasterFormat::kF32;
           if (!alias) want.master += A((bf ? 2 : 4) * n);
           if (s.formats.master == MasterFormat::kBF16Ecc8) want.correction += A(n);
@@ -374,7 +374,7 @@ TEST(HybridHost, MemoryReportFollowsTheClosedForm) {
           if (part == 1) {
             const uint64_t cn = std::min<uint64_t>(n, 256);
             max_g = std::max(max_g, cn * DTypeSize(s.grad));
-            if (!offload::MasterAliases(s.formats.master, s.param))
+            if (!layout::MasterAliases(s.formats.master, s.param))
               max_p = std::max(max_p, cn * DTypeSize(s.param));
           }
         }

@@ -16,7 +16,7 @@
 #include "engine/reference_step.h"
 #include "engine/tensor_state.h"
 #include "offload/host_transport.h"
-#include "offload/state_layout.h"
+#include "engine/layout/state_layout.h"
 #include "tandem/error.h"
 #include "tandem/faults.h"
 

@@ -16,7 +16,7 @@
 #include "engine/tensor_state.h"
 #include "offload/host_transport.h"
 #include "offload/speculation.h"
-#include "offload/state_layout.h"
+#include "engine/layout/state_layout.h"
 #include "tandem/error.h"
 #include "tandem/faults.h"
 #include "tandem/optimizer.h"
@@ -562,7 +562,7 @@ TEST(SpeculativeEarlyStart, MemoryReportFollowsTheClosedForm) {
       for (size_t t = 0; t < m.sizes.size(); ++t) {
         const uint64_t n = p.tensors[t].host_count();
         early += A(n * DTypeSize(s.grad));
-        if (n > 0 && !offload::MasterAliases(s.formats.master, s.param))
+        if (n > 0 && !layout::MasterAliases(s.formats.master, s.param))
           hold += A(n * DTypeSize(s.param));
       }
       const MemoryReport a = plain.memory(), b = spec.memory();

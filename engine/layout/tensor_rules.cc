@@ -1,8 +1,8 @@
-#include "offload/tensor_formats.h"
+#include "engine/layout/tensor_rules.h"
 
 #include "tandem/error.h"
 
-namespace tandem::offload {
+namespace tandem::layout {
 
 void CheckFormats(Algorithm algo, std::span<const HyperParams> groups, const StateFormats& f,
                   const std::string& who, size_t first_group) {
@@ -29,4 +29,14 @@ std::vector<StateFormats> TensorFormats(const std::vector<TensorSpec>& specs,
   return out;
 }
 
-}  // namespace tandem::offload
+uint64_t NormRun(const TensorSpec& s) {
+  if (s.norm_unit != 0) return s.norm_unit;
+  if (s.shape.size() >= 2) {
+    uint64_t row = 1;
+    for (size_t d = 1; d < s.shape.size(); ++d) row *= s.shape[d];
+    if (row > 0) return row;
+  }
+  return s.numel;
+}
+
+}  // namespace tandem::layout

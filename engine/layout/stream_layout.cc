@@ -1,15 +1,15 @@
-#include "offload/stream_layout.h"
+#include "engine/layout/stream_layout.h"
 
 #include <algorithm>
 #include <string>
 #include <type_traits>
 
 #include "engine/state_arrays.h"
-#include "offload/memory.h"
-#include "offload/tensor_formats.h"
+#include "engine/layout/slab_layout.h"
+#include "engine/layout/tensor_rules.h"
 #include "tandem/error.h"
 
-namespace tandem::offload {
+namespace tandem::layout {
 namespace {
 
 // Bytes that `count` elements of this tensor's streamed state take, alignment included.
@@ -194,4 +194,4 @@ ComputeSplitInput SplitInput(const std::vector<TensorSpec>& specs,
   return in;
 }
 
-}  // namespace tandem::offload
+}  // namespace tandem::layout

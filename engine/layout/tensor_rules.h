@@ -1,17 +1,18 @@
-// Per-tensor state formats: a tensor's TensorSpec::formats where set, the configured
-// OptimizerConfig::formats otherwise, and the one check both kinds go through.
-// Everything that lays out, steps, snapshots or restores a tensor's state asks for that
-// tensor's formats here (the layout, PredictMemory and the optimizer use the same
-// function, so the memory report and the prediction agree).
+// What follows from one TensorSpec under a configuration: its state formats (its
+// TensorSpec::formats where set, the configured OptimizerConfig::formats otherwise, and
+// the one check both kinds go through) and the runs its pre-pass sums. Everything that
+// lays out, steps, snapshots or restores a tensor's state asks for that tensor's formats
+// here (the layout, ResolvePlacement and the optimizer use the same function, so the
+// memory report and the prediction agree).
 #pragma once
 
 #include <span>
 #include <string>
 #include <vector>
 
-#include "tandem/optimizer.h"
+#include "tandem/config.h"
 
-namespace tandem::offload {
+namespace tandem::layout {
 
 // The formats tensor `s` is stepped in under `cfg`.
 inline const StateFormats& EffectiveFormats(const TensorSpec& s, const OptimizerConfig& cfg) {
@@ -29,4 +30,8 @@ void CheckFormats(Algorithm algo, std::span<const HyperParams> groups, const Sta
 std::vector<StateFormats> TensorFormats(const std::vector<TensorSpec>& specs,
                                         const OptimizerConfig& cfg);
 
-}  // namespace tandem::offload
+// The run length of tensor `s` for the pre-pass (TensorSpec::norm_unit's rule; Note
+// [Exact sum of squares] in engine/exact_sum.h).
+uint64_t NormRun(const TensorSpec& s);
+
+}  // namespace tandem::layout

@@ -19,11 +19,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "offload/state_layout.h"
+#include "engine/layout/state_layout.h"
 #include "tandem/compute_split.h"
-#include "tandem/optimizer.h"
+#include "tandem/config.h"
 
-namespace tandem::offload {
+namespace tandem::layout {
 
 struct StreamPiece {
   size_t tensor = 0;
@@ -97,4 +97,4 @@ ComputeSplitInput SplitInput(const std::vector<TensorSpec>& specs,
                              const std::vector<StateFormats>& formats, const OptimizerConfig& cfg,
                              const Placement& placement, double* kernel_bytes = nullptr);
 
-}  // namespace tandem::offload
+}  // namespace tandem::layout

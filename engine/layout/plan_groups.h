@@ -11,7 +11,7 @@
 
 #include "tandem/types.h"
 
-namespace tandem::offload {
+namespace tandem::layout {
 
 struct PlanGroups {
   std::vector<StateFormats> formats;         // per plan: its format set
@@ -34,4 +34,4 @@ inline PlanGroups GroupByFormats(const std::vector<StateFormats>& span_formats) 
   return g;
 }
 
-}  // namespace tandem::offload
+}  // namespace tandem::layout

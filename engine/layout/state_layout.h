@@ -15,9 +15,9 @@
 
 #include "engine/state_arrays.h"
 #include "engine/step_span.h"
-#include "tandem/optimizer.h"
+#include "tandem/config.h"
 
-namespace tandem::offload {
+namespace tandem::layout {
 
 bool MasterAliases(MasterFormat master, DType param_dtype);
 
@@ -54,4 +54,4 @@ class StateLayout {
   uint64_t total_ = 0;
 };
 
-}  // namespace tandem::offload
+}  // namespace tandem::layout

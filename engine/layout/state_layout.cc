@@ -1,11 +1,11 @@
-#include "offload/state_layout.h"
+#include "engine/layout/state_layout.h"
 
 #include <type_traits>
 
 #include "engine/state_arrays.h"
-#include "offload/memory.h"
+#include "engine/layout/slab_layout.h"
 
-namespace tandem::offload {
+namespace tandem::layout {
 
 bool MasterAliases(MasterFormat master, DType param_dtype) {
   return (master == MasterFormat::kF32 && param_dtype == DType::kF32) ||
@@ -95,4 +95,4 @@ void StateLayout::Report(MemoryReport::Bytes* b) const {
 }
 
 
-}  // namespace tandem::offload
+}  // namespace tandem::layout

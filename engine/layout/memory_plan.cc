@@ -1,0 +1,140 @@
+#include "engine/layout/memory_plan.h"
+
+#include <algorithm>
+
+#include "engine/layout/plan_groups.h"
+#include "engine/layout/plan_sizes.h"
+#include "engine/layout/tensor_rules.h"
+
+namespace tandem::layout {
+
+MemoryPlan PlanMemory(const std::vector<TensorSpec>& specs, const OptimizerConfig& cfg,
+                      const Placement& placement, bool gpu) {
+  MemoryPlan lp;
+  const size_t n = specs.size();
+  lp.hot.Reset(n);
+  lp.cold.Reset(n);
+  for (size_t t = 0; t < n; ++t) {
+    const TensorSpec& s = specs[t];
+    const HyperParams& h = cfg.groups[s.group];
+    const StateFormats& f = EffectiveFormats(s, cfg);
+    const uint64_t dc = placement.tensors[t].device_count;
+    // Note [Master aliases the parameter] in engine/layout/state_layout.h.
+    const uint64_t sc = placement.tensors[t].stream_count;
+    lp.hot.Add(t, 0, dc, cfg.algorithm, h, f, MasterAliases(f.master, s.param_dtype));
+    lp.cold.Add(t, dc + sc, s.numel - dc - sc, cfg.algorithm, h, f, /*alias_param=*/false);
+  }
+  lp.stream.Build(specs, TensorFormats(specs, cfg), cfg, placement);
+  if (!lp.stream.chunks().empty())
+    lp.stream_slot_bytes = cfg.stream_slots * Aligned(lp.stream.slot_bytes());
+  // Staging for the pipeline: K gradient slots and, where a chunk cannot upload its state
+  // directly, K parameter slots.
+  for (size_t t = 0; t < n; ++t) {
+    const uint64_t cold = placement.tensors[t].host_compute_count();
+    if (cold == 0) continue;
+    const uint64_t c = std::min<uint64_t>(cold, cfg.chunk_elements);
+    lp.grad_slot_bytes = std::max<uint64_t>(lp.grad_slot_bytes, c * DTypeSize(specs[t].grad_dtype));
+    if (!MasterAliases(EffectiveFormats(specs[t], cfg).master, specs[t].param_dtype))
+      lp.param_slot_bytes =
+          std::max<uint64_t>(lp.param_slot_bytes, c * DTypeSize(specs[t].param_dtype));
+  }
+  SlabLayout staging;
+  if (lp.grad_slot_bytes > 0) {
+    for (int i = 0; i < cfg.pipeline_slots; ++i)
+      lp.grad_slot_off.push_back(staging.Add(lp.grad_slot_bytes));
+    if (lp.param_slot_bytes > 0)
+      for (int i = 0; i < cfg.pipeline_slots; ++i)
+        lp.param_slot_off.push_back(staging.Add(lp.param_slot_bytes));
+  }
+  lp.staging_bytes = staging.total();
+  // Early start: one landing place per offloaded gradient element; with speculation, a
+  // holding place per offloaded parameter that cannot go up from its own master.
+  SlabLayout early, hold;
+  lp.early_off.assign(n, 0);
+  lp.hold_off.assign(n, kNoOffset);
+  for (size_t t = 0; t < n; ++t) {
+    const uint64_t cold = placement.tensors[t].host_compute_count();
+    lp.early_off[t] = early.Add(cold * DTypeSize(specs[t].grad_dtype));
+    if (cold > 0 && !MasterAliases(EffectiveFormats(specs[t], cfg).master, specs[t].param_dtype))
+      lp.hold_off[t] = hold.Add(cold * DTypeSize(specs[t].param_dtype));
+  }
+  lp.early_bytes = early.total();
+  lp.hold_bytes = hold.total();
+  const std::vector<StreamChunk>& sch = lp.stream.chunks();
+  lp.spec_backup_off.assign(sch.size(), kNoOffset);
+  lp.spec_hold_off.assign(sch.size(), kNoOffset);
+  if (cfg.speculative_early_start) {
+    // The last chunks, whose gradients backward produces first, within the budget.
+    SlabLayout backup, held;
+    uint64_t taken = 0;
+    for (size_t c = sch.size(); c-- > 0;) {
+      if (taken + sch[c].bytes > cfg.speculative_stream_bytes) break;
+      taken += sch[c].bytes;
+      lp.spec_backup_off[c] = backup.Add(sch[c].bytes);
+      lp.spec_hold_off[c] = held.Add(lp.stream.hold_bytes(c, specs));
+    }
+    lp.spec_backup_bytes = backup.total();
+    lp.spec_hold_bytes = held.total();
+  }
+  MemoryReport::Bytes& dev = gpu ? lp.report.device : lp.report.host;
+  lp.hot.Report(&dev);
+  lp.cold.Report(&lp.report.host);
+  lp.stream.Report(&lp.report.host);
+  lp.report.host.staging += lp.staging_bytes;
+  dev.staging += lp.stream_slot_bytes;  // the device slots chunks stream through
+  lp.report.classes = {lp.hot.bytes(), lp.stream.bytes(), lp.stream_slot_bytes, lp.cold.bytes()};
+  if (cfg.speculative_early_start) {
+    // Allocated at construction (BeginStep never allocates): the early-start gradient
+    // buffer (staging, as when GradReady allocates it on first use) and the backup of
+    // the host-computed state (the cold layout again) plus the parameter holding buffer;
+    // for streamed chunks, the backups and holding places of the chunks taken above (at
+    // most speculative_stream_bytes of the streamed state).
+    lp.report.host.staging += lp.early_bytes;
+    lp.report.host.speculation += lp.cold.bytes() + lp.hold_bytes + lp.spec_backup_bytes;
+    dev.speculation += lp.spec_hold_bytes;
+  }
+  lp.report.host_budget = cfg.pinned_budget_bytes;
+  return lp;
+}
+
+void AddPlanMetadata(const std::vector<TensorSpec>& specs, const OptimizerConfig& cfg,
+                     const Placement& placement, const MemoryPlan& plan, MemoryReport* report) {
+  // The hot plans, one per format set of the hot spans, and the pre-pass's plan.
+  std::vector<gpu::NormSize> norm;
+  for (const TensorSpec& s : specs) norm.push_back({s.numel, NormRun(s)});
+  uint64_t bytes = gpu::PredictGradNormPlanBytes(norm);
+  std::vector<uint64_t> hot;
+  std::vector<StateFormats> hot_formats;
+  for (size_t t = 0; t < specs.size(); ++t)
+    if (placement.tensors[t].device_count > 0) {
+      hot.push_back(placement.tensors[t].device_count);
+      hot_formats.push_back(EffectiveFormats(specs[t], cfg));
+    }
+  auto add_plans = [&](const std::vector<uint64_t>& numels,
+                       const std::vector<StateFormats>& formats) {
+    for (const std::vector<uint32_t>& spans : GroupByFormats(formats).spans) {
+      std::vector<uint64_t> mine;
+      for (uint32_t i : spans) mine.push_back(numels[i]);
+      bytes += gpu::PredictStepPlanBytes(mine);
+    }
+  };
+  add_plans(hot, hot_formats);
+  // Per streamed chunk, one plan per format set of its spans; a speculative chunk has a
+  // second set, over its hold spans.
+  for (size_t k = 0; k < plan.stream.chunks().size(); ++k) {
+    const StreamChunk& c = plan.stream.chunks()[k];
+    std::vector<uint64_t> numels;
+    std::vector<StateFormats> formats;
+    for (uint32_t i = c.first; i < c.end; ++i) {
+      const StreamPiece& piece = plan.stream.pieces()[i];
+      numels.push_back(piece.count);
+      formats.push_back(EffectiveFormats(specs[piece.tensor], cfg));
+    }
+    add_plans(numels, formats);
+    if (plan.spec_hold_off[k] != kNoOffset) add_plans(numels, formats);
+  }
+  report->device.metadata += bytes;
+  report->host.metadata += gpu::kNormResultBytes;  // the pre-pass result, pinned
+}
+
+}  // namespace tandem::layout

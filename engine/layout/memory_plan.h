@@ -1,0 +1,56 @@
+// MemoryPlan: everything about the optimizer's memory that follows from the tensors, the
+// configuration and the placement alone: the layout of each placement class's state, the
+// slots and staging of the executors, the early-start and speculation buffers, and the
+// report they add up to. The optimizer allocates what its plan says and ResolvePlacement
+// reports the same plan, so the memory predicted (and checked against the host budget)
+// is the memory built.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/layout/slab_layout.h"
+#include "engine/layout/state_layout.h"
+#include "engine/layout/stream_layout.h"
+#include "tandem/config.h"
+#include "tandem/placement.h"
+
+namespace tandem::layout {
+
+struct MemoryPlan {
+  StateLayout hot, cold;           // GPU-resident; host-resident and computed on the host
+  StreamLayout stream;             // host-resident, computed on the GPU
+  uint64_t stream_slot_bytes = 0;  // all the stream executor's device slots
+  // The offload pipeline's staging: K gradient slots and, where a chunk cannot upload its
+  // state directly, K parameter slots.
+  uint64_t grad_slot_bytes = 0, param_slot_bytes = 0;
+  std::vector<uint64_t> grad_slot_off, param_slot_off;
+  uint64_t staging_bytes = 0;
+  // Early start: per tensor, the offset of its offloaded gradients in the early-start
+  // buffer and (speculation) of its held parameters (kNoOffset: uploads from the state).
+  std::vector<uint64_t> early_off, hold_off;
+  uint64_t early_bytes = 0, hold_bytes = 0;
+  // Speculating streamed chunks (Note [Speculating streamed chunks]): per stream chunk,
+  // the offsets of its backup and of its parameters' holding place (kNoOffset: the chunk
+  // streams at Step only).
+  std::vector<uint64_t> spec_backup_off, spec_hold_off;
+  uint64_t spec_backup_bytes = 0, spec_hold_bytes = 0;
+  // What the above adds up to; the GPU plans' tables (device.metadata) are not in it
+  // (PlanMetadata).
+  MemoryReport report;
+};
+
+// The plan for `specs` under `cfg` at `placement`; gpu: GPU mode (the GPU-resident state
+// and the stream slots in device memory), else host mode. Throws Error(kInvalidArgument)
+// when stream_chunk_bytes cannot hold one group of a streamed tensor.
+MemoryPlan PlanMemory(const std::vector<TensorSpec>& specs, const OptimizerConfig& cfg,
+                      const Placement& placement, bool gpu);
+
+// GPU mode: the device bytes of the fused step's plans (one per format set of the hot
+// spans, one per format set of every streamed chunk and, for a speculative chunk, its
+// hold spans: Note [One plan per format set]) and of the pre-pass's plan, and the pinned
+// bytes of the pre-pass's result, added to `report`'s metadata.
+void AddPlanMetadata(const std::vector<TensorSpec>& specs, const OptimizerConfig& cfg,
+                     const Placement& placement, const MemoryPlan& plan, MemoryReport* report);
+
+}  // namespace tandem::layout
