@@ -13,15 +13,14 @@ hyper-parameters and gradients; the core does the rest:
 * gradient bookkeeping: which tensors have a gradient and the buffer that holds it
   (Note [Which parameters have a gradient]), early start and its check at step;
 * the parameter as the source of truth (Note [The parameter is the source of truth]);
-* learning rates and hyper-parameters (Note [One lr per step]);
+* each group's learning rate and hyper-parameters, handed over at every step (Note
+  [Each group's values every step]);
 * state: rebinding with the state carried by parameter identity (Note [Rebinding]),
   snapshots, restores and checkpoint files.
 
 The core holds no lock and raises no warning: the front end serialises calls and speaks
 to the user (tandem/_warnings.py). docs/architecture.md, "Python", has the picture.
 """
-
-import math
 
 import torch
 
@@ -31,8 +30,6 @@ from tandem import _options
 from tandem._grads import GradientBook
 
 DTYPE_NAMES = _options.DTYPE_NAMES
-
-_LR_RTOL = 1e-9
 
 local = _dist.local  # a DTensor's local shard, or the tensor itself
 
@@ -77,8 +74,7 @@ class Engine(GradientBook):
         self._ptrs, self._storages, self._param_versions = [], [], []
         self.retired = {}        # id(p) -> (p, snapshot entry) of parameters left out
         self.grad_rebinds = 0    # rebinds for borrowed gradients that moved
-        # Note [One lr per step]: the reference group and each group's lr scale.
-        self.ref_group, self.lr_scales, self.hypers = 0, [], []
+        self.hypers = []         # each group's hyper-parameters the engine has
         self.reset_ready()
 
     # ------------------------------------------------------------------------------------
@@ -287,21 +283,21 @@ class Engine(GradientBook):
     # ------------------------------------------------------------------------------------
     # Binding (Note [Rebinding])
 
-    def bind(self, entries, lrs, hypers, grads=None, keep_lrs=False):
+    def bind(self, entries, hypers, grads=None):
         """Builds the engine over `entries` [(param, name, group)] in that order, with
-        the groups' learning rates and hyper-parameters. When an engine exists, its state
-        moves over by parameter identity (Note [Rebinding]) and a parameter left out
-        keeps its state aside (retired) for its return. keep_lrs: keep the learning-rate
-        bookkeeping (the groups are the same). Returns (added, moved): the parameters new
-        to the engine and the old tensors reallocated. Changes nothing when it raises."""
+        the groups' hyper-parameters. When an engine exists, its state moves over by
+        parameter identity (Note [Rebinding]) and a parameter left out keeps its state
+        aside (retired) for its return. grads (borrowed gradients only): each tensor's
+        gradient the engine is built over. Returns (added, moved): the parameters new to
+        the engine and the old tensors reallocated. Changes nothing when it raises."""
         if self.engine is None:
             self._lay_out(entries, grads)
-            self.ref_group, self.lr_scales, self.hypers = bookkeeping(lrs, hypers)
+            self.hypers = [dict(h) for h in hypers]
             self.engine = self._new_engine()
             self.record_versions()
             self.reset_ready()
             return list(self.params), []
-        return self._rebind(entries, lrs, hypers, grads, keep_lrs)
+        return self._rebind(entries, hypers, grads)
 
     def moved(self, k):
         """Whether parameter k was reallocated since the engine was built over it."""
@@ -328,7 +324,7 @@ class Engine(GradientBook):
                     % (self.label(k), tuple(old.shape), old.dtype))
         return moved
 
-    def _rebind(self, entries, lrs, hypers, grads, keep_lrs):
+    def _rebind(self, entries, hypers, grads):
         """Note [Rebinding]: the engine holds raw pointers to the parameters and the state
         of the tensors it was built with. When the tensors change (a front end's
         parameters added or removed, reallocated: model.to(device), p.data = ...,
@@ -353,14 +349,13 @@ class Engine(GradientBook):
                    if local(p)._version != old["versions"][k]}
         tables = {key: getattr(self, key) for key in (
             "params", "names", "group_of", "device", "cuda", "index_by_id", "grads", "_ptrs",
-            "_storages", "stream", "sharded", "combine", "ref_group", "lr_scales", "hypers")}
+            "_storages", "stream", "sharded", "combine", "hypers")}
         same = (len(entries) == len(old["params"])
                 and all(e[0] is p for e, p in zip(entries, old["params"]))
                 and [(n, g) for _, n, g in entries] == list(zip(self.names, self.group_of)))
         try:
             self._lay_out(entries, grads)
-            if not keep_lrs:
-                self.ref_group, self.lr_scales, self.hypers = bookkeeping(lrs, hypers)
+            self.hypers = [dict(h) for h in hypers]
             engine = self._new_engine()
             with self.guard():
                 # The values wait in host memory: on a GPU a second copy of the model may
@@ -380,6 +375,8 @@ class Engine(GradientBook):
                         tensors.append(t)
                     state["tensors"] = tensors
                     state["step"], state["metadata"] = snap["step"], snap.get("metadata", "")
+                for k, t in enumerate(state["tensors"]):  # a borrowed gradient's dtype
+                    t["grad_dtype"] = DTYPE_NAMES[self.grads[k].dtype]  # may have changed
                 engine.restore(state)
                 self.synchronize()
                 for p, value in zip(self.params, values):
@@ -449,89 +446,58 @@ class Engine(GradientBook):
             self.reload(changed)
 
     # ------------------------------------------------------------------------------------
-    # Learning rates (Note [One lr per step])
+    # Steps (Note [Each group's values every step])
 
     def engine_groups(self):
-        return [dict(h, lr_scale=s) for h, s in zip(self.hypers, self.lr_scales)]
+        """The groups' hyper-parameters the engine has, as snapshot group dicts."""
+        return [dict(h, lr_scale=1.0) for h in self.hypers]
 
-    def plan_lr(self, lrs, hypers):
-        """(lr, change) for the groups' learning rates and hyper-parameters: the one lr
-        the engine's Step takes, and None or the (ref_group, lr_scales, hypers) that
-        apply_lr hands the engine first. Changes nothing.
+    def _options(self, lrs, hypers, clip, loss_scale):
+        """The StepOptions of a step (clip and loss scale checked in C++) and its learning
+        rates as floats.
 
-        Note [One lr per step]: the engine multiplies the step's lr by each group's
-        lr_scale. We step with the reference group's current lr and lr_scale_g = lr_g /
-        lr_ref from the last change, exact as long as every group's lr keeps its ratio
-        to the reference (schedulers that scale all groups alike); a change of ratio or
-        of another hyper-parameter is handed to the engine (SetHyperParams)."""
-        ref = lrs[self.ref_group]
-        ratio_ok = all(math.isclose(lr, ref * s, rel_tol=_LR_RTOL, abs_tol=0.0)
-                       for lr, s in zip(lrs, self.lr_scales))
-        if ratio_ok and list(hypers) == self.hypers:
-            return ref, None
-        change = bookkeeping(lrs, hypers)
-        return lrs[change[0]], change
+        Note [Each group's values every step]: the engine's Step takes each group's
+        learning rate and hyper-parameters at every step (StepOptions::group_hyper), as
+        torch.optim and Megatron hand them: a schedule that moves groups differently
+        costs nothing, and no ratio or reference group is kept anywhere."""
+        options = _C.StepOptions(max_grad_norm=clip, loss_scale=loss_scale)
+        options.groups = [dict(h, lr_scale=1.0) for h in hypers]
+        return options, [float(lr) for lr in lrs]
 
-    def lr_ratios_hold(self, lrs):
-        ref = lrs[self.ref_group]
-        return all(math.isclose(lr, ref * s, rel_tol=_LR_RTOL, abs_tol=0.0)
-                   for lr, s in zip(lrs, self.lr_scales))
-
-    def apply_lr(self, change):
-        if change is None:
-            return
-        ref_group, scales, hypers = change
-        with self.guard():
-            if self.cuda:
-                torch.cuda.current_stream(self.device).synchronize()
-            self.engine.set_groups([dict(h, lr_scale=s) for h, s in zip(hypers, scales)])
-        self.ref_group, self.lr_scales, self.hypers = ref_group, list(scales), list(hypers)
-
-    # ------------------------------------------------------------------------------------
-    # Steps
-
-    def step(self, lrs, hypers, grads, clip=0.0, loss_scale=1.0, combine=None, begun=None):
-        """One step: the gradients gathered (gather; a borrowed one that moved rebinds),
-        written parameters reloaded, the groups' values handed over, early start checked,
-        then the engine's Step. begun: the lr of begin_step while the engine's step is
-        begun (its clip and loss scale are the caller's to pass). Returns the engine's
-        (applied, grad_norm, step, stepped_tensors)."""
-        options = _C.StepOptions(max_grad_norm=clip, loss_scale=loss_scale)  # checked
-        change = None
-        if begun is None:
-            lr, change = self.plan_lr(lrs, hypers)
-        else:
-            lr = begun
-        active, rebind = self.gather(grads)
+    def step(self, lrs, hypers, grads, clip=0.0, loss_scale=1.0, combine=None):
+        """One step: the gradients gathered (gather: each tensor's pointer; a borrowed one
+        of another dtype rebinds), written parameters reloaded, early start checked, then
+        the engine's Step with each group's learning rate and hyper-parameters. While the
+        engine's step is begun, lrs, hypers, clip and loss_scale must be begin_step's.
+        Returns the engine's (applied, grad_norm, step, stepped_tensors)."""
+        options, lrs = self._options(lrs, hypers, clip, loss_scale)
+        active, pointers, sources, rebind = self.gather(grads)
         if rebind:
             self.grad_rebinds += 1
-            self.bind(list(zip(self.params, self.names, self.group_of)), lrs, hypers,
-                      grads=[g if g is not None else self.grads[k] for k, g in enumerate(grads)],
-                      keep_lrs=True)
+            self.bind(list(zip(self.params, self.names, self.group_of)), hypers,
+                      grads=[g if g is not None else self.grads[k] for k, g in enumerate(grads)])
         self.sync_params()
-        self.apply_lr(change)
-        self.recheck_early_start(active)
+        self.recheck_early_start(active, pointers, sources)
         options.active = active
+        options.grads = pointers
         options.combine = combine if combine is not None else self.combine
         try:
             with self.guard():
                 current = self.order_after_current()
-                result = self.engine.step(lr, options)
+                result = self.engine.step(lrs, options)
                 if current is not None:
                     current.wait_stream(self.engine_stream())
         finally:
             self.reset_ready()
+        self.hypers = [dict(h) for h in hypers]
         return result
 
     def begin_step(self, lrs, hypers, clip, loss_scale):
-        """Announces the next step (speculative early start); returns its lr."""
-        lr, change = self.plan_lr(lrs, hypers)
+        """Announces the next step (speculative early start) with its groups' values."""
+        options, lrs = self._options(lrs, hypers, clip, loss_scale)
         self.sync_params()
-        self.apply_lr(change)
         with self.guard():
-            self.engine.begin_step(lr, _C.StepOptions(max_grad_norm=clip,
-                                                      loss_scale=loss_scale))
-        return lr
+            self.engine.begin_step(lrs, options)
 
     # ------------------------------------------------------------------------------------
     # State
@@ -546,10 +512,3 @@ class Engine(GradientBook):
             self.synchronize()
             self.engine.restore(snap)
 
-
-def bookkeeping(lrs, hypers):
-    """(ref_group, lr_scales, hypers) that an engine over groups with learning rates
-    `lrs` and hyper-parameters `hypers` starts with (Note [One lr per step])."""
-    ref_group = max(range(len(lrs)), key=lambda i: lrs[i])
-    ref = lrs[ref_group]
-    return ref_group, [(lr / ref if ref > 0 else 1.0) for lr in lrs], [dict(h) for h in hypers]

@@ -1,8 +1,8 @@
 """The gradient bookkeeping of the front-end core (tandem/_engine.py): which engine tensors
-have a gradient at a step and the buffer that holds it (Note [Which parameters have a
+have a gradient at a step and where the engine reads it (Note [Which parameters have a
 gradient], Note [Swapped gradients]), and early start with its check at the step (Note
-[Early start is checked at step]). A mixin of Engine, whose tables (params, grads,
-borrow_grads, sharded, engine) it reads."""
+[Early start is checked at step]). A mixin of Engine, whose tables (params, grads: each
+tensor's own or borrowed gradient buffer, borrow_grads, sharded, engine) it reads."""
 
 import torch
 
@@ -65,26 +65,38 @@ class GradientBook:
                              "keep the parameter's dtype" % (self.label(k), grad.dtype,
                                                              p.dtype))
 
+    def adoptable(self, k, grad):
+        """Whether the engine can read `grad` (parameter k's gradient) where it is: dense,
+        contiguous, of the dtype and on the device its spec was built with. Checked
+        gradients only (check_grad)."""
+        g, spec = local(grad), self.grads[k]
+        return (g.layout == torch.strided and g.is_contiguous() and g.dtype == spec.dtype
+                and g.device == spec.device)
+
     def gather(self, grads):
-        """(active, rebind): one flag per engine tensor saying whether grads[k] (a tensor,
-        or None: no gradient) is stepped, and whether the borrowed gradients moved (the
-        caller rebinds before stepping). Own buffers: each active buffer holds its
-        gradient on return.
+        """(active, pointers, sources, rebind) for a step whose gradients are grads[k] (a
+        tensor, or None: no gradient): one flag per engine tensor saying whether it is
+        stepped, the gradient pointer the engine reads for it (0 when inactive), the
+        tensor that pointer is in, and whether a borrowed gradient changed dtype (the
+        caller rebinds before stepping).
 
         Note [Which parameters have a gradient]: as torch.optim, a tensor is stepped when
-        it has a gradient at the step, with whatever that gradient holds then. Own
-        buffers are normally the gradients themselves (the front end installs them), so
-        nothing is copied; a gradient that is another tensor is copied into the buffer,
-        which the caller installs again.
+        it has a gradient at the step, with whatever that gradient holds then. The engine
+        reads each gradient where it is, by its pointer for this step (StepOptions::grads):
+        the engine's own buffer when the front end installed it (backward accumulates
+        into it), or whatever other tensor the gradient is (assigned, ``p.grad.data =
+        ...``, Megatron's ``decoupled_grad``), adopted by identity, no copy. Only a
+        gradient the engine cannot read in place (another dtype: FSDP2's reduce dtype;
+        not contiguous) is copied, into the tensor's own buffer (own buffers only).
 
-        Note [Swapped gradients]: such a tensor may be another tensor's buffer (``a.grad,
-        b.grad = b.grad, a.grad``, or a view of it). The copies run after every check,
-        and a source in the storage of any buffer a copy writes is cloned first, so no
-        copy reads what another copy has written: each tensor is stepped with the values
-        its gradient had when the step was called.
+        Note [Swapped gradients]: a gradient may be another tensor's buffer (``a.grad,
+        b.grad = b.grad, a.grad``): read by pointer, each tensor steps with its own. A
+        copy runs after every check, and a source in the storage of any buffer a copy
+        writes is cloned first, so no copy reads what another copy has written.
 
         Every gradient is checked before anything is copied (ValueError naming it)."""
-        active = bytearray(len(self.params))
+        n = len(self.params)
+        active, pointers, sources = bytearray(n), [0] * n, [None] * n
         copies, rebind = [], False
         for k, grad in enumerate(grads):
             self.check_realloc(k)
@@ -93,48 +105,54 @@ class GradientBook:
             self.check_grad(k, grad)
             active[k] = 1
             if self.borrow_grads:
-                rebind |= (grad.data_ptr() != self.grads[k].data_ptr()
-                           or grad.dtype != self.grads[k].dtype)
-            elif not self.is_own_grad(k, grad):
+                rebind |= grad.dtype != self.grads[k].dtype
+            if self.borrow_grads or self.adoptable(k, grad):
+                sources[k] = local(grad)
+                pointers[k] = sources[k].data_ptr()
+            else:
                 copies.append((k, local(grad)))
         if copies:
             written = {storage_ptr(self.grads[k]) for k, _ in copies}
             copies = [(k, src.clone() if storage_ptr(src) in written else src)
                       for k, src in copies]
-            for k, src in copies:  # a sharded gradient in another dtype (FSDP2's reduce
-                self.grads[k].copy_(src)  # dtype) is converted here
-            for k, _ in copies:
-                self.params[k].grad = self.alias_of(k)
-        return bytes(active), rebind
+            for k, src in copies:
+                self.grads[k].copy_(src)
+                sources[k] = self.grads[k]
+                pointers[k] = self.grads[k].data_ptr()
+        return bytes(active), pointers, sources, rebind
 
     def reset_ready(self):
         self.ready = [False] * len(self.params)
-        self._ready_versions = [0] * len(self.params)
+        self._ready_at = [None] * len(self.params)  # (pointer, version) handed early
 
-    def grad_ready(self, k):
-        """Hands the engine tensor k's gradient now (it is its own buffer), recording the
-        buffer's version. Returns whether it was already handed in this step."""
+    def grad_ready(self, k, grad):
+        """Hands the engine tensor k's gradient `grad` now (adoptable: the caller checks),
+        by its pointer, recording the pointer and the tensor's version. Returns whether
+        one was already handed in this step."""
         again = self.ready[k]
+        g = local(grad)
         self.ready[k] = True
-        self._ready_versions[k] = self.grads[k]._version
+        self._ready_at[k] = (g.data_ptr(), g._version)
         with self.guard():
-            self.engine.grad_ready(k)
+            self.engine.grad_ready(k, g.data_ptr())
         return again
 
-    def recheck_early_start(self, active):
-        """Note [Early start is checked at step]: grad_ready made the engine copy a
-        tensor's offloaded gradient during backward, from its buffer. Whatever changed
-        the buffer since through torch ops (``clip_grad_norm_``, a scaler's unscale, a
-        gradient copied in by gather) moved its version counter; those tensors' early
-        work is redone here (the engine's grad_ready called again redoes it exactly:
-        Note [A second GradReady] in offload/optimizer_early.cc). Writes that bypass the
-        version counter (``p.grad.data``, raw pointers) after backward cannot be seen."""
+    def recheck_early_start(self, active, pointers, sources):
+        """Note [Early start is checked at step]: grad_ready made the engine start on a
+        tensor's gradient during backward (its offloaded part copied down, perhaps
+        updated speculatively), from the pointer it was handed. When the gradient the
+        step reads is another tensor (p.grad replaced, a copy by gather) or the same one
+        changed through torch ops since (``clip_grad_norm_``, a scaler's unscale: its
+        version counter moved), the tensor's early work is redone here: the engine's
+        grad_ready called again, with the step's pointer, redoes it exactly (Note [A
+        second GradReady] in offload/optimizer_early.cc). Writes that bypass the version
+        counter (``p.grad.data`` in place, raw pointers) after backward cannot be seen."""
         redo = [k for k in range(len(self.params)) if self.ready[k] and active[k]
-                and self.grads[k]._version != self._ready_versions[k]]
+                and self._ready_at[k] != (pointers[k], sources[k]._version)]
         if not redo:
             return
         with self.guard():
             self.order_after_current()
             for k in redo:
-                self.engine.grad_ready(k)
-                self._ready_versions[k] = self.grads[k]._version
+                self.engine.grad_ready(k, pointers[k])
+                self._ready_at[k] = (pointers[k], sources[k]._version)

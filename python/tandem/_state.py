@@ -39,22 +39,12 @@ _READABLE_VERSIONS = (1, 2)
 #   {"schema": METADATA_SCHEMA, "version": 2, "algorithm": ...,
 #    "param_groups": [{key: value, ...} per group, "params" left out],
 #    "group_sizes": [len(group["params"]) ...],
-#    "ref_group": int, "lr_scales": [float ...]}
+#    "ref_group": int, "lr_scales": [float ...]}   (the groups' reference lr ratios)
 # Values are plain JSON, except that a tuple is {"$tuple": [...]}, a dict is
 # {"$dict": [[key, value], ...]} and a non-finite float is {"$float": "nan"|"inf"|"-inf"},
 # so that load_checkpoint gives back exactly what was saved (betas stay a tuple).
 # Version 1 also held "engine_hyper", the hyper-parameters last handed to the engine: it
-# is ignored on load (Note [One source of hyper-parameters]).
-#
-# Note [One source of hyper-parameters]: a loaded optimizer steps with the
-# hyper-parameters its param_groups show, as a torch.optim optimizer does: every load
-# (state dict, checkpoint file, torch.optim state dict) checks the saved param_groups with
-# the constructor's checks and hands the engine the values they give. The engine's own
-# copies in the saved state (the checkpoint's groups, a state dict's
-# ['tandem']['engine_groups']) are not used, except each group's lr_scale, the binding's
-# learning-rate bookkeeping (Note [One lr per step] in torch.py) that a bit-identical
-# resume needs; an edit of them cannot make the engine step with other values than
-# param_groups show.
+# is ignored on load (Note [One source of hyper-parameters] in _state_common.py).
 METADATA_SCHEMA = "tandem.torch.param_groups"
 METADATA_VERSION = 2
 _READABLE_METADATA = (1, 2)
@@ -280,8 +270,8 @@ def _metadata(opt):
         "algorithm": opt._ALGORITHM,
         "param_groups": groups,
         "group_sizes": [len(group["params"]) for group in opt.param_groups],
-        "ref_group": opt._core.ref_group,
-        "lr_scales": list(opt._core.lr_scales),
+        "ref_group": opt._ref_group,
+        "lr_scales": list(opt._lr_scales),
     }
     return json.dumps(doc, allow_nan=False, sort_keys=True)
 

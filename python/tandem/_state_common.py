@@ -11,8 +11,8 @@ from collections.abc import Mapping
 
 import torch
 
-from tandem import _engine
 from tandem import _options
+from tandem._torch_layout import reference_values
 
 # Engine hyper-parameter fields (HyperParams in include/tandem/types.h), lr_scale aside.
 HYPER_FIELDS = ("beta1", "beta2", "eps", "weight_decay", "momentum", "dampening",
@@ -24,10 +24,10 @@ MAX_STEP = 1 << 53
 # (state dict, checkpoint file, torch.optim state dict) checks the saved param_groups with
 # the constructor's checks and hands the engine the values they give. The engine's own
 # copies in the saved state (the checkpoint's groups, a state dict's
-# ['tandem']['engine_groups']) are not used, except each group's lr_scale, the binding's
-# learning-rate bookkeeping (Note [One lr per step] in _engine.py) that a bit-identical
-# resume needs; an edit of them cannot make the engine step with other values than
-# param_groups show.
+# ['tandem']['engine_groups']) are not used; an edit of them cannot make the engine step
+# with other values than param_groups show. Each group's lr_scale and the reference group
+# (the lr ratios LayoutFollower._follow_values keeps, for hyperparam_update="error") are
+# checked and kept as they are.
 
 
 def serialised(sync_before=False, load=False):
@@ -187,8 +187,9 @@ def common_meta(opt, snap, version):
         "momentum": snap["momentum"],
         "variance": snap["variance"],
         "step": int(snap["step"]),
-        "engine_groups": snap["groups"],
-        "ref_group": opt._core.ref_group,
+        "engine_groups": [dict(h, lr_scale=s)
+                          for h, s in zip(opt._engine_hyper, opt._lr_scales)],
+        "ref_group": opt._ref_group,
     }
 
 
@@ -211,15 +212,15 @@ def apply_groups(opt, groups, ref_group, lr_scales, engine_hyper):
         for key, value in saved.items():
             if key != "params":
                 group[key] = value
-    opt._core.ref_group = ref_group
-    opt._core.lr_scales = list(lr_scales)
+    opt._ref_group, opt._lr_scales = ref_group, list(lr_scales)
+    opt._engine_hyper = [dict(h) for h in engine_hyper]
     opt._core.hypers = [dict(h) for h in engine_hyper]
 
 
 def bookkeeping(opt, groups):
     """(ref_group, lr_scales, hypers) an optimizer over param groups `groups` starts
-    with (Note [One lr per step] in _engine.py), each group checked."""
-    return _engine.bookkeeping(*opt._group_values(groups))
+    with (LayoutFollower._follow_values), each group checked."""
+    return reference_values(*opt._group_values(groups))
 
 
 def engine_groups(opt):

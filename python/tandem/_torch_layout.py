@@ -6,6 +6,8 @@ unfreezing), each keeping the state of the others bit for bit (Note [Rebinding] 
 _engine.py) and warned (RebindWarning). A mixin of TandemOptimizer, which owns
 ``self._core`` (the front-end core) and ``self.param_groups``."""
 
+import math
+
 from tandem import _engine
 from tandem import _options
 from tandem._hooks import GradHooks
@@ -22,24 +24,29 @@ class LayoutFollower:
                    for g, group in enumerate(self.param_groups if groups is None else groups)]
         return [lr for lr, _ in checked], [h for _, h in checked]
 
-    def _check_fixed(self, lrs, hypers):
-        """hyperparam_update="error": the groups' lr ratios and other hyper-parameters
-        must stay as the engine has them (ValueError naming what changed)."""
-        if self.hyperparam_update != "error":
+    def _follow_values(self, lrs, hypers):
+        """Keeps the groups' reference values (_ref_group, _lr_scales, _engine_hyper: the
+        lr ratios to the group with the largest lr, and the other hyper-parameters) up to
+        date with a step's; the engine takes every group's values at each step anyway
+        (Note [Each group's values every step] in _engine.py), so these only say what
+        changed: with hyperparam_update="error" a change raises ValueError naming it, and
+        state dicts and checkpoint files record them for their readers."""
+        ref = lrs[self._ref_group]
+        ratios_hold = all(math.isclose(lr, ref * s, rel_tol=1e-9, abs_tol=0.0)
+                          for lr, s in zip(lrs, self._lr_scales))
+        if ratios_hold and hypers == self._engine_hyper:
             return
-        core = self._core
-        if not core.lr_ratios_hold(lrs):
+        if self.hyperparam_update == "error":
             what = ("the ratio between the groups' learning rates changed (now %s, built "
-                    "with ratios %s to group %d)" % (lrs, core.lr_scales, core.ref_group))
-        elif hypers != core.hypers:
-            what = ("a hyper-parameter other than lr changed (now %s, built with %s)"
-                    % (hypers, core.hypers))
-        else:
-            return
-        raise ValueError(what + "; pass hyperparam_update='restore' (the default) to apply "
-                         "such changes.")
+                    "with ratios %s to group %d)" % (lrs, self._lr_scales, self._ref_group)
+                    if not ratios_hold else
+                    "a hyper-parameter other than lr changed (now %s, built with %s)"
+                    % (hypers, self._engine_hyper))
+            raise ValueError(what + "; pass hyperparam_update='restore' (the default) to "
+                             "apply such changes.")
+        self._ref_group, self._lr_scales, self._engine_hyper = reference_values(lrs, hypers)
 
-    def _bind(self, include, keep_lrs=False):
+    def _bind(self, include, fresh_values=False):
         """Binds the engine to the parameters of param_groups for which include(p) holds
         (the core carries the state by identity: Note [Rebinding] in _engine.py), then
         the tables that follow the layout: torch indices, the parameters left out,
@@ -49,7 +56,9 @@ class LayoutFollower:
             raise _options.no_steppable_parameter(left_out, _engine.DTYPE_NAMES)
         lrs, hypers = self._group_values()
         before = set(self._core.index_by_id)
-        added, moved = self._core.bind(entries, lrs, hypers, keep_lrs=keep_lrs)
+        added, moved = self._core.bind(entries, hypers)
+        if fresh_values:
+            self._ref_group, self._lr_scales, self._engine_hyper = reference_values(lrs, hypers)
         self._indices, self._frozen = indices, left_out
         self._structure = [list(group["params"]) for group in self.param_groups]
         if self._hooks is not None:
@@ -100,7 +109,7 @@ class LayoutFollower:
         """Rebinds for new_ids (parameters to take in), a param_groups change or a
         reallocation, when there is one; warns (RebindWarning). After a param_groups
         change every parameter that requires grad is in the engine, as at construction,
-        and the learning-rate bookkeeping starts again."""
+        and the groups' reference values start again (_follow_values)."""
         moved = self._core.reallocated()
         if not new_ids and not moved and not structure:
             return
@@ -114,7 +123,7 @@ class LayoutFollower:
         else:
             def include(p):
                 return id(p) in core.index_by_id or id(p) in new_ids
-        added, moved = self._bind(include, keep_lrs=not structure)
+        added, moved = self._bind(include, fresh_values=structure)
         self.rebinds += 1
         self._warn_rebind(len(added), len(moved), structure)
 
@@ -178,3 +187,11 @@ class LayoutFollower:
                     "parameter %s (shape %s, %s) was unfrozen between begin_step() and "
                     "step(), so it has no optimizer state in this step; unfreeze it before "
                     "begin_step()" % (where, tuple(p.shape), p.dtype))
+
+
+def reference_values(lrs, hypers):
+    """(ref_group, lr_scales, hypers): the group with the largest lr, each group's lr
+    ratio to it, and the hyper-parameters (LayoutFollower._follow_values)."""
+    ref_group = max(range(len(lrs)), key=lambda i: lrs[i])
+    ref = lrs[ref_group]
+    return ref_group, [(lr / ref if ref > 0 else 1.0) for lr in lrs], [dict(h) for h in hypers]

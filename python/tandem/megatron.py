@@ -193,7 +193,7 @@ class TandemAdam(StateAccess, _torch.optim.AdamW):
         core = _engine.Engine(self.algorithm, self._config, borrow_grads=True)
         lrs, hypers = self._group_values()
         entries = [(p, "t%d" % k, g) for k, (p, g) in enumerate(zip(params, group_of))]
-        core.bind(entries, lrs, hypers, grads=[self._grad_of(p) for p in params])
+        core.bind(entries, hypers, grads=[self._grad_of(p) for p in params])
         self._core = core
         for p in params:
             self.state[p] = self._state_view(p)
@@ -220,9 +220,8 @@ class TandemAdam(StateAccess, _torch.optim.AdamW):
                 return loss  # nothing to step (e.g. Megatron's dummy initialisation step)
             lrs, hypers = self._group_values()
             if core.reallocated():  # the engine follows, its state carried over
-                core.bind(list(zip(core.params, core.names, core.group_of)), lrs, hypers,
-                          grads=[g if g is not None else b for g, b in zip(grads, core.grads)],
-                          keep_lrs=True)
+                core.bind(list(zip(core.params, core.names, core.group_of)), hypers,
+                          grads=[g if g is not None else b for g, b in zip(grads, core.grads)])
             self._flush()
             if self._fresh:
                 core.reload(list(range(len(core.params))))

@@ -137,7 +137,7 @@ class TandemOptimizer(LayoutFollower, _torch.optim.Optimizer):
         self.speculative_early_start = config.speculative_early_start
         self.early_start = bool(early_start) or self.speculative_early_start
         self.hyperparam_update = hyperparam_update
-        self._begun = None     # (lr, max_grad_norm, loss_scale) between begin_step and step
+        self._begun = None     # (lrs, hypers, max_grad_norm, loss_scale) of begin_step
         self.last_result = None
         self.skipped_steps = 0
         self.rebinds = 0
@@ -154,7 +154,7 @@ class TandemOptimizer(LayoutFollower, _torch.optim.Optimizer):
         self._core = _engine.Engine(self._ALGORITHM, config, early_start=self.early_start)
         # Every parameter that requires grad at construction, in param_groups order;
         # frozen ones are left out (no state) until they get a gradient (a rebind).
-        self._bind(lambda p: p.requires_grad)
+        self._bind(lambda p: p.requires_grad, fresh_values=True)
 
     # ----------------------------------------------------------------------------------
     # Gradient hooks (tandem/_hooks.py); param_groups -> the engine's tensors:
@@ -174,9 +174,13 @@ class TandemOptimizer(LayoutFollower, _torch.optim.Optimizer):
             return  # a reallocated parameter: the next step rebinds, then steps it
         with self._lock:
             grad = self._core.params[k].grad
-            if grad is None or not self._core.is_own_grad(k, grad):
-                return  # not the engine's buffer: the step copies it and starts it then
-            if self._core.grad_ready(k) and not self._warned_accumulation:
+            try:
+                if grad is None or (self._core.check_grad(k, grad) or
+                                    not self._core.adoptable(k, grad)):
+                    return  # the step copies it (another dtype, not contiguous) and starts
+            except ValueError:
+                return      # the step raises for it
+            if self._core.grad_ready(k, grad) and not self._warned_accumulation:
                 self._warned_accumulation = True
                 warn("early_start: parameter %s got a second gradient in one step "
                      "(gradient accumulation); the engine redoes its early work, so "
@@ -273,10 +277,10 @@ class TandemOptimizer(LayoutFollower, _torch.optim.Optimizer):
             # in the backward that follows: rebind now.
             self._rebind_if_needed(anticipate=True)
             lrs, hypers = self._group_values()
-            self._check_fixed(lrs, hypers)
+            self._follow_values(lrs, hypers)
             clip = self.max_grad_norm if max_grad_norm is None else max_grad_norm
-            lr = self._core.begin_step(lrs, hypers, clip, loss_scale)
-            self._begun = (lr, clip, loss_scale)
+            self._core.begin_step(lrs, hypers, clip, loss_scale)
+            self._begun = (lrs, hypers, clip, loss_scale)
 
     @_torch.no_grad()
     def step(self, closure=None, *, max_grad_norm=None, loss_scale=None):
@@ -305,24 +309,26 @@ class TandemOptimizer(LayoutFollower, _torch.optim.Optimizer):
             with _torch.enable_grad():
                 loss = closure()
         with self._lock:
-            # (lr, clip, loss_scale) of begin_step while the engine's step is begun; the
-            # engine's Step ends it whether it succeeds or raises.
+            # (lrs, hypers, clip, loss_scale) of begin_step while the engine's step is
+            # begun; the engine's Step ends it whether it succeeds or raises.
             begun = self._begun if self._core.step_begun else None
             self._begun = begun
             self._rebind_if_needed()  # param_groups, unfrozen or reallocated parameters
             self._check_begun()
-            lrs, hypers = self._group_values()
             if begun is not None:
-                clip = begun[1] if max_grad_norm is None else max_grad_norm
-                loss_scale = begun[2] if loss_scale is None else loss_scale
+                # The values begin_step announced; a differing clip norm or loss scale
+                # reaches the engine, which undoes the speculation and raises.
+                lrs, hypers = begun[0], begun[1]
+                clip = begun[2] if max_grad_norm is None else max_grad_norm
+                loss_scale = begun[3] if loss_scale is None else loss_scale
             else:
-                self._check_fixed(lrs, hypers)
+                lrs, hypers = self._group_values()
+                self._follow_values(lrs, hypers)
                 clip = self.max_grad_norm if max_grad_norm is None else max_grad_norm
                 loss_scale = 1.0 if loss_scale is None else loss_scale
             try:
                 result = self._core.step(lrs, hypers, [p.grad for p in self._core.params],
-                                         clip, loss_scale,
-                                         begun=None if begun is None else begun[0])
+                                         clip, loss_scale)
             finally:
                 self._begun = None
             self.last_result = StepResult(*result)
@@ -444,9 +450,6 @@ class TandemOptimizer(LayoutFollower, _torch.optim.Optimizer):
     _engine = property(lambda self: self._core.engine)
     _grads = property(lambda self: self._core.grads)
     _formats = property(lambda self: self._core.formats)
-    _ref_group = property(lambda self: self._core.ref_group)
-    _lr_scales = property(lambda self: self._core.lr_scales)
-    _engine_hyper = property(lambda self: self._core.hypers)
     _ptrs = property(lambda self: self._core._ptrs)
     _storages = property(lambda self: self._core._storages)
 

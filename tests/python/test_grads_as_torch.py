@@ -249,3 +249,50 @@ def check_concurrent_zero_grad(fraction, device):
             p.grad = g if on else None
         ropt.step()
     assert same_bits(params_bits(replay), params_bits(model))
+
+
+# ---- gradients read where they are, each group's values every step -------------------------
+
+def test_an_assigned_gradient_is_read_where_it_is():
+    # The engine takes each step's gradient pointers: an assigned p.grad is neither
+    # copied nor replaced (p.grad is still the tensor assigned, as with torch).
+    model = make_mlp()
+    opt = tandem.torch.AdamW(model.parameters(), lr=1e-2)
+    grads = random_grads(model, 3)
+    for p, g in zip(model.parameters(), grads):
+        p.grad = g
+    buffers = [b.clone() for b in opt._grads]
+    opt.step()
+    assert all(p.grad is g for p, g in zip(model.parameters(), grads))
+    assert all(torch.equal(b, c) for b, c in zip(opt._grads, buffers))
+    assert opt.last_result.stepped_tensors == 6
+
+
+@pytest.mark.parametrize("fraction", FRACTIONS)
+def test_each_groups_values_reach_the_engine_every_step(fraction, monkeypatch):
+    # Per-group schedules that change the groups' lr ratio and betas at every step: no
+    # set_groups (nor its device synchronisation), and the steps torch takes.
+    calls = []
+    monkeypatch.setattr(tandem._C.HybridOptimizer, "set_groups",
+                        lambda self, groups: calls.append(groups))
+    ours = make_mlp(seed=31)
+    theirs = copy.deepcopy(ours)
+
+    def groups(m):
+        params = list(m.parameters())
+        return [{"params": params[:2]}, {"params": params[2:], "lr": 3e-3}]
+
+    opt = tandem.torch.AdamW(groups(ours), lr=1e-2, offload_fraction=fraction,
+                             chunk_elements=64)
+    ref = torch.optim.AdamW(groups(theirs), lr=1e-2)
+    lambdas = [lambda s: 1.0 / (1 + s), lambda s: 1.0 + 0.5 * s]
+    scheds = [torch.optim.lr_scheduler.LambdaLR(o, lambdas) for o in (opt, ref)]
+    for t, (x, y) in enumerate(batches(5, seed=32)):
+        for model, o, sched in ((ours, opt, scheds[0]), (theirs, ref, scheds[1])):
+            o.param_groups[1]["betas"] = (0.9 - 0.05 * t, 0.999)
+            o.zero_grad()
+            backward(model, x, y)
+            o.step()
+            sched.step()
+    assert calls == []
+    assert max_rel_diff(ours, theirs) < 1e-5
