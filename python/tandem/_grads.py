@@ -45,11 +45,11 @@ class GradientBook:
         p = self.params[k]
         if grad.is_sparse or grad.layout != torch.strided:
             raise ValueError("%s: sparse gradients are not supported" % self.label(k))
-        if self.borrow_grads and (grad.numel() != local(p).numel()
+        if self.borrow_grads and (local(grad).numel() != local(p).numel()
                                   or grad.device != p.device):
             raise ValueError("%s: the gradient has %d elements on %s, the parameter %d on %s"
-                             % (self.label(k), grad.numel(), grad.device, local(p).numel(),
-                                p.device))
+                             % (self.label(k), local(grad).numel(), grad.device,
+                                local(p).numel(), p.device))
         if not self.borrow_grads and (grad.shape != p.shape or grad.device != p.device
                                       or local(grad).shape != self.grads[k].shape):
             raise ValueError("%s: p.grad was replaced by a tensor of shape %s, %s on %s "
@@ -57,7 +57,7 @@ class GradientBook:
                              "parameter's shape and device"
                              % (self.label(k), tuple(grad.shape), grad.dtype, grad.device))
         if self.borrow_grads:
-            if grad.dtype not in _options.DTYPE_NAMES or not grad.is_contiguous():
+            if grad.dtype not in _options.DTYPE_NAMES or not local(grad).is_contiguous():
                 raise ValueError("%s: the gradient must be a contiguous float32, bfloat16 or "
                                  "float16 tensor, got %s" % (self.label(k), grad.dtype))
         elif grad.dtype != p.dtype and not self.sharded:
