@@ -9,9 +9,10 @@ hyper-parameters and gradients; the core does the rest:
 * layout: the engine's tensor specs from the parameters (local shards of DTensors, Note
   [Sharded parameters] in _dist.py), per-tensor formats, the gradient buffers;
 * stream ordering: the engine runs on the CUDA stream current when it was built; work
-  on other streams is ordered before and after it (``engine_stream``, ``ordered``);
-* gradient bookkeeping: which tensors have a gradient and the buffer that holds it
-  (Note [Which parameters have a gradient]), early start and its check at step;
+  on other streams is ordered before and after it (``order_after_current``);
+* gradient bookkeeping: which tensors have a gradient and where the engine reads it
+  (Note [Which parameters have a gradient] in _grads.py), early start and its check at
+  the step;
 * the parameter as the source of truth (Note [The parameter is the source of truth]);
 * each group's learning rate and hyper-parameters, handed over at every step (Note
   [Each group's values every step]);
@@ -34,10 +35,6 @@ DTYPE_NAMES = _options.DTYPE_NAMES
 local = _dist.local  # a DTensor's local shard, or the tensor itself
 
 
-def label(name, p):
-    return "parameter '%s' (shape %s, %s)" % (name, tuple(p.shape), p.dtype)
-
-
 class _NullContext:
     def __enter__(self):
         return self
@@ -51,10 +48,12 @@ class Engine(GradientBook):
 
     algorithm: "adamw", "adam", "lion" or "sgd". config: a tandem._C.OptimizerConfig with
     the formats and every option but algorithm, groups, mode and cuda_stream (set at each
-    build). borrow_grads: the engine reads the gradient tensors handed to ``bind`` in
-    place and ``step`` rebinds when a gradient moves (Megatron's gradient buffer);
-    otherwise it keeps one gradient buffer per tensor and copies a gradient that is not
-    that buffer (torch's p.grad). early_start: DTensor parameters are refused.
+    build). Every step's gradients are read where they are (their pointers). With
+    borrow_grads the engine is built over the gradient tensors handed to ``bind``
+    (Megatron's gradient buffer) and rebinds when one of another dtype comes; without,
+    it keeps one gradient buffer per tensor, which the front end installs as p.grad
+    and which takes the copy of a gradient it cannot read in place (torch's p.grad).
+    early_start: DTensor parameters are refused.
 
     Not thread-safe: the front end holds its lock around every call.
     """
@@ -73,7 +72,7 @@ class Engine(GradientBook):
         self.grads = []          # k -> the tensor the engine reads (own buffer or borrowed)
         self._ptrs, self._storages, self._param_versions = [], [], []
         self.retired = {}        # id(p) -> (p, snapshot entry) of parameters left out
-        self.grad_rebinds = 0    # rebinds for borrowed gradients that moved
+        self.grad_rebinds = 0    # rebinds for borrowed gradients of another dtype
         self.hypers = []         # each group's hyper-parameters the engine has
         self.reset_ready()
 
@@ -102,7 +101,7 @@ class Engine(GradientBook):
         return k
 
     def label(self, k):
-        return label(self.names[k], self.params[k])
+        return _options.label(self.names[k], self.params[k])
 
     # ------------------------------------------------------------------------------------
     # Devices and streams
