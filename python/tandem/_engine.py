@@ -53,13 +53,18 @@ class Engine(GradientBook):
     (Megatron's gradient buffer) and rebinds when one of another dtype comes; without,
     it keeps one gradient buffer per tensor, which the front end installs as p.grad
     and which takes the copy of a gradient it cannot read in place (torch's p.grad).
-    early_start: DTensor parameters are refused.
+    early_start: DTensor parameters are refused. follow_writes: each step first reloads
+    the masters of parameters torch ops wrote (Note [The parameter is the source of
+    truth]); off for a front end whose framework writes the parameters itself between
+    steps (Megatron's parameter all-gather), which reloads them when it knows.
 
     Not thread-safe: the front end holds its lock around every call.
     """
 
-    def __init__(self, algorithm, config, *, borrow_grads=False, early_start=False):
+    def __init__(self, algorithm, config, *, borrow_grads=False, early_start=False,
+                 follow_writes=True):
         self.algorithm = algorithm
+        self.follow_writes = follow_writes
         self.config = config
         self.formats = (config.master, config.momentum, config.variance)
         self.borrow_grads = borrow_grads
@@ -74,7 +79,7 @@ class Engine(GradientBook):
         self.retired = {}        # id(p) -> (p, snapshot entry) of parameters left out
         self.grad_rebinds = 0    # rebinds for borrowed gradients of another dtype
         self.hypers = []         # each group's hyper-parameters the engine has
-        self.reset_ready()
+        self.ready, self._ready_at = [], []  # early start (reset_ready)
 
     # ------------------------------------------------------------------------------------
     # Reports
@@ -251,6 +256,7 @@ class Engine(GradientBook):
         # can get the old address (a changed data_ptr() always means a reallocation).
         self._ptrs = [local(p).data_ptr() for p in params]
         self._storages = [local(p).detach() for p in params]
+        self._seen = [None] * len(params)  # gather's last checked gradient, per tensor
 
     def _specs(self):
         specs = []
@@ -464,18 +470,23 @@ class Engine(GradientBook):
         return options, [float(lr) for lr in lrs]
 
     def step(self, lrs, hypers, grads, clip=0.0, loss_scale=1.0, combine=None):
-        """One step: the gradients gathered (gather: each tensor's pointer; a borrowed one
-        of another dtype rebinds), written parameters reloaded, early start checked, then
+        """One step: the gradients gathered (gather: each tensor's pointer; a reallocated
+        parameter or a borrowed gradient of another dtype rebinds first), written
+        parameters reloaded (follow_writes), early start checked, then
         the engine's Step with each group's learning rate and hyper-parameters. While the
         engine's step is begun, lrs, hypers, clip and loss_scale must be begin_step's.
         Returns the engine's (applied, grad_norm, step, stepped_tensors)."""
         options, lrs = self._options(lrs, hypers, clip, loss_scale)
         active, pointers, sources, rebind = self.gather(grads)
-        if rebind:
-            self.grad_rebinds += 1
+        if rebind:  # reallocated parameters (the state follows), a gradient's dtype
+            if not self.reallocated():
+                self.grad_rebinds += 1
             self.bind(list(zip(self.params, self.names, self.group_of)), hypers,
-                      grads=[g if g is not None else self.grads[k] for k, g in enumerate(grads)])
-        self.sync_params()
+                      grads=([g if g is not None else self.grads[k]
+                              for k, g in enumerate(grads)] if self.borrow_grads else None))
+            active, pointers, sources, _ = self.gather(grads)
+        if self.follow_writes:
+            self.sync_params()
         self.recheck_early_start(active, pointers, sources)
         options.active = active
         options.grads = pointers
@@ -494,7 +505,8 @@ class Engine(GradientBook):
     def begin_step(self, lrs, hypers, clip, loss_scale):
         """Announces the next step (speculative early start) with its groups' values."""
         options, lrs = self._options(lrs, hypers, clip, loss_scale)
-        self.sync_params()
+        if self.follow_writes:
+            self.sync_params()
         with self.guard():
             self.engine.begin_step(lrs, options)
 
