@@ -146,6 +146,49 @@ def trap_accumulation(device, fraction):
                 diff == 0.0)
 
 
+def trap_gradients_and_groups(device, fraction):
+    """Trap 5: every gradient that is set is stepped; param_groups can change."""
+    def run(use_tandem, loop):
+        m = model_for(device, seed=5)
+        opt = (tt.AdamW(m[0].parameters(), lr=1e-2, offload_fraction=fraction)
+               if use_tandem else torch.optim.AdamW(m[0].parameters(), lr=1e-2))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", tt.RebindWarning)
+            loop(m, opt)
+        return [p.detach().clone() for p in m.parameters()]
+
+    def twice(m, opt):  # step(); step(): the same gradient steps again
+        for t in range(3):
+            opt.zero_grad()
+            loss_of(m, *batch(device, torch.float32, 30 + t)).backward()
+            opt.step()
+            opt.step()
+
+    def swapped(m, opt):  # gradients of one shape trading places
+        for t in range(3):
+            opt.zero_grad()
+            loss_of(m, *batch(device, torch.float32, 40 + t)).backward()
+            w = m[0].weight
+            w.grad = w.grad.t()
+            opt.step()
+
+    def added(m, opt):  # add_param_group after two steps (BackboneFinetuning)
+        for t in range(4):
+            if t == 2:
+                opt.add_param_group({"params": list(m[2].parameters()), "lr": 1e-3})
+            opt.zero_grad()
+            loss_of(m, *batch(device, torch.float32, 50 + t)).backward()
+            opt.step()
+
+    for name, loop in (("step(); step() with one gradient", twice),
+                       ("p.grad = p.grad.t() (square weight)", swapped),
+                       ("add_param_group after two steps", added)):
+        ref, got = run(False, loop), run(True, loop)
+        diff = max(((a - b).abs().max() / a.abs().max().clamp_min(1e-30)).item()
+                   for a, b in zip(ref, got))
+        row("%s: max rel diff" % name, fraction, "0.0", "%.2g" % diff, diff < 1e-5)
+
+
 def findings(device):
     """Independent trials' findings (fraction 0.5 where it matters)."""
     def raises(fn, exc, needle):
@@ -232,6 +275,7 @@ def main():
         trap_missing_grads(device, fraction)
         trap_resume_with_scheduler(device, fraction)
         trap_accumulation(device, fraction)
+        trap_gradients_and_groups(device, fraction)
     findings(device)
     mode = "GPU mode (%s)" % torch.cuda.get_device_name(device) if device.type == "cuda" \
         else "host mode"

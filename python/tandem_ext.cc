@@ -6,8 +6,9 @@
 // legacy default stream). The Python layer (tandem/torch.py) validates tensors and owns
 // the buffers; this file only converts values and errors.
 //
-// Errors: tandem::Error becomes ValueError (kInvalidArgument), MemoryError
-// (kOutOfMemory) or RuntimeError (every other kind), with the engine's message.
+// Errors: tandem::Error becomes the class of its kind (python/ext/errors.h), each also the
+// built-in ValueError, MemoryError or RuntimeError it was before those classes existed.
+// Options: OptimizerConfig and StepOptions are bound classes (python/ext/config.h).
 //
 // Snapshots cross as a dict of plain values and NumPy arrays. Arrays returned by
 // `snapshot()` own their memory (the engine's vectors are moved into capsules, no copy).
@@ -33,6 +34,9 @@
 #include "tandem/checkpoint.h"
 #endif
 #include "engine/state_arrays.h"
+#include "python/ext/arrays.h"
+#include "python/ext/config.h"
+#include "python/ext/errors.h"
 #include "tandem/error.h"
 #include "tandem/node.h"
 #include "tandem/optimizer.h"
@@ -47,67 +51,13 @@ namespace py = pybind11;
 namespace tandem {
 namespace {
 
+using python::HyperParamsFromDict;
+using python::HyperParamsToDict;
+using python::ModeName;
+using python::PyStepOptions;
+
 void* ToPointer(uint64_t address) {
   return reinterpret_cast<void*>(static_cast<uintptr_t>(address));
-}
-
-const char* ModeName(ExecutionMode m) {
-  switch (m) {
-    case ExecutionMode::kGpu:
-      return "gpu";
-    case ExecutionMode::kHost:
-      return "host";
-    default:
-      return "auto";
-  }
-}
-
-ExecutionMode ParseMode(const std::string& s) {
-  if (s == "auto") return ExecutionMode::kAuto;
-  if (s == "gpu") return ExecutionMode::kGpu;
-  if (s == "host") return ExecutionMode::kHost;
-  throw Error(ErrorKind::kInvalidArgument, "unknown mode '" + s + "' (auto, gpu, host)");
-}
-
-// HyperParams <-> dict with the C++ field names.
-HyperParams HyperParamsFromDict(const py::dict& d) {
-  HyperParams h;
-  for (auto item : d) {
-    const std::string key = py::str(item.first);
-    const py::handle v = item.second;
-    if (key == "lr_scale")
-      h.lr_scale = v.cast<double>();
-    else if (key == "beta1")
-      h.beta1 = v.cast<double>();
-    else if (key == "beta2")
-      h.beta2 = v.cast<double>();
-    else if (key == "eps")
-      h.eps = v.cast<double>();
-    else if (key == "weight_decay")
-      h.weight_decay = v.cast<double>();
-    else if (key == "momentum")
-      h.momentum = v.cast<double>();
-    else if (key == "dampening")
-      h.dampening = v.cast<double>();
-    else if (key == "nesterov")
-      h.nesterov = v.cast<bool>();
-    else
-      throw Error(ErrorKind::kInvalidArgument, "unknown hyper-parameter '" + key + "'");
-  }
-  return h;
-}
-
-py::dict HyperParamsToDict(const HyperParams& h) {
-  py::dict d;
-  d["lr_scale"] = h.lr_scale;
-  d["beta1"] = h.beta1;
-  d["beta2"] = h.beta2;
-  d["eps"] = h.eps;
-  d["weight_decay"] = h.weight_decay;
-  d["momentum"] = h.momentum;
-  d["dampening"] = h.dampening;
-  d["nesterov"] = h.nesterov;
-  return d;
 }
 
 // NumPy 2 moved the element size within its dtype struct, which pybind11 before 2.12
@@ -432,45 +382,9 @@ std::vector<const void*> GradsFromObject(const py::object& grads) {
 // The bound object: the engine optimizer and the configuration it was built with.
 class PyOptimizer {
  public:
-  PyOptimizer(const py::list& tensors, const std::string& algorithm, const py::list& groups,
-              const std::string& master, const std::string& momentum, const std::string& variance,
-              double offload_fraction, const std::string& placement, const std::string& mode,
-              int host_threads, uint64_t chunk_elements, int pipeline_slots, uint64_t cuda_stream,
-              bool speculative_early_start, const std::vector<int>& host_cpus,
-              uint64_t pinned_budget, const std::string& offload_compute,
-              const py::object& machine_rates, uint64_t stream_chunk_bytes, int stream_slots,
-              uint64_t speculative_stream_bytes) {
+  PyOptimizer(const py::list& tensors, OptimizerConfig cfg) {
     std::vector<TensorSpec> specs;
     for (auto t : tensors) specs.push_back(SpecFromTuple(t.cast<py::tuple>()));
-    OptimizerConfig cfg;
-    cfg.algorithm = ParseAlgorithm(algorithm);
-    cfg.groups.clear();
-    for (auto g : groups) cfg.groups.push_back(HyperParamsFromDict(g.cast<py::dict>()));
-    cfg.formats = {ParseMasterFormat(master), ParseMomentFormat(momentum),
-                   ParseMomentFormat(variance)};
-    cfg.offload_fraction = offload_fraction;
-    cfg.placement = ParsePlacementPolicy(placement);
-    cfg.mode = ParseMode(mode);
-    cfg.host_threads = host_threads;
-    cfg.chunk_elements = chunk_elements;
-    cfg.pipeline_slots = pipeline_slots;
-    cfg.cuda_stream = ToPointer(cuda_stream);
-    cfg.speculative_early_start = speculative_early_start;
-    cfg.speculative_stream_bytes = speculative_stream_bytes;
-    cfg.host_cpus = host_cpus;
-    cfg.pinned_budget_bytes = pinned_budget;
-    cfg.offload_compute = ParseOffloadCompute(offload_compute);
-    if (!machine_rates.is_none()) {
-      const py::dict r = machine_rates.cast<py::dict>();
-      MachineRates m;
-      m.h2d_gbps = r["h2d_gbps"].cast<double>();
-      m.d2h_gbps = r["d2h_gbps"].cast<double>();
-      m.host_gparams = r["host_gparams"].cast<double>();
-      m.gpu_gparams = r["gpu_gparams"].cast<double>();
-      cfg.machine_rates = m;
-    }
-    cfg.stream_chunk_bytes = stream_chunk_bytes;
-    cfg.stream_slots = stream_slots;
     py::gil_scoped_release release;
     opt_ = std::make_unique<HybridOptimizer>(std::move(specs), std::move(cfg));
   }
@@ -480,17 +394,17 @@ class PyOptimizer {
   // the whole model, where digits are GradStats::exact (16 ints below 2^32, least
   // significant first, both ways); called with the GIL held; what it raises propagates
   // unchanged (the step changes nothing then).
-  // `lr`: a number, or one number per group (LrsFromObject); `groups`: None or each group's
-  // hyper-parameters for this step (StepOptions::group_hyper); `grads`: None or each
-  // tensor's gradient pointer for this step (StepOptions::grads; 0 or None: the default).
-  py::tuple Step(const py::object& lr, double max_grad_norm, double loss_scale,
-                 const py::object& active, const py::object& combine, const py::object& groups,
-                 const py::object& grads) {
+  // `lr`: a number, or one number per group (LrsFromObject); the options' groups: None or
+  // each group's hyper-parameters for this step (StepOptions::group_hyper); its grads: None
+  // or each tensor's gradient pointer for this step (StepOptions::grads; 0 or None: the
+  // default).
+  py::tuple Step(const py::object& lr, const PyStepOptions& given) {
     const StepLrs lrs = LrsFromObject(lr);
-    const std::vector<uint8_t> flags = ActiveFromObject(active, opt_->tensor_count());
-    const std::vector<HyperParams> hyper = GroupsFromObject(groups);
-    const std::vector<const void*> ptrs = GradsFromObject(grads);
-    StepOptions options{max_grad_norm, loss_scale};
+    const std::vector<uint8_t> flags = ActiveFromObject(given.active, opt_->tensor_count());
+    const std::vector<HyperParams> hyper = GroupsFromObject(given.groups);
+    const std::vector<const void*> ptrs = GradsFromObject(given.grads);
+    const py::object combine = given.combine;
+    StepOptions options{given.max_grad_norm, given.loss_scale};
     options.active = flags;
     options.group_hyper = hyper;
     options.grads = ptrs;
@@ -547,11 +461,10 @@ class PyOptimizer {
     return counts;
   }
 
-  void BeginStep(const py::object& lr, double max_grad_norm, double loss_scale,
-                 const py::object& groups) {
+  void BeginStep(const py::object& lr, const PyStepOptions& given) {
     const StepLrs lrs = LrsFromObject(lr);
-    const std::vector<HyperParams> hyper = GroupsFromObject(groups);
-    StepOptions options{max_grad_norm, loss_scale};
+    const std::vector<HyperParams> hyper = GroupsFromObject(given.groups);
+    StepOptions options{given.max_grad_norm, given.loss_scale};
     options.group_hyper = hyper;
     py::gil_scoped_release release;
     if (lrs.per_group)
@@ -777,24 +690,9 @@ PYBIND11_MODULE(_C, m) {
   using tandem::PyOptimizer;
   m.doc() = "Tandem's HybridOptimizer (pointer-level binding; use tandem.torch instead)";
 
-  // Error translation: the engine's kind picks the Python exception type.
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const tandem::Error& e) {
-      switch (e.kind()) {
-        case tandem::ErrorKind::kInvalidArgument:
-          PyErr_SetString(PyExc_ValueError, e.what());
-          return;
-        case tandem::ErrorKind::kOutOfMemory:
-          PyErr_SetString(PyExc_MemoryError, e.what());
-          return;
-        default:
-          PyErr_SetString(PyExc_RuntimeError, e.what());
-          return;
-      }
-    }
-  });
+  tandem::python::BindErrors(m);
+  tandem::python::BindConfig(m);
+  tandem::python::BindArrays(m);
 
   m.attr("has_checkpoint") = py::bool_(TANDEM_PY_HAS_CHECKPOINT != 0);
   // The version has one home, include/tandem/version.h; tandem.__version__ is this.
@@ -828,6 +726,15 @@ PYBIND11_MODULE(_C, m) {
       py::arg("args"),
       "Runs tandem-plan with `args` (no program name); returns (exit status, stdout, stderr). "
       "Python's entry point is tandem.plan.");
+  m.def(
+      "check_hyper_params",
+      [](const std::string& algorithm, const py::dict& hyper, const std::string& where) {
+        tandem::ValidateHyperParams(tandem::ParseAlgorithm(algorithm),
+                                    tandem::python::HyperParamsFromDict(hyper), where);
+      },
+      py::arg("algorithm"), py::arg("hyper"), py::arg("where"),
+      "Checks one group's hyper-parameters (a dict of HyperParams fields) as the engine "
+      "does (tandem::ValidateHyperParams): ValueError naming `where` and the field.");
   m.def(
       "rate_cache_entries",
       []() {
@@ -879,51 +786,55 @@ PYBIND11_MODULE(_C, m) {
         "Bytes from '64GiB', '200GB', '12345' ... (ValueError naming the text otherwise).");
 
   py::class_<PyOptimizer>(m, "HybridOptimizer")
-      .def(py::init<const py::list&, const std::string&, const py::list&, const std::string&,
-                    const std::string&, const std::string&, double, const std::string&,
-                    const std::string&, int, uint64_t, int, uint64_t, bool,
-                    const std::vector<int>&, uint64_t, const std::string&, const py::object&,
-                    uint64_t, int, uint64_t>(),
-           py::arg("tensors"), py::arg("algorithm"), py::arg("groups"), py::arg("master") = "f32",
-           py::arg("momentum") = "f32", py::arg("variance") = "f32",
-           py::arg("offload_fraction") = 0.0, py::arg("placement") = "backward_order",
-           py::arg("mode") = "auto", py::arg("host_threads") = 0,
-           py::arg("chunk_elements") = uint64_t{1} << 21, py::arg("pipeline_slots") = 4,
-           py::arg("cuda_stream") = 0, py::arg("speculative_early_start") = false,
-           py::arg("host_cpus") = std::vector<int>{}, py::arg("pinned_budget") = uint64_t{0},
-           py::arg("offload_compute") = "auto", py::arg("machine_rates") = py::none(),
-           py::arg("stream_chunk_bytes") = uint64_t{64} << 20, py::arg("stream_slots") = 3,
-           py::arg("speculative_stream_bytes") = uint64_t{1} << 30,
+      .def(py::init<const py::list&, tandem::OptimizerConfig>(), py::arg("tensors"),
+           py::arg("config"),
            "tensors: list of (name, numel, param_dtype, grad_dtype, param_ptr, grad_ptr, "
            "group[, shape[, formats[, norm_unit]]]); shape: dims or None; formats: None or a "
            "dict {'master', 'momentum', 'variance'} of format names overriding this tensor's "
-           "state formats. groups: list of dicts of HyperParams fields. The buffers must "
-           "outlive the optimizer. host_cpus: CPU ids for the host threads ([]: anywhere); "
-           "pinned_budget: the most host bytes the state may take (0: no limit; MemoryError "
-           "beyond). offload_compute: 'auto', 'host', 'gpu' or a share ('0.25') of the "
-           "host-resident elements computed by the GPU kernel; machine_rates: None or a dict "
-           "{h2d_gbps, d2h_gbps, host_gparams, gpu_gparams} for auto.")
-      .def("step", &PyOptimizer::Step, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
-           py::arg("loss_scale") = 1.0, py::arg("active") = py::none(),
-           py::arg("combine") = py::none(), py::arg("groups") = py::none(),
-           py::arg("grads") = py::none(),
-           "lr: a number (every group steps with lr * its lr_scale) or a list of one lr per "
-           "group (each group steps with its own; lr_scale is not applied). active: None "
-           "(every tensor) or bytes/list of 0/1 per tensor; a tensor marked 0 is not stepped. "
-           "combine: None or a callable (sum_squares, nonfinite) -> (sum_squares, nonfinite) "
-           "giving the whole model's gradient statistics from this optimizer's (sharded "
-           "training). groups: None or a list of group dicts (HyperParams fields), each "
-           "group's hyper-parameters for this step and on. grads: None or a list of one "
-           "gradient pointer per tensor (0 or None: grad_ready's or the construction's). "
-           "Returns (applied, grad_norm, step, stepped_tensors).")
+           "state formats. config: an OptimizerConfig. The buffers must outlive the "
+           "optimizer.")
+      .def(py::init([](const py::list& tensors, const std::string& algorithm,
+                       const py::list& groups, const py::kwargs& options) {
+             tandem::OptimizerConfig cfg;
+             py::dict fields;
+             fields["algorithm"] = algorithm;
+             fields["groups"] = groups;
+             tandem::python::SetConfigFields(cfg, py::kwargs(fields));
+             tandem::python::SetConfigFields(cfg, options);
+             return new PyOptimizer(tensors, std::move(cfg));
+           }),
+           py::arg("tensors"), py::arg("algorithm"), py::arg("groups"),
+           "HybridOptimizer(tensors, algorithm, groups, **fields): the same with an "
+           "OptimizerConfig(algorithm=..., groups=..., **fields).")
+      .def(
+          "step",
+          [](PyOptimizer& o, const py::object& lr, const py::object& options,
+             const py::kwargs& fields) {
+            return o.Step(lr, tandem::python::StepOptionsFrom(options, fields));
+          },
+          py::arg("lr"), py::arg("options") = py::none(),
+          "step(lr, options=None, **fields): lr a number (every group steps with lr * its "
+          "lr_scale) or a list of one lr per group (each group steps with its own; lr_scale "
+          "is not applied); options a StepOptions (None: the defaults), fields set on a copy "
+          "of it: max_grad_norm, loss_scale, active (None: every tensor, or bytes/list of "
+          "0/1 per tensor), combine (None or a callable (digits, nonfinite) -> (digits, "
+          "nonfinite) giving the whole model's gradient statistics: sharded training), "
+          "groups (None or one dict of HyperParams fields per group, for this step and on), "
+          "grads (None or one gradient pointer per tensor; 0 or None: grad_ready's or the "
+          "construction's). Returns (applied, grad_norm, step, stepped_tensors).")
       .def("reload_params", &PyOptimizer::ReloadParams, py::arg("indices"),
            "Re-derives the masters of the given tensors from their parameters.")
       .def("tensor_step_counts", &PyOptimizer::TensorStepCounts,
            "Each tensor's own step count (updates it has received).")
-      .def("begin_step", &PyOptimizer::BeginStep, py::arg("lr"), py::arg("max_grad_norm") = 0.0,
-           py::arg("loss_scale") = 1.0, py::arg("groups") = py::none(),
-           "Announces the next step before backward (speculative early start); lr and "
-           "groups as for step, which must hand the same.")
+      .def(
+          "begin_step",
+          [](PyOptimizer& o, const py::object& lr, const py::object& options,
+             const py::kwargs& fields) {
+            o.BeginStep(lr, tandem::python::StepOptionsFrom(options, fields));
+          },
+          py::arg("lr"), py::arg("options") = py::none(),
+          "Announces the next step before backward (speculative early start); lr, "
+          "max_grad_norm, loss_scale and groups as for step, which must hand the same.")
       .def_property_readonly("step_begun", &PyOptimizer::step_begun)
       .def("grad_ready", &PyOptimizer::GradReady, py::arg("index"), py::arg("grad") = 0,
            "Tensor `index`'s gradient is final (early start); grad: the pointer this step "

@@ -5,7 +5,7 @@ Note [Sharded state dict]: DCP's ``get_optimizer_state_dict`` keeps only "state"
 "param_groups" of an optimizer's state dict (keyed by fully qualified parameter names),
 so everything Tandem needs besides the arrays rides in each param group under "tandem".
 ``state[i]`` holds the tensor's step (a plain float tensor, the same on every rank) and
-its snapshot arrays (the names of ``_state._ARRAYS``) as DTensors with the parameter's
+its snapshot arrays (the names of ``_arrays.NAMES``) as DTensors with the parameter's
 mesh and placements and *global* shapes: the parameter's shape, and for q8 scales
 ``shape[:-1] + (K // 32,)`` (Note [Shard-safe quantization groups] in _dist.py), so that
 DCP reshards codes, scales and corrections exactly at another world size. The local
@@ -22,18 +22,14 @@ from collections.abc import Mapping
 
 import torch
 
+from tandem import _arrays
 from tandem import _dist
-from tandem import _state
+from tandem._state_common import (MAX_STEP, common_meta, integer, listing, need, plan_result,
+                                  saved_bookkeeping, saved_param_groups, snapshot, step_value,
+                                  torch_groups)
 
 VERSION = 3
 _DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
-
-
-def _formats_of(opt, k):
-    override = opt._tensor_formats(k)
-    if override is None:
-        return tuple(opt._formats)
-    return (override["master"], override["momentum"], override["variance"])
 
 
 def _array_shapes(name, shape, numel):
@@ -58,30 +54,29 @@ def _local_shape(name, p):
 
 def state_dict(opt):
     """TandemOptimizer.state_dict for DTensor parameters (Note [Sharded state dict])."""
-    snap = _state._snapshot(opt)
+    snap = snapshot(opt)
     state = {}
     for k, t in enumerate(snap["tensors"]):
-        p = opt._params[k]
+        p = opt._core.params[k]
         entry = {"step": torch.tensor(float(t["step"]))}
         # Every rank has every array, an empty shard too (its arrays are empty): DCP
         # needs the same keys on every rank.
-        names = _state._expected_arrays(snap["algorithm"], _formats_of(opt, k),
+        names = _arrays.expected(snap["algorithm"], opt._core.formats_of(k),
                                         snap["groups"][t["group"]], _dist.local(p).numel())
-        for name in _state._ARRAYS:
+        for name in _arrays.NAMES:
             if name not in names:
                 continue
             if name in t:
                 a = torch.from_numpy(t[name]).contiguous()  # (fresh zeros come broadcast)
             else:
-                a = torch.empty(0, dtype=torch.int16 if name in _state._BF16_ARRAYS
-                                else _state._ARRAY_DTYPES[name])
-            if name in _state._BF16_ARRAYS:
+                a = torch.empty(0, dtype=_arrays.BITS[name])
+            if name in _arrays.BF16:
                 a = a.view(torch.bfloat16)
             a = a.reshape(_local_shape(name, p))
             entry[name] = _dist.wrap_like(a, p, _array_shapes(name, tuple(p.shape), p.numel()))
         state[opt._indices[k]] = entry
-    meta = _state.common_meta(opt, snap, VERSION)
-    groups = _state._torch_groups(opt)
+    meta = common_meta(opt, snap, VERSION)
+    groups = torch_groups(opt)
     for g in groups:
         g["tandem"] = dict(meta)
     return {"state": state, "param_groups": groups}
@@ -119,46 +114,40 @@ def plan_load(opt, sd):
     """Checks a version-3 state dict against the optimizer and returns what loading it
     sets: (engine snapshot dict, param group values, ref_group, lr_scales, engine_hyper).
     Raises ValueError naming the first bad field; changes nothing."""
-    saved_groups = _state._list(_state._need(sd, "param_groups", "state dict"),
+    saved_groups = listing(need(sd, "param_groups", "state dict"),
                                 "state dict['param_groups']", len(opt.param_groups))
     where = "state dict['param_groups'][0]['tandem']"
-    meta = _state._need(saved_groups[0], "tandem", "state dict['param_groups'][0]")
-    version = _state._need(meta, "version", where)
+    meta = need(saved_groups[0], "tandem", "state dict['param_groups'][0]")
+    version = need(meta, "version", where)
     if isinstance(version, bool) or version != VERSION:
         raise ValueError("unsupported sharded tandem state dict version %r (this build "
                          "reads %d)" % (version, VERSION))
-    algorithm = _state._need(meta, "algorithm", where)
+    algorithm = need(meta, "algorithm", where)
     if algorithm != opt._ALGORITHM:
         raise ValueError("state dict algorithm %r but optimizer uses %r"
                          % (algorithm, opt._ALGORITHM))
-    formats = tuple(_state._need(meta, key, where) for key in ("master", "momentum",
+    formats = tuple(need(meta, key, where) for key in ("master", "momentum",
                                                                 "variance"))
-    if formats != tuple(opt._formats):
+    if formats != tuple(opt._core.formats):
         raise ValueError("state dict formats master=%s,m=%s,v=%s but optimizer uses "
-                         "master=%s,m=%s,v=%s" % (formats + tuple(opt._formats)))
-    step = _state._int(_state._need(meta, "step", where), where + "['step']", 0,
-                       _state._MAX_STEP)
-    n_groups = len(opt.param_groups)
+                         "master=%s,m=%s,v=%s" % (formats + tuple(opt._core.formats)))
+    step = integer(need(meta, "step", where), where + "['step']", 0,
+                       MAX_STEP)
     keys = []  # torch index -> the saved state key (an int, or a name under DCP)
 
     def collect(saved, params, gw):
         del saved, gw
         keys.extend(params)
 
-    groups = _state._saved_param_groups(opt, sd, collect)
+    groups, hypers = saved_param_groups(opt, sd, collect)
     for g in groups:
         g.pop("tandem", None)
-    engine_groups = _state._list(_state._need(meta, "engine_groups", where),
-                                 where + "['engine_groups']", n_groups)
-    for g, h in enumerate(engine_groups):
-        _state._check_engine_group(h, "%s['engine_groups'][%d]" % (where, g))
-    ref_group = _state._int(_state._need(meta, "ref_group", where), where + "['ref_group']",
-                            0, n_groups - 1)
-    state = _state._need(sd, "state", "state dict")
+    engine_groups, ref_group = saved_bookkeeping(meta, where, hypers)
+    state = need(sd, "state", "state dict")
     if not isinstance(state, Mapping):
         raise ValueError("state dict['state'] must be a dict, got %s" % type(state).__name__)
     tensors = []
-    for k, p in enumerate(opt._params):
+    for k, p in enumerate(opt._core.params):
         index = opt._indices[k]
         key = keys[index]
         ew = "state dict['state'][%r]" % (key,)
@@ -168,33 +157,33 @@ def plan_load(opt, sd):
         if not isinstance(entry, Mapping):
             raise ValueError("%s must be a dict, got %s" % (ew, type(entry).__name__))
         n = _dist.local(p).numel()
-        t = {"name": opt._names[k], "numel": n, "param_dtype": _DTYPES[p.dtype],
-             "grad_dtype": _DTYPES[p.dtype], "group": opt._group_of[k],
+        t = {"name": opt._core.names[k], "numel": n, "param_dtype": _DTYPES[p.dtype],
+             "grad_dtype": _DTYPES[p.dtype], "group": opt._core.group_of[k],
              "shape": list(_dist.local(p).shape),
-             "step": _state._step_value(_state._need(entry, "step", ew), ew + "['step']",
+             "step": step_value(need(entry, "step", ew), ew + "['step']",
                                         step)}
-        mine = _formats_of(opt, k)
-        if mine != tuple(opt._formats):
+        mine = opt._core.formats_of(k)
+        if mine != tuple(opt._core.formats):
             t["formats"] = dict(zip(("master", "momentum", "variance"), mine))
-        expected = _state._expected_arrays(algorithm, mine, engine_groups[t["group"]], n)
-        for name in _state._ARRAYS:
+        expected = _arrays.expected(algorithm, mine, engine_groups[t["group"]], n)
+        for name in _arrays.NAMES:
             if name not in expected:
                 if name in entry:
                     raise ValueError("%s has %r, which %s with master=%s,m=%s,v=%s does not "
                                      "keep" % ((ew, name, algorithm) + mine))
                 continue
-            a = _state._need(entry, name, ew)
+            a = need(entry, name, ew)
             aw = "%s[%r]" % (ew, name)
             if not torch.is_tensor(a):
                 raise ValueError("%s must be a tensor, got %s" % (aw, type(a).__name__))
-            if a.dtype != _state._ARRAY_DTYPES[name]:
+            if a.dtype != _arrays.TORCH[name]:
                 raise ValueError("%s has dtype %s, expected %s"
-                                 % (aw, a.dtype, _state._ARRAY_DTYPES[name]))
+                                 % (aw, a.dtype, _arrays.TORCH[name]))
             a = _shard_of(a, p, name, aw)
             if a.numel() != expected[name]:
                 raise ValueError("%s has %d local elements, expected %d"
                                  % (aw, a.numel(), expected[name]))
-            t[name] = _state.engine_array(name, a)
+            t[name] = _arrays.engine_array(name, a)
         tensors.append(t)
-    return _state.plan_result(algorithm, formats, step, engine_groups, tensors, groups,
+    return plan_result(algorithm, formats, step, engine_groups, tensors, groups,
                               ref_group)

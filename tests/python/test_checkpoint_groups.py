@@ -102,7 +102,9 @@ def test_param_groups_restored_exactly(tmp_path):
                 assert got[key] == value and type(got[key]) is type(value), (g, key)
     assert type(opt_b.param_groups[0]["betas"]) is tuple
     assert opt_b._ref_group == opt._ref_group and opt_b._lr_scales == opt._lr_scales
-    assert opt_b._engine_hyper == opt._engine_hyper
+    # The engine takes the hyper-parameters the loaded param_groups show (betas (0.85,
+    # 0.99) for group 1), as opt's engine will at its next step.
+    assert opt_b._engine_hyper == [opt._hyper(g) for g in opt.param_groups]
     # Both continue alike (opt's 0-d tensor lr is a float in opt_b: same value).
     data = batches(3, seed=5)
     assert train(model, opt, data) == train(model_b, opt_b, data)
@@ -166,7 +168,9 @@ def _metadata_of(opt):
     (lambda m: m.pop("lr_scales"), "'lr_scales'"),
     (lambda m: m["param_groups"][1].pop("betas"), "'betas'"),
     (lambda m: m["param_groups"][0].update(lr={"$what": 1}), "tagged"),
-    (lambda m: m["engine_hyper"][0].pop("eps"), "'eps'"),
+    (lambda m: m["param_groups"][0].update(eps="x"), "eps must be a number"),
+    (lambda m: m["param_groups"][1].update(betas={"$tuple": [0.9, 1.5]}), "beta2"),
+    (lambda m: m.update(lr_scales=[1.0, 2.0], ref_group=1), "lr_scale"),
 ])
 def test_bad_metadata_is_refused_and_changes_nothing(tmp_path, corrupt, match):
     model = make_mlp(seed=1)
@@ -195,3 +199,25 @@ def test_load_without_warning_for_new_files(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         opt.load_checkpoint(path)
+
+
+def test_version_1_metadata_loads_and_its_engine_copy_is_not_used(tmp_path):
+    # Version 1 also kept "engine_hyper" (the hyper-parameters last handed to the
+    # engine); param_groups are the one source (Note [One source of hyper-parameters]).
+    model = make_mlp(seed=1)
+    opt = tandem.torch.AdamW(two_groups(model, 1e-2), lr=1e-2)
+    train(model, opt, batches(2))
+    results = []
+    for engine_hyper in (None, dict(beta1=0.5, beta2=0.9, eps=1e-3, weight_decay=0.5)):
+        meta = _metadata_of(opt)
+        meta["version"] = 1
+        meta["engine_hyper"] = [dict(opt._hyper(g), **(engine_hyper or {}))
+                                for g in opt.param_groups]
+        path = tmp_path / "v1.tckpt"
+        opt._engine.save_checkpoint(str(path), "none", True, json.dumps(meta))
+        other = make_mlp(seed=2)
+        other_opt = tandem.torch.AdamW(two_groups(other, 1e-2), lr=1e-2)
+        other_opt.load_checkpoint(path)
+        train(other, other_opt, batches(2, seed=4))
+        results.append(params_bits(other))
+    assert same_bits(*results)

@@ -100,11 +100,16 @@ def test_reallocated_parameter_of_another_shape_or_dtype():
         assert opt.rebinds == 0 and opt.step_count == 0
 
 
-def test_no_new_param_groups():
+def test_new_param_groups_are_taken():
+    # As torch.optim (test_param_groups_change.py has the details); a bad one raises.
     model = make_mlp()
     opt = tandem.torch.AdamW(list(model.parameters())[:2], lr=1e-3)
-    with pytest.raises(ValueError, match="new parameter groups"):
-        opt.add_param_group({"params": list(model.parameters())[2:]})
+    with pytest.raises(ValueError, match="appears twice"):
+        opt.add_param_group({"params": list(model.parameters())[1:]})
+    opt.add_param_group({"params": list(model.parameters())[2:], "lr": 1e-4})
+    assert opt.param_groups[1]["lr"] == 1e-4 and opt.param_groups[1]["eps"] == 1e-8
+    train(model, opt, batches(1))
+    assert opt.tensor_step_counts() == [1] * 6
 
 
 def test_non_finite_gradient_skips_step():

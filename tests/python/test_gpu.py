@@ -184,3 +184,65 @@ def test_gpu_skipped_steps_are_counted():
         opt.step()
     assert opt.skipped_steps == 1
     assert same_bits([b.cpu() for b in params_bits(model)], before)
+
+
+# ---- torch.optim semantics of test_grads_as_torch, test_param_groups_change and
+# ---- test_inputs_checked on the GPU ---------------------------------------------------------
+
+import test_grads_as_torch  # noqa: E402
+import test_inputs_checked  # noqa: E402
+import test_param_groups_change  # noqa: E402
+
+
+@pytest.mark.parametrize("fraction", FRACTIONS)
+def test_gpu_second_step_with_the_same_gradient_steps_again(fraction):
+    test_grads_as_torch.check_second_step(fraction, "cuda")
+
+
+@pytest.mark.parametrize("fraction", FRACTIONS)
+def test_gpu_gradient_written_through_data_is_stepped(fraction):
+    test_grads_as_torch.check_hidden_writes(fraction, test_grads_as_torch._through_data,
+                                            "cuda")
+
+
+@pytest.mark.parametrize("fraction", FRACTIONS)
+@pytest.mark.parametrize("move", ["_swap", "_rotate", "_transpose", "_transpose_swap"])
+def test_gpu_gradients_trading_places(fraction, move):
+    test_grads_as_torch.check_traded_gradients(fraction, getattr(test_grads_as_torch, move),
+                                               "cuda")
+
+
+@pytest.mark.parametrize("fraction", FRACTIONS)
+@pytest.mark.parametrize("early", ["plain", "speculative"])
+@pytest.mark.parametrize("edit", ["_clip", "_scale_in_place", "_replace", "_data_assign"])
+def test_gpu_gradient_changed_after_early_start_is_redone(fraction, early, edit):
+    test_grads_as_torch.check_early_start_redone(fraction, early,
+                                                 getattr(test_grads_as_torch, edit), "cuda")
+
+
+@pytest.mark.parametrize("fraction", FRACTIONS)
+def test_gpu_zero_grad_from_another_thread_never_splits_a_step(fraction):
+    test_grads_as_torch.check_concurrent_zero_grad(fraction, "cuda")
+
+
+@pytest.mark.parametrize("fraction", FRACTIONS)
+@pytest.mark.parametrize("algo", ["adamw", "sgd"])
+def test_gpu_params_appended_and_removed_are_followed(fraction, algo):
+    test_param_groups_change.check_appended_and_removed(fraction, algo, "cuda")
+
+
+@pytest.mark.parametrize("fraction", FRACTIONS)
+@pytest.mark.parametrize("algo", ["adamw", "sgd"])
+def test_gpu_add_param_group_as_backbone_finetuning(fraction, algo):
+    test_param_groups_change.check_backbone_finetuning(fraction, algo, "cuda")
+
+
+@pytest.mark.parametrize("fraction", FRACTIONS)
+def test_gpu_tensor_learning_rate(fraction):
+    test_inputs_checked.check_tensor_lr(fraction, "cuda")
+
+
+@pytest.mark.parametrize("fraction", FRACTIONS)
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_gpu_copies_are_independent_optimizers(fraction, how):
+    test_inputs_checked.check_copies(fraction, how, "cuda")

@@ -74,14 +74,21 @@ def test_step_without_backward_moves_nothing(fraction):
     assert opt.tensor_step_counts() == [3] * 6
 
 
-def test_second_step_without_new_gradient_moves_nothing():
-    # Documented: a parameter is stepped when it got a gradient since the last step.
+def test_second_step_without_new_gradient_steps_again():
+    # As torch.optim: a parameter whose p.grad is not None is stepped, new gradient or
+    # not (test_grads_as_torch.py compares with torch at every fraction).
     model = make_mlp()
+    ref = make_mlp()
     opt = adamw(model.parameters(), 0.0)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, weight_decay=0.05)
     train(model, opt, batches(1))
+    train(ref, ref_opt, batches(1))
     before = params_bits(model)
     opt.step()
-    assert same_bits(params_bits(model), before)
+    ref_opt.step()
+    assert not same_bits(params_bits(model), before)
+    assert opt.tensor_step_counts() == [2] * 6
+    assert max_rel_diff(model, ref) < 1e-5
 
 
 def test_assigned_and_in_place_gradients_count():

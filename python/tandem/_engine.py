@@ -1,0 +1,525 @@
+"""The front-end core: one tandem._C.HybridOptimizer built and driven for a front end.
+
+tandem.torch (torch.optim's interface) and tandem.megatron (TransformerEngine FusedAdam's,
+inside Megatron-Core's DistributedOptimizer) are thin front ends over :class:`Engine`, and
+so is the Megatron-FSDP one to come. A front end decides which tensors the engine steps
+(``bind``: parameter, name and group of each, in order), and each step's learning rates,
+hyper-parameters and gradients; the core does the rest:
+
+* layout: the engine's tensor specs from the parameters (local shards of DTensors, Note
+  [Sharded parameters] in _dist.py), per-tensor formats, the gradient buffers;
+* stream ordering: the engine runs on the CUDA stream current when it was built; work
+  on other streams is ordered before and after it (``order_after_current``);
+* gradient bookkeeping: which tensors have a gradient and where the engine reads it
+  (Note [Which parameters have a gradient] in _grads.py), early start and its check at
+  the step;
+* the parameter as the source of truth (Note [The parameter is the source of truth]);
+* each group's learning rate and hyper-parameters, handed over at every step (Note
+  [Each group's values every step]);
+* state: rebinding with the state carried by parameter identity (Note [Rebinding]),
+  snapshots, restores and checkpoint files.
+
+The core holds no lock and raises no warning: the front end serialises calls and speaks
+to the user (tandem/_warnings.py). docs/architecture.md, "Python", has the picture.
+"""
+
+import torch
+
+from tandem import _C
+from tandem import _dist
+from tandem import _options
+from tandem._grads import GradientBook
+
+DTYPE_NAMES = _options.DTYPE_NAMES
+
+local = _dist.local  # a DTensor's local shard, or the tensor itself
+
+
+class _NullContext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class Engine(GradientBook):
+    """One HybridOptimizer over the tensors a front end binds (see the module docstring).
+
+    algorithm: "adamw", "adam", "lion" or "sgd". config: a tandem._C.OptimizerConfig with
+    the formats and every option but algorithm, groups, mode and cuda_stream (set at each
+    build). Every step's gradients are read where they are (their pointers). With
+    borrow_grads the engine is built over the gradient tensors handed to ``bind``
+    (Megatron's gradient buffer) and rebinds when one of another dtype comes; without,
+    it keeps one gradient buffer per tensor, which the front end installs as p.grad
+    and which takes the copy of a gradient it cannot read in place (torch's p.grad).
+    early_start: DTensor parameters are refused. follow_writes: each step first reloads
+    the masters of parameters torch ops wrote (Note [The parameter is the source of
+    truth]); off for a front end whose framework writes the parameters itself between
+    steps (Megatron's parameter all-gather), which reloads them when it knows.
+
+    Not thread-safe: the front end holds its lock around every call.
+    """
+
+    def __init__(self, algorithm, config, *, borrow_grads=False, early_start=False,
+                 follow_writes=True):
+        self.algorithm = algorithm
+        self.follow_writes = follow_writes
+        self.config = config
+        self.formats = (config.master, config.momentum, config.variance)
+        self.borrow_grads = borrow_grads
+        self.early_start = early_start
+        self.engine = None
+        self.params, self.names, self.group_of = [], [], []
+        self.index_by_id = {}
+        self.device, self.cuda, self.stream = None, False, 0
+        self.sharded, self.combine = False, None
+        self.grads = []          # k -> the tensor the engine reads (own buffer or borrowed)
+        self._ptrs, self._storages, self._param_versions = [], [], []
+        self.retired = {}        # id(p) -> (p, snapshot entry) of parameters left out
+        self.grad_rebinds = 0    # rebinds for borrowed gradients of another dtype
+        self.hypers = []         # each group's hyper-parameters the engine has
+        self.ready, self._ready_at = [], []  # early start (reset_ready)
+
+    # ------------------------------------------------------------------------------------
+    # Reports
+
+    @property
+    def mode(self):
+        return self.engine.mode
+
+    @property
+    def step_count(self):
+        return self.engine.step_count
+
+    @property
+    def step_begun(self):
+        return self.engine.step_begun
+
+    def tensor_step_counts(self):
+        return list(self.engine.tensor_step_counts())
+
+    def index_of(self, p):
+        k = self.index_by_id.get(id(p))
+        if k is None:
+            raise ValueError("parameter is not stepped by this optimizer")
+        return k
+
+    def label(self, k):
+        return _options.label(self.names[k], self.params[k])
+
+    # ------------------------------------------------------------------------------------
+    # Devices and streams
+
+    def guard(self):
+        if self.cuda:
+            return torch.cuda.device(self.device)
+        return _NullContext()
+
+    def engine_stream(self):
+        return (torch.cuda.default_stream(self.device) if self.stream == 0
+                else torch.cuda.ExternalStream(self.stream, device=self.device))
+
+    def synchronize(self):
+        """Waits until the engine's last step is final (its state may be read)."""
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+    def order_after_current(self):
+        """Makes the engine's stream wait for the caller's current stream (GPU mode, when
+        they differ); returns that current stream, or None."""
+        if not self.cuda:
+            return None
+        current = torch.cuda.current_stream(self.device)
+        if current.cuda_stream == self.stream:
+            return None
+        self.engine_stream().wait_stream(current)
+        return current
+
+    def wait_param(self, p, stream=None):
+        """Makes `stream` (default: the current stream) wait until p's update of the last
+        step is final on the GPU; a no-op in host mode."""
+        if not self.cuda:
+            return
+        k = self.index_of(p)
+        if stream is None:
+            stream = torch.cuda.current_stream(self.device)
+        handle = stream if isinstance(stream, int) else stream.cuda_stream
+        with self.guard():
+            self.engine.wait_param(k, handle)
+
+    # ------------------------------------------------------------------------------------
+    # Layout
+
+    @staticmethod
+    def check_param(p, where, device):
+        if p.is_sparse or p.layout != torch.strided:
+            raise ValueError("%s: only dense (strided) parameters are supported, got %s"
+                             % (where, p.layout))
+        if p.dtype not in DTYPE_NAMES:
+            raise ValueError("%s: unsupported dtype %s (tandem supports float32, bfloat16 "
+                             "and float16)" % (where, p.dtype))
+        if not p.is_contiguous():
+            raise ValueError("%s: parameter of shape %s is not contiguous; the engine "
+                             "needs one dense buffer per parameter" % (where, tuple(p.shape)))
+        if p.grad is not None and p.grad.is_sparse:
+            raise ValueError("%s: sparse gradients are not supported" % where)
+        if device is not None and p.device != device:
+            if p.device.type != device.type:
+                raise ValueError("%s: mixed devices: parameter on %s, but earlier ones are "
+                                 "on %s; one optimizer needs all parameters on one CUDA "
+                                 "device, or all on the CPU" % (where, p.device, device))
+            raise ValueError("%s: parameter on %s, but the first parameter is on %s; one "
+                             "optimizer serves one GPU" % (where, p.device, device))
+        if p.device.type not in ("cpu", "cuda"):
+            raise ValueError("%s: parameters on device '%s' are not supported (cpu or cuda)"
+                             % (where, p.device))
+        if p.device.type == "cuda" and p.device.index is None:
+            return torch.device("cuda", torch.cuda.current_device())
+        return p.device if device is None else device
+
+    def _layout_shards(self, params, names):
+        """Note [Sharded parameters] (_dist.py): every parameter is a DTensor on one mesh,
+        or none is. Sets sharded and combine (the step's collective; None when nothing is
+        sharded or the shard group has one rank)."""
+        labels = ["'%s'" % n for n in names]
+        dtensors = [_dist.is_dtensor(p) for p in params]
+        self.sharded, self.combine = any(dtensors), None
+        if not self.sharded:
+            return
+        if not all(dtensors):
+            raise ValueError("%s is a plain tensor while other parameters are DTensors; "
+                             "shard every parameter of the optimizer (fully_shard the root "
+                             "module too) or none" % labels[dtensors.index(False)])
+        if self.early_start:
+            raise ValueError("early_start and speculative_early_start are not available "
+                             "with DTensor parameters: FSDP2 assigns the sharded gradients "
+                             "after its reduce-scatter, outside autograd's hooks")
+        signatures = [_dist.check_param(p, lb) for p, lb in zip(params, labels)]
+        _dist.check_same_mesh(signatures, labels)
+        group = _dist.shard_group(signatures)
+        if group is not None:
+            import torch.distributed as dist
+            if dist.get_world_size(group) > 1:
+                self.combine = _dist.make_combine(group, params[0].device)
+
+    def tensor_formats(self, k):
+        """Engine tensor k's formats override (Note [Shard-safe quantization groups] in
+        _dist.py), or None for the configured formats."""
+        p = self.params[k]
+        sharded = self.sharded and _dist.shard_dim(p) is not None
+        return _dist.tensor_formats(self.formats, tuple(p.shape), sharded)
+
+    def formats_of(self, k):
+        override = self.tensor_formats(k)
+        if override is None:
+            return tuple(self.formats)
+        return (override["master"], override["momentum"], override["variance"])
+
+    def _lay_out(self, entries, grads):
+        """Sets the per-tensor tables for `entries` [(param, name, group)]: parameters,
+        names, groups, device, sharding, and the gradient each tensor's spec points at
+        (grads[k] when borrowed, else a new zeroed buffer; a shared zero placeholder for
+        a borrowed gradient that does not exist yet)."""
+        params = [p for p, _, _ in entries]
+        names = [n for _, n, _ in entries]
+        if not params:
+            raise ValueError("optimizer got no parameter that requires grad")
+        device = None
+        for p, name in zip(params, names):
+            device = self.check_param(p, "'%s'" % name, device)
+        self._layout_shards(params, names)
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError("parameter names must be unique, got %s more than once" % dup)
+        self.params, self.names = params, names
+        self.group_of = [g for _, _, g in entries]
+        self.device, self.cuda = device, device.type == "cuda"
+        self.index_by_id = {id(p): k for k, p in enumerate(params)}
+        if self.borrow_grads:
+            given = list(grads) if grads is not None else [None] * len(params)
+            missing = [local(p).numel() for p, g in zip(params, given) if g is None]
+            placeholder = (torch.zeros(max(missing), dtype=torch.float32, device=device)
+                           if missing else None)
+            self.grads = [g if g is not None else placeholder for g in given]
+            for k, g in enumerate(given):
+                if g is not None:
+                    self.check_grad(k, g)
+        else:
+            # The engine reads self.grads[k]; p.grad gets a separate alias of it
+            # (alias_of), so nothing done to p.grad can take the buffer away.
+            self.grads = [torch.zeros(local(p).shape, dtype=p.dtype, device=p.device)
+                          for p in params]
+        # The engine holds raw pointers: each parameter's storage is kept alive, so that
+        # a parameter reallocated behind our back (p.data = ..., model.to()) leaves the
+        # old memory readable until a rebind takes the state from it, and no new tensor
+        # can get the old address (a changed data_ptr() always means a reallocation).
+        self._ptrs = [local(p).data_ptr() for p in params]
+        self._storages = [local(p).detach() for p in params]
+        self._seen = [None] * len(params)  # gather's last checked gradient, per tensor
+
+    def _specs(self):
+        specs = []
+        for k, p in enumerate(self.params):
+            mine, g = local(p), self.grads[k]
+            # A 1-D shard may end at any element: the exact norm sums its elements one by
+            # one (TensorSpec::norm_unit); other shards end between rows (the default).
+            unit = 1 if self.sharded and p.dim() == 1 and _dist.shard_dim(p) is not None else 0
+            specs.append((self.names[k], mine.numel(), DTYPE_NAMES[p.dtype],
+                          DTYPE_NAMES[g.dtype], mine.data_ptr(), g.data_ptr(),
+                          self.group_of[k], list(mine.shape), self.tensor_formats(k), unit))
+        return specs
+
+    def _new_engine(self):
+        """A HybridOptimizer over the current layout; on CUDA on the current stream."""
+        cfg = self.config.__copy__()
+        cfg.algorithm = self.algorithm
+        cfg.groups = self.engine_groups()
+        cfg.mode = "gpu" if self.cuda else "host"
+        self.stream = 0
+        with self.guard():
+            if self.cuda:
+                current = torch.cuda.current_stream(self.device)
+                self.stream = current.cuda_stream
+                current.synchronize()  # the engine reads the parameters' initial values
+            cfg.cuda_stream = self.stream
+            return _C.HybridOptimizer(self._specs(), cfg)
+
+    # ------------------------------------------------------------------------------------
+    # Binding (Note [Rebinding])
+
+    def bind(self, entries, hypers, grads=None):
+        """Builds the engine over `entries` [(param, name, group)] in that order, with
+        the groups' hyper-parameters. When an engine exists, its state moves over by
+        parameter identity (Note [Rebinding]) and a parameter left out keeps its state
+        aside (retired) for its return. grads (borrowed gradients only): each tensor's
+        gradient the engine is built over. Returns (added, moved): the parameters new to
+        the engine and the old tensors reallocated. Changes nothing when it raises."""
+        if self.engine is None:
+            self._lay_out(entries, grads)
+            self.hypers = [dict(h) for h in hypers]
+            self.engine = self._new_engine()
+            self.record_versions()
+            self.reset_ready()
+            return list(self.params), []
+        return self._rebind(entries, hypers, grads)
+
+    def moved(self, k):
+        """Whether parameter k was reallocated since the engine was built over it."""
+        return local(self.params[k]).data_ptr() != self._ptrs[k]
+
+    def check_realloc(self, k):
+        """Reached with the engine's step begun (begin_step): no rebind can run then."""
+        if self.moved(k):
+            raise RuntimeError("%s was reallocated (model.to(), p.data = ...?) between "
+                               "begin_step() and step(); move the model before begin_step()"
+                               % self.label(k))
+
+    def reallocated(self):
+        """The engine tensors whose parameter was reallocated; RuntimeError for one whose
+        shape or dtype changed (its state cannot follow)."""
+        moved = [k for k in range(len(self.params)) if self.moved(k)]
+        for k in moved:
+            p, old = self.params[k], self._storages[k]
+            if local(p).shape != old.shape or p.dtype != old.dtype:
+                raise RuntimeError(
+                    "%s: the optimizer was built for shape %s, %s; the parameter changed "
+                    "shape or dtype since (model.half(), p.data = ...?) and its optimizer "
+                    "state cannot follow. Build the optimizer after converting the model."
+                    % (self.label(k), tuple(old.shape), old.dtype))
+        return moved
+
+    def _rebind(self, entries, hypers, grads):
+        """Note [Rebinding]: the engine holds raw pointers to the parameters and the state
+        of the tensors it was built with. When the tensors change (a front end's
+        parameters added or removed, reallocated: model.to(device), p.data = ...,
+        Accelerate's prepare; or gradient buffers that moved, when borrowed) a new engine
+        is built over the current ones and the old state is restored into it by
+        parameter identity, under the new names and groups: masters, moments and
+        per-tensor steps bit for bit. New tensors keep their fresh state (step 0, zero
+        moments, master from the parameter); a tensor left out keeps its state aside, as
+        torch.optim keeps state[p], and gets it back if it returns (its master re-read
+        from its weight). The restore writes the masters to the parameters; their values
+        before it are put back (a never-stepped parameter need not hold its decoded
+        master), so a rebind changes no weight. The old storages are kept alive until
+        here, so the snapshot reads valid memory. Costs a full state copy."""
+        old = dict(params=self.params, grads=self.grads, versions=self._param_versions)
+        with self.guard():
+            self.synchronize()  # the last step's state is final
+            snap = self.engine.snapshot()
+        old_index = {id(p): k for k, p in enumerate(old["params"])}
+        moved = [k for k in range(len(old["params"])) if self.moved(k)]
+        # Weights written by torch ops since the engine last wrote them: reloaded below.
+        written = {id(p) for k, p in enumerate(old["params"])
+                   if local(p)._version != old["versions"][k]}
+        tables = {key: getattr(self, key) for key in (
+            "params", "names", "group_of", "device", "cuda", "index_by_id", "grads", "_ptrs",
+            "_storages", "stream", "sharded", "combine", "hypers")}
+        same = (len(entries) == len(old["params"])
+                and all(e[0] is p for e, p in zip(entries, old["params"]))
+                and [(n, g) for _, n, g in entries] == list(zip(self.names, self.group_of)))
+        try:
+            self._lay_out(entries, grads)
+            self.hypers = [dict(h) for h in hypers]
+            engine = self._new_engine()
+            with self.guard():
+                # The values wait in host memory: on a GPU a second copy of the model may
+                # not fit (the rebind Accelerate's prepare causes comes before training).
+                values = [local(p).detach().to("cpu", copy=True) for p in self.params]
+                if same:
+                    state = snap  # the same tensors in the same order: one copy fewer
+                else:
+                    state = engine.snapshot()
+                    tensors = []
+                    for k, (p, t) in enumerate(zip(self.params, state["tensors"])):
+                        o = old_index.get(id(p))
+                        carried = (snap["tensors"][o] if o is not None else
+                                   self.retired[id(p)][1] if id(p) in self.retired else None)
+                        if carried is not None:
+                            t = dict(carried, name=self.names[k], group=self.group_of[k])
+                        tensors.append(t)
+                    state["tensors"] = tensors
+                    state["step"], state["metadata"] = snap["step"], snap.get("metadata", "")
+                for k, t in enumerate(state["tensors"]):  # a borrowed gradient's dtype
+                    t["grad_dtype"] = DTYPE_NAMES[self.grads[k].dtype]  # may have changed
+                engine.restore(state)
+                self.synchronize()
+                for p, value in zip(self.params, values):
+                    local(p).data.copy_(value)  # .data: the version counter stays
+                del values
+        except BaseException:
+            for key, value in tables.items():  # no state change on a failed call
+                setattr(self, key, value)
+            raise
+        for k, p in enumerate(old["params"]):
+            if id(p) not in self.index_by_id:
+                self.retired[id(p)] = (p, snap["tensors"][k])
+        returning = [k for k, p in enumerate(self.params)
+                     if id(p) not in old_index and id(p) in self.retired]
+        for p in self.params:
+            self.retired.pop(id(p), None)
+        # Own gradient buffers: an old buffer that is p.grad moves into the new one.
+        self._param_versions = []
+        for k, p in enumerate(self.params):
+            o = old_index.get(id(p))
+            if o is None:
+                self._param_versions.append(local(p)._version)
+                continue
+            self._param_versions.append(old["versions"][o])
+            if not self.borrow_grads:
+                grad = p.grad
+                if grad is not None and local(grad).data_ptr() == old["grads"][o].data_ptr():
+                    self.grads[k].copy_(old["grads"][o])
+                    p.grad = self.alias_of(k)
+        self.reset_ready()
+        self.engine = engine  # the old one is freed here
+        reload = [k for k, p in enumerate(self.params) if id(p) in written] + returning
+        if reload:
+            self.reload(sorted(reload))
+        added = [p for p in self.params if id(p) not in old_index]
+        return added, moved
+
+    # ------------------------------------------------------------------------------------
+    # The parameter is the source of truth
+
+    def record_versions(self):
+        self._param_versions = [local(p)._version for p in self.params]
+
+    def written(self):
+        """The engine tensors whose parameter torch ops wrote since the engine did.
+
+        Note [The parameter is the source of truth]: the engine writes parameters through
+        raw pointers, which leaves their version counters alone, so a counter that moved
+        means the user wrote the weight."""
+        return [k for k, p in enumerate(self.params)
+                if local(p)._version != self._param_versions[k]]
+
+    def reload(self, indices):
+        """Re-reads the masters of `indices` from their parameters (ReloadParams),
+        ordered after the current stream; records every version."""
+        for k in indices:
+            self.check_realloc(k)
+        if indices:
+            with self.guard():
+                self.order_after_current()
+                self.engine.reload_params(list(indices))
+        self.record_versions()
+
+    def sync_params(self):
+        changed = self.written()
+        if changed:
+            self.reload(changed)
+
+    # ------------------------------------------------------------------------------------
+    # Steps (Note [Each group's values every step])
+
+    def engine_groups(self):
+        """The groups' hyper-parameters the engine has, as snapshot group dicts."""
+        return [dict(h, lr_scale=1.0) for h in self.hypers]
+
+    def _options(self, lrs, hypers, clip, loss_scale):
+        """The StepOptions of a step (clip and loss scale checked in C++) and its learning
+        rates as floats.
+
+        Note [Each group's values every step]: the engine's Step takes each group's
+        learning rate and hyper-parameters at every step (StepOptions::group_hyper), as
+        torch.optim and Megatron hand them: a schedule that moves groups differently
+        costs nothing, and no ratio or reference group is kept anywhere."""
+        options = _C.StepOptions(max_grad_norm=clip, loss_scale=loss_scale)
+        options.groups = [dict(h, lr_scale=1.0) for h in hypers]
+        return options, [float(lr) for lr in lrs]
+
+    def step(self, lrs, hypers, grads, clip=0.0, loss_scale=1.0, combine=None):
+        """One step: the gradients gathered (gather: each tensor's pointer; a reallocated
+        parameter or a borrowed gradient of another dtype rebinds first), written
+        parameters reloaded (follow_writes), early start checked, then
+        the engine's Step with each group's learning rate and hyper-parameters. While the
+        engine's step is begun, lrs, hypers, clip and loss_scale must be begin_step's.
+        Returns the engine's (applied, grad_norm, step, stepped_tensors)."""
+        options, lrs = self._options(lrs, hypers, clip, loss_scale)
+        active, pointers, sources, rebind = self.gather(grads)
+        if rebind:  # reallocated parameters (the state follows), a gradient's dtype
+            if not self.reallocated():
+                self.grad_rebinds += 1
+            self.bind(list(zip(self.params, self.names, self.group_of)), hypers,
+                      grads=([g if g is not None else self.grads[k]
+                              for k, g in enumerate(grads)] if self.borrow_grads else None))
+            active, pointers, sources, _ = self.gather(grads)
+        if self.follow_writes:
+            self.sync_params()
+        self.recheck_early_start(active, pointers, sources)
+        options.active = active
+        options.grads = pointers
+        options.combine = combine if combine is not None else self.combine
+        try:
+            with self.guard():
+                current = self.order_after_current()
+                result = self.engine.step(lrs, options)
+                if current is not None:
+                    current.wait_stream(self.engine_stream())
+        finally:
+            self.reset_ready()
+        self.hypers = [dict(h) for h in hypers]
+        return result
+
+    def begin_step(self, lrs, hypers, clip, loss_scale):
+        """Announces the next step (speculative early start) with its groups' values."""
+        options, lrs = self._options(lrs, hypers, clip, loss_scale)
+        if self.follow_writes:
+            self.sync_params()
+        with self.guard():
+            self.engine.begin_step(lrs, options)
+
+    # ------------------------------------------------------------------------------------
+    # State
+
+    def snapshot(self):
+        with self.guard():
+            self.synchronize()
+            return self.engine.snapshot()
+
+    def restore(self, snap):
+        with self.guard():
+            self.synchronize()
+            self.engine.restore(snap)
+

@@ -1,0 +1,194 @@
+"""The gradient bookkeeping of the front-end core (tandem/_engine.py): which engine tensors
+have a gradient at a step and where the engine reads it (Note [Which parameters have a
+gradient], Note [Swapped gradients]), and early start with its check at the step (Note
+[Early start is checked at step]). A mixin of Engine, whose tables (params, grads: each
+tensor's own or borrowed gradient buffer, borrow_grads, sharded, engine) it reads."""
+
+import torch
+
+from tandem import _dist
+from tandem import _options
+
+local = _dist.local
+
+
+def _same(t):
+    return t
+
+
+def storage_ptr(t):
+    """The address of tensor t's storage (the start of the allocation it views)."""
+    storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return storage.data_ptr()
+
+
+class GradientBook:
+    """Gradients and early start of an Engine (see the module docstring)."""
+
+    def alias_of(self, k):
+        """A new tensor sharing the storage of buffer k (what p.grad gets): a DTensor like
+        the parameter for a DTensor parameter."""
+        p = self.params[k]
+        if self.sharded:
+            return _dist.wrap_like(self.grads[k].detach(), p, tuple(p.shape))
+        return self.grads[k].detach()
+
+    def is_own_grad(self, k, grad):
+        buf, grad = self.grads[k], local(grad)
+        return (grad.data_ptr() == buf.data_ptr() and grad.shape == buf.shape
+                and grad.dtype == buf.dtype and grad.device == buf.device
+                and grad.layout == torch.strided and grad.is_contiguous())
+
+    def install_zeroed(self, k):
+        """Installs buffer k, zeroed, as parameter k's p.grad (before backward)."""
+        self.grads[k].zero_()
+        self.params[k].grad = self.alias_of(k)
+
+    def check_grad(self, k, grad):
+        """ValueError naming parameter k when `grad` cannot be its gradient."""
+        p, g = self.params[k], local(grad)
+        if grad.layout != torch.strided:
+            raise ValueError("%s: sparse gradients are not supported" % self.label(k))
+        if self.borrow_grads:
+            n = local(p).numel()
+            if g.numel() != n or grad.device != p.device:
+                raise ValueError("%s: the gradient has %d elements on %s, the parameter %d "
+                                 "on %s" % (self.label(k), g.numel(), grad.device, n,
+                                            p.device))
+            if grad.dtype not in _options.DTYPE_NAMES or not g.is_contiguous():
+                raise ValueError("%s: the gradient must be a contiguous float32, bfloat16 or "
+                                 "float16 tensor, got %s" % (self.label(k), grad.dtype))
+            return
+        if grad.shape != p.shape or grad.device != p.device or g.shape != self.grads[k].shape:
+            raise ValueError("%s: p.grad was replaced by a tensor of shape %s, %s on %s "
+                             "(p.grad.data = ... or resize_?); the gradient must keep the "
+                             "parameter's shape and device"
+                             % (self.label(k), tuple(grad.shape), grad.dtype, grad.device))
+        if grad.dtype != p.dtype and not self.sharded:
+            raise ValueError("%s: p.grad has dtype %s, the parameter %s; the gradient must "
+                             "keep the parameter's dtype" % (self.label(k), grad.dtype,
+                                                             p.dtype))
+
+    def adoptable(self, k, grad):
+        """Whether the engine can read `grad` (parameter k's gradient) where it is: dense,
+        contiguous, of the dtype and on the device its spec was built with. Checked
+        gradients only (check_grad)."""
+        g, spec = local(grad), self.grads[k]
+        return (g.layout == torch.strided and g.is_contiguous() and g.dtype == spec.dtype
+                and g.device == spec.device)
+
+    def gather(self, grads):
+        """(active, pointers, sources, rebind) for a step whose gradients are grads[k] (a
+        tensor, or None: no gradient): one flag per engine tensor saying whether it is
+        stepped, the gradient pointer the engine reads for it (0 when inactive), the
+        tensor that pointer is in, and whether the caller must rebind before stepping (a
+        parameter reallocated, a borrowed gradient of another dtype).
+
+        Note [Which parameters have a gradient]: as torch.optim, a tensor is stepped when
+        it has a gradient at the step, with whatever that gradient holds then. The engine
+        reads each gradient where it is, by its pointer for this step (StepOptions::grads):
+        the engine's own buffer when the front end installed it (backward accumulates
+        into it), or whatever other tensor the gradient is (assigned, ``p.grad.data =
+        ...``, Megatron's ``decoupled_grad``), adopted by identity, no copy. Only a
+        gradient the engine cannot read in place (another dtype: FSDP2's reduce dtype;
+        not contiguous) is copied, into the tensor's own buffer (own buffers only).
+
+        Note [Swapped gradients]: a gradient may be another tensor's buffer (``a.grad,
+        b.grad = b.grad, a.grad``): read by pointer, each tensor steps with its own. A
+        copy runs after every check, and a gradient in the storage of any buffer a copy
+        writes (copied from, or read in place: ``a.grad, b.grad = b.grad.t(), a.grad``)
+        is cloned first, so nothing is read after a copy wrote over it.
+
+        Every gradient is checked before anything is copied (ValueError naming it)."""
+        n = len(self.params)
+        active, pointers, sources = bytearray(n), [0] * n, [None] * n
+        copies, rebind = [], False
+        # A reallocated parameter rebinds (the caller), except while the engine's step is
+        # begun: then it raises.
+        begun = self.engine.step_begun
+        seen, params, ptrs = self._seen, self.params, self._ptrs
+        mine = local if self.sharded else _same  # per tensor and step: no call when plain
+        for k, grad in enumerate(grads):
+            if mine(params[k]).data_ptr() != ptrs[k]:
+                if begun:
+                    self.check_realloc(k)
+                rebind = True
+            if grad is None:
+                continue
+            active[k] = 1
+            if grad.layout != torch.strided:
+                self.check_grad(k, grad)  # raises (sparse)
+            g = mine(grad)
+            ptr = g.data_ptr()
+            # A gradient in the memory read in place at the last step, with its shape,
+            # dtype and layout (Megatron's new views of one buffer every step, the
+            # engine's own buffer installed again): checked then.
+            key = (ptr, g.shape, g.dtype, g.is_contiguous())
+            if key == seen[k]:
+                sources[k], pointers[k] = g, ptr
+                continue
+            self.check_grad(k, grad)
+            if self.borrow_grads:
+                rebind |= grad.dtype != self.grads[k].dtype
+            if self.borrow_grads or self.adoptable(k, grad):
+                sources[k], pointers[k] = g, ptr
+                seen[k] = key
+            else:
+                copies.append((k, g))
+                seen[k] = None
+        if copies:
+            # Note [Swapped gradients]: sources inside a buffer a copy writes, cloned.
+            written = {storage_ptr(self.grads[k]) for k, _ in copies}
+            copies = [(k, src.clone() if storage_ptr(src) in written else src)
+                      for k, src in copies]
+            copied = {k for k, _ in copies}
+            for k, src in enumerate(sources):
+                if src is not None and k not in copied and storage_ptr(src) in written:
+                    sources[k] = src.clone()
+                    pointers[k] = sources[k].data_ptr()
+                    seen[k] = None
+            for k, src in copies:
+                self.grads[k].copy_(src)
+                sources[k] = self.grads[k]
+                pointers[k] = self.grads[k].data_ptr()
+        return bytes(active), pointers, sources, rebind
+
+    def reset_ready(self):
+        if len(self.ready) == len(self.params) and not any(self.ready):
+            return  # nothing was handed early
+        self.ready = [False] * len(self.params)
+        self._ready_at = [None] * len(self.params)  # (pointer, version) handed early
+
+    def grad_ready(self, k, grad):
+        """Hands the engine tensor k's gradient `grad` now (adoptable: the caller checks),
+        by its pointer, recording the pointer and the tensor's version. Returns whether
+        one was already handed in this step."""
+        again = self.ready[k]
+        g = local(grad)
+        self.ready[k] = True
+        self._ready_at[k] = (g.data_ptr(), g._version)
+        with self.guard():
+            self.engine.grad_ready(k, g.data_ptr())
+        return again
+
+    def recheck_early_start(self, active, pointers, sources):
+        """Note [Early start is checked at step]: grad_ready made the engine start on a
+        tensor's gradient during backward (its offloaded part copied down, perhaps
+        updated speculatively), from the pointer it was handed. When the gradient the
+        step reads is another tensor (p.grad replaced, a copy by gather) or the same one
+        changed through torch ops since (``clip_grad_norm_``, a scaler's unscale: its
+        version counter moved), the tensor's early work is redone here: the engine's
+        grad_ready called again, with the step's pointer, redoes it exactly (Note [A
+        second GradReady] in offload/optimizer_early.cc). Writes that bypass the version
+        counter (``p.grad.data`` in place, raw pointers) after backward cannot be seen."""
+        if not any(self.ready):
+            return
+        redo = [k for k in range(len(self.params)) if self.ready[k] and active[k]
+                and self._ready_at[k] != (pointers[k], sources[k]._version)]
+        if not redo:
+            return
+        with self.guard():
+            self.order_after_current()
+            for k in redo:
+                self.engine.grad_ready(k, pointers[k])
+                self._ready_at[k] = (pointers[k], sources[k]._version)
