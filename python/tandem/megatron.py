@@ -160,6 +160,11 @@ class TandemAdam(StateAccess, _torch.optim.AdamW):
             return getattr(p, "decoupled_grad", None)
         return p.grad
 
+    def _nothing_to_step(self, grads):
+        """Whether a step with these gradients (one per engine tensor) changes nothing
+        and is left out: when no parameter has one."""
+        return all(g is None for g in grads)
+
     def _hyper(self, group, where):
         b1, b2 = _options.pair(group["betas"], where + ": betas")
         return dict(beta1=b1, beta2=b2,
@@ -216,8 +221,8 @@ class TandemAdam(StateAccess, _torch.optim.AdamW):
                 return loss  # this rank owns no element
             core, was_fresh = self._core, self._fresh
             grads = [self._grad_of(p) for p in core.params]
-            if all(g is None for g in grads):
-                return loss  # nothing to step (e.g. Megatron's dummy initialisation step)
+            if self._nothing_to_step(grads):
+                return loss  # e.g. Megatron's dummy initialisation step
             lrs, hypers = self._group_values()
             if core.reallocated():  # the engine follows, its state carried over
                 core.bind(list(zip(core.params, core.names, core.group_of)), hypers,
@@ -302,15 +307,16 @@ class TandemAdam(StateAccess, _torch.optim.AdamW):
 _BUILD_LOCK = threading.Lock()
 
 
+def _parts(megatron_optimizer):
+    """The optimizers of a Megatron optimizer: those of a ChainedOptimizer, or itself."""
+    chained = getattr(megatron_optimizer, "chained_optimizers", None)
+    return list(chained) if chained is not None else [megatron_optimizer]
+
+
 def tandem_optimizers(megatron_optimizer):
     """The TandemAdam instances inside a Megatron optimizer (ChainedOptimizer or one)."""
-    found = []
-    chained = getattr(megatron_optimizer, "chained_optimizers", None)
-    for o in (chained if chained is not None else [megatron_optimizer]):
-        inner = getattr(o, "optimizer", None)
-        if isinstance(inner, TandemAdam):
-            found.append(inner)
-    return found
+    return [o.optimizer for o in _parts(megatron_optimizer)
+            if isinstance(getattr(o, "optimizer", None), TandemAdam)]
 
 
 def _refuse(config, model_chunks):
@@ -336,9 +342,6 @@ def _refuse(config, model_chunks):
     if ddp is None:
         raise ValueError("model chunks must be wrapped in Megatron's DistributedDataParallel "
                          "(megatron.core.distributed.DistributedDataParallel)")
-    if getattr(ddp, "use_megatron_fsdp", False):
-        raise ValueError("Megatron-FSDP (ddp_config.use_megatron_fsdp) is not supported: it "
-                         "keeps its own fp32 main weights and hands the optimizer DTensors")
     if not getattr(ddp, "use_distributed_optimizer", True):
         raise ValueError("ddp_config.use_distributed_optimizer must be True (the gradient "
                          "buffer is then reduce-scattered into the optimizer's shards)")
@@ -359,15 +362,26 @@ def get_megatron_optimizer(config, model_chunks, config_overrides=None,
     gradient-statistics group, so a non-finite gradient anywhere skips the step
     everywhere.
 
+    Model chunks wrapped in Megatron-FSDP (``ddp_config.use_megatron_fsdp``) get
+    tandem.megatron_fsdp's optimizer over its main-weight shards instead
+    (docs/megatron_fsdp.md).
+
     Raises ValueError for what is not supported (see docs/megatron.md): other optimizers
-    than Adam, no distributed optimizer, Megatron-FSDP, fp8 parameters, Megatron's own
-    CPU offload, fp32 models.
+    than Adam, no distributed optimizer, fp8 parameters, Megatron's own CPU offload, fp32
+    models.
     """
     import copy
-    import megatron.core.optimizer as mco
 
     if not model_chunks:
         raise ValueError("model_chunks is empty")
+    megatron_kwargs = dict(config_overrides=config_overrides,
+                           use_gloo_process_groups=use_gloo_process_groups,
+                           pg_collection=pg_collection,
+                           dump_param_to_param_group_map=dump_param_to_param_group_map)
+    if getattr(getattr(model_chunks[0], "ddp_config", None), "use_megatron_fsdp", False):
+        from tandem import megatron_fsdp
+        return megatron_fsdp.get_megatron_optimizer(config, model_chunks, megatron_kwargs,
+                                                    options)
     _refuse(config, model_chunks)
     cfg = copy.copy(config)  # not dataclasses.replace: __post_init__ would want TE
     cfg.use_precision_aware_optimizer = True
@@ -382,6 +396,20 @@ def get_megatron_optimizer(config, model_chunks, config_overrides=None,
             kwargs.pop(key, None)  # placeholders of cfg; the formats come from options
         return TandemAdam(params, **kwargs, **options)
 
+    optimizer = build_with(make_adam, cfg, model_chunks, megatron_kwargs)
+    for o in _parts(optimizer):
+        inner = getattr(o, "optimizer", None)
+        if isinstance(inner, TandemAdam) and hasattr(o, "get_grad_stats_parallel_group"):
+            inner.grad_stats_group = o.get_grad_stats_parallel_group()
+    return optimizer
+
+
+def build_with(make_adam, cfg, model_chunks, megatron_kwargs):
+    """megatron.core.optimizer.get_megatron_optimizer(cfg, model_chunks, **megatron_kwargs)
+    with ``make_adam(params, **FusedAdam's keyword arguments)`` where it would build
+    FusedAdam (its module-level ``Adam``), whether TransformerEngine is installed or not."""
+    import megatron.core.optimizer as mco
+
     names = ("Adam", "USING_PYTORCH_OPTIMIZER", "is_te_min_version")
     with _BUILD_LOCK:
         saved = {n: getattr(mco, n) for n in names}
@@ -389,16 +417,7 @@ def get_megatron_optimizer(config, model_chunks, config_overrides=None,
             mco.Adam = make_adam
             mco.USING_PYTORCH_OPTIMIZER = False      # FusedAdam's keyword arguments
             mco.is_te_min_version = lambda *a, **k: False  # no store_param_remainders
-            optimizer = mco.get_megatron_optimizer(
-                cfg, model_chunks, config_overrides=config_overrides,
-                use_gloo_process_groups=use_gloo_process_groups, pg_collection=pg_collection,
-                dump_param_to_param_group_map=dump_param_to_param_group_map)
+            return mco.get_megatron_optimizer(cfg, model_chunks, **megatron_kwargs)
         finally:
             for n, v in saved.items():
                 setattr(mco, n, v)
-    chained = getattr(optimizer, "chained_optimizers", None)
-    for o in (chained if chained is not None else [optimizer]):
-        inner = getattr(o, "optimizer", None)
-        if isinstance(inner, TandemAdam) and hasattr(o, "get_grad_stats_parallel_group"):
-            inner.grad_stats_group = o.get_grad_stats_parallel_group()
-    return optimizer
