@@ -374,10 +374,12 @@ def get_megatron_optimizer(config, model_chunks, config_overrides=None,
 
     if not model_chunks:
         raise ValueError("model_chunks is empty")
-    megatron_kwargs = dict(config_overrides=config_overrides,
-                           use_gloo_process_groups=use_gloo_process_groups,
-                           pg_collection=pg_collection,
-                           dump_param_to_param_group_map=dump_param_to_param_group_map)
+    # Only what is given: megatron-core 0.15 lacks config_overrides and the dump.
+    megatron_kwargs = {key: value for key, value in (
+        ("config_overrides", config_overrides), ("pg_collection", pg_collection),
+        ("dump_param_to_param_group_map", dump_param_to_param_group_map))
+        if value is not None}
+    megatron_kwargs["use_gloo_process_groups"] = use_gloo_process_groups
     if getattr(getattr(model_chunks[0], "ddp_config", None), "use_megatron_fsdp", False):
         from tandem import megatron_fsdp
         return megatron_fsdp.get_megatron_optimizer(config, model_chunks, megatron_kwargs,

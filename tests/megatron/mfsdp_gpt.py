@@ -19,12 +19,15 @@ Each ``--train NAME,KIND[,key=value...]`` trains the same model (the same seed) 
   clip=C               Megatron's clip_grad (default --clip)
   save=K               after K steps, save an fsdp_dtensor checkpoint into
                        --ckpt-root/NAME the way Megatron-LM does
+  save_what=model      save the model weights only (--no-save-optim)
   load=DIR             before training, load the checkpoint in DIR the way Megatron-LM
                        does (its dummy-step and state checks recorded), then train from
                        its iteration to --steps
   model_only=1         with load: after one step, load the model weights only (the
                        optimizer's state stays) and call reload_model_params(), as
                        Megatron-LM's --no-load-optim does
+  expect_error=1       the run must fail (a refused load): its error is recorded, and
+                       the worker's exit status counts it as success
 
 Rank 0 writes --out/result.json (per run: losses, grad norms, steps applied, step time,
 GPU memory, the engine's memory report, the state keys of every rank, the load checks)
@@ -70,6 +73,8 @@ def parse_args(argv=None):
     p.add_argument("--clip", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--bf16", type=int, default=1, help="bf16 model weights (Float16Module)")
+    p.add_argument("--swiglu", type=int, default=1,
+                   help="gated MLP (Megatron-LM's --swiglu: its checkpoints split linear_fc1)")
     args = p.parse_args(argv)
     args.runs = [parse_run(r) for r in args.train]
     if not args.runs:
@@ -137,7 +142,8 @@ def build_model(args, seed):
         num_layers=args.layers, hidden_size=args.hidden, num_attention_heads=args.heads,
         ffn_hidden_size=args.ffn, use_cpu_initialization=True, bf16=bool(args.bf16),
         params_dtype=dtype, pipeline_dtype=dtype, hidden_dropout=0.0, attention_dropout=0.0,
-        gated_linear_unit=True, activation_func=torch.nn.functional.silu,
+        gated_linear_unit=bool(args.swiglu),
+        activation_func=torch.nn.functional.silu if args.swiglu else torch.nn.functional.gelu,
         init_method_std=0.02)
     model = GPTModel(config=config, transformer_layer_spec=get_gpt_layer_local_spec(),
                      vocab_size=args.vocab, max_sequence_length=args.seq)
@@ -338,28 +344,37 @@ FSDP_DTENSOR = {"distrib_optim_sharding_type": "fsdp_dtensor"}
 def preprocess(model, state):
     """Megatron-LM's preprocess_fsdp_dtensor_state_dict: the SwiGLU split (args.swiglu),
     then the uneven-DTensor metadata (one collective per DTensor, in key order)."""
+    state = dict(state)
+    if model.config.gated_linear_unit:
+        state = split_swiglu(model, state)
     from megatron.core.distributed.fsdp.src.megatron_fsdp.uneven_dtensor import (
         preprocess_state_dict_for_uneven_dtensor)
-    from megatron.core.transformer.fsdp_dtensor_checkpoint import handle_swiglu_in_state_dict
-    state = dict(state)
-    # The MegatronFSDP module: its state dict's keys and its optimizer's parameter names
-    # (less their first "module.") both resolve from it.
-    m, o = handle_swiglu_in_state_dict(model.module, state["model"], state.get("optimizer"))
-    state["model"] = m
-    if "optimizer" in state:
-        state["optimizer"] = o
     preprocess_state_dict_for_uneven_dtensor(state)
     return state
 
 
-def save_checkpoint(path, model, opt, sched, iteration):
+def split_swiglu(model, state):
+    from megatron.core.transformer.fsdp_dtensor_checkpoint import handle_swiglu_in_state_dict
+    # The MegatronFSDP module: its state dict's keys and its optimizer's parameter names
+    # (less their first "module.") both resolve from it.
+    out = handle_swiglu_in_state_dict(model.module, state["model"], state.get("optimizer"))
+    if out is not None:  # megatron-core >= 0.16 returns new dicts; 0.15 splits in place
+        state["model"] = out[0]
+        if "optimizer" in state:
+            state["optimizer"] = out[1]
+    return state
+
+
+def save_checkpoint(path, model, opt, sched, iteration, model_only=False):
     import torch.distributed.checkpoint as dcp
-    state = {"model": model.state_dict_for_save_checkpoint(),
-             "optimizer": opt.sharded_state_dict({}, is_loading=False, metadata=FSDP_DTENSOR),
-             "opt_param_scheduler": sched.state_dict(), "iteration": iteration}
-    keys = sorted(flat_keys(state["optimizer"]))
+    state = {"model": model.state_dict_for_save_checkpoint(), "iteration": iteration}
+    if not model_only:
+        state["optimizer"] = opt.sharded_state_dict({}, is_loading=False,
+                                                    metadata=FSDP_DTENSOR)
+        state["opt_param_scheduler"] = sched.state_dict()
+    keys = sorted(flat_keys(state.get("optimizer", {})))
     dcp.save(preprocess(model, state), checkpoint_id=path)
-    return state["optimizer"], keys
+    return state.get("optimizer"), keys
 
 
 def flat_keys(d, prefix=""):
@@ -443,11 +458,13 @@ def run_one(args, run, rank, record, tensors):
         applied.append(ok)
         if step + 1 == save_at:
             path = os.path.join(args.ckpt_root or args.out, run["name"])
-            saved, keys = save_checkpoint(path, model, opt, sched, save_at)
+            saved, keys = save_checkpoint(path, model, opt, sched, save_at,
+                                          model_only=run.get("save_what") == "model")
             record["checkpoint"] = path
             record["state_keys_identical"] = len(set(map(tuple, every_rank(keys)))) == 1
             record["state_keys"] = len(keys)
-            tensors["saved_state"] = full_state(saved["state"])
+            if saved is not None:
+                tensors["saved_state"] = full_state(saved["state"])
             tensors["params_at_save"] = full_params(opt)
         if run.get("model_only") and step == first:
             # One step with this run's own weights, then the model weights of the
@@ -507,11 +524,14 @@ def main():
         record, tensors = {"spec": run}, {}
         try:
             run_one(args, run, rank, record, tensors)
+            if run.get("expect_error"):
+                result["errors"].append("%s: ran, but was expected to fail" % run["name"])
         except Exception:
             record["error"] = traceback.format_exc()
-            result["errors"].append("%s: %s" % (run["name"], record["error"]))
-            if rank == 0:
-                print("run %s failed:\n%s" % (run["name"], record["error"]), flush=True)
+            if not run.get("expect_error"):
+                result["errors"].append("%s: %s" % (run["name"], record["error"]))
+                if rank == 0:
+                    print("run %s failed:\n%s" % (run["name"], record["error"]), flush=True)
         result["runs"][run["name"]] = record
         if rank == 0:
             torch.save(tensors, os.path.join(args.out, run["name"] + ".pt"))

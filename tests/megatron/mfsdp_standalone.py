@@ -16,7 +16,10 @@ Each ``--train NAME,KIND[,key=value...]`` trains the same model (the same seed):
   fraction=F, compute=C, formats=M/m/v   tandem's options
   decoupled=1          v1: use_decoupled_grad (gradients as param.decoupled_grad)
   main=bf16            bf16 model and main weights (v1: main_params_dtype=bfloat16)
-  save=K               after K steps: dcp.save({"model", "optimizer": state_dict()})
+  grads=seeded         every gradient replaced after backward by one drawn from (seed,
+                       step, parameter name): the same at every world size
+  save=K               after K steps: dcp.save({"model", "optimizer": state_dict()}) (v2:
+                       the optimizer only: its masters hold the main weights)
   load=DIR             before training: dcp.load into load_template(), load_state_dict,
                        then train from the checkpoint's step
 
@@ -170,6 +173,20 @@ def first_rows(params):
     return rows
 
 
+def seeded_grads(args, names, params, rows, step):
+    """grads=seeded (module docstring)."""
+    for name, p, row in zip(names, params, rows):
+        grad = getattr(p, "decoupled_grad", None)
+        if grad is None:
+            grad = p.grad
+        if grad is None:
+            continue
+        g = torch.Generator().manual_seed(args.seed + 1000003 * step + zlib.crc32(name.encode()))
+        full = torch.randn(tuple(p.shape), generator=g) * 1e-2
+        mine = grad._local_tensor if hasattr(grad, "_local_tensor") else grad
+        mine.copy_(full[row:row + mine.shape[0]].to(mine.dtype).view(mine.shape))
+
+
 def full_params(names, params):
     pieces = list(zip(first_rows(params), [p._local_tensor for p in params]))
     full = mfsdp_gpt.gather_rows(pieces)
@@ -220,6 +237,7 @@ def run_one(args, run, record, tensors):
     model = shard(args, run, net.to(device(args)) if args.device == "cuda" else net)
     names = [n for n, _ in model.named_parameters()]
     params = [p for _, p in model.named_parameters()]
+    rows = first_rows(params)
     api = run.get("api", "1")
     if run["kind"] == "torch":
         opt = torch.optim.AdamW(params, **HYPER)
@@ -235,10 +253,13 @@ def run_one(args, run, record, tensors):
         record["wrap_changed_no_weight"] = all(mfsdp_gpt.every_rank(crcs(params) == before))
     first = 0
     if "load" in run:
-        template = {"model": model.state_dict(), "optimizer": opt.load_template(), "step": 0}
+        template = {"optimizer": opt.load_template(), "step": 0}
+        if api == "1":
+            template["model"] = model.state_dict()
         dcp.load(template, checkpoint_id=run["load"])
-        model.load_state_dict(template["model"])
-        opt.load_state_dict(template["optimizer"])
+        if api == "1":
+            model.load_state_dict(template["model"])
+        opt.load_state_dict(template["optimizer"])  # its masters restore the main weights
         first = int(template["step"])
         tensors["loaded_state"] = full_state(opt, params)
     losses, applied = [], []
@@ -247,6 +268,8 @@ def run_one(args, run, record, tensors):
         ids = torch.randint(0, 50, (2, 8), generator=g).to(device(args))
         loss = model(ids)
         loss.backward()
+        if run.get("grads") == "seeded":
+            seeded_grads(args, names, params, rows, step)
         if run["kind"] == "torch" and api == "1":
             opt.step()  # model_auto_sync: the gradients were reduced in backward
             model.install_optimized_model_weights()
@@ -265,8 +288,13 @@ def run_one(args, run, record, tensors):
             keys = sorted(mfsdp_gpt.flat_keys(osd))
             record["state_keys_identical"] = len(set(map(tuple, mfsdp_gpt.every_rank(keys)))) == 1
             path = os.path.join(args.out, run["name"])
-            dcp.save({"model": model.state_dict(), "optimizer": osd, "step": step + 1},
-                     checkpoint_id=path)
+            state = {"optimizer": osd, "step": step + 1}
+            if api == "1":
+                # v2's model state dict (megatron-fsdp 0.6.1) carries DTensor's default
+                # chunks, which do not describe its uneven shards: loading it at another
+                # world size fails. The optimizer's masters hold the main weights.
+                state["model"] = model.state_dict()
+            dcp.save(state, checkpoint_id=path)
             record["checkpoint"] = path
             tensors["saved_state"] = full_state(opt, params)
     record.update(first_step=first, losses=losses, applied=applied)

@@ -1,0 +1,72 @@
+"""pytest configuration of tandem.megatron_fsdp's tests (ctest `python_megatron_fsdp_*`):
+Megatron-FSDP on CPU processes with gloo, each case started under torchrun from
+tests/megatron/ (mfsdp_gpt.py: a Megatron-Core GPT; mfsdp_standalone.py: the standalone
+megatron-fsdp package), tandem in host mode.
+
+They need what tests/python_dist needs (a current torch: its conftest.py says why not,
+and the session exits with code 77, a skip for ctest) and, per test file, megatron-core
+or megatron-fsdp (scripts/make-torch-venv.sh installs both, pinned). A test file whose
+package is missing exits with 77 the same way.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKERS = os.path.join(HERE, "..", "megatron")
+
+_spec = importlib.util.spec_from_file_location(
+    "python_dist_conftest", os.path.join(HERE, "..", "python_dist", "conftest.py"))
+_python_dist = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_python_dist)
+
+
+def pytest_sessionstart(session):
+    _python_dist.pytest_sessionstart(session)
+
+
+def require(module, why):
+    """Exits the session with 77 (a ctest skip) when `module` is not importable."""
+    if importlib.util.find_spec(module) is None:
+        pytest.exit("%s: %s is not importable with %s; %s (scripts/make-torch-venv.sh "
+                    "installs it)" % (why, module, sys.executable, why), returncode=77)
+
+
+def launch(worker, nproc, out, *args, timeout=900):
+    """Runs tests/megatron/<worker> under torchrun on `nproc` CPU processes; returns its
+    result.json and the directory holding its NAME.pt files. Fails the test with the
+    worker's output when it exits non-zero."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+           str(nproc), os.path.join(WORKERS, worker), "--device", "cpu", "--out", out]
+    cmd += [str(a) for a in args]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    result_path = os.path.join(out, "result.json")
+    if proc.returncode != 0 or not os.path.exists(result_path):
+        raise AssertionError("%s failed (%d):\n%s" % (" ".join(cmd), proc.returncode,
+                                                      (proc.stdout + proc.stderr)[-6000:]))
+    with open(result_path) as f:
+        return json.load(f)
+
+
+def tensors(out, name):
+    import torch
+    return torch.load(os.path.join(out, name + ".pt"))
+
+
+def bit_equal(a, b):
+    """Whether two {name: tensor} dicts hold the same names and the same bits."""
+    import torch
+    if a.keys() != b.keys():
+        return False
+    return all(torch.equal(a[k].reshape(-1).view(torch.uint8), b[k].reshape(-1).view(torch.uint8))
+               for k in a)
+
+
+def rel_diff(a, b):
+    return max(abs(x - y) / max(abs(y), 1e-12) for x, y in zip(a, b))
