@@ -24,6 +24,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,7 @@
 #include "tandem/planner.h"
 #include "tandem/snapshot.h"
 #include "tandem/types.h"
+#include "tandem/version.h"
 
 namespace py = pybind11;
 
@@ -74,16 +76,17 @@ py::array MoveToArray(std::vector<T>&& v) {
                           reinterpret_cast<const Out*>(owner->data()), free_when_done);
 }
 
-// Array `info` of a snapshot as its NumPy dtype (the table's): float32, int16 (bf16 bit
-// patterns and ecc16), int8 (ecc8, m codes) or uint8 (v codes); no copy.
+// A state array as NumPy sees it (engine's table, StateArrayInfo::dtype): fp32 as float32,
+// bf16 bit patterns (master, scales) and ecc16 as int16, ecc8 and m codes as int8, v codes
+// as uint8.
 template <typename T>
-py::array ArrayOf(std::vector<T>&& v, const python::ArrayInfo& info) {
+py::array ArrayOf(std::vector<T>&& v, const StateArrayInfo& info) {
   if constexpr (sizeof(T) == 4) {
     return MoveToArray<float>(std::move(v));
   } else if constexpr (sizeof(T) == 2) {
     return MoveToArray<int16_t>(std::move(v));
   } else {
-    if (std::strcmp(info.dtype, "uint8") == 0) return MoveToArray<uint8_t>(std::move(v));
+    if (std::string_view(info.dtype) == "u8") return MoveToArray<uint8_t>(std::move(v));
     return MoveToArray<int8_t>(std::move(v));
   }
 }
@@ -155,10 +158,9 @@ py::dict SnapshotToDict(OptimizerSnapshot s) {
     td["group"] = t.group;
     td["step"] = t.step;
     td["formats"] = FormatsToDict(t.formats);
-    // Only the arrays the format uses; empty ones are left out.
-    ForEachStateVector(t, [&](StateArray array, auto& vec) {
-      const python::ArrayInfo& info = python::StateArrayTable()[static_cast<size_t>(array)];
-      if (!vec.empty()) td[info.name] = ArrayOf(std::move(vec), info);
+    // Only the arrays the format uses (named by engine's table); empty ones are left out.
+    ForEachStateVector(t, [&](StateArray a, auto& v) {
+      if (!v.empty()) td[Info(a).name] = ArrayOf(std::move(v), Info(a));
     });
     tensors.append(td);
   }
@@ -234,9 +236,7 @@ OptimizerSnapshot SnapshotFromDict(const py::dict& d) {
     t.formats = td.contains("formats") && !td["formats"].is_none()
                     ? FormatsFromObject(td["formats"], where)
                     : s.formats;
-    ForEachStateVector(t, [&](StateArray array, auto& vec) {
-      CopyFromArray(td, python::StateArrayTable()[static_cast<size_t>(array)].name, &vec);
-    });
+    ForEachStateVector(t, [&](StateArray a, auto& v) { CopyFromArray(td, Info(a).name, &v); });
     s.tensors.push_back(std::move(t));
   }
   return s;
@@ -695,6 +695,8 @@ PYBIND11_MODULE(_C, m) {
   tandem::python::BindArrays(m);
 
   m.attr("has_checkpoint") = py::bool_(TANDEM_PY_HAS_CHECKPOINT != 0);
+  // The version has one home, include/tandem/version.h; tandem.__version__ is this.
+  m.attr("__version__") = tandem::kVersion;
 #if TANDEM_PY_HAS_CHECKPOINT
   m.def("convert_snapshot", &tandem::ConvertSnapshotDict, py::arg("snapshot"), py::arg("master"),
         py::arg("momentum"), py::arg("variance"), py::arg("tensor_formats") = py::none(),

@@ -1,33 +1,25 @@
 // The ten state arrays as Python sees them (snapshot dicts, state dicts, checkpoint
-// sections): one table, in the engine's order (engine/state_arrays.h, Note [State
-// arrays]), exported as tandem._C.state_arrays(). The snapshot conversions of the binding
-// walk it; Python reads it instead of spelling the arrays out again.
+// sections): the engine's table (engine/state_arrays.h, Note [State arrays]) with the
+// NumPy dtype each array crosses as, exported as tandem._C.state_arrays(). Python reads
+// it instead of spelling the arrays out again.
 #pragma once
 
 #include <pybind11/pybind11.h>
-
-#include <array>
-#include <cstdint>
 
 #include "engine/state_arrays.h"
 
 namespace tandem::python {
 
-struct ArrayInfo {
-  StateArray array;
-  const char* name;       // the snapshot dict key, the checkpoint section kind's name
-  const char* dtype;      // the NumPy dtype of the snapshot array ("float32", "int16", ...)
-  bool bf16;              // holds bf16 bit patterns (torch.bfloat16 in state dicts)
-  const char* component;  // "master", "momentum" or "variance"
-  bool per_group;         // one entry per quantization group, else one per element
-};
+// The NumPy dtype a snapshot array of `info` holds: "float32" (f32), "int16" (bf16 bit
+// patterns, ecc16), "int8" (ecc8, m codes: signed) or "uint8" (v codes).
+const char* NumpyDtype(const StateArrayInfo& info);
 
-// In StateArray order (static_assert'ed where the table is defined).
-const std::array<ArrayInfo, kStateArrayCount>& StateArrayTable();
+// "master", "momentum" or "variance": the state component array `a` belongs to.
+const char* Component(StateArray a);
 
 // tandem._C.state_arrays(): [{name, dtype, bf16, component, per_group, element_size,
-// section_id}] in the table's order; section_id is the checkpoint section kind of the
-// same name (checkpoint/format.h), an import error if a name has none.
+// section_id}] in the table's order (dtype: NumpyDtype; element_size: entry bytes;
+// section_id: the checkpoint section kind); tandem._C.QUANT_GROUP.
 void BindArrays(pybind11::module_& m);
 
 }  // namespace tandem::python

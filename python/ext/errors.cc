@@ -24,8 +24,10 @@ constexpr std::array<KindClass, 7> kKindClasses = {{
     {ErrorKind::kInvalidArgument, "tandem.InvalidArgumentError",
      "The caller passed something the engine's contract forbids (also a ValueError)."},
     {ErrorKind::kCorruption, "tandem.CheckpointCorruptError",
-     "Persisted data failed a check: a CRC, a magic number, a bound, or a save that did "
-     "not finish (also a RuntimeError and a ValueError)."},
+     "A checkpoint's stored bytes or records do not check out (a CRC, a magic number, a "
+     "bound), or its save did not finish. Raised by the engine's checkpoint loads and by "
+     "tandem.dcp, naming the file and, where one is at fault, the item, its byte range and "
+     "both CRCs (also a RuntimeError and a ValueError)."},
     {ErrorKind::kIO, "tandem.CheckpointIOError",
      "A file-system or device I/O call failed (also a RuntimeError)."},
     {ErrorKind::kCuda, "tandem.CudaError",
@@ -75,6 +77,9 @@ void BindErrors(py::module_& m) {
     PyObject* cls = PyErr_NewExceptionWithDoc(k.name, k.doc, py::tuple(bases).ptr(), nullptr);
     if (cls == nullptr) throw py::error_already_set();
     g_classes[static_cast<size_t>(k.kind)] = cls;  // the one reference we keep
+    // The class says its kind too (tandem.dcp raises CheckpointCorruptError itself).
+    if (PyObject_SetAttrString(cls, "kind", py::str(ErrorKindName(k.kind)).ptr()) != 0)
+      throw py::error_already_set();
     const char* dot = k.name + sizeof("tandem.") - 1;
     m.attr(dot) = py::reinterpret_borrow<py::object>(cls);
   }

@@ -20,7 +20,7 @@ namespace tandem::python {
 // torch.distributed.checkpoint files, where a ValueError was documented.) Their
 // __module__ is "tandem" (the package re-exports them). Registers the translator: a
 // tandem::Error escaping a bound function raises its kind's class with the error's
-// message, and the instance's `kind` attribute holds ErrorKindName(kind).
+// message; `kind` (on the class and the instance) holds ErrorKindName(kind).
 void BindErrors(pybind11::module_& m);
 
 }  // namespace tandem::python

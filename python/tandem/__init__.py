@@ -6,16 +6,16 @@ torch.distributed.checkpoint files. :mod:`tandem._C` is the pointer-level extens
 are built on; it does not link libtorch.
 """
 
-from tandem._C import cuda_device_available  # noqa: F401
+from tandem._C import __version__, cuda_device_available  # noqa: F401
 # One class per kind of engine error, each also the built-in ValueError, RuntimeError or
-# MemoryError that kind raised before (python/ext/errors.h).
+# MemoryError that kind raised before (python/ext/errors.h). CheckpointCorruptError (a
+# ValueError) is also what tandem.dcp raises for a damaged checkpoint.
 from tandem._C import (CheckpointCorruptError, CheckpointIOError, CudaError,  # noqa: F401
                        Error, InternalError, InvalidArgumentError, OutOfMemoryError,
                        UnsupportedError)
 from tandem._calibrate import calibrate_binding, measure_binding_overhead  # noqa: F401
 from tandem._planner import Plan, machine_rates, plan  # noqa: F401
 
-__version__ = "0.2.0"
 __all__ = ["cuda_device_available", "plan", "Plan", "machine_rates", "calibrate_binding",
            "measure_binding_overhead", "Error", "InvalidArgumentError",
            "CheckpointCorruptError", "CheckpointIOError", "CudaError", "OutOfMemoryError",

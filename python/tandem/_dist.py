@@ -48,13 +48,22 @@ def dtensor_types():
     return None
 
 
+# Plain tensors are no DTensor (a DTensor parameter's type is DTensor): the per-step
+# calls on every parameter and gradient take this path without a module lookup.
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
 def is_dtensor(t):
+    if type(t) in _PLAIN:
+        return False
     types = dtensor_types()
     return types is not None and isinstance(t, types[0])
 
 
 def local(t):
     """The local tensor of a DTensor (sharing its storage), or t itself."""
+    if type(t) in _PLAIN:
+        return t
     return t._local_tensor if is_dtensor(t) else t
 
 

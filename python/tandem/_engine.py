@@ -9,9 +9,10 @@ hyper-parameters and gradients; the core does the rest:
 * layout: the engine's tensor specs from the parameters (local shards of DTensors, Note
   [Sharded parameters] in _dist.py), per-tensor formats, the gradient buffers;
 * stream ordering: the engine runs on the CUDA stream current when it was built; work
-  on other streams is ordered before and after it (``engine_stream``, ``ordered``);
-* gradient bookkeeping: which tensors have a gradient and the buffer that holds it
-  (Note [Which parameters have a gradient]), early start and its check at step;
+  on other streams is ordered before and after it (``order_after_current``);
+* gradient bookkeeping: which tensors have a gradient and where the engine reads it
+  (Note [Which parameters have a gradient] in _grads.py), early start and its check at
+  the step;
 * the parameter as the source of truth (Note [The parameter is the source of truth]);
 * each group's learning rate and hyper-parameters, handed over at every step (Note
   [Each group's values every step]);
@@ -34,10 +35,6 @@ DTYPE_NAMES = _options.DTYPE_NAMES
 local = _dist.local  # a DTensor's local shard, or the tensor itself
 
 
-def label(name, p):
-    return "parameter '%s' (shape %s, %s)" % (name, tuple(p.shape), p.dtype)
-
-
 class _NullContext:
     def __enter__(self):
         return self
@@ -51,16 +48,23 @@ class Engine(GradientBook):
 
     algorithm: "adamw", "adam", "lion" or "sgd". config: a tandem._C.OptimizerConfig with
     the formats and every option but algorithm, groups, mode and cuda_stream (set at each
-    build). borrow_grads: the engine reads the gradient tensors handed to ``bind`` in
-    place and ``step`` rebinds when a gradient moves (Megatron's gradient buffer);
-    otherwise it keeps one gradient buffer per tensor and copies a gradient that is not
-    that buffer (torch's p.grad). early_start: DTensor parameters are refused.
+    build). Every step's gradients are read where they are (their pointers). With
+    borrow_grads the engine is built over the gradient tensors handed to ``bind``
+    (Megatron's gradient buffer) and rebinds when one of another dtype comes; without,
+    it keeps one gradient buffer per tensor, which the front end installs as p.grad
+    and which takes the copy of a gradient it cannot read in place (torch's p.grad).
+    early_start: DTensor parameters are refused. follow_writes: each step first reloads
+    the masters of parameters torch ops wrote (Note [The parameter is the source of
+    truth]); off for a front end whose framework writes the parameters itself between
+    steps (Megatron's parameter all-gather), which reloads them when it knows.
 
     Not thread-safe: the front end holds its lock around every call.
     """
 
-    def __init__(self, algorithm, config, *, borrow_grads=False, early_start=False):
+    def __init__(self, algorithm, config, *, borrow_grads=False, early_start=False,
+                 follow_writes=True):
         self.algorithm = algorithm
+        self.follow_writes = follow_writes
         self.config = config
         self.formats = (config.master, config.momentum, config.variance)
         self.borrow_grads = borrow_grads
@@ -73,9 +77,9 @@ class Engine(GradientBook):
         self.grads = []          # k -> the tensor the engine reads (own buffer or borrowed)
         self._ptrs, self._storages, self._param_versions = [], [], []
         self.retired = {}        # id(p) -> (p, snapshot entry) of parameters left out
-        self.grad_rebinds = 0    # rebinds for borrowed gradients that moved
+        self.grad_rebinds = 0    # rebinds for borrowed gradients of another dtype
         self.hypers = []         # each group's hyper-parameters the engine has
-        self.reset_ready()
+        self.ready, self._ready_at = [], []  # early start (reset_ready)
 
     # ------------------------------------------------------------------------------------
     # Reports
@@ -102,7 +106,7 @@ class Engine(GradientBook):
         return k
 
     def label(self, k):
-        return label(self.names[k], self.params[k])
+        return _options.label(self.names[k], self.params[k])
 
     # ------------------------------------------------------------------------------------
     # Devices and streams
@@ -252,6 +256,7 @@ class Engine(GradientBook):
         # can get the old address (a changed data_ptr() always means a reallocation).
         self._ptrs = [local(p).data_ptr() for p in params]
         self._storages = [local(p).detach() for p in params]
+        self._seen = [None] * len(params)  # gather's last checked gradient, per tensor
 
     def _specs(self):
         specs = []
@@ -465,18 +470,23 @@ class Engine(GradientBook):
         return options, [float(lr) for lr in lrs]
 
     def step(self, lrs, hypers, grads, clip=0.0, loss_scale=1.0, combine=None):
-        """One step: the gradients gathered (gather: each tensor's pointer; a borrowed one
-        of another dtype rebinds), written parameters reloaded, early start checked, then
+        """One step: the gradients gathered (gather: each tensor's pointer; a reallocated
+        parameter or a borrowed gradient of another dtype rebinds first), written
+        parameters reloaded (follow_writes), early start checked, then
         the engine's Step with each group's learning rate and hyper-parameters. While the
         engine's step is begun, lrs, hypers, clip and loss_scale must be begin_step's.
         Returns the engine's (applied, grad_norm, step, stepped_tensors)."""
         options, lrs = self._options(lrs, hypers, clip, loss_scale)
         active, pointers, sources, rebind = self.gather(grads)
-        if rebind:
-            self.grad_rebinds += 1
+        if rebind:  # reallocated parameters (the state follows), a gradient's dtype
+            if not self.reallocated():
+                self.grad_rebinds += 1
             self.bind(list(zip(self.params, self.names, self.group_of)), hypers,
-                      grads=[g if g is not None else self.grads[k] for k, g in enumerate(grads)])
-        self.sync_params()
+                      grads=([g if g is not None else self.grads[k]
+                              for k, g in enumerate(grads)] if self.borrow_grads else None))
+            active, pointers, sources, _ = self.gather(grads)
+        if self.follow_writes:
+            self.sync_params()
         self.recheck_early_start(active, pointers, sources)
         options.active = active
         options.grads = pointers
@@ -495,7 +505,8 @@ class Engine(GradientBook):
     def begin_step(self, lrs, hypers, clip, loss_scale):
         """Announces the next step (speculative early start) with its groups' values."""
         options, lrs = self._options(lrs, hypers, clip, loss_scale)
-        self.sync_params()
+        if self.follow_writes:
+            self.sync_params()
         with self.guard():
             self.engine.begin_step(lrs, options)
 

@@ -12,6 +12,10 @@ from tandem import _options
 local = _dist.local
 
 
+def _same(t):
+    return t
+
+
 def storage_ptr(t):
     """The address of tensor t's storage (the start of the allocation it views)."""
     storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
@@ -42,25 +46,25 @@ class GradientBook:
 
     def check_grad(self, k, grad):
         """ValueError naming parameter k when `grad` cannot be its gradient."""
-        p = self.params[k]
-        if grad.is_sparse or grad.layout != torch.strided:
+        p, g = self.params[k], local(grad)
+        if grad.layout != torch.strided:
             raise ValueError("%s: sparse gradients are not supported" % self.label(k))
-        if self.borrow_grads and (grad.numel() != local(p).numel()
-                                  or grad.device != p.device):
-            raise ValueError("%s: the gradient has %d elements on %s, the parameter %d on %s"
-                             % (self.label(k), grad.numel(), grad.device, local(p).numel(),
-                                p.device))
-        if not self.borrow_grads and (grad.shape != p.shape or grad.device != p.device
-                                      or local(grad).shape != self.grads[k].shape):
+        if self.borrow_grads:
+            n = local(p).numel()
+            if g.numel() != n or grad.device != p.device:
+                raise ValueError("%s: the gradient has %d elements on %s, the parameter %d "
+                                 "on %s" % (self.label(k), g.numel(), grad.device, n,
+                                            p.device))
+            if grad.dtype not in _options.DTYPE_NAMES or not g.is_contiguous():
+                raise ValueError("%s: the gradient must be a contiguous float32, bfloat16 or "
+                                 "float16 tensor, got %s" % (self.label(k), grad.dtype))
+            return
+        if grad.shape != p.shape or grad.device != p.device or g.shape != self.grads[k].shape:
             raise ValueError("%s: p.grad was replaced by a tensor of shape %s, %s on %s "
                              "(p.grad.data = ... or resize_?); the gradient must keep the "
                              "parameter's shape and device"
                              % (self.label(k), tuple(grad.shape), grad.dtype, grad.device))
-        if self.borrow_grads:
-            if grad.dtype not in _options.DTYPE_NAMES or not grad.is_contiguous():
-                raise ValueError("%s: the gradient must be a contiguous float32, bfloat16 or "
-                                 "float16 tensor, got %s" % (self.label(k), grad.dtype))
-        elif grad.dtype != p.dtype and not self.sharded:
+        if grad.dtype != p.dtype and not self.sharded:
             raise ValueError("%s: p.grad has dtype %s, the parameter %s; the gradient must "
                              "keep the parameter's dtype" % (self.label(k), grad.dtype,
                                                              p.dtype))
@@ -77,8 +81,8 @@ class GradientBook:
         """(active, pointers, sources, rebind) for a step whose gradients are grads[k] (a
         tensor, or None: no gradient): one flag per engine tensor saying whether it is
         stepped, the gradient pointer the engine reads for it (0 when inactive), the
-        tensor that pointer is in, and whether a borrowed gradient changed dtype (the
-        caller rebinds before stepping).
+        tensor that pointer is in, and whether the caller must rebind before stepping (a
+        parameter reallocated, a borrowed gradient of another dtype).
 
         Note [Which parameters have a gradient]: as torch.optim, a tensor is stepped when
         it has a gradient at the step, with whatever that gradient holds then. The engine
@@ -98,19 +102,39 @@ class GradientBook:
         n = len(self.params)
         active, pointers, sources = bytearray(n), [0] * n, [None] * n
         copies, rebind = [], False
+        # A reallocated parameter rebinds (the caller), except while the engine's step is
+        # begun: then it raises.
+        begun = self.engine.step_begun
+        seen, params, ptrs = self._seen, self.params, self._ptrs
+        mine = local if self.sharded else _same  # per tensor and step: no call when plain
         for k, grad in enumerate(grads):
-            self.check_realloc(k)
+            if mine(params[k]).data_ptr() != ptrs[k]:
+                if begun:
+                    self.check_realloc(k)
+                rebind = True
             if grad is None:
                 continue
-            self.check_grad(k, grad)
             active[k] = 1
+            if grad.layout != torch.strided:
+                self.check_grad(k, grad)  # raises (sparse)
+            g = mine(grad)
+            ptr = g.data_ptr()
+            # A gradient in the memory read in place at the last step, with its shape,
+            # dtype and layout (Megatron's new views of one buffer every step, the
+            # engine's own buffer installed again): checked then.
+            key = (ptr, g.shape, g.dtype, g.is_contiguous())
+            if key == seen[k]:
+                sources[k], pointers[k] = g, ptr
+                continue
+            self.check_grad(k, grad)
             if self.borrow_grads:
                 rebind |= grad.dtype != self.grads[k].dtype
             if self.borrow_grads or self.adoptable(k, grad):
-                sources[k] = local(grad)
-                pointers[k] = sources[k].data_ptr()
+                sources[k], pointers[k] = g, ptr
+                seen[k] = key
             else:
-                copies.append((k, local(grad)))
+                copies.append((k, g))
+                seen[k] = None
         if copies:
             written = {storage_ptr(self.grads[k]) for k, _ in copies}
             copies = [(k, src.clone() if storage_ptr(src) in written else src)
@@ -122,6 +146,8 @@ class GradientBook:
         return bytes(active), pointers, sources, rebind
 
     def reset_ready(self):
+        if len(self.ready) == len(self.params) and not any(self.ready):
+            return  # nothing was handed early
         self.ready = [False] * len(self.params)
         self._ready_at = [None] * len(self.params)  # (pointer, version) handed early
 
@@ -147,6 +173,8 @@ class GradientBook:
         grad_ready called again, with the step's pointer, redoes it exactly (Note [A
         second GradReady] in offload/optimizer_early.cc). Writes that bypass the version
         counter (``p.grad.data`` in place, raw pointers) after backward cannot be seen."""
+        if not any(self.ready):
+            return
         redo = [k for k in range(len(self.params)) if self.ready[k] and active[k]
                 and self._ready_at[k] != (pointers[k], sources[k]._version)]
         if not redo:

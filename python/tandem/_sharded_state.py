@@ -32,13 +32,6 @@ VERSION = 3
 _DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
 
 
-def _formats_of(opt, k):
-    override = opt._core.tensor_formats(k)
-    if override is None:
-        return tuple(opt._core.formats)
-    return (override["master"], override["momentum"], override["variance"])
-
-
 def _array_shapes(name, shape, numel):
     """Global shape of snapshot array `name` for a tensor of global `shape`."""
     if name in ("m_scales", "v_scales"):
@@ -68,7 +61,7 @@ def state_dict(opt):
         entry = {"step": torch.tensor(float(t["step"]))}
         # Every rank has every array, an empty shard too (its arrays are empty): DCP
         # needs the same keys on every rank.
-        names = _arrays.expected(snap["algorithm"], _formats_of(opt, k),
+        names = _arrays.expected(snap["algorithm"], opt._core.formats_of(k),
                                         snap["groups"][t["group"]], _dist.local(p).numel())
         for name in _arrays.NAMES:
             if name not in names:
@@ -169,7 +162,7 @@ def plan_load(opt, sd):
              "shape": list(_dist.local(p).shape),
              "step": step_value(need(entry, "step", ew), ew + "['step']",
                                         step)}
-        mine = _formats_of(opt, k)
+        mine = opt._core.formats_of(k)
         if mine != tuple(opt._core.formats):
             t["formats"] = dict(zip(("master", "momentum", "variance"), mine))
         expected = _arrays.expected(algorithm, mine, engine_groups[t["group"]], n)

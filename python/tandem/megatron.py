@@ -195,7 +195,10 @@ class TandemAdam(StateAccess, _torch.optim.AdamW):
         self.state.clear()
         if not params:
             return False
-        core = _engine.Engine(self.algorithm, self._config, borrow_grads=True)
+        # Megatron all-gathers into the parameters itself: writes it makes are not the
+        # user's (reload_params() takes weights written outside a checkpoint load).
+        core = _engine.Engine(self.algorithm, self._config, borrow_grads=True,
+                              follow_writes=False)
         lrs, hypers = self._group_values()
         entries = [(p, "t%d" % k, g) for k, (p, g) in enumerate(zip(params, group_of))]
         core.bind(entries, hypers, grads=[self._grad_of(p) for p in params])
@@ -224,9 +227,6 @@ class TandemAdam(StateAccess, _torch.optim.AdamW):
             if self._nothing_to_step(grads):
                 return loss  # e.g. Megatron's dummy initialisation step
             lrs, hypers = self._group_values()
-            if core.reallocated():  # the engine follows, its state carried over
-                core.bind(list(zip(core.params, core.names, core.group_of)), hypers,
-                          grads=[g if g is not None else b for g, b in zip(grads, core.grads)])
             self._flush()
             if self._fresh:
                 core.reload(list(range(len(core.params))))
