@@ -1,12 +1,12 @@
-"""pytest configuration of tandem.megatron_fsdp's tests (ctest `python_megatron_fsdp_*`):
-Megatron-FSDP on CPU processes with gloo, each case started under torchrun from
-tests/megatron/ (mfsdp_gpt.py: a Megatron-Core GPT; mfsdp_standalone.py: the standalone
-megatron-fsdp package), tandem in host mode.
+"""pytest configuration of tandem.megatron_fsdp's tests (ctest
+`python_megatron_fsdp_core` and `python_megatron_fsdp_standalone`): Megatron-FSDP on CPU
+processes with gloo, each case started under torchrun from tests/megatron/
+(mfsdp_gpt.py: a Megatron-Core GPT; mfsdp_standalone.py: the standalone megatron-fsdp
+package), tandem in host mode.
 
-They need what tests/python_dist needs (a current torch: its conftest.py says why not,
-and the session exits with code 77, a skip for ctest) and, per test file, megatron-core
-or megatron-fsdp (scripts/make-torch-venv.sh installs both, pinned). A test file whose
-package is missing exits with 77 the same way.
+They need what tests/python_dist needs (a current torch), and, per test file,
+megatron-core or megatron-fsdp (scripts/make-torch-venv.sh installs both, pinned). When
+one is missing the session exits with code 77 (a skip for ctest) and one line saying why.
 """
 
 import importlib.util
@@ -26,15 +26,32 @@ _python_dist = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_python_dist)
 
 
+# Each test file's package (the session's skip line names it).
+REQUIRES = {"test_megatron_core.py": ("megatron.core", "tandem.megatron_fsdp's Megatron-Core "
+                                      "tests"),
+            "test_standalone.py": ("megatron_fsdp", "tandem.megatron_fsdp's standalone "
+                                   "megatron-fsdp tests")}
+
+
+def _importable(module):
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is missing
+        return False
+
+
 def pytest_sessionstart(session):
-    _python_dist.pytest_sessionstart(session)
-
-
-def require(module, why):
-    """Exits the session with 77 (a ctest skip) when `module` is not importable."""
-    if importlib.util.find_spec(module) is None:
-        pytest.exit("%s: %s is not importable with %s; %s (scripts/make-torch-venv.sh "
-                    "installs it)" % (why, module, sys.executable, why), returncode=77)
+    if _python_dist._MISSING is not None:
+        pytest.exit("tests/python_mfsdp skipped: %s: %s (scripts/make-torch-venv.sh makes "
+                    "the venv they need)" % (sys.executable, _python_dist._MISSING),
+                    returncode=77)
+    # At session start, not at collection: pytest.exit while collecting exits with 2.
+    names = {os.path.basename(str(a).split("::")[0]) for a in session.config.args}
+    wanted = [v for k, v in sorted(REQUIRES.items()) if k in names or not names & set(REQUIRES)]
+    for module, what in wanted:
+        if not _importable(module):
+            pytest.exit("%s skipped: %s is not importable with %s (scripts/make-torch-venv.sh "
+                        "installs it)" % (what, module, sys.executable), returncode=77)
 
 
 def launch(worker, nproc, out, *args, timeout=900):

@@ -15,9 +15,8 @@ import os
 
 import pytest
 
-from conftest import bit_equal, launch, rel_diff, require, tensors
+from conftest import bit_equal, launch, rel_diff, tensors
 
-require("megatron.core", "tandem.megatron_fsdp's Megatron-Core tests are skipped")
 
 STEPS = 6
 Q8 = "formats=bf16+ecc8/q8/q8"
@@ -113,13 +112,15 @@ def test_empty_shards_have_their_entries(four):
 
 @pytest.mark.parametrize("saved,loaded", [("s32", "r32"), ("sq8", "rq8")])
 def test_saved_at_4_loads_at_2_and_resumes_bit_identically(four, two, saved, loaded):
-    four_out, four_result = four
+    four_out, _ = four
     two_out, two_result = two
     at_save, resumed = tensors(four_out, saved), tensors(two_out, loaded)
     assert bit_equal(at_save["saved_state"], resumed["loaded_state"])
     run = two_result["runs"][loaded]
     assert run["first_step"] == 3
-    assert run["losses"] == four_result["runs"][saved]["losses"][3:]
+    assert all(run["applied"])
+    # The losses are not compared: each rank draws its own batch, so 4 and 2 ranks see
+    # other data; the gradients the optimizer steps are drawn per (step, parameter).
     assert bit_equal(resumed["params"], at_save["params"])
 
 

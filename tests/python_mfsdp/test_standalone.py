@@ -15,9 +15,8 @@ import os
 import pytest
 import torch
 
-from conftest import bit_equal, launch, rel_diff, require, tensors
+from conftest import bit_equal, launch, rel_diff, tensors
 
-require("megatron_fsdp", "tandem.megatron_fsdp's standalone megatron-fsdp tests are skipped")
 
 STEPS = 5
 Q8 = "formats=bf16+ecc8/q8/q8"
@@ -115,3 +114,18 @@ def test_misuses_are_refused(two):
         "ValueError: MegatronFSDPAdam's parameters are fixed at construction")
     assert refusals["wrap_torch_adamw"].startswith(
         "TypeError: tandem.megatron_fsdp.fully_shard_optimizer takes a MegatronFSDPAdam")
+
+
+def test_the_example_trains_through_a_checkpoint(tmp_path):
+    # examples/megatron_fsdp_train.py, as docs/megatron_fsdp.md shows it (fewer steps):
+    # exit 0 means the loss fell across a DCP save and load.
+    import subprocess
+    import sys
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                           "megatron_fsdp_train.py")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+           "2", example, "--steps", "8", "--ckpt", str(tmp_path / "ck")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert "over 8 steps, 2 ranks" in proc.stdout
