@@ -37,10 +37,12 @@ the caller's), 1 when one failed, with the traceback in result.json.
 """
 
 import argparse
+import faulthandler
 import gc
 import json
 import math
 import os
+import signal
 import statistics
 import sys
 import time
@@ -504,6 +506,7 @@ def masters_equal_params(opt):
 
 def main():
     args = parse_args()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: stacks
     rank, world = init(args)
     os.makedirs(args.out, exist_ok=True)
     from torch.distributed.tensor import DTensor
@@ -520,10 +523,19 @@ def main():
               "runs": {}, "errors": []}
     if args.device == "cuda":
         result["gpu"] = torch.cuda.get_device_name()
+    return run_all(args, rank, result, lambda run, record, tensors: run_one(
+        args, run, rank, record, tensors))
+
+
+def run_all(args, rank, result, run_one):
+    """Runs every --train run (run_one(run, record, tensors)) into result["runs"], rank
+    0 saving each run's tensors; a run's error is recorded (a failure unless the run has
+    expect_error=1). Writes result.json on rank 0; returns the exit status (module
+    docstring). The standalone worker's main loop too."""
     for run in args.runs:
         record, tensors = {"spec": run}, {}
         try:
-            run_one(args, run, rank, record, tensors)
+            run_one(run, record, tensors)
             if run.get("expect_error"):
                 result["errors"].append("%s: ran, but was expected to fail" % run["name"])
         except Exception:
@@ -542,9 +554,12 @@ def main():
     return 0 if not any(errors) else 1
 
 
-if __name__ == "__main__":
-    code = main()
+def exit_with(code):
+    """Leaves the process group and exits with `code`."""
     import torch.distributed as dist
     if dist.is_initialized():
         dist.destroy_process_group()
     sys.exit(code)
+
+if __name__ == "__main__":
+    exit_with(main())

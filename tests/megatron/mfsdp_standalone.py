@@ -28,10 +28,10 @@ save and after load), as tests/megatron/mfsdp_gpt.py does.
 """
 
 import argparse
-import json
+import faulthandler
 import os
+import signal
 import sys
-import traceback
 import zlib
 
 import torch
@@ -310,6 +310,7 @@ def full_state(opt, params):
 
 def main():
     args = parse_args()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: stacks
     rank, world = init(args)
     os.makedirs(args.out, exist_ok=True)
     import megatron_fsdp
@@ -317,28 +318,8 @@ def main():
               "versions": {"torch": torch.__version__,
                            "megatron_fsdp": getattr(megatron_fsdp, "__version__", "?")},
               "runs": {}, "errors": []}
-    for run in args.runs:
-        record, tensors = {"spec": run}, {}
-        try:
-            run_one(args, run, record, tensors)
-        except Exception:
-            record["error"] = traceback.format_exc()
-            result["errors"].append("%s: %s" % (run["name"], record["error"]))
-            if rank == 0:
-                print("run %s failed:\n%s" % (run["name"], record["error"]), flush=True)
-        result["runs"][run["name"]] = record
-        if rank == 0:
-            torch.save(tensors, os.path.join(args.out, run["name"] + ".pt"))
-    errors = mfsdp_gpt.every_rank(len(result["errors"]))
-    if rank == 0:
-        with open(os.path.join(args.out, "result.json"), "w") as f:
-            json.dump(result, f, indent=1)
-    return 0 if not any(errors) else 1
-
+    return mfsdp_gpt.run_all(args, rank, result, lambda run, record, tensors: run_one(
+        args, run, record, tensors))
 
 if __name__ == "__main__":
-    code = main()
-    import torch.distributed as dist
-    if dist.is_initialized():
-        dist.destroy_process_group()
-    sys.exit(code)
+    mfsdp_gpt.exit_with(main())
