@@ -51,7 +51,7 @@ job resume 1 --train resumed,tandem,fraction=1,compute=gpu,$SEEDED,load="$OUT/co
 job hdo "$N" --train hdo,hdo,fraction=0.5
 
 "${PYTHON:-python3}" - "$OUT" "$N" "$SECONDS" "$SAVE" "$DEVICE" <<'PY'
-import json, os, sys
+import json, os, re, sys
 import torch
 out, nproc, seconds, save, device = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
     int(sys.argv[4]), sys.argv[5]
@@ -103,8 +103,10 @@ lines = ["Megatron-FSDP (Megatron-Core %s) with tandem.megatron_fsdp vs Megatron
                                            "peak GiB", "host GiB")]
 everything = dict(runs, **resume["runs"], **hdo["runs"])
 for name, run in everything.items():
-    if run.get("error"):
-        lines.append("%-8s failed: %s" % (name, run["error"].strip().splitlines()[-1][:100]))
+    if run.get("error"):  # the exception's line
+        last = [l for l in run["error"].splitlines()
+                if re.match(r"[A-Za-z_][\w.]*(Error|Exception)\b", l)] or ["?"]
+        lines.append("%-8s failed: %s" % (name, last[-1][:100]))
         continue
     host = run.get("engine_memory", {}).get("host_total")
     lines.append("%-8s %10.6f %10.1f %10s %10s %10s" % (

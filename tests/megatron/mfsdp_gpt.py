@@ -488,6 +488,11 @@ def run_one(args, run, rank, record, tensors):
                                    "host_total": mem["host"]["total"]}
         record["skipped_steps"] = sum(o.skipped_steps for o in inner)
         record["engine_rebuilds"] = sum(o.rebuilds for o in inner)
+        # Every rank's split of its shard's elements (engine.placement(): total,
+        # offloaded, target), for the exact-fraction check.
+        record["placements"] = every_rank([{k: v for k, v in o._core.engine.placement().items()
+                                            if k in ("total", "offloaded", "target")}
+                                           for o in inner])
     tensors["params"] = full_params(opt)
     del model, opt, sched
     gc.collect()

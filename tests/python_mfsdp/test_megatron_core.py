@@ -79,6 +79,18 @@ def test_fractions_and_offload_compute_give_the_same_bits(job):
         assert bit_equal(tensors(out, name)["params"], base), name
 
 
+def test_the_offload_fraction_is_exact(job):
+    # Of each rank's shard elements, the fraction given (to one 32-element block), not
+    # whole parameters as Megatron's HybridDeviceOptimizer takes them.
+    _, result = job
+    for name, fraction in (("t0", 0.0), ("t5", 0.5), ("t1", 1.0), ("q8", 0.5)):
+        for rank, placements in enumerate(result["runs"][name]["placements"]):
+            for p in placements:
+                assert p["target"] == round(fraction * p["total"]) or \
+                    abs(p["target"] - fraction * p["total"]) < 1, (name, rank, p)
+                assert abs(p["offloaded"] - p["target"]) < 32, (name, rank, p)
+
+
 def test_losses_follow_megatrons_own_optimizer(job):
     _, result = job
     runs = result["runs"]
