@@ -95,8 +95,9 @@ class GradientBook:
 
         Note [Swapped gradients]: a gradient may be another tensor's buffer (``a.grad,
         b.grad = b.grad, a.grad``): read by pointer, each tensor steps with its own. A
-        copy runs after every check, and a source in the storage of any buffer a copy
-        writes is cloned first, so no copy reads what another copy has written.
+        copy runs after every check, and a gradient in the storage of any buffer a copy
+        writes (copied from, or read in place: ``a.grad, b.grad = b.grad.t(), a.grad``)
+        is cloned first, so nothing is read after a copy wrote over it.
 
         Every gradient is checked before anything is copied (ValueError naming it)."""
         n = len(self.params)
@@ -136,9 +137,16 @@ class GradientBook:
                 copies.append((k, g))
                 seen[k] = None
         if copies:
+            # Note [Swapped gradients]: sources inside a buffer a copy writes, cloned.
             written = {storage_ptr(self.grads[k]) for k, _ in copies}
             copies = [(k, src.clone() if storage_ptr(src) in written else src)
                       for k, src in copies]
+            copied = {k for k, _ in copies}
+            for k, src in enumerate(sources):
+                if src is not None and k not in copied and storage_ptr(src) in written:
+                    sources[k] = src.clone()
+                    pointers[k] = sources[k].data_ptr()
+                    seen[k] = None
             for k, src in copies:
                 self.grads[k].copy_(src)
                 sources[k] = self.grads[k]

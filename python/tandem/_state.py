@@ -25,9 +25,9 @@ import torch
 from tandem import _arrays
 from tandem import _dist
 from tandem import _sharded_state
-from tandem._state_common import (MAX_STEP, apply_groups, bookkeeping, check_group_values,
-                                  common_meta, engine_groups, engine_groups_from, integer, listing,
-                                  need, plan_result, real, restore, saved_bookkeeping,
+from tandem._state_common import (MAX_STEP, apply_groups, check_group_values, common_meta,
+                                  engine_groups, engine_groups_from, integer, listing, need,
+                                  plan_result, real, restore, saved_bookkeeping,
                                   saved_param_groups, snapshot, step_value, torch_groups)
 from tandem._torch_state import from_torch_state
 

@@ -206,7 +206,7 @@ def test_gpu_gradient_written_through_data_is_stepped(fraction):
 
 
 @pytest.mark.parametrize("fraction", FRACTIONS)
-@pytest.mark.parametrize("move", ["_swap", "_rotate", "_transpose"])
+@pytest.mark.parametrize("move", ["_swap", "_rotate", "_transpose", "_transpose_swap"])
 def test_gpu_gradients_trading_places(fraction, move):
     test_grads_as_torch.check_traded_gradients(fraction, getattr(test_grads_as_torch, move),
                                                "cuda")

@@ -128,8 +128,14 @@ def _transpose(m):
     m.b.bias.grad, m.c.bias.grad = m.c.bias.grad, m.b.bias.grad
 
 
+def _transpose_swap(m):
+    # a: a transposed view of b's gradient (copied into a's buffer); b: a's gradient, read
+    # in place from the buffer that copy writes.
+    m.a.weight.grad, m.b.weight.grad = m.b.weight.grad.t(), m.a.weight.grad
+
+
 @pytest.mark.parametrize("fraction", FRACTIONS)
-@pytest.mark.parametrize("move", [_swap, _rotate, _transpose],
+@pytest.mark.parametrize("move", [_swap, _rotate, _transpose, _transpose_swap],
                          ids=lambda f: f.__name__.strip("_"))
 def test_gradients_trading_places_step_each_parameter_with_its_own(fraction, move):
     check_traded_gradients(fraction, move, "cpu")

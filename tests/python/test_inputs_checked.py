@@ -72,7 +72,8 @@ SGD_ARGS = [
     (dict(momentum=-0.5), ValueError, r"group 0: momentum = -0\.50+ must be in \[0, 1\]"),
     (dict(dampening="x"), TypeError, r"group 0: dampening must be a number"),
     (dict(nesterov="yes"), TypeError, r"group 0: nesterov must be a bool, got 'yes'"),
-    (dict(momentum=0.0, nesterov=True), ValueError, r"group 0: dampening.*nesterov"),
+    (dict(momentum=0.0, nesterov=True), ValueError,
+     r"group 0: momentum = 0\.0+ must be > 0 when nesterov is set"),
     (dict(momentum="q8"), ValueError, r"momentum_format"),
 ]
 
@@ -268,6 +269,86 @@ def test_shallow_copy_is_refused():
 
 
 # ---- a checkpoint that cannot survive one step ---------------------------------------------
-# Refusing at load a state whose next finite step overflows (q8 scales at the largest
-# finite value with extreme codes, a step of 2**53) is the engine's snapshot validation,
-# shared by every load path; its regression test lives with that check.
+# A file whose every CRC checks out but whose state overflows at the next finite step (a
+# q8 variance scale at the largest finite bf16 with code 255: sqrt(v) squares to inf; a
+# step above 2^52) is refused by load_checkpoint, naming the tensor, and the optimizer is
+# left as it was (the engine's ValidateRestorable, engine/snapshot.cc). State dicts and DCP:
+# tests/python_dist/test_restorable_state.py.
+
+_TAG = "<IIIIQ"  # kind, tensor, codec, reserved, raw length (docs/checkpoint_format.md)
+
+
+def rewrite_checkpoint(path, edit_manifest=None, edit_section=None):
+    """Rewrites the uncompressed checkpoint at `path` with every CRC recomputed:
+    edit_section(manifest, section, payload bytearray) may change a section's bytes in
+    place, edit_manifest(manifest) the manifest; the file verifies afterwards."""
+    import struct
+    data = bytearray(open(path, "rb").read())
+    offset, length = struct.unpack_from("<QQ", data, len(data) - 48)
+    version = struct.unpack_from("<I", data, len(data) - 48 + 20)[0]
+    manifest = json.loads(bytes(data[offset:offset + length]))
+    for sec in manifest["sections"]:
+        assert sec["compression"] == "none"
+        payload = data[sec["offset"]:sec["offset"] + sec["length"]]
+        if edit_section is not None:
+            edit_section(manifest, sec, payload)
+            data[sec["offset"]:sec["offset"] + sec["length"]] = payload
+        tag = struct.pack(_TAG, sec["kind"], sec["tensor"], 0, 0, sec["raw_length"])
+        sec["crc32c"] = tandem._C.crc32c(tag + bytes(payload))
+    if edit_manifest is not None:
+        edit_manifest(manifest)
+    text = json.dumps(manifest).encode()
+    crc = tandem._C.crc32c(struct.pack(_TAG, 0, 0xFFFFFFFF, 0, 0, len(text)) + text)
+    size = offset + len(text) + 48
+    footer = struct.pack("<QQIIQ", offset, len(text), crc, version, size) + b"TNDMEND1"
+    footer += struct.pack("<I", 0)
+    footer += struct.pack("<I", tandem._C.crc32c(footer))
+    with open(path, "wb") as f:
+        f.write(bytes(data[:offset]) + text + footer)
+
+
+def _unsteppable_variance(edited):
+    """A section edit: the first tensor of 64 elements or more gets group 1 of its q8
+    variance at the largest finite scale with one code at 255; its name goes to edited."""
+    def edit(manifest, sec, payload):
+        k = next(i for i, t in enumerate(manifest["tensors"]) if t["numel"] >= 64)
+        if sec["tensor"] != k:
+            return
+        edited[:] = [manifest["tensors"][k]["name"]]
+        if sec["kind"] == 10:  # v_scales (bf16 bits): scale 1 = the largest finite bf16
+            payload[2:4] = (0x7F7F).to_bytes(2, "little")
+        elif sec["kind"] == 9:  # v_codes (u8): group 1 zero but element 37 at the top
+            payload[32:64] = bytes(32)
+            payload[37] = 255
+    return edit
+
+
+@pytest.mark.skipif(not tandem._C.has_checkpoint, reason="built without checkpoint/")
+@pytest.mark.parametrize("edit, match", [
+    ("variance", r"v_scales\[1\] = 3\.38953139e\+38 with v_codes\[37\] = 255 decodes to "
+                 r"sqrt\(v\) = 3\.38953139e\+38, whose square \(the variance the step uses\) "
+                 r"is infinite: the state cannot survive one step"),
+    (2 ** 53, r"step 9007199254740992 is above 2\^52, the largest a run may resume at"),
+    (2 ** 52 + 1, r"step 4503599627370497 is above 2\^52"),
+], ids=["q8-variance-overflows", "step-2^53", "step-2^52+1"])
+def test_checkpoint_that_cannot_survive_one_step_is_refused_at_load(tmp_path, edit, match):
+    model = make_mlp()
+    opt = tandem.torch.AdamW(model.parameters(), lr=1e-2, offload_fraction=0.5, **QUANTIZED)
+    train(model, opt, batches(2))
+    path = str(tmp_path / "a.ckpt")
+    opt.save_checkpoint(path)
+    rewrite_checkpoint(path)  # unedited, the rewritten file loads: the rewrite is sound
+    opt.load_checkpoint(path)
+    edited = []
+    if edit == "variance":
+        rewrite_checkpoint(path, edit_section=_unsteppable_variance(edited))
+        match = r"tensor '%s'.*" % edited[0].replace(".", r"\.") + match
+    else:
+        rewrite_checkpoint(path, edit_manifest=lambda m: m.update(step=edit))
+    before, weights = copy.deepcopy(opt.state_dict()), params_bits(model)
+    with pytest.raises(ValueError, match=match) as caught:
+        opt.load_checkpoint(path)
+    assert "CRC" not in str(caught.value)  # refused for what it holds, not as damage
+    assert bits_equal(opt.state_dict(), before)
+    assert same_bits(params_bits(model), weights)
+    train(model, opt, batches(1))  # and the optimizer goes on
