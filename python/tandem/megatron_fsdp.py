@@ -44,7 +44,7 @@ import torch as _torch
 from tandem import _arrays
 from tandem import _dist
 from tandem import _mfsdp_state
-from tandem.megatron import TandemAdam, _parts, build_with
+from tandem._megatron_adam import TandemAdam, _parts, build_with
 
 __all__ = ["MegatronFSDPAdam", "fully_shard_optimizer", "install", "tandem_optimizers"]
 
