@@ -3,8 +3,10 @@
 # ctest test `python_current_torch`): a venv made from Debian's /usr/bin/python3, so the
 # extension built for that interpreter imports there too, holding the pinned versions
 # below of PyTorch (FSDP2, DTensor, DCP; the PyPI wheel, which runs on the CPU and on
-# NVIDIA GPUs), transformers, accelerate, pytest, numpy, and megatron-core with psutil
-# (its checkpoint code needs it; tandem.megatron's CPU tests).
+# NVIDIA GPUs), transformers, accelerate, pytest, numpy, megatron-core with psutil
+# (its checkpoint code needs it; tandem.megatron's CPU tests), and the standalone
+# megatron-fsdp package with einops (tests/python_mfsdp; its workers hide megatron-core
+# from it, docs/megatron_fsdp.md).
 #   scripts/make-torch-venv.sh [DIR]     default DIR: $TANDEM_ROOT/.venv-torch (gitignored)
 # CMake uses $TANDEM_ROOT/.venv-torch/bin/python when it exists (cache variable
 # TANDEM_TORCH_PYTHON picks another; docs/building.md). Idempotent: a venv that already
@@ -18,7 +20,7 @@ source "$(dirname "$0")/env.sh"
 dir=${1:-$TANDEM_ROOT/.venv-torch}
 base=/usr/bin/python3
 PINS=(torch==2.11.0 transformers==5.23.0 accelerate==1.15.0 pytest==9.2.0 numpy==2.4.6
-      psutil==7.2.2 megatron-core==0.16.1)
+      psutil==7.2.2 megatron-core==0.16.1 megatron-fsdp==0.6.1 einops==0.8.2)
 
 # Exit 0 when python ($1) runs on the same X.Y as $base and has every pin installed.
 has_pins() {

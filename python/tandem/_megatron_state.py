@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from tandem import _arrays
+from tandem import _dist
 
 # Megatron's state names -> the snapshot component they live in.
 _STATE_NAMES = ("master_param", "exp_avg", "exp_avg_sq")
@@ -81,7 +82,8 @@ class _StateView:
 
 class StateAccess:
     """The state half of TandemAdam (a mixin: its engine is ``self._core``, built by
-    ``self._ensure_engine()``; its formats ``self._formats``)."""
+    ``self._ensure_engine()``; its formats ``self._formats``, each tensor's
+    ``self._core.formats_of(k)``)."""
 
     def _reset_state_access(self):
         self._issued = None        # (snapshot, {k: entry}) of the last state_dict()
@@ -130,15 +132,20 @@ class StateAccess:
         got = self._decoded.get(k)
         if got is None:
             snap = self._snapshot()
-            f32 = _arrays.decode_f32(snap, snap["tensors"][k], self._formats)
-            got = {name: f32[_COMPONENT[name]] for name in _STATE_NAMES}
+            t = snap["tensors"][k]
+            if _dist.local(self._core.params[k]).numel() == 0:  # an empty shard
+                got = {name: np.zeros(0, np.float32) for name in _STATE_NAMES}
+            else:
+                f32 = _arrays.decode_f32(snap, t, self._core.formats_of(k))
+                got = {name: f32[_COMPONENT[name]] for name in _STATE_NAMES}
             self._decoded[k] = got
         return got
 
     def get_unscaled_state(self, param, state_name):
         """State ``state_name`` ("master_param", "exp_avg", "exp_avg_sq") of ``param`` as a
         new fp32 tensor of the parameter's shape, on the CPU or the parameter's device
-        (state_device)."""
+        (state_device); for a DTensor parameter, its local shard as a DTensor placed like
+        the parameter."""
         _check_state_name(state_name)
         with self._lock:
             self._ensure_engine()
@@ -148,9 +155,11 @@ class StateAccess:
                 out = pending.detach().to(device="cpu", dtype=torch.float32, copy=True)
             else:
                 out = torch.from_numpy(self._decode(k)[state_name].copy())
-            out = out.view(param.shape)
+            out = out.view(_dist.local(param).shape)
             if self.state_device == "param" and param.device.type != "cpu":
                 out = out.to(param.device)
+            if _dist.is_dtensor(param):  # this rank's shard, placed as the parameter
+                out = _dist.wrap_like(out, param, tuple(param.shape))
             return out
 
     def set_scaled_state(self, param, state_name, unscaled_state):
@@ -172,6 +181,8 @@ class StateAccess:
 
     def _as_values(self, k, state_name, value):
         p = self._core.params[k]
+        if isinstance(value, torch.Tensor):
+            value = _dist.local(value)  # a DTensor: this rank's shard
         if not isinstance(value, torch.Tensor):
             raise TypeError("state %r of tensor %d must be a tensor, got %s"
                             % (state_name, k, type(value).__name__))
@@ -179,16 +190,17 @@ class StateAccess:
             raise ValueError("state %r of tensor %d has dtype %s; give fp32 values (int16 "
                              "param remainders are not supported)" % (state_name, k,
                                                                      value.dtype))
-        if value.numel() != p.numel():
+        if value.numel() != _dist.local(p).numel():
             raise ValueError("state %r of tensor %d (%s) has %d elements, expected %d"
-                             % (state_name, k, self._core.label(k), value.numel(), p.numel()))
+                             % (state_name, k, self._core.label(k), value.numel(),
+                                _dist.local(p).numel()))
         return value.detach().to(device="cpu", dtype=torch.float32).reshape(-1).numpy()
 
     def _encode(self, k, values):
         """Writes {state name: fp32 numpy array} into tensor k of the cached snapshot in
         the engine's formats (the other components are copied exactly)."""
         self._snap["tensors"][k] = _arrays.encode_f32(
-            self._snap, self._snap["tensors"][k], self._formats,
+            self._snap, self._snap["tensors"][k], self._core.formats_of(k),
             {_COMPONENT[name]: value for name, value in values.items()})
         self._snap_dirty = True
         self._decoded.pop(k, None)

@@ -25,292 +25,19 @@ before each step) and checkpoint layout; the engine steps with clipping off and 
 scale of 1. Its FusedAdam-facing state access lives in tandem/_megatron_state.py.
 """
 
-import threading
-
 import torch as _torch
 
-from tandem import _dist
-from tandem import _engine
-from tandem import _options
-from tandem._megatron_state import StateAccess
-from tandem._warnings import RebindWarning, SkippedStepWarning, skipped, warn
+from tandem._megatron_adam import TandemAdam, _parts, build_with
+from tandem._warnings import SkippedStepWarning
 
 __all__ = ["TandemAdam", "get_megatron_optimizer", "tandem_optimizers",
            "SkippedStepWarning"]
 
-_SET_HERE = ("algorithm", "groups", "mode", "cuda_stream", "master", "momentum", "variance")
-
-
-def _format_from_dtype(what, dtype, argument):
-    if dtype is None or dtype == _torch.float32:
-        return "f32"
-    if what != "master" and dtype == _torch.uint8:
-        return "q8"
-    raise ValueError("%s=%s has no Tandem equivalent (fp32 -> 'f32'%s); pass Tandem's "
-                     "%s_format instead" % (argument, dtype,
-                                            "" if what == "master" else ", uint8 -> 'q8'",
-                                            what))
-
-
-class TandemAdam(StateAccess, _torch.optim.AdamW):
-    """TransformerEngine FusedAdam's precision-aware interface over a Tandem engine.
-
-    Args (FusedAdam's, as Megatron passes them):
-      params: parameters or param groups (Megatron's groups keep their extra keys:
-        wd_mult, lr_mult, max_lr, ...; the adapter adds "step").
-      lr, betas, eps, weight_decay: per group, read at every step (schedulers write them).
-      bias_correction: must be True. amsgrad, capturable: must be False.
-      adam_w_mode: True (default) for AdamW, False for Adam with L2 weight decay.
-      master_weights: must be True (the engine always keeps masters; pick their format
-        with master_format). set_grad_none: accepted, zero_grad always sets None.
-      master_weight_dtype, exp_avg_dtype, exp_avg_sq_dtype: the state formats when the
-        Tandem formats below are not given: float32 -> "f32", uint8 -> "q8" (moments).
-      use_decoupled_grad: True (default): gradients are read from
-        ``param.decoupled_grad`` (Megatron's fp32 grad-buffer shards); False: ``p.grad``.
-      store_param_remainders: accepted when False (use master_format="bf16+ecc16" for
-        the same memory).
-
-    Tandem options (keyword-only): master_format, momentum_format, variance_format, and
-    every engine option of ``tandem._C.OptimizerConfig`` (offload_fraction, placement,
-    host_threads, chunk_elements, pipeline_slots, offload_compute, ...: their defaults
-    and checks live there); state_device: where ``get_unscaled_state`` puts its fp32
-    copies: "param" (default: the parameter's device, as FusedAdam) or "cpu".
-
-    A parameter whose gradient (``decoupled_grad``) is None at a step is not stepped.
-    The engine skips a step in which any gradient is non-finite (on any rank of
-    ``grad_stats_group`` when set: tandem.megatron.get_megatron_optimizer sets it), and
-    counts it in ``skipped_steps`` with a SkippedStepWarning.
-
-    Not thread-safe beyond what Megatron needs: one thread steps and checkpoints.
-    """
-
-    def __init__(self, params, lr=1e-3, bias_correction=True, betas=(0.9, 0.999), eps=1e-8,
-                 weight_decay=0.0, amsgrad=False, *, adam_w_mode=True, set_grad_none=True,
-                 capturable=False, master_weights=True, master_weight_dtype=_torch.float32,
-                 exp_avg_dtype=_torch.float32, exp_avg_sq_dtype=_torch.float32,
-                 use_decoupled_grad=True, store_param_remainders=False, master_format=None,
-                 momentum_format=None, variance_format=None, state_device="param",
-                 **fields):
-        if not bias_correction:
-            raise ValueError("bias_correction=False is not supported by tandem")
-        if amsgrad:
-            raise ValueError("amsgrad is not supported by tandem")
-        if capturable:
-            raise ValueError("capturable=True (CUDA graphs) is not supported by tandem")
-        if not master_weights:
-            raise ValueError("master_weights=False is not supported: the engine always keeps "
-                             "masters; use master_format='bf16' for bf16-only masters")
-        if store_param_remainders:
-            raise ValueError("store_param_remainders=True is not supported; "
-                             "master_format='bf16+ecc16' keeps 16 extra bits per parameter "
-                             "the same way")
-        if state_device not in ("cpu", "param"):
-            raise ValueError("state_device must be 'cpu' or 'param', got %r" % (state_device,))
-        formats = (
-            master_format or _format_from_dtype("master", master_weight_dtype,
-                                                "master_weight_dtype"),
-            momentum_format or _format_from_dtype("momentum", exp_avg_dtype, "exp_avg_dtype"),
-            variance_format or _format_from_dtype("variance", exp_avg_sq_dtype,
-                                                  "exp_avg_sq_dtype"))
-        self._config = _options.config(formats, fields, _SET_HERE)
-        self._formats = tuple(formats)
-        defaults = dict(lr=lr, bias_correction=True, betas=betas, eps=eps,
-                        weight_decay=weight_decay, step=0)
-        # torch.optim.Optimizer's constructor, not AdamW's: AdamW's defaults (foreach,
-        # fused, ...) mean nothing here. AdamW is the base class because Megatron's
-        # DistributedOptimizer accepts (TE FusedAdam, torch AdamW) instances only.
-        _torch.optim.Optimizer.__init__(self, params, defaults)
-        self.adam_w_mode = bool(adam_w_mode)
-        self.algorithm = "adamw" if self.adam_w_mode else "adam"
-        self.master_weights = True
-        self.use_decoupled_grad = bool(use_decoupled_grad)
-        self.store_param_remainders = False
-        self.set_grad_none = bool(set_grad_none)
-        self.capturable = False
-        self.master_weight_dtype = master_weight_dtype
-        self.exp_avg_dtype = exp_avg_dtype
-        self.exp_avg_sq_dtype = exp_avg_sq_dtype
-        self.offload_fraction = self._config.offload_fraction
-        self.state_device = state_device
-        self.grad_stats_group = None  # a process group: skip decisions agree over it
-        self.skipped_steps = 0
-        self.rebuilds = 0  # engines rebuilt to carry state to moved gradient buffers
-        self.last_result = None
-        self._lock = threading.RLock()
-        self._combine = (None, None)  # (group, callable) of the step's collective
-        self._core = None
-        self._reset_state_access()
-
-    # ------------------------------------------------------------------------------------
-    # The engine's tensors: every parameter of param_groups with elements
-
-    def _layout_params(self):
-        """(params, group_of) of the current param_groups: every parameter with elements
-        (a data-parallel rank may own no element of a group, or of any group)."""
-        params, group_of = [], []
-        for g, group in enumerate(self.param_groups):
-            for p in group["params"]:
-                if p.numel() > 0:
-                    params.append(p)
-                    group_of.append(g)
-        return params, group_of
-
-    def _grad_of(self, p):
-        if self.use_decoupled_grad:
-            return getattr(p, "decoupled_grad", None)
-        return p.grad
-
-    def _hyper(self, group, where):
-        b1, b2 = _options.pair(group["betas"], where + ": betas")
-        return dict(beta1=b1, beta2=b2,
-                    eps=_options.number(group["eps"], where + ": eps"),
-                    weight_decay=_options.number(group["weight_decay"], where + ": weight_decay"),
-                    momentum=0.0, dampening=0.0, nesterov=False)
-
-    def _group_values(self):
-        checked = [_options.group_values(self.algorithm, self._hyper, g, group)
-                   for g, group in enumerate(self.param_groups)]
-        return [lr for lr, _ in checked], [h for _, h in checked]
-
-    def _ensure_engine(self):
-        """Builds the engine when there is none, or anew when param_groups hold other
-        tensors than it was built over (Megatron replaces its params with the shard views
-        after construction): allowed only while its state is fresh. Returns False,
-        building nothing, when no parameter has an element (nothing to step)."""
-        params, group_of = self._layout_params()
-        core = self._core
-        if core is not None and len(params) == len(core.params) and all(
-                a is b for a, b in zip(params, core.params)):
-            return True
-        if core is not None and not self._fresh:
-            raise ValueError("the parameters of TandemAdam's param_groups changed after its "
-                             "state was created (stepped or loaded); build a new optimizer")
-        self._core = None  # free its memory before the new one takes its own
-        self._reset_state_access()
-        self.state.clear()
-        if not params:
-            return False
-        # Megatron all-gathers into the parameters itself: writes it makes are not the
-        # user's (reload_params() takes weights written outside a checkpoint load).
-        core = _engine.Engine(self.algorithm, self._config, borrow_grads=True,
-                              follow_writes=False)
-        lrs, hypers = self._group_values()
-        entries = [(p, "t%d" % k, g) for k, (p, g) in enumerate(zip(params, group_of))]
-        core.bind(entries, hypers, grads=[self._grad_of(p) for p in params])
-        self._core = core
-        for p in params:
-            self.state[p] = self._state_view(p)
-        return True
-
-    # ------------------------------------------------------------------------------------
-    # Step
-
-    @_torch.no_grad()
-    def step(self, closure=None):
-        """One AdamW (Adam) update of every parameter whose gradient is not None, with
-        the groups' lr, betas, eps and weight_decay as they are now. Megatron has already
-        unscaled and clipped the gradients. Returns the closure's loss."""
-        loss = None
-        if closure is not None:
-            with _torch.enable_grad():
-                loss = closure()
-        with self._lock:
-            if not self._ensure_engine():
-                return loss  # this rank owns no element
-            core, was_fresh = self._core, self._fresh
-            grads = [self._grad_of(p) for p in core.params]
-            if all(g is None for g in grads):
-                return loss  # nothing to step (e.g. Megatron's dummy initialisation step)
-            lrs, hypers = self._group_values()
-            self._flush()
-            if self._fresh:
-                core.reload(list(range(len(core.params))))
-                self._fresh = False
-            before = core.grad_rebinds
-            result = core.step(lrs, hypers, grads, combine=self._combine_fn())
-            if core.grad_rebinds != before and not was_fresh:
-                self._rebuilt()
-            self._forget_snapshot()
-            self.last_result = result
-            applied, grad_norm, step = result[0], result[1], result[2]
-            if applied:
-                for group in self.param_groups:
-                    group["step"] = int(step)
-            else:
-                skipped(self, grad_norm)
-        return loss
-
-    def _rebuilt(self):
-        self.rebuilds += 1
-        if self.rebuilds == 2:
-            warn("tandem: the gradient buffers moved again since the last step; each move "
-                 "rebuilds the engine with a copy of its whole state. Keep decoupled_grad "
-                 "in the same memory from step to step (Megatron's gradient buffer does)",
-                 RebindWarning)
-
-    def _combine_fn(self):
-        """The step's gradient-statistics collective over grad_stats_group (one small
-        all-gather), so that every rank skips a step with a non-finite gradient."""
-        group = self.grad_stats_group
-        if self._combine[0] is not group:
-            fn = None
-            if group is not None:
-                import torch.distributed as dist
-                if dist.get_world_size(group) > 1:
-                    fn = _dist.make_combine(group, self._core.device)
-            self._combine = (group, fn)
-        return self._combine[1]
-
-    def zero_grad(self, set_to_none=True):
-        """Drops every parameter's gradient (``decoupled_grad`` and ``grad``); Megatron
-        zeroes its gradient buffer itself."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if getattr(p, "decoupled_grad", None) is not None:
-                    p.decoupled_grad = None
-                if p.grad is not None:
-                    p.grad = None
-
-    def reload_params(self):
-        """Re-reads every master from its parameter (weights written into the model after
-        the optimizer state exists, outside a checkpoint load)."""
-        with self._lock:
-            if not self._ensure_engine():
-                return
-            self._flush()
-            self._core.reload(list(range(len(self._core.params))))
-            self._forget_snapshot()
-
-    # ------------------------------------------------------------------------------------
-    # Reports
-
-    def memory(self):
-        """The engine's memory report (tandem._C), or None before the state exists."""
-        return None if self._core is None else self._core.engine.memory()
-
-    def last_step_times(self):
-        return None if self._core is None else self._core.engine.last_step_times()
-
-    @property
-    def mode(self):
-        return None if self._core is None else self._core.mode
-
-
-# ----------------------------------------------------------------------------------------
-# Building Megatron's optimizer
-
-_BUILD_LOCK = threading.Lock()
-
 
 def tandem_optimizers(megatron_optimizer):
     """The TandemAdam instances inside a Megatron optimizer (ChainedOptimizer or one)."""
-    found = []
-    chained = getattr(megatron_optimizer, "chained_optimizers", None)
-    for o in (chained if chained is not None else [megatron_optimizer]):
-        inner = getattr(o, "optimizer", None)
-        if isinstance(inner, TandemAdam):
-            found.append(inner)
-    return found
+    return [o.optimizer for o in _parts(megatron_optimizer)
+            if isinstance(getattr(o, "optimizer", None), TandemAdam)]
 
 
 def _refuse(config, model_chunks):
@@ -336,9 +63,6 @@ def _refuse(config, model_chunks):
     if ddp is None:
         raise ValueError("model chunks must be wrapped in Megatron's DistributedDataParallel "
                          "(megatron.core.distributed.DistributedDataParallel)")
-    if getattr(ddp, "use_megatron_fsdp", False):
-        raise ValueError("Megatron-FSDP (ddp_config.use_megatron_fsdp) is not supported: it "
-                         "keeps its own fp32 main weights and hands the optimizer DTensors")
     if not getattr(ddp, "use_distributed_optimizer", True):
         raise ValueError("ddp_config.use_distributed_optimizer must be True (the gradient "
                          "buffer is then reduce-scattered into the optimizer's shards)")
@@ -359,15 +83,28 @@ def get_megatron_optimizer(config, model_chunks, config_overrides=None,
     gradient-statistics group, so a non-finite gradient anywhere skips the step
     everywhere.
 
+    Model chunks wrapped in Megatron-FSDP (``ddp_config.use_megatron_fsdp``) get
+    tandem.megatron_fsdp's optimizer over its main-weight shards instead
+    (docs/megatron_fsdp.md).
+
     Raises ValueError for what is not supported (see docs/megatron.md): other optimizers
-    than Adam, no distributed optimizer, Megatron-FSDP, fp8 parameters, Megatron's own
-    CPU offload, fp32 models.
+    than Adam, no distributed optimizer, fp8 parameters, Megatron's own CPU offload, fp32
+    models.
     """
     import copy
-    import megatron.core.optimizer as mco
 
     if not model_chunks:
         raise ValueError("model_chunks is empty")
+    # Only what is given: megatron-core 0.15 lacks config_overrides and the dump.
+    megatron_kwargs = {key: value for key, value in (
+        ("config_overrides", config_overrides), ("pg_collection", pg_collection),
+        ("dump_param_to_param_group_map", dump_param_to_param_group_map))
+        if value is not None}
+    megatron_kwargs["use_gloo_process_groups"] = use_gloo_process_groups
+    if getattr(getattr(model_chunks[0], "ddp_config", None), "use_megatron_fsdp", False):
+        from tandem import megatron_fsdp
+        return megatron_fsdp.get_megatron_optimizer(config, model_chunks, megatron_kwargs,
+                                                    options)
     _refuse(config, model_chunks)
     cfg = copy.copy(config)  # not dataclasses.replace: __post_init__ would want TE
     cfg.use_precision_aware_optimizer = True
@@ -382,22 +119,8 @@ def get_megatron_optimizer(config, model_chunks, config_overrides=None,
             kwargs.pop(key, None)  # placeholders of cfg; the formats come from options
         return TandemAdam(params, **kwargs, **options)
 
-    names = ("Adam", "USING_PYTORCH_OPTIMIZER", "is_te_min_version")
-    with _BUILD_LOCK:
-        saved = {n: getattr(mco, n) for n in names}
-        try:
-            mco.Adam = make_adam
-            mco.USING_PYTORCH_OPTIMIZER = False      # FusedAdam's keyword arguments
-            mco.is_te_min_version = lambda *a, **k: False  # no store_param_remainders
-            optimizer = mco.get_megatron_optimizer(
-                cfg, model_chunks, config_overrides=config_overrides,
-                use_gloo_process_groups=use_gloo_process_groups, pg_collection=pg_collection,
-                dump_param_to_param_group_map=dump_param_to_param_group_map)
-        finally:
-            for n, v in saved.items():
-                setattr(mco, n, v)
-    chained = getattr(optimizer, "chained_optimizers", None)
-    for o in (chained if chained is not None else [optimizer]):
+    optimizer = build_with(make_adam, cfg, model_chunks, megatron_kwargs)
+    for o in _parts(optimizer):
         inner = getattr(o, "optimizer", None)
         if isinstance(inner, TandemAdam) and hasattr(o, "get_grad_stats_parallel_group"):
             inner.grad_stats_group = o.get_grad_stats_parallel_group()

@@ -428,10 +428,25 @@ def test_get_megatron_optimizer_refuses_unsupported_configurations():
             config = OptimizerConfig(**kwargs)
         with pytest.raises(ValueError, match=match):
             tm.get_megatron_optimizer(config, [chunk])
-    fsdp = types.SimpleNamespace(ddp_config=types.SimpleNamespace(
-        use_megatron_fsdp=True, use_distributed_optimizer=True))
-    with pytest.raises(ValueError, match="Megatron-FSDP"):
-        tm.get_megatron_optimizer(OptimizerConfig(**good), [fsdp])
+    # Megatron-FSDP chunks go to tandem.megatron_fsdp (tests/python_mfsdp), which refuses
+    # what it does not support before Megatron builds anything.
+    def fsdp(tp=1, **ddp):
+        return types.SimpleNamespace(
+            ddp_config=types.SimpleNamespace(use_megatron_fsdp=True,
+                                             use_distributed_optimizer=True, **ddp),
+            config=types.SimpleNamespace(tensor_model_parallel_size=tp))
+    fsdp_cases = [(dict(good, optimizer="sgd"), fsdp(), "adam"),
+                  (good, fsdp(tp=2), "tensor parallelism"),
+                  (good, fsdp(outer_dp_sharding_strategy="optim"), "HFSDP"),
+                  (dict(good, optimizer_cpu_offload=True, optimizer_offload_fraction=0.5),
+                   fsdp(), "disagree")]
+    for kwargs, chunk, match in fsdp_cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = OptimizerConfig(**kwargs)
+        extra = {"offload_fraction": 1.0} if match == "disagree" else {}
+        with pytest.raises(ValueError, match=match):
+            tm.get_megatron_optimizer(config, [chunk], **extra)
 
 
 def test_state_dict_before_any_state():

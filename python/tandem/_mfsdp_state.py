@@ -1,0 +1,303 @@
+"""The state dicts of tandem.megatron_fsdp.MegatronFSDPAdam: Tandem's arrays as DTensors
+shaped like Megatron-FSDP's parameters, for torch.distributed.checkpoint (DCP) and
+Megatron-Core's ``fsdp_dtensor`` checkpoints. docs/megatron_fsdp.md, "Checkpoints".
+
+Layout: each parameter's entry holds ``step`` (a float tensor, the same on every rank)
+and its engine arrays (the names of ``_arrays.NAMES`` its formats keep) as DTensors with
+the parameter's mesh and placements and *global* shapes (the parameter's shape; q8
+scales ``shape[:-1] + (K // 32,)``, Note [Shard-safe quantization groups] in _dist.py),
+their local tensors on the CPU. The entries of the optimizer carry ``"tandem"``: the
+layout's name and version, the algorithm and the formats. Codes, scales and corrections
+have their own dtypes (int8, uint8, bf16, int16), so DCP's load never casts them.
+
+Note [Uneven shards in DCP]: Megatron-FSDP's shards are row ranges of very different
+sizes, often empty, never torch.chunk's; DTensor's own chunk metadata assumes
+torch.chunk's sizes (and DTensor.full_tensor() hangs on these shards). Every array here
+carries its chunk on its local tensor (``__create_chunk_list__`` and
+``__create_write_items__``, as Megatron-FSDP's ``preprocess_state_dict_for_uneven_dtensor``
+attaches): its first row is the shard's, from ``megatron_fsdp_slice`` (Megatron-FSDP v1:
+its start over the row size), without a collective, or else from one all-gather of every
+shard's row count (Megatron-FSDP v2 attaches no slice). Megatron-LM's save runs its own
+preprocessing over the same DTensors again, one collective per DTensor in key order:
+every rank holds the same keys in the same order, empty shards included, so those
+collectives pair up and a save cannot hang.
+
+Note [SwiGLU halves]: Megatron-LM's fsdp_dtensor checkpoints split a gated MLP's
+``linear_fc1`` (``[w; v]`` by rows) into ``<name>_w`` and ``<name>_v`` so that they reshard
+across tensor parallelism (``handle_swiglu_in_state_dict``), splitting the optimizer
+entries' ``exp_avg`` and ``exp_avg_sq``, which Tandem's entries do not have. Tandem splits
+those entries itself, every array by rows (scales included), before Megatron's handler
+runs; the names then end in ``_w`` / ``_v``, which its patterns do not match. A load
+joins the halves again.
+"""
+
+import math
+import re
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from tandem import _arrays
+from tandem import _dist
+
+LAYOUT = "megatron_fsdp"
+VERSION = 1
+NOT_LOADED = 0  # the version of a load template's header until DCP fills it
+
+# Megatron-LM's SwiGLU parameter names (handle_swiglu_in_state_dict).
+_SWIGLU = [re.compile(p) for p in (
+    r"(.*)\.mlp\.linear_fc1\.weight$", r"(.*)\.mlp\.linear_fc1\.bias$",
+    r"(.*)\.mlp\.experts\.linear_fc1\.weight(\d+)$",
+    r"(.*)\.mlp\.experts\.linear_fc1\.bias(\d+)$",
+    r"(.*)\.mlp\.experts\.local_experts\.(\d+)\.linear_fc1\.weight$",
+    r"(.*)\.mlp\.experts\.local_experts\.(\d+)\.linear_fc1\.bias$",
+    r"(.*)\.mlp\.shared_experts\.linear_fc1\.weight$",
+    r"(.*)\.mlp\.shared_experts\.linear_fc1\.bias$")]
+HALVES = ("_w", "_v")
+
+
+def is_swiglu_name(name):
+    return any(p.search(name) for p in _SWIGLU)
+
+
+# ----------------------------------------------------------------------------------------
+# Where each shard starts (Note [Uneven shards in DCP])
+
+
+def _row_size(shape):
+    return math.prod(shape[1:]) if len(shape) > 1 else 1
+
+
+def first_rows(params, labels):
+    """Each parameter's first global row held by this rank (0 for a whole tensor)."""
+    rows, missing = [], []
+    for k, (p, label) in enumerate(zip(params, labels)):
+        mine = _dist.local(p)
+        if not _dist.is_dtensor(p) or _dist.shard_dim(p) is None:
+            rows.append(0)
+            continue
+        where = getattr(p, "megatron_fsdp_slice", None)
+        if where is None:
+            rows.append(None)
+            missing.append(k)
+            continue
+        size = _row_size(tuple(p.shape))
+        if where.stop - where.start != mine.numel() or where.start % size:
+            raise ValueError("%s: megatron_fsdp_slice %s does not hold its local shard of "
+                             "shape %s in whole rows of %d elements"
+                             % (label, where, tuple(mine.shape), size))
+        rows.append(where.start // size)
+    if missing:
+        _gather_first_rows(params, missing, rows)
+    return rows
+
+
+def _gather_first_rows(params, indices, rows):
+    """Fills rows[k] for `indices` from one all-gather of every rank's local row counts
+    over the shard group (shards follow the ranks' order: flat buffers cut in rank
+    order)."""
+    import torch.distributed as dist
+    p0 = params[indices[0]]
+    group = p0.device_mesh.get_group(mesh_dim=_dist.shard_dim(p0))
+    mine = [int(_dist.local(params[k]).shape[0]) if _dist.local(params[k]).dim() else 0
+            for k in indices]
+    every = [None] * dist.get_world_size(group)
+    dist.all_gather_object(every, mine, group=group)
+    rank = dist.get_rank(group)
+    for j, k in enumerate(indices):
+        rows[k] = sum(counts[j] for counts in every[:rank])
+
+
+# ----------------------------------------------------------------------------------------
+# DTensors with their own chunk
+
+
+def _attach_chunk(local, offsets):
+    """Gives DCP `local`'s chunk of its DTensor: `offsets` in the global tensor."""
+    from torch.distributed.checkpoint.metadata import (ChunkStorageMetadata, MetadataIndex,
+                                                       TensorProperties)
+    from torch.distributed.checkpoint.planner import (TensorWriteData, WriteItem,
+                                                      WriteItemType)
+    chunk = ChunkStorageMetadata(offsets=torch.Size(offsets), sizes=local.shape)
+
+    def write_items(fqn, tensor):
+        if local.numel() == 0:
+            return []  # an empty shard writes nothing; the others cover the tensor
+        return [WriteItem(type=WriteItemType.SHARD, index=MetadataIndex(fqn, chunk.offsets),
+                          tensor_data=TensorWriteData(
+                              chunk=chunk, properties=TensorProperties.create_from_tensor(local),
+                              size=tensor.size()))]
+
+    local.__create_chunk_list__ = lambda: [chunk]
+    local.__create_write_items__ = write_items
+
+
+def as_dtensor(local, p, shape, first_row):
+    """`local` (rows from `first_row` on) as a DTensor of global `shape` like p, with its
+    chunk attached; a plain tensor for a plain (or replicated) parameter."""
+    if not _dist.is_dtensor(p):
+        return local
+    offsets = (first_row,) + (0,) * (len(shape) - 1) if shape else ()
+    _attach_chunk(local, offsets)
+    return _dist.wrap_like(local, p, shape)
+
+
+def array_shape(name, shape):
+    """Global shape of array `name` for a parameter of global `shape` (scales exist for
+    group-safe tensors only when sharded: Note [Shard-safe quantization groups])."""
+    if name in ("m_scales", "v_scales"):
+        if len(shape) >= 2 and shape[-1] % _dist.QUANT_GROUP == 0:
+            return _dist.scales_shape(shape)
+        return ((math.prod(shape) + _dist.QUANT_GROUP - 1) // _dist.QUANT_GROUP,)
+    return tuple(shape)
+
+
+def local_shape(name, p):
+    mine = tuple(_dist.local(p).shape)
+    if name in ("m_scales", "v_scales"):
+        if len(mine) >= 2 and mine[-1] % _dist.QUANT_GROUP == 0:
+            return _dist.scales_shape(mine)
+        return ((math.prod(mine) + _dist.QUANT_GROUP - 1) // _dist.QUANT_GROUP,)
+    return mine
+
+
+# ----------------------------------------------------------------------------------------
+# Saving
+
+
+def header(opt, version=VERSION):
+    return {"layout": LAYOUT, "version": version, "algorithm": opt.algorithm,
+            "master": opt._formats[0], "momentum": opt._formats[1],
+            "variance": opt._formats[2]}
+
+
+def entries(opt, template):
+    """Every engine tensor's entry {"step": tensor, array: DTensor}, in the engine's order.
+    template: zeroed arrays and step 0, for DCP to load into (no snapshot taken);
+    otherwise the engine's state, sharing memory with the cached snapshot (read-only)."""
+    core = opt._core
+    labels = [core.label(k) for k in range(len(core.params))]
+    rows = first_rows(core.params, labels)
+    snap = None if template else opt._snapshot()
+    out = []
+    for k, p in enumerate(core.params):
+        t = None if snap is None else snap["tensors"][k]
+        step = 0 if t is None else t["step"]
+        entry = {"step": torch.tensor(float(step))}
+        n = _dist.local(p).numel()
+        group = core.hypers[core.group_of[k]]
+        for name in _arrays.expected(opt.algorithm, core.formats_of(k), group, n):
+            shape = local_shape(name, p)
+            if t is not None and name in t and n:
+                a = torch.from_numpy(np.ascontiguousarray(t[name])).view(_arrays.BITS[name])
+                if name in _arrays.BF16:
+                    a = a.view(torch.bfloat16)
+                a = a.reshape(shape)
+            else:
+                a = torch.zeros(shape, dtype=_arrays.TORCH[name])
+            entry[name] = as_dtensor(a, p, array_shape(name, tuple(p.shape)), rows[k])
+        out.append(entry)
+    return out, rows
+
+
+def split_halves(entry, p, first_row):
+    """Note [SwiGLU halves]: (w entry, v entry) of a [w; v] parameter's entry."""
+    rows = int(p.shape[0])
+    half = rows // 2
+    mine = int(_dist.local(p).shape[0]) if _dist.local(p).dim() else 0
+    lo, hi = first_row, first_row + mine
+    w_rows = max(0, min(hi, half) - lo)
+    out = []
+    for keep, start, shift in ((slice(0, w_rows), min(lo, half), 0),
+                               (slice(w_rows, mine), max(lo, half), half)):
+        e = {"step": entry["step"].clone()}
+        for name, a in entry.items():
+            if name == "step":
+                continue
+            piece = _dist.local(a)[keep]
+            shape = (half,) + tuple(a.shape[1:])
+            e[name] = as_dtensor(piece, p, shape, start - shift)
+        out.append(e)
+    return out
+
+
+# ----------------------------------------------------------------------------------------
+# Loading
+
+
+def check_header(got, opt):
+    """ValueError unless `got` is the header of this layout with this optimizer's
+    algorithm and formats."""
+    if not isinstance(got, Mapping) or got.get("layout") != LAYOUT:
+        raise ValueError("the state dict holds no tandem.megatron_fsdp state (its 'tandem' "
+                         "entry is %r): it was not saved by tandem.megatron_fsdp, or saved "
+                         "by another optimizer" % (got,))
+    if got.get("version") == NOT_LOADED:
+        raise ValueError("the checkpoint holds no tandem.megatron_fsdp state: the load left "
+                         "its 'tandem' entry unfilled (saved by another optimizer, such as "
+                         "FusedAdam or torch.optim.AdamW?)")
+    if got.get("version") != VERSION:
+        raise ValueError("tandem.megatron_fsdp state dict version %r; this build reads %d"
+                         % (got.get("version"), VERSION))
+    mine = header(opt)
+    for key in ("algorithm", "master", "momentum", "variance"):
+        if got.get(key) != mine[key]:
+            raise ValueError("the state dict has %s=%r, this optimizer %s=%r; load it into "
+                             "an optimizer with the same algorithm and formats"
+                             % (key, got.get(key), key, mine[key]))
+
+
+def joined(state, key, p, where):
+    """The entry of `key` in `state`, or the join of its SwiGLU halves (Note [SwiGLU
+    halves]); ValueError naming the key when neither is there."""
+    if key in state:
+        return state[key]
+    names = [key + h for h in HALVES] if isinstance(key, str) else []
+    if not names or not all(n in state for n in names):
+        raise ValueError("%s has no entry %r (nor its halves %s)" % (where, key, names))
+    w, v = state[names[0]], state[names[1]]
+    entry = {"step": w.get("step")}
+    for name, a in w.items():
+        if name != "step" and name in v and torch.is_tensor(a) and torch.is_tensor(v[name]):
+            both = torch.cat([_dist.local(a), _dist.local(v[name])])
+            entry[name] = _dist.wrap_like(both, p, array_shape(name, tuple(p.shape)))
+    return entry
+
+
+def local_arrays(opt, k, entry, where):
+    """{name: local tensor} of engine tensor k from a loaded entry, each checked: name,
+    dtype, placements and local shape. ValueError naming the first that is wrong."""
+    core = opt._core
+    p = core.params[k]
+    n = _dist.local(p).numel()
+    expected = _arrays.expected(opt.algorithm, core.formats_of(k),
+                                core.hypers[core.group_of[k]], n)
+    for name in entry:
+        if name != "step" and name not in expected:
+            raise ValueError("%s has %r, which %s with master=%s,m=%s,v=%s does not keep"
+                             % ((where, name, opt.algorithm) + core.formats_of(k)))
+    out = {}
+    for name in expected:
+        aw = "%s[%r]" % (where, name)
+        if name not in entry:
+            raise ValueError("%s is missing" % aw)
+        a = entry[name]
+        if not torch.is_tensor(a):
+            raise ValueError("%s must be a tensor, got %s" % (aw, type(a).__name__))
+        if a.dtype != _arrays.TORCH[name]:
+            raise ValueError("%s has dtype %s, expected %s" % (aw, a.dtype, _arrays.TORCH[name]))
+        if _dist.is_dtensor(a):
+            if not _dist.is_dtensor(p) or tuple(a.placements) != tuple(p.placements):
+                raise ValueError("%s is a DTensor placed %s; the parameter is %s"
+                                 % (aw, tuple(a.placements),
+                                    tuple(getattr(p, "placements", ())) or "not a DTensor"))
+        elif _dist.is_dtensor(p) and _dist.shard_dim(p) is not None:
+            raise ValueError("%s is a plain tensor; a sharded parameter's arrays must be "
+                             "DTensors placed like it (what state_dict() gave)" % aw)
+        mine = _dist.local(a).detach().cpu()
+        if tuple(mine.shape) != local_shape(name, p):
+            raise ValueError("%s has local shape %s, expected %s (this rank's shard of %s)"
+                             % (aw, tuple(mine.shape), local_shape(name, p), core.label(k)))
+        out[name] = mine
+    return out

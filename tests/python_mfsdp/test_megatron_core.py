@@ -1,0 +1,156 @@
+"""Megatron-Core's Megatron-FSDP (FullyShardedDataParallel) with tandem.megatron's
+get_megatron_optimizer, on CPU processes with gloo at 4 and 2 ranks
+(tests/megatron/mfsdp_gpt.py: a SwiGLU GPT in bf16 with fp32 main weights, Megatron's
+DistributedOptimizer, OptimizerParamScheduler and its fsdp_dtensor checkpoints saved and
+loaded the way Megatron-LM does).
+
+Two jobs, each training every run from the same seed: at 4 ranks Megatron's own optimizer
+(its torch AdamW fallback here) and Tandem at offload fractions 0, 0.5 (host compute)
+and 1 (streamed compute), q8 moments with a bf16+ecc8 master, and two runs with gradients
+drawn from (seed, step, name) that save checkpoints; at 2 ranks the same comparisons,
+those checkpoints loaded at another fraction and resumed, a model-only load, and loads
+that must be refused."""
+
+import os
+
+import pytest
+
+from conftest import bit_equal, launch, rel_diff, tensors
+
+
+STEPS = 6
+Q8 = "formats=bf16+ecc8/q8/q8"
+SEEDED = "grads=seeded,clip=0"  # the same gradients at every world size (mfsdp_gpt.py)
+LOSS_RTOL = 2e-2     # tests/megatron/gpt_proof.py's tolerance for f32 state
+Q8_LOSS_RTOL = 5e-2  # and for q8 moments with a bf16+ecc8 master
+
+
+def comparisons():
+    return ["base,megatron", "t0,tandem,fraction=0", "t5,tandem,fraction=0.5,compute=host",
+            "t1,tandem,fraction=1,compute=gpu", "q8,tandem,fraction=0.5," + Q8]
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("four"))
+    runs = comparisons() + [
+        "model_saved,megatron,save=3,save_what=model",
+        "s32,tandem,fraction=0.5,%s,save=3" % SEEDED,
+        "sq8,tandem,fraction=0,%s,%s,save=3" % (Q8, SEEDED)]
+    result = launch("mfsdp_gpt.py", 4, out, "--steps", STEPS,
+                    *[a for r in runs for a in ("--train", r)])
+    return out, result
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory, four):
+    out = str(tmp_path_factory.mktemp("two"))
+    four_out, _ = four
+    ck = lambda name: os.path.join(four_out, name)  # noqa: E731
+    runs = comparisons() + [
+        "r32,tandem,fraction=1,compute=gpu,%s,load=%s" % (SEEDED, ck("s32")),
+        "rq8,tandem,fraction=0.5,%s,%s,load=%s" % (Q8, SEEDED, ck("sq8")),
+        "model_only,tandem,fraction=0.5,load=%s,model_only=1" % ck("s32"),
+        "not_tandems,tandem,load=%s,expect_error=1" % ck("model_saved"),
+        "other_formats,tandem,load=%s,expect_error=1" % ck("sq8")]
+    result = launch("mfsdp_gpt.py", 2, out, "--steps", STEPS,
+                    *[a for r in runs for a in ("--train", r)])
+    return out, result
+
+
+@pytest.fixture(params=["four", "two"])
+def job(request):
+    return request.getfixturevalue(request.param)
+
+
+def test_every_step_is_applied(job):
+    _, result = job
+    for name, run in result["runs"].items():
+        if "expect_error" not in run["spec"]:
+            assert run["applied"] and all(run["applied"]), name
+
+
+def test_fractions_and_offload_compute_give_the_same_bits(job):
+    out, result = job
+    runs = result["runs"]
+    base = tensors(out, "t0")["params"]
+    for name in ("t5", "t1"):
+        assert runs[name]["losses"] == runs["t0"]["losses"], name
+        assert bit_equal(tensors(out, name)["params"], base), name
+
+
+def test_the_offload_fraction_is_exact(job):
+    # Of each rank's shard elements, the fraction given (to one 32-element block), not
+    # whole parameters as Megatron's HybridDeviceOptimizer takes them.
+    _, result = job
+    for name, fraction in (("t0", 0.0), ("t5", 0.5), ("t1", 1.0), ("q8", 0.5)):
+        for rank, placements in enumerate(result["runs"][name]["placements"]):
+            for p in placements:
+                assert p["target"] == round(fraction * p["total"]) or \
+                    abs(p["target"] - fraction * p["total"]) < 1, (name, rank, p)
+                assert abs(p["offloaded"] - p["target"]) < 32, (name, rank, p)
+
+
+def test_losses_follow_megatrons_own_optimizer(job):
+    _, result = job
+    runs = result["runs"]
+    base = runs["base"]["losses"]
+    assert rel_diff(runs["t0"]["losses"], base) <= LOSS_RTOL
+    assert rel_diff(runs["q8"]["losses"], base) <= Q8_LOSS_RTOL
+    assert runs["q8"]["losses"] != runs["t0"]["losses"]  # q8 really is another format
+
+
+def test_every_rank_saves_the_same_state_keys(four):
+    _, result = four
+    for name in ("s32", "sq8"):
+        assert result["runs"][name]["state_keys_identical"], name
+
+
+def test_empty_shards_have_their_entries(four):
+    # 4 ranks of a tiny model: most parameters have an empty shard somewhere; every
+    # parameter still has every array in the checkpoint, with the parameter's numel.
+    out, _ = four
+    saved = tensors(out, "s32")["saved_state"]
+    params = tensors(out, "s32")["params_at_save"]
+    fc1 = [k for k in saved if k.endswith("linear_fc1.weight_w.master_f32")]
+    assert fc1, "the SwiGLU halves are in the state dict"
+    for name, full in params.items():
+        if "linear_fc1" in name:
+            w, v = saved[name + "_w.master_f32"], saved[name + "_v.master_f32"]
+            assert bit_equal({"x": full}, {"x": __import__("torch").cat([w, v])})
+        else:
+            assert bit_equal({"x": full}, {"x": saved[name + ".master_f32"]}), name
+
+
+@pytest.mark.parametrize("saved,loaded", [("s32", "r32"), ("sq8", "rq8")])
+def test_saved_at_4_loads_at_2_and_resumes_bit_identically(four, two, saved, loaded):
+    four_out, _ = four
+    two_out, two_result = two
+    at_save, resumed = tensors(four_out, saved), tensors(two_out, loaded)
+    assert bit_equal(at_save["saved_state"], resumed["loaded_state"])
+    run = two_result["runs"][loaded]
+    assert run["first_step"] == 3
+    assert all(run["applied"])
+    # The losses are not compared: each rank draws its own batch, so 4 and 2 ranks see
+    # other data; the gradients the optimizer steps are drawn per (step, parameter).
+    assert bit_equal(resumed["params"], at_save["params"])
+
+
+def test_the_dummy_step_before_a_load_changes_nothing(two):
+    _, result = two
+    for name in ("r32", "rq8"):
+        assert result["runs"][name]["load_checks"]["dummy_step_changed_nothing"], name
+
+
+def test_a_model_only_load_is_picked_up(four, two):
+    four_out, _ = four
+    two_out, result = two
+    assert result["runs"]["model_only"]["model_only_masters_equal_params"]
+    assert bit_equal(tensors(two_out, "model_only")["params_after_model_load"],
+                     tensors(four_out, "s32")["params_at_save"])
+
+
+def test_other_checkpoints_are_refused(two):
+    _, result = two
+    assert "holds no tandem.megatron_fsdp state" in result["runs"]["not_tandems"]["error"]
+    assert "master='bf16+ecc8'" in result["runs"]["other_formats"]["error"]
