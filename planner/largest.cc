@@ -9,15 +9,11 @@
 #include "tandem/planner.h"
 
 namespace tandem::planner {
-namespace {
-
-ModelDescription WithLayers(const std::string& preset, uint64_t layers) {
+ModelDescription PresetWithLayers(const std::string& preset, uint64_t layers) {
   LlamaShape s = PresetShape(preset);
   s.layers = layers;
   return LlamaModel(s, preset + " x " + std::to_string(layers) + " layers", "llama");
 }
-
-}  // namespace
 
 LargestResult FindLargest(const PlanInputs& inputs) {
   LargestResult result;
@@ -28,7 +24,7 @@ LargestResult FindLargest(const PlanInputs& inputs) {
     row.published_layers = PresetShape(preset).layers;
     PlanInputs in = inputs;
     auto fits = [&](uint64_t layers) {
-      in.model = WithLayers(preset, layers);
+      in.model = PresetWithLayers(preset, layers);
       return PlanFits(in);
     };
     // The most layers in [1, 2 x published] that fit: memory grows with the layers.
@@ -43,7 +39,7 @@ LargestResult FindLargest(const PlanInputs& inputs) {
     }
     row.layers = lo;
     row.published_fits = lo >= row.published_layers;
-    in.model = WithLayers(preset, std::max<uint64_t>(lo, 1));
+    in.model = PresetWithLayers(preset, std::max<uint64_t>(lo, 1));
     row.plan = MakePlan(in);
     row.params = lo > 0 ? in.model.total_params() : 0;
     if (lo > 0 && (result.best < 0 || row.params > result.rows[result.best].params))
@@ -69,21 +65,19 @@ std::string LargestToText(const LargestResult& r) {
   s += b;
   for (const LargestRow& row : r.rows) {
     const FractionPoint& p = row.plan.recommended;
-    const bool it = row.layers > 0 && p.iteration.modelled;
+    const bool fits = row.layers > 0, it = fits && p.iteration.modelled;
+    char fraction[16] = "-", iter[16] = "-", tokens[16] = "-", mfu[16] = "-";
+    if (fits) std::snprintf(fraction, sizeof fraction, "%.4f", p.fraction);
+    if (it) {
+      std::snprintf(iter, sizeof iter, "%.0f", p.iteration.iteration_ms);
+      std::snprintf(tokens, sizeof tokens, "%.0f", p.iteration.tokens_per_s);
+      std::snprintf(mfu, sizeof mfu, "%.1f%%", 100 * p.iteration.mfu);
+    }
     std::snprintf(b, sizeof b, "  %-12s %10llu %10llu %16llu %9s %8s %12s %12s %7s\n",
                   row.shape.c_str(), static_cast<unsigned long long>(row.layers),
                   static_cast<unsigned long long>(row.published_layers),
-                  static_cast<unsigned long long>(row.params),
-                  row.layers > 0 ? std::to_string(p.fraction).substr(0, 6).c_str() : "-",
-                  row.layers > 0 ? (p.grad_release ? "on" : "off") : "-",
-                  it ? std::to_string(static_cast<long long>(p.iteration.iteration_ms)).c_str()
-                     : "-",
-                  it ? std::to_string(static_cast<long long>(p.iteration.tokens_per_s)).c_str()
-                     : "-",
-                  it ? (std::to_string(static_cast<int>(p.iteration.mfu * 1000 + 0.5) / 10) + "." +
-                        std::to_string(static_cast<int>(p.iteration.mfu * 1000 + 0.5) % 10) + "%")
-                           .c_str()
-                     : "-");
+                  static_cast<unsigned long long>(row.params), fraction,
+                  fits ? (p.grad_release ? "on" : "off") : "-", iter, tokens, mfu);
     s += b;
   }
   s += "  (layers: the most that fit, up to twice the published depth; 0: not even one)\n\n";

@@ -120,6 +120,8 @@ LlamaShape ReadLlamaShape(ConfigReader* r, bool need_intermediate = true);
 // The shape of a built-in preset (PresetNames()); Error(kInvalidArgument) listing them
 // for another name.
 LlamaShape PresetShape(std::string_view name);
+// A preset's shape with `layers` decoder layers (largest.cc), named "<preset> x N layers".
+ModelDescription PresetWithLayers(const std::string& preset, uint64_t layers);
 // Fills name, architecture and the shape fields of the description.
 void SetShape(ModelDescription* m, const LlamaShape& s, std::string name, std::string arch);
 

@@ -40,6 +40,8 @@ void Validate(const PlanInputs& in) {
   if (in.stream_chunk_bytes < 4096)
     bad("plan: the stream chunk must be >= 4096 bytes, got " +
         std::to_string(in.stream_chunk_bytes));
+  if (in.fraction > 1 || (in.fraction < 0 && in.fraction != -1))
+    bad("plan: the offload fraction must be in [0, 1], got " + std::to_string(in.fraction));
   if (!in.speculative_early_start &&
       (in.speculative_host_bytes != kAutoBytes || in.speculative_stream_bytes != kAutoBytes))
     bad("plan: speculation budgets need speculative early start (--speculative-early-start)");
@@ -308,11 +310,14 @@ SpeculationElements AddSpeculation(const PlanInputs& in, const Context& x, const
 // 0's placement and optimizer memory from one ResolvePlacement over ShardSpecs(in), the
 // figures the engine would build, plus what release and speculation add (Note [What
 // backward hides] in overlap.cc), the step and the iteration.
+// `resolved`: the engine's placement at (fraction, share) when the caller has it already
+// (it does not depend on release), else null.
 FractionPoint EvaluateAt(const PlanInputs& in, const Context& x, double fraction, double share,
-                         bool release) {
+                         bool release, const ResolvedPlacement* resolved = nullptr) {
   OptimizerConfig cfg = ShardConfig(in, fraction, share);
   cfg.speculative_early_start = false;
-  const ResolvedPlacement rp = ResolveRankPlacement(x.specs, x.f32_moments, cfg);
+  const ResolvedPlacement rp =
+      resolved != nullptr ? *resolved : ResolveRankPlacement(x.specs, x.f32_moments, cfg);
   const Placement& pl = rp.placement;
   const uint64_t g = DTypeSize(in.grad_dtype);
   FractionPoint p;
@@ -390,6 +395,16 @@ std::vector<bool> ReleaseChoices(const PlanInputs& in) {
 // slots fit]).
 FractionPoint BestAt(const PlanInputs& in, const Context& x, double fraction) {
   std::optional<FractionPoint> best;
+  std::map<double, ResolvedPlacement> placed;  // by share: release does not change it
+  auto evaluate = [&](double share, bool release) {
+    auto it = placed.find(share);
+    if (it == placed.end()) {
+      OptimizerConfig cfg = ShardConfig(in, fraction, share);
+      cfg.speculative_early_start = false;
+      it = placed.emplace(share, ResolveRankPlacement(x.specs, x.f32_moments, cfg)).first;
+    }
+    return EvaluateAt(in, x, fraction, share, release, &it->second);
+  };
   for (bool release : ReleaseChoices(in)) {
     const double planned = PlannedShare(in, x.rates, x.numels, fraction, release);
     std::vector<double> shares = {planned};
@@ -397,14 +412,15 @@ FractionPoint BestAt(const PlanInputs& in, const Context& x, double fraction) {
       for (double s : {0.0, 0.5, 1.0})
         if (s != planned) shares.push_back(s);
     for (double share : shares) {
-      FractionPoint p = EvaluateAt(in, x, fraction, share, release);
+      FractionPoint p = evaluate(share, release);
+      p.share_as_asked = share == planned;
       // Note [Auto streams only where the slots fit]: the stream slots (and their kernel
       // tables) are the only GPU bytes streaming adds; where they do not fit but
       // computing on the host does, auto's plan computes on the host (and says so: the
       // engine's auto looks at time only).
       if (!x.training.modelled && !p.fits_gpu && p.time.streamed > 0 &&
           in.offload_compute == kOffloadComputeAuto) {
-        FractionPoint q = EvaluateAt(in, x, fraction, 0.0, release);
+        FractionPoint q = evaluate(0.0, release);
         if (q.fits_gpu) {
           q.split_fallback = true;
           p = q;
@@ -459,9 +475,12 @@ FractionPoint FastestStep(const PlanInputs& in, const Context& x, int kmin, int 
   return BestAt(chosen, x, Frac(best_k));
 }
 
-// The fastest iteration of the feasible range [kmin, khmax] (ties: the smaller fraction):
-// the range's ends, 64 steps between them and the sweep's fractions inside it, each the
-// best point there (BestAt).
+// The fastest iteration of the feasible range [kmin, khmax]: the range's ends, 64 steps
+// between them and the sweep's fractions inside it, each the best point there (BestAt). A
+// larger fraction must be faster by more than kIterationTie to be taken: offloading more
+// for less is not worth the host memory (nor the model's error).
+constexpr double kIterationTie = 0.005;
+
 FractionPoint FastestIteration(const PlanInputs& in, const Context& x, int kmin, int khmax) {
   std::vector<int> ks = {kmin, khmax};
   constexpr int kGrid = 64;
@@ -476,7 +495,7 @@ FractionPoint FastestIteration(const PlanInputs& in, const Context& x, int kmin,
   for (int k : ks) {
     FractionPoint p = BestAt(in, x, Frac(k));
     if (!p.fits_gpu || !p.fits_host) continue;
-    if (!best || Score(p) < Score(*best) * (1 - 1e-9)) best = p;
+    if (!best || Score(p) < Score(*best) * (1 - kIterationTie)) best = p;
   }
   return best ? *best : BestAt(in, x, Frac(kmin));
 }
@@ -486,6 +505,10 @@ FractionPoint FastestIteration(const PlanInputs& in, const Context& x, int kmin,
 // short when none fits both; `front` and `back` are the points at fractions 0 and 1.
 struct Bounds {
   int kmin = -1, khmax = -1;
+  // The smallest fraction at which a point fits both budgets (kmin, or above it when the
+  // setting that fits the GPU first does not fit the host: streaming needs GPU slots,
+  // host-computed elements more host memory); -1 if none.
+  int kfit = -1;
   uint64_t gpu_short = 0, host_short = 0;
   bool feasible = false;
 };
@@ -508,8 +531,26 @@ Bounds FindBounds(const PlanInputs& in, const Context& x, const FractionPoint& f
   }
   if (b.kmin >= 0) {
     const FractionPoint first = b.kmin == 0 ? front : at(b.kmin);
-    if (!first.fits_host) b.host_short = first.host_node_bytes - in.host_budget;
-    b.feasible = first.fits_host && b.khmax >= b.kmin;
+    auto both = [&](int k) {
+      const FractionPoint p = at(k);
+      return p.fits_gpu && p.fits_host;
+    };
+    if (first.fits_host) {
+      b.kfit = b.kmin;
+    } else if (b.khmax > b.kmin) {
+      // Another setting may fit both a little further on: the first grid point that
+      // does, then the first fraction before it.
+      constexpr int kGrid = 64;
+      int prev = b.kmin;
+      for (int i = 1; i <= kGrid && b.kfit < 0; ++i) {
+        const int k = b.kmin + static_cast<int>(static_cast<int64_t>(b.khmax - b.kmin) * i / kGrid);
+        if (k == prev) continue;
+        if (both(k)) b.kfit = Bisect(prev, k, both);
+        prev = k;
+      }
+    }
+    b.feasible = b.kfit >= 0 && b.khmax >= b.kfit;
+    if (!b.feasible && !first.fits_host) b.host_short = first.host_node_bytes - in.host_budget;
   }
   return b;
 }
@@ -575,23 +616,40 @@ PlanResult MakePlan(const PlanInputs& in) {
   if (khmax >= 0) plan.max_host_fraction = Frac(khmax);
   if (kmin >= 0) plan.min_fraction = Frac(kmin);
 
+  if (in.fraction >= 0) {
+    // The plan at the given fraction: it fits there or not.
+    const FractionPoint given = BestAt(in, x, in.fraction);
+    plan.feasible = given.fits_gpu && given.fits_host;
+    if (!plan.feasible) {
+      plan.recommended = given;
+      char b[320];
+      std::snprintf(b, sizeof b,
+                    "DOES NOT FIT at the given offload fraction %.4f: needs %s of %s usable GPU "
+                    "per rank and %s of %s host per node",
+                    in.fraction, GiB(given.gpu.total()).c_str(), GiB(usable).c_str(),
+                    GiB(given.host_node_bytes).c_str(), GiB(in.host_budget).c_str());
+      plan.messages.push_back(b);
+    }
+  }
   if (plan.feasible) {
-    plan.recommended = x.training.modelled ? FastestIteration(in, x, kmin, khmax)
-                                           : FastestStep(in, x, kmin, khmax);
-    if (!plan.recommended.fits_gpu || !plan.recommended.fits_host) {
+    plan.recommended = in.fraction >= 0            ? BestAt(in, x, in.fraction)
+                       : x.training.modelled ? FastestIteration(in, x, bounds.kfit, khmax)
+                                             : FastestStep(in, x, bounds.kfit, khmax);
+    if (in.fraction < 0 && (!plan.recommended.fits_gpu || !plan.recommended.fits_host)) {
       plan.monotone = false;
-      plan.recommended = at(kmin);
+      plan.recommended = at(bounds.kfit);
     }
     const FractionPoint& r = plan.recommended;
-    char split[160] = "";
-    if (r.time.streamed > 0 || (x.training.modelled && in.offload_compute == kOffloadComputeAuto &&
-                                r.cold_elements > 0))
+    char split[200] = "";
+    if (!r.share_as_asked)
+      std::snprintf(split, sizeof split,
+                    "; the GPU computes %.4f of the offloaded elements (run with "
+                    "offload_compute=%s: auto would pick another share)",
+                    r.time.split.share, OffloadComputeName(r.time.split.share).c_str());
+    else if (r.time.streamed > 0)
       std::snprintf(split, sizeof split,
                     "; the GPU computes %.4f of the offloaded elements (offload_compute %s)",
-                    r.time.split.share,
-                    x.training.modelled && in.offload_compute == kOffloadComputeAuto
-                        ? OffloadComputeName(r.time.split.share).c_str()
-                        : OffloadComputeName(in.offload_compute).c_str());
+                    r.time.split.share, OffloadComputeName(in.offload_compute).c_str());
     std::string release;
     if (in.grad_release != Choice::kOff || r.grad_release)
       release = r.grad_release ? "; gradient release on" : "; gradient release off";
@@ -615,16 +673,16 @@ PlanResult MakePlan(const PlanInputs& in) {
                     Name(r.time.bottleneck));
     char b[1200];
     std::snprintf(b, sizeof b,
-                  "FITS: recommended offload fraction %.4f: %s of %s usable %s, %s of %s host "
+                  "FITS: %s offload fraction %.4f: %s of %s usable %s, %s of %s host "
                   "per node; %s%s%s. The GPU budget needs fraction >= %.4f. %s",
-                  r.fraction, GiB(r.gpu.total()).c_str(), GiB(usable).c_str(),
+                  in.fraction >= 0 ? "the given" : "recommended", r.fraction, GiB(r.gpu.total()).c_str(), GiB(usable).c_str(),
                   in.fsdp2 ? "GPU per rank" : "GPU", GiB(r.host_node_bytes).c_str(),
                   GiB(in.host_budget).c_str(), time, split, release.c_str(), plan.min_fraction,
                   !plan.runnable ? "A what-if: this version cannot run it (see the warnings)."
                   : in.fsdp2     ? "Runnable: FSDP2 with tandem.torch (docs/distributed.md)."
                                  : "Runnable.");
     plan.messages.push_back(b);
-  } else {
+  } else if (in.fraction < 0) {
     if (plan.gpu_short_bytes > 0)
       plan.messages.push_back("DOES NOT FIT: GPU memory short by " + GiB(plan.gpu_short_bytes) +
                               " even with all optimizer state offloaded (fraction 1): needs " +

@@ -106,7 +106,7 @@ std::string PlanToText(const PlanResult& plan) {
   s += "\n";
 
   Append(&s, "Memory at offload fraction %.4f (%s)\n", r.fraction,
-         plan.feasible ? "recommended" : "closest to fitting");
+         in.fraction >= 0 ? "given" : plan.feasible ? "recommended" : "closest to fitting");
   Append(&s, "  %-12s %14s %14s\n", "category", in.fsdp2 ? "GPU GiB/rank" : "GPU GiB",
          "host GiB/rank");
   const struct {

@@ -498,6 +498,9 @@ struct PlanInputs {
   bool speculative_early_start = false;
   uint64_t speculative_host_bytes = kAutoBytes;
   uint64_t speculative_stream_bytes = kAutoBytes;
+  // The offload fraction to plan at, in [0, 1] (a run's own, to predict it); negative
+  // (default): the plan chooses the fastest that fits.
+  double fraction = -1;
   uint32_t gpus_per_node = 1;                        // >= 1
   uint32_t nodes = 1;                                // >= 1
   Profile profile = DefaultProfile();
@@ -517,6 +520,9 @@ struct FractionPoint {
   // offloaded element on the host (time.split.share 0). The engine's auto looks at time
   // alone: such a plan runs with offload_compute 0 ("host").
   bool split_fallback = false;
+  // The share is the one offload_compute resolves to (auto: what the engine's auto picks);
+  // false when the plan chose another share for a faster iteration.
+  bool share_as_asked = true;
   // Gradient release at this point (PlanInputs::grad_release, resolved).
   bool grad_release = false;
   // Elements of rank 0 whose update speculation runs during backward, by class.

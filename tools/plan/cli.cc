@@ -42,6 +42,7 @@ struct Args {
   std::string spec_host, spec_stream;
   double train_tflops = 0;
   bool largest = false;
+  double fraction = -1;
   uint32_t gpus_per_node = 1, nodes = 1;
   bool fsdp2 = false;
   uint32_t shard_size = 0, blocks_in_flight = 2;
@@ -138,6 +139,7 @@ PlanInputs ToInputs(const Args& a, std::pair<bool, bool> dtypes_given) {
   in.stream_slots = a.stream_slots;
   in.profile = a.profile.empty() ? DefaultProfile() : ReadProfile(a.profile);
   if (a.train_tflops > 0) in.profile.gpu.train_tflops = a.train_tflops;
+  in.fraction = a.fraction;
   return in;
 }
 
@@ -217,6 +219,9 @@ int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::stri
                  "speculation budget per rank: streamed state backed up (default: what fits "
                  "and backward covers, or 1GiB without --seq)")
       ->needs(spec);
+  app.add_option("--fraction", a.fraction,
+                 "plan at this offload fraction (a run's own) instead of choosing one")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--train-tflops", a.train_tflops,
                  "training throughput of forward + backward, TFLOP/s of hardware work "
                  "(default: the profile's, else built-in)")
