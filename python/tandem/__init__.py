@@ -7,9 +7,11 @@ are built on; it does not link libtorch.
 """
 
 from tandem._C import cuda_device_available  # noqa: F401
-from tandem._calibrate import calibrate_binding, measure_binding_overhead  # noqa: F401
-from tandem._planner import Plan, machine_rates, plan  # noqa: F401
+from tandem._calibrate import (calibrate_binding, calibrate_training,  # noqa: F401
+                               measure_binding_overhead, measure_training_throughput)
+from tandem._planner import Largest, Plan, largest, machine_rates, plan  # noqa: F401
 
 __version__ = "0.2.0"
-__all__ = ["cuda_device_available", "plan", "Plan", "machine_rates", "calibrate_binding",
-           "measure_binding_overhead", "__version__"]
+__all__ = ["cuda_device_available", "plan", "Plan", "largest", "Largest", "machine_rates",
+           "calibrate_binding", "measure_binding_overhead", "calibrate_training",
+           "measure_training_throughput", "__version__"]
