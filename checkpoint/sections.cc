@@ -2,8 +2,36 @@
 
 #include <vector>
 
+#include "engine/state_arrays.h"
+
 namespace tandem::ckpt {
+
+// The data kinds are engine's state arrays, one to one: section id = the table's
+// section_id (engine/state_arrays.h), in the table's order. Values on disk never change.
+constexpr bool Tied(SectionKind kind, StateArray a) {
+  return static_cast<uint32_t>(kind) == Info(a).section_id;
+}
+static_assert(Tied(SectionKind::kMasterF32, StateArray::kMasterF32) &&
+                  Tied(SectionKind::kMasterBf16, StateArray::kMasterBf16) &&
+                  Tied(SectionKind::kEcc8, StateArray::kEcc8) &&
+                  Tied(SectionKind::kEcc16, StateArray::kEcc16) &&
+                  Tied(SectionKind::kMF32, StateArray::kMF32) &&
+                  Tied(SectionKind::kMCodes, StateArray::kMCodes) &&
+                  Tied(SectionKind::kMScales, StateArray::kMScales) &&
+                  Tied(SectionKind::kVF32, StateArray::kVF32) &&
+                  Tied(SectionKind::kVCodes, StateArray::kVCodes) &&
+                  Tied(SectionKind::kVScales, StateArray::kVScales),
+              "checkpoint/format.h SectionKind and engine's state-array table disagree");
+static_assert(kFirstDataKind == Info(StateArray::kMasterF32).section_id &&
+                  kLastDataKind == kFirstDataKind + kStateArrayCount - 1,
+              "the data kinds are the state arrays' section ids, consecutive");
+
 namespace {
+
+// The state array of a data kind (a data kind: KindFromId's range).
+StateArray ArrayOf(SectionKind kind) {
+  return static_cast<StateArray>(static_cast<uint32_t>(kind) - kFirstDataKind);
+}
 
 template <typename V>
 ArrayView View(const V& v) {
@@ -16,42 +44,23 @@ void* Resize(V* v, size_t bytes) {
   return v->data();
 }
 
-// Calls f(array) for the array of `kind`; returns f's result.
-template <typename T, typename F>
-auto WithArray(T& t, SectionKind kind, F&& f) {
-  switch (kind) {
-    case SectionKind::kMasterF32: return f(t.master_f32);
-    case SectionKind::kMasterBf16: return f(t.master_bf16);
-    case SectionKind::kEcc8: return f(t.ecc8);
-    case SectionKind::kEcc16: return f(t.ecc16);
-    case SectionKind::kMF32: return f(t.m_f32);
-    case SectionKind::kMCodes: return f(t.m_codes);
-    case SectionKind::kMScales: return f(t.m_scales);
-    case SectionKind::kVF32: return f(t.v_f32);
-    case SectionKind::kVCodes: return f(t.v_codes);
-    case SectionKind::kVScales: return f(t.v_scales);
-    case SectionKind::kManifest: break;
-  }
-  return f(t.master_f32);  // not reached for data kinds; callers pass data kinds only
+// Calls f(array) for the array of data kind `kind`; returns f's result.
+template <typename R, typename T, typename F>
+R WithArray(T& t, SectionKind kind, F&& f) {
+  R out{};
+  const StateArray want = ArrayOf(kind);
+  ForEachStateVector(t, [&](StateArray a, auto& v) {
+    if (a == want) out = f(v);
+  });
+  return out;
 }
 
 }  // namespace
 
 const char* KindName(SectionKind kind) noexcept {
-  switch (kind) {
-    case SectionKind::kManifest: return "manifest";
-    case SectionKind::kMasterF32: return "master_f32";
-    case SectionKind::kMasterBf16: return "master_bf16";
-    case SectionKind::kEcc8: return "ecc8";
-    case SectionKind::kEcc16: return "ecc16";
-    case SectionKind::kMF32: return "m_f32";
-    case SectionKind::kMCodes: return "m_codes";
-    case SectionKind::kMScales: return "m_scales";
-    case SectionKind::kVF32: return "v_f32";
-    case SectionKind::kVCodes: return "v_codes";
-    case SectionKind::kVScales: return "v_scales";
-  }
-  return "unknown";
+  if (kind == SectionKind::kManifest) return "manifest";
+  if (!KindFromId(static_cast<uint32_t>(kind))) return "unknown";
+  return Info(ArrayOf(kind)).name;
 }
 
 std::optional<SectionKind> KindFromId(uint32_t id) noexcept {
@@ -60,20 +69,8 @@ std::optional<SectionKind> KindFromId(uint32_t id) noexcept {
 }
 
 size_t KindElementSize(SectionKind kind) noexcept {
-  switch (kind) {
-    case SectionKind::kMasterF32:
-    case SectionKind::kMF32:
-    case SectionKind::kVF32: return 4;
-    case SectionKind::kMasterBf16:
-    case SectionKind::kEcc16:
-    case SectionKind::kMScales:
-    case SectionKind::kVScales: return 2;
-    case SectionKind::kEcc8:
-    case SectionKind::kMCodes:
-    case SectionKind::kVCodes: return 1;
-    case SectionKind::kManifest: break;
-  }
-  return 1;
+  if (!KindFromId(static_cast<uint32_t>(kind))) return 1;
+  return Info(ArrayOf(kind)).entry_bytes;
 }
 
 bool KindCompressesWell(SectionKind kind) noexcept {
@@ -85,11 +82,11 @@ bool KindCompressesWell(SectionKind kind) noexcept {
 }
 
 ArrayView ViewOf(const TensorSnapshot& t, SectionKind kind) {
-  return WithArray(t, kind, [](const auto& v) { return View(v); });
+  return WithArray<ArrayView>(t, kind, [](const auto& v) { return View(v); });
 }
 
 void* ResizeArray(TensorSnapshot* t, SectionKind kind, size_t bytes) {
-  return WithArray(*t, kind, [bytes](auto& v) { return Resize(&v, bytes); });
+  return WithArray<void*>(*t, kind, [bytes](auto& v) { return Resize(&v, bytes); });
 }
 
 }  // namespace tandem::ckpt

@@ -4,6 +4,43 @@
 
 namespace tandem {
 
+uint64_t ArrayEntries(StateArray a, Algorithm algo, const HyperParams& h, const StateFormats& f,
+                      uint64_t n) {
+  const bool bf = f.master != MasterFormat::kF32;
+  const bool m = HasMomentum(algo, h), v = HasVariance(algo);
+  const bool m_q8 = f.momentum == MomentFormat::kQ8, v_q8 = f.variance == MomentFormat::kQ8;
+  bool kept = false;
+  switch (a) {
+    case StateArray::kMasterF32:
+      kept = !bf;
+      break;
+    case StateArray::kMasterBf16:
+      kept = bf;
+      break;
+    case StateArray::kEcc8:
+      kept = f.master == MasterFormat::kBF16Ecc8;
+      break;
+    case StateArray::kEcc16:
+      kept = f.master == MasterFormat::kBF16Ecc16;
+      break;
+    case StateArray::kMF32:
+      kept = m && !m_q8;
+      break;
+    case StateArray::kMCodes:
+    case StateArray::kMScales:
+      kept = m && m_q8;
+      break;
+    case StateArray::kVF32:
+      kept = v && !v_q8;
+      break;
+    case StateArray::kVCodes:
+    case StateArray::kVScales:
+      kept = v && v_q8;
+      break;
+  }
+  return kept ? ArrayEntries(a, n) : 0;
+}
+
 StepSpan SubSpan(const StepSpan& s, uint64_t off, uint64_t count) {
   StepSpan r = s;
   r.n = count;
@@ -23,8 +60,7 @@ void CopyStateArrays(const StepSpan& dst, const StepSpan& src) {
   i = 0;
   ForEachStateArray(src, [&](StateArray a, const auto* p) {
     void* d = to[i++];
-    if (p != nullptr && d != nullptr)
-      std::memcpy(d, p, ArrayEntries(a, src.n) * sizeof(*p));
+    if (p != nullptr && d != nullptr) std::memcpy(d, p, ArrayEntries(a, src.n) * sizeof(*p));
   });
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "engine/step_span.h"
+#include "tandem/types.h"
 
 namespace tandem {
 
@@ -20,16 +21,44 @@ enum class StateArray : uint8_t {
 };
 inline constexpr int kStateArrayCount = 10;
 
-// One of the master's arrays (fp32, or the bf16 part and its correction).
-constexpr bool IsMasterArray(StateArray a) {
-  return a == StateArray::kMasterF32 || a == StateArray::kMasterBf16 ||
-         a == StateArray::kEcc8 || a == StateArray::kEcc16;
+// The table of state arrays, the one source of what each array is called, what one entry
+// holds and which checkpoint section carries it (checkpoint/sections.cc static_asserts
+// its SectionKind against section_id; section ids are written to disk and never
+// renumbered).
+struct StateArrayInfo {
+  StateArray array;
+  const char* name;     // "master_f32", ...: snapshots, checkpoints, the binding's dicts
+  const char* dtype;    // what an entry holds: "f32", "bf16" (bit patterns), "i8", "u8", "i16"
+  uint8_t entry_bytes;  // bytes per entry
+  uint32_t section_id;  // the checkpoint's SectionKind of this array
+  bool master;          // one of the master's arrays (fp32, or the bf16 part and its ecc)
+  bool per_group;       // one entry per quantization group (else per element)
+};
+inline constexpr StateArrayInfo kStateArrays[kStateArrayCount] = {
+    {StateArray::kMasterF32, "master_f32", "f32", 4, 1, true, false},
+    {StateArray::kMasterBf16, "master_bf16", "bf16", 2, 2, true, false},
+    {StateArray::kEcc8, "ecc8", "i8", 1, 3, true, false},
+    {StateArray::kEcc16, "ecc16", "i16", 2, 4, true, false},
+    {StateArray::kMF32, "m_f32", "f32", 4, 5, false, false},
+    {StateArray::kMCodes, "m_codes", "i8", 1, 6, false, false},
+    {StateArray::kMScales, "m_scales", "bf16", 2, 7, false, true},
+    {StateArray::kVF32, "v_f32", "f32", 4, 8, false, false},
+    {StateArray::kVCodes, "v_codes", "u8", 1, 9, false, false},
+    {StateArray::kVScales, "v_scales", "bf16", 2, 10, false, true},
+};
+constexpr const StateArrayInfo& Info(StateArray a) { return kStateArrays[static_cast<int>(a)]; }
+constexpr bool TableInOrder() {
+  for (int i = 0; i < kStateArrayCount; ++i)
+    if (static_cast<int>(kStateArrays[i].array) != i) return false;
+  return true;
 }
+static_assert(TableInOrder(), "kStateArrays lists the arrays in StateArray order");
+
+// One of the master's arrays (fp32, or the bf16 part and its correction).
+constexpr bool IsMasterArray(StateArray a) { return Info(a).master; }
 
 // One scale per quantization group (else one entry per element).
-constexpr bool PerGroup(StateArray a) {
-  return a == StateArray::kMScales || a == StateArray::kVScales;
-}
+constexpr bool PerGroup(StateArray a) { return Info(a).per_group; }
 
 // Entries of array `a` for `n` elements, and the index of element `off`'s entry (`off`
 // a multiple of kQuantGroup for the per-group arrays).
@@ -70,6 +99,21 @@ void ForEachStateVector(Arrays& t, Fn&& fn) {
   fn(StateArray::kVF32, t.v_f32);
   fn(StateArray::kVCodes, t.v_codes);
   fn(StateArray::kVScales, t.v_scales);
+}
+
+// Entries array `a` has for `n` elements of a tensor in formats `f` under `algo` and its
+// group's `h` (0 where the formats or the algorithm keep no such array).
+uint64_t ArrayEntries(StateArray a, Algorithm algo, const HyperParams& h, const StateFormats& f,
+                      uint64_t n);
+
+// Sizes every array of a TensorSnapshot or TensorState (ForEachStateVector) for `n`
+// elements in formats `f` (entries value-initialised; the initial state is
+// EncodeInitialState's, engine/initial_state.h).
+template <typename Arrays>
+void SizeStateVectors(Arrays& t, Algorithm algo, const HyperParams& h, const StateFormats& f,
+                      uint64_t n) {
+  ForEachStateVector(t,
+                     [&](StateArray a, auto& v) { v.assign(ArrayEntries(a, algo, h, f, n), {}); });
 }
 
 // Elements [off, off + count) of `s`: every state array pointer, the gradient and the

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "engine/fp_bits.h"
+#include "engine/initial_state.h"
 #include "engine/master_codec.h"
 #include "engine/q8_codec.h"
 #include "engine/state_arrays.h"
@@ -17,41 +18,9 @@ TensorState::TensorState(Algorithm algo, const HyperParams& hyper, const StateFo
   if (n > 0 && init == nullptr)
     throw Error(ErrorKind::kInvalidArgument, "TensorState: init is null for " +
                                                  std::to_string(n) + " elements");
-  const size_t groups = GroupCount(n);
-  switch (f.master) {
-    case MasterFormat::kF32: master_f32.assign(init, init + n); break;
-    case MasterFormat::kBF16:
-      master_bf16.resize(n);
-      for (size_t i = 0; i < n; ++i) master_bf16[i] = num::F32ToBf16(init[i]);
-      break;
-    case MasterFormat::kBF16Ecc8:
-      master_bf16.resize(n);
-      ecc8.resize(n);
-      for (size_t i = 0; i < n; ++i) num::EncodeEcc8(init[i], &master_bf16[i], &ecc8[i]);
-      break;
-    case MasterFormat::kBF16Ecc16:
-      master_bf16.resize(n);
-      ecc16.resize(n);
-      for (size_t i = 0; i < n; ++i) num::EncodeEcc16(init[i], &master_bf16[i], &ecc16[i]);
-      break;
-  }
-  const uint16_t zero_scale = num::GroupScaleBits(0.0f);
-  if (has_m_) {
-    if (f.momentum == MomentFormat::kF32) {
-      m_f32.assign(n, 0.0f);
-    } else {
-      m_codes.assign(n, 0);
-      m_scales.assign(groups, zero_scale);
-    }
-  }
-  if (has_v_) {
-    if (f.variance == MomentFormat::kF32) {
-      v_f32.assign(n, 0.0f);
-    } else {
-      v_codes.assign(n, 0);
-      v_scales.assign(groups, zero_scale);
-    }
-  }
+  // Sized for the formats, then filled by the one encoder (Note [Initial state]).
+  SizeStateVectors(*this, algo, hyper, f, n);
+  if (n > 0) EncodeInitialState(init, DType::kF32, Span(0, n, nullptr, DType::kF32));
 }
 
 StepSpan TensorState::Span(size_t offset, size_t count, const void* grad, DType grad_dtype,

@@ -595,16 +595,22 @@ PlanResult MakePlan(const PlanInputs& in) {
   auto at = [&](int k) { return BestAt(in, x, Frac(k)); };
   for (int i = 0; i <= kSweepSteps; ++i)
     plan.sweep.push_back(BestAt(in, x, static_cast<double>(i) / kSweepSteps));
-  // The GPU side without the streaming slots: they appear with the first streamed element.
-  // (With gradient release chosen point by point, only points of one setting compare.)
+  // Both sides without their staging buffers, which follow the compute split rather than
+  // the fraction: the GPU's stream slots appear with the first streamed element, the
+  // host's pinned pipeline slots with the first element computed on the host, and auto
+  // may stream at one fraction and compute on the host at the next (Note [Auto streams
+  // only where the slots fit]), so the totals may step back by a staging buffer while
+  // the state itself moves one way. With gradient release chosen point by point, only
+  // points of one setting compare.
   auto gpu_state = [](const FractionPoint& p) { return p.gpu.total() - p.gpu.staging; };
+  auto host_state = [](const FractionPoint& p) { return p.host.total() - p.host.staging; };
   for (size_t i = 1; i < plan.sweep.size(); ++i) {
     const FractionPoint &a = plan.sweep[i - 1], &b = plan.sweep[i];
     // Speculation with an iteration model takes what memory is left: not monotone.
     if (a.grad_release != b.grad_release ||
         (x.training.modelled && in.speculative_early_start))
       continue;
-    if (gpu_state(b) > gpu_state(a) || b.host_node_bytes < a.host_node_bytes) plan.monotone = false;
+    if (gpu_state(b) > gpu_state(a) || host_state(b) < host_state(a)) plan.monotone = false;
   }
 
   const FractionPoint all_off = plan.sweep.back();

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -31,6 +32,7 @@
 #include "tools/plan/cli.h"
 #include "tandem/checkpoint.h"
 #endif
+#include "engine/state_arrays.h"
 #include "tandem/error.h"
 #include "tandem/node.h"
 #include "tandem/optimizer.h"
@@ -38,6 +40,7 @@
 #include "tandem/planner.h"
 #include "tandem/snapshot.h"
 #include "tandem/types.h"
+#include "tandem/version.h"
 
 namespace py = pybind11;
 
@@ -123,6 +126,21 @@ py::array MoveToArray(std::vector<T>&& v) {
                           reinterpret_cast<const Out*>(owner->data()), free_when_done);
 }
 
+// A state array as NumPy sees it (engine's table, StateArrayInfo::dtype): fp32 as float32,
+// bf16 bit patterns (master, scales) and ecc16 as int16, ecc8 and m codes as int8, v codes
+// as uint8.
+template <typename T>
+py::array ArrayOf(std::vector<T>&& v, const StateArrayInfo& info) {
+  if constexpr (sizeof(T) == 4) {
+    return MoveToArray<float>(std::move(v));
+  } else if constexpr (sizeof(T) == 2) {
+    return MoveToArray<int16_t>(std::move(v));
+  } else {
+    if (std::string_view(info.dtype) == "u8") return MoveToArray<uint8_t>(std::move(v));
+    return MoveToArray<int8_t>(std::move(v));
+  }
+}
+
 // Copies a 1-D array-like (any NumPy array with the right element size) into `out`.
 template <typename T>
 void CopyFromArray(const py::dict& d, const char* key, std::vector<T>* out) {
@@ -190,17 +208,10 @@ py::dict SnapshotToDict(OptimizerSnapshot s) {
     td["group"] = t.group;
     td["step"] = t.step;
     td["formats"] = FormatsToDict(t.formats);
-    // Only the arrays the format uses; empty ones are left out.
-    if (!t.master_f32.empty()) td["master_f32"] = MoveToArray<float>(std::move(t.master_f32));
-    if (!t.master_bf16.empty()) td["master_bf16"] = MoveToArray<int16_t>(std::move(t.master_bf16));
-    if (!t.ecc8.empty()) td["ecc8"] = MoveToArray<int8_t>(std::move(t.ecc8));
-    if (!t.ecc16.empty()) td["ecc16"] = MoveToArray<int16_t>(std::move(t.ecc16));
-    if (!t.m_f32.empty()) td["m_f32"] = MoveToArray<float>(std::move(t.m_f32));
-    if (!t.v_f32.empty()) td["v_f32"] = MoveToArray<float>(std::move(t.v_f32));
-    if (!t.m_codes.empty()) td["m_codes"] = MoveToArray<int8_t>(std::move(t.m_codes));
-    if (!t.v_codes.empty()) td["v_codes"] = MoveToArray<uint8_t>(std::move(t.v_codes));
-    if (!t.m_scales.empty()) td["m_scales"] = MoveToArray<int16_t>(std::move(t.m_scales));
-    if (!t.v_scales.empty()) td["v_scales"] = MoveToArray<int16_t>(std::move(t.v_scales));
+    // Only the arrays the format uses (named by engine's table); empty ones are left out.
+    ForEachStateVector(t, [&](StateArray a, auto& v) {
+      if (!v.empty()) td[Info(a).name] = ArrayOf(std::move(v), Info(a));
+    });
     tensors.append(td);
   }
   d["tensors"] = tensors;
@@ -275,16 +286,7 @@ OptimizerSnapshot SnapshotFromDict(const py::dict& d) {
     t.formats = td.contains("formats") && !td["formats"].is_none()
                     ? FormatsFromObject(td["formats"], where)
                     : s.formats;
-    CopyFromArray(td, "master_f32", &t.master_f32);
-    CopyFromArray(td, "master_bf16", &t.master_bf16);
-    CopyFromArray(td, "ecc8", &t.ecc8);
-    CopyFromArray(td, "ecc16", &t.ecc16);
-    CopyFromArray(td, "m_f32", &t.m_f32);
-    CopyFromArray(td, "v_f32", &t.v_f32);
-    CopyFromArray(td, "m_codes", &t.m_codes);
-    CopyFromArray(td, "v_codes", &t.v_codes);
-    CopyFromArray(td, "m_scales", &t.m_scales);
-    CopyFromArray(td, "v_scales", &t.v_scales);
+    ForEachStateVector(t, [&](StateArray a, auto& v) { CopyFromArray(td, Info(a).name, &v); });
     s.tensors.push_back(std::move(t));
   }
   return s;
@@ -795,6 +797,8 @@ PYBIND11_MODULE(_C, m) {
   });
 
   m.attr("has_checkpoint") = py::bool_(TANDEM_PY_HAS_CHECKPOINT != 0);
+  // The version has one home, include/tandem/version.h; tandem.__version__ is this.
+  m.attr("__version__") = tandem::kVersion;
 #if TANDEM_PY_HAS_CHECKPOINT
   m.def("convert_snapshot", &tandem::ConvertSnapshotDict, py::arg("snapshot"), py::arg("master"),
         py::arg("momentum"), py::arg("variance"), py::arg("tensor_formats") = py::none(),

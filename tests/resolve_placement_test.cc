@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tandem/error.h"
+#include "tests/expect_error.h"
 #include "tandem/rate_cache.h"
 #include "tandem/resolve_placement.h"
 
@@ -42,16 +43,7 @@ MachineRates Rates(double host_gparams) {
   return r;
 }
 
-template <typename Fn>
-void ExpectInvalid(Fn fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using testing::ExpectInvalid;
 
 TEST(ResolvePlacement, AnExplicitShareIsPlacedAsGiven) {
   const std::vector<TensorSpec> specs = Specs();

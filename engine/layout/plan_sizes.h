@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/grain.h"
+
 namespace tandem::gpu {
 
 // StepPlan: one SpanMeta per span, one WorkUnit per kStepUnitElems elements of a span.
@@ -22,7 +24,7 @@ inline constexpr size_t kNormTensorBytes = 32;
 inline constexpr size_t kNormUnitBytes = 16;
 inline constexpr size_t kNormPartialBytes = 17 * 8;
 inline constexpr size_t kNormResultBytes = 17 * 8;
-inline constexpr uint64_t kNormUnitElems = 64 * 1024;
+inline constexpr uint64_t kNormUnitElems = kGrainElements;  // Note [Grain]
 inline constexpr uint64_t kNormPieceElems = 8192;  // exact::kNormPiece
 
 struct NormSize {

@@ -26,27 +26,13 @@ void StateLayout::Add(size_t t, uint64_t offset, uint64_t count, Algorithm algo,
   e.part.alias_param = alias_param && count > 0;
   e.part.state.n = count;
   e.part.state.formats = f;
-  for (uint64_t& z : e.size) z = 0;
-  auto set = [&](StateArray a, uint64_t bytes) { e.size[static_cast<int>(a)] = bytes; };
-  const uint64_t groups = GroupCount(count);
-  const bool bf = f.master != MasterFormat::kF32;
-  if (!e.part.alias_param) {
-    set(StateArray::kMasterF32, bf ? 0 : 4 * count);
-    set(StateArray::kMasterBf16, bf ? 2 * count : 0);
-  }
-  set(StateArray::kEcc8, f.master == MasterFormat::kBF16Ecc8 ? count : 0);
-  set(StateArray::kEcc16, f.master == MasterFormat::kBF16Ecc16 ? 2 * count : 0);
-  if (HasMomentum(algo, h)) {
-    const bool q = f.momentum == MomentFormat::kQ8;
-    set(StateArray::kMF32, q ? 0 : 4 * count);
-    set(StateArray::kMCodes, q ? count : 0);
-    set(StateArray::kMScales, q ? 2 * groups : 0);
-  }
-  if (HasVariance(algo)) {
-    const bool q = f.variance == MomentFormat::kQ8;
-    set(StateArray::kVF32, q ? 0 : 4 * count);
-    set(StateArray::kVCodes, q ? count : 0);
-    set(StateArray::kVScales, q ? 2 * groups : 0);
+  // Each array the formats keep (engine/state_arrays.h), but an aliased master: the
+  // parameter is that array.
+  for (int i = 0; i < kStateArrayCount; ++i) {
+    const StateArray a = static_cast<StateArray>(i);
+    const bool aliased = e.part.alias_param &&
+                         (a == StateArray::kMasterF32 || a == StateArray::kMasterBf16);
+    e.size[i] = aliased ? 0 : ArrayEntries(a, algo, h, f, count) * Info(a).entry_bytes;
   }
   SlabLayout l;
   for (int a = 0; a < kStateArrayCount; ++a) {

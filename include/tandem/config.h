@@ -17,6 +17,7 @@
 
 #include "tandem/compute_split.h"
 #include "tandem/faults.h"
+#include "tandem/logger.h"
 #include "tandem/placement.h"
 #include "tandem/rate_cache.h"
 #include "tandem/types.h"
@@ -145,6 +146,9 @@ struct OptimizerConfig {
   // reported, and leaves the optimizer, exactly as the real one would ("Failure:" above).
   // A plan belongs to the optimizers it is handed to and affects no other.
   std::shared_ptr<FaultPlan> faults = nullptr;
+  // Where the optimizer's progress lines go (tandem/logger.h): a construction that runs
+  // past 3 s reports its progress. nullptr (the default): stderr (StderrLogger()).
+  std::shared_ptr<Logger> info_log = nullptr;
 };
 
 // What a step's pre-pass finds in the gradients of its active tensors, before any update.

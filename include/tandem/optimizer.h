@@ -11,9 +11,11 @@
 //   for (...) { backward(); opt.Step(lr, {.max_grad_norm = 1.0}); }
 //
 // Thread safety: one thread at a time may call the non-const methods of one optimizer
-// (BeginStep, GradReady, Step, WaitParam, Restore). Const methods may run concurrently with
-// each other but not with Step. Between BeginStep and Step the optimizer's own worker
-// thread updates offloaded chunks in the background; that needs nothing from the caller.
+// (Step, BeginStep, GradReady, ReloadParams, SetHyperParams, Restore). The const methods
+// (Snapshot, memory, last_step_times, WaitParam, WaitGradConsumed and the accessors) may
+// run on several threads at once, but not while a non-const method runs. Between
+// BeginStep and Step the optimizer's own worker thread updates offloaded chunks in the
+// background; that needs nothing from the caller.
 //
 // Failure: every method throws tandem::Error. A Step that rejects its arguments, or that
 // finds a non-finite gradient, leaves every parameter and every state as it was before
@@ -163,8 +165,9 @@ class HybridOptimizer {
 
   // The whole state, placement-independent (for checkpoints: tandem/checkpoint.h).
   OptimizerSnapshot Snapshot() const;
-  // Replaces the state with `s` after checking that it matches this optimizer's tensors,
-  // formats and algorithm (Error(kInvalidArgument) naming the mismatch; nothing changed).
+  // Replaces the state with `s` after checking it (ValidateRestorable: a state a run can
+  // go on from) and that it matches this optimizer's tensors, formats and algorithm
+  // (Error(kInvalidArgument) naming the problem; nothing changed).
   // Formats are compared tensor by tensor (TensorSnapshot::formats against the tensor's
   // effective formats; the message names the tensor and both); s.formats, the configured
   // default, need not match.

@@ -6,12 +6,18 @@ torch.distributed.checkpoint files. :mod:`tandem._C` is the pointer-level extens
 are built on; it does not link libtorch.
 """
 
-from tandem._C import cuda_device_available  # noqa: F401
+from tandem._C import __version__, cuda_device_available  # noqa: F401
 from tandem._calibrate import (calibrate_binding, calibrate_training,  # noqa: F401
                                measure_binding_overhead, measure_training_throughput)
 from tandem._planner import Largest, Plan, largest, machine_rates, plan  # noqa: F401
 
-__version__ = "0.2.0"
-__all__ = ["cuda_device_available", "plan", "Plan", "largest", "Largest", "machine_rates",
-           "calibrate_binding", "measure_binding_overhead", "calibrate_training",
-           "measure_training_throughput", "__version__"]
+
+class CheckpointCorruptError(ValueError):
+    """A checkpoint's stored bytes or records do not check out, or its save did not
+    finish. Raised by :mod:`tandem.dcp`, naming the file and, where one is at fault, the
+    item, its byte range and both CRCs."""
+
+
+__all__ = ["CheckpointCorruptError", "cuda_device_available", "plan", "Plan", "largest",
+           "Largest", "machine_rates", "calibrate_binding", "measure_binding_overhead",
+           "calibrate_training", "measure_training_throughput", "__version__"]

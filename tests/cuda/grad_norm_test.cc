@@ -15,7 +15,7 @@
 #include "cuda/gpu_step.h"
 #include "engine/exact_sum.h"
 #include "engine/fp_bits.h"
-#include "offload/grad_stats.h"
+#include "offload/prepass/grad_stats.h"
 #include "tandem/error.h"
 #include "tests/cuda/device_buffer.h"
 

@@ -14,7 +14,7 @@
 
 #include "engine/fp_bits.h"
 #include "hybrid_fixture.h"
-#include "offload/grad_stats.h"
+#include "offload/prepass/grad_stats.h"
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
 

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "offload/device_range.h"
+#include "offload/gpu/device_range.h"
 #include "tandem/faults.h"
 #include "tandem/error.h"
 #include "tandem/optimizer.h"

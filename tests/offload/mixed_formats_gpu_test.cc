@@ -98,8 +98,8 @@ TEST(MixedFormatsGpu, MemoryIsThePredictionAndRestoreWorksAtAnotherFraction) {
   const std::vector<TensorSpec> specs = testing::WithMixedFormats(m.Specs());
   const OptimizerConfig c = Config(testing::kMixedDefault, 0.5);
   HybridOptimizer a(specs, c);
-  // offload_compute is auto: predicted for the share it chose (Note [Predicting a streamed
-  // placement] in offload/optimizer.cc).
+  // offload_compute is auto: predicted for the share it chose (ResolvePlacement, with the
+  // rates the construction measured; tandem/resolve_placement.h).
   OptimizerConfig chosen = c;
   chosen.offload_compute = a.placement().stream_share;
   const MemoryReport got = a.memory(), want = PredictMemory(specs, chosen, ExecutionMode::kGpu);

@@ -2,7 +2,7 @@
 // only after its download landed, at most K downloads run ahead, staging slots are not
 // overwritten before their upload, and a failed copy gives a clear error and leaves the
 // pipeline usable.
-#include "offload/pipeline.h"
+#include "offload/transport/pipeline.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #include "engine/fp_bits.h"
 #include "engine/reference_step.h"
 #include "engine/tensor_state.h"
-#include "offload/host_transport.h"
+#include "offload/transport/host_transport.h"
 #include "engine/layout/state_layout.h"
 #include "tandem/error.h"
 #include "tandem/faults.h"

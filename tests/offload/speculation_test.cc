@@ -14,8 +14,8 @@
 
 #include "engine/reference_step.h"
 #include "engine/tensor_state.h"
-#include "offload/host_transport.h"
-#include "offload/speculation.h"
+#include "offload/transport/host_transport.h"
+#include "offload/speculation/speculator.h"
 #include "engine/layout/state_layout.h"
 #include "tandem/error.h"
 #include "tandem/faults.h"

@@ -1,6 +1,6 @@
 // The initial state a fresh optimizer must hold (Note [Block-wise initialisation],
-// offload/state_init.h): TensorState's encoding of the parameters, compared byte for byte
-// (state_init_test.cc, state_init_gpu_test.cc).
+// offload/memory/state_init.h): TensorState's encoding of the parameters, compared byte for
+// byte (state_init_test.cc, state_init_gpu_test.cc).
 #pragma once
 
 #include <gtest/gtest.h>

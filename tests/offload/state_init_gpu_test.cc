@@ -1,6 +1,6 @@
 // The initial state in GPU mode (skipped without a GPU; Note [Block-wise initialisation],
-// offload/state_init.h): hot parts staged up through pinned memory, parameters read down
-// block by block, streamed pieces whose master is the parameter on the device. A fresh
+// offload/memory/state_init.h): hot parts staged up through pinned memory, parameters read
+// down block by block, streamed pieces whose master is the parameter on the device. A fresh
 // optimizer's snapshot holds TensorState's encoding of the parameters for every master and
 // moment format, parameter dtype, fraction and streamed share, and construction leaves the
 // parameters' bits alone.

@@ -1,8 +1,9 @@
-// The optimizer's initial state (Note [Block-wise initialisation], offload/state_init.h):
-// a fresh optimizer's snapshot holds, byte for byte, TensorState's encoding of the
-// parameters for every master and moment format, parameter dtype, fraction and streamed
-// share; the block encoder gives the same bits at any block size, staged or not, leaves an
-// aliased master alone; progress lines appear only for long work.
+// The optimizer's initial state (Note [Block-wise initialisation],
+// offload/memory/state_init.h): a fresh optimizer's snapshot holds, byte for byte,
+// TensorState's encoding of the parameters for every master and moment format, parameter
+// dtype, fraction and streamed share; the block encoder gives the same bits at any block
+// size, staged or not, leaves an aliased master alone; progress lines appear only for
+// long work.
 #include <gtest/gtest.h>
 #include <tbb/task_arena.h>
 
@@ -17,8 +18,8 @@
 #include "engine/dtype_io.h"
 #include "engine/state_arrays.h"
 #include "engine/tensor_state.h"
-#include "offload/progress_log.h"
-#include "offload/state_init.h"
+#include "offload/memory/progress_log.h"
+#include "offload/memory/state_init.h"
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
 #include "tests/offload/hybrid_fixture.h"

@@ -14,6 +14,7 @@
 
 #include "hybrid_fixture.h"
 #include "tandem/error.h"
+#include "tests/expect_error.h"
 #include "tandem/optimizer.h"
 
 namespace tandem {
@@ -218,16 +219,7 @@ TEST(StepInputs, SkippedStepKeepsItsHyperParams) {
   EXPECT_EQ(after, before);
 }
 
-template <typename Fn>
-void ExpectInvalid(Fn fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using testing::ExpectInvalid;
 
 // Every bad learning rate, hyper-parameter or gradient is refused before anything changes.
 TEST(StepInputs, BadInputsChangeNothing) {

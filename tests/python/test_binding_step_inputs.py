@@ -124,3 +124,11 @@ def test_rate_cache_is_visible_and_resettable():
     assert isinstance(C.rate_cache_entries(), list)  # host mode measures nothing
     C.reset_rate_cache()
     assert C.rate_cache_entries() == []
+
+
+def test_one_version_source():
+    import pathlib
+    import re
+    header = pathlib.Path(__file__).resolve().parents[2] / "include" / "tandem" / "version.h"
+    want = re.search(r'TANDEM_VERSION_STRING "([0-9.]+)"', header.read_text()).group(1)
+    assert tandem.__version__ == C.__version__ == want

@@ -14,6 +14,7 @@
 #endif
 
 #include "background_load.h"
+#include "engine/grain.h"
 #include "planner/step_time.h"
 #include "tandem/error.h"
 
@@ -130,7 +131,7 @@ double HostStepper::StepMs() {
 HostBandwidth MeasureHostBandwidth(uint64_t n, int reps) {
   std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.0f);
   auto par = [&](auto body) {
-    tbb::parallel_for(tbb::blocked_range<uint64_t>(0, n, 1 << 16),
+    tbb::parallel_for(tbb::blocked_range<uint64_t>(0, n, kGrainElements),
                       [&](const tbb::blocked_range<uint64_t>& r) {
                         for (uint64_t i = r.begin(); i < r.end(); ++i) body(i);
                       });

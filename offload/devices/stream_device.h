@@ -1,0 +1,102 @@
+// StreamDevice: what the GPU-stream executor (offload/executors/gpu_stream.h) needs of a
+// device, as the offload pipeline needs a Transport: queues that run their operations in
+// order and concurrently with each other, events that order one queue after another,
+// copies, host calls, and kernels over a chunk's spans.
+//
+// Two devices: CudaStreamDevice (devices/cuda_stream_device.cc: CUDA streams and events,
+// the fused kernel's plans) and HostStreamDevice (devices/host_stream_device.h: a thread
+// per queue, memcpy, the host kernels), so the one streaming order the executor writes
+// runs in CI exactly as on the GPU, with real concurrency between the queues.
+//
+// Ordering contract (the CUDA stream and event semantics): operations of one queue run in
+// the order they were enqueued; Record(e, q) marks the point of q it is enqueued at;
+// Wait(q, e) makes the operations enqueued on q after it wait until e's last Record
+// before the Wait has been reached (nothing when e was never recorded). kCaller is the
+// caller's stream: in host mode its operations happen on the calling thread, so a Wait on
+// it blocks until the event is reached, and a Record on it is reached at once.
+//
+// Errors: an operation that cannot be enqueued throws from the call (Error(kCuda) naming
+// the What); one that fails while it runs (host device) is reported by the next
+// Synchronize or SynchronizeAll. Thread safety: one thread enqueues (the optimizer's);
+// Synchronize and SynchronizeAll may also be called from other threads at the same time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/step_scalars.h"
+#include "engine/step_span.h"
+#include "tandem/types.h"
+
+namespace tandem::cpu {
+class HostDriver;
+}
+
+namespace tandem::offload {
+
+class StreamDevice {
+ public:
+  enum class Queue : uint8_t { kCaller = 0, kUp, kRun, kDown, kBackup };
+  using Event = uint32_t;
+  enum class CopyKind : uint8_t { kUp, kDown, kDevice };  // host to device, back, on the device
+
+  // What an operation is for, for an error's message: "(streamed chunk 3 of 70, 4096
+  // bytes: upload)".
+  struct What {
+    size_t chunk = 0, chunks = 0;
+    uint64_t bytes = 0;
+    const char* what = "";
+    std::string Text() const;
+  };
+
+  virtual ~StreamDevice() = default;
+
+  // Events live as long as the device; make them before the first operation.
+  virtual Event NewEvent() = 0;
+  virtual void Record(Event e, Queue q, const What& w) = 0;
+  virtual void Wait(Queue q, Event e, const What& w) = 0;
+  // Makes `q` wait for the step's pre-pass (StepWork::prepass_done; null: nothing).
+  virtual void WaitPrepass(Queue q, const void* prepass_done) = 0;
+  // The host waits until e's last Record has been reached / until every queue (but
+  // kCaller) has run everything enqueued; each rethrows an operation's failure.
+  virtual void Synchronize(Event e) = 0;
+  virtual void SynchronizeAll() = 0;
+  // Milliseconds between two reached events (0 when the device cannot tell).
+  virtual double ElapsedMs(Event from, Event to) = 0;
+  // Makes the foreign `stream` (a cudaStream_t as void*) wait for e (host mode: waits).
+  virtual void StreamWait(void* stream, Event e) const = 0;
+
+  virtual void Copy(Queue q, void* dst, const void* src, uint64_t bytes, CopyKind kind,
+                    const What& w) = 0;
+  // Calls fn(arg) on the host in q's order; fn must not throw and must not call CUDA.
+  virtual void HostCall(Queue q, void (*fn)(void*), void* arg, const What& w) = 0;
+
+  // A program: spans to step together (a chunk's, in its slot), each reading tensor
+  // span_tensor[i]'s gradient at byte grad_offset[i]; returns its id. Built before the
+  // first Run.
+  virtual size_t AddProgram(Algorithm algo, const std::vector<StepSpan>& spans,
+                            std::vector<uint32_t> span_tensor,
+                            std::vector<uint64_t> grad_offset) = 0;
+  // Device bytes the programs hold (kernel tables).
+  virtual uint64_t program_bytes() const = 0;
+  // Enqueues program p on q: span i with scalars[scalar_index[span_tensor[i]]], none
+  // where that is kSkipScalarIndex. The scalars are taken by value.
+  virtual void Run(Queue q, size_t program, const std::vector<StepScalars>& scalars,
+                   const std::vector<uint32_t>& scalar_index, const What& w) = 0;
+  // Points every program's spans of tensor t at `grad` (its element 0) from their next
+  // Run on.
+  virtual void SetGrad(size_t t, const void* grad) = 0;
+};
+
+// The CUDA device on the caller's `stream` (a cudaStream_t as void*). Throws
+// Error(kUnsupported) in a build without CUDA.
+std::unique_ptr<StreamDevice> MakeCudaStreamDevice(void* stream);
+
+// The host device: one thread per queue on `cpus` (empty: anywhere), kernels through
+// `driver` (which outlives the device).
+std::unique_ptr<StreamDevice> MakeHostStreamDevice(cpu::HostDriver* driver, std::vector<int> cpus);
+
+}  // namespace tandem::offload

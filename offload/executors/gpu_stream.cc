@@ -1,0 +1,428 @@
+// The GPU-stream executor (offload/executors/gpu_stream.h).
+#include "offload/executors/gpu_stream.h"
+
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <utility>
+
+#include "cpu_simd/host_kernels.h"
+#include "engine/layout/slab_layout.h"
+#include "offload/memory/slab.h"
+#include "offload/speculation/stream_speculation.h"
+#include "tandem/error.h"
+
+namespace tandem::offload {
+namespace {
+
+using Q = StreamDevice::Queue;
+using Kind = StreamDevice::CopyKind;
+constexpr size_t kNone = ~size_t{0};
+
+class GpuStream final : public Executor, public StreamSpeculation::Chunks {
+ public:
+  GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device);
+  ~GpuStream() override;
+
+  const char* name() const override { return "GPU-stream"; }
+
+  void AddMemory(MemoryReport* r) const override {
+    MemoryReport::Bytes& dev = gpu_ ? r->device : r->host;
+    layout_.Report(&r->host);
+    r->classes.streamed += layout_.bytes();
+    r->classes.stream_slots += slots_.size();
+    dev.staging += slots_.size();
+    r->host.speculation += backup_.size();
+    dev.speculation += hold_.size();
+    r->device.metadata += device_->program_bytes();
+  }
+  // The host slab (an aliased master, on the device, is not written).
+  void AddInitRegions(std::vector<InitRegion>* regions) const override {
+    for (size_t i = 0; i < layout_.pieces().size(); ++i)
+      if (layout_.state().part(i).count > 0)
+        regions->push_back(
+            RegionOf(specs_[layout_.pieces()[i].tensor], layout_.state().part(i), false));
+  }
+  // Pinned arrays and, where aliased, the master on the parameter (device memory in GPU
+  // mode).
+  void VisitParts(size_t t, const PartVisitor& visit) const override {
+    for (size_t i : pieces_[t]) visit(layout_.state().part(i), gpu_);
+  }
+  bool MasterIsParam(size_t t) const override {
+    return !pieces_[t].empty() && layout_.state().part(pieces_[t][0]).alias_param;
+  }
+  void Quiesce() const override { device_->SynchronizeAll(); }
+
+  void SetGrad(size_t t, const void* grad) override { device_->SetGrad(t, grad); }
+
+  void GradReady(size_t t, bool again, const std::vector<uint8_t>& ready) override {
+    if (spec_ && begun_) spec_->TensorReady(t, again, ready);
+  }
+  void BeginSpeculation(const std::vector<StepScalars>* scalars,
+                        const std::vector<uint32_t>* scalar_index,
+                        const std::vector<uint8_t>& ready) override {
+    if (!spec_) return;
+    spec_->Begin(scalars, scalar_index, ready);
+    begun_ = true;
+    commit_ = false;
+  }
+  void AwaitSpeculation(StageTimes*) override {
+    if (begun_ && spec_ && spec_->error()) std::rethrow_exception(spec_->error());
+  }
+  bool SpeculatedActiveOnly(const std::vector<uint8_t>& active) const override {
+    return !begun_ || !spec_ || spec_->AllActive(active);
+  }
+  void CommitSpeculation(StageTimes* times) override {
+    if (!begun_ || !spec_) return;
+    commit_ = true;
+    times->speculated_stream_chunks = spec_->speculated_count();
+  }
+  void RollBackSpeculation(StageTimes* times) override {
+    if (begun_ && spec_) times->rolled_back_stream_chunks = spec_->Rollback();
+  }
+  void EndEarlyStart() noexcept override {
+    if (begun_ && spec_) {
+      try {
+        if (!commit_) spec_->Rollback();
+      } catch (...) {
+        // Only a device error waiting for the copies; the next device call reports it.
+      }
+      spec_->End();
+    }
+    begun_ = commit_ = false;
+  }
+
+  void Launch(const StepWork& w) override;
+  // The caller's stream joins the streamed kernels only now: joined at Launch, it would
+  // hold the pipeline's gradient downloads (ordered after the caller's stream when the
+  // pipeline starts) behind every streamed chunk.
+  void Finish() override {
+    if (!joining_) return;
+    joining_ = false;
+    if (streamed_before_) device_->Wait(Q::kCaller, kernels_done_, At(0, "caller joins"));
+  }
+  void Abandon() noexcept override {
+    try {
+      Finish();
+    } catch (...) {  // the step's own error (or the next device call) reports it
+    }
+  }
+  // The streamed kernels read the gradients and write the parameters.
+  void WaitParam(size_t t, void* stream) const override {
+    if (waited_on_ && streamed_[t] != 0) device_->StreamWait(stream, kernels_done_);
+  }
+  void WaitGradConsumed(size_t t, void* stream) const override { WaitParam(t, stream); }
+  void ReadTimes(StageTimes* times) override {
+    if (!timed_) return;
+    device_->Synchronize(down_done_);
+    times->stream_ms = device_->ElapsedMs(first_up_, down_done_);
+    timed_ = false;
+  }
+
+  // StreamSpeculation::Chunks
+  void Speculate(size_t c, const std::vector<StepScalars>& scalars,
+                 const std::vector<uint32_t>& scalar_index) override;
+  void WaitSpeculated() override {
+    if (!spec_pending_) return;
+    device_->Synchronize(spec_done_);
+    spec_pending_ = false;
+  }
+
+ private:
+  struct Chunk {
+    uint8_t* host = nullptr;
+    uint8_t* slot = nullptr;
+    uint64_t bytes = 0;
+    int slot_index = 0;
+    std::vector<uint32_t> span_tensor;
+    size_t program = 0, hold_program = kNone;  // kNone: never speculated
+    uint8_t* backup = nullptr;
+    std::vector<layout::StreamLayout::HoldCopy> hold_copies;
+    bool speculative() const { return hold_program != kNone; }
+  };
+  struct SlotEvents {
+    StreamDevice::Event up, run, down, backup;
+  };
+  // One speculative backup: a host call on kBackup.
+  struct Backup {
+    GpuStream* self;
+    void* dst;
+    const void* src;
+    uint64_t bytes;
+  };
+  static void RunBackup(void* arg) {
+    const Backup* b = static_cast<const Backup*>(arg);
+    b->self->HostCopy(b->dst, b->src, b->bytes);
+  }
+  // The speculation's backups: a copy in kBackupPieces pieces on the optimizer's threads,
+  // called from the device's callback thread during backward (Note [Speculating streamed
+  // chunks]); a few threads match the link, and the rest of the cores stay with the
+  // training loop, which is launching backward's kernels.
+  void HostCopy(void* dst, const void* src, size_t bytes) const;
+
+  StreamDevice::What At(size_t c, const char* what) const {
+    return {c, chunks_.size(), c < chunks_.size() ? chunks_[c].bytes : 0, what};
+  }
+  // A copy of chunk c that the FaultPlan fails throws as the device's failed copy would.
+  void FailInjected(size_t c, const char* what, const std::string& note) const {
+    if (faults_ == nullptr || !faults_->CopyFails()) return;  // tandem/faults.h
+    throw Error(ErrorKind::kCuda, std::string("injected failure of ") + what +
+                                      " copy of streamed chunk " + std::to_string(c) + " of " +
+                                      std::to_string(chunks_.size()) + " (" + note + ")");
+  }
+  uint64_t LaunchChunks(const StepWork& w, const std::vector<uint8_t>* committed);
+
+  const std::vector<TensorSpec>& specs_;
+  const bool gpu_;
+  std::shared_ptr<FaultPlan> faults_;
+  cpu::HostDriver* driver_;
+  layout::StreamLayout layout_;
+  Slab state_, slots_, backup_, hold_;
+  std::vector<std::vector<size_t>> pieces_;  // per tensor: its pieces
+  std::vector<uint8_t> streamed_;            // per tensor: has streamed elements
+  std::vector<Chunk> chunks_;
+  std::vector<Backup> backups_;  // per chunk
+  // Last: the device's queues stop (after what they run) before the slabs go.
+  std::unique_ptr<StreamDevice> device_;
+  std::vector<SlotEvents> slot_ev_;
+  StreamDevice::Event first_up_ = 0, kernels_done_ = 0, down_done_ = 0, grads_queued_ = 0,
+                      spec_done_ = 0;
+  std::vector<uint8_t> slot_used_;  // per slot: a chunk went through it
+  // streamed_before_: a Launch recorded the end events (the next step's uploads wait for
+  // its downloads); joining_: the caller's stream is yet to join this step's kernels;
+  // waited_on_: a step queued kernels another stream may wait for (WaitParam); timed_: the
+  // last Launch streamed a chunk; spec_pending_: speculative copies may be in flight.
+  bool streamed_before_ = false, joining_ = false, waited_on_ = false, timed_ = false,
+       spec_pending_ = false;
+  std::unique_ptr<StreamSpeculation> spec_;  // with speculative chunks only
+  bool begun_ = false, commit_ = false;
+};
+
+GpuStream::GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device)
+    : specs_(*s.specs),
+      gpu_(s.gpu),
+      faults_(std::move(s.faults)),
+      driver_(s.driver),
+      layout_(s.plan->stream) {
+  const layout::MemoryPlan& plan = *s.plan;
+  const MemKind near = gpu_ ? MemKind::kDevice : MemKind::kHost;
+  const MemKind far = gpu_ ? MemKind::kPinned : MemKind::kHost;
+  FaultPlan* const faults = faults_.get();
+  state_ = Slab(far, layout_.bytes(), "streamed optimizer state", faults);
+  layout_.Bind(state_.data(), specs_, *s.formats);
+  slots_ = Slab(near, plan.stream_slot_bytes, "stream executor device slots", faults);
+  backup_ = Slab(far, plan.spec_backup_bytes, "speculation backup of the streamed state", faults);
+  hold_ =
+      Slab(near, plan.spec_hold_bytes, "speculation holding place of streamed parameters", faults);
+  pieces_.assign(specs_.size(), {});
+  for (size_t i = 0; i < layout_.pieces().size(); ++i)
+    pieces_[layout_.pieces()[i].tensor].push_back(i);
+  streamed_.assign(specs_.size(), 0);
+  for (const layout::StreamPiece& p : layout_.pieces()) streamed_[p.tensor] = 1;
+  device_ = std::move(device);
+
+  // The chunks: each in its slot, one program over its spans and, for a chunk that may be
+  // speculated, one over its hold spans.
+  const uint64_t slot_bytes = layout::Aligned(layout_.slot_bytes());
+  const std::vector<layout::StreamChunk>& sch = layout_.chunks();
+  std::vector<std::vector<uint32_t>> chunk_tensors;
+  std::vector<StreamSpeculation::Restore> restore;
+  bool speculative = false;
+  for (size_t c = 0; c < sch.size(); ++c) {
+    Chunk ch;
+    ch.slot_index = static_cast<int>(c % static_cast<size_t>(s.slots));
+    ch.slot = slots_.data() + ch.slot_index * slot_bytes;
+    ch.host = layout_.host_chunk(c);
+    ch.bytes = sch[c].bytes;
+    const std::vector<StepSpan> spans = layout_.SlotSpans(c, ch.slot, specs_, &ch.span_tensor);
+    std::vector<uint64_t> grad_offset;
+    for (uint32_t i = sch[c].first; i < sch[c].end; ++i) {
+      const layout::StreamPiece& piece = layout_.pieces()[i];
+      grad_offset.push_back(piece.offset * DTypeSize(specs_[piece.tensor].grad_dtype));
+    }
+    ch.program = device_->AddProgram(s.algorithm, spans, ch.span_tensor, grad_offset);
+    if (plan.spec_backup_off[c] != layout::kNoOffset) {
+      ch.backup = backup_.data() + plan.spec_backup_off[c];
+      const std::vector<StepSpan> hold = layout_.HoldSpans(
+          c, spans, specs_, hold_.data() + plan.spec_hold_off[c], &ch.hold_copies);
+      ch.hold_program = device_->AddProgram(s.algorithm, hold, ch.span_tensor, grad_offset);
+    }
+    chunk_tensors.push_back(ch.span_tensor);
+    restore.push_back({ch.speculative() ? ch.host : nullptr, ch.backup, ch.bytes});
+    speculative |= ch.speculative();
+    backups_.push_back({this, ch.backup, ch.host, ch.bytes});
+    chunks_.push_back(std::move(ch));
+  }
+  for (int i = 0; i < s.slots; ++i)
+    slot_ev_.push_back(
+        {device_->NewEvent(), device_->NewEvent(), device_->NewEvent(), device_->NewEvent()});
+  slot_used_.assign(s.slots, 0);
+  first_up_ = device_->NewEvent();
+  kernels_done_ = device_->NewEvent();
+  down_done_ = device_->NewEvent();
+  grads_queued_ = device_->NewEvent();
+  spec_done_ = device_->NewEvent();
+  if (speculative)
+    spec_ = std::make_unique<StreamSpeculation>(this, std::move(chunk_tensors), std::move(restore),
+                                                specs_.size());
+}
+
+GpuStream::~GpuStream() {
+  // Speculative copies finish before their buffers go; the device's destructor waits for
+  // the rest.
+  try {
+    WaitSpeculated();
+  } catch (...) {  // a device error: the queues are synchronised by the device's destructor
+  }
+}
+
+void GpuStream::HostCopy(void* dst, const void* src, size_t bytes) const {
+  constexpr size_t kBackupPieces = 6;
+  auto* d = static_cast<uint8_t*>(dst);
+  const auto* s = static_cast<const uint8_t*>(src);
+  const size_t piece = (bytes + kBackupPieces - 1) / kBackupPieces;
+  try {
+    driver_->Execute([&] {
+      tbb::parallel_for(size_t{0}, kBackupPieces, [&](size_t i) {
+        const size_t at = std::min(bytes, i * piece);
+        std::memcpy(d + at, s + at, std::min(bytes, at + piece) - at);
+      });
+    });
+  } catch (...) {  // no threads to be had: copy on this one
+    std::memcpy(d, s, bytes);
+  }
+}
+
+void GpuStream::Launch(const StepWork& w) {
+  joining_ = true;  // a launch that fails part-way is joined too (Abandon)
+  const std::vector<uint8_t>* committed = commit_ ? &spec_->speculated() : nullptr;
+  w.times->stream_chunks = LaunchChunks(w, committed);
+  // Kept chunks queue their parameter copies (after their speculative kernels, which
+  // read the gradients) without being counted: the caller's stream joins those too.
+  const bool kept = committed != nullptr && std::any_of(committed->begin(), committed->end(),
+                                                        [](uint8_t k) { return k != 0; });
+  timed_ = w.times->stream_chunks > 0;
+  joining_ = timed_ || kept;
+  waited_on_ |= joining_;
+}
+
+uint64_t GpuStream::LaunchChunks(const StepWork& w, const std::vector<uint8_t>* committed) {
+  const std::vector<uint32_t>& index = *w.scalar_index;
+  // The kernels read the gradients: after the pre-pass, which came after them on the
+  // caller's stream (not after the hot launch queued since: the streamed kernels run
+  // beside it). Uploads read the host state: after the last step's downloads.
+  device_->WaitPrepass(Q::kRun, w.prepass_done);
+  if (streamed_before_) device_->Wait(Q::kUp, down_done_, At(0, "stream executor start"));
+  uint64_t enqueued = 0;
+  // A failure part-way still marks the end of what was queued, so that the caller's
+  // stream (Finish) and the next step's uploads wait for it.
+  struct MarkEnd {
+    GpuStream* self;
+    bool done = false;
+    ~MarkEnd() {
+      if (done) return;
+      try {
+        self->device_->Record(self->kernels_done_, Q::kRun, self->At(0, "stream executor end"));
+        self->device_->Record(self->down_done_, Q::kDown, self->At(0, "stream executor end"));
+        self->streamed_before_ = true;
+      } catch (...) {  // the step's own error reports it
+      }
+    }
+  } mark_end{this};
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    const Chunk& ch = chunks_[c];
+    bool any = false;
+    for (uint32_t t : ch.span_tensor) any |= index[t] != kSkipScalarIndex;
+    if (!any) continue;
+    if (committed != nullptr && (*committed)[c] != 0) {
+      // Kept from the speculation: its parameters go into place (its speculative kernel
+      // came earlier on kRun; backward's reads of the parameters ended before the
+      // pre-pass).
+      for (const layout::StreamLayout::HoldCopy& h : ch.hold_copies)
+        device_->Copy(Q::kRun, h.param, h.hold, h.bytes, Kind::kDevice,
+                      At(c, "held parameters into place"));
+      continue;
+    }
+    const SlotEvents& ev = slot_ev_[ch.slot_index];
+    if (slot_used_[ch.slot_index])  // the slot's last chunk has gone down (or goes)
+      device_->Wait(Q::kUp, ev.down, At(c, "wait for its slot"));
+    if (enqueued == 0) device_->Record(first_up_, Q::kUp, At(c, "timing"));
+    const std::string applied = std::to_string(enqueued) + " streamed chunks applied";
+    FailInjected(c, "upload", applied);
+    device_->Copy(Q::kUp, ch.slot, ch.host, ch.bytes, Kind::kUp, At(c, "upload"));
+    device_->Record(ev.up, Q::kUp, At(c, "upload"));
+    device_->Wait(Q::kRun, ev.up, At(c, "kernel waits for upload"));
+    device_->Run(Q::kRun, ch.program, *w.scalars, index, At(c, "kernel"));
+    device_->Record(ev.run, Q::kRun, At(c, "kernel"));
+    device_->Wait(Q::kDown, ev.run, At(c, "download waits for kernel"));
+    FailInjected(c, "download", applied);
+    device_->Copy(Q::kDown, ch.host, ch.slot, ch.bytes, Kind::kDown, At(c, "download"));
+    device_->Record(ev.down, Q::kDown, At(c, "download"));
+    slot_used_[ch.slot_index] = 1;
+    ++enqueued;
+  }
+  mark_end.done = true;
+  device_->Record(kernels_done_, Q::kRun, At(0, "stream executor end"));
+  device_->Record(down_done_, Q::kDown, At(0, "stream executor end"));
+  streamed_before_ = true;
+  return enqueued;
+}
+
+void GpuStream::Speculate(size_t c, const std::vector<StepScalars>& scalars,
+                          const std::vector<uint32_t>& scalar_index) {
+  const Chunk& ch = chunks_.at(c);
+  if (!ch.speculative())
+    throw Error(ErrorKind::kInternal,
+                "streamed chunk " + std::to_string(c) + " has no place for a speculative update");
+  FailInjected(c, "upload", "speculative update");
+  // The gradients queued so far on the caller's stream (GradReady: this chunk's are
+  // final) come before the kernel; the last step's downloads before the upload.
+  device_->Record(grads_queued_, Q::kCaller, At(c, "speculation"));
+  device_->Wait(Q::kRun, grads_queued_, At(c, "speculation"));
+  if (streamed_before_) device_->Wait(Q::kUp, down_done_, At(c, "speculation"));
+  const SlotEvents& ev = slot_ev_[ch.slot_index];
+  if (slot_used_[ch.slot_index]) device_->Wait(Q::kUp, ev.down, At(c, "wait for its slot"));
+  device_->Copy(Q::kUp, ch.slot, ch.host, ch.bytes, Kind::kUp, At(c, "upload"));
+  device_->Record(ev.up, Q::kUp, At(c, "upload"));
+  // Whatever happens from here on, the slot's next user waits for what was queued.
+  struct SlotFree {
+    GpuStream* self;
+    const SlotEvents& ev;
+    int slot;
+    ~SlotFree() {
+      try {
+        self->device_->Record(ev.down, Q::kDown, self->At(0, "slot free"));
+        self->device_->Record(self->spec_done_, Q::kDown, self->At(0, "speculation done"));
+      } catch (...) {  // the speculation's own error reports it
+      }
+      self->slot_used_[slot] = 1;
+      self->spec_pending_ = true;
+    }
+  } slot_free{this, ev, ch.slot_index};
+  // The old bytes into the backup on the host, beside the upload (both only read the
+  // host chunk), off the PCIe link; the download of the new bytes waits for it.
+  if (streamed_before_) device_->Wait(Q::kBackup, down_done_, At(c, "backup"));
+  device_->HostCall(Q::kBackup, &GpuStream::RunBackup, &backups_[c], At(c, "backup on the host"));
+  device_->Record(ev.backup, Q::kBackup, At(c, "backup on the host"));
+  device_->Wait(Q::kRun, ev.up, At(c, "kernel waits for upload"));
+  for (const layout::StreamLayout::HoldCopy& h : ch.hold_copies)
+    device_->Copy(Q::kRun, h.hold, h.param, h.bytes, Kind::kDevice,
+                  At(c, "parameters into the holding place"));
+  device_->Run(Q::kRun, ch.hold_program, scalars, scalar_index, At(c, "speculative kernel"));
+  device_->Record(ev.run, Q::kRun, At(c, "speculative kernel"));
+  device_->Wait(Q::kDown, ev.run, At(c, "download waits for kernel"));
+  device_->Wait(Q::kDown, ev.backup, At(c, "download waits for backup"));
+  FailInjected(c, "download", "speculative update");
+  device_->Copy(Q::kDown, ch.host, ch.slot, ch.bytes, Kind::kDown, At(c, "download"));
+}
+
+}  // namespace
+
+std::unique_ptr<Executor> MakeGpuStream(StreamSetup setup, std::unique_ptr<StreamDevice> device) {
+  return std::make_unique<GpuStream>(std::move(setup), std::move(device));
+}
+
+}  // namespace tandem::offload

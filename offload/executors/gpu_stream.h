@@ -1,0 +1,54 @@
+// The GPU-stream executor (Note [Executors] in offload/executors/executor.h): the
+// host-resident state the GPU kernel computes, laid out chunk-major (Note [Chunk-major
+// streaming] in engine/layout/stream_layout.h), and everything that streams it: its
+// slabs (the state, the device slots, the speculation's backups and holding places), its
+// chunks and their programs, its events, and the speculation of its chunks during
+// backward (Note [Speculating streamed chunks], offload/speculation/stream_speculation.h).
+//
+// It is written once, over a StreamDevice (offload/devices/stream_device.h): the CUDA
+// device in GPU mode, the host device (threads and memcpy) in host mode, so that CI runs
+// the very order the GPU runs:
+//
+//   upload (queue kUp)      chunk c: host state -> slot c % slots, after that slot's last
+//                           download and the last step's downloads
+//   kernel (kRun)           after its upload and the pre-pass (the gradients; not the hot
+//                           launch, which runs beside the streamed kernels)
+//   download (kDown)        after its kernel: slot -> host state
+//   caller                  joins the kernels at Finish (after the pipeline queued its
+//                           downloads: joined at Launch, it would hold them behind every
+//                           streamed chunk)
+//
+// Never waits on the host during Launch. A copy the FaultPlan fails (once per upload and
+// download, in that order) throws Error(kCuda) naming the chunk and the chunks queued
+// before it, which still complete; a failed download leaves that chunk's parameters
+// updated but its state not, as a lost device slot would.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/layout/memory_plan.h"
+#include "offload/devices/stream_device.h"
+#include "offload/executors/executor.h"
+#include "tandem/faults.h"
+
+namespace tandem::cpu {
+class HostDriver;
+}
+
+namespace tandem::offload {
+
+struct StreamSetup {
+  Algorithm algorithm = Algorithm::kAdamW;
+  const std::vector<TensorSpec>* specs = nullptr;
+  const std::vector<StateFormats>* formats = nullptr;  // per tensor
+  const layout::MemoryPlan* plan = nullptr;            // its stream layout, slots, backups
+  int slots = 3;                                       // OptimizerConfig::stream_slots
+  bool gpu = false;  // state and backups pinned, slots and holding places on the device
+  std::shared_ptr<FaultPlan> faults;
+  cpu::HostDriver* driver = nullptr;  // the speculation's backup copies; outlives it
+};
+
+std::unique_ptr<Executor> MakeGpuStream(StreamSetup setup, std::unique_ptr<StreamDevice> device);
+
+}  // namespace tandem::offload

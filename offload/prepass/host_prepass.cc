@@ -1,0 +1,44 @@
+// The host pre-pass (offload/prepass/prepass.h).
+#include <chrono>
+
+#include "cpu_simd/host_kernels.h"
+#include "engine/layout/tensor_rules.h"
+#include "offload/prepass/prepass.h"
+
+namespace tandem::offload {
+namespace {
+
+class HostPrepass final : public Prepass {
+ public:
+  HostPrepass(cpu::HostDriver* driver, const std::vector<TensorSpec>& specs) : driver_(driver) {
+    for (const TensorSpec& s : specs)
+      grads_.push_back({s.grad, s.numel, s.grad_dtype, layout::NormRun(s)});
+    numels_.reserve(specs.size());
+    for (const TensorSpec& s : specs) numels_.push_back(s.numel);
+  }
+  NormResult Run(const std::vector<uint8_t>& active, StageTimes* times) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t t = 0; t < grads_.size(); ++t)
+      grads_[t].n = active.empty() || active[t] != 0 ? numels_[t] : 0;
+    NormResult norm;
+    driver_->Execute([&] { norm = HostGradNorm(grads_); });
+    times->prepass_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return norm;
+  }
+  void SetGrad(size_t t, const void* grad) override { grads_[t].ptr = grad; }
+
+ private:
+  cpu::HostDriver* driver_;
+  std::vector<HostGrad> grads_;  // n: the tensor's, or 0 when left out of the step
+  std::vector<uint64_t> numels_;
+};
+
+}  // namespace
+
+std::unique_ptr<Prepass> MakeHostPrepass(cpu::HostDriver* driver,
+                                         const std::vector<TensorSpec>& specs) {
+  return std::make_unique<HostPrepass>(driver, specs);
+}
+
+}  // namespace tandem::offload

@@ -1,0 +1,98 @@
+#include "offload/speculation/stream_speculation.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+namespace tandem::offload {
+
+StreamSpeculation::StreamSpeculation(Chunks* exec,
+                                     std::vector<std::vector<uint32_t>> chunk_tensors,
+                                     std::vector<Restore> restore, size_t tensors)
+    : exec_(exec),
+      chunk_tensors_(std::move(chunk_tensors)),
+      tensor_chunks_(tensors),
+      restore_(std::move(restore)),
+      done_(chunk_tensors_.size(), 0) {
+  for (size_t c = 0; c < chunk_tensors_.size(); ++c)
+    if (restore_[c].host != nullptr)
+      for (uint32_t t : chunk_tensors_[c])
+        if (tensor_chunks_[t].empty() || tensor_chunks_[t].back() != c)
+          tensor_chunks_[t].push_back(static_cast<uint32_t>(c));
+}
+
+void StreamSpeculation::Begin(const std::vector<StepScalars>* scalars,
+                              const std::vector<uint32_t>* scalar_index, const std::vector<uint8_t>& ready) {
+  scalars_ = scalars;
+  scalar_index_ = scalar_index;
+  ready_ = &ready;
+  error_ = nullptr;
+  for (size_t c = 0; c < chunk_tensors_.size(); ++c)
+    if (restore_[c].host != nullptr) Try(c);
+}
+
+void StreamSpeculation::TensorReady(size_t t, bool again, const std::vector<uint8_t>& ready) {
+  if (scalars_ == nullptr) return;  // not begun
+  ready_ = &ready;
+  if (again) {
+    bool any = false;
+    for (uint32_t c : tensor_chunks_[t]) any |= done_[c] != 0;
+    if (any) {
+      exec_->WaitSpeculated();
+      for (uint32_t c : tensor_chunks_[t]) Undo(c);
+    }
+  }
+  for (uint32_t c : tensor_chunks_[t]) Try(c);
+}
+
+void StreamSpeculation::Try(size_t c) {
+  if (done_[c] != 0 || error_) return;
+  for (uint32_t t : chunk_tensors_[c])
+    if ((*ready_)[t] == 0) return;
+  try {
+    exec_->Speculate(c, *scalars_, *scalar_index_);
+    done_[c] = 1;
+  } catch (...) {
+    // The host chunk was not written (its download is the last copy): nothing to restore.
+    error_ = std::current_exception();
+  }
+}
+
+void StreamSpeculation::Undo(size_t c) {
+  if (done_[c] == 0) return;
+  std::memcpy(restore_[c].host, restore_[c].backup, restore_[c].bytes);
+  done_[c] = 0;
+}
+
+bool StreamSpeculation::AllActive(const std::vector<uint8_t>& active) const {
+  if (active.empty()) return true;
+  for (size_t c = 0; c < done_.size(); ++c)
+    if (done_[c] != 0)
+      for (uint32_t t : chunk_tensors_[c])
+        if (active[t] == 0) return false;
+  return true;
+}
+
+size_t StreamSpeculation::speculated_count() const {
+  size_t n = 0;
+  for (uint8_t d : done_) n += d;
+  return n;
+}
+
+size_t StreamSpeculation::Rollback() {
+  const size_t n = speculated_count();
+  if (n == 0) return 0;
+  exec_->WaitSpeculated();
+  for (size_t c = 0; c < done_.size(); ++c) Undo(c);
+  return n;
+}
+
+void StreamSpeculation::End() {
+  std::fill(done_.begin(), done_.end(), uint8_t{0});
+  scalars_ = nullptr;
+  scalar_index_ = nullptr;
+  ready_ = nullptr;
+  error_ = nullptr;
+}
+
+}  // namespace tandem::offload
