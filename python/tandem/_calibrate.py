@@ -228,8 +228,13 @@ def measure_training_throughput(model="llama3-8b", layers=2, seq=2048, batch=1,
     `recompute`: "full" (each layer checkpointed) or "none". `device`: None: CUDA when
     available, else the CPU; `dtype`: None: bf16 on CUDA, f32 on the CPU."""
     import torch
+    import torch.nn.functional as F
     from tandem._planner import plan
 
+    if not (hasattr(torch.nn, "RMSNorm") and hasattr(F, "scaled_dot_product_attention")):
+        raise RuntimeError("calibrate_training needs torch >= 2.5 (torch.nn.RMSNorm, "
+                           "scaled_dot_product_attention with enable_gqa); this is torch %s"
+                           % torch.__version__)
     if recompute not in ("full", "none"):
         raise ValueError('recompute must be "full" or "none", got %r' % (recompute,))
     if not (isinstance(layers, int) and layers >= 1 and isinstance(seq, int) and seq >= 1
@@ -276,11 +281,12 @@ def calibrate_training(profile, model="llama3-8b", layers=2, seq=2048, batch=1,
     profile file `profile` (every other field kept; the file replaced atomically). Use the
     shapes of the model you will train: wider layers and longer sequences run closer to the
     peak. Returns the measurement. Raises ValueError naming the file when it is not a
-    profile's JSON object, OSError when it cannot be read or written."""
+    profile's JSON object, OSError when it cannot be read or written, RuntimeError with a
+    torch older than 2.5; the file is unchanged on any error."""
     path = os.fspath(profile)
     data = _read_profile(path)
-    if peak_tflops is not None and not (isinstance(peak_tflops, (int, float))
-                                        and peak_tflops > 0):
+    if peak_tflops is not None and (isinstance(peak_tflops, bool) or not (
+            isinstance(peak_tflops, (int, float)) and peak_tflops > 0)):
         raise ValueError("peak_tflops must be a number > 0, got %r" % (peak_tflops,))
     result = measure_training_throughput(model, layers, seq, batch, recompute, steps, device)
     gpu = data.setdefault("gpu", {})

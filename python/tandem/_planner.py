@@ -31,15 +31,23 @@ __all__ = ["plan", "Plan", "largest", "Largest", "machine_rates"]
 _DTYPES = {"torch.float32": "f32", "torch.bfloat16": "bf16", "torch.float16": "f16"}
 
 
-class Plan:
-    """A plan: ``text`` (the report), ``data`` (the JSON plan as a dict), ``feasible``,
-    ``fraction`` (the recommended offload fraction, None when it does not fit) and
-    ``args`` (the tandem-plan arguments that reproduce it)."""
+class _Answer:
+    """What tandem-plan answered: ``text`` (the report, also str()), ``data`` (its --json
+    as a dict) and ``args`` (the tandem-plan arguments that reproduce it)."""
 
     def __init__(self, text, data, args):
         self.text = text
         self.data = data
         self.args = args
+
+    def __str__(self):
+        return self.text
+
+
+class Plan(_Answer):
+    """A plan: ``text`` (the report), ``data`` (the JSON plan as a dict), ``feasible``,
+    ``fraction`` (the recommended offload fraction, None when it does not fit) and
+    ``args`` (the tandem-plan arguments that reproduce it)."""
 
     @property
     def feasible(self):
@@ -68,9 +76,6 @@ class Plan:
         """Of the recommended point's offloaded elements, the share computed on the GPU
         (their state streamed up and down); 0.0 when all are computed on the host."""
         return self.data["recommended"]["compute_split"]["share"]
-
-    def __str__(self):
-        return self.text
 
     def __repr__(self):
         return "<tandem.Plan %s>" % ("fits at offload fraction %g" % self.fraction
@@ -278,15 +283,10 @@ def plan(model, *, gpu_mem, host_mem, offload_compute="auto", **options):
         return Plan(text, json.loads(out), [temporary.get(a, a) for a in args])
 
 
-class Largest:
+class Largest(_Answer):
     """tandem.largest's answer: ``text`` (the report), ``data`` (tandem-plan --largest
     --json as a dict), ``best`` (the row of the largest model that fits, None when none
     does) and ``plan`` (its plan as JSON, None when none fits)."""
-
-    def __init__(self, text, data, args):
-        self.text = text
-        self.data = data
-        self.args = args
 
     @property
     def best(self):
@@ -296,9 +296,6 @@ class Largest:
     @property
     def plan(self):
         return self.data.get("plan")
-
-    def __str__(self):
-        return self.text
 
     def __repr__(self):
         b = self.best

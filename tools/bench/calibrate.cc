@@ -26,6 +26,7 @@
 #include <string>
 
 #include "commands.h"
+#include "cpu_simd/cpu_pinning.h"
 #include "cpu_simd/host_kernels.h"
 #include "measure.h"
 #include "node_calibrate.h"
@@ -183,7 +184,11 @@ void CheckCalibrateOptions(const CalibrateOptions& o) {
   auto bad = [](const std::string& m) { throw Error(ErrorKind::kInvalidArgument, m); };
   if (o.repeats < 1) bad("--repeats must be an integer >= 1, got " + std::to_string(o.repeats));
   if (o.reps < 1) bad("--reps must be an integer >= 1, got " + std::to_string(o.reps));
-  if (o.ranks < 1) bad("--ranks must be an integer >= 1, got " + std::to_string(o.ranks));
+  // Each rank measures on its own share of this process's CPUs (tandem::RankCpus).
+  const int cpus = static_cast<int>(cpu::ProcessCpus().size());
+  if (o.ranks < 1 || o.ranks > cpus)
+    bad("--ranks must be an integer in [1, " + std::to_string(cpus) +
+        "] (one CPU of this process per rank at least), got " + std::to_string(o.ranks));
   if (o.host_elements < 1)
     bad("--host-elements must be an integer >= 1, got " + std::to_string(o.host_elements));
   if (o.gpu_elements < 1)

@@ -2,6 +2,7 @@
 // Python entry point tandem.plan run the same code.
 #include "tools/plan/cli.h"
 
+#include <cmath>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -41,7 +42,7 @@ struct Args {
   bool speculative = false;
   std::string grad_release = "off";
   std::string spec_host, spec_stream;
-  double train_tflops = 0;
+  double train_tflops = -1;  // -1: not given
   bool largest = false;
   double fraction = -1;
   uint32_t gpus_per_node = 1, nodes = 1;
@@ -99,6 +100,10 @@ void CheckNumbers(const Args& a) {
   if (a.batch < 1) bad("--batch must be an integer >= 1, got " + std::to_string(a.batch));
   if (!(a.momentum >= 0 && a.momentum <= 1))
     bad("--momentum must be in [0, 1], got " + std::to_string(a.momentum));
+  if (a.fraction != -1 && !(a.fraction >= 0 && a.fraction <= 1))
+    bad("--fraction must be in [0, 1], got " + std::to_string(a.fraction));
+  if (a.train_tflops != -1 && !(a.train_tflops > 0 && std::isfinite(a.train_tflops)))
+    bad("--train-tflops must be a finite number > 0, got " + std::to_string(a.train_tflops));
 }
 
 // --svg is checked before the plan is made: a writable place that is none of the inputs.
@@ -244,12 +249,10 @@ int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::stri
                  "and backward covers, or 1GiB without --seq)")
       ->needs(spec);
   app.add_option("--fraction", a.fraction,
-                 "plan at this offload fraction (a run's own) instead of choosing one")
-      ->check(CLI::Range(0.0, 1.0));
+                 "plan at this offload fraction (a run's own) instead of choosing one");
   app.add_option("--train-tflops", a.train_tflops,
                  "training throughput of forward + backward, TFLOP/s of hardware work "
-                 "(default: the profile's, else built-in)")
-      ->check(CLI::PositiveNumber);
+                 "(default: the profile's, else built-in)");
   app.add_option("--gpus-per-node", a.gpus_per_node, "data-parallel GPUs per node")
       ->check(CLI::Range(1u, 1024u))
       ->capture_default_str();
