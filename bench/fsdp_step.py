@@ -103,11 +103,15 @@ def child(args):
     if args.mode == "tandem":
         import tandem.torch
         master, m, v = args.state.split("/")
+        # A node profile (tandem-bench calibrate --ranks N): the rates of one of torchrun's
+        # LOCAL_WORLD_SIZE ranks busy at once; without one, auto measures its own.
+        rates = (tandem.machine_rates(args.profile, master=master, m=m, v=v)
+                 if args.profile else None)
         opt = tandem.torch.AdamW(model.named_parameters(), lr=1e-5, weight_decay=0.1,
                                  offload_fraction=args.fraction,
                                  offload_compute=args.offload_compute,
                                  master_format=master, momentum_format=m,
-                                 variance_format=v)
+                                 variance_format=v, machine_rates=rates)
     elif args.mode == "cpu_offload":
         opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.1)
     else:
@@ -150,6 +154,7 @@ def child(args):
     if args.mode == "tandem":
         result["offload_compute"] = args.offload_compute
         result["state"] = args.state
+        result["profile"] = args.profile
         result["compute_split"] = opt.compute_split()
         result["step_times"] = opt.last_step_times()
         # One node, many ranks (docs/node_sharing.md): each rank's host CPUs and host
@@ -199,6 +204,9 @@ def main():
     ap.add_argument("--fraction", type=float, default=1.0)
     ap.add_argument("--state", type=state_arg, default="bf16+ecc8/q8/q8",
                     help="tandem's master/m/v formats (default bf16+ecc8/q8/q8)")
+    ap.add_argument("--profile", default=None,
+                    help="calibration profile whose rates auto uses (tandem.machine_rates, "
+                         "for LOCAL_WORLD_SIZE ranks; default: auto measures its own)")
     ap.add_argument("--offload-compute", default="auto",
                     help='tandem: "auto", "host", "gpu" or a share (docs/user_guide.md)')
     ap.add_argument("--modes", default="none,cpu_offload,tandem")
@@ -221,6 +229,8 @@ def main():
                    ("--layers", args.layers), ("--seq", args.seq), ("--iters", args.iters),
                    ("--warmup", args.warmup), ("--fraction", args.fraction),
                    ("--offload-compute", args.offload_compute), ("--state", args.state))), [])
+        if args.profile:
+            cmd += ["--profile", os.path.abspath(args.profile)]
         if args.activation_checkpointing:
             cmd.append("--activation-checkpointing")
         print("fsdp_step: %s ..." % mode, file=sys.stderr, flush=True)
