@@ -13,8 +13,8 @@ Modes (each a fresh `torchrun --nproc_per_node N` job, so GPU peaks do not mix):
                AdamW on the GPU: FSDP2 as most people run it.
   cpu_offload  the same with offload_policy=CPUOffloadPolicy(): parameters, gradients and
                torch's AdamW state on the host.
-  tandem       bf16 sharded parameters, tandem.torch.AdamW with bf16+ecc8 / q8 / q8 state
-               at --fraction (default 1: all optimizer state in pinned host memory), its
+  tandem       bf16 sharded parameters, tandem.torch.AdamW with --state formats
+               (master/m/v, default bf16+ecc8/q8/q8; f32/f32/f32 for fp32 state) at --fraction (default 1: all optimizer state in pinned host memory), its
                host-resident state computed where --offload-compute says (default auto).
 Targets (issue): tandem >= 10x faster than cpu_offload, within 2.5x of none, GPU peak
 <= 45% of none's. The table prints each figure against its target.
@@ -102,11 +102,16 @@ def child(args):
     t0 = time.perf_counter()
     if args.mode == "tandem":
         import tandem.torch
+        master, m, v = args.state.split("/")
+        # A node profile (tandem-bench calibrate --ranks N): the rates of one of torchrun's
+        # LOCAL_WORLD_SIZE ranks busy at once; without one, auto measures its own.
+        rates = (tandem.machine_rates(args.profile, master=master, m=m, v=v)
+                 if args.profile else None)
         opt = tandem.torch.AdamW(model.named_parameters(), lr=1e-5, weight_decay=0.1,
                                  offload_fraction=args.fraction,
                                  offload_compute=args.offload_compute,
-                                 master_format="bf16+ecc8", momentum_format="q8",
-                                 variance_format="q8")
+                                 master_format=master, momentum_format=m,
+                                 variance_format=v, machine_rates=rates)
     elif args.mode == "cpu_offload":
         opt = torch.optim.AdamW(model.parameters(), lr=1e-5, weight_decay=0.1)
     else:
@@ -148,6 +153,8 @@ def child(args):
                   optimizer_build_s=build_s)
     if args.mode == "tandem":
         result["offload_compute"] = args.offload_compute
+        result["state"] = args.state
+        result["profile"] = args.profile
         result["compute_split"] = opt.compute_split()
         result["step_times"] = opt.last_step_times()
         # One node, many ranks (docs/node_sharing.md): each rank's host CPUs and host
@@ -180,6 +187,13 @@ def _cpu_list(cpus):
     return ",".join(runs)
 
 
+def state_arg(text):
+    """--state MASTER/M/V, three formats."""
+    if len(text.split("/")) != 3 or not all(text.split("/")):
+        raise argparse.ArgumentTypeError("expected MASTER/M/V, e.g. f32/f32/f32, got %r" % text)
+    return text
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--layers", type=int, default=16)
@@ -188,6 +202,11 @@ def main():
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--fraction", type=float, default=1.0)
+    ap.add_argument("--state", type=state_arg, default="bf16+ecc8/q8/q8",
+                    help="tandem's master/m/v formats (default bf16+ecc8/q8/q8)")
+    ap.add_argument("--profile", default=None,
+                    help="calibration profile whose rates auto uses (tandem.machine_rates, "
+                         "for LOCAL_WORLD_SIZE ranks; default: auto measures its own)")
     ap.add_argument("--offload-compute", default="auto",
                     help='tandem: "auto", "host", "gpu" or a share (docs/user_guide.md)')
     ap.add_argument("--modes", default="none,cpu_offload,tandem")
@@ -209,7 +228,9 @@ def main():
                "--child-out", out] + sum(([k, str(v)] for k, v in (
                    ("--layers", args.layers), ("--seq", args.seq), ("--iters", args.iters),
                    ("--warmup", args.warmup), ("--fraction", args.fraction),
-                   ("--offload-compute", args.offload_compute))), [])
+                   ("--offload-compute", args.offload_compute), ("--state", args.state))), [])
+        if args.profile:
+            cmd += ["--profile", os.path.abspath(args.profile)]
         if args.activation_checkpointing:
             cmd.append("--activation-checkpointing")
         print("fsdp_step: %s ..." % mode, file=sys.stderr, flush=True)
@@ -237,8 +258,9 @@ def main():
               "budget %.1f GiB" % ("yes" if disjoint else "NO", total / 2**30,
                                     tan["node_pinned_budget"] / 2**30))
     if tan:
-        print("tandem: offload_fraction %g, offload_compute %s, share on the GPU %.3f"
-              % (args.fraction, args.offload_compute, tan["compute_split"]["share"]))
+        print("tandem: state %s, offload_fraction %g, offload_compute %s, share on the GPU %.3f"
+              % (args.state, args.fraction, args.offload_compute,
+                 tan["compute_split"]["share"]))
     print("%-12s %12s %12s %10s %10s" % ("mode", "iteration", "fwd+bwd", "step", "GPU peak"))
     for mode, r in results.items():
         print("%-12s %9.0f ms %9.0f ms %7.0f ms %6.1f GiB"

@@ -46,12 +46,14 @@ ComputeSplit PredictSplit(const ComputeSplitInput& in, const MachineRates& rates
   ComputeSplit s;
   s.share = share;
   const double down_s = Ms(in.stream_bytes * streamed, rates.d2h_gbps);
-  const double up_s = Ms(in.stream_bytes * streamed, rates.h2d_gbps);
+  const double up_s = Ms((in.stream_bytes + in.stream_grad_bytes) * streamed, rates.h2d_gbps);
   const double down_h = Ms(in.grad_bytes * host, rates.d2h_gbps);
   const double up_h = Ms(in.param_bytes * host, rates.h2d_gbps);
   s.down_ms = down_s + down_h;
   s.up_ms = up_s + up_h;
   s.host_ms = host / (rates.host_gparams * 1e6);
+  if (in.chunk_elements > 0 && host > 0)
+    s.host_ms += std::ceil(host / static_cast<double>(in.chunk_elements)) * kHostChunkMs;
   s.gpu_ms = (static_cast<double>(in.hot) + streamed) / (rates.gpu_gparams * 1e6);
   s.stream_ms = std::max(down_s, up_s);
   s.host_path_ms = std::max({down_h, up_h, s.host_ms});
@@ -83,6 +85,15 @@ ComputeSplit ChooseSplit(const ComputeSplitInput& in, const MachineRates& rates)
   const ComputeSplit refined = PredictSplit(in, rates, lo);
   if (refined.step_ms < best.step_ms * (1 - 1e-12)) best = refined;
   return best;
+}
+
+double HostRateUnderDma(double kernel_gparams, double kernel_bytes, double grad_bytes,
+                        double param_bytes) {
+  if (!(kernel_bytes > 0))
+    throw Error(ErrorKind::kInvalidArgument,
+                "host rate under DMA: the kernel's bytes per element must be > 0, got " +
+                    std::to_string(kernel_bytes));
+  return kernel_gparams / (1.0 + (grad_bytes + param_bytes) / kernel_bytes);
 }
 
 double ParseOffloadCompute(const std::string& text) {

@@ -69,7 +69,17 @@ uint64_t EstimateActivationBytes(const ActivationShape& x, Recompute r) {
       break;
   }
   const uint64_t logits = 4 * x.seq_len * x.batch * x.vocab;  // fp32 logits
-  return x.layers * per_layer + logits;
+  // Full recomputation rebuilds one layer's activations at a time in backward: that
+  // layer's whole set (as without recomputation) exists beside the kept inputs.
+  uint64_t recomputed = 0;
+  if (r == Recompute::kFull) {
+    ActivationShape one = x;
+    one.layers = 1;
+    one.vocab = 0;
+    if (one.heads == 0) one.heads = 1;  // the flash term is small; eager needs heads
+    recomputed = EstimateActivationBytes(one, Recompute::kNone);
+  }
+  return x.layers * per_layer + logits + recomputed;
 }
 
 }  // namespace tandem::planner

@@ -36,22 +36,49 @@ std::vector<bool> F32MomentTensors(const PlanInputs& in) {
   return f32;
 }
 
+std::vector<TensorSpec> RankSpecs(const std::vector<TensorSpec>& specs,
+                                  const std::vector<bool>& f32_moments, const OptimizerConfig& cfg) {
+  const StateFormats f32 = F32MomentFormats(cfg.formats);
+  std::vector<TensorSpec> with_formats = specs;
+  if (f32 == cfg.formats) return with_formats;
+  // The flagged tensors with their own formats (TensorSpec::formats), as tandem.torch
+  // builds the optimizer under FSDP2.
+  for (size_t t = 0; t < specs.size() && t < f32_moments.size(); ++t)
+    if (f32_moments[t]) with_formats[t].formats = f32;
+  return with_formats;
+}
+
 ResolvedPlacement ResolveRankPlacement(const std::vector<TensorSpec>& specs,
                                        const std::vector<bool>& f32_moments,
                                        const OptimizerConfig& cfg) {
-  const StateFormats f32 = F32MomentFormats(cfg.formats);
   // The plan hands a share it resolved itself; auto (a caller's) reads the rate cache.
   const std::optional<MachineRates> rates =
       cfg.offload_compute == kOffloadComputeAuto ? RatesFor(specs, cfg) : std::nullopt;
-  if (f32 == cfg.formats ||
-      std::none_of(f32_moments.begin(), f32_moments.end(), [](bool b) { return b; }))
-    return ResolvePlacement(specs, cfg, ExecutionMode::kGpu, rates ? &*rates : nullptr);
-  // The flagged tensors with their own formats (TensorSpec::formats), as tandem.torch
-  // builds the optimizer under FSDP2.
-  std::vector<TensorSpec> with_formats = specs;
-  for (size_t t = 0; t < specs.size(); ++t)
-    if (f32_moments[t]) with_formats[t].formats = f32;
-  return ResolvePlacement(with_formats, cfg, ExecutionMode::kGpu, rates ? &*rates : nullptr);
+  return ResolvePlacement(RankSpecs(specs, f32_moments, cfg), cfg, ExecutionMode::kGpu,
+                          rates ? &*rates : nullptr);
+}
+
+uint64_t GradientsInFlight(const PlanInputs& in, const std::vector<TensorSpec>& specs) {
+  // Per release group (a block, or a tensor outside the blocks): its elements on rank 0.
+  uint64_t root = 0, largest_outside = 0;
+  std::map<int, uint64_t> blocks;
+  for (size_t t = 0; t < specs.size(); ++t) {
+    const int layer = in.model.tensors[t].layer;
+    if (layer >= 0) {
+      blocks[layer] += specs[t].numel;
+    } else {
+      root += specs[t].numel;
+      largest_outside = std::max(largest_outside, specs[t].numel);
+    }
+  }
+  uint64_t block = 0;
+  for (const auto& [layer, n] : blocks) block = std::max(block, n);
+  if (!in.fsdp2) return std::max(block, largest_outside);
+  // FSDP2 reduce-scatters a group into one buffer that lives until every gradient in it
+  // was taken: the blocks in flight, or the root unit's (its gradients arrive together,
+  // at the end of backward).
+  const uint64_t in_flight = std::min<uint64_t>(in.fsdp2_blocks_in_flight, blocks.size());
+  return std::max(in_flight * block, root);
 }
 
 MemoryReport PredictRankMemory(const std::vector<TensorSpec>& specs,

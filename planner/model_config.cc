@@ -276,11 +276,11 @@ ModelDescription ModelFromParamCount(uint64_t params, uint32_t pieces) {
 }
 
 std::vector<std::string> PresetNames() {
-  return {"llama3-1b", "llama3-3b", "llama3-8b", "llama3-70b"};
+  return {"llama3-1b", "llama3-3b", "llama3-8b", "llama3-70b", "llama3-405b"};
 }
 
-ModelDescription ModelFromPreset(std::string_view name) {
-  // Published Llama 3 / 3.2 shapes (vocabulary 128256, head_dim = hidden / heads).
+LlamaShape PresetShape(std::string_view name) {
+  // Published Llama 3 / 3.1 / 3.2 shapes (vocabulary 128256, head_dim = hidden / heads).
   LlamaShape s;
   s.vocab = 128256;
   s.kv_heads = 8;
@@ -292,13 +292,19 @@ ModelDescription ModelFromPreset(std::string_view name) {
     s.hidden = 4096, s.intermediate = 14336, s.layers = 32, s.heads = 32, s.tied = false;
   } else if (name == "llama3-70b") {
     s.hidden = 8192, s.intermediate = 28672, s.layers = 80, s.heads = 64, s.tied = false;
+  } else if (name == "llama3-405b") {
+    s.hidden = 16384, s.intermediate = 53248, s.layers = 126, s.heads = 128, s.tied = false;
   } else {
     std::string list;
     for (const std::string& p : PresetNames()) list += (list.empty() ? "" : ", ") + p;
     Fail("--model", "unknown preset '" + std::string(name) + "' (presets: " + list + ")");
   }
   s.head_dim = s.hidden / s.heads;
-  return LlamaModel(s, std::string(name), "llama");
+  return s;
+}
+
+ModelDescription ModelFromPreset(std::string_view name) {
+  return LlamaModel(PresetShape(name), std::string(name), "llama");
 }
 
 }  // namespace tandem::planner

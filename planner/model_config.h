@@ -117,6 +117,11 @@ void AddGatedMlp(Builder* b, const std::string& prefix, uint64_t hidden, uint64_
 // `need_intermediate`, num_hidden_layers, num_attention_heads, num_key_value_heads,
 // head_dim, vocab_size, tie_word_embeddings).
 LlamaShape ReadLlamaShape(ConfigReader* r, bool need_intermediate = true);
+// The shape of a built-in preset (PresetNames()); Error(kInvalidArgument) listing them
+// for another name.
+LlamaShape PresetShape(std::string_view name);
+// A preset's shape with `layers` decoder layers (largest.cc), named "<preset> x N layers".
+ModelDescription PresetWithLayers(const std::string& preset, uint64_t layers);
 // Fills name, architecture and the shape fields of the description.
 void SetShape(ModelDescription* m, const LlamaShape& s, std::string name, std::string arch);
 

@@ -6,7 +6,11 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "engine/layout/memory_plan.h"
 
 #include "tandem/error.h"
 
@@ -36,6 +40,11 @@ void Validate(const PlanInputs& in) {
   if (in.stream_chunk_bytes < 4096)
     bad("plan: the stream chunk must be >= 4096 bytes, got " +
         std::to_string(in.stream_chunk_bytes));
+  if (in.fraction > 1 || (in.fraction < 0 && in.fraction != -1))
+    bad("plan: the offload fraction must be in [0, 1], got " + std::to_string(in.fraction));
+  if (!in.speculative_early_start &&
+      (in.speculative_host_bytes != kAutoBytes || in.speculative_stream_bytes != kAutoBytes))
+    bad("plan: speculation budgets need speculative early start (--speculative-early-start)");
   const uint64_t ranks = static_cast<uint64_t>(in.gpus_per_node) * in.nodes;
   if (in.shard_size != 0 && !in.fsdp2)
     bad("plan: a shard size (--shard-size) needs FSDP2 (--fsdp2)");
@@ -43,9 +52,6 @@ void Validate(const PlanInputs& in) {
     if (in.zero1_sharding)
       bad("plan: FSDP2 and the ZeRO-1 what-if exclude each other (FSDP2 shards the "
           "optimizer state already)");
-    if (in.speculative_early_start)
-      bad("plan: speculative early start is not available with FSDP2 (FSDP2 assigns the "
-          "sharded gradients after its reduce-scatter, outside autograd's hooks)");
     if (in.shard_size != 0 && ranks % in.shard_size != 0)
       bad("plan: the shard size " + std::to_string(in.shard_size) + " does not divide the " +
           std::to_string(ranks) + " ranks (" + std::to_string(in.gpus_per_node) +
@@ -86,20 +92,31 @@ uint64_t StreamSlotBytes(const PlanInputs& in) {
 // The compute share offload_compute resolves to at `fraction` for the profile's rates
 // (the planner's model of the machine: ResolveComputeShare).
 double PlannedShare(const PlanInputs& in, const Rates& rates, const std::vector<uint64_t>& numels,
-                    double fraction) {
+                    double fraction, bool release) {
   const Placement base = ComputePlacement(numels, fraction, in.placement);
-  return ResolveComputeShare(in, rates, base.total - base.offloaded, base.offloaded);
-}
-
-// The placement at `fraction` with that share: what ResolvePlacement places (for the step
-// time alone, which needs no memory).
-Placement PlaceWithShare(const PlanInputs& in, const Rates& rates,
-                         const std::vector<uint64_t>& numels, double fraction) {
-  return ComputePlacement(numels, fraction, in.placement,
-                          PlannedShare(in, rates, numels, fraction));
+  return ResolveComputeShare(in, rates, base.total - base.offloaded, base.offloaded, release);
 }
 
 }  // namespace
+
+const char* Name(Choice c) noexcept {
+  switch (c) {
+    case Choice::kOff:
+      return "off";
+    case Choice::kOn:
+      return "on";
+    case Choice::kAuto:
+      return "auto";
+  }
+  return "?";
+}
+
+Choice ParseChoice(std::string_view s) {
+  if (s == "off") return Choice::kOff;
+  if (s == "on") return Choice::kOn;
+  if (s == "auto") return Choice::kAuto;
+  throw Error(ErrorKind::kInvalidArgument, "'" + std::string(s) + "' is not on, off or auto");
+}
 
 uint64_t MemoryBreakdown::total() const {
   return weights + master + correction + moments + scales + gradients + unsharded + staging +
@@ -179,83 +196,377 @@ uint64_t ActivationBytes(const PlanInputs& in) {
 
 namespace {
 
-// The plan at `fraction` with compute share `share`: rank 0's placement and optimizer
-// memory from one ResolvePlacement over ShardSpecs(in), the figures the engine would build.
-FractionPoint EvaluateAt(const PlanInputs& in, const std::vector<TensorSpec>& specs,
-                         const Rates& rates, double fraction, double share) {
-  const ResolvedPlacement rp = ResolveRankPlacement(specs, F32MomentTensors(in),
-                                                    ShardConfig(in, fraction, share));
-  const Placement& pl = rp.placement;
-  const MemoryReport& r = rp.memory;
+// What one plan evaluates its points with: rank 0's tensors, the group rule's tensors,
+// the rates and the iteration model.
+struct Context {
+  std::vector<TensorSpec> specs;
+  std::vector<bool> f32_moments;
+  std::vector<uint64_t> numels;
   uint64_t shard = 0;
-  for (const TensorSpec& s : specs) shard += s.numel;
+  Rates rates;
+  TrainingModel training;
+  // Whether points need only fit (PlanFits): the compute share auto resolves to, not the
+  // other shares an iteration model would try.
+  bool fit_only = false;
+};
+
+Context MakeContext(const PlanInputs& in) {
+  Context x;
+  x.specs = ShardSpecs(in);
+  x.f32_moments = F32MomentTensors(in);
+  for (const TensorSpec& t : x.specs) x.numels.push_back(t.numel), x.shard += t.numel;
+  x.rates = ResolveRates(in);
+  x.training = ResolveTraining(in);
+  return x;
+}
+
+void SetState(const MemoryReport::Bytes& b, MemoryBreakdown* m) {
+  m->master = b.master;
+  m->correction = b.correction;
+  m->moments = b.momentum + b.variance;
+  m->scales = b.scales;
+  m->staging = b.staging;
+  m->metadata = b.metadata;
+  m->speculation = b.speculation;
+}
+
+// Per rank: the host budget of the node shared by its ranks.
+uint64_t HostBudgetPerRank(const PlanInputs& in) {
+  return in.host_budget / std::max<uint32_t>(in.gpus_per_node, 1);
+}
+
+void SetFits(const PlanInputs& in, FractionPoint* p) {
+  p->host_node_bytes = p->host.total() * in.gpus_per_node;
+  p->fits_gpu = p->gpu.total() <= UsableGpuBytes(in);
+  p->fits_host = p->host_node_bytes <= in.host_budget;
+}
+
+// Speculative early start at the point `p` (placement `pl`, base memory without it):
+// chooses or takes the budgets, adds the backups (host) and the held parameters of
+// streamed chunks (GPU) to `p`, and returns the speculated elements and the bytes a
+// rollback restores. The streamed chunks' backups are the engine's own layout
+// (layout::PlanMemory: whole chunks from the last, within the budget); of the
+// host-computed state, the budget's share of the engine's backup and held parameters.
+SpeculationElements AddSpeculation(const PlanInputs& in, const Context& x, const Placement& pl,
+                                   const OptimizerConfig& cfg, const PointClasses& c, bool release,
+                                   FractionPoint* p, uint64_t* backup_bytes) {
+  const std::vector<TensorSpec> rank = RankSpecs(x.specs, x.f32_moments, cfg);
+  OptimizerConfig all = cfg;
+  all.speculative_early_start = true;
+  all.speculative_stream_bytes = ~uint64_t{0};
+  const layout::MemoryPlan full = layout::PlanMemory(rank, all, pl, true);
+  const double host_state = static_cast<double>(full.cold.bytes() + full.hold_bytes);
+  SpeculationRoom room;
+  if (c.host > 0) room.host_per_element = host_state / static_cast<double>(c.host);
+  if (c.streamed > 0) {
+    room.stream_backup_per_element =
+        static_cast<double>(full.spec_backup_bytes) / static_cast<double>(c.streamed);
+    room.stream_hold_per_element =
+        static_cast<double>(full.spec_hold_bytes) / static_cast<double>(c.streamed);
+  }
+  const uint64_t usable = UsableGpuBytes(in), host_rank = HostBudgetPerRank(in);
+  room.gpu_bytes = usable > p->gpu.total() ? usable - p->gpu.total() : 0;
+  room.host_bytes = host_rank > p->host.total() ? host_rank - p->host.total() : 0;
+  uint64_t host_budget = in.speculative_host_bytes, stream_budget = in.speculative_stream_bytes;
+  if (host_budget == kAutoBytes || stream_budget == kAutoBytes) {
+    // With an iteration model: what fits and what backward covers; without one: the
+    // engine's defaults (every host-computed element; OptimizerConfig's streamed bytes).
+    SpeculationElements chosen{c.host, c.streamed};
+    if (x.training.modelled)
+      chosen = ChooseSpeculation(in, x.rates, x.training, c, release, room);
+    if (host_budget == kAutoBytes)
+      host_budget = x.training.modelled ? static_cast<uint64_t>(static_cast<double>(chosen.host) *
+                                                                room.host_per_element)
+                                        : ~uint64_t{0};
+    if (stream_budget == kAutoBytes)
+      stream_budget = x.training.modelled
+                          ? static_cast<uint64_t>(static_cast<double>(chosen.streamed) *
+                                                  room.stream_backup_per_element)
+                          : OptimizerConfig{}.speculative_stream_bytes;
+  }
+  OptimizerConfig spec = cfg;
+  spec.speculative_early_start = true;
+  spec.speculative_stream_bytes = stream_budget;
+  const layout::MemoryPlan lp = layout::PlanMemory(rank, spec, pl, true);
+  const double host_share =
+      host_state > 0 ? std::min(1.0, static_cast<double>(host_budget) / host_state) : 0.0;
+  const uint64_t host_backup = static_cast<uint64_t>(host_share * host_state);
+  p->host.speculation += host_backup + lp.spec_backup_bytes;
+  p->gpu.speculation += lp.spec_hold_bytes;
+  if (!release) p->host.staging += lp.early_bytes;  // with release: the gradient area
+  *backup_bytes = host_backup + lp.spec_backup_bytes;
+  SpeculationElements s;
+  s.host = static_cast<uint64_t>(host_share * static_cast<double>(c.host));
+  s.streamed = room.stream_backup_per_element > 0
+                   ? std::min<uint64_t>(c.streamed,
+                                        static_cast<uint64_t>(
+                                            static_cast<double>(lp.spec_backup_bytes) /
+                                            room.stream_backup_per_element))
+                   : 0;
+  return s;
+}
+
+// The plan at `fraction` with compute share `share` and gradient release `release`: rank
+// 0's placement and optimizer memory from one ResolvePlacement over ShardSpecs(in), the
+// figures the engine would build, plus what release and speculation add (Note [What
+// backward hides] in overlap.cc), the step and the iteration.
+// `resolved`: the engine's placement at (fraction, share) when the caller has it already
+// (it does not depend on release), else null.
+FractionPoint EvaluateAt(const PlanInputs& in, const Context& x, double fraction, double share,
+                         bool release, const ResolvedPlacement* resolved = nullptr) {
+  OptimizerConfig cfg = ShardConfig(in, fraction, share);
+  cfg.speculative_early_start = false;
+  const ResolvedPlacement rp =
+      resolved != nullptr ? *resolved : ResolveRankPlacement(x.specs, x.f32_moments, cfg);
+  const Placement& pl = rp.placement;
+  const uint64_t g = DTypeSize(in.grad_dtype);
   FractionPoint p;
   p.fraction = fraction;
-  if (in.fsdp2) {
-    // Rank 0's shards; with gradient release the largest layer's shards.
-    uint64_t shard = 0, largest = 0;
-    std::map<int, uint64_t> per_layer;
-    for (size_t t = 0; t < specs.size(); ++t) {
-      shard += specs[t].numel;
-      const int layer = in.model.tensors[t].layer;
-      if (layer < 0)
-        largest = std::max(largest, specs[t].numel);
-      else
-        per_layer[layer] += specs[t].numel;
-    }
-    for (const auto& [layer, n] : per_layer) largest = std::max(largest, n);
-    p.gpu.weights = shard * DTypeSize(in.param_dtype);
-    p.gpu.gradients = (in.grad_release ? largest : shard) * DTypeSize(in.grad_dtype);
-    p.gpu.unsharded = Fsdp2UnshardedBytes(in);
-  } else {
-    const uint64_t total = in.model.total_params();
-    p.gpu.weights = total * DTypeSize(in.param_dtype);
-    p.gpu.gradients =
-        (in.grad_release ? in.model.largest_layer_params() : total) * DTypeSize(in.grad_dtype);
-  }
-  p.gpu.activations = ActivationBytes(in);
-  auto state = [](const MemoryReport::Bytes& b, MemoryBreakdown* m) {
-    m->master = b.master;
-    m->correction = b.correction;
-    m->moments = b.momentum + b.variance;
-    m->scales = b.scales;
-    m->staging = b.staging;
-    m->metadata = b.metadata;
-    m->speculation = b.speculation;
-  };
-  state(r.device, &p.gpu);
-  state(r.host, &p.host);
-  p.host_node_bytes = p.host.total() * in.gpus_per_node;
-  p.fits_gpu = p.gpu.total() <= UsableGpuBytes(in);
-  p.fits_host = p.host_node_bytes <= in.host_budget;
+  p.grad_release = release;
   p.cold_elements = pl.offloaded;
   p.hot_elements = pl.total - pl.offloaded;
-  p.time = PredictStepTime(in, rates, p.hot_elements, p.cold_elements, shard, pl.streamed);
+  if (in.fsdp2) {
+    p.gpu.weights = x.shard * DTypeSize(in.param_dtype);
+    p.gpu.unsharded = Fsdp2UnshardedBytes(in);
+  } else {
+    p.gpu.weights = in.model.total_params() * DTypeSize(in.param_dtype);
+  }
+  const uint64_t all_grads = in.fsdp2 ? x.shard : in.model.total_params();
+  // Release: the GPU-resident part's gradients in the engine's device buffer, and the
+  // groups in flight; the offloaded part's in the pinned host gradient area.
+  // (HSDP keeps each group's reduce output to the end of backward: nothing is saved.)
+  const bool saves = release && !(in.fsdp2 && ShardRanks(in) < RankCount(in));
+  p.gpu.gradients = (saves ? p.hot_elements + GradientsInFlight(in, x.specs) : all_grads) * g;
+  p.gpu.activations = ActivationBytes(in);
+  SetState(rp.memory.device, &p.gpu);
+  SetState(rp.memory.host, &p.host);
+  if (release) p.host.gradients = p.cold_elements * g;
+  const PointClasses c = ClassesOf(in, pl);
+  SpeculationElements spec;
+  uint64_t backup = 0;
+  if (in.speculative_early_start && pl.offloaded > 0)
+    spec = AddSpeculation(in, x, pl, cfg, c, release, &p, &backup);
+  p.speculated_host = spec.host;
+  p.speculated_streamed = spec.streamed;
+  if (saves)
+    p.gpu.gradients += static_cast<uint64_t>(
+        GradientsWaiting(in, x.rates, x.training, c, release, spec) * static_cast<double>(g));
+  SetFits(in, &p);
+  p.time = PredictStepTime(in, x.rates, p.hot_elements, p.cold_elements, x.shard, pl.streamed,
+                           release);
+  p.iteration = PredictIteration(in, x.rates, x.training, p.time, c, release, spec, backup);
   return p;
+}
+
+// How a point ranks: the iteration when it is modelled, else the step.
+double Score(const FractionPoint& p) {
+  return p.iteration.modelled ? p.iteration.iteration_ms : p.time.step_ms;
+}
+
+// Whether `a` is a better plan at its fraction than `b`: fitting both budgets first, then
+// the GPU, then the faster (or, neither fitting the GPU, the smaller on it).
+bool Better(const FractionPoint& a, const FractionPoint& b) {
+  const int fa = (a.fits_gpu && a.fits_host) ? 2 : a.fits_gpu ? 1 : 0;
+  const int fb = (b.fits_gpu && b.fits_host) ? 2 : b.fits_gpu ? 1 : 0;
+  if (fa != fb) return fa > fb;
+  // Neither fits the GPU: the setting that needs less of it (release), else the share
+  // tried first (auto's).
+  if (fa == 0) return a.grad_release != b.grad_release && a.gpu.total() < b.gpu.total();
+  return Score(a) < Score(b) * (1 - 1e-9);
+}
+
+std::vector<bool> ReleaseChoices(const PlanInputs& in) {
+  switch (in.grad_release) {
+    case Choice::kOff:
+      return {false};
+    case Choice::kOn:
+      return {true};
+    case Choice::kAuto:
+      break;
+  }
+  return {false, true};
+}
+
+// The best point at `fraction` over the settings the plan may choose: gradient release
+// (PlanInputs::grad_release) and, with an iteration model and offload_compute auto, the
+// compute share (ChooseSplit's, all on the host, half, all streamed). Without an iteration
+// model auto takes ChooseSplit's share, as the engine does, except where its stream slots
+// do not fit the GPU and computing on the host does (Note [Auto streams only where the
+// slots fit]).
+FractionPoint BestAt(const PlanInputs& in, const Context& x, double fraction) {
+  std::optional<FractionPoint> best;
+  std::map<double, ResolvedPlacement> placed;  // by share: release does not change it
+  auto evaluate = [&](double share, bool release) {
+    auto it = placed.find(share);
+    if (it == placed.end()) {
+      OptimizerConfig cfg = ShardConfig(in, fraction, share);
+      cfg.speculative_early_start = false;
+      it = placed.emplace(share, ResolveRankPlacement(x.specs, x.f32_moments, cfg)).first;
+    }
+    return EvaluateAt(in, x, fraction, share, release, &it->second);
+  };
+  for (bool release : ReleaseChoices(in)) {
+    const double planned = PlannedShare(in, x.rates, x.numels, fraction, release);
+    std::vector<double> shares = {planned};
+    if (in.offload_compute == kOffloadComputeAuto && x.training.modelled && !x.fit_only)
+      for (double s : {0.0, 0.5, 1.0})
+        if (s != planned) shares.push_back(s);
+    for (double share : shares) {
+      FractionPoint p = evaluate(share, release);
+      p.share_as_asked = share == planned;
+      // Note [Auto streams only where the slots fit]: the stream slots (and their kernel
+      // tables) are the only GPU bytes streaming adds; where they do not fit but
+      // computing on the host does, auto's plan computes on the host (and says so: the
+      // engine's auto looks at time only).
+      if (!x.training.modelled && !p.fits_gpu && p.time.streamed > 0 &&
+          in.offload_compute == kOffloadComputeAuto) {
+        FractionPoint q = evaluate(0.0, release);
+        if (q.fits_gpu) {
+          q.split_fallback = true;
+          p = q;
+        }
+      }
+      if (!best || Better(p, *best)) best = p;
+    }
+  }
+  return *best;
+}
+
+// The fastest step of the feasible range [kmin, khmax] (ties: the smaller fraction), on
+// the fraction grid, each fraction at the compute share offload_compute resolves to there
+// and, where the plan chooses gradient release, with the setting that fits there (release
+// keeps fewer bytes on the GPU, so it may fit from a smaller fraction on).
+FractionPoint FastestStep(const PlanInputs& in, const Context& x, int kmin, int khmax) {
+  int best_k = kmin;
+  bool best_release = false;
+  double best_ms = 0;
+  bool any = false;
+  for (bool release : ReleaseChoices(in)) {
+    PlanInputs one = in;
+    one.grad_release = release ? Choice::kOn : Choice::kOff;
+    auto at = [&](int k) { return BestAt(one, x, Frac(k)); };
+    auto fits = [&](int k) {
+      const FractionPoint p = at(k);
+      return p.fits_gpu && p.fits_host;
+    };
+    const int from = fits(kmin) ? kmin : fits(khmax) ? Bisect(kmin, khmax, fits) : khmax + 1;
+    // Note [Auto streams only where the slots fit]: below kstream the GPU cannot hold the
+    // stream slots too, and auto's plan computes on the host there.
+    int kstream = from;
+    if (in.offload_compute == kOffloadComputeAuto && from <= khmax) {
+      auto streams = [&](int k) { return !at(k).split_fallback; };
+      kstream = streams(from) ? from : streams(khmax) ? Bisect(from, khmax, streams) : khmax + 1;
+    }
+    for (int k = from; k <= khmax; ++k) {
+      const Placement base = ComputePlacement(x.numels, Frac(k), in.placement);
+      const Placement pl =
+          k < kstream ? base
+                      : ComputePlacement(x.numels, Frac(k), in.placement,
+                                         PlannedShare(in, x.rates, x.numels, Frac(k), release));
+      const double ms = PredictStepTime(in, x.rates, pl.total - pl.offloaded, pl.offloaded, x.shard,
+                                        pl.streamed, release)
+                            .step_ms;
+      if (!any || ms < best_ms || (ms == best_ms && k < best_k))
+        best_k = k, best_ms = ms, best_release = release, any = true;
+    }
+  }
+  PlanInputs chosen = in;
+  chosen.grad_release = best_release ? Choice::kOn : Choice::kOff;
+  return BestAt(chosen, x, Frac(best_k));
+}
+
+// The fastest iteration of the feasible range [kmin, khmax]: the range's ends, 64 steps
+// between them and the sweep's fractions inside it, each the best point there (BestAt). A
+// larger fraction must be faster by more than kIterationTie to be taken: offloading more
+// for less is not worth the host memory (nor the model's error).
+constexpr double kIterationTie = 0.005;
+
+FractionPoint FastestIteration(const PlanInputs& in, const Context& x, int kmin, int khmax) {
+  std::vector<int> ks = {kmin, khmax};
+  constexpr int kGrid = 64;
+  for (int i = 1; i < kGrid; ++i) ks.push_back(kmin + (khmax - kmin) * i / kGrid);
+  for (int i = 0; i <= kSweepSteps; ++i) {
+    const int k = kFractionSteps * i / kSweepSteps;
+    if (k >= kmin && k <= khmax) ks.push_back(k);
+  }
+  std::sort(ks.begin(), ks.end());
+  ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
+  std::optional<FractionPoint> best;
+  for (int k : ks) {
+    FractionPoint p = BestAt(in, x, Frac(k));
+    if (!p.fits_gpu || !p.fits_host) continue;
+    if (!best || Score(p) < Score(*best) * (1 - kIterationTie)) best = p;
+  }
+  return best ? *best : BestAt(in, x, Frac(kmin));
+}
+
+// Where the budgets hold: the smallest fraction that fits the GPU (GPU bytes fall as the
+// fraction grows), the largest that fits the host (host bytes grow with it), and what is
+// short when none fits both; `front` and `back` are the points at fractions 0 and 1.
+struct Bounds {
+  int kmin = -1, khmax = -1;
+  // The smallest fraction at which a point fits both budgets (kmin, or above it when the
+  // setting that fits the GPU first does not fit the host: streaming needs GPU slots,
+  // host-computed elements more host memory); -1 if none.
+  int kfit = -1;
+  uint64_t gpu_short = 0, host_short = 0;
+  bool feasible = false;
+};
+
+Bounds FindBounds(const PlanInputs& in, const Context& x, const FractionPoint& front,
+                  const FractionPoint& back) {
+  auto at = [&](int k) { return BestAt(in, x, Frac(k)); };
+  Bounds b;
+  if (front.fits_gpu) {
+    b.kmin = 0;
+  } else if (back.fits_gpu) {
+    b.kmin = Bisect(0, kFractionSteps, [&](int k) { return at(k).fits_gpu; });
+  } else {
+    b.gpu_short = back.gpu.total() - UsableGpuBytes(in);
+  }
+  if (back.fits_host) {
+    b.khmax = kFractionSteps;
+  } else if (front.fits_host) {
+    b.khmax = Bisect(0, kFractionSteps, [&](int k) { return !at(k).fits_host; }) - 1;
+  }
+  if (b.kmin >= 0) {
+    const FractionPoint first = b.kmin == 0 ? front : at(b.kmin);
+    auto both = [&](int k) {
+      const FractionPoint p = at(k);
+      return p.fits_gpu && p.fits_host;
+    };
+    if (first.fits_host) {
+      b.kfit = b.kmin;
+    } else if (b.khmax > b.kmin) {
+      // Another setting may fit both a little further on: the first grid point that
+      // does, then the first fraction before it.
+      constexpr int kGrid = 64;
+      int prev = b.kmin;
+      for (int i = 1; i <= kGrid && b.kfit < 0; ++i) {
+        const int k = b.kmin + static_cast<int>(static_cast<int64_t>(b.khmax - b.kmin) * i / kGrid);
+        if (k == prev) continue;
+        if (both(k)) b.kfit = Bisect(prev, k, both);
+        prev = k;
+      }
+    }
+    b.feasible = b.kfit >= 0 && b.khmax >= b.kfit;
+    if (!b.feasible && !first.fits_host) b.host_short = first.host_node_bytes - in.host_budget;
+  }
+  return b;
 }
 
 }  // namespace
 
+bool PlanFits(const PlanInputs& in) {
+  Validate(in);
+  Context x = MakeContext(in);
+  x.fit_only = true;
+  return FindBounds(in, x, BestAt(in, x, 0.0), BestAt(in, x, 1.0)).feasible;
+}
+
 FractionPoint EvaluateFraction(const PlanInputs& in, double fraction) {
   Validate(in);
-  const std::vector<TensorSpec> specs = ShardSpecs(in);
-  const Rates rates = ResolveRates(in);
-  std::vector<uint64_t> numels;
-  for (const TensorSpec& s : specs) numels.push_back(s.numel);
-  FractionPoint p =
-      EvaluateAt(in, specs, rates, fraction, PlannedShare(in, rates, numels, fraction));
-  // Note [Auto streams only where the slots fit]: the stream slots (and their kernel
-  // tables) are the only GPU bytes streaming adds; where they do not fit but computing on
-  // the host does, auto's plan computes on the host (and says so: the engine's auto looks
-  // at time only).
-  if (!p.fits_gpu && p.time.streamed > 0 && in.offload_compute == kOffloadComputeAuto) {
-    FractionPoint q = EvaluateAt(in, specs, rates, fraction, 0.0);
-    if (q.fits_gpu) {
-      q.split_fallback = true;
-      return q;
-    }
-  }
-  return p;
+  return BestAt(in, MakeContext(in), fraction);
 }
 
 PlanResult MakePlan(const PlanInputs& in) {
@@ -264,106 +575,120 @@ PlanResult MakePlan(const PlanInputs& in) {
   plan.inputs = in;
   plan.ranks = RankCount(in);
   plan.shard_size = ShardRanks(in);
-  plan.runnable = !in.grad_release && !in.zero1_sharding;
+  plan.runnable = !in.zero1_sharding;
   plan.usable_gpu_bytes = UsableGpuBytes(in);
   const uint64_t usable = plan.usable_gpu_bytes;
-  plan.rates = ResolveRates(in);
+  const Context x = MakeContext(in);
+  plan.rates = x.rates;
   plan.activation_bytes = ActivationBytes(in);
-  const std::vector<TensorSpec> specs = ShardSpecs(in);
-  std::vector<uint64_t> numels;
-  for (const TensorSpec& s : specs) numels.push_back(s.numel), plan.shard_elements += s.numel;
-  const std::vector<bool> f32_moments = F32MomentTensors(in);
-  for (size_t t = 0; t < specs.size(); ++t)
-    if (f32_moments[t]) ++plan.f32_moment_tensors, plan.f32_moment_elements += specs[t].numel;
+  plan.shard_elements = x.shard;
+  for (size_t t = 0; t < x.specs.size(); ++t)
+    if (x.f32_moments[t]) ++plan.f32_moment_tensors, plan.f32_moment_elements += x.specs[t].numel;
+  plan.iteration_modelled = x.training.modelled;
+  plan.iteration_note = x.training.note;
+  plan.flops = x.training.flops;
+  plan.train_tflops = x.training.tflops;
+  plan.peak_tflops = x.training.peak;
+  plan.train_source = x.training.tflops_source;
+  plan.peak_source = x.training.peak_source;
 
+  auto at = [&](int k) { return BestAt(in, x, Frac(k)); };
   for (int i = 0; i <= kSweepSteps; ++i)
-    plan.sweep.push_back(EvaluateFraction(in, static_cast<double>(i) / kSweepSteps));
+    plan.sweep.push_back(BestAt(in, x, static_cast<double>(i) / kSweepSteps));
   // Both sides without their staging buffers, which follow the compute split rather than
   // the fraction: the GPU's stream slots appear with the first streamed element, the
   // host's pinned pipeline slots with the first element computed on the host, and auto
   // may stream at one fraction and compute on the host at the next (Note [Auto streams
   // only where the slots fit]), so the totals may step back by a staging buffer while
-  // the state itself moves one way.
+  // the state itself moves one way. With gradient release chosen point by point, only
+  // points of one setting compare.
   auto gpu_state = [](const FractionPoint& p) { return p.gpu.total() - p.gpu.staging; };
   auto host_state = [](const FractionPoint& p) { return p.host.total() - p.host.staging; };
   for (size_t i = 1; i < plan.sweep.size(); ++i) {
-    if (gpu_state(plan.sweep[i]) > gpu_state(plan.sweep[i - 1]) ||
-        host_state(plan.sweep[i]) < host_state(plan.sweep[i - 1]))
-      plan.monotone = false;
+    const FractionPoint &a = plan.sweep[i - 1], &b = plan.sweep[i];
+    // Speculation with an iteration model takes what memory is left: not monotone.
+    if (a.grad_release != b.grad_release ||
+        (x.training.modelled && in.speculative_early_start))
+      continue;
+    if (gpu_state(b) > gpu_state(a) || host_state(b) < host_state(a)) plan.monotone = false;
   }
 
-  // Smallest fraction that fits the GPU (GPU bytes fall as the fraction grows).
-  auto at = [&](int k) { return EvaluateFraction(in, Frac(k)); };
   const FractionPoint all_off = plan.sweep.back();
-  int kmin = -1;
-  if (plan.sweep.front().fits_gpu) {
-    kmin = 0;
-  } else if (all_off.fits_gpu) {
-    kmin = Bisect(0, kFractionSteps, [&](int k) { return at(k).fits_gpu; });
-  } else {
-    plan.gpu_short_bytes = all_off.gpu.total() - usable;
-  }
-  // Largest fraction that fits the host (host bytes grow with the fraction).
-  int khmax = -1;
-  if (all_off.fits_host) {
-    khmax = kFractionSteps;
-  } else if (plan.sweep.front().fits_host) {
-    khmax = Bisect(0, kFractionSteps, [&](int k) { return !at(k).fits_host; }) - 1;
-  }
+  const Bounds bounds = FindBounds(in, x, plan.sweep.front(), all_off);
+  const int kmin = bounds.kmin, khmax = bounds.khmax;
+  plan.gpu_short_bytes = bounds.gpu_short;
+  plan.host_short_bytes = bounds.host_short;
+  plan.feasible = bounds.feasible;
   if (khmax >= 0) plan.max_host_fraction = Frac(khmax);
-  if (kmin >= 0) {
-    plan.min_fraction = Frac(kmin);
-    const FractionPoint first = at(kmin);
-    if (!first.fits_host) plan.host_short_bytes = first.host_node_bytes - in.host_budget;
-    plan.feasible = first.fits_host && khmax >= kmin;
-  }
+  if (kmin >= 0) plan.min_fraction = Frac(kmin);
 
+  if (in.fraction >= 0) {
+    // The plan at the given fraction: it fits there or not.
+    const FractionPoint given = BestAt(in, x, in.fraction);
+    plan.feasible = given.fits_gpu && given.fits_host;
+    if (!plan.feasible) {
+      plan.recommended = given;
+      char b[320];
+      std::snprintf(b, sizeof b,
+                    "DOES NOT FIT at the given offload fraction %.4f: needs %s of %s usable GPU "
+                    "per rank and %s of %s host per node",
+                    in.fraction, GiB(given.gpu.total()).c_str(), GiB(usable).c_str(),
+                    GiB(given.host_node_bytes).c_str(), GiB(in.host_budget).c_str());
+      plan.messages.push_back(b);
+    }
+  }
   if (plan.feasible) {
-    // The fastest fraction of the feasible range [kmin, khmax] (ties: the smaller), each
-    // at the compute share offload_compute resolves to there.
-    // Note [Auto streams only where the slots fit]: below kstream the GPU cannot hold the
-    // stream slots too, and auto's plan computes on the host there.
-    int kstream = kmin;
-    if (in.offload_compute == kOffloadComputeAuto) {
-      auto streams = [&](int k) { return !at(k).split_fallback; };
-      kstream = streams(kmin) ? kmin : streams(khmax) ? Bisect(kmin, khmax, streams) : khmax + 1;
-    }
-    int best = kmin;
-    double best_ms = 0;
-    for (int k = kmin; k <= khmax; ++k) {
-      const Placement pl = k < kstream ? ComputePlacement(numels, Frac(k), in.placement)
-                                       : PlaceWithShare(in, plan.rates, numels, Frac(k));
-      const double ms = PredictStepTime(in, plan.rates, pl.total - pl.offloaded, pl.offloaded,
-                                        plan.shard_elements, pl.streamed)
-                            .step_ms;
-      if (k == kmin || ms < best_ms) best = k, best_ms = ms;
-    }
-    plan.recommended = at(best);
-    if (!plan.recommended.fits_gpu || !plan.recommended.fits_host) {
+    plan.recommended = in.fraction >= 0            ? BestAt(in, x, in.fraction)
+                       : x.training.modelled ? FastestIteration(in, x, bounds.kfit, khmax)
+                                             : FastestStep(in, x, bounds.kfit, khmax);
+    if (in.fraction < 0 && (!plan.recommended.fits_gpu || !plan.recommended.fits_host)) {
       plan.monotone = false;
-      plan.recommended = at(kmin);
+      plan.recommended = at(bounds.kfit);
     }
-    char split[160] = "";
-    if (plan.recommended.time.streamed > 0)
+    const FractionPoint& r = plan.recommended;
+    char split[200] = "";
+    if (!r.share_as_asked)
+      std::snprintf(split, sizeof split,
+                    "; the GPU computes %.4f of the offloaded elements (run with "
+                    "offload_compute=%s: auto would pick another share)",
+                    r.time.split.share, OffloadComputeName(r.time.split.share).c_str());
+    else if (r.time.streamed > 0)
       std::snprintf(split, sizeof split,
                     "; the GPU computes %.4f of the offloaded elements (offload_compute %s)",
-                    plan.recommended.time.split.share,
-                    OffloadComputeName(in.offload_compute).c_str());
-    char b[640];
+                    r.time.split.share, OffloadComputeName(in.offload_compute).c_str());
+    std::string release;
+    if (in.grad_release != Choice::kOff || r.grad_release)
+      release = r.grad_release ? "; gradient release on" : "; gradient release off";
+    if (r.speculated_host + r.speculated_streamed > 0) {
+      char b[160];
+      std::snprintf(b, sizeof b, "; speculation during backward over %.1f%% of the offloaded elements",
+                    100.0 * static_cast<double>(r.speculated_host + r.speculated_streamed) /
+                        static_cast<double>(std::max<uint64_t>(r.cold_elements, 1)));
+      release += b;
+    }
+    char time[400];
+    if (r.iteration.modelled)
+      std::snprintf(time, sizeof time,
+                    "iteration %.2f ms (forward + backward %.2f, optimizer step %.2f ms of which "
+                    "%.2f exposed after backward; %.0f tokens/s per GPU, MFU %.1f%%)",
+                    r.iteration.iteration_ms, r.iteration.forward_ms + r.iteration.backward_ms,
+                    r.time.step_ms, r.iteration.exposed_ms, r.iteration.tokens_per_s,
+                    100 * r.iteration.mfu);
+    else
+      std::snprintf(time, sizeof time, "step %.2f ms (bottleneck: %s)", r.time.step_ms,
+                    Name(r.time.bottleneck));
+    char b[1200];
     std::snprintf(b, sizeof b,
-                  "FITS: recommended offload fraction %.4f: %s of %s usable %s, %s of %s host "
-                  "per node; step %.2f ms (bottleneck: %s)%s. The GPU budget needs fraction "
-                  ">= %.4f. %s",
-                  plan.recommended.fraction, GiB(plan.recommended.gpu.total()).c_str(),
-                  GiB(usable).c_str(), in.fsdp2 ? "GPU per rank" : "GPU",
-                  GiB(plan.recommended.host_node_bytes).c_str(), GiB(in.host_budget).c_str(),
-                  plan.recommended.time.step_ms, Name(plan.recommended.time.bottleneck), split,
-                  plan.min_fraction,
+                  "FITS: %s offload fraction %.4f: %s of %s usable %s, %s of %s host "
+                  "per node; %s%s%s. The GPU budget needs fraction >= %.4f. %s",
+                  in.fraction >= 0 ? "the given" : "recommended", r.fraction, GiB(r.gpu.total()).c_str(), GiB(usable).c_str(),
+                  in.fsdp2 ? "GPU per rank" : "GPU", GiB(r.host_node_bytes).c_str(),
+                  GiB(in.host_budget).c_str(), time, split, release.c_str(), plan.min_fraction,
                   !plan.runnable ? "A what-if: this version cannot run it (see the warnings)."
                   : in.fsdp2     ? "Runnable: FSDP2 with tandem.torch (docs/distributed.md)."
                                  : "Runnable.");
     plan.messages.push_back(b);
-  } else {
+  } else if (in.fraction < 0) {
     if (plan.gpu_short_bytes > 0)
       plan.messages.push_back("DOES NOT FIT: GPU memory short by " + GiB(plan.gpu_short_bytes) +
                               " even with all optimizer state offloaded (fraction 1): needs " +
@@ -411,10 +736,60 @@ PlanResult MakePlan(const PlanInputs& in) {
                   GiB(in.stream_chunk_bytes).c_str());
     plan.messages.push_back(b);
   }
-  if (in.grad_release)
+  {
+    // What release saves: the recommended point again with the other setting.
+    const FractionPoint& r = plan.recommended;
+    const FractionPoint other =
+        EvaluateAt(in, x, r.fraction, r.cold_elements > 0 ? r.time.split.share : 0.0,
+                   !r.grad_release);
+    plan.gpu_bytes_with_release = (r.grad_release ? r : other).gpu.total();
+    plan.gpu_bytes_without_release = (r.grad_release ? other : r).gpu.total();
+  }
+  if (plan.recommended.grad_release) {
+    const FractionPoint& r = plan.recommended;
     plan.messages.push_back(
-        "warning: gradient release is not available in this version: this plan is a what-if "
-        "(one layer's gradients resident); the engine keeps every gradient until Step()");
+        "note: gradient release: the GPU keeps " +
+        GiB(r.gpu.gradients) + " of gradients (the GPU-resident part's, the groups in flight" +
+        (r.iteration.modelled ? " and those waiting for their download" : "") +
+        ") instead of " + GiB(plan.gpu_bytes_without_release - plan.gpu_bytes_with_release +
+                               r.gpu.gradients) +
+        "; the host a pinned gradient area of " + GiB(r.host.gradients) +
+        " per rank. Run it with release_grads=True: p.grad is None after backward, clip with "
+        "max_grad_norm= (not clip_grad_norm_), accumulate inside accumulating()");
+    if (in.fsdp2 && plan.shard_size < plan.ranks)
+      plan.messages.push_back(
+          "warning: HSDP keeps each group's reduce output until the end of backward (torch "
+          "2.11): gradient release frees no GPU memory there, and this plan counts every "
+          "gradient");
+  }
+  if (plan.iteration_modelled) {
+    char b[600];
+    std::snprintf(b, sizeof b,
+                  "note: iteration: forward and backward of %.1f TFLOP of hardware work per GPU "
+                  "(%.0f tokens, recompute %s counted) at %.0f TFLOP/s (%s); MFU of the model's "
+                  "%.1f TFLOP against a %.0f TFLOP/s peak (%s); the optimizer's work during "
+                  "backward is assumed not to slow it",
+                  plan.flops.hardware() / 1e12, plan.flops.tokens, Name(in.recompute),
+                  plan.train_tflops, plan.train_source.c_str(), plan.flops.model() / 1e12,
+                  plan.peak_tflops, plan.peak_source.c_str());
+    plan.messages.push_back(b);
+    const FractionPoint& r = plan.recommended;
+    if (r.speculated_host + r.speculated_streamed > 0) {
+      std::snprintf(b, sizeof b,
+                    "note: speculation commits only when clipping does not trigger and every "
+                    "gradient is finite on every rank; when it is rolled back the step takes "
+                    "%.2f ms after backward (iteration %.2f ms)",
+                    r.iteration.exposed_abort_ms, r.iteration.iteration_abort_ms);
+      plan.messages.push_back(b);
+    }
+  } else if (in.activation_shape.seq_len > 0 && !plan.iteration_note.empty()) {
+    plan.messages.push_back("note: " + plan.iteration_note);
+  }
+  if (plan.recommended.host_node_bytes > in.host_budget / 2)
+    plan.messages.push_back(
+        "note: the plan pins " + GiB(plan.recommended.host_node_bytes) +
+        " per node, more than half of the host budget: tandem's node pinned budget is half "
+        "of MemTotal unless TANDEM_NODE_PINNED_BUDGET sets it (docs/node_sharing.md)");
   if (in.zero1_sharding && plan.ranks > 1)
     plan.messages.push_back(
         "warning: ZeRO-1 sharding is not available in this version: this plan is a what-if "

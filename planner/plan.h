@@ -1,6 +1,7 @@
 // Internal: pieces of the plan shared by MakePlan and the tests.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "tandem/config.h"
@@ -55,6 +56,16 @@ ResolvedPlacement ResolveRankPlacement(const std::vector<TensorSpec>& specs,
                                        const OptimizerConfig& cfg);
 MemoryReport PredictRankMemory(const std::vector<TensorSpec>& specs,
                                const std::vector<bool>& f32_moments, const OptimizerConfig& cfg);
+// `specs` with the flagged tensors' formats set to F32MomentFormats(cfg.formats): the
+// tensors ResolveRankPlacement places.
+std::vector<TensorSpec> RankSpecs(const std::vector<TensorSpec>& specs,
+                                  const std::vector<bool>& f32_moments, const OptimizerConfig& cfg);
+
+// With gradient release, the gradient elements of rank 0 that wait on the GPU at once for
+// the engine to take them: one release group (the largest block, or the largest tensor
+// outside the blocks) without FSDP2; with FSDP2 the reduce-scatter outputs of the blocks
+// in flight, or the root unit's, whichever is larger. `specs`: ShardSpecs(in).
+uint64_t GradientsInFlight(const PlanInputs& in, const std::vector<TensorSpec>& specs);
 
 // FSDP2's unsharded working set on one GPU: the root unit (tensors outside the blocks:
 // embeddings, final norm, lm_head; FSDP2 keeps the root unsharded from forward to
@@ -70,5 +81,56 @@ OptimizerConfig ShardConfig(const PlanInputs& in, double fraction, double share 
 
 // Activation bytes per GPU from the inputs (given, estimated, or 0).
 uint64_t ActivationBytes(const PlanInputs& in);
+
+// ---------------------------------------------------------------------------------------
+// The iteration (overlap.cc; Note [What backward hides])
+
+// Forward and backward of one rank: modelled when the inputs have a sequence length and
+// the model a dense transformer shape (else `note` says why not).
+struct TrainingModel {
+  bool modelled = false;
+  std::string note;
+  TrainingFlops flops;
+  double tflops = 0, peak = 0;  // training throughput and peak, 10^12 FLOP/s
+  std::string tflops_source, peak_source;
+  double forward_ms = 0, backward_ms = 0;
+  uint64_t blocks = 0;  // gradients arrive one block at a time
+};
+TrainingModel ResolveTraining(const PlanInputs& in);
+
+// Rank 0's elements at one point by placement class, and those of them whose gradients
+// arrive last in backward (block 0 and the tensors before it: the embedding).
+struct PointClasses {
+  uint64_t hot = 0, streamed = 0, host = 0;
+  uint64_t tail_hot = 0, tail_streamed = 0, tail_host = 0;
+};
+PointClasses ClassesOf(const PlanInputs& in, const Placement& placement);
+
+// Elements whose update speculation runs during backward.
+struct SpeculationElements {
+  uint64_t host = 0, streamed = 0;
+};
+// The memory one rank has left for speculation, and what one speculated element takes:
+// a host-computed one its state's backup (and a held parameter where the master does not
+// alias it), a streamed one its state's backup on the host and its new parameter on the
+// GPU.
+struct SpeculationRoom {
+  uint64_t gpu_bytes = 0, host_bytes = 0;
+  double host_per_element = 0, stream_backup_per_element = 0, stream_hold_per_element = 0;
+};
+// The most elements speculation can take that the room holds and that backward covers
+// (host-computed first: their gradients arrive first). Needs tm.modelled.
+SpeculationElements ChooseSpeculation(const PlanInputs& in, const Rates& rates,
+                                      const TrainingModel& tm, const PointClasses& c,
+                                      bool release, const SpeculationRoom& room);
+// With gradient release, the gradients still on the GPU when backward ends because their
+// downloads (and speculated chunks) queue beyond it, in elements; 0 otherwise.
+double GradientsWaiting(const PlanInputs& in, const Rates& rates, const TrainingModel& tm,
+                        const PointClasses& c, bool release, const SpeculationElements& s);
+// The iteration at one point (`step`: its step-time model; `backup_bytes`: what a rollback
+// restores on this rank).
+IterationTime PredictIteration(const PlanInputs& in, const Rates& rates, const TrainingModel& tm,
+                               const StepTime& step, const PointClasses& c, bool release,
+                               const SpeculationElements& s, uint64_t backup_bytes);
 
 }  // namespace tandem::planner

@@ -86,6 +86,42 @@ Profile::Overhead OverheadPart(const json& overhead, const char* part, std::stri
   return o;
 }
 
+// A positive integer field; `fallback` when absent.
+int Count(const json& j, const char* key, const std::string& path, std::string_view where,
+          int fallback) {
+  if (!j.contains(key)) return fallback;
+  const json& v = j.at(key);
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 1 << 20)
+    Fail(where, "field '" + path + "." + key + "' must be an integer >= 0, got " + v.dump());
+  return v.get<int>();
+}
+
+// "node": figures with N ranks busy at once (Note [The node is one machine]).
+Profile::Node NodePart(const json& j, std::string_view where) {
+  if (!j.is_object()) Fail(where, "field 'node' must be an object");
+  Profile::Node n;
+  n.ranks = Count(j, "ranks", "node", where, -1);
+  if (n.ranks < 1) Fail(where, "field 'node.ranks' must be an integer >= 1");
+  n.gpus = Count(j, "gpus", "node", where, 0);
+  if (n.gpus > n.ranks)
+    Fail(where, "field 'node.gpus' (" + std::to_string(n.gpus) + ") exceeds 'node.ranks' (" +
+                    std::to_string(n.ranks) + ")");
+  n.cpus_per_rank = Count(j, "cpus_per_rank", "node", where, 0);
+  if (j.contains("host")) {
+    const json& host = j.at("host");
+    if (!host.is_object()) Fail(where, "field 'node.host' must be an object");
+    n.host_kernels = Kernels(host, "node.host", where);
+    n.host_kernels_under_dma = Kernels(host, "node.host", where, "kernels_under_dma");
+  }
+  if (j.contains("pcie")) {
+    const json& pcie = j.at("pcie");
+    if (!pcie.is_object()) Fail(where, "field 'node.pcie' must be an object");
+    n.h2d_concurrent_gbps = OptionalRate(pcie, "h2d_concurrent_gbps", "node.pcie", where);
+    n.d2h_concurrent_gbps = OptionalRate(pcie, "d2h_concurrent_gbps", "node.pcie", where);
+  }
+  return n;
+}
+
 json KernelsJson(const std::map<std::string, KernelRate>& kernels) {
   json k = json::object();
   for (const auto& [key, rate] : kernels) k[key] = {{"gparams_per_s", rate.gparams_per_s}};
@@ -105,6 +141,7 @@ Profile DefaultProfile() {
   p.host.isa = "avx512";
   p.host.copy_gbps = 146;
   p.host.triad_gbps = 146;
+  p.host.dram_gbps = kDefaultNodeDramGbps;
   p.pcie = {55.6, 55.5, 101.7};
   p.builtin_default = true;
   return p;
@@ -130,6 +167,8 @@ Profile ParseProfile(std::string_view text, std::string_view where) {
   p.gpu.hbm_copy_gbps = Rate(gpu, "hbm_copy_gbps", "gpu", where);
   p.gpu.kernels = Kernels(gpu, "gpu", where);
   p.gpu.prepass_gparams_per_s = OptionalRate(gpu, "prepass_gparams_per_s", "gpu", where);
+  p.gpu.train_tflops = OptionalRate(gpu, "train_tflops", "gpu", where);
+  p.gpu.peak_tflops = OptionalRate(gpu, "peak_tflops", "gpu", where);
   const json& host = Member(j, "host", "", where);
   if (host.contains("threads")) {
     const json& t = host.at("threads");
@@ -142,12 +181,14 @@ Profile ParseProfile(std::string_view text, std::string_view where) {
   p.host.triad_gbps = Rate(host, "triad_gbps", "host", where);
   p.host.kernels = Kernels(host, "host", where);
   p.host.kernels_under_dma = Kernels(host, "host", where, "kernels_under_dma");
+  p.host.dram_gbps = OptionalRate(host, "dram_gbps", "host", where);
   const json& pcie = Member(j, "pcie", "", where);
   p.pcie.h2d_gbps = Rate(pcie, "h2d_gbps", "pcie", where);
   p.pcie.d2h_gbps = Rate(pcie, "d2h_gbps", "pcie", where);
   p.pcie.bidir_gbps = Rate(pcie, "bidir_gbps", "pcie", where);
   p.pcie.h2d_concurrent_gbps = OptionalRate(pcie, "h2d_concurrent_gbps", "pcie", where);
   p.pcie.d2h_concurrent_gbps = OptionalRate(pcie, "d2h_concurrent_gbps", "pcie", where);
+  if (j.contains("node")) p.node = NodePart(j.at("node"), where);
   if (j.contains("step_overhead")) {
     const json& o = j.at("step_overhead");
     if (!o.is_object()) Fail(where, "field 'step_overhead' must be an object");
@@ -188,6 +229,23 @@ std::string ProfileToJson(const Profile& p) {
   if (p.pcie.d2h_concurrent_gbps > 0) j["pcie"]["d2h_concurrent_gbps"] = p.pcie.d2h_concurrent_gbps;
   if (p.gpu.prepass_gparams_per_s > 0)
     j["gpu"]["prepass_gparams_per_s"] = p.gpu.prepass_gparams_per_s;
+  if (p.gpu.train_tflops > 0) j["gpu"]["train_tflops"] = p.gpu.train_tflops;
+  if (p.gpu.peak_tflops > 0) j["gpu"]["peak_tflops"] = p.gpu.peak_tflops;
+  if (p.host.dram_gbps > 0) j["host"]["dram_gbps"] = p.host.dram_gbps;
+  if (p.node.ranks > 0) {
+    json n = {{"ranks", p.node.ranks}, {"gpus", p.node.gpus}};
+    if (p.node.cpus_per_rank > 0) n["cpus_per_rank"] = p.node.cpus_per_rank;
+    n["host"] = {{"kernels", KernelsJson(p.node.host_kernels)},
+                 {"kernels_under_dma", KernelsJson(p.node.host_kernels_under_dma)}};
+    if (p.node.h2d_concurrent_gbps > 0 || p.node.d2h_concurrent_gbps > 0) {
+      n["pcie"] = json::object();
+      if (p.node.h2d_concurrent_gbps > 0)
+        n["pcie"]["h2d_concurrent_gbps"] = p.node.h2d_concurrent_gbps;
+      if (p.node.d2h_concurrent_gbps > 0)
+        n["pcie"]["d2h_concurrent_gbps"] = p.node.d2h_concurrent_gbps;
+    }
+    j["node"] = n;
+  }
   for (const auto& [name, part] : {std::pair{"engine", &p.step_overhead.engine},
                                    std::pair{"binding", &p.step_overhead.binding}})
     if (part->measured)

@@ -17,6 +17,22 @@ json BreakdownJson(const MemoryBreakdown& m) {
       {"metadata", m.metadata},   {"speculation", m.speculation}, {"total", m.total()}};
 }
 
+// Note [What backward hides] (planner/overlap.cc); null without an iteration model.
+json IterationJson(const IterationTime& it) {
+  if (!it.modelled) return json(nullptr);
+  return {{"forward_ms", it.forward_ms},
+          {"backward_ms", it.backward_ms},
+          {"during_backward_ms", it.during_backward_ms},
+          {"backlog_ms", it.backlog_ms},
+          {"at_step_ms", it.at_step_ms},
+          {"exposed_ms", it.exposed_ms},
+          {"exposed_abort_ms", it.exposed_abort_ms},
+          {"iteration_ms", it.iteration_ms},
+          {"iteration_abort_ms", it.iteration_abort_ms},
+          {"tokens_per_s", it.tokens_per_s},
+          {"mfu", it.mfu}};
+}
+
 json PointJson(const FractionPoint& p) {
   return {{"fraction", p.fraction},
           {"hot_elements", p.hot_elements},
@@ -33,6 +49,7 @@ json PointJson(const FractionPoint& p) {
             {"host", p.time.host_ms},
             {"h2d", p.time.h2d_ms},
             {"fill", p.time.fill_ms},
+            {"pipeline", p.time.pipeline_ms},
             // Note [Fixed step cost]: 0 where the profile lacks the part.
             {"engine_overhead", p.time.engine_overhead_ms},
             {"binding_overhead", p.time.binding_overhead_ms},
@@ -49,7 +66,10 @@ json PointJson(const FractionPoint& p) {
             {"h2d_ms", p.time.split.up_ms},
             {"host_ms", p.time.split.host_ms},
             {"gpu_ms", p.time.split.gpu_ms},
-            {"step_ms", p.time.split.step_ms}}}};
+            {"step_ms", p.time.split.step_ms}}},
+          {"grad_release", p.grad_release},
+          {"speculated_elements", {{"host", p.speculated_host}, {"streamed", p.speculated_streamed}}},
+          {"iteration", IterationJson(p.iteration)}};
 }
 
 }  // namespace
@@ -75,7 +95,8 @@ std::string PlanToJson(const PlanResult& plan) {
         {"variance", Name(in.formats.variance)},
         {"param_dtype", Name(in.param_dtype)},
         {"grad_dtype", Name(in.grad_dtype)},
-        {"grad_release", in.grad_release},
+        {"grad_release", Name(in.grad_release)},
+        {"speculative_early_start", in.speculative_early_start},
         {"zero1_sharding", in.zero1_sharding},
         {"fsdp2", in.fsdp2},
         {"placement", Name(in.placement)},
@@ -109,7 +130,20 @@ std::string PlanToJson(const PlanResult& plan) {
         {"attention", Name(in.activation_shape.attention)},
         {"recompute", Name(in.recompute)}}},
       // What this version of the engine can run; the plan is a what-if where it is used.
-      {"available", {{"grad_release", false}, {"zero1_sharding", false}, {"fsdp2", true}}},
+      {"available", {{"grad_release", true}, {"zero1_sharding", false}, {"fsdp2", true}}},
+      {"training",
+       plan.iteration_modelled
+           ? json{{"hardware_flops", plan.flops.hardware()},
+                  {"model_flops", plan.flops.model()},
+                  {"tokens", plan.flops.tokens},
+                  {"matmul_params", plan.flops.matmul_params},
+                  {"train_tflops", plan.train_tflops},
+                  {"train_tflops_source", plan.train_source},
+                  {"peak_tflops", plan.peak_tflops},
+                  {"peak_tflops_source", plan.peak_source}}
+           : json(nullptr)},
+      {"gpu_bytes_with_release", plan.gpu_bytes_with_release},
+      {"gpu_bytes_without_release", plan.gpu_bytes_without_release},
       {"runnable", plan.runnable},
       {"profile",
        {{"machine", in.profile.machine},
@@ -140,6 +174,8 @@ std::string PlanToJson(const PlanResult& plan) {
           {"host_gparams", plan.rates.machine.host_gparams},
           {"gpu_gparams", plan.rates.machine.gpu_gparams},
           {"pcie_source", plan.rates.pcie_source},
+          {"dram_gbps", plan.rates.dram_gbps},
+          {"dram_source", plan.rates.dram_source},
           {"host_source", plan.rates.host_dma_source}}}}},
       {"feasible", plan.feasible},
       {"min_fraction", plan.min_fraction},

@@ -27,9 +27,13 @@ std::string PlanToText(const PlanResult& plan) {
   Append(&s, "Model      %s (%s): %llu parameters in %zu tensors\n", in.model.name.c_str(),
          in.model.architecture.c_str(), static_cast<unsigned long long>(in.model.total_params()),
          in.model.tensors.size());
+  const FractionPoint& r = plan.recommended;
+  std::string release;
+  if (in.grad_release != Choice::kOff)
+    release = std::string(" (gradient release ") + Name(in.grad_release) +
+              (in.grad_release == Choice::kAuto ? (r.grad_release ? ": on" : ": off") : "") + ")";
   Append(&s, "Optimizer  %s, %s, params %s, grads %s%s, placement %s\n", Name(in.algorithm),
-         Name(in.formats).c_str(), Name(in.param_dtype), Name(in.grad_dtype),
-         in.grad_release ? " (released per layer: what-if, not available in this version)" : "",
+         Name(in.formats).c_str(), Name(in.param_dtype), Name(in.grad_dtype), release.c_str(),
          Name(in.placement));
   Append(&s, "Ranks      %u GPU(s)/node x %u node(s) = %llu; ", in.gpus_per_node, in.nodes,
          static_cast<unsigned long long>(plan.ranks));
@@ -86,14 +90,23 @@ std::string PlanToText(const PlanResult& plan) {
          OffloadComputeName(in.offload_compute).c_str(), plan.rates.stream_bytes_per_element);
   Append(&s, "  pre-pass    %.0f Gelem/s (%s)\n", plan.rates.prepass_gparams_per_s,
          plan.rates.prepass_source.c_str());
-  Append(&s, "  fixed step cost, %zu tensors: engine %.2f ms (%s); binding %.2f ms (%s)\n\n",
+  Append(&s, "  fixed step cost, %zu tensors: engine %.2f ms (%s); binding %.2f ms (%s)\n",
          in.model.tensors.size(), plan.recommended.time.engine_overhead_ms,
          plan.rates.engine_overhead_source.c_str(), plan.recommended.time.binding_overhead_ms,
          plan.rates.binding_overhead_source.c_str());
+  if (in.gpus_per_node > 1)
+    Append(&s, "  node        %u ranks share host DRAM under DMA: %.0f GB/s (%s)\n",
+           in.gpus_per_node, plan.rates.dram_gbps, plan.rates.dram_source.c_str());
+  if (plan.iteration_modelled)
+    Append(&s,
+           "  training    %.0f TFLOP/s (%s); %.1f TFLOP per GPU per iteration, %.0f tokens; "
+           "peak %.0f TFLOP/s\n",
+           plan.train_tflops, plan.train_source.c_str(), plan.flops.hardware() / 1e12,
+           plan.flops.tokens, plan.peak_tflops);
+  s += "\n";
 
-  const FractionPoint& r = plan.recommended;
   Append(&s, "Memory at offload fraction %.4f (%s)\n", r.fraction,
-         plan.feasible ? "recommended" : "closest to fitting");
+         in.fraction >= 0 ? "given" : plan.feasible ? "recommended" : "closest to fitting");
   Append(&s, "  %-12s %14s %14s\n", "category", in.fsdp2 ? "GPU GiB/rank" : "GPU GiB",
          "host GiB/rank");
   const struct {
@@ -118,10 +131,14 @@ std::string PlanToText(const PlanResult& plan) {
   Append(&s, "  host per node (%u rank(s)): %.3f GiB\n", in.gpus_per_node,
          ToGiB(r.host_node_bytes));
   Append(&s,
-         "  step: prepass %.2f + max(gpu %.2f, pipeline max(d2h %.2f, host %.2f, h2d %.2f) "
-         "+ fill %.2f) + fixed (engine %.2f + binding %.2f) = %.2f ms\n\n",
-         r.time.prepass_ms, r.time.gpu_ms, r.time.d2h_ms, r.time.host_ms, r.time.h2d_ms,
-         r.time.fill_ms, r.time.engine_overhead_ms, r.time.binding_overhead_ms, r.time.step_ms);
+         "  step: prepass %.2f + max(gpu %.2f, pipeline %.2f: d2h %.2f, host %.2f, h2d %.2f, "
+         "fill %.2f%s) + fixed (engine %.2f + binding %.2f) = %.2f ms\n\n",
+         r.time.prepass_ms, r.time.gpu_ms, r.time.pipeline_ms, r.time.d2h_ms, r.time.host_ms,
+         r.time.h2d_ms, r.time.fill_ms,
+         r.time.streamed > 0 && r.time.streamed < r.cold_elements
+             ? "; streamed, then host-computed"
+             : "",
+         r.time.engine_overhead_ms, r.time.binding_overhead_ms, r.time.step_ms);
   const ComputeSplit& sp = r.time.split;
   Append(&s,
          "  compute split: offload_compute %s -> share %.4f of the %llu offloaded elements "
@@ -135,17 +152,46 @@ std::string PlanToText(const PlanResult& plan) {
   if (r.split_fallback)
     s += "  (auto's share would stream, but the GPU cannot also hold the stream slots: "
          "computed on the host)\n\n";
+  if (plan.gpu_bytes_with_release != plan.gpu_bytes_without_release &&
+      (in.grad_release != Choice::kOff || r.iteration.modelled))
+    Append(&s, "  GPU peak: %.3f GiB with gradient release, %.3f GiB without\n\n",
+           ToGiB(plan.gpu_bytes_with_release), ToGiB(plan.gpu_bytes_without_release));
+  if (r.iteration.modelled) {
+    const IterationTime& it = r.iteration;
+    Append(&s,
+           "Iteration at fraction %.4f: forward %.2f + backward %.2f + step exposed %.2f = "
+           "%.2f ms; %.0f tokens/s per GPU, MFU %.1f%%\n",
+           r.fraction, it.forward_ms, it.backward_ms, it.exposed_ms, it.iteration_ms,
+           it.tokens_per_s, 100 * it.mfu);
+    Append(&s,
+           "  during backward %.2f ms of offload work handed (speculated: %llu host-computed, "
+           "%llu streamed elements), %.2f left when it ends; at Step %.2f\n",
+           it.during_backward_ms, static_cast<unsigned long long>(r.speculated_host),
+           static_cast<unsigned long long>(r.speculated_streamed), it.backlog_ms, it.at_step_ms);
+    Append(&s, "  rolled back (clipping triggers, a non-finite gradient): step exposed %.2f, "
+               "iteration %.2f ms\n\n",
+           it.exposed_abort_ms, it.iteration_abort_ms);
+  }
 
-  Append(&s, "Fraction sweep\n  %8s %10s %14s %6s %10s %7s  %s\n", "fraction", "GPU GiB",
-         "host GiB/node", "fits?", "step ms", "share", "bottleneck");
+  const bool iter = plan.iteration_modelled;
+  const bool rel = in.grad_release == Choice::kAuto;
+  Append(&s, "Fraction sweep\n  %8s %10s %14s %6s %10s %7s", "fraction", "GPU GiB", "host GiB/node",
+         "fits?", "step ms", "share");
+  if (iter) Append(&s, " %10s %10s", "exposed", "iter ms");
+  if (rel) Append(&s, " %7s", "release");
+  s += "  bottleneck\n";
   for (const FractionPoint& p : plan.sweep) {
     const char* fits = p.fits_gpu && p.fits_host ? "yes" : !p.fits_gpu ? "GPU" : "host";
-    Append(&s, "  %8.4f %10.2f %14.2f %6s %10.2f %7.4f  %s\n", p.fraction, ToGiB(p.gpu.total()),
-           ToGiB(p.host_node_bytes), fits, p.time.step_ms, p.time.split.share,
-           Name(p.time.bottleneck));
+    Append(&s, "  %8.4f %10.2f %14.2f %6s %10.2f %7.4f", p.fraction, ToGiB(p.gpu.total()),
+           ToGiB(p.host_node_bytes), fits, p.time.step_ms, p.time.split.share);
+    if (iter) Append(&s, " %10.2f %10.2f", p.iteration.exposed_ms, p.iteration.iteration_ms);
+    if (rel) Append(&s, " %7s", p.grad_release ? "on" : "off");
+    Append(&s, "  %s\n", Name(p.time.bottleneck));
   }
   s += "  (fits? column: yes, or the budget that is exceeded; share: of the offloaded "
-       "elements, computed on the GPU)\n\n";
+       "elements, computed on the GPU";
+  if (iter) s += "; exposed: the step after backward; iter: forward + backward + exposed";
+  s += ")\n\n";
   for (const std::string& m : plan.messages) s += m + "\n";
   return s;
 }

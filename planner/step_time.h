@@ -19,6 +19,12 @@ double KernelBytesPerElement(Algorithm algo, const HyperParams& hyper, const Sta
 double StreamBytesPerElement(Algorithm algo, const HyperParams& hyper, const StateFormats& f,
                              DType param_dtype);
 
+// The compute-split model's input for a rank with `hot` GPU-resident and `cold`
+// host-resident elements under `in` (its chunk, dtypes) and `rates` (stream bytes);
+// `release`: gradient release (streamed chunks take their gradient up again).
+ComputeSplitInput SplitInputFor(const PlanInputs& in, const Rates& rates, uint64_t hot,
+                                uint64_t cold, bool release = false);
+
 // Parses a KernelKey; false if it is not one.
 bool ParseKernelKey(const std::string& key, Algorithm* algo, StateFormats* f, DType* grad);
 

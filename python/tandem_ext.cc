@@ -872,7 +872,7 @@ PYBIND11_MODULE(_C, m) {
       "machine_rates_for",
       [](const std::string& profile, const std::string& algorithm, const std::string& master,
          const std::string& momentum, const std::string& variance, const std::string& grad_dtype,
-         const std::string& param_dtype) {
+         const std::string& param_dtype, uint32_t ranks) {
         const tandem::planner::Profile p = profile.empty()
                                                ? tandem::planner::DefaultProfile()
                                                : tandem::planner::ReadProfile(profile);
@@ -881,7 +881,7 @@ PYBIND11_MODULE(_C, m) {
                                      tandem::ParseMomentFormat(variance)};
         const tandem::MachineRates r = tandem::planner::MachineRatesFor(
             p, tandem::ParseAlgorithm(algorithm), f, tandem::ParseDType(grad_dtype),
-            tandem::ParseDType(param_dtype));
+            tandem::ParseDType(param_dtype), ranks);
         py::dict d;
         d["h2d_gbps"] = r.h2d_gbps;
         d["d2h_gbps"] = r.d2h_gbps;
@@ -890,7 +890,8 @@ PYBIND11_MODULE(_C, m) {
         return d;
       },
       py::arg("profile"), py::arg("algorithm"), py::arg("master"), py::arg("momentum"),
-      py::arg("variance"), py::arg("grad_dtype"), py::arg("param_dtype"),
-      "MachineRatesFor on a tandem-profile/1 file ('' : the built-in H200 reference): a dict "
-      "{h2d_gbps, d2h_gbps, host_gparams, gpu_gparams} (tandem::MachineRates).");
+      py::arg("variance"), py::arg("grad_dtype"), py::arg("param_dtype"), py::arg("ranks") = 1,
+      "MachineRatesFor on a tandem-profile/1 file ('' : the built-in H200 reference) for one "
+      "of `ranks` ranks of a node stepping at once: a dict {h2d_gbps, d2h_gbps, host_gparams, "
+      "gpu_gparams} (tandem::MachineRates).");
 }

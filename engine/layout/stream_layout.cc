@@ -166,6 +166,7 @@ ComputeSplitInput SplitInput(const std::vector<TensorSpec>& specs,
                              const std::vector<StateFormats>& formats, const OptimizerConfig& cfg,
                              const Placement& placement, double* kernel_bytes) {
   ComputeSplitInput in;
+  in.chunk_elements = cfg.chunk_elements;
   in.offloaded = placement.offloaded;
   in.hot = placement.total - placement.offloaded;
   double stream = 0, grad = 0, param = 0, kernel = 0;

@@ -10,8 +10,10 @@
 //
 // The model below is the one `auto` minimises and the planner and benchmarks quote. With
 // s streamed and h host-computed elements:
-//   stream = max(stream_bytes * s / d2h, stream_bytes * s / h2d)       [the streamed state]
-//   host   = max(grad_bytes * h / d2h, param_bytes * h / h2d, h / host_kernel_rate)
+//   stream = max(stream_bytes * s / d2h,
+//                (stream_bytes + stream_grad_bytes) * s / h2d)         [the streamed state]
+//   host   = max(grad_bytes * h / d2h, param_bytes * h / h2d,
+//                h / host_kernel_rate + ceil(h / chunk_elements) * kHostChunkMs)
 //   gpu    = (hot + s) / gpu_kernel_rate                               [the fused kernel]
 //   step   = max(gpu, stream + host)
 // The two host-resident classes are counted one after the other: the copy engines serve
@@ -20,6 +22,13 @@
 // the sum (docs/user_guide.md, "Where offloaded elements are computed", gives the figures).
 // The PCIe rates are those measured with both directions busy at once. down_ms and up_ms
 // report the whole link's traffic each way.
+//
+// Note [The node is one machine]: the ranks of a node share its host DRAM, PCIe root
+// complexes and cores. Rates measured by one rank alone overstate what each rank gets when
+// all of them step at once (four ranks streaming on a 4-GPU host moved 1.77x what one rank
+// moves alone, not 4x: 169 GB/s of host DRAM traffic). The rates given to this model are
+// one rank's with every rank of the node busy (planner::MachineRatesFor with the node's
+// rank count, from `tandem-bench calibrate --ranks N`); the model itself does not change.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +53,28 @@ struct ComputeSplitInput {
   double stream_bytes = 0;   // per streamed element, each way (its host-resident state)
   double grad_bytes = 0;     // per host-computed element, down (the gradient)
   double param_bytes = 0;    // per host-computed element, up (the parameter)
+  // The offload pipeline's chunk (OptimizerConfig::chunk_elements): the host pays
+  // kHostChunkMs per chunk it computes. 0: no per-chunk cost.
+  uint64_t chunk_elements = 0;
+  // Per streamed element, up beside its state: its gradient, when gradient release took
+  // it off the GPU during backward (it waits in pinned host memory). 0 otherwise.
+  double stream_grad_bytes = 0;
 };
+
+// Host-side cost of one offload-pipeline chunk beyond its kernel time (task dispatch over
+// the host threads, waiting on the copy events): 29 us, measured on a 16-core host with
+// 2 Mi element chunks, the same on Llama-3 1B, 3B and 8B (docs/planner.md "Step-time
+// model", Note [Host stage in the pipeline] in planner/step_time.cc).
+inline constexpr double kHostChunkMs = 0.029;
+
+// Note [Host stage in the pipeline]: a host kernel rate measured alone, slowed for the
+// PCIe DMA that writes each gradient into and reads each parameter out of the same host
+// DRAM the kernel streams through: kernel_gparams / (1 + (grad_bytes + param_bytes) /
+// kernel_bytes), kernel_bytes being the kernel's own DRAM bytes per element. What a rate
+// measured without DMA (the optimizer's probe, a profile's host.kernels) becomes before
+// it enters the model. Throws Error(kInvalidArgument) unless kernel_bytes > 0.
+double HostRateUnderDma(double kernel_gparams, double kernel_bytes, double grad_bytes,
+                        double param_bytes);
 
 struct ComputeSplit {
   double share = 0;  // of the host-resident elements, computed on the GPU, in [0, 1]

@@ -108,7 +108,7 @@ ModelDescription ModelFromConfigText(std::string_view json, std::string_view whe
 ModelDescription ModelFromParamsJson(std::string_view json, std::string_view where);
 ModelDescription ModelFromParamsFile(const std::string& path);
 
-// Built-in presets: "llama3-1b", "llama3-3b", "llama3-8b", "llama3-70b".
+// Built-in presets: "llama3-1b", "llama3-3b", "llama3-8b", "llama3-70b", "llama3-405b".
 // Throws Error(kInvalidArgument) listing the presets for an unknown name.
 ModelDescription ModelFromPreset(std::string_view name);
 std::vector<std::string> PresetNames();
@@ -145,6 +145,33 @@ struct ActivationShape {
 uint64_t EstimateActivationBytes(const ActivationShape& shape, Recompute recompute);
 
 // ---------------------------------------------------------------------------------------
+// Training work (docs/planner.md "Iteration")
+
+// One training iteration of one GPU: its micro-batch (batch x seq tokens) through forward
+// and backward of a dense transformer, after Narayanan et al. 2021 and PaLM's MFU. With
+// M = matrix-multiply parameters (every tensor of 2+ dimensions in the blocks, plus the
+// output head vocab x hidden, tied or not) and A = layers x hidden x seq, per token:
+//   model     (MFU's count)  6 M + 12 A   (forward 2 M + 4 A, backward twice that)
+//   hardware  the model's, plus the forward done again in backward: full recomputation
+//             2 M + 4 A, selective (attention core) 4 A, none 0.
+struct TrainingFlops {
+  uint64_t matmul_params = 0;     // M
+  double tokens = 0;              // batch x seq
+  double model_per_token = 0;     // FLOP
+  double hardware_per_token = 0;  // FLOP
+  double forward_share = 0;       // of the hardware work, the first forward's
+  double model() const { return model_per_token * tokens; }
+  double hardware() const { return hardware_per_token * tokens; }
+};
+// Throws Error(kInvalidArgument) when the model has no transformer shape (hidden size,
+// layers) or the shape no sequence length, and for a mixture of experts (not modelled).
+// The shape's hidden, layers and vocab default to the model's when 0.
+TrainingFlops EstimateTrainingFlops(const ModelDescription& model, const ActivationShape& shape,
+                                    Recompute recompute);
+// Whether the model routes tokens to experts (Mixtral, Qwen-MoE, DeepSeek).
+bool IsMixtureOfExperts(const ModelDescription& model);
+
+// ---------------------------------------------------------------------------------------
 // Calibration profile ("tandem-profile/1"; docs/planner.md "Profile schema")
 
 inline constexpr const char* kProfileSchema = "tandem-profile/1";
@@ -173,6 +200,15 @@ struct Profile {
     // the step-time model then takes kDefaultPrepassBytesPerElement at hbm_copy_gbps
     // (docs/planner.md "Step time").
     double prepass_gparams_per_s = 0;
+    // Training throughput (docs/planner.md "Iteration"): a training forward + backward on
+    // this GPU in 10^12 FLOP/s of hardware work (TrainingFlops: recomputation counted as
+    // work), measured with the model's shapes (tandem.calibrate_training). Optional
+    // ("train_tflops"; 0: not measured): the iteration model then takes
+    // kDefaultTrainTflops and says so.
+    double train_tflops = 0;
+    // The GPU's dense bf16 peak in 10^12 FLOP/s, for the MFU the plan reports. Optional
+    // ("peak_tflops"; 0: kDefaultPeakTflops, said so).
+    double peak_tflops = 0;
   } gpu;
   struct Host {
     int threads = 0;
@@ -185,6 +221,12 @@ struct Profile {
     // ("kernels_under_dma"; absent in profiles written before it): the step-time model
     // then derives the rate from `kernels` (docs/planner.md "Step time").
     std::map<std::string, KernelRate> kernels_under_dma;
+    // The host DRAM throughput (bytes read + written per second / 1e9) that the PCIe DMA of
+    // every rank of the node shares (Note [The node is one machine] in
+    // tandem/compute_split.h): the PCIe traffic of all the node's GPUs streaming both ways
+    // at once (tandem-bench calibrate --ranks N with N GPUs). Optional ("dram_gbps"; 0: not
+    // measured): triad_gbps stands for it.
+    double dram_gbps = 0;
   } host;
   struct Pcie {
     double h2d_gbps = 0, d2h_gbps = 0, bidir_gbps = 0;  // pinned copies; bidir = sum of both
@@ -214,6 +256,20 @@ struct Profile {
   struct StepOverhead {
     Overhead engine, binding;
   } step_overhead;
+  // Note [The node is one machine]: one rank's figures measured while `ranks` ranks of the
+  // node ran the same measurement at once, each on its own share of the host's CPUs
+  // (tandem::RankCpus) and, with `gpus` == ranks, its own GPU (tandem-bench calibrate
+  // --ranks N; each figure the slowest rank's). Optional ("node"; ranks 0: absent): a plan
+  // for G GPUs per node uses them when ranks == G and derives them otherwise
+  // (MachineRatesFor).
+  struct Node {
+    int ranks = 0;          // >= 1 when present
+    int gpus = 0;           // ranks that drove their own GPU at once (0: host only)
+    int cpus_per_rank = 0;  // the fewest host CPUs a rank had (informational)
+    std::map<std::string, KernelRate> host_kernels;            // per rank, by KernelKey
+    std::map<std::string, KernelRate> host_kernels_under_dma;  // per rank, every GPU busy
+    double h2d_concurrent_gbps = 0, d2h_concurrent_gbps = 0;   // per rank; 0: not measured
+  } node;
   bool builtin_default = false;  // true only for DefaultProfile(); not written to JSON
 };
 
@@ -223,8 +279,21 @@ struct Profile {
 // Throws Error(kInvalidArgument) unless 0 < few < many and both times are finite and >= 0.
 Profile::Overhead FitStepOverhead(uint64_t few, double few_ms, uint64_t many, double many_ms);
 
+// Built-in figures where a profile has none, each said so in the plan:
+// The training throughput: Llama-3-8B shapes, FSDP2 over 4 H200s, seq 2048, full
+// activation checkpointing: 683 ms per iteration of which the step took 296 ms after
+// backward, so 387 ms of forward and backward for 131.7 TFLOP of hardware work per GPU
+// (docs/planner.md "Iteration").
+inline constexpr double kDefaultTrainTflops = 340.0;
+// Dense bf16 peak of an H100 or H200 SXM.
+inline constexpr double kDefaultPeakTflops = 989.0;
+// Host DRAM under every GPU's DMA: four ranks streaming on a 4 x H200 host with 64 cores
+// moved 27 G elements/s of bf16+ecc8/q8/q8 state together (6.25 bytes each), 169 GB/s.
+inline constexpr double kDefaultNodeDramGbps = 169.0;
+
 // The H200 reference figures of the design brief (HBM copy 4260 GB/s; PCIe 55.6 H2D,
-// 55.5 D2H, 101.7 both; host triad 146 GB/s, 16 threads; no kernel keys).
+// 55.5 D2H, 101.7 both; host triad 146 GB/s, 16 threads; no kernel keys), with host DRAM
+// under DMA kDefaultNodeDramGbps.
 Profile DefaultProfile();
 // Parses / reads a profile; Error(kInvalidArgument) naming `where` (or the file) and the
 // missing or bad field, or a wrong schema; Error(kIO) if the file cannot be read.
@@ -240,19 +309,26 @@ void WriteProfile(const Profile& p, const std::string& path);
 std::string KernelKey(Algorithm algo, const StateFormats& f, DType grad_dtype);
 
 // The rates of the compute-split model (tandem/compute_split.h) for these formats on the
-// profiled machine, one GPU and its whole host: what OptimizerConfig::machine_rates
+// profiled machine, for one rank of `ranks` (>= 1) stepping at once on one node (Note
+// [The node is one machine] in tandem/compute_split.h): what OptimizerConfig::machine_rates
 // takes. Each is measured where the profile has it, else derived as the step-time model
 // does (docs/planner.md "Step time"):
-//   h2d_gbps, d2h_gbps  pcie.*_concurrent_gbps, else bidir_gbps split in proportion to
-//                       the parameter and gradient bytes (never above one direction alone)
-//   host_gparams        host.kernels_under_dma[key], else host.kernels[key] (else the
-//                       triad roofline) slowed by the DMA's share of DRAM traffic:
-//                       / (1 + (grad + param bytes) / kernel bytes per element)
+//   h2d_gbps, d2h_gbps  node.pcie.*_concurrent_gbps when node.ranks == ranks > 1; else
+//                       pcie.*_concurrent_gbps, else bidir_gbps split in proportion to
+//                       the parameter and gradient bytes (never above one direction
+//                       alone), and with ranks > 1 each capped at host DRAM under DMA
+//                       (host.dram_gbps, else host.triad_gbps) / (2 x ranks)
+//   host_gparams        node.host.kernels_under_dma[key] when node.ranks == ranks > 1;
+//                       else host.kernels_under_dma[key] / ranks, else the host kernel
+//                       (node.host.kernels[key] with ranks at once, else host.kernels[key]
+//                       or the triad roofline, / ranks) slowed by the DMA's share of DRAM
+//                       traffic (tandem::HostRateUnderDma)
 //   gpu_gparams         gpu.kernels[key], else the HBM roofline
 // key = KernelKey(algo, formats, grad_dtype); SGD is taken with momentum (0.9). Throws
-// Error(kInvalidArgument) if a profile bandwidth is not > 0.
+// Error(kInvalidArgument) if a profile bandwidth is not > 0 or ranks is 0.
 MachineRates MachineRatesFor(const Profile& profile, Algorithm algo, const StateFormats& formats,
-                             DType grad_dtype, DType param_dtype = DType::kBF16);
+                             DType grad_dtype, DType param_dtype = DType::kBF16,
+                             uint32_t ranks = 1);
 
 // ---------------------------------------------------------------------------------------
 // Sizes
@@ -294,6 +370,15 @@ struct MemoryBreakdown {
   uint64_t total() const;
 };
 
+// The planner's choice between two settings: kOff, kOn, or kAuto (the plan picks, point by
+// point, what fits and runs faster).
+enum class Choice : uint8_t { kOff = 0, kOn = 1, kAuto = 2 };
+const char* Name(Choice c) noexcept;        // "off", "on", "auto"
+Choice ParseChoice(std::string_view s);     // throws Error(kInvalidArgument)
+
+// A speculation budget the plan chooses (PlanInputs::speculative_host_bytes, ...).
+inline constexpr uint64_t kAutoBytes = ~uint64_t{0};
+
 enum class Stage : uint8_t { kGpu = 0, kD2H = 1, kHost = 2, kH2D = 3 };
 const char* Name(Stage s) noexcept;  // "gpu", "d2h", "host", "h2d"
 
@@ -306,7 +391,11 @@ struct StepTime {
   // The fixed per-step cost of the profile (Note [Fixed step cost]) at this rank's tensor
   // count: the engine's and the binding's parts (0 where the profile lacks one).
   double engine_overhead_ms = 0, binding_overhead_ms = 0;
-  // prepass + max(gpu, max(d2h, host, h2d) + fill) + engine_overhead + binding_overhead
+  // The host-resident classes: the streamed chunks' chain (state up, kernel, state down)
+  // and then the host pipeline's (gradient down, host kernel, parameter up), each its
+  // slowest stage plus one chunk of the others (its fill).
+  double pipeline_ms = 0;
+  // prepass + max(gpu, pipeline) + engine_overhead + binding_overhead
   double step_ms = 0;
   Stage bottleneck = Stage::kGpu;
   // The compute split (Note [Three placement classes] in tandem/compute_split.h): of the
@@ -315,6 +404,24 @@ struct StepTime {
   // overhead). All zero without host-resident elements.
   uint64_t streamed = 0;
   ComputeSplit split;
+};
+
+// One training iteration of one rank (docs/planner.md "Iteration"): forward and backward
+// from the profile's training throughput, then what of the optimizer step is exposed
+// after backward (Note [What backward hides] in planner/overlap.cc).
+struct IterationTime {
+  bool modelled = false;  // the model has a transformer shape and --seq was given
+  double forward_ms = 0, backward_ms = 0;
+  // Offload work handed to the engine during backward (speculated chunks, gradient
+  // downloads), the part of it still running when backward ends, and the work Step does.
+  double during_backward_ms = 0, backlog_ms = 0, at_step_ms = 0;
+  // After backward until the parameters are final: when speculation commits (or none is
+  // planned), and when it is rolled back (clipping triggers, a non-finite gradient):
+  // everything at Step, plus restoring the backups.
+  double exposed_ms = 0, exposed_abort_ms = 0;
+  double iteration_ms = 0, iteration_abort_ms = 0;  // forward + backward + exposed
+  double tokens_per_s = 0;  // per GPU, when speculation commits
+  double mfu = 0;           // model FLOPs / (iteration x peak), when speculation commits
 };
 
 struct PlanInputs {
@@ -340,12 +447,17 @@ struct PlanInputs {
   StateFormats formats{MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
   DType param_dtype = DType::kBF16;
   DType grad_dtype = DType::kBF16;
-  // What-ifs the engine cannot run in this version (the plan says "not available in this
-  // version" wherever it mentions them; tandem-plan refuses them):
-  //   grad_release: only the largest layer's gradients resident.
-  //   zero1_sharding: optimizer state divided among the ranks, weights and gradients
-  //   whole (ShardSpecs). Superseded by fsdp2, which the engine runs; not with fsdp2.
-  bool grad_release = false;
+  // Gradient release (OptimizerConfig::release_grads; tandem.torch release_grads=True;
+  // docs/planner.md "Gradient release"): each gradient is handed to the engine as it is
+  // final in backward and its GPU memory given back once the engine has taken it: the
+  // GPU-resident part copied into an engine buffer, the offloaded part downloaded into a
+  // pinned host gradient area; streamed chunks take their gradient up again at Step.
+  // kOff keeps every gradient on the GPU until Step(); kAuto picks per point.
+  Choice grad_release = Choice::kOff;
+  // A what-if the engine cannot run in this version (the plan says "not available in this
+  // version" wherever it mentions it; tandem-plan refuses it): optimizer state divided
+  // among the ranks, weights and gradients whole (ShardSpecs). Superseded by fsdp2, which
+  // the engine runs; not with fsdp2.
   bool zero1_sharding = false;
   // FSDP2 (`fully_shard` on each transformer block, then on the root; tandem.torch over
   // the DTensor parameters; docs/distributed.md). Every tensor is sharded along
@@ -378,7 +490,20 @@ struct PlanInputs {
   double offload_compute = kOffloadComputeAuto;
   uint64_t stream_chunk_bytes = uint64_t{64} << 20;  // as OptimizerConfig; >= 4096
   int stream_slots = 3;                              // as OptimizerConfig; >= 2
-  bool speculative_early_start = false;              // as OptimizerConfig: adds its buffers
+  // Speculative early start (OptimizerConfig::speculative_early_start, BeginStep before
+  // backward): offloaded state is updated during backward as its gradients arrive and
+  // kept when the step commits. What a rollback restores is backed up in pinned memory,
+  // and a streamed chunk's new parameters wait on the GPU, within two budgets per rank:
+  // bytes of host-computed state (speculative_host_bytes) and of streamed state
+  // (speculative_stream_bytes, OptimizerConfig's). kAutoBytes: with an iteration model
+  // (--seq), the most that fit the memory left and that backward can cover; without one,
+  // the engine's defaults (all host-computed state; 1 GiB streamed).
+  bool speculative_early_start = false;
+  uint64_t speculative_host_bytes = kAutoBytes;
+  uint64_t speculative_stream_bytes = kAutoBytes;
+  // The offload fraction to plan at, in [0, 1] (a run's own, to predict it); negative
+  // (default): the plan chooses the fastest that fits.
+  double fraction = -1;
   uint32_t gpus_per_node = 1;                        // >= 1
   uint32_t nodes = 1;                                // >= 1
   Profile profile = DefaultProfile();
@@ -398,6 +523,14 @@ struct FractionPoint {
   // offloaded element on the host (time.split.share 0). The engine's auto looks at time
   // alone: such a plan runs with offload_compute 0 ("host").
   bool split_fallback = false;
+  // The share is the one offload_compute resolves to (auto: what the engine's auto picks);
+  // false when the plan chose another share for a faster iteration.
+  bool share_as_asked = true;
+  // Gradient release at this point (PlanInputs::grad_release, resolved).
+  bool grad_release = false;
+  // Elements of rank 0 whose update speculation runs during backward, by class.
+  uint64_t speculated_host = 0, speculated_streamed = 0;
+  IterationTime iteration;
 };
 
 // Element rates used by the step-time model, with where each came from.
@@ -409,6 +542,10 @@ struct Rates {
   // divided among the node's ranks) and where the PCIe and host figures came from.
   MachineRates machine;
   std::string pcie_source, host_dma_source;
+  // Host DRAM under every rank's DMA (Profile::Host::dram_gbps, else the triad), GB/s,
+  // and where it came from.
+  double dram_gbps = 0;
+  std::string dram_source;
   // The gradient pre-pass (1e9 elements per second) and where it came from.
   double prepass_gparams_per_s = 0;
   std::string prepass_source;
@@ -447,6 +584,16 @@ struct PlanResult {
   uint64_t f32_moment_tensors = 0, f32_moment_elements = 0;
   uint64_t usable_gpu_bytes = 0;  // UsableGpuBytes(inputs)
   uint64_t activation_bytes = 0;
+  // The iteration model's inputs: the FLOPs of one GPU's micro-batch, the training
+  // throughput and the peak (profile or built-in), with where they came from.
+  bool iteration_modelled = false;
+  std::string iteration_note;  // why not, when not
+  TrainingFlops flops;
+  double train_tflops = 0, peak_tflops = 0;
+  std::string train_source, peak_source;
+  // The recommended point's GPU bytes with and without gradient release (same fraction
+  // and share): what release saves.
+  uint64_t gpu_bytes_with_release = 0, gpu_bytes_without_release = 0;
   PlanInputs inputs;
 };
 
@@ -468,13 +615,14 @@ PlanResult MakePlan(const PlanInputs& inputs);
 FractionPoint EvaluateFraction(const PlanInputs& inputs, double fraction);
 
 // Predicted step time of one rank with `hot` elements on the GPU and `cold` on the host,
-// `streamed` (<= cold) of which the GPU computes (docs/planner.md "Step time").
+// `streamed` (<= cold) of which the GPU computes (docs/planner.md "Step time"); with
+// `release` (gradient release) the streamed chunks take their gradients up again.
 StepTime PredictStepTime(const PlanInputs& inputs, const Rates& rates, uint64_t hot, uint64_t cold,
-                         uint64_t shard_elements, uint64_t streamed = 0);
+                         uint64_t shard_elements, uint64_t streamed = 0, bool release = false);
 // The compute share inputs.offload_compute asks for with `hot` and `cold` elements: the
 // share itself, or (auto) tandem::ChooseSplit's for rates.machine.
 double ResolveComputeShare(const PlanInputs& inputs, const Rates& rates, uint64_t hot,
-                           uint64_t cold);
+                           uint64_t cold, bool release = false);
 // Kernel rates for `inputs` from its profile: measured keys, else rooflines.
 Rates ResolveRates(const PlanInputs& inputs);
 
@@ -482,5 +630,34 @@ Rates ResolveRates(const PlanInputs& inputs);
 std::string PlanToText(const PlanResult& plan);
 std::string PlanToJson(const PlanResult& plan);
 std::string PlanToSvg(const PlanResult& plan);
+
+// Whether any offload fraction fits both budgets (MakePlan(inputs).feasible, without the
+// step and iteration search). Throws as MakePlan.
+bool PlanFits(const PlanInputs& inputs);
+
+// ---------------------------------------------------------------------------------------
+// The largest model that fits (docs/planner.md "The largest model")
+
+// For one width of the Llama-3 family: the most layers that fit and its plan.
+struct LargestRow {
+  std::string shape;              // the preset whose width it is ("llama3-70b")
+  uint64_t published_layers = 0;  // the preset's own depth
+  uint64_t layers = 0;            // the most that fit, up to twice published_layers; 0: none
+  uint64_t params = 0;            // of the model with `layers` layers
+  bool published_fits = false;    // the preset itself fits
+  PlanResult plan;                // with `layers` layers (feasible), or one (not)
+};
+struct LargestResult {
+  std::vector<LargestRow> rows;  // narrowest first
+  int best = -1;                 // the row with the most parameters that fit; -1: none fits
+  PlanInputs inputs;
+};
+// For each preset width (hidden size, heads, FFN and vocabulary of Llama-3 1B, 3B, 8B,
+// 70B and 405B), the most decoder layers with which `inputs` (its model ignored) fits
+// its budgets: found by bisection on PlanFits, each plan then made in full. Throws as
+// MakePlan.
+LargestResult FindLargest(const PlanInputs& inputs);
+std::string LargestToText(const LargestResult& result);
+std::string LargestToJson(const LargestResult& result);
 
 }  // namespace tandem::planner

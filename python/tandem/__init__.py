@@ -13,10 +13,12 @@ from tandem._C import __version__, cuda_device_available  # noqa: F401
 from tandem._C import (CheckpointCorruptError, CheckpointIOError, CudaError,  # noqa: F401
                        Error, InternalError, InvalidArgumentError, OutOfMemoryError,
                        UnsupportedError)
-from tandem._calibrate import calibrate_binding, measure_binding_overhead  # noqa: F401
-from tandem._planner import Plan, machine_rates, plan  # noqa: F401
+from tandem._calibrate import (calibrate_binding, calibrate_training,  # noqa: F401
+                               measure_binding_overhead, measure_training_throughput)
+from tandem._planner import Largest, Plan, largest, machine_rates, plan  # noqa: F401
 
-__all__ = ["cuda_device_available", "plan", "Plan", "machine_rates", "calibrate_binding",
-           "measure_binding_overhead", "Error", "InvalidArgumentError",
+__all__ = ["cuda_device_available", "plan", "Plan", "largest", "Largest", "machine_rates",
+           "calibrate_binding", "measure_binding_overhead", "calibrate_training",
+           "measure_training_throughput", "Error", "InvalidArgumentError",
            "CheckpointCorruptError", "CheckpointIOError", "CudaError", "OutOfMemoryError",
            "UnsupportedError", "InternalError", "__version__"]

@@ -1,16 +1,20 @@
-"""The binding's part of the fixed step cost (Note [Fixed step cost] in tandem/planner.h),
-measured in Python and written into a calibration profile.
+"""What a calibration profile needs that only Python can measure: the binding's part of the
+fixed step cost (Note [Fixed step cost] in tandem/planner.h) and the GPU's training
+throughput (gpu.train_tflops, docs/planner.md "Iteration"), each written into the profile.
 
 ``tandem-bench calibrate`` measures the engine's part (HybridOptimizer::Step over tiny
 tensors) from C++; what tandem.torch's ``step()`` adds around it (per tensor: the
 gradient checks, ``data_ptr`` and version counters; per step: the lr and hyper-parameter
 checks, stream ordering) can only be measured from Python, so this module does it and
-adds ``step_overhead.binding`` to the profile, where tandem-plan and tandem.plan read it::
+adds ``step_overhead.binding`` to the profile, where tandem-plan and tandem.plan read it.
+The training throughput is a forward and backward of the model's layers timed on the GPU
+(measure_training_throughput), against the FLOPs the planner counts for them::
 
     import tandem
     tandem.calibrate_binding("profile.json")   # on the machine that trains
+    tandem.calibrate_training("profile.json", model="llama3-70b", layers=2, seq=4096)
 
-bench/planner_accuracy.py runs it when its profile has no binding figures.
+bench/planner_accuracy.py runs the first when its profile has no binding figures.
 """
 
 import json
@@ -18,7 +22,8 @@ import os
 import statistics
 import time
 
-__all__ = ["measure_binding_overhead", "calibrate_binding"]
+__all__ = ["measure_binding_overhead", "calibrate_binding", "measure_training_throughput",
+           "calibrate_training"]
 
 # As tandem-bench calibrate (tools/bench/calibrate.cc): tiny tensors of 256 bf16
 # elements, AdamW bf16+ecc8/q8/q8, every element offloaded and streamed.
@@ -86,6 +91,19 @@ def calibrate_binding(profile, device=None, tensors=TENSORS, steps=50):
     the figures. Raises ValueError naming the file when it is not a profile's JSON
     object, OSError when it cannot be read or written."""
     path = os.fspath(profile)
+    data = _read_profile(path)
+    figures = measure_binding_overhead(device, tensors, steps)
+    overhead = data.get("step_overhead")
+    if not isinstance(overhead, dict):
+        overhead = {}
+    overhead["binding"] = figures
+    data["step_overhead"] = overhead
+    _write_profile(path, data)
+    return figures
+
+
+def _read_profile(path):
+    """The JSON object of the profile file `path`; ValueError naming it otherwise."""
     with open(path) as fh:
         try:
             data = json.load(fh)
@@ -93,15 +111,187 @@ def calibrate_binding(profile, device=None, tensors=TENSORS, steps=50):
             raise ValueError("%s: not valid JSON (%s)" % (path, e)) from e
     if not isinstance(data, dict) or "schema" not in data:
         raise ValueError("%s: not a calibration profile (no 'schema' field)" % path)
-    figures = measure_binding_overhead(device, tensors, steps)
-    overhead = data.get("step_overhead")
-    if not isinstance(overhead, dict):
-        overhead = {}
-    overhead["binding"] = figures
-    data["step_overhead"] = overhead
+    return data
+
+
+def _write_profile(path, data):
+    """Replaces the profile file `path` with `data`, atomically."""
     tmp = path + ".tmp"
     with open(tmp, "w") as fh:
         json.dump(data, fh, indent=2)
         fh.write("\n")
     os.replace(tmp, path)
-    return figures
+
+
+# ---------------------------------------------------------------------------------------
+# Training throughput (gpu.train_tflops): docs/planner.md "Iteration".
+
+# The Llama-3 shapes of tandem-plan's presets, as Hugging Face config fields
+# (tests/python/test_plan.py checks that they plan to the presets' parameter counts).
+LLAMA3 = {
+    "llama3-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                      num_attention_heads=32, tie_word_embeddings=True),
+    "llama3-3b": dict(hidden_size=3072, intermediate_size=8192, num_hidden_layers=28,
+                      num_attention_heads=24, tie_word_embeddings=True),
+    "llama3-8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                      num_attention_heads=32, tie_word_embeddings=False),
+    "llama3-70b": dict(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
+                       num_attention_heads=64, tie_word_embeddings=False),
+    "llama3-405b": dict(hidden_size=16384, intermediate_size=53248, num_hidden_layers=126,
+                        num_attention_heads=128, tie_word_embeddings=False),
+}
+for _c in LLAMA3.values():
+    _c.update(architectures=["LlamaForCausalLM"], model_type="llama", vocab_size=128256,
+              num_key_value_heads=8)
+
+
+def llama_config(model):
+    """A Llama config dict: a preset name of LLAMA3, a config.json path (or directory), or
+    a dict of its fields (hidden_size, intermediate_size, num_hidden_layers,
+    num_attention_heads, num_key_value_heads, vocab_size, tie_word_embeddings)."""
+    if isinstance(model, dict):
+        return dict(model)
+    if isinstance(model, str) and model in LLAMA3:
+        return dict(LLAMA3[model])
+    path = os.fspath(model)
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def _decoder(config, layers):
+    """A Llama decoder of `config`'s shape with `layers` layers (RMSNorm, grouped-query
+    causal attention through SDPA, SwiGLU), each layer wrapped in torch's non-reentrant
+    checkpoint when asked: what a training step computes, for timing only (no rotary
+    embedding: it costs no matmul)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.checkpoint import checkpoint
+
+    h = config["hidden_size"]
+    heads = config["num_attention_heads"]
+    kv = config.get("num_key_value_heads", heads)
+    head_dim = config.get("head_dim", h // heads)
+    inter = config["intermediate_size"]
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.n2 = torch.nn.RMSNorm(h), torch.nn.RMSNorm(h)
+            self.q = torch.nn.Linear(h, heads * head_dim, bias=False)
+            self.kv = torch.nn.Linear(h, 2 * kv * head_dim, bias=False)
+            self.o = torch.nn.Linear(heads * head_dim, h, bias=False)
+            self.gate_up = torch.nn.Linear(h, 2 * inter, bias=False)
+            self.down = torch.nn.Linear(inter, h, bias=False)
+
+        def block(self, x):
+            b, t, _ = x.shape
+            y = self.n1(x)
+            q = self.q(y).view(b, t, heads, head_dim).transpose(1, 2)
+            k, v = self.kv(y).view(b, t, 2 * kv, head_dim).transpose(1, 2).chunk(2, dim=1)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                               enable_gqa=kv != heads)
+            x = x + self.o(a.transpose(1, 2).reshape(b, t, heads * head_dim))
+            gate, up = self.gate_up(self.n2(x)).chunk(2, dim=-1)
+            return x + self.down(F.silu(gate) * up)
+
+        def forward(self, x, recompute):
+            if recompute:
+                return checkpoint(self.block, x, use_reentrant=False)
+            return self.block(x)
+
+    class Decoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(config["vocab_size"], h)
+            self.layers = torch.nn.ModuleList(Layer() for _ in range(layers))
+            self.norm = torch.nn.RMSNorm(h)
+            self.head = torch.nn.Linear(h, config["vocab_size"], bias=False)
+
+        def forward(self, ids, recompute):
+            x = self.embed(ids)
+            for layer in self.layers:
+                x = layer(x, recompute)
+            return self.head(self.norm(x))
+
+    return Decoder()
+
+
+def measure_training_throughput(model="llama3-8b", layers=2, seq=2048, batch=1,
+                                recompute="full", steps=5, device=None, dtype=None):
+    """The training throughput of this GPU on `model`'s shapes cut to `layers` layers: the
+    median forward + backward (a cross-entropy loss over random tokens; no optimizer) of
+    `steps` after one warm-up, and the hardware FLOPs the planner counts for it
+    (tandem.plan's ``training.hardware_flops``, recomputation counted as work). Returns
+    ``{"train_tflops", "ms", "hardware_flops", "layers", "seq", "batch", "recompute"}``.
+    `recompute`: "full" (each layer checkpointed) or "none". `device`: None: CUDA when
+    available, else the CPU; `dtype`: None: bf16 on CUDA, f32 on the CPU."""
+    import torch
+    import torch.nn.functional as F
+    from tandem._planner import plan
+
+    if not (hasattr(torch.nn, "RMSNorm") and hasattr(F, "scaled_dot_product_attention")):
+        raise RuntimeError("calibrate_training needs torch >= 2.5 (torch.nn.RMSNorm, "
+                           "scaled_dot_product_attention with enable_gqa); this is torch %s"
+                           % torch.__version__)
+    if recompute not in ("full", "none"):
+        raise ValueError('recompute must be "full" or "none", got %r' % (recompute,))
+    if not (isinstance(layers, int) and layers >= 1 and isinstance(seq, int) and seq >= 1
+            and isinstance(batch, int) and batch >= 1 and isinstance(steps, int)
+            and steps >= 1):
+        raise ValueError("layers, seq, batch and steps must be integers >= 1, got %r"
+                         % ((layers, seq, batch, steps),))
+    config = llama_config(model)
+    config["num_hidden_layers"] = layers
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(device)
+    if dtype is None:
+        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    cuda = device.type == "cuda"
+    flops = plan(config, gpu_mem="1000TB", host_mem="1000TB", seq=seq, batch=batch,
+                 recompute=recompute).data["training"]["hardware_flops"]
+    torch.manual_seed(0)
+    net = _decoder(config, layers).to(device=device, dtype=dtype)
+    ids = torch.randint(0, config["vocab_size"], (batch, seq + 1), device=device)
+    times = []
+    for i in range(steps + 1):
+        if cuda:
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        logits = net(ids[:, :-1], recompute == "full")
+        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1),
+                                                 ids[:, 1:].flatten())
+        loss.backward()
+        if cuda:
+            torch.cuda.synchronize(device)
+        if i > 0:
+            times.append((time.perf_counter() - t0) * 1e3)
+        net.zero_grad(set_to_none=True)
+    ms = statistics.median(times)
+    return {"train_tflops": flops / (ms * 1e-3) / 1e12, "ms": ms, "hardware_flops": flops,
+            "layers": layers, "seq": seq, "batch": batch, "recompute": recompute}
+
+
+def calibrate_training(profile, model="llama3-8b", layers=2, seq=2048, batch=1,
+                       recompute="full", steps=5, device=None, peak_tflops=None):
+    """Measures measure_training_throughput and writes ``gpu.train_tflops`` (and, given,
+    ``gpu.peak_tflops``: the GPU's dense bf16 peak for the plan's MFU) into the calibration
+    profile file `profile` (every other field kept; the file replaced atomically). Use the
+    shapes of the model you will train: wider layers and longer sequences run closer to the
+    peak. Returns the measurement. Raises ValueError naming the file when it is not a
+    profile's JSON object, OSError when it cannot be read or written, RuntimeError with a
+    torch older than 2.5; the file is unchanged on any error."""
+    path = os.fspath(profile)
+    data = _read_profile(path)
+    if peak_tflops is not None and (isinstance(peak_tflops, bool) or not (
+            isinstance(peak_tflops, (int, float)) and peak_tflops > 0)):
+        raise ValueError("peak_tflops must be a number > 0, got %r" % (peak_tflops,))
+    result = measure_training_throughput(model, layers, seq, batch, recompute, steps, device)
+    gpu = data.setdefault("gpu", {})
+    gpu["train_tflops"] = result["train_tflops"]
+    if peak_tflops is not None:
+        gpu["peak_tflops"] = float(peak_tflops)
+    _write_profile(path, data)
+    return result

@@ -8,6 +8,8 @@ a preset name or a parameter count.
     p.feasible, p.fraction         # fits? at which offload fraction
     p.data                         # the JSON plan as a dict (tandem-plan --json)
     p.compute_share                # of the offloaded elements, computed on the GPU
+    p.iteration                    # with seq=: forward, backward, the step exposed after
+    tandem.largest(gpu_mem="80GB", host_mem="512GiB", fsdp2=True, gpus_per_node=4, seq=4096)
     tandem.machine_rates("tandem-profile.json")  # the rates offload_compute="auto" uses
 
 It runs tandem-plan's own code (tandem._C.plan_cli), in this process; it needs no torch
@@ -24,20 +26,28 @@ import tempfile
 
 from tandem import _C
 
-__all__ = ["plan", "Plan", "machine_rates"]
+__all__ = ["plan", "Plan", "largest", "Largest", "machine_rates"]
 
 _DTYPES = {"torch.float32": "f32", "torch.bfloat16": "bf16", "torch.float16": "f16"}
 
 
-class Plan:
-    """A plan: ``text`` (the report), ``data`` (the JSON plan as a dict), ``feasible``,
-    ``fraction`` (the recommended offload fraction, None when it does not fit) and
-    ``args`` (the tandem-plan arguments that reproduce it)."""
+class _Answer:
+    """What tandem-plan answered: ``text`` (the report, also str()), ``data`` (its --json
+    as a dict) and ``args`` (the tandem-plan arguments that reproduce it)."""
 
     def __init__(self, text, data, args):
         self.text = text
         self.data = data
         self.args = args
+
+    def __str__(self):
+        return self.text
+
+
+class Plan(_Answer):
+    """A plan: ``text`` (the report), ``data`` (the JSON plan as a dict), ``feasible``,
+    ``fraction`` (the recommended offload fraction, None when it does not fit) and
+    ``args`` (the tandem-plan arguments that reproduce it)."""
 
     @property
     def feasible(self):
@@ -50,13 +60,22 @@ class Plan:
         return self.data["recommended"]["fraction"]
 
     @property
+    def grad_release(self):
+        """Whether the recommended point releases gradients (grad_release= on or auto)."""
+        return bool(self.data["recommended"].get("grad_release"))
+
+    @property
+    def iteration(self):
+        """The recommended point's iteration (docs/planner.md "Iteration"): a dict of
+        forward_ms, backward_ms, exposed_ms (the step after backward), iteration_ms,
+        tokens_per_s, mfu and the rolled-back figures; None without ``seq=``."""
+        return self.data["recommended"].get("iteration")
+
+    @property
     def compute_share(self):
         """Of the recommended point's offloaded elements, the share computed on the GPU
         (their state streamed up and down); 0.0 when all are computed on the host."""
         return self.data["recommended"]["compute_split"]["share"]
-
-    def __str__(self):
-        return self.text
 
     def __repr__(self):
         return "<tandem.Plan %s>" % ("fits at offload fraction %g" % self.fraction
@@ -118,7 +137,7 @@ def _presets():
 # Options set through plan()'s own arguments, and those it does not take.
 _MODEL_FLAGS = ("params", "config", "model", "params-json")
 _OWN = {"gpu-mem": "gpu_mem", "host-mem": "host_mem", "offload-compute": "offload_compute"}
-_NOT_OPTIONS = set(_MODEL_FLAGS) | set(_OWN) | {"json", "svg", "help", "version"}
+_NOT_OPTIONS = set(_MODEL_FLAGS) | set(_OWN) | {"json", "svg", "help", "version", "largest"}
 
 
 def _options():
@@ -206,6 +225,21 @@ def _offload_compute(value):
     return str(value)
 
 
+def _option_args(options):
+    """tandem-plan arguments for keyword options (True: a flag; a string for
+    grad_release: its value, as --grad-release=VALUE)."""
+    args = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None or value is False:
+            continue
+        if key == "grad_release" and value is not True:
+            args.append("%s=%s" % (flag, value))
+        else:
+            args += [flag] if value is True else [flag, str(value)]
+    return args
+
+
 def plan(model, *, gpu_mem, host_mem, offload_compute="auto", **options):
     """Plans the optimizer step of `model` on GPUs of `gpu_mem` and hosts of `host_mem`
     (sizes with a unit, e.g. "80GiB", or ints in bytes).
@@ -234,11 +268,7 @@ def plan(model, *, gpu_mem, host_mem, offload_compute="auto", **options):
         args += ["--gpu-mem", _size(gpu_mem, "gpu_mem"), "--host-mem",
                  _size(host_mem, "host_mem"), "--offload-compute",
                  _offload_compute(offload_compute)]
-        for key, value in options.items():
-            flag = "--" + key.replace("_", "-")
-            if value is None or value is False:
-                continue
-            args += [flag] if value is True else [flag, str(value)]
+        args += _option_args(options)
         rc, text, err = _C.plan_cli(args)
         if rc not in (0, 1):
             raise ValueError(_pythonic(err or text) or "the planner failed (status %d)" % rc)
@@ -253,13 +283,66 @@ def plan(model, *, gpu_mem, host_mem, offload_compute="auto", **options):
         return Plan(text, json.loads(out), [temporary.get(a, a) for a in args])
 
 
+class Largest(_Answer):
+    """tandem.largest's answer: ``text`` (the report), ``data`` (tandem-plan --largest
+    --json as a dict), ``best`` (the row of the largest model that fits, None when none
+    does) and ``plan`` (its plan as JSON, None when none fits)."""
+
+    @property
+    def best(self):
+        name = self.data.get("best")
+        return next((r for r in self.data["rows"] if r["shape"] == name), None)
+
+    @property
+    def plan(self):
+        return self.data.get("plan")
+
+    def __repr__(self):
+        b = self.best
+        return "<tandem.Largest %s>" % ("%s x %d layers, %.1fB" % (
+            b["shape"], b["layers"], b["params"] / 1e9) if b else "nothing fits")
+
+
+def largest(*, gpu_mem, host_mem, **options):
+    """The largest Llama-3-shaped model that fits GPUs of `gpu_mem` and hosts of
+    `host_mem` (tandem-plan --largest): per width of the Llama-3 family, the most layers
+    that fit, and the plan of the largest. `options` as plan()'s (``fsdp2=True,
+    gpus_per_node=4, nodes=2, seq=4096, recompute="full", grad_release="auto"``). Raises
+    TypeError for an option it does not take and ValueError with the planner's message for
+    bad values."""
+    for key in options:
+        if key != "offload_compute" and (key.replace("_", "-") in _NOT_OPTIONS
+                                         or key not in _options()):
+            raise TypeError("largest() got an unexpected keyword argument %r; its options "
+                            "are %s" % (key, ", ".join(_options() + ["offload_compute"])))
+    args = ["--largest", "--gpu-mem", _size(gpu_mem, "gpu_mem"), "--host-mem",
+            _size(host_mem, "host_mem")] + _option_args(options)
+    rc, text, err = _C.plan_cli(args)
+    if rc not in (0, 1):
+        raise ValueError(_pythonic(err or text) or "the planner failed (status %d)" % rc)
+    rc, out, err = _C.plan_cli(args + ["--json"])
+    if rc not in (0, 1):
+        raise ValueError(_pythonic(err) or "the planner failed (status %d)" % rc)
+    return Largest(text, json.loads(out), args)
+
+
 def machine_rates(profile=None, *, algorithm="adamw", master="bf16+ecc8", m="q8", v="q8",
-                  grad_dtype="bf16", param_dtype="bf16"):
+                  grad_dtype="bf16", param_dtype="bf16", ranks=None):
     """The rates of the compute-split model (tandem::MachineRates) for these formats, from a
-    calibration profile (``tandem-bench calibrate``; None: the built-in H200 reference):
-    a dict ``{"h2d_gbps", "d2h_gbps", "host_gparams", "gpu_gparams"}``, what the
-    optimizer's ``machine_rates`` takes. Each figure is the profile's measurement where it
-    has one, else derived as the planner derives it (docs/planner.md "Step time").
-    Raises ValueError naming the file or field at fault."""
+    calibration profile (``tandem-bench calibrate``; None: the built-in H200 reference),
+    for one of `ranks` ranks of a node stepping at once (None: LOCAL_WORLD_SIZE, as torchrun
+    sets it, else 1; Note [The node is one machine]): a dict ``{"h2d_gbps", "d2h_gbps",
+    "host_gparams", "gpu_gparams"}``, what the optimizer's ``machine_rates`` takes. Each
+    figure is the profile's measurement where it has one (``tandem-bench calibrate --ranks
+    N`` measures N ranks at once), else derived as the planner derives it (docs/planner.md
+    "Step time"). Raises ValueError naming the file or field at fault."""
     path = "" if profile is None else os.fspath(profile)
-    return _C.machine_rates_for(path, algorithm, master, m, v, grad_dtype, param_dtype)
+    if ranks is None:
+        text = os.environ.get("LOCAL_WORLD_SIZE", "1")
+        try:
+            ranks = int(text)
+        except ValueError:
+            raise ValueError("LOCAL_WORLD_SIZE must be an integer, got %r" % text) from None
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+        raise ValueError("ranks must be an integer >= 1, got %r" % (ranks,))
+    return _C.machine_rates_for(path, algorithm, master, m, v, grad_dtype, param_dtype, ranks)

@@ -241,8 +241,8 @@ TEST(Fsdp2Inputs, BadCombinationsAreRefused) {
   in.zero1_sharding = true;
   refused(in, "exclude each other");
   in = Fsdp2(ModelFromPreset("llama3-1b"), 8);
-  in.speculative_early_start = true;
-  refused(in, "speculative early start is not available with FSDP2");
+  in.speculative_host_bytes = kGiB;
+  refused(in, "speculation budgets need speculative early start");
   in = Fsdp2(Tiny(), 2);
   in.model.tensors[1].shape = {64, 64};
   refused(in, "tensor 'layers.0.w': its shape has 4096 elements, its numel is 8192");
@@ -267,13 +267,24 @@ TEST(Fsdp2Plan, RunnableAndSaysSo) {
   EXPECT_NE(text.find("unsharded"), std::string::npos);
   EXPECT_NE(PlanToSvg(plan).find("GPU memory, per rank (rank 0)"), std::string::npos);
   EXPECT_NE(PlanToSvg(plan).find("FSDP2 over 8 ranks"), std::string::npos);
-  // Gradient release is still a what-if.
-  in.grad_release = true;
-  const PlanResult what_if = MakePlan(in);
-  EXPECT_FALSE(what_if.runnable);
-  // With it, the largest release group's shard: the embedding's 16032 of 128256 rows.
-  EXPECT_EQ(what_if.recommended.gpu.gradients, 2ull * 16032 * 4096);
-  EXPECT_NE(what_if.messages[0].find("A what-if: this version cannot run it"), std::string::npos);
+  // Gradient release runs too. The GPU keeps the GPU-resident part's gradients in the
+  // engine's buffer and the largest group in flight: the root unit's, whose gradients
+  // arrive together (embedding and head, 16032 of 128256 rows each, and the final norm's
+  // 512 of 4096 elements), more than two blocks' shards.
+  in.grad_release = Choice::kOn;
+  const PlanResult released = MakePlan(in);
+  ASSERT_TRUE(released.feasible) << released.messages[0];
+  EXPECT_TRUE(released.runnable);
+  EXPECT_TRUE(released.recommended.grad_release);
+  const uint64_t root = 2ull * 16032 * 4096 + 512;
+  EXPECT_EQ(GradientsInFlight(in, ShardSpecs(in)), root);
+  EXPECT_EQ(released.recommended.gpu.gradients,
+            2 * (released.recommended.hot_elements + root));
+  EXPECT_NE(released.messages[0].find("gradient release on. "), std::string::npos)
+      << released.messages[0];
+  EXPECT_NE(released.messages[0].find("Runnable: FSDP2"), std::string::npos);
+  // Its host keeps a pinned gradient area for the offloaded elements.
+  EXPECT_EQ(released.recommended.host.gradients, 2 * released.recommended.cold_elements);
 }
 
 TEST(Fsdp2Plan, JsonFields) {

@@ -29,7 +29,9 @@ TEST(ModelPresets, TotalsMatchPublishedCounts) {
   EXPECT_EQ(ModelFromPreset("llama3-3b").total_params(), 3212749824u);
   EXPECT_EQ(ModelFromPreset("llama3-8b").total_params(), 8030261248u);
   EXPECT_EQ(ModelFromPreset("llama3-70b").total_params(), 70553706496u);
-  EXPECT_EQ(PresetNames().size(), 4u);
+  // Llama 3.1 405B (hidden 16384, 126 layers, FFN 53248, 128 heads, 8 KV heads).
+  EXPECT_EQ(ModelFromPreset("llama3-405b").total_params(), 405853388800u);
+  EXPECT_EQ(PresetNames().size(), 5u);
 }
 
 TEST(ModelPresets, ForwardOrderAndLayers) {

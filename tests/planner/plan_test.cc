@@ -68,17 +68,29 @@ TEST(PlanMemory, FlashFormatsAreSevenBytesPerParamPlusScales) {
   EXPECT_EQ(PerParamBytes(p.gpu) - p.gpu.scales, 7 * n);
 }
 
-TEST(PlanMemory, GradientReleaseKeepsOneLayer) {
+TEST(PlanMemory, GradientReleaseKeepsOneLayerAndTheResidentPart) {
   const uint64_t n = 1 << 22;
   PlanInputs in = Flash(ModelFromParamCount(n, 4));
-  in.grad_release = true;
-  const FractionPoint p = EvaluateFraction(in, 0.0);
-  EXPECT_EQ(p.gpu.gradients, 2 * (n / 4));  // the largest of 4 equal pieces
-  EXPECT_EQ(PerParamBytes(p.gpu) - p.gpu.scales - p.gpu.gradients, 5 * n);
+  in.offload_compute = 0.0;
+  in.grad_release = Choice::kOn;
+  // Everything offloaded: only the release group in flight, the largest of 4 pieces; the
+  // host keeps every gradient in its pinned area.
+  const FractionPoint all = EvaluateFraction(in, 1.0);
+  EXPECT_TRUE(all.grad_release);
+  EXPECT_EQ(all.gpu.gradients, 2 * (n / 4));
+  EXPECT_EQ(all.host.gradients, 2 * n);
+  // Nothing offloaded: the engine's copy of every GPU-resident gradient, plus the group
+  // in flight: release saves nothing there.
+  const FractionPoint none = EvaluateFraction(in, 0.0);
+  EXPECT_EQ(none.gpu.gradients, 2 * (n + n / 4));
+  EXPECT_EQ(none.host.gradients, 0u);
   // A real model: one transformer block or the embedding, whichever is larger.
   PlanInputs l = Flash(ModelFromPreset("llama3-8b"));
-  l.grad_release = true;
-  EXPECT_EQ(EvaluateFraction(l, 0.0).gpu.gradients, 2ull * 128256 * 4096);
+  l.grad_release = Choice::kOn;
+  EXPECT_EQ(EvaluateFraction(l, 1.0).gpu.gradients, 2ull * 128256 * 4096);
+  // auto takes release only where it fits better: never at fraction 0.
+  in.grad_release = Choice::kAuto;
+  EXPECT_FALSE(EvaluateFraction(in, 0.0).grad_release);
 }
 
 TEST(PlanMemory, OptimizerStateIsPredictMemoryOfTheShard) {
@@ -263,15 +275,15 @@ TEST(PlanRanks, WhatIfsSayTheyAreNotAvailable) {
   PlanInputs in = Flash(ModelFromPreset("llama3-1b"));
   in.gpus_per_node = 4;
   in.zero1_sharding = true;
-  in.grad_release = true;
+  in.grad_release = Choice::kOn;  // runs: not a what-if
   const PlanResult plan = MakePlan(in);
+  EXPECT_FALSE(plan.runnable);
   int unavailable = 0;
   for (const std::string& m : plan.messages)
     unavailable += m.find("not available in this version") != std::string::npos;
-  EXPECT_EQ(unavailable, 2);
+  EXPECT_EQ(unavailable, 1);
   const std::string text = PlanToText(plan);
-  EXPECT_NE(text.find("released per layer: what-if, not available in this version"),
-            std::string::npos);
+  EXPECT_NE(text.find("(gradient release on)"), std::string::npos);
   EXPECT_NE(text.find("ZeRO-1 what-if: not available in this version"), std::string::npos);
 }
 

@@ -183,3 +183,84 @@ TEST(Profile, KernelKey) {
 
 }  // namespace
 }  // namespace tandem::planner
+
+namespace tandem::planner {
+namespace {
+
+// Note [The node is one machine]: the figures of N ranks measured at once, the host DRAM
+// under DMA, and the training throughput, written and read back.
+TEST(Profile, NodeAndTrainingFieldsRoundTrip) {
+  Profile p = ParseProfile(kGood, "good");
+  EXPECT_EQ(p.node.ranks, 0);  // absent
+  EXPECT_EQ(p.gpu.train_tflops, 0);
+  EXPECT_EQ(p.host.dram_gbps, 0);
+  p.gpu.train_tflops = 412.5;
+  p.gpu.peak_tflops = 989;
+  p.host.dram_gbps = 171.25;
+  p.node.ranks = 4;
+  p.node.gpus = 4;
+  p.node.cpus_per_rank = 16;
+  p.node.host_kernels["adamw/f32/f32/f32/bf16"].gparams_per_s = 1.5;
+  p.node.host_kernels_under_dma["adamw/f32/f32/f32/bf16"].gparams_per_s = 1.125;
+  p.node.h2d_concurrent_gbps = 20.5;
+  p.node.d2h_concurrent_gbps = 21.25;
+  const Profile q = ParseProfile(ProfileToJson(p), "round trip");
+  EXPECT_EQ(ProfileToJson(q), ProfileToJson(p));
+  EXPECT_EQ(q.gpu.train_tflops, 412.5);
+  EXPECT_EQ(q.gpu.peak_tflops, 989);
+  EXPECT_EQ(q.host.dram_gbps, 171.25);
+  EXPECT_EQ(q.node.ranks, 4);
+  EXPECT_EQ(q.node.gpus, 4);
+  EXPECT_EQ(q.node.cpus_per_rank, 16);
+  EXPECT_EQ(q.node.host_kernels.at("adamw/f32/f32/f32/bf16").gparams_per_s, 1.5);
+  EXPECT_EQ(q.node.host_kernels_under_dma.at("adamw/f32/f32/f32/bf16").gparams_per_s, 1.125);
+  EXPECT_EQ(q.node.h2d_concurrent_gbps, 20.5);
+  EXPECT_EQ(q.node.d2h_concurrent_gbps, 21.25);
+  // Host mode: ranks without GPUs or PCIe figures.
+  Profile h = ParseProfile(kGood, "good");
+  h.node.ranks = 2;
+  h.node.host_kernels["adamw/f32/f32/f32/bf16"].gparams_per_s = 2;
+  const Profile r = ParseProfile(ProfileToJson(h), "host mode");
+  EXPECT_EQ(r.node.gpus, 0);
+  EXPECT_EQ(r.node.h2d_concurrent_gbps, 0);
+  EXPECT_EQ(ProfileToJson(r).find("\"pcie\": {\n      \"h2d_concurrent"), std::string::npos);
+}
+
+TEST(Profile, BuiltInNodeDramIsTheFourGpuHosts) {
+  const Profile d = DefaultProfile();
+  EXPECT_EQ(d.host.dram_gbps, kDefaultNodeDramGbps);
+  EXPECT_EQ(d.node.ranks, 0);
+  EXPECT_EQ(d.gpu.train_tflops, 0);  // the plan takes kDefaultTrainTflops and says so
+}
+
+TEST(Profile, RejectsBadNodeFields) {
+  const std::string head = R"({"schema": "tandem-profile/1", "machine": "m",
+    "gpu": {"hbm_copy_gbps": 1}, "host": {"triad_gbps": 1},
+    "pcie": {"h2d_gbps": 1, "d2h_gbps": 1, "bidir_gbps": 1}, "node": )";
+  auto bad = [&](const std::string& node, const std::string& needle) {
+    try {
+      ParseProfile(head + node + "}", "p.json");
+      ADD_FAILURE() << "accepted " << node;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("p.json"), std::string::npos) << e.what();
+    }
+  };
+  bad("[]", "'node' must be an object");
+  bad("{}", "'node.ranks' must be an integer >= 1");
+  bad(R"({"ranks": 0})", "'node.ranks' must be an integer >= 1");
+  bad(R"({"ranks": 2.5})", "'node.ranks' must be an integer >= 0");
+  bad(R"({"ranks": 2, "gpus": 3})", "'node.gpus' (3) exceeds 'node.ranks' (2)");
+  bad(R"({"ranks": 2, "pcie": {"h2d_concurrent_gbps": -1}})",
+      "'node.pcie.h2d_concurrent_gbps' must be a positive number");
+  bad(R"({"ranks": 2, "host": {"kernels": {"k": {"gparams_per_s": 0}}}})",
+      "'node.host.kernels.k.gparams_per_s' must be a positive number");
+  const std::string fields = R"({"schema": "tandem-profile/1", "machine": "m",
+    "gpu": {"hbm_copy_gbps": 1, "train_tflops": 0}, "host": {"triad_gbps": 1},
+    "pcie": {"h2d_gbps": 1, "d2h_gbps": 1, "bidir_gbps": 1}})";
+  EXPECT_THROW(ParseProfile(fields, "t"), Error);
+}
+
+}  // namespace
+}  // namespace tandem::planner

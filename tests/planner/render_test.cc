@@ -199,7 +199,7 @@ TEST(PlanJson, WrapperFields) {
   EXPECT_EQ(j.at("budgets").at("usable_gpu_bytes").get<uint64_t>(), 126900000000u);
   EXPECT_EQ(j.at("activations").at("attention"), "flash");
   EXPECT_EQ(j.at("activations").at("source"), "estimated");
-  EXPECT_FALSE(j.at("available").at("grad_release").get<bool>());
+  EXPECT_TRUE(j.at("available").at("grad_release").get<bool>());
   EXPECT_FALSE(j.at("available").at("zero1_sharding").get<bool>());
   EXPECT_TRUE(j.at("available").at("fsdp2").get<bool>());  // modelled, and runnable
   EXPECT_TRUE(j.at("runnable").get<bool>());

@@ -289,3 +289,95 @@ def test_the_planner_guides_python_examples_print_what_it_shows(tmp_path, monkey
     runner.run(test, out=report.append)
     assert len(test.examples) >= 20
     assert runner.failures == 0, "".join(report)
+
+
+# ---- the node, gradient release, the iteration and the largest model ------------------------
+
+def test_machine_rates_for_a_node_of_ranks(tmp_path, monkeypatch):
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    one = tandem.machine_rates()
+    four = tandem.machine_rates(ranks=4)
+    # Each direction capped at its share of the node's host DRAM under DMA (169 GB/s), the
+    # host kernel divided among the ranks, the GPU each rank's own.
+    assert four["h2d_gbps"] == pytest.approx(169 / 8)
+    assert four["d2h_gbps"] == pytest.approx(169 / 8)
+    assert four["host_gparams"] == pytest.approx(one["host_gparams"] / 4)
+    assert four["gpu_gparams"] == one["gpu_gparams"]
+    # torchrun's LOCAL_WORLD_SIZE is the default rank count.
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert tandem.machine_rates() == four
+    assert tandem.machine_rates(ranks=1) == one
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "four")
+    with pytest.raises(ValueError, match="LOCAL_WORLD_SIZE must be an integer, got 'four'"):
+        tandem.machine_rates()
+    for bad in (0, -2, 1.5, True, "4"):
+        with pytest.raises(ValueError, match="ranks must be an integer >= 1"):
+            tandem.machine_rates(ranks=bad)
+    # A profile measured with --ranks 4 gives those figures as they are.
+    key = "adamw/bf16+ecc8/q8/q8/bf16"
+    node = {"ranks": 4, "gpus": 4,
+            "host": {"kernels": {key: {"gparams_per_s": 3}},
+                     "kernels_under_dma": {key: {"gparams_per_s": 1.25}}},
+            "pcie": {"h2d_concurrent_gbps": 20.5, "d2h_concurrent_gbps": 21.5}}
+    path = tmp_path / "node.json"
+    path.write_text(json.dumps(_profile(node=node)))
+    r = tandem.machine_rates(path, ranks=4)
+    assert (r["h2d_gbps"], r["d2h_gbps"], r["host_gparams"]) == (20.5, 21.5, 1.25)
+
+
+LLAMA70B_ON_FOUR = dict(gpu_mem="80GB", host_mem="512GiB", fsdp2=True, gpus_per_node=4,
+                        batch=1, seq=4096, recompute="full")
+
+
+def test_gradient_release_and_the_iteration():
+    without = tandem.plan("llama3-70b", **LLAMA70B_ON_FOUR)
+    assert not without.feasible and not without.grad_release
+    auto = tandem.plan("llama3-70b", grad_release="auto", **LLAMA70B_ON_FOUR)
+    assert auto.feasible and auto.grad_release
+    on = tandem.plan("llama3-70b", grad_release=True, **LLAMA70B_ON_FOUR)
+    assert on.feasible and on.grad_release
+    it = auto.iteration
+    assert it["iteration_ms"] == pytest.approx(it["forward_ms"] + it["backward_ms"]
+                                               + it["exposed_ms"])
+    assert 0 < it["mfu"] < 1 and it["tokens_per_s"] > 0
+    # No sequence: no iteration.
+    assert tandem.plan("llama3-1b", gpu_mem="80GB", host_mem="64GiB").iteration is None
+    with pytest.raises(ValueError, match="expected on, off or auto"):
+        tandem.plan("llama3-1b", gpu_mem="80GB", host_mem="64GiB", grad_release="sometimes")
+
+
+def test_largest_model_of_a_node():
+    big = tandem.largest(gpu_mem="80GB", host_mem="512GiB", fsdp2=True, gpus_per_node=4,
+                         seq=4096, recompute="full", grad_release="auto")
+    best = big.best
+    assert best is not None and best["shape"] == big.data["best"]
+    assert best["params"] == max(r["params"] for r in big.data["rows"] if r["layers"] > 0)
+    assert big.plan is not None and "LARGEST:" in str(big)
+    assert repr(big).startswith("<tandem.Largest llama3-")
+    # Nothing fits a 1 GB GPU: no best row, no plan.
+    none = tandem.largest(gpu_mem="1GB", host_mem="1GiB")
+    assert none.best is None and none.plan is None and "nothing fits" in repr(none)
+    # Options it does not take, and plan() does not take --largest.
+    for bad in ("model", "params", "json", "svg", "largest"):
+        with pytest.raises(TypeError, match="unexpected keyword argument %r" % bad):
+            tandem.largest(gpu_mem="80GB", host_mem="512GiB", **{bad: "x"})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'largest'"):
+        tandem.plan("llama3-1b", gpu_mem="80GB", host_mem="64GiB", largest=True)
+    with pytest.raises(ValueError, match="expected on, off or auto"):
+        tandem.largest(gpu_mem="80GB", host_mem="512GiB", grad_release="sometimes")
+
+
+def test_calibrate_training_needs_a_current_torch_or_says_so(tmp_path):
+    if hasattr(torch.nn, "RMSNorm"):
+        pytest.skip("torch %s has what calibrate_training needs (tests/python_dist runs it)"
+                    % torch.__version__)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(_profile()))
+    with pytest.raises(RuntimeError, match="calibrate_training needs torch >= 2.5"):
+        tandem.calibrate_training(path, model=TINY_LLAMA, layers=1, seq=8, steps=1)
+    assert json.loads(path.read_text()) == _profile()  # unchanged
+
+
+TINY_LLAMA = dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=64,
+                  intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, vocab_size=256, tie_word_embeddings=False)

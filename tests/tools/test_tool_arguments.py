@@ -48,6 +48,10 @@ def test_calibrate_checks_every_option_before_measuring(tmp_path):
         (["-o", str(tmp_path / "p.json"), "--json", str(tmp_path / "p.json")],
          "is the same file as -o/--out"),
         (["--reps", "0"], "--reps"),
+        (["--ranks", "0"], "--ranks must be an integer in [1, "),
+        (["--ranks", "-3"], "--ranks must be an integer in [1, "),
+        (["--ranks", "100000"], "(one CPU of this process per rank at least), got 100000"),
+        (["--ranks", "two"], "--ranks"),
         (["--threads", "two"], "--threads"),
     ]
     for extra, needle in cases:
@@ -125,6 +129,21 @@ def test_plan_checks_the_numbers_with_the_bindings_words():
             (["--algo", "sgd", "--momentum", "1.5"], "--momentum must be in [0, 1]")):
         rc, out, _ = run(PLAN, *BASE, *extra)
         assert rc == 2 and needle in out, (extra, out)
+
+
+def test_plan_checks_the_iteration_options():
+    for extra, needle in (
+            (["--fraction", "1.5"], "--fraction must be in [0, 1], got 1.5"),
+            (["--fraction", "nan"], "--fraction must be in [0, 1], got nan"),
+            (["--seq", "128", "--train-tflops", "0"], "--train-tflops must be a finite number > 0"),
+            (["--grad-release=sometimes"], "--grad-release 'sometimes': expected on, off or auto"),
+            (["--largest"], "--largest searches the model: give no --model")):
+        rc, out, _ = run(PLAN, *BASE, *extra)
+        assert rc == 2 and needle in out, (extra, out)
+    rc, out, _ = run(PLAN, "--largest", "--gpu-mem", "80GiB", "--host-mem", "1TiB", "--svg",
+                     "/tmp/never-written-largest.svg")
+    assert rc == 2 and "--svg draws one plan; not with --largest" in out, out
+    assert not os.path.exists("/tmp/never-written-largest.svg")
 
 
 def test_plan_counts_are_whole_numbers():

@@ -12,6 +12,10 @@
 // (host.kernels_under_dma), and the fused GPU kernel (gpu.kernels); and what the step-time
 // model takes beyond them: the gradient pre-pass (gpu.prepass_gparams_per_s) and the
 // engine's fixed step cost (step_overhead.engine, Note [Fixed step cost]).
+//
+// With --ranks N (N > 1) it then measures N ranks of the node at once (node_calibrate.h):
+// the profile's "node" figures, each the slowest rank's, and host.dram_gbps, the host DRAM
+// traffic of every GPU's DMA together.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -22,8 +26,10 @@
 #include <string>
 
 #include "commands.h"
+#include "cpu_simd/cpu_pinning.h"
 #include "cpu_simd/host_kernels.h"
 #include "measure.h"
+#include "node_calibrate.h"
 #include "output_file.h"
 #include "progress.h"
 #include "tandem/error.h"
@@ -116,7 +122,7 @@ class Report {
       }
       figs.push_back(j);
     }
-    return {{"benchmark", "tandem-bench calibrate"},
+    nlohmann::json out = {{"benchmark", "tandem-bench calibrate"},
             {"command", o_.command},
             {"version", kVersion},
             {"date", p.date},
@@ -133,14 +139,44 @@ class Report {
             {"too_wide", wide_},
             {"figures", figs},
             {"profile", o_.profile_path}};
+    if (node_) {
+      nlohmann::json ranks = nlohmann::json::array();
+      for (const RankFigures& f : node_->figures)
+        ranks.push_back({{"name", f.name},
+                         {"unit", f.unit},
+                         {"per_rank", f.per_rank},
+                         {"slowest", f.slowest()},
+                         {"sum", f.sum()}});
+      out["node"] = {{"ranks", node_->node.ranks},
+                     {"gpus", node_->node.gpus},
+                     {"cpus", node_->cpus},
+                     {"dma_gbps", node_->dma_gbps},
+                     {"no_gpu_reason", node_->no_gpu_reason},
+                     {"figures", ranks}};
+    }
+    return out;
   }
+
+  void SetNode(const NodeMeasurement* node) { node_ = node; }
 
  private:
   const CalibrateOptions& o_;
   tools::Progress& bar_;
   std::vector<Figure> figures_;
   std::vector<std::string> wide_;
+  const NodeMeasurement* node_ = nullptr;
 };
+
+// "1.52, 1.55, 1.60" for a rank figure's values.
+std::string PerRank(const RankFigures& f) {
+  std::string s;
+  for (double v : f.per_rank) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%s%.2f", s.empty() ? "" : ", ", v);
+    s += b;
+  }
+  return s;
+}
 
 }  // namespace
 
@@ -148,6 +184,11 @@ void CheckCalibrateOptions(const CalibrateOptions& o) {
   auto bad = [](const std::string& m) { throw Error(ErrorKind::kInvalidArgument, m); };
   if (o.repeats < 1) bad("--repeats must be an integer >= 1, got " + std::to_string(o.repeats));
   if (o.reps < 1) bad("--reps must be an integer >= 1, got " + std::to_string(o.reps));
+  // Each rank measures on its own share of this process's CPUs (tandem::RankCpus).
+  const int cpus = static_cast<int>(cpu::ProcessCpus().size());
+  if (o.ranks < 1 || o.ranks > cpus)
+    bad("--ranks must be an integer in [1, " + std::to_string(cpus) +
+        "] (one CPU of this process per rank at least), got " + std::to_string(o.ranks));
   if (o.host_elements < 1)
     bad("--host-elements must be an integer >= 1, got " + std::to_string(o.host_elements));
   if (o.gpu_elements < 1)
@@ -172,7 +213,24 @@ int Calibrate(const CalibrateOptions& o) {
   CheckCalibrateOptions(o);
   const bool gpu = TANDEM_HAS_CUDA && !o.host_only && CudaDeviceAvailable();
   const auto& cases = CalibrationCases();
-  const uint64_t host_units = uint64_t(o.repeats) * (1 + cases.size());
+  // --ranks N: the node's figures. With one GPU per rank, PCIe and host kernels under DMA
+  // too; with fewer, the host kernels alone, saying why.
+  const int devices = gpu ? CudaDeviceCount() : 0;
+  const bool node_gpus = o.ranks > 1 && devices >= o.ranks;
+  std::string no_gpu_reason;
+  if (o.ranks > 1 && !node_gpus) {
+    const std::string why = !TANDEM_HAS_CUDA ? "built without CUDA"
+                            : o.host_only    ? "--host-only"
+                            : !gpu           ? "no CUDA device"
+                                             : std::to_string(devices) + " CUDA device(s) for " +
+                                       std::to_string(o.ranks) + " ranks";
+    no_gpu_reason = "PCIe and the host kernels under every rank's DMA need a GPU per rank (" +
+                    why + "): the profile has the host kernels of " + std::to_string(o.ranks) +
+                    " ranks at once, and tandem-plan derives the rest";
+  }
+  const uint64_t node_units =
+      o.ranks > 1 ? cases.size() + (node_gpus ? 1 + cases.size() : 0) : 0;
+  const uint64_t host_units = uint64_t(o.repeats) * (1 + cases.size()) + node_units;
   // GPU: HBM copy, its kernels, PCIe alone, each direction under load, host kernels under
   // DMA load.
   // Then the pre-pass and the two step-overhead figures.
@@ -300,6 +358,36 @@ int Calibrate(const CalibrateOptions& o) {
         "step overhead (counted as 0)\n",
         why);
     p.source += " (host only; GPU/PCIe from the built-in H200 reference)";
+  }
+  NodeMeasurement node;
+  if (o.ranks > 1) {
+    NodeOptions no;
+    no.ranks = o.ranks;
+    no.gpus = node_gpus ? devices : 0;
+    no.no_gpu_reason = no_gpu_reason;
+    no.host_elements = o.host_elements;
+    no.reps = o.reps;
+    bar.Print("calibrate: %d ranks of this node at once, each on its own CPUs%s\n", o.ranks,
+              node_gpus ? " and GPU" : "");
+    bool first = true;
+    node = MeasureNode(no, [&](const std::string& name) {
+      if (!first) bar.Advance();
+      first = false;
+      bar.Note(name);
+    });
+    bar.Advance();
+    for (size_t r = 0; r < node.cpus.size(); ++r)
+      bar.Print("  rank %zu: %zu host CPUs\n", r, node.cpus[r].size());
+    for (const RankFigures& f : node.figures)
+      bar.Print("  %-52s %8.2f %-8s slowest rank (ranks: %s; together %.2f)\n", f.name.c_str(),
+                f.slowest(), f.unit.c_str(), PerRank(f).c_str(), f.sum());
+    if (!node.no_gpu_reason.empty()) bar.Print("  note: %s\n", node.no_gpu_reason.c_str());
+    if (node.dma_gbps > 0) {
+      p.host.dram_gbps = node.dma_gbps;
+      bar.Print("  host DRAM under every GPU's DMA: %.1f GB/s (host.dram_gbps)\n", node.dma_gbps);
+    }
+    p.node = node.node;
+    report.SetNode(&node);
   }
   p.machine = CpuName() + (gpu ? " + " + p.gpu.name : std::string(" (no GPU)"));
   bar.Finish();

@@ -23,6 +23,9 @@ struct CalibrateOptions {
   int repeats = 3;           // whole measurements per figure (min / median / max)
   double max_spread = 0.10;  // warn above this (max - min) / median
   bool host_only = false;    // skip GPU and PCIe even with a device
+  // Ranks of one node measured at once as well (node_calibrate.h): > 1 adds the profile's
+  // "node" figures and host.dram_gbps.
+  int ranks = 1;
   std::string profile_path = "tandem-profile.json";
   std::string json_path;  // the report with spreads; empty: none
   std::string command;    // the command line, recorded in the report

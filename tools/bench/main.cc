@@ -312,6 +312,10 @@ int main(int argc, char** argv) {
   cal->add_option("--max-spread", co.max_spread,
                   "warn when (max - min) / median over the repeats exceeds this (default 0.10)");
   cal->add_flag("--host-only", co.host_only, "measure the host only, even with a GPU");
+  cal->add_option("--ranks", co.ranks,
+                  "also measure this many ranks of the node at once, each on its share of "
+                  "the CPUs and, with a GPU per rank, its own GPU (the node's figures; 1 to "
+                  "this process's CPUs)");
   cal->add_option("-o,--out", co.profile_path, "profile JSON to write (for tandem-plan)");
   cal->add_option("--json", co.json_path,
                   "also write a report JSON: every figure with min, median, max and spread");

@@ -90,6 +90,44 @@ double CaseBytesPerElement(const KernelCase& c) {
                                         DType::kBF16);
 }
 
+namespace {
+// Small positive bf16 weights and gradients of both signs, the same in every measurement.
+void FillCalibration(std::vector<uint16_t>* param, std::vector<uint16_t>* grad) {
+  tbb::parallel_for(uint64_t{0}, static_cast<uint64_t>(param->size()), [&](uint64_t i) {
+    (*param)[i] = uint16_t(0x3C00 + i % 61);
+    (*grad)[i] = uint16_t(0x3A00 + (i % 97)) | (i % 2 ? 0x8000 : 0);
+  });
+}
+
+OptimizerConfig CaseConfig(const KernelCase& c, ExecutionMode mode, int threads) {
+  OptimizerConfig cfg;
+  cfg.algorithm = c.algo;
+  cfg.formats = c.formats;
+  cfg.mode = mode;
+  cfg.host_threads = threads;
+  const HyperParams h = CaseHyper(c);
+  cfg.groups[0].momentum = h.momentum;
+  cfg.groups[0].beta2 = h.beta2;
+  return cfg;
+}
+}  // namespace
+
+HostStepper::HostStepper(const KernelCase& c, uint64_t n, int threads, const std::vector<int>& cpus)
+    : n_(n), param_(n), grad_(n) {
+  FillCalibration(&param_, &grad_);
+  TensorSpec s{"calibration", n, DType::kBF16, DType::kBF16, param_.data(), grad_.data(), 0, {}};
+  OptimizerConfig cfg = CaseConfig(c, ExecutionMode::kHost, threads);
+  cfg.host_cpus = cpus;
+  opt_ = std::make_unique<HybridOptimizer>(std::vector<TensorSpec>{s}, cfg);
+}
+
+HostStepper::~HostStepper() = default;
+
+double HostStepper::StepMs() {
+  opt_->Step(1e-4);
+  return opt_->last_step_times().gpu_update_ms;
+}
+
 HostBandwidth MeasureHostBandwidth(uint64_t n, int reps) {
   std::vector<float> a(n, 1.0f), b(n, 2.0f), c(n, 0.0f);
   auto par = [&](auto body) {
@@ -109,11 +147,17 @@ double MeasureStepRate(const KernelCase& c, ExecutionMode mode, uint64_t n, int 
 #if !TANDEM_HAS_CUDA
   if (gpu) NoCuda("GPU step rate");
 #endif
+  if (!gpu) {
+    HostStepper stepper(c, n, threads, {});
+    std::vector<double> ms;
+    for (int i = 0; i < reps + 1; ++i) {
+      const double t = stepper.StepMs();
+      if (i > 0) ms.push_back(t);
+    }
+    return double(n) / (Median(ms) * 1e6);
+  }
   std::vector<uint16_t> hp(n), hg(n);
-  tbb::parallel_for(uint64_t{0}, n, [&](uint64_t i) {
-    hp[i] = uint16_t(0x3C00 + i % 61);  // small positive bf16 weights
-    hg[i] = uint16_t(0x3A00 + (i % 97)) | (i % 2 ? 0x8000 : 0);
-  });
+  FillCalibration(&hp, &hg);
   void* param = hp.data();
   void* grad = hg.data();
 #if TANDEM_HAS_CUDA
@@ -125,14 +169,7 @@ double MeasureStepRate(const KernelCase& c, ExecutionMode mode, uint64_t n, int 
   }
 #endif
   TensorSpec s{"calibration", n, DType::kBF16, DType::kBF16, param, grad, 0, {}};
-  OptimizerConfig cfg;
-  cfg.algorithm = c.algo;
-  cfg.formats = c.formats;
-  cfg.mode = mode;
-  cfg.host_threads = threads;
-  const HyperParams h = CaseHyper(c);
-  cfg.groups[0].momentum = h.momentum;
-  cfg.groups[0].beta2 = h.beta2;
+  const OptimizerConfig cfg = CaseConfig(c, mode, threads);
   std::vector<double> ms;
   {
     HybridOptimizer opt({s}, cfg);
@@ -381,38 +418,63 @@ class CopyPair {
 
 }  // namespace
 
-double MeasurePcieUnderLoad(PcieDirection timed, size_t bytes, int reps) {
-  CopyPair pair(bytes);
+struct PcieLoad::Impl {
+  int device;
+  size_t bytes;
+  CopyPair pair;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  Impl(int d, size_t b) : device(d), bytes(b), pair((Current(d), b)) {
+    Cuda(cudaEventCreate(&e0), "event");
+    Cuda(cudaEventCreate(&e1), "event");
+  }
+  ~Impl() {
+    cudaSetDevice(device);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+  }
+  static void Current(int d) { Cuda(cudaSetDevice(d), "cudaSetDevice"); }
+};
+
+PcieLoad::PcieLoad(int device, size_t bytes) : impl_(std::make_unique<Impl>(device, bytes)) {}
+PcieLoad::~PcieLoad() = default;
+
+void PcieLoad::Round() {
+  Impl::Current(impl_->device);
+  impl_->pair.Up();
+  impl_->pair.Down();
+  impl_->pair.Wait();
+}
+
+double PcieLoad::TimedGbps(PcieDirection timed) {
+  Impl::Current(impl_->device);
+  CopyPair& pair = impl_->pair;
   const bool up = timed == PcieDirection::kH2D;
   cudaStream_t s = up ? pair.up() : pair.down();
-  cudaEvent_t e0, e1;
-  Cuda(cudaEventCreate(&e0), "event");
-  Cuda(cudaEventCreate(&e1), "event");
-  std::vector<double> ms;
+  // The other direction first, three times as long as the timed copy.
+  up ? pair.Down(3) : pair.Up(3);
+  Cuda(cudaEventRecord(impl_->e0, s), "record");
+  up ? pair.Up() : pair.Down();
+  Cuda(cudaEventRecord(impl_->e1, s), "record");
+  pair.Wait();
+  float t = 0;
+  Cuda(cudaEventElapsedTime(&t, impl_->e0, impl_->e1), "elapsed");
+  return double(impl_->bytes) / (double(t) * 1e6);
+}
+
+double MeasurePcieUnderLoad(PcieDirection timed, size_t bytes, int reps) {
+  PcieLoad load(0, bytes);
+  std::vector<double> gbps;
   for (int i = 0; i < reps + 1; ++i) {  // the first is a warm-up
-    // The other direction first, three times as long as the timed copy.
-    up ? pair.Down(3) : pair.Up(3);
-    Cuda(cudaEventRecord(e0, s), "record");
-    up ? pair.Up() : pair.Down();
-    Cuda(cudaEventRecord(e1, s), "record");
-    pair.Wait();
-    float t = 0;
-    Cuda(cudaEventElapsedTime(&t, e0, e1), "elapsed");
-    if (i > 0) ms.push_back(t);
+    const double g = load.TimedGbps(timed);
+    if (i > 0) gbps.push_back(g);
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return double(bytes) / (Median(ms) * 1e6);
+  return Median(gbps);
 }
 
 double MeasureStepRateUnderDmaLoad(const KernelCase& c, uint64_t n, int threads, int reps,
                                    size_t dma_bytes, double* dma_gbps) {
-  CopyPair pair(dma_bytes);
-  tools::BackgroundLoad load([&] {
-    pair.Up();
-    pair.Down();
-    pair.Wait();
-  });
+  PcieLoad pcie(0, dma_bytes);
+  tools::BackgroundLoad load([&] { pcie.Round(); });
   load.WaitForRounds(1);  // the load runs (or has failed: Stop says so)
   const uint64_t first = load.rounds();
   const auto t0 = Clock::now();
@@ -461,6 +523,18 @@ std::string GpuName() {
   return prop.name;
 }
 
+int CudaDeviceCount() {
+  if (!CudaDeviceAvailable()) return 0;
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+std::string GpuBusId(int device) {
+  char id[32] = "";
+  if (cudaDeviceGetPCIBusId(id, sizeof id, device) != cudaSuccess) return "";
+  return id;
+}
+
 #else  // !TANDEM_HAS_CUDA
 
 PcieResult MeasurePcie(size_t, int, const std::function<void(const char*)>&) {
@@ -472,6 +546,14 @@ double MeasureStepRateUnderDmaLoad(const KernelCase&, uint64_t, int, int, size_t
 }
 double MeasureHbmCopy(size_t, int) { NoCuda("HBM copy bandwidth"); }
 std::string GpuName() { return ""; }
+int CudaDeviceCount() { return 0; }
+std::string GpuBusId(int) { return ""; }
+
+struct PcieLoad::Impl {};
+PcieLoad::PcieLoad(int, size_t) { NoCuda("PCIe load"); }
+PcieLoad::~PcieLoad() = default;
+void PcieLoad::Round() { NoCuda("PCIe load"); }
+double PcieLoad::TimedGbps(PcieDirection) { NoCuda("PCIe load"); }
 
 #endif
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -89,5 +90,50 @@ double MeasureStepRateUnderDmaLoad(const KernelCase& c, uint64_t n, int threads,
 double MeasureHbmCopy(size_t bytes, int reps);
 // The first device's name ("" without CUDA or device).
 std::string GpuName();
+// CUDA devices this process sees (0 without CUDA or device).
+int CudaDeviceCount();
+// Device `device`'s PCI bus id ("0000:17:00.0"; "" when unknown).
+std::string GpuBusId(int device);
+
+// Pinned copies both ways between the host and device `device` (`bytes` each way), for
+// loads and timings that several threads run at once, each on its own device. Every
+// member makes `device` current on the calling thread first. Needs CUDA and the device:
+// the constructor throws Error(kUnsupported) in a build without CUDA, Error(kCuda) on a
+// CUDA failure. Not thread-safe: one thread at a time per object.
+class PcieLoad {
+ public:
+  PcieLoad(int device, size_t bytes);
+  ~PcieLoad();
+  PcieLoad(const PcieLoad&) = delete;
+  PcieLoad& operator=(const PcieLoad&) = delete;
+  // One copy each way at once, waited for (sleeping): one round of a load.
+  void Round();
+  // One copy in direction `timed` (GB/s, CUDA events on its stream) while copies three
+  // times as long run the other way (Note [PCIe under concurrent traffic]).
+  double TimedGbps(PcieDirection timed);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A host-mode optimizer over one tensor of `n` bf16 elements of case `c`, its threads on
+// `cpus` (OptimizerConfig::host_cpus; empty: anywhere, `threads` of them, 0: all): the
+// host step rate that MeasureStepRate times, one step at a time.
+class HostStepper {
+ public:
+  HostStepper(const KernelCase& c, uint64_t n, int threads, const std::vector<int>& cpus);
+  ~HostStepper();
+  HostStepper(const HostStepper&) = delete;
+  HostStepper& operator=(const HostStepper&) = delete;
+  // One step; the engine's own time of the update, ms.
+  double StepMs();
+  uint64_t elements() const { return n_; }
+
+ private:
+  uint64_t n_;
+  std::vector<uint16_t> param_, grad_;
+  std::unique_ptr<HybridOptimizer> opt_;
+};
 
 }  // namespace tandem::bench

@@ -2,6 +2,7 @@
 // Python entry point tandem.plan run the same code.
 #include "tools/plan/cli.h"
 
+#include <cmath>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -39,6 +40,11 @@ struct Args {
   std::string param_dtype = "bf16", grad_dtype = "bf16";
   double momentum = 0.9;
   bool speculative = false;
+  std::string grad_release = "off";
+  std::string spec_host, spec_stream;
+  double train_tflops = -1;  // -1: not given
+  bool largest = false;
+  double fraction = -1;
   uint32_t gpus_per_node = 1, nodes = 1;
   bool fsdp2 = false;
   uint32_t shard_size = 0, blocks_in_flight = 2;
@@ -94,6 +100,10 @@ void CheckNumbers(const Args& a) {
   if (a.batch < 1) bad("--batch must be an integer >= 1, got " + std::to_string(a.batch));
   if (!(a.momentum >= 0 && a.momentum <= 1))
     bad("--momentum must be in [0, 1], got " + std::to_string(a.momentum));
+  if (a.fraction != -1 && !(a.fraction >= 0 && a.fraction <= 1))
+    bad("--fraction must be in [0, 1], got " + std::to_string(a.fraction));
+  if (a.train_tflops != -1 && !(a.train_tflops > 0 && std::isfinite(a.train_tflops)))
+    bad("--train-tflops must be a finite number > 0, got " + std::to_string(a.train_tflops));
 }
 
 // --svg is checked before the plan is made: a writable place that is none of the inputs.
@@ -109,6 +119,7 @@ PlanInputs ToInputs(const Args& a, std::pair<bool, bool> dtypes_given) {
   PlanInputs in;
   ConfigOptions options;
   options.include_mtp = a.include_mtp;
+  if (a.largest) in.model = ModelFromPreset("llama3-1b");  // FindLargest sets each shape
   if (!a.params.empty()) in.model = ModelFromParamCount(ParseCount(a.params), a.pieces);
   if (!a.config.empty()) in.model = ModelFromConfigFile(a.config, options);
   if (!a.model.empty()) in.model = ModelFromPreset(a.model);
@@ -136,6 +147,14 @@ PlanInputs ToInputs(const Args& a, std::pair<bool, bool> dtypes_given) {
   if (!dtypes_given.second && in.model.dtype) in.grad_dtype = *in.model.dtype;
   in.hyper.momentum = in.algorithm == Algorithm::kSGD ? a.momentum : 0.0;
   in.speculative_early_start = a.speculative;
+  try {
+    in.grad_release = ParseChoice(a.grad_release);
+  } catch (const Error&) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "--grad-release '" + a.grad_release + "': expected on, off or auto");
+  }
+  if (!a.spec_host.empty()) in.speculative_host_bytes = ParseBytes(a.spec_host);
+  if (!a.spec_stream.empty()) in.speculative_stream_bytes = ParseBytes(a.spec_stream);
   in.gpus_per_node = a.gpus_per_node;
   in.nodes = a.nodes;
   in.fsdp2 = a.fsdp2;
@@ -148,6 +167,8 @@ PlanInputs ToInputs(const Args& a, std::pair<bool, bool> dtypes_given) {
   in.stream_chunk_bytes = ParseBytes(a.stream_chunk);
   in.stream_slots = a.stream_slots;
   in.profile = a.profile.empty() ? DefaultProfile() : ReadProfile(a.profile);
+  if (a.train_tflops > 0) in.profile.gpu.train_tflops = a.train_tflops;
+  in.fraction = a.fraction;
   return in;
 }
 
@@ -172,7 +193,10 @@ int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::stri
       ->add_option("--params-json", a.params_json,
                    "tensor list: JSON [{\"name\", \"shape\", \"dtype\"}, ...]")
       ->check(CLI::ExistingFile);
-  model->require_option(1);
+  model->require_option(0, 1);
+  app.add_flag("--largest", a.largest,
+               "instead of a model: the largest Llama-3-shaped model that fits, per width "
+               "(docs/planner.md \"The largest model\")");
   app.set_version_flag("--version", std::string("tandem-plan ") + tandem::kVersion);
   app.add_flag("--include-mtp", a.include_mtp,
                "DeepSeek-V3: count the multi-token-prediction modules");
@@ -205,12 +229,30 @@ int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::stri
   app.add_option("--param-dtype", a.param_dtype, "f32 | bf16 | f16")->capture_default_str();
   app.add_option("--grad-dtype", a.grad_dtype, "f32 | bf16 | f16")->capture_default_str();
   app.add_option("--momentum", a.momentum, "SGD momentum (0: no buffer)")->capture_default_str();
+  app.add_flag("--grad-release{on}", a.grad_release,
+               "gradient release (release_grads=True): each gradient leaves the GPU as the "
+               "engine takes it in backward; --grad-release=auto: the plan picks "
+               "(default off)");
   // Not available in this version: accepted only to say so (exit status 2).
-  bool grad_release = false, zero1 = false;
-  app.add_flag("--grad-release", grad_release, "not available in this version");
+  bool zero1 = false;
   app.add_flag("--zero1", zero1, "not available in this version (--fsdp2 shards the state)");
-  app.add_flag("--speculative-early-start", a.speculative,
-               "the optimizer speculates during backward (BeginStep): adds its host backup");
+  auto* spec = app.add_flag("--speculative-early-start", a.speculative,
+                            "the optimizer speculates during backward (BeginStep): adds its "
+                            "host backups and, for streamed chunks, GPU room for their "
+                            "parameters");
+  app.add_option("--speculative-host-bytes", a.spec_host,
+                 "speculation budget per rank: host-computed state backed up (default: "
+                 "what fits and backward covers, or all without --seq)")
+      ->needs(spec);
+  app.add_option("--speculative-stream-bytes", a.spec_stream,
+                 "speculation budget per rank: streamed state backed up (default: what fits "
+                 "and backward covers, or 1GiB without --seq)")
+      ->needs(spec);
+  app.add_option("--fraction", a.fraction,
+                 "plan at this offload fraction (a run's own) instead of choosing one");
+  app.add_option("--train-tflops", a.train_tflops,
+                 "training throughput of forward + backward, TFLOP/s of hardware work "
+                 "(default: the profile's, else built-in)");
   app.add_option("--gpus-per-node", a.gpus_per_node, "data-parallel GPUs per node")
       ->check(CLI::Range(1u, 1024u))
       ->capture_default_str();
@@ -254,13 +296,35 @@ int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::stri
     const int rc = app.exit(pe, o, e);
     return rc == 0 ? 0 : 2;
   }
-  if (grad_release || zero1) {
-    e << "tandem-plan: " << (grad_release ? "--grad-release" : "--zero1")
-      << " is not available in this version ("
-      << (grad_release ? "the engine keeps every gradient until Step()"
-                       : "--fsdp2 plans FSDP2, which shards the optimizer state")
-      << "); plan without it\n";
+  if (zero1) {
+    e << "tandem-plan: --zero1 is not available in this version (--fsdp2 plans FSDP2, which "
+         "shards the optimizer state); plan without it\n";
     return 2;
+  }
+  const bool has_model = !a.params.empty() || !a.config.empty() || !a.model.empty() ||
+                         !a.params_json.empty();
+  if (has_model == a.largest) {
+    e << "tandem-plan: " << (a.largest ? "--largest searches the model: give no --model, "
+                                         "--config, --params or --params-json with it"
+                                       : "give the model: --model, --config, --params or "
+                                         "--params-json (or --largest)")
+      << "\n";
+    return 2;
+  }
+  if (a.largest) {
+    if (!a.svg.empty()) {
+      e << "tandem-plan: --svg draws one plan; not with --largest\n";
+      return 2;
+    }
+    try {
+      const LargestResult r =
+          FindLargest(ToInputs(a, {app.count("--param-dtype") > 0, app.count("--grad-dtype") > 0}));
+      o << (a.json ? LargestToJson(r) : LargestToText(r));
+      return r.best >= 0 ? 0 : 1;
+    } catch (const tandem::Error& x) {
+      e << "tandem-plan: " << x.what() << "\n";
+      return 2;
+    }
   }
   PlanResult plan;
   try {

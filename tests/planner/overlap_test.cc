@@ -1,0 +1,146 @@
+// Note [What backward hides] (planner/overlap.cc): the step exposed after backward with
+// early start, gradient release and speculation, term by term.
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "planner/plan.h"
+
+namespace tandem::planner {
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+// Llama-3-8B under FSDP2 on four GPUs, seq 2048, full recomputation: the run.
+PlanInputs Run8B() {
+  PlanInputs in;
+  in.model = ModelFromPreset("llama3-8b");
+  in.gpu_budget = 141 * kGiB;
+  in.host_budget = 512 * kGiB;
+  in.fsdp2 = true;
+  in.gpus_per_node = 4;
+  in.activation_shape.seq_len = 2048;
+  in.recompute = Recompute::kFull;
+  return in;
+}
+
+TEST(Overlap, WithoutEarlyStartTheWholeStepIsExposed) {
+  const PlanInputs in = Run8B();
+  const FractionPoint p = EvaluateFraction(in, 1.0);
+  ASSERT_TRUE(p.iteration.modelled);
+  EXPECT_EQ(p.iteration.exposed_ms, p.time.step_ms);
+  EXPECT_EQ(p.iteration.exposed_abort_ms, p.time.step_ms);
+  EXPECT_DOUBLE_EQ(p.iteration.iteration_ms,
+                   p.iteration.forward_ms + p.iteration.backward_ms + p.time.step_ms);
+  EXPECT_DOUBLE_EQ(p.iteration.tokens_per_s, 2048 / (p.iteration.iteration_ms * 1e-3));
+}
+
+TEST(Overlap, ReleaseDownloadsDuringBackwardAndUploadsAtStep) {
+  PlanInputs in = Run8B();
+  in.grad_release = Choice::kOn;
+  in.offload_compute = 1.0;  // every offloaded element streamed
+  const FractionPoint p = EvaluateFraction(in, 1.0);
+  const Rates r = ResolveRates(in);
+  const double n = static_cast<double>(p.cold_elements);
+  const double d = r.machine.d2h_gbps * 1e6, u = r.machine.h2d_gbps * 1e6;
+  // Each gradient down during backward, which is long enough: only the last block's
+  // remain when it ends.
+  EXPECT_NEAR(p.iteration.during_backward_ms, n * 2 / d, 1e-6);
+  EXPECT_LT(p.iteration.during_backward_ms, p.iteration.backward_ms);
+  const double last = static_cast<double>(ClassesOf(in, ComputePlacement(
+                                               [&] {
+                                                 std::vector<uint64_t> n;
+                                                 for (const TensorSpec& t : ShardSpecs(in))
+                                                   n.push_back(t.numel);
+                                                 return n;
+                                               }(),
+                                               1.0, in.placement, 1.0))
+                                           .tail_streamed);
+  EXPECT_NEAR(p.iteration.backlog_ms, last * 2 / d, 1e-6);  // block 0 and the embedding
+  EXPECT_LT(p.iteration.backlog_ms, p.iteration.during_backward_ms / 8);
+  // At Step each streamed element's state goes both ways, its gradient up beside it.
+  const double bs = r.stream_bytes_per_element;
+  EXPECT_NEAR(p.iteration.at_step_ms, n * std::max(bs / d, (bs + 2) / u), 1e-6);
+  // With release the step's streamed upload carries the gradient too: the same figure.
+  EXPECT_NEAR(p.time.h2d_ms, n * (bs + 2) / u, 1e-6);
+  // No speculation: nothing to roll back.
+  EXPECT_EQ(p.iteration.exposed_abort_ms, p.iteration.exposed_ms);
+}
+
+TEST(Overlap, SpeculationHidesTheStepInBackward) {
+  PlanInputs in = Run8B();
+  in.grad_release = Choice::kOn;
+  const FractionPoint released = EvaluateFraction(in, 1.0);
+  in.speculative_early_start = true;
+  const FractionPoint spec = EvaluateFraction(in, 1.0);
+  EXPECT_GT(spec.speculated_host + spec.speculated_streamed, 0u);
+  EXPECT_LT(spec.iteration.exposed_ms, released.iteration.exposed_ms / 2);
+  EXPECT_LT(spec.iteration.exposed_ms, 0.25 * spec.iteration.iteration_ms);
+  // The work handed during backward fits in it (the budget is what backward covers).
+  EXPECT_LE(spec.iteration.during_backward_ms, spec.iteration.backward_ms);
+  // A rollback pays the speculated work, the backups' copy back and the whole step.
+  EXPECT_GT(spec.iteration.exposed_abort_ms, released.iteration.exposed_ms);
+  // Its backups and held parameters are counted: host and GPU.
+  EXPECT_GT(spec.host.speculation, 0u);
+  EXPECT_GT(spec.gpu.speculation, 0u);
+  EXPECT_LE(spec.gpu.total(), UsableGpuBytes(in));
+}
+
+TEST(Overlap, SpeculationBudgetsAreHonoured) {
+  PlanInputs in = Run8B();
+  in.grad_release = Choice::kOn;
+  in.speculative_early_start = true;
+  in.offload_compute = 1.0;
+  in.speculative_stream_bytes = 0;
+  in.speculative_host_bytes = 0;
+  const FractionPoint none = EvaluateFraction(in, 1.0);
+  EXPECT_EQ(none.speculated_streamed, 0u);
+  EXPECT_EQ(none.host.speculation, 0u);
+  in.speculative_stream_bytes = 2 * kGiB;
+  const FractionPoint some = EvaluateFraction(in, 1.0);
+  EXPECT_GT(some.speculated_streamed, 0u);
+  EXPECT_LE(some.host.speculation, 2 * kGiB);
+  EXPECT_LT(some.iteration.exposed_ms, none.iteration.exposed_ms);
+}
+
+TEST(Overlap, ShortBackwardLeavesGradientsWaiting) {
+  // Two tokens of backward hide nothing: the downloads queue beyond it, and with release
+  // their gradients stay on the GPU meanwhile.
+  PlanInputs in = Run8B();
+  in.activation_shape.seq_len = 2;
+  in.grad_release = Choice::kOn;
+  const FractionPoint p = EvaluateFraction(in, 1.0);
+  EXPECT_GT(p.iteration.backlog_ms, 0.9 * p.iteration.during_backward_ms);
+  in.activation_shape.seq_len = 2048;
+  const FractionPoint q = EvaluateFraction(in, 1.0);
+  EXPECT_GT(p.gpu.gradients, q.gpu.gradients + kGiB);
+}
+
+TEST(Overlap, ChooseSpeculationStopsAtTheRoomAndTheBackward) {
+  const PlanInputs in = Run8B();
+  const Rates rates = ResolveRates(in);
+  const TrainingModel tm = ResolveTraining(in);
+  PointClasses c;
+  c.host = 1'000'000'000;
+  c.streamed = 1'000'000'000;
+  SpeculationRoom room;
+  room.host_bytes = ~uint64_t{0} >> 1;
+  room.gpu_bytes = ~uint64_t{0} >> 1;
+  room.host_per_element = 5;
+  room.stream_backup_per_element = 3;
+  room.stream_hold_per_element = 2;
+  const SpeculationElements all = ChooseSpeculation(in, rates, tm, c, true, room);
+  EXPECT_GT(all.host, 0u);
+  // Host-computed elements arrive first in backward, so they are taken first.
+  EXPECT_TRUE(all.host == c.host || all.streamed == 0);
+  room.host_bytes = 1000;
+  const SpeculationElements tight = ChooseSpeculation(in, rates, tm, c, true, room);
+  EXPECT_EQ(tight.host, 200u);
+  EXPECT_EQ(tight.streamed, 0u);
+  room.host_bytes = ~uint64_t{0} >> 1;
+  room.gpu_bytes = 20;
+  EXPECT_LE(ChooseSpeculation(in, rates, tm, c, true, room).streamed, 10u);
+}
+
+}  // namespace
+}  // namespace tandem::planner
