@@ -38,7 +38,6 @@
 
 #include "bench/naive_adamw.h"
 #include "cpu_simd/host_kernels.h"
-#include "cpu_simd/tuning.h"
 #include "engine/fp_bits.h"
 #include "engine/step_scalars.h"
 #include "tandem/error.h"
@@ -369,35 +368,33 @@ int Main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("tandem-bench-host ") + tandem::kVersion);
   size_t size = size_t{256} << 20;
   std::string threads_list = "1,2,4,8,16", kernels_filter, json_path, isa_name;
-  int reps = 5, warmup = 1, prefetch = -1, nt = -1, paired = -1, vbmi = -1;
-  size_t grain = size_t{1} << 16;
+  int reps = 5, warmup = 1;
+  cpu::HostKernelOptions options;  // --isa, --prefetch, --nt, --paired, --vbmi
+  int paired = static_cast<int>(options.paired_groups);
+  size_t grain = cpu::kHostGrainElements;
   app.add_option("--size", size, "elements per kernel span (default 256M)");
   app.add_option("--threads", threads_list, "comma-separated thread counts");
   app.add_option("--reps", reps, "timed repetitions (median reported)");
   app.add_option("--warmup", warmup, "untimed repetitions first");
   app.add_option("--grain", grain, "HostDriver grain in elements");
   app.add_option("--kernels", kernels_filter, "comma-separated kernel names (default all)");
-  app.add_option("--isa", isa_name, "force sse|avx2|avx512 (default: best)");
-  app.add_option("--prefetch", prefetch,
-                 "software prefetch distance in groups: 0 (off), 8, 16, 32, 64");
-  app.add_option("--nt", nt, "non-temporal parameter stores 0/1");
+  app.add_option("--isa", isa_name, "sse|avx2|avx512 (default: the best this CPU has)");
+  app.add_option("--prefetch", options.prefetch_groups,
+                 "software prefetch distance in groups: 0 (off), 8, 16, 32 (default), 64");
+  app.add_option("--nt", options.nt_param_stores, "non-temporal parameter stores 0/1 (default 1)");
   app.add_option("--paired", paired,
-                 "two groups per iteration: 0 off, 1 all q8 kernels (default), 2 Lion/SGD only");
-  app.add_option("--vbmi", vbmi,
-                 "VBMI momentum decode 0/1 (default: on where the CPU has VBMI)");
+                 "two groups per iteration: 0 off, 1 all q8 kernels (default), 2 Lion/SGD only")
+      ->check(CLI::Range(0, 2));
+  app.add_option("--vbmi", options.vbmi_decode,
+                 "VBMI momentum decode 0/1 (default 1: on where the CPU has VBMI)");
   app.add_option("--json", json_path, "write results as JSON to this file");
   app.add_flag("--best", g_best, "report the fastest rep instead of the median (in-cache runs)");
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // partial results survive a kill
 
-  if (!isa_name.empty())
-    cpu::ForceIsa(isa_name == "sse"    ? cpu::Isa::kSse
-                  : isa_name == "avx2" ? cpu::Isa::kAvx2
-                                       : cpu::Isa::kAvx512);
-  if (prefetch >= 0) cpu::SetPrefetchGroups(prefetch);
-  if (nt >= 0) cpu::SetNtParamStores(nt != 0);
-  if (paired >= 0) cpu::SetPairedGroups(paired);
-  if (vbmi >= 0) cpu::SetVbmiDecode(vbmi != 0);
+  if (!isa_name.empty()) options.isa = cpu::ParseIsa(isa_name);
+  options.paired_groups = static_cast<cpu::PairedGroups>(paired);
+  options = cpu::Resolve(options);  // as every driver below applies them
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   std::vector<int> threads;
   for (const auto& t : Split(threads_list)) {
@@ -416,26 +413,25 @@ int Main(int argc, char** argv) {
   std::printf(
       "# tandem-bench-host: cpu '%s', %u hardware threads, isa %s, size %zu, reps %d "
       "(%s) after %d warm-up, grain %zu, prefetch %d groups, nt-param %d, paired %d, vbmi %d\n",
-      CpuModel().c_str(), hw, cpu::IsaName(cpu::ActiveIsa()), size, reps,
-      g_best ? "best" : "median", warmup, grain,
-      cpu::PrefetchGroups(), cpu::NtParamStores() ? 1 : 0, cpu::PairedGroups(),
-      cpu::VbmiDecode() ? 1 : 0);
+      CpuModel().c_str(), hw, cpu::IsaName(*options.isa), size, reps, g_best ? "best" : "median",
+      warmup, grain, options.prefetch_groups, options.nt_param_stores ? 1 : 0,
+      static_cast<int>(options.paired_groups), options.vbmi_decode ? 1 : 0);
   std::printf("%-26s %3s %7s %9s %9s %8s %8s %9s %8s\n", "kernel", "thr", "B/elem", "ms",
               "Gparam/s", "GB/s", "copyGB/s", "roofGp/s", "of roof");
 
   nlohmann::json out;
   out["cpu"] = CpuModel();
   out["hardware_threads"] = hw;
-  out["isa"] = cpu::IsaName(cpu::ActiveIsa());
+  out["isa"] = cpu::IsaName(*options.isa);
   out["size"] = size;
   out["reps"] = reps;
   out["warmup"] = warmup;
   out["statistic"] = g_best ? "best" : "median";
   out["grain"] = grain;
-  out["prefetch_groups"] = cpu::PrefetchGroups();
-  out["nt_param"] = cpu::NtParamStores();
-  out["paired_groups"] = cpu::PairedGroups();
-  out["vbmi_decode"] = cpu::VbmiDecode();
+  out["prefetch_groups"] = options.prefetch_groups;
+  out["nt_param"] = options.nt_param_stores;
+  out["paired_groups"] = static_cast<int>(options.paired_groups);
+  out["vbmi_decode"] = options.vbmi_decode;
   out["rows"] = nlohmann::json::array();
   out["bandwidth"] = nlohmann::json::array();
   out["best"] = nlohmann::json::array();
@@ -533,7 +529,7 @@ int Main(int argc, char** argv) {
       });
       row(kNaiveName, 28.0, s);
     }
-    cpu::HostDriver driver(t, grain);
+    cpu::HostDriver driver(t, grain, {}, options);
     for (const KernelSpec& k : kernels) {
       KernelState st = MakeState(k, size, fill_arena);
       const double s = MedianSeconds(warmup, reps, [&](int step) {

@@ -6,10 +6,15 @@
 
 namespace tandem::ckpt {
 
+std::string TemporaryPath(const std::string& path) { return path + ".tmp"; }
+
 void WriteFileAtomically(Env* env, const std::string& path, bool sync,
                          const std::function<void(WritableFile* file)>& fill) {
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = TemporaryPath(path);
   try {
+    // A temporary left by a killed write is stale: remove it rather than write through it
+    // (it may be a link to another file).
+    env->RemoveFile(tmp);
     {
       std::unique_ptr<WritableFile> file = env->NewWritableFile(tmp);
       fill(file.get());

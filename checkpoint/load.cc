@@ -2,8 +2,10 @@
 //
 // Load and Verify run the same checks through ReadState: the reader's checks of header,
 // footer and manifest, then ValidateSnapshotLayout on the manifest's tensors, then for
-// each tensor its sections (padding, CRC, inflation) and ValidateTensorState on its
-// arrays. Load stops at the first failure; Verify lists them all, holding one tensor's
+// each tensor its sections (padding, CRC, inflation), ValidateTensorState and
+// ValidateRestorableTensor on its arrays: every value decodes to a finite fp32, as a
+// step (and tandem-ckpt to-torch) decodes it. The step bound of ValidateRestorable is
+// HybridOptimizer::Restore's alone, so tools still read a file at a step in (2^52, 2^53]. Load stops at the first failure; Verify lists them all, holding one tensor's
 // arrays at a time.
 #include <string>
 #include <vector>
@@ -77,7 +79,11 @@ void ReadState(const ckpt::CheckpointReader& reader, OptimizerSnapshot* out,
       stats->bytes += sec.length;
     }
     // Values of a damaged section are noise: its CRC failure is the one to report.
-    if (intact) problems.Run(reader.where(), [&] { ValidateTensorState(s, t); });
+    if (intact)
+      problems.Run(reader.where(), [&] {
+        ValidateTensorState(s, t);
+        ValidateRestorableTensor(s, t);
+      });
     if (out == nullptr) t = info.tensors[ti];  // frees the arrays
   }
   if (out != nullptr) *out = std::move(s);

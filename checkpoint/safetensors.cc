@@ -79,7 +79,7 @@ void ExportSafetensorsMasters(const OptimizerSnapshot& s, const std::string& pat
           ErrorKind::kInvalidArgument,
           "safetensors export '" + path + "': duplicate or reserved tensor name '" + t.name + "'");
     tensors.push_back({t.name, t.shape.empty() ? std::vector<uint64_t>{t.numel} : t.shape, t.numel,
-                       [&t, &s](std::vector<float>* scratch) {
+                       [&t](std::vector<float>* scratch) {
                          *scratch = DecodeMasterF32(t, t.formats);
                          return std::span<const float>(*scratch);
                        }});

@@ -130,6 +130,10 @@ PinnedArena::PinnedArena(int threads, std::vector<int> cpus, const char* what)
   if (threads < 0)
     throw Error(ErrorKind::kInvalidArgument,
                 std::string(what) + ": thread count must be >= 0, got " + std::to_string(threads));
+  if (threads > kMaxArenaThreads)  // Note [Arena size limit]
+    throw Error(ErrorKind::kInvalidArgument,
+                std::string(what) + ": thread count " + std::to_string(threads) + " exceeds " +
+                    std::to_string(kMaxArenaThreads) + ", the most a oneTBB arena holds");
   ValidateCpuSet(cpus_, what);
   threads_ = ArenaThreads(threads, cpus_);
   arena_.initialize(threads_);

@@ -38,10 +38,19 @@ void ValidateCpuSet(const std::vector<int>& cpus, const char* what);
 // naming the set when the kernel refuses it.
 void PinThisThread(const std::vector<int>& cpus);
 
+// Note [Arena size limit]: oneTBB (2021.x, Debian 12's) accepts
+// task_arena::initialize(n) for any n, but an arena of more than 65536 slots is not
+// usable: its initialisation returns as if it had worked and its teardown
+// (task_arena::terminate) then crashes the process (SIGSEGV in tbbmalloc). PinnedArena
+// therefore refuses such a count before the arena is made, with an error.
+inline constexpr int kMaxArenaThreads = 65536;
+
 // A tbb::task_arena whose threads run on `cpus` while they work in it (Note [Pinning a
 // oneTBB arena]). threads: the arena's concurrency; 0 means cpus.size(), or every core of
-// the process when cpus is empty (then nothing is pinned: a plain arena). cpus must pass
-// ValidateCpuSet (the constructor checks it, naming `what`).
+// the process when cpus is empty (then nothing is pinned: a plain arena); at most
+// kMaxArenaThreads (Note [Arena size limit]). cpus must pass ValidateCpuSet. The
+// constructor checks both before making the arena, throwing Error(kInvalidArgument)
+// naming `what`.
 class PinnedArena {
  public:
   PinnedArena(int threads, std::vector<int> cpus, const char* what = "host_cpus");

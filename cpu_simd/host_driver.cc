@@ -34,20 +34,23 @@ struct Piece {
 
 struct HostDriver::Impl {
   size_t grain;
+  HostKernel kernel;  // guarded by run_mutex
   PinnedArena arena;
   std::vector<Piece> pieces;  // reused between runs
   std::mutex run_mutex;
 
-  Impl(int t, size_t g, std::vector<int> cpus) : grain(g), arena(t, std::move(cpus)) {}
+  Impl(int t, size_t g, std::vector<int> cpus, const HostKernel& k)
+      : grain(g), kernel(k), arena(t, std::move(cpus)) {}
 };
 
-HostDriver::HostDriver(int threads, size_t grain_elements, std::vector<int> cpus) {
+HostDriver::HostDriver(int threads, size_t grain_elements, std::vector<int> cpus,
+                       const HostKernelOptions& options) {
   if (threads < 0)
     throw Error(ErrorKind::kInvalidArgument,
                 "HostDriver: threads must be >= 0, got " + std::to_string(threads));
   size_t grain = (grain_elements + kQuantGroup - 1) / kQuantGroup * kQuantGroup;
   if (grain == 0) grain = kQuantGroup;
-  impl_ = std::make_unique<Impl>(threads, grain, std::move(cpus));
+  impl_ = std::make_unique<Impl>(threads, grain, std::move(cpus), ResolveHostKernel(options));
 }
 
 HostDriver::~HostDriver() = default;
@@ -55,6 +58,14 @@ HostDriver::~HostDriver() = default;
 int HostDriver::threads() const { return impl_->arena.concurrency(); }
 size_t HostDriver::grain_elements() const { return impl_->grain; }
 const std::vector<int>& HostDriver::cpus() const { return impl_->arena.cpus(); }
+
+void HostDriver::set_options(const HostKernelOptions& options) {
+  const HostKernel kernel = ResolveHostKernel(options);  // throws before anything changes
+  std::lock_guard<std::mutex> lock(impl_->run_mutex);
+  impl_->kernel = kernel;
+}
+
+const HostKernelOptions& HostDriver::options() const { return impl_->kernel.options; }
 
 void HostDriver::Execute(const std::function<void()>& fn) { impl_->arena.Execute(fn); }
 
@@ -84,7 +95,7 @@ void HostDriver::Run(const HostWork* items, size_t count) {
   }
   if (pieces.empty()) return;
 
-  const SpanKernel kernel = ActiveKernel();
+  const HostKernel& kernel = impl_->kernel;
   impl_->arena.Execute([&] {
     tbb::parallel_for(
         tbb::blocked_range<size_t>(0, pieces.size(), 1),
@@ -94,7 +105,7 @@ void HostDriver::Run(const HostWork* items, size_t count) {
           for (size_t k = r.begin(); k != r.end(); ++k) {
             const Piece& pc = pieces[k];
             const HostWork& w = items[pc.item];
-            kernel(*w.scalars, SubSpan(w.span, pc.offset, pc.count));
+            kernel.run(*w.scalars, SubSpan(w.span, pc.offset, pc.count), kernel.tuning);
           }
         },
         tbb::simple_partitioner());

@@ -5,8 +5,10 @@
 // whatever the ISA, the thread count, the grain and the caller's FP mode
 // (docs/host_kernels.md, "Bit identity").
 //
-// Thread safety: the ISA functions are thread-safe (ForceIsa while another thread steps
-// changes only which kernel later calls pick). StepSpanHost may run concurrently on
+// Tuning (the ISA, prefetch, streaming stores, pairing, VBMI) is a HostKernelOptions value
+// (cpu_simd/host_kernel_options.h) handed to each entry point: no process-wide state.
+//
+// Thread safety: the free functions are thread-safe. StepSpanHost may run concurrently on
 // disjoint spans. A HostDriver runs one Run() at a time (see the class).
 #pragma once
 
@@ -15,39 +17,17 @@
 #include <memory>
 #include <vector>
 
+#include "cpu_simd/host_kernel_options.h"
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
 
 namespace tandem::cpu {
 
-// Instruction sets the host kernels are built for, lowest first.
-//   kSse:    SSE4.2 (x86-64-v2), 4 floats per vector; f16 through scalar integer code.
-//   kAvx2:   AVX2 + F16C, 8 floats per vector.
-//   kAvx512: AVX-512 F/CD/BW/DQ/VL, 16 floats per vector (two per quantization group).
-enum class Isa { kSse, kAvx2, kAvx512 };
-
-// "sse", "avx2", "avx512" (the values TANDEM_ISA accepts).
-const char* IsaName(Isa isa);
-
-// Whether this CPU (and OS) can run the kernels built for `isa`.
-bool IsaSupported(Isa isa);
-
-// The ISA used when nothing is forced: the best this CPU supports, or the one named by the
-// environment variable TANDEM_ISA (read once, at the first call of BestIsa/ActiveIsa).
-// Throws Error(kInvalidArgument) if TANDEM_ISA holds an unknown name and
-// Error(kUnsupported) if it names an ISA this CPU lacks (and on every later call).
-Isa BestIsa();
-
-// The ISA that StepSpanHost and HostDriver use now.
-Isa ActiveIsa();
-
-// Makes `isa` the active ISA for all later steps of the process. Throws
-// Error(kUnsupported) if this CPU lacks it (the active ISA is then unchanged).
-void ForceIsa(Isa isa);
-
-// Steps one span on the calling thread with the active ISA, holding an FpModeGuard.
-// Validates like ReferenceStep (Error(kInvalidArgument), nothing written on a throw).
-void StepSpanHost(const StepScalars& s, const StepSpan& span);
+// Steps one span on the calling thread with the kernels `options` choose, holding an
+// FpModeGuard. Validates like ReferenceStep (Error(kInvalidArgument), nothing written on a
+// throw) and `options` like Resolve (host_kernel_options.h), before writing anything.
+void StepSpanHost(const StepScalars& s, const StepSpan& span,
+                  const HostKernelOptions& options = {});
 
 // One unit of work for HostDriver. `scalars` must stay valid until Run returns.
 struct HostWork {
@@ -59,6 +39,8 @@ struct HostWork {
 // of the process' affinity when `cpus` is empty) whose threads run only on `cpus` (empty:
 // anywhere the process may run; cpu_simd/cpu_pinning.h). Error(kInvalidArgument) naming
 // the id for a CPU the process may not use, a duplicate or a negative id.
+// Its kernels are those `options` choose (Resolve, host_kernel_options.h; the errors of
+// Resolve are thrown by the constructor and set_options).
 // Run() cuts every item into pieces of about `grain_elements` elements (rounded up to a
 // multiple of kQuantGroup, at least one group), aligned to quantization groups, and steps
 // them in parallel in the arena; pieces of one item never overlap, so the bytes written do
@@ -70,8 +52,8 @@ struct HostWork {
 // are serialised by an internal mutex). Distinct drivers are independent.
 class HostDriver {
  public:
-  explicit HostDriver(int threads = 0, size_t grain_elements = 1 << 16,
-                      std::vector<int> cpus = {});
+  explicit HostDriver(int threads = 0, size_t grain_elements = kHostGrainElements,
+                      std::vector<int> cpus = {}, const HostKernelOptions& options = {});
   ~HostDriver();
   HostDriver(const HostDriver&) = delete;
   HostDriver& operator=(const HostDriver&) = delete;
@@ -85,6 +67,13 @@ class HostDriver {
   // Runs fn in the driver's arena (its threads, pinned like Run's): the optimizer's other
   // host loops (gradient norm, state initialisation) use it. Exceptions propagate.
   void Execute(const std::function<void()>& fn);
+
+  // Replaces the kernel options for later Runs (waits for a Run in progress). On a throw
+  // (see Resolve) the previous options stay.
+  void set_options(const HostKernelOptions& options);
+  // The options in force, resolved (Resolve): `isa` is always set. Not concurrently with
+  // set_options.
+  const HostKernelOptions& options() const;
 
   int threads() const;
   size_t grain_elements() const;

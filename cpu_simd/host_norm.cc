@@ -7,17 +7,11 @@
 #include <string>
 
 #include "cpu_simd/cpu_pinning.h"
+#include "cpu_simd/host_kernel_options.h"
 #include "engine/fp_bits.h"
 #include "tandem/error.h"
 
 namespace tandem::cpu {
-namespace {
-
-// Pieces handed to one task (about 1 << 16 elements of long runs).
-constexpr uint64_t kTaskElements = uint64_t{1} << 16;
-
-}  // namespace
-
 
 namespace {
 
@@ -61,7 +55,7 @@ double PieceSquares(const void* ptr, DType dtype, uint64_t n) {
 }
 
 NormResult HostGradNorm(const std::vector<HostGrad>& grads) {
-  // Tasks: runs of consecutive pieces of one tensor.
+  // Tasks: runs of consecutive pieces of one tensor, about kHostGrainElements elements each.
   struct Task {
     size_t tensor;
     uint64_t first, count;  // pieces
@@ -73,7 +67,7 @@ NormResult HostGradNorm(const std::vector<HostGrad>& grads) {
     const uint64_t run = g.run == 0 ? g.n : g.run;
     const uint64_t pieces = g.n / run * PiecesPerRun(run);
     const uint64_t per_task =
-        std::max<uint64_t>(1, kTaskElements / std::min<uint64_t>(run, exact::kNormPiece));
+        std::max<uint64_t>(1, kHostGrainElements / std::min<uint64_t>(run, exact::kNormPiece));
     for (uint64_t p = 0; p < pieces; p += per_task)
       tasks.push_back({t, p, std::min(per_task, pieces - p)});
   }

@@ -1,6 +1,7 @@
 // The host step kernel instantiated for avx512 (this file alone is compiled with its flags).
 #define TANDEM_ISA_NS avx512
 #include "cpu_simd/kernel_dispatch.h"
+#include "cpu_simd/kernel_test_hooks.h"
 #include "cpu_simd/ops_avx512.h"
 #include "cpu_simd/span_kernels.h"
 #include "engine/fp_mode.h"
@@ -9,12 +10,12 @@
 
 namespace tandem::cpu {
 
-void StepSpanAvx512(const StepScalars& s, const StepSpan& span) {
+void StepSpanAvx512(const StepScalars& s, const StepSpan& span, const SpanTuning& t) {
   // Note [VBMI momentum decode]: spans with a q8 momentum take the VBMI kernels where the
-  // CPU has VBMI (and VbmiDecode() is on); the same bits either way.
-  if (s.has_momentum != 0 && span.formats.momentum == MomentFormat::kQ8 && VbmiDecode())
-    return StepSpanAvx512Vbmi(s, span);
-  avx512::StepSpanWith<avx512::Ops>(s, span);
+  // CPU has VBMI and the options ask for them (t.vbmi_decode); the same bits either way.
+  if (s.has_momentum != 0 && span.formats.momentum == MomentFormat::kQ8 && t.vbmi_decode)
+    return StepSpanAvx512Vbmi(s, span, t);
+  avx512::StepSpanWith<avx512::Ops>(s, span, t);
 }
 
 void CodeValuesAvx512(float* mom, float* var) {

@@ -3,6 +3,7 @@
 // with -mavx512vbmi, and StepSpanAvx512 calls it only where the CPU has VBMI.
 #define TANDEM_ISA_NS avx512vbmi
 #include "cpu_simd/kernel_dispatch.h"
+#include "cpu_simd/kernel_test_hooks.h"
 #include "cpu_simd/ops_avx512vbmi.h"
 #include "cpu_simd/span_kernels.h"
 #include "engine/fp_mode.h"
@@ -11,8 +12,8 @@
 
 namespace tandem::cpu {
 
-void StepSpanAvx512Vbmi(const StepScalars& s, const StepSpan& span) {
-  avx512vbmi::StepSpanWith<avx512vbmi::OpsVbmi>(s, span);
+void StepSpanAvx512Vbmi(const StepScalars& s, const StepSpan& span, const SpanTuning& t) {
+  avx512vbmi::StepSpanWith<avx512vbmi::OpsVbmi>(s, span, t);
 }
 
 void GroupCodeValuesAvx512Vbmi(float* mom) {

@@ -1,14 +1,15 @@
 // The host step kernel instantiated for sse (this file alone is compiled with its flags).
 #define TANDEM_ISA_NS sse
 #include "cpu_simd/kernel_dispatch.h"
+#include "cpu_simd/kernel_test_hooks.h"
 #include "cpu_simd/ops_sse.h"
 #include "cpu_simd/span_kernels.h"
 #include "engine/fp_mode.h"
 
 namespace tandem::cpu {
 
-void StepSpanSse(const StepScalars& s, const StepSpan& span) {
-  sse::StepSpanWith<sse::Ops>(s, span);
+void StepSpanSse(const StepScalars& s, const StepSpan& span, const SpanTuning& t) {
+  sse::StepSpanWith<sse::Ops>(s, span, t);
 }
 
 void CodeValuesSse(float* mom, float* var) {

@@ -1,4 +1,4 @@
-// The AVX2 + F16C loader/storer layer under the generic kernel (step_kernel.h); 8 lanes.
+// The AVX2 + F16C loader/storer layer under the generic kernel (kernel_args.h lists its layers); 8 lanes.
 // Include only from kernel_avx2.cc.
 #pragma once
 

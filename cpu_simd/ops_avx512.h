@@ -1,5 +1,5 @@
 // The AVX-512 (F/CD/BW/DQ/VL) loader/storer layer under the generic kernel
-// (step_kernel.h): widening loads, narrowing stores, fp16 conversion and
+// (kernel_args.h lists its layers): widening loads, narrowing stores, fp16 conversion and
 // round-to-int, one register of 16 lanes at a time. Include only from kernel_avx512.cc and
 // (through ops_avx512vbmi.h) kernel_avx512vbmi.cc: each defines TANDEM_ISA_NS, so the two
 // files, built with different flags, share no inline function.
@@ -42,14 +42,14 @@ struct Ops {
   using IMask = xsimd::batch_bool<int32_t, Arch>;
   static constexpr int kWidth = 16;
   static constexpr bool kHasF16c = true;
-  // Note [Static dtypes] (step_kernel.h): instantiate the common gradient/parameter
+  // Note [Static dtypes] (kernel_args.h): instantiate the common gradient/parameter
   // dtypes as template arguments.
   // Off only in the sanitizer build (cpu_simd/CMakeLists.txt).
   static constexpr bool kStaticIo = TANDEM_HOST_STATIC_IO != 0;
   // Note [Scales in vector registers] below: the group code uses GroupScale1/2,
   // MomentumCode and VarianceCode instead of the scalar scale path.
   static constexpr bool kVectorScales = true;
-  // Note [Two groups per iteration] (step_kernel.h): GroupScalesPair / GroupScales4.
+  // Note [Two groups per iteration] (pairing.h): GroupScalesPair / GroupScales4.
   static constexpr bool kPairedTails = true;
 
   __attribute__((always_inline)) static I LoadU16(const void* p) {

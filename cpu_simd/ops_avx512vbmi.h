@@ -1,8 +1,8 @@
 // The AVX-512 Ops (ops_avx512.h) plus an AVX512-VBMI momentum decode: the codes of one
 // or two whole groups are turned into their code values by byte-table lookups. Include
 // only from kernel_avx512vbmi.cc, the one file built with -mavx512vbmi; it runs only where
-// the CPU has VBMI (VbmiDecode(), tuning.h), and every other span or CPU takes the plain
-// AVX-512 kernels of kernel_avx512.cc (the same bits).
+// the CPU has VBMI and HostKernelOptions::vbmi_decode is on, and every other span or CPU
+// takes the plain AVX-512 kernels of kernel_avx512.cc (the same bits).
 #pragma once
 
 #include <immintrin.h>
@@ -107,7 +107,7 @@ inline constexpr std::array<uint8_t, 64> kEccBytes = [] {
 }();
 
 struct OpsVbmi : Ops {
-  // step_kernel.h: decode the momentum codes of a group (or two) before its registers.
+  // group_io.h: decode the momentum codes of a group (or two) before its registers.
   static constexpr bool kGroupMomentumDecode = true;
 
   // The four byte planes of the magnitudes of the permuted codes in x (low 7 bits each),

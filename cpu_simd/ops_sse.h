@@ -1,4 +1,4 @@
-// The SSE4.2 loader/storer layer under the generic kernel (step_kernel.h); 4 lanes.
+// The SSE4.2 loader/storer layer under the generic kernel (kernel_args.h lists its layers); 4 lanes.
 // fp16 goes through the scalar reference conversions (no F16C at this level).
 // Include only from kernel_sse.cc.
 #pragma once

@@ -4,6 +4,8 @@
 // (kernel_sse.cc, kernel_avx2.cc, kernel_avx512.cc). Contract of every SpanKernel: the
 // span is already validated (ValidateStepSpan) and the calling thread already runs with
 // round-to-nearest and no FTZ/DAZ (an FpModeGuard is held); it throws nothing.
+// Its tuning comes in as a SpanTuning, resolved from the caller's HostKernelOptions once
+// (ResolveHostKernel), so the kernels read no global state.
 #pragma once
 
 #include <cstddef>
@@ -15,15 +17,23 @@
 
 namespace tandem::cpu {
 
-using SpanKernel = void (*)(const StepScalars& s, const StepSpan& span);
+// HostKernelOptions as the span loop reads them (Resolve, host_kernel_options.h).
+struct SpanTuning {
+  int prefetch_groups;  // 0, 8, 16, 32 or 64
+  bool nt_param;
+  PairedGroups paired;
+  bool vbmi_decode;  // the CPU has VBMI and the options ask for it
+};
 
-void StepSpanSse(const StepScalars& s, const StepSpan& span);
-void StepSpanAvx2(const StepScalars& s, const StepSpan& span);
-void StepSpanAvx512(const StepScalars& s, const StepSpan& span);
+using SpanKernel = void (*)(const StepScalars& s, const StepSpan& span, const SpanTuning& t);
+
+void StepSpanSse(const StepScalars& s, const StepSpan& span, const SpanTuning& t);
+void StepSpanAvx2(const StepScalars& s, const StepSpan& span, const SpanTuning& t);
+void StepSpanAvx512(const StepScalars& s, const StepSpan& span, const SpanTuning& t);
 // The AVX-512 kernels with the VBMI momentum decode (kernel_avx512vbmi.cc): the CPU must
 // have AVX512-VBMI, and the span a q8 momentum (s.has_momentum != 0); other spans are left
-// untouched. StepSpanAvx512 sends such spans here when VbmiDecode() (tuning.h) is on.
-void StepSpanAvx512Vbmi(const StepScalars& s, const StepSpan& span);
+// untouched. StepSpanAvx512 sends such spans here when t.vbmi_decode is set.
+void StepSpanAvx512Vbmi(const StepScalars& s, const StepSpan& span, const SpanTuning& t);
 
 // Test hooks (tests/cpu_simd/codec_test.cc), one set per ISA, each holding an
 // FpModeGuard. CodeValues: mom[c + 128] = momentum code value of int8 code c (c = -127..127;
@@ -51,8 +61,14 @@ void GroupCodeValuesAvx512Vbmi(float* mom);
 uint64_t GroupIoMismatchesAvx512Vbmi(const uint16_t* bf16, const int8_t* ecc, const float* w,
                                      size_t n);
 
-// The kernel of the active ISA (ActiveIsa()).
-SpanKernel ActiveKernel();
+// The kernel and tuning that `options` choose (resolved as Resolve documents, and
+// throwing as it does), and the options so resolved.
+struct HostKernel {
+  SpanKernel run;
+  SpanTuning tuning;
+  HostKernelOptions options;  // Resolve(options)
+};
+HostKernel ResolveHostKernel(const HostKernelOptions& options);
 
 // Scalar fp16 conversions of whole arrays with the reference's exact semantics
 // (num::F16ToF32 / num::F32ToF16), compiled without ISA flags; used by ISAs without F16C.

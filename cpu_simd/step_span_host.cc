@@ -1,15 +1,15 @@
-// StepSpanHost: validate, set the FP mode, run the active ISA's kernel.
+// StepSpanHost: validate, resolve the options, set the FP mode, run the chosen kernel.
 #include "cpu_simd/host_kernels.h"
 #include "cpu_simd/span_kernels.h"
 #include "engine/fp_mode.h"
 
 namespace tandem::cpu {
 
-void StepSpanHost(const StepScalars& s, const StepSpan& span) {
+void StepSpanHost(const StepScalars& s, const StepSpan& span, const HostKernelOptions& options) {
   ValidateStepSpan(s, span, "host step");
-  const SpanKernel kernel = ActiveKernel();
+  const HostKernel kernel = ResolveHostKernel(options);
   FpModeGuard fp_mode;
-  kernel(s, span);
+  kernel.run(s, span, kernel.tuning);
 }
 
 }  // namespace tandem::cpu

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "engine/fp_bits.h"
 #include "engine/grain.h"
 #include "engine/master_codec.h"
+#include "engine/q8_codec.h"
 #include "engine/shape.h"
 #include "engine/snapshot_check.h"
 #include "tandem/error.h"
@@ -184,6 +186,39 @@ void ValidateTensorState(const OptimizerSnapshot& s, const TensorSnapshot& t) {
 void ValidateSnapshot(const OptimizerSnapshot& s) {
   ValidateSnapshotLayout(s);
   for (const TensorSnapshot& t : s.tensors) ValidateTensorState(s, t);
+}
+
+void ValidateRestorableLayout(const OptimizerSnapshot& s) {
+  if (s.step > kMaxRestoreStep)
+    throw Error(ErrorKind::kInvalidArgument,
+                "snapshot step " + std::to_string(s.step) +
+                    " is above 2^52, the largest a run may resume at (2^53 is the largest "
+                    "a checkpoint can hold)");
+}
+
+void ValidateRestorableTensor(const OptimizerSnapshot& s, const TensorSnapshot& t) {
+  if (!HasVariance(s.algo) || t.formats.variance != MomentFormat::kQ8) return;
+  const std::vector<uint8_t>& codes = t.v_codes;
+  const std::vector<uint16_t>& scales = t.v_scales;
+  const size_t i = FirstBad(codes.size(), [&](size_t k) {
+    const float u = num::DecodeSqrtVariance(codes[k], num::Bf16ToF32(scales[k / kQuantGroup]));
+    return F32NonFinite(num::BitsOf(u * u));
+  });
+  if (i == kNone) return;
+  const size_t g = i / kQuantGroup;
+  const float u = num::DecodeSqrtVariance(codes[i], num::Bf16ToF32(scales[g]));
+  char text[160];
+  std::snprintf(text, sizeof text,
+                " = %.9g with %s = %u decodes to sqrt(v) = %.9g, whose square (the "
+                "variance the step uses) is infinite",
+                num::Bf16ToF32(scales[g]), At("v_codes", i).c_str(), unsigned{codes[i]}, u);
+  Bad(t, At("v_scales", g) + text + ": the state cannot survive one step");
+}
+
+void ValidateRestorable(const OptimizerSnapshot& s) {
+  ValidateSnapshot(s);
+  ValidateRestorableLayout(s);
+  for (const TensorSnapshot& t : s.tensors) ValidateRestorableTensor(s, t);
 }
 
 }  // namespace tandem

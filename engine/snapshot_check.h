@@ -1,6 +1,8 @@
 // The two halves of ValidateSnapshot, for readers that hold one tensor's arrays at a time
 // (the checkpoint verifier). ValidateSnapshot(s) is exactly ValidateSnapshotLayout(s)
-// followed by ValidateTensorState(s, t) for every tensor t in order. Thread-safe (pure).
+// followed by ValidateTensorState(s, t) for every tensor t in order; likewise
+// ValidateRestorable(s) is ValidateRestorableLayout(s) then ValidateRestorableTensor(s, t)
+// for every t. Thread-safe (pure).
 #pragma once
 
 #include "tandem/snapshot.h"
@@ -23,5 +25,21 @@ void ValidateTensorState(const OptimizerSnapshot& s, const TensorSnapshot& t);
 // The largest global step a snapshot may hold: 2^53, so that it is exact in a double
 // (Python and JSON readers).
 inline constexpr int64_t kMaxSnapshotStep = int64_t{1} << 53;
+
+// The largest global step a run may be restored at: 2^52, which leaves 2^52 more steps
+// (far more than any run takes) before the state can no longer be saved.
+inline constexpr int64_t kMaxRestoreStep = int64_t{1} << 52;
+static_assert(kMaxRestoreStep <= kMaxSnapshotStep / 2, "a restored run must be able to go on");
+
+// The global step at most kMaxRestoreStep. Throws Error(kInvalidArgument).
+void ValidateRestorableLayout(const OptimizerSnapshot& s);
+
+// Every value of t decodes to a finite fp32, as the step decodes it: a q8 variance
+// decodes to u = (code / 255) * scale and the step squares it, so a large scale with a
+// large code (e.g. the largest finite bf16 with code 255) gives an infinite variance
+// (ConvertSnapshot to fp32 refuses the same state; LoadCheckpoint applies this check,
+// HybridOptimizer::Restore all of ValidateRestorable). Requires ValidateTensorState(s, t) to
+// have passed. Throws Error(kInvalidArgument) naming the tensor, the arrays and elements.
+void ValidateRestorableTensor(const OptimizerSnapshot& s, const TensorSnapshot& t);
 
 }  // namespace tandem

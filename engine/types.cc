@@ -124,8 +124,8 @@ void ValidateHyperParams(Algorithm algo, const HyperParams& h, std::string_view 
         fail("momentum", h.momentum, "in [0, 1]");
       if (!finite(h.dampening) || h.dampening < 0 || h.dampening > 1)
         fail("dampening", h.dampening, "in [0, 1]");
-      if (h.nesterov && (h.momentum <= 0 || h.dampening != 0))
-        fail("dampening", h.dampening, "0 with momentum > 0 when nesterov is set");
+      if (h.nesterov && h.momentum <= 0) fail("momentum", h.momentum, "> 0 when nesterov is set");
+      if (h.nesterov && h.dampening != 0) fail("dampening", h.dampening, "0 when nesterov is set");
       break;
     default:
       throw Error(ErrorKind::kInvalidArgument,

@@ -278,11 +278,17 @@ PlanResult MakePlan(const PlanInputs& in) {
 
   for (int i = 0; i <= kSweepSteps; ++i)
     plan.sweep.push_back(EvaluateFraction(in, static_cast<double>(i) / kSweepSteps));
-  // The GPU side without the streaming slots: they appear with the first streamed element.
+  // Both sides without their staging buffers, which follow the compute split rather than
+  // the fraction: the GPU's stream slots appear with the first streamed element, the
+  // host's pinned pipeline slots with the first element computed on the host, and auto
+  // may stream at one fraction and compute on the host at the next (Note [Auto streams
+  // only where the slots fit]), so the totals may step back by a staging buffer while
+  // the state itself moves one way.
   auto gpu_state = [](const FractionPoint& p) { return p.gpu.total() - p.gpu.staging; };
+  auto host_state = [](const FractionPoint& p) { return p.host.total() - p.host.staging; };
   for (size_t i = 1; i < plan.sweep.size(); ++i) {
     if (gpu_state(plan.sweep[i]) > gpu_state(plan.sweep[i - 1]) ||
-        plan.sweep[i].host_node_bytes < plan.sweep[i - 1].host_node_bytes)
+        host_state(plan.sweep[i]) < host_state(plan.sweep[i - 1]))
       plan.monotone = false;
   }
 

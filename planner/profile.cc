@@ -3,12 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/atomic_file.h"
 #include "planner/read_file.h"
+#include "tandem/checkpoint.h"
 #include "tandem/error.h"
 #include "tandem/planner.h"
 
@@ -197,16 +198,8 @@ std::string ProfileToJson(const Profile& p) {
 
 void WriteProfile(const Profile& p, const std::string& path) {
   const std::string text = ProfileToJson(p);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(ErrorKind::kIO, tmp + ": cannot create profile");
-    out << text;
-    out.flush();
-    if (!out) throw Error(ErrorKind::kIO, tmp + ": write failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error(ErrorKind::kIO, path + ": cannot rename " + tmp + " into place");
+  ckpt::WriteFileAtomically(Env::Default(), path, /*sync=*/true,
+                            [&](WritableFile* file) { file->Append(text.data(), text.size()); });
 }
 
 Profile::Overhead FitStepOverhead(uint64_t few, double few_ms, uint64_t many, double many_ms) {

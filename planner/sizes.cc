@@ -20,7 +20,10 @@ void Split(std::string_view text, const char* what, double* value, std::string* 
   }
   if (used == 0 || !std::isfinite(*value) || *value < 0)
     throw Error(ErrorKind::kInvalidArgument,
-                std::string(what) + " '" + s + "': expected a non-negative number with a unit");
+                std::string(what) + " '" + s + "': expected a non-negative number " +
+                    (std::string(what) == "count"
+                         ? "with an optional suffix K, M, B or T (e.g. 8e9, 8030261248, 7.5B)"
+                         : "with a unit (e.g. 80GiB, 141GB)"));
   unit->clear();
   for (size_t i = used; i < s.size(); ++i)
     if (!std::isspace(static_cast<unsigned char>(s[i])))
@@ -73,6 +76,11 @@ uint64_t ParseCount(std::string_view text) {
   if (scale == 0)
     throw Error(ErrorKind::kInvalidArgument,
                 "count '" + std::string(text) + "': unknown suffix '" + unit + "' (K, M, B, T)");
+  // Without a suffix the number is the count itself (8030261248, 8.03e9) and must be whole;
+  // with one it is a rounded figure (7.5B) and is rounded to the nearest parameter.
+  if (unit.empty() && v != std::floor(v))
+    throw Error(ErrorKind::kInvalidArgument,
+                "count '" + std::string(text) + "' is not a whole number of parameters");
   return Checked(v * scale, text, "count");
 }
 

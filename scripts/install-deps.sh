@@ -19,9 +19,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# What this script knows about CUDA, said once; whether the build has GPU support is
+# CMake's to say (its "-- Tandem: GPU support ..." line), since only its test compile knows
+# whether the compiler found works.
 mode=$(echo "${TANDEM_CUDA:-AUTO}" | tr '[:lower:]' '[:upper:]')
-if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
-  gpu="GPU support ON (CUDA compiler found)"
+nvcc=${CUDACXX:-$(command -v nvcc 2>/dev/null || true)}
+[ -n "$nvcc" ] || [ ! -x /usr/local/cuda/bin/nvcc ] || nvcc=/usr/local/cuda/bin/nvcc
+if [ "$mode" = OFF ]; then
+  cuda="CUDA not used (TANDEM_CUDA=OFF)"
+elif [ -n "$nvcc" ]; then
+  cuda="CUDA compiler $nvcc found (CMake's configure step says whether it builds GPU support)"
 elif [ "$mode" = ON ]; then
   echo "install-deps: TANDEM_CUDA=ON and no nvcc found; trying Debian's" \
        "nvidia-cuda-toolkit (non-free)" >&2
@@ -30,10 +37,10 @@ elif [ "$mode" = ON ]; then
          "component or install NVIDIA's CUDA Toolkit (12.x+) in /usr/local/cuda" >&2
     exit 1
   }
-  gpu="GPU support ON (Debian's nvidia-cuda-toolkit)"
+  cuda="CUDA compiler installed (Debian's nvidia-cuda-toolkit)"
 else
-  gpu="GPU support will be OFF: no CUDA compiler (nvcc) found; install NVIDIA's CUDA"
-  gpu+=" Toolkit in /usr/local/cuda, or run TANDEM_CUDA=ON $0 for Debian's"
-  gpu+=" nvidia-cuda-toolkit (non-free)"
+  cuda="no CUDA compiler (nvcc) found, so the build will be host mode only; for GPU support"
+  cuda+=" install NVIDIA's CUDA Toolkit in /usr/local/cuda, or run TANDEM_CUDA=ON $0 for"
+  cuda+=" Debian's nvidia-cuda-toolkit (non-free)"
 fi
-echo "install-deps: all dependencies present; $gpu"
+echo "install-deps: all dependencies present; $cuda"

@@ -49,7 +49,17 @@ TEST(Validation, NonFiniteAndOutOfRangeHyperParameters) {
   h = {};
   h.nesterov = true;
   ExpectError([&] { ComputeStepScalars(Algorithm::kSGD, h, 1e-3, 1, 1); },
-              ErrorKind::kInvalidArgument, {"nesterov"});
+              ErrorKind::kInvalidArgument, {"momentum = 0.000000", "> 0 when nesterov is set"});
+  try {  // the momentum is at fault, not the (default, zero) dampening
+    ComputeStepScalars(Algorithm::kSGD, h, 1e-3, 1, 1);
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("dampening"), std::string::npos) << e.what();
+  }
+  // Nesterov with momentum but with dampening blames the dampening.
+  h.momentum = 0.9;
+  h.dampening = 0.1;
+  ExpectError([&] { ComputeStepScalars(Algorithm::kSGD, h, 1e-3, 1, 1); },
+              ErrorKind::kInvalidArgument, {"dampening = 0.100000", "0 when nesterov is set"});
   h = {};
   h.lr_scale = inf;
   ExpectError([&] { ComputeStepScalars(Algorithm::kSGD, h, 1e-3, 1, 1); },

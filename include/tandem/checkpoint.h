@@ -113,11 +113,12 @@ void SaveCheckpoint(const OptimizerSnapshot& snapshot, const std::string& path,
 
 // Reads and fully verifies `path` (magic, version, header/footer/manifest CRC, every
 // section's bounds, CRC and decompressed size, zero padding, and ValidateSnapshot: steps,
-// shapes, duplicate names, array sizes and values) before returning; never returns
-// partial data. Reads every format version from ckpt::kOldestReadableVersion on: a
+// shapes, duplicate names, array sizes and values, every value decoding to a finite fp32
+// as a step decodes it; HybridOptimizer::Restore also bounds the step, ValidateRestorable)
+// before returning; never returns partial data. Reads every format version from ckpt::kOldestReadableVersion on: a
 // version 1 file has no per-tensor steps, shapes or metadata, so each tensor's step is
 // the file's step and shape and metadata are empty. Throws Error(kCorruption) (a
-// ValidateSnapshot failure reads "inconsistent state: ...") or Error(kIO).
+// failure of those state checks reads "inconsistent state: ...") or Error(kIO).
 OptimizerSnapshot LoadCheckpoint(const std::string& path, Env* env = nullptr);
 
 // One data section as listed by the manifest.

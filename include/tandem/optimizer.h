@@ -202,8 +202,9 @@ class HybridOptimizer {
 
   // The whole state, placement-independent (for checkpoints: tandem/checkpoint.h).
   OptimizerSnapshot Snapshot() const;
-  // Replaces the state with `s` after checking that it matches this optimizer's tensors,
-  // formats and algorithm (Error(kInvalidArgument) naming the mismatch; nothing changed).
+  // Replaces the state with `s` after checking it (ValidateRestorable: a state a run can
+  // go on from) and that it matches this optimizer's tensors, formats and algorithm
+  // (Error(kInvalidArgument) naming the problem; nothing changed).
   // Formats are compared tensor by tensor (TensorSnapshot::formats against the tensor's
   // effective formats; the message names the tensor and both); s.formats, the configured
   // default, need not match.

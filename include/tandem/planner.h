@@ -230,8 +230,9 @@ Profile DefaultProfile();
 // missing or bad field, or a wrong schema; Error(kIO) if the file cannot be read.
 Profile ParseProfile(std::string_view json, std::string_view where);
 Profile ReadProfile(const std::string& path);
-// Serialises (2-space indented JSON) / writes a profile; Error(kIO) if the file cannot be
-// written.
+// Serialises (2-space indented JSON) / writes a profile, atomically and durably (path.tmp,
+// fsync, rename, as SaveCheckpoint); Error(kIO) if the file cannot be written, `path`
+// then untouched.
 std::string ProfileToJson(const Profile& p);
 void WriteProfile(const Profile& p, const std::string& path);
 
@@ -261,7 +262,9 @@ MachineRates MachineRatesFor(const Profile& profile, Algorithm algo, const State
 // required: a bare number ("80") throws, suggesting "80GiB" and "80GB".
 // Throws Error(kInvalidArgument) naming the text.
 uint64_t ParseBytes(std::string_view text);
-// "8e9", "8B", "7.5B", "125M", "1T", "1000" -> a count (K, M, B/G, T suffixes).
+// "8e9", "8.03e9", "8B", "7.5B", "125M", "1T", "1000" -> a count (K, M, B/G, T suffixes).
+// Without a suffix the number must be whole ("8.5" throws); with one it is rounded to the
+// nearest integer. Throws Error(kInvalidArgument) naming the text.
 uint64_t ParseCount(std::string_view text);
 double ToGiB(uint64_t bytes);
 

@@ -70,4 +70,11 @@ struct OptimizerSnapshot {
 // scale), naming the tensor, the array and the element.
 void ValidateSnapshot(const OptimizerSnapshot& s);
 
+// ValidateSnapshot, and what a run must be able to go on from: the step at most 2^52
+// (2^52 more steps before it could no longer be saved) and every value decodes to a finite
+// fp32 as the step decodes it (a q8 variance whose scale and code square to infinity
+// cannot survive one step). HybridOptimizer::Restore and LoadCheckpoint apply it. Throws
+// Error(kInvalidArgument) naming the tensor, the array and the element.
+void ValidateRestorable(const OptimizerSnapshot& s);
+
 }  // namespace tandem

@@ -120,7 +120,7 @@ void HybridOptimizer::Impl::WriteParamsFromMasters(size_t t, const TensorSnapsho
 
 void HybridOptimizer::Impl::Restore(const OptimizerSnapshot& snap) {
   RequireNoBegunStep("Restore");
-  ValidateSnapshot(snap);
+  ValidateRestorable(snap);
   auto fail = [](const std::string& m) {
     throw Error(ErrorKind::kInvalidArgument, "restore: " + m);
   };

@@ -10,5 +10,12 @@ from tandem._C import __version__, cuda_device_available  # noqa: F401
 from tandem._calibrate import calibrate_binding, measure_binding_overhead  # noqa: F401
 from tandem._planner import Plan, machine_rates, plan  # noqa: F401
 
-__all__ = ["cuda_device_available", "plan", "Plan", "machine_rates", "calibrate_binding",
-           "measure_binding_overhead", "__version__"]
+
+class CheckpointCorruptError(ValueError):
+    """A checkpoint's stored bytes or records do not check out, or its save did not
+    finish. Raised by :mod:`tandem.dcp`, naming the file and, where one is at fault, the
+    item, its byte range and both CRCs."""
+
+
+__all__ = ["CheckpointCorruptError", "cuda_device_available", "plan", "Plan",
+           "machine_rates", "calibrate_binding", "measure_binding_overhead", "__version__"]

@@ -14,9 +14,12 @@ It runs tandem-plan's own code (tandem._C.plan_cli), in this process; it needs n
 unless given a module.
 """
 
+import functools
 import json
+import math
 import numbers
 import os
+import re
 import tempfile
 
 from tandem import _C
@@ -89,11 +92,76 @@ def _module_tensors(module):
     return out
 
 
+_COUNT = re.compile(r"^\s*[0-9]*\.?[0-9]+([eE][+-]?[0-9]+)?\s*[kKmMbBgGtT]?\s*$")
+
+
+@functools.lru_cache(maxsize=None)
+def _cli_help():
+    """tandem-plan's --help text (the one list of its options and presets)."""
+    _, out, _ = _C.plan_cli(["--help"])
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _cli_options():
+    """tandem-plan's long options, without the dashes: {"gpu-mem", "seq", ...}."""
+    return frozenset(re.findall(r"^\s+(?:-\w+,)?--([a-z0-9][a-z0-9-]*)", _cli_help(), re.M))
+
+
+@functools.lru_cache(maxsize=None)
+def _presets():
+    """The preset names tandem-plan's --model takes."""
+    m = re.search(r"--model\b.*?preset:\s*([^\n]*)", _cli_help())
+    return tuple(re.findall(r"[a-z0-9][a-z0-9.-]*", m.group(1))) if m else ()
+
+
+# Options set through plan()'s own arguments, and those it does not take.
+_MODEL_FLAGS = ("params", "config", "model", "params-json")
+_OWN = {"gpu-mem": "gpu_mem", "host-mem": "host_mem", "offload-compute": "offload_compute"}
+_NOT_OPTIONS = set(_MODEL_FLAGS) | set(_OWN) | {"json", "svg", "help", "version"}
+
+
+def _options():
+    """The keyword options plan() takes: tandem-plan's options with underscores."""
+    return sorted(o.replace("-", "_") for o in _cli_options() - _NOT_OPTIONS)
+
+
+def _pythonic(message):
+    """A tandem-plan message in plan()'s terms: its options by their keyword names, and no
+    word of a command line (--help) that Python does not have."""
+    message = re.sub(r"\s*Run with --help for more information\.?", "", message).strip()
+    message = re.sub(r"^tandem-plan:\s*", "", message)
+    known = _cli_options()
+
+    def name(m):
+        flag = m.group(1)
+        if flag in _MODEL_FLAGS:
+            return "model"
+        if flag in known:
+            return _OWN.get(flag, flag.replace("-", "_"))
+        return m.group(0)
+    return re.sub(r"--([a-z0-9][a-z0-9-]*)", name, message)
+
+
+def _count(model):
+    """A number of parameters given as a number: an int, or a float that is whole
+    (8.03e9); ValueError naming the value otherwise."""
+    if isinstance(model, numbers.Integral):
+        n = int(model)
+    elif isinstance(model, numbers.Real) and math.isfinite(model) and float(model).is_integer():
+        n = int(model)
+    else:
+        raise ValueError("model: a parameter count must be a whole number, got %r" % (model,))
+    if n <= 0:
+        raise ValueError("model: a parameter count must be positive, got %r" % (model,))
+    return ["--params", str(n)]
+
+
 def _model_args(model, tmp):
     if isinstance(model, bool):
         raise ValueError("model must be a module, a config, a preset name or a count")
-    if isinstance(model, numbers.Integral):
-        return ["--params", str(int(model))]
+    if isinstance(model, numbers.Real):
+        return _count(model)
     if isinstance(model, dict):
         path = os.path.join(tmp, "config.json")
         with open(path, "w") as f:
@@ -103,9 +171,17 @@ def _model_args(model, tmp):
         text = os.fspath(model)
         if os.path.exists(text):
             return ["--config", text]
-        if text.startswith("llama"):
+        if isinstance(model, str) and _COUNT.match(text):
+            return ["--params", text.strip()]  # "8B", "7.5e9"
+        if isinstance(model, str) and text in _presets():
             return ["--model", text]
-        return ["--params", text]  # "8B", "7.5e9"; tandem-plan says what is wrong
+        what = ("a preset (%s), a parameter count such as '8B' or 8.03e9, a config dict, or "
+                "an existing config.json or model directory" % ", ".join(_presets()))
+        if not isinstance(model, str) or os.sep in text or "/" in text or \
+                text.endswith(".json"):
+            raise FileNotFoundError("model %r: no such file or directory (model is %s)"
+                                    % (text, what))
+        raise ValueError("model %r is not %s" % (text, what))
     if hasattr(model, "named_parameters"):
         path = os.path.join(tmp, "%s.params.json" % type(model).__name__)
         with open(path, "w") as f:
@@ -139,9 +215,20 @@ def plan(model, *, gpu_mem, host_mem, offload_compute="auto", **options):
     m="q8", v="q8", headroom="10%", algo="adamw", speculative_early_start=True, ...``
     (True for a flag). ``offload_compute``: where the offloaded elements are computed,
     as ``OptimizerConfig::offload_compute``: "auto" (the modelled best split), "host",
-    "gpu" or a share in [0, 1]. Raises ValueError with tandem-plan's message for bad options or
-    inputs; a plan that does not fit is returned (``feasible`` False, the verdict in
-    ``text``)."""
+    "gpu" or a share in [0, 1]. ``model`` may also be a parameter count as an int, a whole
+    float (8.03e9) or a string ("8B", "7.5e9").
+
+    Raises TypeError for an option plan() does not take (naming the ones it does),
+    FileNotFoundError for a config path that does not exist, and ValueError with the
+    planner's message, in plan()'s argument names, for bad values or inputs; a plan that
+    does not fit is returned (``feasible`` False, the verdict in ``text``)."""
+    for key in options:
+        if key in ("json", "svg"):
+            raise TypeError("plan() takes no %s option: a Plan has the JSON (.data) and the "
+                            "text (str(plan)); tandem-plan --svg FILE writes the chart" % key)
+        if key.replace("_", "-") in _NOT_OPTIONS or key not in _options():
+            raise TypeError("plan() got an unexpected keyword argument %r; its options are "
+                            "%s" % (key, ", ".join(_options())))
     with tempfile.TemporaryDirectory(prefix="tandem-plan-") as tmp:
         args = _model_args(model, tmp)
         args += ["--gpu-mem", _size(gpu_mem, "gpu_mem"), "--host-mem",
@@ -151,18 +238,19 @@ def plan(model, *, gpu_mem, host_mem, offload_compute="auto", **options):
             flag = "--" + key.replace("_", "-")
             if value is None or value is False:
                 continue
-            if key in ("json", "svg"):
-                raise ValueError("%s: Plan has the JSON (.data) and the text; write an SVG "
-                                 "with tandem-plan --svg" % key)
             args += [flag] if value is True else [flag, str(value)]
         rc, text, err = _C.plan_cli(args)
         if rc not in (0, 1):
-            raise ValueError(err.strip() or text.strip() or "tandem-plan failed (%d)" % rc)
+            raise ValueError(_pythonic(err or text) or "the planner failed (status %d)" % rc)
         rc, out, err = _C.plan_cli(args + ["--json"])
         if rc not in (0, 1):
-            raise ValueError(err.strip() or "tandem-plan --json failed (%d)" % rc)
-        shown = [a if not a.startswith(tmp) else "<%s>" % os.path.basename(a) for a in args]
-        return Plan(text, json.loads(out), shown)
+            raise ValueError(_pythonic(err) or "the planner failed (status %d)" % rc)
+        # The temporary file a module or dict was written to is gone after the call: the
+        # report, the JSON and the arguments name it <Sequential.params.json>.
+        temporary = {a: "<%s>" % os.path.basename(a) for a in args if a.startswith(tmp)}
+        for path, name in temporary.items():
+            text, out = text.replace(path, name), out.replace(json.dumps(path)[1:-1], name)
+        return Plan(text, json.loads(out), [temporary.get(a, a) for a in args])
 
 
 def machine_rates(profile=None, *, algorithm="adamw", master="bf16+ecc8", m="q8", v="q8",

@@ -1,11 +1,13 @@
 """CRC32C integrity for torch.distributed.checkpoint (DCP) directories.
 
 DCP's :class:`~torch.distributed.checkpoint.FileSystemWriter` stores no content hash: a
-flipped byte in a ``.distcp`` file loads silently (or fails deep inside ``torch.load``).
+flipped byte in a ``.distcp`` file loads silently (or fails deep inside ``torch.load``),
+and one in ``.metadata`` (a pickle) can make every rank allocate gigabytes.
 :class:`CrcFileSystemWriter` records a CRC32C (Castagnoli, ISA-L through
-:func:`tandem._C.crc32c`) of the stored bytes of every item it writes, and
-:class:`CrcFileSystemReader` verifies every item a load reads before any byte reaches
-the caller's tensors. Usage::
+:func:`tandem._C.crc32c`) of ``.metadata`` and of the stored bytes of every item it
+writes, and :class:`CrcFileSystemReader` verifies ``.metadata`` before unpickling it
+(then unpickles it with a restricted unpickler and bounds what it asks for) and every
+item a load reads before any byte reaches the caller's tensors. Usage::
 
     import torch.distributed.checkpoint as dcp
     from tandem.dcp import CrcFileSystemReader, CrcFileSystemWriter
@@ -21,10 +23,12 @@ plain writer produces (the ``.metadata`` file holds plain ``_StorageInfo`` objec
 the plain :class:`~torch.distributed.checkpoint.FileSystemReader` loads it), plus one
 JSON sidecar next to the metadata file, ``.metadata.crc32c`` (``__<rank>.metadata.crc32c``
 where each rank writes its own ``__<rank>.metadata``, i.e. DCP without collectives).
-The sidecar holds the ``save_id`` of the metadata it belongs to, one record per stored
-item (file, byte offset, length, CRC32C, and the item's name for people) and a CRC32C of
-those records. It is written before ``.metadata``, so a directory whose ``.metadata``
-exists has its sidecar.
+The sidecar holds the ``save_id`` of the metadata it belongs to, the length and CRC32C
+of the metadata file, one record per stored item (file, byte offset, length, CRC32C,
+and the item's name for people) and a CRC32C of all of it. A save with collectives is
+written into a staging directory and moved under the checkpoint's name only once
+complete (``tandem._dcp_commit``); a load of an unfinished save raises
+:class:`CheckpointIncompleteError`, which says what is missing.
 
 Where the CRCs come from: each rank computes the CRCs of the items it wrote, by reading
 its own file regions back right after DCP's writer closed (and, with ``sync_files``,
@@ -35,8 +39,9 @@ bytes never exist as one buffer the writer could see, and hooking the stream wou
 this module to the order of DCP's private ``tell``/``write`` calls. Reading back also
 covers exactly the bytes that reached the file. The CRCs travel to the coordinator in
 the ``WriteResult``\\ s that DCP gathers (as ``_CrcStorageInfo``, a ``_StorageInfo`` with
-a ``crc32c`` field); the coordinator's ``finish()`` writes the sidecar and hands plain
-``_StorageInfo``\\ s to DCP's ``finish()``.
+a ``crc32c`` field); the coordinator's ``finish()`` hands plain ``_StorageInfo``\\ s to
+DCP's ``finish()``, which writes ``.metadata``, then reads it back for its CRC and
+writes the sidecar.
 
 Thread safety: a writer or reader serves one save or load at a time, as in DCP.
 """
@@ -55,12 +60,17 @@ from torch.distributed.checkpoint.filesystem import (
     SerializationFormat,
     _StorageInfo,
 )
+from torch.distributed.checkpoint.metadata import StorageMeta
 from torch.futures import Future
 
+from tandem import CheckpointCorruptError
+from tandem import _dcp_commit as _commit
 from tandem._C import crc32c
+from tandem._dcp_metadata import DataFileError, check_metadata, unpickle_metadata
 
 __all__ = [
     "CheckpointCorruptError",
+    "CheckpointIncompleteError",
     "CrcFileSystemReader",
     "CrcFileSystemWriter",
     "crc32c",
@@ -71,24 +81,19 @@ __all__ = [
 ]
 
 # The sidecar's format name and version (docs/dcp_integrity.md). Bump the version on any
-# change a version-1 reader would misread.
+# change a reader of the previous version would misread. Version 1 (no CRC of the
+# metadata file) is still read.
 SIDECAR_FORMAT = "tandem.dcp.crc32c"
-SIDECAR_VERSION = 1
+SIDECAR_VERSION = 2
 
 # Bytes read per call when computing the CRC of a file region.
 _READ_CHUNK = 8 << 20
 
 
-class CheckpointCorruptError(ValueError):
-    """A DCP checkpoint's stored bytes or CRC records do not check out.
-
-    Raised by :class:`CrcFileSystemReader` (through DCP: wrapped in DCP's
-    ``CheckpointException``; :func:`find_corrupt_error` digs it out) when an item's
-    bytes do not match their CRC32C, when a file is missing or too short, or when the
-    CRC record the reader expects is missing, unreadable, or belongs to another save.
-    The message names the file, the item (fully qualified name and chunk offsets), the
-    byte range and both CRCs where they apply.
-    """
+class CheckpointIncompleteError(CheckpointCorruptError):
+    """A DCP checkpoint whose save did not finish: no metadata file, or a staging
+    directory in its place. The message says which ranks' files or records are missing
+    and that the previous checkpoint is the one to load."""
 
 
 @dataclasses.dataclass
@@ -106,9 +111,33 @@ class _CrcStorageInfo(_StorageInfo):
         )
 
 
+class _UnreadableMetadata:
+    """Stands in for a Metadata that ``read_metadata`` could not read. DCP's load
+    swallows read_metadata's exceptions (it then tries rank-local metadata, then fails
+    with "metadata is None"), so the reader's fallback returns this object, whose first
+    use (``set_up_storage_reader``, or any attribute) raises the error on every rank."""
+
+    def __init__(self, error):
+        object.__setattr__(self, "_error", error)
+
+    def __bool__(self):
+        return True
+
+    def raise_error(self):
+        e = object.__getattribute__(self, "_error")
+        raise type(e)(str(e))
+
+    def __getattr__(self, name):
+        self.raise_error()
+
+
 def sidecar_name(rank=None):
     """The sidecar's file name: ``.metadata.crc32c``, or ``__<rank>.metadata.crc32c``."""
     return ".metadata.crc32c" if rank is None else f"__{rank}.metadata.crc32c"
+
+
+def _metadata_name(rank=None):
+    return ".metadata" if rank is None else f"__{rank}.metadata"
 
 
 def _item_name(index):
@@ -120,9 +149,14 @@ def _item_name(index):
     return f"{index.fqn} (chunk offsets {list(index.offset)})"
 
 
-def _records_crc(records):
-    text = json.dumps(records, sort_keys=True, separators=(",", ":"))
+def _json_crc(value):
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
     return crc32c(text.encode())
+
+
+def _sidecar_text(doc):
+    """The sidecar's exact text (the reader compares the file with it)."""
+    return json.dumps(doc, sort_keys=True, indent=1)
 
 
 def _region_crc(f, offset, length):
@@ -143,17 +177,23 @@ def _region_crc(f, offset, length):
 
 class CrcFileSystemWriter(FileSystemWriter):
     """:class:`~torch.distributed.checkpoint.FileSystemWriter` that also records a
-    CRC32C of every stored item in a sidecar file (see the module's docstring).
+    CRC32C of the metadata file and of every stored item in a sidecar file, and commits
+    a save with collectives atomically (see the module's docstring).
 
     Takes FileSystemWriter's arguments, all of them with their meaning there
-    (``single_file_per_rank``, ``thread_count``, ``sync_files``, ...). Only
-    ``serialization_format=SerializationFormat.TORCH_SAVE`` (the default) is
+    (``single_file_per_rank``, ``thread_count``, ``sync_files``, ``overwrite``, ...).
+    Only ``serialization_format=SerializationFormat.TORCH_SAVE`` (the default) is
     accepted: with SAFETENSORS the storage offsets DCP records do not locate the
     items. Raises ValueError for other formats.
 
-    ``write_data`` computes the CRCs on the writing rank (``thread_count`` files at
-    a time); ``finish`` (the coordinator's) writes the sidecar, atomically (a ``.tmp``
-    file renamed, fsynced when ``sync_files``), then DCP's ``.metadata``.
+    With collectives (the default), every rank writes into ``<path>.tandem-partial``
+    and the coordinator's ``finish`` moves it to ``path`` once complete (DCP runs it
+    after every rank's ``write_data`` returned); an earlier checkpoint in ``path`` is
+    replaced (its DCP files removed, other files kept). Without collectives each rank
+    writes its files and ``__<rank>.metadata`` in ``path`` itself, as DCP does.
+    ``write_data`` computes the CRCs on the writing rank (``thread_count`` files at a
+    time); ``finish`` writes ``.metadata`` (DCP's), then the sidecar (a ``.tmp`` file
+    renamed, fsynced when ``sync_files``).
     """
 
     def __init__(self, path, *args, **kwargs):
@@ -163,6 +203,35 @@ class CrcFileSystemWriter(FileSystemWriter):
                 f"CrcFileSystemWriter: serialization_format {self.serialization_format} "
                 "is not supported (only SerializationFormat.TORCH_SAVE)"
             )
+        self._target = self.path  # the checkpoint's directory; self.path: where to write
+
+    @property
+    def checkpoint_id(self):
+        return self._target
+
+    def reset(self, checkpoint_id=None):
+        super().reset(checkpoint_id)
+        if checkpoint_id:
+            self._target = self.path
+        self.path = self._target
+
+    def set_up_storage_writer(self, is_coordinator, *args, **kwargs):
+        super().set_up_storage_writer(is_coordinator, *args, **kwargs)
+        self.path = _commit.staging_path(self._target) if self.use_collectives else self._target
+
+    def prepare_local_plan(self, plan):
+        if not self.use_collectives:
+            return super().prepare_local_plan(plan)
+        if not self.overwrite and self.fs.exists(self.fs.concat_path(self._target, ".metadata")):
+            raise RuntimeError(f"Checkpoint already exists and {self.overwrite=}.")
+        self.fs.mkdir(self.path)
+        return plan
+
+    def prepare_global_plan(self, plans):
+        plans = super().prepare_global_plan(plans)
+        if self.use_collectives:
+            _commit.start(self.path, len(plans))
+        return plans
 
     def write_data(self, plan, planner):
         results = super().write_data(plan, planner).wait()
@@ -205,6 +274,8 @@ class CrcFileSystemWriter(FileSystemWriter):
                         crc32c=crc,
                     ),
                 )
+        if self.use_collectives:
+            _commit.rank_done(self.path, self.rank or 0, by_file)
         fut = Future()
         fut.set_result(with_crc)
         return fut
@@ -234,22 +305,29 @@ class CrcFileSystemWriter(FileSystemWriter):
                 plain.append(dataclasses.replace(wr, storage_data=info.plain()))
             plain_results.append(plain)
         records.sort(key=lambda r: (r["file"], r["offset"]))
-        self._write_sidecar(records)
         super().finish(metadata, plain_results)
+        self._write_sidecar(records)
+        if self.use_collectives:
+            _commit.commit(self.path, self._target, self.sync_files)
+            self.path = self._target
 
     def _write_sidecar(self, records):
         rank = self.rank if (not self.use_collectives and self.rank is not None) else None
-        name = sidecar_name(rank)
+        meta_name = _metadata_name(rank)
+        with open(self.fs.concat_path(self.path, meta_name), "rb") as f:
+            data = f.read()
         doc = {
             "format": SIDECAR_FORMAT,
             "version": SIDECAR_VERSION,
             "save_id": self.save_id,
-            "records_crc32c": _records_crc(records),
+            "metadata": {"file": meta_name, "length": len(data), "crc32c": crc32c(data)},
             "records": records,
         }
+        doc["crc32c"] = _json_crc(doc)
+        name = sidecar_name(rank)
         tmp = self.fs.concat_path(self.path, name + ".tmp")
         with self.fs.create_stream(tmp, "wb") as f:
-            f.write(json.dumps(doc, sort_keys=True, indent=1).encode())
+            f.write(_sidecar_text(doc).encode())
             if self.sync_files:
                 f.flush()
                 os.fsync(f.fileno())
@@ -260,8 +338,9 @@ class CrcFileSystemWriter(FileSystemWriter):
 
 
 class CrcFileSystemReader(FileSystemReader):
-    """:class:`~torch.distributed.checkpoint.FileSystemReader` that verifies the CRC32C
-    of every item a load reads before DCP reads any of them into the caller's tensors.
+    """:class:`~torch.distributed.checkpoint.FileSystemReader` that verifies the metadata
+    file before unpickling it and the CRC32C of every item a load reads before DCP reads
+    any of them into the caller's tensors.
 
     Args:
         path: the checkpoint directory.
@@ -269,24 +348,34 @@ class CrcFileSystemReader(FileSystemReader):
             default): it is an error (:class:`CheckpointCorruptError`), so a checkpoint
             from the plain FileSystemWriter, or a directory the plain writer overwrote
             (its sidecar then names another save), does not load unverified.
-            ``False``: such a checkpoint loads unverified, with a warning. A sidecar
-            that is present but unreadable, or lacks a record for an item the load
-            reads, is an error either way.
+            ``False``: such a checkpoint loads unverified, with a warning (its metadata
+            still through the restricted unpickler and the bounds). A sidecar that is
+            present but unreadable, a metadata file that does not match its sidecar, or
+            a sidecar that lacks a record for an item the load reads, is an error
+            either way.
         _extension_registry: passed to FileSystemReader (CRCs cover the stored bytes,
             so stream transforms need nothing more here).
 
-    Each rank reads the sidecar itself (in ``set_up_storage_reader``; DCP's files must
-    be visible to every rank anyway) and verifies the items of its own load plan: all
-    of them in ``prepare_local_plan``, which DCP runs on every rank before any rank
-    reads data, so a corrupt item on one rank stops the load on all ranks before any
-    tensor is written; ``read_data`` verifies whatever the final plan reads that was
-    not verified then. The CRC covers a whole stored item, so an item of which the
-    load needs only some rows is verified whole; items the load does not read are not
-    read at all, so damage there does not stop it. Verifying reads each item once more
-    than the plain reader (the second read normally hits the page cache).
+    Each rank reads the sidecar and the metadata file itself (in ``read_metadata``;
+    DCP's files must be visible to every rank anyway): the metadata file's length and
+    CRC32C are checked against the sidecar before it is unpickled, it is unpickled by a
+    restricted unpickler, and what it asks for is bounded by the files present
+    (``tandem._dcp_metadata``). A missing metadata file is reported as an unfinished
+    save (:class:`CheckpointIncompleteError`) where the directory or its staging
+    directory shows one. Each rank then verifies the items of its own load plan: all of
+    them in ``prepare_local_plan``, which DCP runs on every rank before any rank reads
+    data, so a corrupt item on one rank stops the load on all ranks before any tensor is
+    written; ``read_data`` verifies whatever the final plan reads that was not verified
+    then. The CRC covers a whole stored item, so an item of which the load needs only
+    some rows is verified whole; items the load does not read are not read at all, so
+    damage there does not stop it. Verifying reads each item once more than the plain
+    reader (the second read normally hits the page cache).
 
-    Errors: :class:`CheckpointCorruptError`, which DCP wraps in its
-    ``CheckpointException`` (:func:`find_corrupt_error`).
+    Errors: :class:`CheckpointCorruptError` (or its subclass
+    :class:`CheckpointIncompleteError`), which DCP wraps in its ``CheckpointException``
+    (:func:`find_corrupt_error`). ``read_metadata()`` called directly raises it; DCP's
+    load swallows that exception and calls ``read_metadata(rank=...)`` for rank-local
+    metadata, which therefore returns a stand-in that raises the error at its first use.
     """
 
     def __init__(self, path, require_crc=True, _extension_registry=None):
@@ -294,45 +383,130 @@ class CrcFileSystemReader(FileSystemReader):
         self.require_crc = require_crc
         self._crcs = None  # (file, offset, length) -> CRC32C; None: not verifying
         self._verified = set()
+        self._metadata_error = None  # what the last read_metadata() without rank raised
 
     def reset(self, checkpoint_id=None):
         super().reset(checkpoint_id)
         self._crcs = None
         self._verified = set()
+        self._metadata_error = None
+
+    def read_metadata(self, *args, **kwargs):
+        rank = kwargs.get("rank")
+        try:
+            return self._read_metadata(rank)
+        except (CheckpointCorruptError, FileNotFoundError) as e:
+            if rank is None:
+                self._metadata_error = e
+                raise
+            # DCP's fallback to rank-local metadata: report the global file's problem,
+            # unless it was missing and this rank's file is there but unreadable.
+            first, missing = self._metadata_error, (CheckpointIncompleteError, FileNotFoundError)
+            if first is not None and (not isinstance(first, missing) or isinstance(e, missing)):
+                e = first
+            return _UnreadableMetadata(e)
+
+    def _read_metadata(self, rank):
+        name = _metadata_name(rank)
+        path = self.fs.concat_path(self.path, name)
+        if not os.path.exists(path):
+            why = _commit.describe_missing(self.path, name)
+            if why is None:
+                raise FileNotFoundError(
+                    f"checkpoint {self.path} has no {name}: there is no DCP checkpoint there"
+                )
+            raise CheckpointIncompleteError(
+                f"{why}; the save did not finish: load the previous checkpoint"
+            )
+        sidecar = self._read_sidecar(rank)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise CheckpointCorruptError(f"{path}: cannot read it: {e}") from e
+        if sidecar is not None and sidecar["metadata"] is not None:
+            sidecar = self._check_metadata_crc(path, data, sidecar)
+        try:
+            metadata = unpickle_metadata(data)
+            check_metadata(metadata, self.path)
+        except DataFileError as e:
+            raise CheckpointCorruptError(str(e)) from e
+        except ValueError as e:
+            raise CheckpointCorruptError(f"{path}: {e}") from e
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        save_id = metadata.storage_meta.save_id
+        if sidecar is not None and sidecar["save_id"] != save_id:
+            sidecar = self._no_record(
+                f"{sidecar['path']} belongs to save {sidecar['save_id']!r}, but {name} to "
+                f"save {save_id!r} (the directory was overwritten by another writer?)"
+            )
+        self._crcs = None if sidecar is None else sidecar["crcs"]
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+    def _check_metadata_crc(self, path, data, sidecar):
+        """``sidecar``, when it covers ``data`` (the metadata file's bytes), else what
+        _no_record says (another save's sidecar), or CheckpointCorruptError (damage)."""
+        want, actual = sidecar["metadata"], crc32c(data)
+        if len(data) == want["length"] and actual == want["crc32c"]:
+            return sidecar
+        sid = sidecar["save_id"]
+        if isinstance(sid, str) and sid and sid.encode() not in data:
+            return self._no_record(
+                f"{sidecar['path']} belongs to save {sid!r}, which {path} does not name "
+                "(the directory was overwritten by another writer?)"
+            )
+        raise CheckpointCorruptError(
+            f"{path}: {len(data)} bytes with CRC32C 0x{actual:08x}, but its CRC record "
+            f"{sidecar['path']} says {want['length']} bytes with CRC32C "
+            f"0x{want['crc32c']:08x}: the file is damaged (it was not unpickled)"
+        )
 
     def set_up_storage_reader(self, metadata, is_coordinator, *args, **kwargs):
+        if isinstance(metadata, _UnreadableMetadata):
+            metadata.raise_error()
         super().set_up_storage_reader(metadata, is_coordinator, *args, **kwargs)
         self._verified = set()
-        rank = self.rank if (not self.use_collectives and self.rank is not None) else None
-        meta = getattr(metadata, "storage_meta", None)
-        self._crcs = self._read_sidecar(sidecar_name(rank), getattr(meta, "save_id", None))
 
-    def _read_sidecar(self, name, save_id):
-        path = self.fs.concat_path(self.path, name)
-        if not self.fs.exists(path):
+    def _read_sidecar(self, rank):
+        """The sidecar of the metadata file of ``rank`` (None: the global one) as a dict
+        (crcs, metadata: its file entry or None for version 1, save_id, path), or None
+        where there is none and require_crc is False."""
+        path = self.fs.concat_path(self.path, sidecar_name(rank))
+        if not os.path.exists(path):
             return self._no_record(
                 f"{path} does not exist (written by the plain FileSystemWriter?)"
             )
         try:
-            with self.fs.create_stream(path, "rb") as f:
-                doc = json.loads(f.read().decode())
+            with open(path, "rb") as f:
+                text = f.read().decode()
+            doc = json.loads(text)
+            if not isinstance(doc, dict):
+                raise ValueError("it is not a JSON object")
+            if _sidecar_text(doc) != text:  # a change that JSON still parses
+                raise ValueError("its text is not what its writer wrote (edited or damaged)")
             if doc.get("format") != SIDECAR_FORMAT:
                 raise ValueError(f"format {doc.get('format')!r}, expected {SIDECAR_FORMAT!r}")
-            if doc.get("version") != SIDECAR_VERSION:
-                raise ValueError(f"version {doc.get('version')!r}, expected {SIDECAR_VERSION}")
-            records = doc["records"]
-            stored, actual = doc["records_crc32c"], _records_crc(records)
+            version = doc.get("version")
+            if version not in (1, SIDECAR_VERSION):
+                raise ValueError(f"version {version!r}, expected 1 or {SIDECAR_VERSION}")
+            records, meta = doc["records"], None
+            if version == 1:
+                stored, actual = doc["records_crc32c"], _json_crc(records)
+            else:
+                stored = doc["crc32c"]
+                actual = _json_crc({k: v for k, v in doc.items() if k != "crc32c"})
             if stored != actual:
-                raise ValueError(f"its records' CRC32C is 0x{actual:08x}, stored 0x{stored:08x}")
+                raise ValueError(f"its CRC32C is 0x{actual:08x}, stored {stored!r}")
+            if version != 1:
+                meta = doc["metadata"]
+                if not (type(meta["length"]) is int and type(meta["crc32c"]) is int):
+                    raise ValueError(f"its metadata entry {meta!r} is not a length and a CRC")
             crcs = {(r["file"], r["offset"], r["length"]): r["crc32c"] for r in records}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
             raise CheckpointCorruptError(f"CRC record {path} is unreadable: {e}") from e
-        if doc.get("save_id") != save_id:
-            return self._no_record(
-                f"{path} belongs to save {doc.get('save_id')!r}, but .metadata to save "
-                f"{save_id!r} (the directory was overwritten by another writer?)"
-            )
-        return crcs
+        return {"crcs": crcs, "metadata": meta, "save_id": doc.get("save_id"), "path": path}
 
     def _no_record(self, why):
         if self.require_crc:
@@ -340,7 +514,7 @@ class CrcFileSystemReader(FileSystemReader):
                 f"checkpoint {self.path} has no CRC record to verify against: {why}; "
                 "pass require_crc=False to CrcFileSystemReader to load it unverified"
             )
-        warnings.warn(f"checkpoint {self.path} loads unverified: {why}", stacklevel=3)
+        warnings.warn(f"checkpoint {self.path} loads unverified: {why}", stacklevel=4)
         return None
 
     def _verify(self, items):
@@ -350,7 +524,12 @@ class CrcFileSystemReader(FileSystemReader):
             return
         by_file = {}
         for item in items:
-            info = self.storage_data[item.storage_index]
+            info = self.storage_data.get(item.storage_index)
+            if info is None:  # check_metadata makes this impossible; never a KeyError
+                raise CheckpointCorruptError(
+                    f"{self.path}: the metadata has no storage entry for "
+                    f"{_item_name(item.storage_index)}"
+                )
             key = (info.relative_path, info.offset, info.length)
             if key in self._verified:
                 continue
@@ -419,9 +598,9 @@ def save(state_dict, checkpoint_id, process_group=None, use_collectives=True, **
 
 def load(state_dict, checkpoint_id, process_group=None, require_crc=True, planner=None):
     """``dcp.load`` (in place into ``state_dict``) through a
-    :class:`CrcFileSystemReader`. Raises :class:`CheckpointCorruptError` (chained from
-    DCP's ``CheckpointException``) where any rank found one; every other failure
-    propagates as DCP raised it."""
+    :class:`CrcFileSystemReader`. Raises :class:`CheckpointCorruptError` (or
+    :class:`CheckpointIncompleteError`; chained from DCP's ``CheckpointException``)
+    where any rank found one; every other failure propagates as DCP raised it."""
     reader = CrcFileSystemReader(checkpoint_id, require_crc=require_crc)
     try:
         _dcp.load(state_dict, storage_reader=reader, process_group=process_group, planner=planner)
@@ -429,4 +608,4 @@ def load(state_dict, checkpoint_id, process_group=None, require_crc=True, planne
         corrupt = find_corrupt_error(e)
         if corrupt is None:
             raise
-        raise CheckpointCorruptError(str(corrupt)) from e
+        raise type(corrupt)(str(corrupt)) from e

@@ -44,9 +44,10 @@ try:
     import torch as _torch
 except ImportError as _e:  # depends on the machine
     raise ImportError(
-        "tandem.torch needs PyTorch, which is not importable here (%s). Install it with "
-        "pip install 'tandem[torch]' (or pip install torch, the build matching your CUDA "
-        "version)." % (_e,)) from _e
+        "tandem.torch needs PyTorch, which is not importable here (%s). Install the torch "
+        "build matching your CUDA version (pip install torch), or install Tandem with its "
+        "torch extra from its source tree: pip install '.[torch]' (the distribution is "
+        "tandem-optim; 'tandem' on PyPI is another project)." % (_e,)) from _e
 
 from tandem import _C
 from tandem import _dist

@@ -126,6 +126,9 @@ OptimizerSnapshot MakeSnapshot(Algorithm algo, StateFormats default_formats, uin
     MakeFiniteBf16(&t.master_bf16, false);
     MakeFiniteBf16(&t.m_scales, true);
     MakeFiniteBf16(&t.v_scales, true);
+    // A restorable variance (ValidateRestorable): code 255 decodes to the scale itself,
+    // whose square must stay finite, so scales stay below 2^64 (bits 0x5F80).
+    for (uint16_t& x : t.v_scales) x %= 0x5F80u;
     for (size_t k = 0; k < t.ecc8.size(); ++k)  // +-0 with a negative correction is NaN
       if (!std::isfinite(num::DecodeEcc8(t.master_bf16[k], t.ecc8[k]))) t.ecc8[k] = 0;
     for (size_t k = 0; k < t.ecc16.size(); ++k)
@@ -137,7 +140,7 @@ OptimizerSnapshot MakeSnapshot(Algorithm algo, StateFormats default_formats, uin
     else if (i % 2 == 1) t.shape = {1, n};
     s.tensors.push_back(std::move(t));
   }
-  ValidateSnapshot(s);
+  ValidateRestorable(s);
   return s;
 }
 

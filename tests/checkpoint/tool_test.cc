@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "checkpoint/atomic_file.h"
 #include "tandem/checkpoint.h"
+#include "tandem/error.h"
 #include "tandem/version.h"
 #include "tests/checkpoint/golden_snapshot.h"
 #include "tests/checkpoint/test_util.h"
@@ -229,10 +231,47 @@ TEST_F(ToolTest, ToTorchDecodesAndFromTorchEncodes) {
   const OptimizerSnapshot got = LoadCheckpoint(back);
   const StateFormats f32{};
   EXPECT_TRUE(testing::SameBits(got, ConvertSnapshot(ConvertSnapshot(q, f32), q.formats)));
-  // State that decodes past the fp32 range is refused with the tensor named.
-  ASSERT_EQ(Run("to-torch " + file_ + " " + st, &out), 2) << out;
   ASSERT_EQ(Run("from-torch " + st + " " + back + " --algorithm lion", &out), 2) << out;
   EXPECT_NE(out.find("contradicts"), std::string::npos) << out;
+}
+
+// A q8 variance that decodes past the fp32 range (the largest finite scale, code 255: the
+// step squares 3.39e38) is refused by to-torch, verify and LoadCheckpoint with one message
+// naming the tensor, the scale and the code (HybridOptimizer::Restore gives it too:
+// tests/offload/restore_validation_test.cc).
+TEST_F(ToolTest, VarianceThatCannotBeSteppedIsRefusedAlike) {
+  OptimizerSnapshot s = testing::GoldenSnapshot(Algorithm::kAdamW, snap_.formats);
+  s.tensors[1].v_scales[0] = 0x7F7F;
+  for (int i = 0; i < kQuantGroup && i < static_cast<int>(s.tensors[1].numel); ++i)
+    s.tensors[1].v_codes[i] = 0;  // zero decodes to zero whatever the scale
+  s.tensors[1].v_codes[3] = 255;
+  const std::string ckpt = (dir_ / "x.ckpt").string(), st = (dir_ / "x.safetensors").string();
+  SaveCheckpoint(s, ckpt);  // the format holds it: save accepts it
+  const std::string message = "tensor '" + s.tensors[1].name +
+                              "': v_scales[0] = 3.38953139e+38 with v_codes[3] = 255 decodes to "
+                              "sqrt(v) = 3.38953139e+38, whose square (the variance the step "
+                              "uses) is infinite: the state cannot survive one step";
+  std::string out;
+  ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 1) << out;  // a damaged file
+  EXPECT_NE(out.find(message), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(st));
+  ASSERT_EQ(Run("verify " + ckpt, &out), 1) << out;
+  EXPECT_NE(out.find(message), std::string::npos) << out;
+  try {
+    LoadCheckpoint(ckpt);
+    ADD_FAILURE() << "LoadCheckpoint accepted it";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCorruption);
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+  }
+  // One code lower at that scale still squares to infinity; a scale below 2^64 does not.
+  s.tensors[1].v_codes[3] = 254;
+  EXPECT_THROW(ValidateRestorable(s), Error);
+  s.tensors[1].v_scales[0] = 0x5F7F;
+  s.tensors[1].v_codes[3] = 255;
+  EXPECT_NO_THROW(ValidateRestorable(s));
+  SaveCheckpoint(s, ckpt);
+  ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 0) << out;
 }
 
 // A checkpoint whose tensors have formats of their own: inspect lists them, verify
@@ -347,6 +386,15 @@ TEST_F(ToolTest, FromTorchRefusesMissingExtraOrMisshapenState) {
   EXPECT_EQ(Run("from-torch " + in + " " + ckpt + " --variance q8", &out), 2) << out;
   EXPECT_NE(out.find("lion keeps no variance"), std::string::npos) << out;
   EXPECT_EQ(Run("from-torch " + in + " " + ckpt + " --master bf17", &out), 2) << out;
+  // Hyper-parameter options are checked before the file is read, naming what is wrong.
+  EXPECT_EQ(Run("from-torch " + (dir_ / "none.safetensors").string() + " " + ckpt +
+                    " --algorithm sgd --nesterov",
+                &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("from-torch options: momentum = 0.000000 must be > 0 when nesterov is set"),
+            std::string::npos)
+      << out;
   EXPECT_FALSE(fs::exists(ckpt));
   in = Write("g.safetensors", Safetensors({{"w", {2}, {1, 2}}, {"w.exp_avg", {2}, {0, 0}},
                                            {"v", {2}, {1, 2}}, {"v.exp_avg", {2}, {0, 0}}},
@@ -356,6 +404,110 @@ TEST_F(ToolTest, FromTorchRefusesMissingExtraOrMisshapenState) {
   EXPECT_NE(out.find("tandem_tensor_steps is not a JSON list of 2 entries"), std::string::npos) << out;
   in = Write("f.safetensors", "garbage that is not safetensors");
   EXPECT_EQ(Run("from-torch " + in + " " + ckpt, &out), 1) << out;
+}
+
+// The bytes of a file.
+std::string Bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// An output that is the input, by the same path, a hard link or a symlink, is refused
+// before anything is written: the checkpoint (or the safetensors input) stays as it was.
+TEST_F(ToolTest, AnOutputThatIsTheInputIsRefused) {
+  const std::string before = Bytes(file_);
+  const std::string hard = (dir_ / "hard.ckpt").string(), soft = (dir_ / "soft.ckpt").string();
+  fs::create_hard_link(file_, hard);
+  fs::create_symlink(file_, soft);
+  std::string out;
+  for (const char* cmd : {"export", "to-torch"})
+    for (const std::string& target : {file_, hard, soft}) {
+      EXPECT_EQ(Run(std::string(cmd) + " " + file_ + " " + target, &out), 2) << cmd << " " << out;
+      EXPECT_NE(out.find("is the same file as FILE"), std::string::npos) << out;
+      EXPECT_EQ(Bytes(file_), before) << cmd << " " << target;
+      EXPECT_FALSE(fs::exists(target + ".tmp")) << target;
+    }
+  // The input given through the link, the output by its own name.
+  EXPECT_EQ(Run("export " + soft + " " + file_, &out), 2) << out;
+  EXPECT_EQ(Bytes(file_), before);
+  EXPECT_EQ(Run("verify " + file_, &out), 0) << out;
+  // from-torch: the user's safetensors file is the input (an fp32 state's torch layout).
+  const std::string f32 = (dir_ / "f32.ckpt").string(), st = (dir_ / "s.safetensors").string();
+  SaveCheckpoint(testing::MakeSnapshot(Algorithm::kAdamW, {}, 40), f32);
+  ASSERT_EQ(Run("to-torch " + f32 + " " + st, &out), 0) << out;
+  const std::string st_before = Bytes(st);
+  EXPECT_EQ(Run("from-torch " + st + " " + st, &out), 2) << out;
+  EXPECT_NE(out.find("OUT '" + st + "': is the same file as IN"), std::string::npos) << out;
+  EXPECT_EQ(Bytes(st), st_before);
+  // An output in a directory that does not exist: refused before the input is read.
+  EXPECT_EQ(Run("export " + file_ + " " + (dir_ / "no" / "w.safetensors").string(), &out), 2);
+  EXPECT_NE(out.find("does not exist"), std::string::npos) << out;
+}
+
+// Outputs go through a temporary that is renamed into place: none is left behind.
+TEST_F(ToolTest, OutputsLeaveNoTemporary) {
+  std::string out;
+  const std::string st = (dir_ / "w.safetensors").string(), t = (dir_ / "t.safetensors").string();
+  const std::string f32 = (dir_ / "f32.ckpt").string(), back = (dir_ / "back.ckpt").string();
+  SaveCheckpoint(testing::MakeSnapshot(Algorithm::kAdamW, {}, 40), f32);
+  ASSERT_EQ(Run("export " + file_ + " " + st, &out), 0) << out;
+  ASSERT_EQ(Run("to-torch " + f32 + " " + t, &out), 0) << out;
+  ASSERT_EQ(
+      Run("from-torch " + t + " " + back + " --master bf16+ecc8 --momentum q8 --variance q8", &out),
+      0)
+      << out;
+  for (const std::string& p : {st, t, back}) EXPECT_FALSE(fs::exists(p + ".tmp")) << p;
+}
+
+// A save killed before its rename leaves path.tmp; the next save to the same path removes
+// it, and writes a new file even when the stale temporary is a link to another file.
+TEST_F(ToolTest, ALaterSaveRemovesAStaleTemporary) {
+  const std::string tmp = ckpt::TemporaryPath(file_);
+  EXPECT_EQ(tmp, file_ + ".tmp");
+  std::ofstream(tmp, std::ios::binary) << "half a checkpoint";
+  SaveCheckpoint(snap_, file_);
+  EXPECT_FALSE(fs::exists(tmp));
+  EXPECT_EQ(LoadCheckpoint(file_).step, snap_.step);
+  const std::string victim = (dir_ / "victim.txt").string();
+  std::ofstream(victim) << "not yours";
+  fs::create_symlink(victim, tmp);
+  SaveCheckpoint(snap_, file_);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(tmp)));
+  EXPECT_EQ(Bytes(victim), "not yours");
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(file_)));
+  EXPECT_EQ(LoadCheckpoint(file_).step, snap_.step);
+}
+
+// inspect and verify list the temporaries interrupted saves left beside the checkpoint: its
+// own, whatever it holds, and another's that begins like a checkpoint; other .tmp files
+// are not theirs to list. The exit status still judges the checkpoint alone.
+TEST_F(ToolTest, InspectAndVerifyListStrayTemporaries) {
+  std::string out;
+  EXPECT_EQ(Run("verify " + file_, &out), 0) << out;
+  EXPECT_EQ(out.find("stray temporary"), std::string::npos) << out;
+  std::ofstream(file_ + ".tmp", std::ios::binary) << "x";
+  const std::string good = Bytes(file_);
+  std::ofstream((dir_ / "other.ckpt.tmp").string(), std::ios::binary) << good.substr(0, 100);
+  std::ofstream((dir_ / "notes.tmp").string()) << "an editor's file";
+  for (const char* cmd : {"inspect", "verify"}) {
+    EXPECT_EQ(Run(std::string(cmd) + " " + file_, &out), 0) << out;
+    EXPECT_NE(out.find("stray temporary: " + file_ + ".tmp (1 B): left by a save of " + file_ +
+                       " that did not finish; the next save to " + file_ + " removes it"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("stray temporary: " + (dir_ / "other.ckpt.tmp").string() + " (100 B)"),
+              std::string::npos)
+        << out;
+    EXPECT_EQ(out.find("notes.tmp"), std::string::npos) << out;
+  }
+  // A save that never finished its first file: the checkpoint is missing (status 2), and
+  // its temporary is named.
+  const std::string lost = (dir_ / "lost.ckpt").string();
+  std::ofstream(lost + ".tmp", std::ios::binary) << good.substr(0, 64);
+  EXPECT_EQ(Run("verify " + lost, &out), 2) << out;
+  EXPECT_NE(out.find("stray temporary: " + lost + ".tmp (64 B)"), std::string::npos) << out;
 }
 
 }  // namespace

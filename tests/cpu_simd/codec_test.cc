@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "cpu_simd/span_kernels.h"
-#include "cpu_simd/tuning.h"
 #include "engine/q8_codec.h"
 #include "tests/cpu_simd/test_util.h"
 
@@ -80,7 +79,7 @@ TEST(CodecAvx512, GroupScaleInVectorRegistersMatchesReference) {
 // code the reference's value, and code -128 (never written by the encoder) the per-register
 // path's -0.0 (|-128| reads table entry 0 there too).
 TEST(CodecAvx512Vbmi, GroupDecodeGivesEveryCodeValue) {
-  if (!VbmiDecode()) GTEST_SKIP() << "no AVX512-VBMI on this CPU (or TANDEM_VBMI_DECODE=0)";
+  if (!VbmiSupported()) GTEST_SKIP() << "no AVX512-VBMI on this CPU";
   float got[256];
   GroupCodeValuesAvx512Vbmi(got);
   for (int c = -127; c <= 127; ++c) {
@@ -96,7 +95,7 @@ TEST(CodecAvx512Vbmi, GroupDecodeGivesEveryCodeValue) {
 // ecc8 byte, and for master values with every upper half and, per pass, lower halves at
 // and around the bf16 and ecc8 rounding ties (where the ecc8 saturates) or pseudo-random.
 TEST(CodecAvx512Vbmi, GroupIoMatchesPerRegisterForms) {
-  if (!VbmiDecode()) GTEST_SKIP() << "no AVX512-VBMI on this CPU (or TANDEM_VBMI_DECODE=0)";
+  if (!VbmiSupported()) GTEST_SKIP() << "no AVX512-VBMI on this CPU";
   constexpr uint32_t kLows[] = {0x0000, 0x0001, 0x007F, 0x0080, 0x0081, 0x017F, 0x0180, 0x0181,
                                 0x7FFF, 0x8000, 0x8001, 0x807F, 0x8080, 0x8180, 0xFF7F, 0xFFFF};
   constexpr size_t n = 65536;

@@ -57,11 +57,12 @@ void ExpectSame(const Tensors& want, const Tensors& got) {
   }
 }
 
-// Steps `base` 3 times with the reference and with a driver; compares after each step.
+// Steps `base` 3 times with the reference and with a driver (with options `o`); compares
+// after each step.
 void CheckDriver(const AlgoCase& c, const StateFormats& f, const std::vector<size_t>& sizes,
-                 int threads, size_t grain, bool ftz_daz) {
+                 int threads, size_t grain, bool ftz_daz, const HostKernelOptions& o = {}) {
   Tensors ref = MakeTensors(c, f, sizes, 7), got = Clone(ref);
-  HostDriver driver(threads, grain);
+  HostDriver driver(threads, grain, {}, o);
   for (int t = 1; t <= 3; ++t) {
     const StepScalars s = ComputeStepScalars(c.algo, c.h, c.lr, t, 0.25);
     auto wr = Work(ref, &s);
@@ -99,12 +100,46 @@ TEST(HostDriver, ThreadAndGrainInvariance) {
 }
 
 TEST(HostDriver, EveryIsa) {
-  IsaRestorer restore;
   for (Isa isa : SupportedIsas()) {
-    ForceIsa(isa);
     SCOPED_TRACE(IsaName(isa));
-    CheckDriver(AlgoCases()[0], kEcc8Q8, {20000, 77}, 2, 96, false);
+    CheckDriver(AlgoCases()[0], kEcc8Q8, {20000, 77}, 2, 96, false, OptionsFor(isa));
   }
+}
+
+// The options belong to the driver: two drivers with different ones, stepping in turn,
+// each keep theirs and both write the reference's bytes; set_options changes the kernels
+// for later Runs, and a refused set_options changes nothing.
+TEST(HostDriver, OptionsArePerDriver) {
+  const AlgoCase c = AlgoCases()[0];
+  HostKernelOptions slow = OptionsFor(Isa::kSse);
+  slow.prefetch_groups = 0;
+  slow.nt_param_stores = false;
+  slow.paired_groups = PairedGroups::kOff;
+  HostDriver a(2, 96, {}, slow), b(2, 96);
+  EXPECT_EQ(a.options().isa, Isa::kSse);
+  EXPECT_EQ(a.options().prefetch_groups, 0);
+  EXPECT_FALSE(a.options().nt_param_stores);
+  EXPECT_EQ(a.options().paired_groups, PairedGroups::kOff);
+  EXPECT_EQ(b.options().isa, BestIsa());
+  EXPECT_EQ(b.options().prefetch_groups, 32);
+  Tensors ref = MakeTensors(c, kEcc8Q8, {20000, 77}, 11), ga = Clone(ref), gb = Clone(ref);
+  for (int t = 1; t <= 3; ++t) {
+    const StepScalars s = ComputeStepScalars(c.algo, c.h, c.lr, t, 0.25);
+    for (const auto& w : Work(ref, &s)) ReferenceStep(s, w.span);
+    auto wa = Work(ga, &s), wb = Work(gb, &s);
+    a.Run(wa.data(), wa.size());
+    b.Run(wb.data(), wb.size());
+    if (t == 2) a.set_options(OptionsFor(BestIsa()));
+  }
+  ExpectSame(ref, ga);
+  ExpectSame(ref, gb);
+  EXPECT_EQ(a.options().isa, BestIsa());
+  EXPECT_EQ(b.options().isa, BestIsa());
+  HostKernelOptions bad;
+  bad.paired_groups = static_cast<PairedGroups>(5);
+  EXPECT_THROW(a.set_options(bad), Error);
+  EXPECT_EQ(a.options().paired_groups, PairedGroups::kAllQ8);
+  EXPECT_THROW(HostDriver(1, 96, {}, bad), Error);
 }
 
 TEST(HostDriver, IndependentOfCallerFtzDaz) {
@@ -159,6 +194,23 @@ TEST(StepSpanHost, ValidatesLikeReference) {
   const StepScalars s = ComputeStepScalars(c.algo, c.h, c.lr, 1, 1.0);
   StepSpan sp = t.states[0]->Span(0, 100, nullptr, DType::kF32);
   EXPECT_THROW(StepSpanHost(s, sp), Error);
+}
+
+// Options StepSpanHost cannot apply: an error, and the span untouched.
+TEST(StepSpanHost, BadOptionsThrowAndTouchNothing) {
+  const AlgoCase c = AlgoCases()[0];
+  Tensors t = MakeTensors(c, kEcc8Q8, {100}, 4);
+  const Tensors before = Clone(t);
+  const StepScalars s = ComputeStepScalars(c.algo, c.h, c.lr, 1, 1.0);
+  const auto w = Work(t, &s);
+  HostKernelOptions bad;
+  bad.isa = static_cast<Isa>(7);
+  EXPECT_THROW(StepSpanHost(s, w[0].span, bad), Error);
+  for (Isa isa : {Isa::kSse, Isa::kAvx2, Isa::kAvx512}) {
+    if (IsaSupported(isa)) continue;
+    EXPECT_THROW(StepSpanHost(s, w[0].span, OptionsFor(isa)), Error) << IsaName(isa);
+  }
+  ExpectSame(before, t);
 }
 
 }  // namespace

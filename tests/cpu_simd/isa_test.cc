@@ -1,10 +1,12 @@
-// ISA selection: names, forcing, and errors.
+// ISA selection and the resolution of HostKernelOptions: names, choosing an ISA, errors,
+// and how each tuning field is applied.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <utility>
 
 #include "cpu_simd/host_kernels.h"
-#include "cpu_simd/tuning.h"
+#include "cpu_simd/span_kernels.h"
 #include "tandem/error.h"
 #include "tests/cpu_simd/test_util.h"
 
@@ -15,66 +17,115 @@ TEST(Isa, Names) {
   EXPECT_STREQ(IsaName(Isa::kSse), "sse");
   EXPECT_STREQ(IsaName(Isa::kAvx2), "avx2");
   EXPECT_STREQ(IsaName(Isa::kAvx512), "avx512");
+  for (Isa i : {Isa::kSse, Isa::kAvx2, Isa::kAvx512}) EXPECT_EQ(ParseIsa(IsaName(i)), i);
+  try {
+    ParseIsa("avx1024");
+    FAIL() << "ParseIsa accepted an unknown name";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("avx1024"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Isa, BaselineSupportedAndBestIsSupported) {
   EXPECT_TRUE(IsaSupported(Isa::kSse));
   EXPECT_TRUE(IsaSupported(BestIsa()));
+  EXPECT_EQ(Resolve({}).isa, BestIsa());
 }
 
+// Each supported ISA, asked for, is the one whose kernel runs.
 TEST(Isa, ForceEverySupportedIsa) {
-  IsaRestorer restore;
+  const SpanKernel want[] = {&StepSpanSse, &StepSpanAvx2, &StepSpanAvx512};
   for (Isa i : SupportedIsas()) {
-    ForceIsa(i);
-    EXPECT_EQ(ActiveIsa(), i);
+    EXPECT_EQ(Resolve(OptionsFor(i)).isa, i);
+    EXPECT_EQ(ResolveHostKernel(OptionsFor(i)).run, want[static_cast<int>(i)]) << IsaName(i);
+    EXPECT_EQ(HostDriver(1, 64, {}, OptionsFor(i)).options().isa, i);
   }
 }
 
 TEST(Isa, ForcingAnUnsupportedIsaThrowsUnsupported) {
-  IsaRestorer restore;
-  const Isa before = ActiveIsa();
   for (Isa i : {Isa::kSse, Isa::kAvx2, Isa::kAvx512}) {
     if (IsaSupported(i)) continue;
     try {
-      ForceIsa(i);
-      FAIL() << "ForceIsa(" << IsaName(i) << ") did not throw";
+      Resolve(OptionsFor(i));
+      FAIL() << "Resolve(" << IsaName(i) << ") did not throw";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
     }
-    EXPECT_EQ(ActiveIsa(), before);
+    EXPECT_THROW(HostDriver(1, 64, {}, OptionsFor(i)), Error);
+    HostDriver driver(1, 64);
+    EXPECT_THROW(driver.set_options(OptionsFor(i)), Error);
+    EXPECT_EQ(driver.options().isa, BestIsa());
   }
   try {
-    ForceIsa(static_cast<Isa>(7));
+    Resolve(OptionsFor(static_cast<Isa>(7)));
     FAIL() << "unknown ISA value accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
   }
 }
 
-// Note [VBMI momentum decode]: the knob can switch the decode off everywhere, and on only
-// where the CPU has AVX-512 with VBMI.
+// Note [VBMI momentum decode]: the option can switch the decode off everywhere, and on only
+// where the CPU has AVX-512 with VBMI and the AVX-512 kernels run.
 TEST(Isa, VbmiDecodeOnlyWhereTheCpuHasIt) {
-  const bool saved = VbmiDecode();
   __builtin_cpu_init();
   const bool cpu = IsaSupported(Isa::kAvx512) && __builtin_cpu_supports("avx512vbmi");
-  SetVbmiDecode(false);
-  EXPECT_FALSE(VbmiDecode());
-  SetVbmiDecode(true);
-  EXPECT_EQ(VbmiDecode(), cpu);
-  SetVbmiDecode(saved);
+  EXPECT_EQ(VbmiSupported(), cpu);
+  HostKernelOptions o;
+  o.vbmi_decode = false;
+  EXPECT_FALSE(Resolve(o).vbmi_decode);
+  EXPECT_FALSE(ResolveHostKernel(o).tuning.vbmi_decode);
+  o.vbmi_decode = true;
+  EXPECT_EQ(Resolve(o).vbmi_decode, cpu);
+  EXPECT_EQ(ResolveHostKernel(o).tuning.vbmi_decode, cpu);
+  for (Isa i : SupportedIsas()) {
+    if (i == Isa::kAvx512) continue;
+    EXPECT_FALSE(Resolve(OptionsFor(i)).vbmi_decode) << IsaName(i);
+  }
 }
 
 // Note [Software prefetch]: the kernels have a case for 0, 8, 16, 32 and 64 groups; any
 // other distance is rounded up to one of them.
 TEST(Isa, PrefetchDistanceIsASupportedCase) {
-  const int saved = PrefetchGroups();
-  const std::pair<int, int> cases[] = {{-3, 0}, {0, 0},  {1, 8},   {8, 8},   {9, 16},
+  const std::pair<int, int> cases[] = {{-3, 0},  {0, 0},   {1, 8},   {8, 8},   {9, 16},
                                        {16, 16}, {17, 32}, {32, 32}, {64, 64}, {1000, 64}};
   for (const auto& [in, want] : cases) {
-    SetPrefetchGroups(in);
-    EXPECT_EQ(PrefetchGroups(), want) << "SetPrefetchGroups(" << in << ")";
+    HostKernelOptions o;
+    o.prefetch_groups = in;
+    EXPECT_EQ(Resolve(o).prefetch_groups, want) << "prefetch_groups " << in;
+    EXPECT_EQ(ResolveHostKernel(o).tuning.prefetch_groups, want) << "prefetch_groups " << in;
   }
-  SetPrefetchGroups(saved);
+}
+
+// The defaults are the measured ones (docs/host_kernels.md), and the other fields reach the
+// kernels' tuning as given.
+TEST(Isa, DefaultsAndTuningAsGiven) {
+  const HostKernelOptions d;
+  EXPECT_FALSE(d.isa.has_value());
+  EXPECT_EQ(d.prefetch_groups, 32);
+  EXPECT_TRUE(d.nt_param_stores);
+  EXPECT_EQ(d.paired_groups, PairedGroups::kAllQ8);
+  EXPECT_TRUE(d.vbmi_decode);
+  for (PairedGroups mode :
+       {PairedGroups::kOff, PairedGroups::kAllQ8, PairedGroups::kWithoutQ8Var}) {
+    for (bool nt : {false, true}) {
+      HostKernelOptions o;
+      o.paired_groups = mode;
+      o.nt_param_stores = nt;
+      const SpanTuning t = ResolveHostKernel(o).tuning;
+      EXPECT_EQ(t.paired, mode);
+      EXPECT_EQ(t.nt_param, nt);
+    }
+  }
+  HostKernelOptions bad;
+  bad.paired_groups = static_cast<PairedGroups>(3);
+  try {
+    Resolve(bad);
+    FAIL() << "paired_groups 3 accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("paired_groups"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

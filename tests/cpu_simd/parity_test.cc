@@ -7,7 +7,6 @@
 #include <initializer_list>
 
 #include "cpu_simd/host_kernels.h"
-#include "cpu_simd/tuning.h"
 #include "engine/reference_step.h"
 #include "tests/cpu_simd/test_util.h"
 
@@ -21,10 +20,11 @@ unsigned char* AlignUp64(unsigned char* p) {
 }
 constexpr size_t kLengths[] = {0, 1, 31, 32, 33, 77, 1000};
 
-// Runs kSteps steps of `c` with `f` on both sides and compares every array after each.
-// param_dtype < 0: no parameter; alias: the parameter is the master's bf16.
-void CheckParity(const AlgoCase& c, const StateFormats& f, DType gt, int param_dtype, bool alias,
-                 size_t n, uint32_t seed, bool ftz_daz) {
+// Runs kSteps steps of `c` with `f` on both sides (the host kernels with options `o`) and
+// compares every array after each. param_dtype < 0: no parameter; alias: the parameter is
+// the master's bf16.
+void CheckParity(const HostKernelOptions& o, const AlgoCase& c, const StateFormats& f, DType gt,
+                 int param_dtype, bool alias, size_t n, uint32_t seed, bool ftz_daz) {
   std::mt19937 rng(seed);
   const std::vector<float> w0 = RandomWeights(rng, n);
   TensorState ref(c.algo, c.h, f, w0.data(), n);
@@ -44,7 +44,7 @@ void CheckParity(const AlgoCase& c, const StateFormats& f, DType gt, int param_d
     ReferenceStep(s, ref.Span(0, n, grad.data(), gt, pr, pt));
     const unsigned saved = _mm_getcsr();
     if (ftz_daz) _mm_setcsr(saved | 0x8040u);
-    StepSpanHost(s, got.Span(0, n, grad.data(), gt, pg, pt));
+    StepSpanHost(s, got.Span(0, n, grad.data(), gt, pg, pt), o);
     _mm_setcsr(saved);
     SCOPED_TRACE("step " + std::to_string(t));
     ExpectSameState(ref, got);
@@ -55,9 +55,17 @@ void CheckParity(const AlgoCase& c, const StateFormats& f, DType gt, int param_d
   }
 }
 
-class Parity : public ::testing::TestWithParam<Isa> {};
+class Parity : public ::testing::TestWithParam<Isa> {
+ protected:
+  // The default options with the ISA under test.
+  HostKernelOptions Options() const {
+    HostKernelOptions o;
+    o.isa = GetParam();
+    return o;
+  }
+};
 
-void EveryCombination() {
+void EveryCombination(const HostKernelOptions& o) {
   uint32_t seed = 1;
   for (const AlgoCase& c : AlgoCases()) {
     for (const StateFormats& f : FormatsFor(c)) {
@@ -67,7 +75,7 @@ void EveryCombination() {
             SCOPED_TRACE(std::string(c.name) + " " + Name(f) + " grad " + Name(gt) + " param " +
                          (pt < 0 ? "none" : Name(static_cast<DType>(pt))) + " n " +
                          std::to_string(n));
-            CheckParity(c, f, gt, pt, false, n, seed++, false);
+            CheckParity(o, c, f, gt, pt, false, n, seed++, false);
             if (::testing::Test::HasFailure()) return;
           }
         }
@@ -76,113 +84,94 @@ void EveryCombination() {
   }
 }
 
-TEST_P(Parity, EveryCombination) {
-  IsaRestorer restore;
-  ForceIsa(GetParam());
-  EveryCombination();
-}
+TEST_P(Parity, EveryCombination) { EveryCombination(Options()); }
 
-void ParamAliasesMasterBf16() {
+void ParamAliasesMasterBf16(const HostKernelOptions& o) {
   uint32_t seed = 1000;
   for (const AlgoCase& c : AlgoCases()) {
     for (const StateFormats& f : FormatsFor(c)) {
       if (f.master == MasterFormat::kF32) continue;
       SCOPED_TRACE(std::string(c.name) + " " + Name(f));
-      CheckParity(c, f, DType::kBF16, static_cast<int>(DType::kBF16), true, 1000, seed++, false);
+      CheckParity(o, c, f, DType::kBF16, static_cast<int>(DType::kBF16), true, 1000, seed++, false);
       if (::testing::Test::HasFailure()) return;
     }
   }
 }
 
-TEST_P(Parity, ParamAliasesMasterBf16) {
-  IsaRestorer restore;
-  ForceIsa(GetParam());
-  ParamAliasesMasterBf16();
-}
+TEST_P(Parity, ParamAliasesMasterBf16) { ParamAliasesMasterBf16(Options()); }
 
 TEST_P(Parity, IndependentOfCallerFtzDaz) {
-  IsaRestorer restore;
-  ForceIsa(GetParam());
   uint32_t seed = 2000;
   for (const AlgoCase& c : AlgoCases()) {
     for (const StateFormats& f : FormatsFor(c)) {
       SCOPED_TRACE(std::string(c.name) + " " + Name(f));
-      CheckParity(c, f, DType::kF32, static_cast<int>(DType::kF16), false, 1000, seed++, true);
+      CheckParity(Options(), c, f, DType::kF32, static_cast<int>(DType::kF16), false, 1000, seed++,
+                  true);
       if (HasFailure()) return;
     }
   }
 }
 
-// Note [Two groups per iteration]: EveryCombination runs the default pairing mode (Lion
-// and SGD paired, AdamW not); here the other two, on the dtypes with static instantiations
+// Note [Two groups per iteration]: EveryCombination runs the default pairing mode (every
+// q8 kernel paired); here modes kOff and kAllQ8 (kWithoutQ8Var runs one of the two in each
+// kernel), on the dtypes with static instantiations
 // (bf16/f32 gradient; no, aliased or bf16 parameter) and lengths with pairs, a single
 // group after them and a partial tail (77 = 2 + 0.4 groups, 1000 = 31 + 0.25).
-// Both pairing modes; every algorithm and format, f32/bf16 gradients, no or a bf16
-// parameter (also aliasing the master), spans of the given lengths.
-void EveryPairingMode(std::initializer_list<size_t> lengths = {77, 1000}) {
-  const int saved = PairedGroups();
+// Both pairing modes, with the other options of `base`; every algorithm and format,
+// f32/bf16 gradients, no or a bf16 parameter (also aliasing the master), spans of the
+// given lengths.
+void EveryPairingMode(const HostKernelOptions& base,
+                      std::initializer_list<size_t> lengths = {77, 1000}) {
   uint32_t seed = 3000;
-  for (int mode : {0, 1}) {
-    SetPairedGroups(mode);
+  for (PairedGroups mode : {PairedGroups::kOff, PairedGroups::kAllQ8}) {
+    HostKernelOptions o = base;
+    o.paired_groups = mode;
     for (const AlgoCase& c : AlgoCases()) {
       for (const StateFormats& f : FormatsFor(c)) {
         for (DType gt : {DType::kF32, DType::kBF16}) {
           for (int pt : {-1, static_cast<int>(DType::kBF16)}) {
             for (size_t n : lengths) {
-              SCOPED_TRACE("paired " + std::to_string(mode) + " " + c.name + " " + Name(f) +
-                           " grad " + Name(gt) + " param " + (pt < 0 ? "none" : "bf16") + " n " +
-                           std::to_string(n));
-              CheckParity(c, f, gt, pt, false, n, seed++, false);
+              SCOPED_TRACE("paired " + std::to_string(static_cast<int>(mode)) + " " + c.name + " " +
+                           Name(f) + " grad " + Name(gt) + " param " + (pt < 0 ? "none" : "bf16") +
+                           " n " + std::to_string(n));
+              CheckParity(o, c, f, gt, pt, false, n, seed++, false);
               if (f.master != MasterFormat::kF32 && pt >= 0)
-                CheckParity(c, f, gt, pt, true, n, seed++, false);
-              if (::testing::Test::HasFailure()) {
-                SetPairedGroups(saved);
-                return;
-              }
+                CheckParity(o, c, f, gt, pt, true, n, seed++, false);
+              if (::testing::Test::HasFailure()) return;
             }
           }
         }
       }
     }
   }
-  SetPairedGroups(saved);
 }
 
-TEST_P(Parity, EveryPairingMode) {
-  IsaRestorer restore;
-  ForceIsa(GetParam());
-  EveryPairingMode();
-}
+TEST_P(Parity, EveryPairingMode) { EveryPairingMode(Options()); }
 
 // Note [VBMI momentum decode]: on a CPU with AVX512-VBMI the tests above run the AVX-512
 // kernels with the VBMI decode (spans with a q8 momentum); here the same spans again with
 // it switched off, i.e. the plain AVX-512 kernels that every other CPU runs.
 TEST_P(Parity, WithoutVbmiDecode) {
   if (GetParam() != Isa::kAvx512) GTEST_SKIP() << "the VBMI decode is an AVX-512 path";
-  if (!VbmiDecode()) GTEST_SKIP() << "no AVX512-VBMI on this CPU (or TANDEM_VBMI_DECODE=0)";
-  IsaRestorer restore;
-  ForceIsa(GetParam());
-  SetVbmiDecode(false);
-  EveryCombination();
-  if (!HasFailure()) ParamAliasesMasterBf16();
-  if (!HasFailure()) EveryPairingMode();
-  SetVbmiDecode(true);
+  if (!VbmiSupported()) GTEST_SKIP() << "no AVX512-VBMI on this CPU";
+  HostKernelOptions o = Options();
+  o.vbmi_decode = false;
+  EveryCombination(o);
+  if (!HasFailure()) ParamAliasesMasterBf16(o);
+  if (!HasFailure()) EveryPairingMode(o);
 }
 
 // Note [Software prefetch]: prefetches change no bit, whatever the distance and the
 // pairing mode; spans of 4133 elements (129 groups: an odd last group and a tail), long
 // enough for the farthest distance (64 groups) to prefetch.
 TEST_P(Parity, WithSoftwarePrefetch) {
-  IsaRestorer restore;
-  ForceIsa(GetParam());
-  const int saved = PrefetchGroups();
   for (int groups : {8, 16, 32, 64}) {
     SCOPED_TRACE("prefetch " + std::to_string(groups) + " groups");
-    SetPrefetchGroups(groups);
-    EveryPairingMode({4133});
+    HostKernelOptions o = Options();
+    o.prefetch_groups = groups;
+    EveryPairingMode(o, {4133});
     if (HasFailure()) break;
   }
-  SetPrefetchGroups(saved);
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedIsas, Parity, ::testing::ValuesIn(SupportedIsas()),

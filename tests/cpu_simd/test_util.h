@@ -137,14 +137,11 @@ inline std::vector<Isa> SupportedIsas() {
   return r;
 }
 
-// Restores the active ISA when it goes out of scope.
-class IsaRestorer {
- public:
-  IsaRestorer() : saved_(ActiveIsa()) {}
-  ~IsaRestorer() { ForceIsa(saved_); }
-
- private:
-  Isa saved_;
-};
+// The default host kernel options with `isa`.
+inline HostKernelOptions OptionsFor(Isa isa) {
+  HostKernelOptions o;
+  o.isa = isa;
+  return o;
+}
 
 }  // namespace tandem::cpu::testing

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -74,6 +75,17 @@ TEST(PinnedArena, DestroyedRightAfterWorkLeavesNoPoolWorkerPinned) {
 TEST(PinnedArena, ValidatesTheSet) {
   EXPECT_THROW(PinnedArena(0, {-1}), Error);
   EXPECT_THROW(PinnedArena(-1, {}), Error);
+  // Note [Arena size limit]: a count oneTBB would take and then crash on is refused
+  // before any arena is made (this process would otherwise die at its teardown).
+  try {
+    PinnedArena arena(100000, {}, "test");
+    ADD_FAILURE() << "an arena of 100000 threads was made";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("test: thread count 100000 exceeds 65536"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(PinnedArena(kMaxArenaThreads + 1, {}), Error);
   const std::vector<int> all = ProcessCpus();
   EXPECT_EQ(PinnedArena(0, {all.front()}).concurrency(), 1);
   EXPECT_NO_THROW(ValidateCpuSet(all, "test"));

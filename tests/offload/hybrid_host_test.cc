@@ -454,5 +454,47 @@ TEST(HybridHost, SnapshotRestoresAtAnotherFraction) {
   EXPECT_TRUE(ob.Snapshot() == keep);
 }
 
+// What a run cannot go on from is refused at Restore (the path of checkpoint files, state
+// dicts and DCP alike), naming the tensor, and changes nothing: a q8 variance whose scale
+// and code square to infinity (tandem-ckpt to-torch refuses the same state, with the same
+// message: tests/checkpoint/tool_test.cc), and a step above 2^52.
+TEST(HybridHost, RestoreRefusesAStateThatCannotBeStepped) {
+  const Case s = kSetups[0];  // bf16+ecc8 / q8 / q8
+  Model a, b;
+  a.Init(7);
+  b.Init(99);
+  HybridOptimizer oa(a.Specs(2), Config(s, 0.5, PlacementPolicy::kBackwardOrder, 64, 2));
+  a.FillGrads(1);
+  oa.Step(1e-3);
+  HybridOptimizer ob(b.Specs(2), Config(s, 0.5, PlacementPolicy::kBackwardOrder, 64, 2));
+  const OptimizerSnapshot keep = ob.Snapshot();
+  const auto params = b.params;
+  OptimizerSnapshot bad = oa.Snapshot();
+  TensorSnapshot& t = bad.tensors[1];
+  ASSERT_GE(t.v_codes.size(), 40u);
+  t.v_scales[1] = 0x7F7F;  // the largest finite bf16
+  for (size_t i = 32; i < 64; ++i) t.v_codes[i] = 0;  // zero decodes to zero
+  t.v_codes[37] = 255;
+  EXPECT_NO_THROW(ValidateSnapshot(bad));  // the format holds it
+  ExpectInvalid([&] { ob.Restore(bad); },
+                ("tensor '" + t.name + "': v_scales[1] = 3.38953139e+38 with v_codes[37] = 255 "
+                 "decodes to sqrt(v) = 3.38953139e+38, whose square (the variance the step "
+                 "uses) is infinite: the state cannot survive one step").c_str());
+  EXPECT_TRUE(ob.Snapshot() == keep);
+  EXPECT_EQ(b.params, params);
+
+  bad = oa.Snapshot();
+  bad.step = (int64_t{1} << 52) + 1;
+  ExpectInvalid([&] { ob.Restore(bad); }, "snapshot step 4503599627370497 is above 2^52");
+  EXPECT_TRUE(ob.Snapshot() == keep);
+  // At 2^52 a run goes on, and its state can still be saved after its next step.
+  bad.step = int64_t{1} << 52;
+  ob.Restore(bad);
+  b.FillGrads(2);
+  ob.Step(1e-3);
+  EXPECT_EQ(ob.step_count(), (int64_t{1} << 52) + 1);
+  EXPECT_NO_THROW(ValidateSnapshot(ob.Snapshot()));
+}
+
 }  // namespace
 }  // namespace tandem

@@ -47,6 +47,23 @@ TEST(Sizes, ParseCountSuffixes) {
   EXPECT_EQ(ParseCount("125M"), 125000000u);
   EXPECT_EQ(ParseCount("1000"), 1000u);
   EXPECT_THROW(ParseCount("3 apples"), Error);
+  // A plain number is the count itself: whole numbers in any spelling, nothing else.
+  EXPECT_EQ(ParseCount("8.03e9"), 8030000000ull);
+  EXPECT_EQ(ParseCount("8030261248"), 8030261248ull);
+  try {
+    ParseCount("8.5");
+    ADD_FAILURE() << "8.5 parameters accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a whole number"), std::string::npos) << e.what();
+  }
+  // A path is not a count, and the message says what a count looks like (no "unit").
+  try {
+    ParseCount("nope/config.json");
+    ADD_FAILURE() << "a path accepted as a count";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("optional suffix K, M, B or T"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -70,6 +70,16 @@ def test_engine_errors_become_value_errors():
         tandem.torch.AdamW(model.parameters(), amsgrad=True)
 
 
+def test_sgd_nesterov_names_what_it_lacks():
+    # Nesterov without momentum used to blame the dampening, which was 0 as asked.
+    model = make_mlp()
+    with pytest.raises(ValueError, match=r"momentum = 0\.000000 must be > 0 when nesterov") as e:
+        tandem.torch.SGD(model.parameters(), lr=0.1, nesterov=True)
+    assert "dampening" not in str(e.value)
+    with pytest.raises(ValueError, match=r"dampening = 0\.500000 must be 0 when nesterov"):
+        tandem.torch.SGD(model.parameters(), lr=0.1, momentum=0.9, dampening=0.5, nesterov=True)
+
+
 def test_bad_learning_rate_changes_nothing():
     model = make_mlp()
     opt = tandem.torch.AdamW(model.parameters(), lr=1e-3)

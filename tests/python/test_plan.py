@@ -222,3 +222,70 @@ def test_calibrate_binding_adds_the_binding_part_to_a_profile(tmp_path):
     assert bad.read_text() == "[1, 2]"
     with pytest.raises(ValueError, match="tensors"):
         tandem.measure_binding_overhead("cpu", tensors=(8, 2))
+
+
+# ---- messages that name the real problem ---------------------------------------------------
+
+def test_a_missing_config_is_named_as_a_missing_file():
+    # It used to be read as a count: "count 'nope/config.json': expected a non-negative
+    # number with a unit".
+    with pytest.raises(FileNotFoundError, match="model 'nope/config.json': no such file or "
+                                                "directory") as e:
+        tandem.plan("nope/config.json", gpu_mem="80GiB", host_mem="512GiB")
+    assert "count 'nope" not in str(e.value) and "llama3-8b" in str(e.value)
+    with pytest.raises(ValueError, match="'mistral-7b' is not a preset .*llama3-70b.*count"):
+        tandem.plan("mistral-7b", gpu_mem="80GiB", host_mem="512GiB")
+
+
+def test_counts_may_be_whole_floats_and_strings():
+    for count in (8.03e9, 8030000000, "8.03e9", "8.03B"):
+        p = tandem.plan(count, gpu_mem="80GiB", host_mem="512GiB")
+        assert p.data["model"]["params"] == 8030000000, count
+    for bad, needle in ((8.5, "whole number"), (0, "positive"), (-3.0, "positive"),
+                        (float("nan"), "whole number")):
+        with pytest.raises(ValueError, match=needle):
+            tandem.plan(bad, gpu_mem="80GiB", host_mem="512GiB")
+
+
+def test_options_are_named_as_plan_takes_them():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'sequence'; its options "
+                                        "are .*\\bseq\\b") as e:
+        tandem.plan("llama3-8b", gpu_mem="80GiB", host_mem="512GiB", sequence=4096)
+    assert "--help" not in str(e.value)
+    # The model's own flags and the outputs are not options of plan().
+    for own in ("params", "config", "model", "params_json", "json", "svg", "help"):
+        with pytest.raises(TypeError, match=own):
+            tandem.plan("llama3-8b", gpu_mem="80GiB", host_mem="512GiB", **{own: 1})
+    # The planner's own checks, in plan()'s words: the binding's message for chunk_elements.
+    with pytest.raises(ValueError) as e:
+        tandem.plan("llama3-8b", gpu_mem="80GiB", host_mem="512GiB", chunk_elements=0)
+    assert "chunk_elements must be a positive multiple of 32, got 0" in str(e.value)
+    assert "--" not in str(e.value)
+    with pytest.raises(ValueError) as e:
+        tandem.plan("llama3-8b", gpu_mem="80GiB", host_mem="512GiB", seq="long")
+    assert "seq" in str(e.value) and "--help" not in str(e.value) and "--seq" not in str(e.value)
+
+
+# ---- docs/planner.md's Python examples run as shown ----------------------------------------
+
+def test_the_planner_guides_python_examples_print_what_it_shows(tmp_path, monkeypatch):
+    # Every ```python block of docs/planner.md is a doctest: its ">>>" lines run, in order,
+    # in one namespace, and print what the guide shows ("..." matches anything).
+    import doctest
+    import os
+    import re
+    doc = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                       "planner.md")
+    text = open(doc).read()
+    blocks = re.findall(r"^```python\n(.*?)^```$", text, re.S | re.M)
+    # The profile the guide's shell example writes before its Python example reads it.
+    profile = re.search(r"<<'JSON'\n(.*?)\nJSON\n", text, re.S)
+    assert blocks and profile, "the guide lost its examples"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "slow-host.json").write_text(profile.group(1))
+    test = doctest.DocTestParser().get_doctest("\n".join(blocks), {}, "docs/planner.md", doc, 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report = []
+    runner.run(test, out=report.append)
+    assert len(test.examples) >= 20
+    assert runner.failures == 0, "".join(report)

@@ -281,4 +281,4 @@ def test_import_without_torch_says_how_to_install():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, check=True).stdout
     assert "ImportError: tandem.torch needs PyTorch" in out
-    assert "pip install 'tandem[torch]'" in out
+    assert "pip install '.[torch]'" in out and "tandem-optim" in out

@@ -258,12 +258,14 @@ def test_missing_file(tmp):
 
 
 def _rewrite_sidecar(path, edit):
+    """Edits the sidecar and writes it back in its writer's form (its CRC as the edit left
+    it)."""
     name = os.path.join(path, ".metadata.crc32c")
     with open(name) as f:
         doc = json.load(f)
     edit(doc)
     with open(name, "w") as f:
-        json.dump(doc, f)
+        f.write(tandem.dcp._sidecar_text(doc))
 
 
 def test_damaged_sidecar_is_unreadable(tmp):
@@ -288,7 +290,8 @@ def test_sidecar_without_a_record_for_an_item(tmp):
 
     def drop_one(doc):
         doc["records"] = [r for r in doc["records"] if r["fqn"] != W.DAMAGED_FQN]
-        doc["records_crc32c"] = tandem.dcp._records_crc(doc["records"])
+        del doc["crc32c"]
+        doc["crc32c"] = tandem.dcp._json_crc(doc)
 
     _rewrite_sidecar(tmp, drop_one)
     with pytest.raises(CheckpointCorruptError, match=f"{W.DAMAGED_FQN}.*no CRC record"):

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -23,8 +24,10 @@
 #include "commands.h"
 #include "cpu_simd/host_kernels.h"
 #include "measure.h"
+#include "output_file.h"
 #include "progress.h"
 #include "tandem/error.h"
+#include "tandem/optimizer.h"
 #include "tandem/planner.h"
 #include "tandem/version.h"
 
@@ -141,10 +144,32 @@ class Report {
 
 }  // namespace
 
+void CheckCalibrateOptions(const CalibrateOptions& o) {
+  auto bad = [](const std::string& m) { throw Error(ErrorKind::kInvalidArgument, m); };
+  if (o.repeats < 1) bad("--repeats must be an integer >= 1, got " + std::to_string(o.repeats));
+  if (o.reps < 1) bad("--reps must be an integer >= 1, got " + std::to_string(o.reps));
+  if (o.host_elements < 1)
+    bad("--host-elements must be an integer >= 1, got " + std::to_string(o.host_elements));
+  if (o.gpu_elements < 1)
+    bad("--gpu-elements must be an integer >= 1, got " + std::to_string(o.gpu_elements));
+  // The limit HybridOptimizer applies to OptimizerConfig::host_threads, in the words of
+  // tandem.torch's host_threads check.
+  const int limit = MaxHostThreads();
+  if (o.threads < 0 || o.threads > limit)
+    bad("--threads must be an integer in [0, " + std::to_string(limit) + "] (0: all cores), got " +
+        std::to_string(o.threads));
+  if (!(o.max_spread >= 0) || !std::isfinite(o.max_spread))
+    bad("--max-spread must be a finite number >= 0, got " + std::to_string(o.max_spread));
+  // The fp32-state step holds bf16 parameters and gradients and three fp32 arrays.
+  CheckFitsHostMemory("--host-elements", o.host_elements, 16.0,
+                      "16 bytes per element for the fp32-state step");
+  tools::CheckOutputFile("-o/--out", o.profile_path);
+  if (!o.json_path.empty())
+    tools::CheckOutputFile("--json", o.json_path, {{"-o/--out", o.profile_path}});
+}
+
 int Calibrate(const CalibrateOptions& o) {
-  if (o.repeats < 1 || o.reps < 1 || o.host_elements == 0)
-    throw Error(ErrorKind::kInvalidArgument,
-                "calibrate: --repeats, --reps and --host-elements must be at least 1");
+  CheckCalibrateOptions(o);
   const bool gpu = TANDEM_HAS_CUDA && !o.host_only && CudaDeviceAvailable();
   const auto& cases = CalibrationCases();
   const uint64_t host_units = uint64_t(o.repeats) * (1 + cases.size());
@@ -163,7 +188,7 @@ int Calibrate(const CalibrateOptions& o) {
   p.gpu.kernels.clear();
   cpu::HostDriver probe(o.threads);
   p.host.threads = probe.threads();
-  p.host.isa = cpu::IsaName(cpu::ActiveIsa());
+  p.host.isa = cpu::IsaName(*probe.options().isa);
   bar.Print("calibrate: host %s, %d threads, %s; each figure the median of %d repeats\n",
             CpuName().c_str(), p.host.threads, p.host.isa.c_str(), o.repeats);
 
@@ -283,7 +308,7 @@ int Calibrate(const CalibrateOptions& o) {
   std::printf("wrote %s (use: tandem-plan --profile %s ...)\n", o.profile_path.c_str(),
               o.profile_path.c_str());
   if (!o.json_path.empty()) {
-    WriteTextFile(o.json_path, report.ToJson(p, gpu ? p.gpu.name : "").dump(2) + "\n");
+    tools::WriteFileAtomically(o.json_path, report.ToJson(p, gpu ? p.gpu.name : "").dump(2) + "\n");
     std::printf("wrote %s (every figure with its min / median / max)\n", o.json_path.c_str());
   }
   if (!report.wide().empty())

@@ -1,6 +1,9 @@
 // tandem-bench's subcommands, one function each; main.cc parses the command line.
 // Each returns the process exit status: 0 done (or skipped for want of a GPU, said on
-// stdout), 1 a measurement failed, 2 this build cannot run it (no CUDA).
+// stdout), 1 a measurement failed, 2 this build cannot run it (no CUDA). Each checks every
+// argument before any work and throws Error(kInvalidArgument) naming the bad one, or
+// Error(kUnsupported) for a program it needs that is not installed; main turns both into
+// exit status 2.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +12,9 @@
 
 namespace tandem::bench {
 
-// Exit status of a GPU subcommand in a build without CUDA.
+// Exit status of a GPU subcommand in a build without CUDA, and of a bad argument.
 inline constexpr int kExitNoCuda = 2;
+inline constexpr int kExitUsage = 2;
 
 struct CalibrateOptions {
   uint64_t host_elements = 64ull << 20, gpu_elements = 512ull << 20;
@@ -23,13 +27,22 @@ struct CalibrateOptions {
   std::string json_path;  // the report with spreads; empty: none
   std::string command;    // the command line, recorded in the report
 };
+// Throws Error(kInvalidArgument) naming the first bad option: counts below 1, --threads
+// outside [0, MaxHostThreads()] (the optimizer's limit, with tandem.torch's message), host
+// sizes beyond this machine's memory, a negative --max-spread, and outputs that cannot be
+// written or name the same file.
+void CheckCalibrateOptions(const CalibrateOptions& o);
+// Checks (CheckCalibrateOptions), measures and writes the profile and the report.
 int Calibrate(const CalibrateOptions& o);
 
 // "Intel(R) Xeon(R) ..." from /proc/cpuinfo, or "unknown CPU".
 std::string CpuName();
 // UTC now as 2026-11-24T09:30:00Z.
 std::string UtcNow();
-// Writes `text` to `path`; throws Error(kIO) naming the file on failure.
-void WriteTextFile(const std::string& path, const std::string& text);
+// The machine's physical memory in bytes (0 if unknown).
+uint64_t HostMemoryBytes();
+// Throws Error(kInvalidArgument) when `count` x `bytes_each` exceeds HostMemoryBytes(),
+// naming the option `what`, the bytes and `why` they are needed.
+void CheckFitsHostMemory(const char* what, uint64_t count, double bytes_each, const char* why);
 
 }  // namespace tandem::bench

@@ -8,11 +8,16 @@
 //   tandem-bench hybrid     the whole step across offload fractions (tandem-bench-hybrid)
 //
 // Results go to stdout (line-buffered, so logs fill line by line); a progress bar with an
-// ETA goes to stderr only when stderr is a terminal. On a machine without a GPU every
-// subcommand says what it skipped and why; in a build without CUDA the GPU-only
-// subcommands (pcie, hybrid) fail with exit status 2. calibrate and pcie measure
-// in-process with the engine itself: the step rates are those of HybridOptimizer::Step on
-// one large tensor, so the profile keys are exactly the planner's.
+// ETA goes to stderr only when stderr is a terminal. Every argument is checked before any
+// measurement (exit status 2 naming it): counts and sizes, --threads against the same
+// limit the optimizer has, every output file's directory, and that no output is another.
+// Outputs are written whole or not at all (temporary file, fsync, rename). On a machine
+// without a GPU every subcommand says what it skipped and why; in a build without CUDA the
+// GPU-only subcommands (pcie, hybrid) fail with exit status 2, and so do kernels and
+// hybrid where the benchmark programs they run are not installed beside tandem-bench
+// (pip install . builds the tools without them). calibrate and pcie measure in-process
+// with the engine itself: the step rates are those of HybridOptimizer::Step on one large
+// tensor, so the profile keys are exactly the planner's.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,6 +35,7 @@
 
 #include "commands.h"
 #include "measure.h"
+#include "output_file.h"
 #include "progress.h"
 #include "tandem/error.h"
 #include "tandem/version.h"
@@ -53,11 +59,23 @@ std::string CpuName() {
   return "unknown CPU";
 }
 
-void WriteTextFile(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  f.close();
-  if (!f) throw Error(ErrorKind::kIO, "cannot write " + path);
+uint64_t HostMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+}
+
+void CheckFitsHostMemory(const char* what, uint64_t count, double bytes_each, const char* why) {
+  const uint64_t have = HostMemoryBytes();
+  const double need = double(count) * bytes_each;
+  if (have > 0 && need > double(have)) {
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "%s %llu needs about %.1f GiB of host memory (%s), more than this machine's "
+                  "%.1f GiB",
+                  what, static_cast<unsigned long long>(count), need / 1073741824.0, why,
+                  double(have) / 1073741824.0);
+    throw Error(ErrorKind::kInvalidArgument, buf);
+  }
 }
 
 namespace {
@@ -75,6 +93,10 @@ int NoCudaBuild(const char* sub) {
 
 int Pcie(size_t mib, int reps, const std::string& json_path, const std::string& command) {
   if (!TANDEM_HAS_CUDA) return NoCudaBuild("pcie");
+  if (!json_path.empty()) tools::CheckOutputFile("--json", json_path);
+  // A pinned and a pageable buffer of --mib each.
+  CheckFitsHostMemory("--mib", mib, 2.0 * 1048576.0,
+                      "a pinned and a pageable buffer of that many MiB");
   nlohmann::json j{{"benchmark", "tandem-bench pcie"},
                    {"command", command},
                    {"date", UtcNow()},
@@ -106,7 +128,7 @@ int Pcie(size_t mib, int reps, const std::string& json_path, const std::string& 
               {"d2h_pageable_gbps", r.d2h_pageable}});
   }
   if (!json_path.empty()) {
-    WriteTextFile(json_path, j.dump(2) + "\n");
+    tools::WriteFileAtomically(json_path, j.dump(2) + "\n");
     std::printf("wrote %s\n", json_path.c_str());
   }
   return 0;
@@ -115,17 +137,30 @@ int Pcie(size_t mib, int reps, const std::string& json_path, const std::string& 
 // ---------------------------------------------------------------------------------------
 // Subcommands that run the specialised benchmark programs beside this one.
 
-std::string Sibling(const char* name) {
+std::string SelfDir() {
   char buf[4096];
   const ssize_t len = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  std::string self = len > 0 ? std::string(buf, size_t(len)) : std::string("./tandem-bench");
-  const std::string dir = self.substr(0, self.find_last_of('/'));
-  // Installed side by side, or in the build tree: tools/bench/../../bench/...
+  const std::string self = len > 0 ? std::string(buf, size_t(len)) : std::string("./tandem-bench");
+  return self.substr(0, self.find_last_of('/'));
+}
+
+// The benchmark program `name` installed beside this tandem-bench, or in the build tree
+// (tools/bench/../../bench/...). Throws Error(kUnsupported) saying how to get it when it
+// is in neither: pip install . builds the tools without the benchmark programs.
+std::string Sibling(const char* name, const char* sub) {
+  const std::string dir = SelfDir();
   for (const std::string& p :
        {dir + "/" + name, dir + "/../../bench/" + name, dir + "/../../bench/gpu/" + name,
         dir + "/../../bench/hybrid/" + name})
     if (access(p.c_str(), X_OK) == 0) return p;
-  return "";
+  throw Error(ErrorKind::kUnsupported,
+              std::string(name) + ", the program `tandem-bench " + sub +
+                  "` runs, is neither beside this tandem-bench (" + dir +
+                  ") nor in a build tree: `pip install .` installs the tools without the "
+                  "benchmark programs. Build them from a source checkout (cmake -S . -B build "
+                  "-G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build) and run "
+                  "build/tools/bench/tandem-bench " +
+                  sub + " (docs/building.md, \"pip\")");
 }
 
 std::string Quote(const std::string& s) {
@@ -134,15 +169,10 @@ std::string Quote(const std::string& s) {
   return q + "'";
 }
 
-// Runs `name` with `args`, passing its output through line by line; the bar advances on
-// each line that `is_row` accepts (a result row). `total_rows` 0: unknown.
-int RunSibling(const char* name, const std::vector<std::string>& args, uint64_t total_rows,
+// Runs the program at `path` with `args`, passing its output through line by line; the bar
+// advances on each line that `is_row` accepts (a result row). `total_rows` 0: unknown.
+int RunSibling(const std::string& path, const std::vector<std::string>& args, uint64_t total_rows,
                const std::function<bool(const std::string&)>& is_row) {
-  const std::string path = Sibling(name);
-  if (path.empty()) {
-    std::printf("skipped %s: not found beside tandem-bench (not built?)\n", name);
-    return 0;
-  }
   std::string cmd = Quote(path);
   for (const std::string& a : args) cmd += " " + Quote(a);
   std::printf("== %s\n", cmd.c_str());
@@ -152,6 +182,7 @@ int RunSibling(const char* name, const std::vector<std::string>& args, uint64_t 
       (access("/usr/bin/stdbuf", X_OK) == 0 ? "/usr/bin/stdbuf -oL " : "") + cmd;
   std::FILE* pipe = popen(run.c_str(), "r");
   if (!pipe) throw Error(ErrorKind::kIO, std::string("cannot start ") + path);
+  const std::string name = path.substr(path.find_last_of('/') + 1);
   tools::Progress bar(name, total_rows);
   char line[4096];
   while (std::fgets(line, sizeof line, pipe)) {
@@ -164,6 +195,11 @@ int RunSibling(const char* name, const std::vector<std::string>& args, uint64_t 
 }
 
 int Kernels(bool quick, const std::string& out_dir) {
+  // Everything is checked before the first program runs.
+  const bool gpu = TANDEM_HAS_CUDA && CudaDeviceAvailable();
+  const std::string host_program = Sibling("tandem-bench-host", "kernels");
+  const std::string gpu_program = gpu ? Sibling("tandem-bench-gpu", "kernels") : "";
+  if (!out_dir.empty()) tools::CheckOutputDir("--out-dir", out_dir);
   std::vector<std::string> host_args, gpu_args;
   if (quick) {
     host_args = {"--size", std::to_string(64ull << 20), "--reps", "3"};
@@ -178,13 +214,13 @@ int Kernels(bool quick, const std::string& out_dir) {
   auto row = [](const std::string& l) {
     return !l.empty() && l[0] != '#' && l[0] != '\n' && l.rfind("kernel", 0) != 0;
   };
-  int rc = RunSibling("tandem-bench-host", host_args, 0, row);
+  int rc = RunSibling(host_program, host_args, 0, row);
   if (!TANDEM_HAS_CUDA)
     std::printf("skipped tandem-bench-gpu: this tandem-bench was built without CUDA\n");
-  else if (!CudaDeviceAvailable())
+  else if (!gpu)
     std::printf("skipped tandem-bench-gpu: no CUDA device on this machine\n");
   else
-    rc |= RunSibling("tandem-bench-gpu", gpu_args, 0, row);
+    rc |= RunSibling(gpu_program, gpu_args, 0, row);
   return rc;
 }
 
@@ -200,22 +236,35 @@ std::vector<std::string> ValuesOf(const std::vector<std::string>& args, const st
 
 int Hybrid(const std::vector<std::string>& args) {
   if (!TANDEM_HAS_CUDA) return NoCudaBuild("hybrid");
-  if (!CudaDeviceAvailable()) {
-    std::printf("tandem-bench hybrid: skipped: the hybrid step needs a CUDA device\n");
-    return 0;
-  }
+  const std::string program = Sibling("tandem-bench-hybrid", "hybrid");
   // Rows expected: models x fractions x formats, with tandem-bench-hybrid's defaults.
   std::vector<std::string> models = ValuesOf(args, "--models");
   if (models.empty()) models = {"llama3-1b"};
   uint64_t fractions = ValuesOf(args, "--fractions").size();
   if (fractions == 0) {
     const auto step = ValuesOf(args, "--fraction-step");
-    fractions = uint64_t(1.0 / (step.empty() ? 0.125 : std::stod(step[0])) + 1e-9) + 1;
+    double s = 0.125;
+    if (!step.empty()) {
+      size_t used = 0;
+      try {
+        s = std::stod(step[0], &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != step[0].size() || !(s > 0 && s <= 1))
+        throw Error(ErrorKind::kInvalidArgument,
+                    "--fraction-step must be a number in (0, 1], got '" + step[0] + "'");
+    }
+    fractions = uint64_t(1.0 / s + 1e-9) + 1;
+  }
+  if (!CudaDeviceAvailable()) {
+    std::printf("tandem-bench hybrid: skipped: the hybrid step needs a CUDA device\n");
+    return 0;
   }
   const uint64_t formats = std::find(args.begin(), args.end(), "--fp32") != args.end() ? 2 : 1;
   const std::set<std::string> names(models.begin(), models.end());
   auto row = [&](const std::string& l) { return names.count(l.substr(0, l.find(' '))) > 0; };
-  return RunSibling("tandem-bench-hybrid", args, models.size() * fractions * formats, row);
+  return RunSibling(program, args, models.size() * fractions * formats, row);
 }
 
 std::string CommandLine(int argc, char** argv) {
@@ -277,8 +326,14 @@ int main(int argc, char** argv) {
   hyb->footer(
       "All arguments are passed to tandem-bench-hybrid (--models, --fractions, "
       "--steps, --fp32, --json ...).");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);  // prints help or the usage error
+    return rc == 0 ? 0 : kExitUsage;
+  }
 
+  const char* sub = *pcie ? "pcie" : *cal ? "calibrate" : *kern ? "kernels" : "hybrid";
   try {
     if (*pcie) return Pcie(pcie_mib, pcie_reps, pcie_json, CommandLine(argc, argv));
     if (*cal) {
@@ -287,9 +342,16 @@ int main(int argc, char** argv) {
     }
     if (*kern) return Kernels(quick, out_dir);
     if (*hyb) return Hybrid(hyb->remaining());
+  } catch (const tandem::Error& e) {
+    // A bad argument or a missing program is found before any work: usage (2).
+    std::fflush(stdout);
+    std::fprintf(stderr, "tandem-bench %s: %s\n", sub, e.what());
+    const bool usage = e.kind() == tandem::ErrorKind::kInvalidArgument ||
+                       e.kind() == tandem::ErrorKind::kUnsupported;
+    return usage ? kExitUsage : 1;
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "tandem-bench: %s\n", e.what());
+    std::fprintf(stderr, "tandem-bench %s: %s\n", sub, e.what());
     return 1;
   }
   std::printf("%s", app.help().c_str());

@@ -7,16 +7,30 @@
 //   tandem-ckpt from-torch IN OUT ...   a torch-layout file to a checkpoint
 //   tandem-ckpt --version
 // Exit status for every command: 0 success, 1 the checkpoint is damaged, 2 usage or I/O.
+// An output that is the input (the same path, a hard link or a symlink to it) is refused
+// before anything is read or written; every output is written whole or not at all
+// (temporary file, fsync, rename). inspect and verify list the temporaries that
+// interrupted saves left beside the file.
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
+#include <vector>
 
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/format.h"
 #include "tandem/checkpoint.h"
 #include "tandem/error.h"
 #include "tandem/version.h"
 #include "tools/ckpt/torch_layout.h"
+#include "tools/common/output_file.h"
 
 namespace {
 
@@ -58,6 +72,44 @@ std::string MetadataText(const std::string& m) {
     }
   }
   return m.size() > 100 ? s + "..." : s;
+}
+
+// True when the file at `path` begins with a checkpoint header's magic.
+bool StartsLikeACheckpoint(const std::string& path) {
+  char magic[sizeof tandem::ckpt::kHeaderMagic] = {};
+  std::ifstream f(path, std::ios::binary);
+  return f.read(magic, sizeof magic) &&
+         std::memcmp(magic, tandem::ckpt::kHeaderMagic, sizeof magic) == 0;
+}
+
+// Prints one line per temporary an interrupted save left beside `path`: its own
+// (ckpt::TemporaryPath(path), whatever it holds) and any other "*.tmp" in the same
+// directory that begins like a checkpoint.
+void ListStrayTemporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string own = tandem::ckpt::TemporaryPath(path);
+  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : ".";
+  std::vector<std::pair<std::string, std::string>> found;  // (temporary, file it was for)
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(own, ec))) found.emplace_back(own, path);
+  std::vector<fs::path> others;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (p.extension() == ".tmp" && p.filename() != fs::path(own).filename() &&
+        it->is_regular_file(ec) && StartsLikeACheckpoint(p.string()))
+      others.push_back(p);
+  }
+  std::sort(others.begin(), others.end());
+  for (const fs::path& p : others) found.emplace_back(p.string(), (dir / p.stem()).string());
+  for (const auto& [tmp, target] : found) {
+    struct stat st {};
+    const std::string size =
+        ::lstat(tmp.c_str(), &st) == 0 ? Bytes(static_cast<uint64_t>(st.st_size)) : "?";
+    std::printf(
+        "stray temporary: %s (%s): left by a save of %s that did not finish; the next "
+        "save to %s removes it, or delete it\n",
+        tmp.c_str(), size.c_str(), target.c_str(), target.c_str());
+  }
 }
 
 int Inspect(const std::string& path) {
@@ -208,8 +260,11 @@ int main(int argc, char** argv) {
     return rc == 0 ? kOk : kUsageOrIO;
   }
   try {
+    if (inspect->parsed() || verify->parsed()) ListStrayTemporaries(file);
     if (inspect->parsed()) return Inspect(file);
     if (verify->parsed()) return Verify(file);
+    // Every output is checked before any input is read.
+    tandem::tools::CheckOutputFile("OUT", out, {{from_torch->parsed() ? "IN" : "FILE", file}});
     if (exp->parsed()) return Export(file, out);
     if (to_torch->parsed()) return ToTorch(file, out);
     tandem::StateFormats to;
@@ -220,6 +275,9 @@ int main(int argc, char** argv) {
       if (!algorithm.empty()) d.algorithm = tandem::ParseAlgorithm(algorithm);
       d.param_dtype = tandem::ParseDType(param_dtype);
       d.grad_dtype = tandem::ParseDType(grad_dtype);
+      // The hyper-parameter options, checked before the file is read when the algorithm
+      // is known (they apply where the file has no tandem_groups).
+      if (d.algorithm) tandem::ValidateHyperParams(*d.algorithm, hp, "from-torch options");
     } catch (const tandem::Error& e) {
       std::fprintf(stderr, "tandem-ckpt from-torch: %s\n", e.what());
       return kUsageOrIO;

@@ -2,16 +2,17 @@
 // Python entry point tandem.plan run the same code.
 #include "tools/plan/cli.h"
 
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "tandem/error.h"
 #include "tandem/planner.h"
 #include "tandem/version.h"
+#include "tools/common/output_file.h"
 
 namespace {
 
@@ -79,6 +80,29 @@ void ParseHeadroom(const std::string& text, PlanInputs* in) {
     in->gpu_headroom_fraction = 0;
     in->gpu_headroom_bytes = ParseBytes(text);
   }
+}
+
+// The numeric options, checked before anything is read or planned, with the messages of
+// the Python binding's options (tandem/_options.py) where it has the same option.
+void CheckNumbers(const Args& a) {
+  auto bad = [](const std::string& m) { throw Error(ErrorKind::kInvalidArgument, m); };
+  if (a.chunk < 32 || a.chunk % 32 != 0)
+    bad("--chunk-elements must be a positive multiple of 32, got " + std::to_string(a.chunk));
+  if (a.slots < 2) bad("--slots must be an integer >= 2, got " + std::to_string(a.slots));
+  if (a.stream_slots < 2)
+    bad("--stream-slots must be an integer >= 2, got " + std::to_string(a.stream_slots));
+  if (a.batch < 1) bad("--batch must be an integer >= 1, got " + std::to_string(a.batch));
+  if (!(a.momentum >= 0 && a.momentum <= 1))
+    bad("--momentum must be in [0, 1], got " + std::to_string(a.momentum));
+}
+
+// --svg is checked before the plan is made: a writable place that is none of the inputs.
+void CheckSvg(const Args& a) {
+  if (a.svg.empty()) return;
+  std::vector<tools::NamedPath> inputs = {
+      {"--config", a.config}, {"--params-json", a.params_json}, {"--profile", a.profile}};
+  if (!a.config.empty()) inputs.push_back({"--config", a.config + "/config.json"});
+  tools::CheckOutputFile("--svg", a.svg, inputs);
 }
 
 PlanInputs ToInputs(const Args& a, std::pair<bool, bool> dtypes_given) {
@@ -240,17 +264,18 @@ int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::stri
   }
   PlanResult plan;
   try {
+    CheckNumbers(a);
+    CheckSvg(a);
     plan = MakePlan(ToInputs(a, {app.count("--param-dtype") > 0, app.count("--grad-dtype") > 0}));
   } catch (const tandem::Error& x) {
     e << "tandem-plan: " << x.what() << "\n";
     return 2;
   }
   if (!a.svg.empty()) {
-    std::ofstream out(a.svg, std::ios::binary | std::ios::trunc);
-    out << PlanToSvg(plan);
-    out.flush();
-    if (!out) {
-      e << "tandem-plan: cannot write " << a.svg << "\n";
+    try {
+      tools::WriteFileAtomically(a.svg, PlanToSvg(plan));
+    } catch (const tandem::Error& x) {
+      e << "tandem-plan: cannot write the chart: " << x.what() << "\n";
       return 3;
     }
   }

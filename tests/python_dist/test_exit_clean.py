@@ -1,0 +1,76 @@
+"""A process that exits with a Tandem optimizer still alive exits cleanly (status 0, no
+"terminate called"), whatever the engine's threads are doing then: the optimizer at
+module level in a reference cycle (destroyed by the interpreter's final collection, or
+never), in the middle of a speculative early start (the speculation worker busy, the
+step never called), and after a normal run; and a deleted optimizer leaves no thread
+behind (docs/distributed.md, "Exit").
+
+Each case runs in a fresh interpreter (host mode, offload fraction 1, pinned to one
+CPU, speculation on), several times, because an exit-time race shows only sometimes.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+RUNS = 2
+
+SETUP = r"""
+import gc, os, sys
+import torch
+import tandem.torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.Linear(512, 256))
+opt = tandem.torch.AdamW(model.parameters(), lr=1e-3, offload_fraction=1.0,
+                         chunk_elements=4096, speculative_early_start=True,
+                         host_cpus=[sorted(os.sched_getaffinity(0))[0]])
+model.opt = opt        # a reference cycle through the module
+opt.model = model
+def train(steps):
+    for _ in range(steps):
+        opt.begin_step()
+        model(torch.randn(64, 256)).square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+def threads():
+    return len(os.listdir("/proc/self/task"))
+"""
+
+CASES = {
+    # Exit right after backward: the speculation worker is updating chunks.
+    "mid_speculation": SETUP + "train(2)\nopt.begin_step()\n"
+                              "model(torch.randn(64, 256)).square().mean().backward()\n"
+                              "sys.exit(0)\n",
+    # Exit with the optimizer alive in a cycle at module level.
+    "alive_at_exit": SETUP + "train(3)\n",
+    # An uncaught exception while the optimizer is alive (frames keep it).
+    "exception_at_exit": SETUP + "train(1)\nopt.begin_step()\n"
+                                 "model(torch.randn(64, 256)).square().mean().backward()\n"
+                                 "raise SystemExit(3)\n",
+    # Deleted and collected: no thread of the engine is left.
+    "deleted": SETUP + "base = None\ngc.collect()\n"
+                       "train(1)\nbusy = threads()\n"
+                       "del model.opt, opt.model, opt\ngc.collect()\n"
+                       "print('threads', busy, threads())\n",
+}
+
+EXPECTED = {"mid_speculation": 0, "alive_at_exit": 0, "exception_at_exit": 3, "deleted": 0}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_exit_is_clean(case):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    for run in range(RUNS):
+        p = subprocess.run([sys.executable, "-c", CASES[case]], capture_output=True,
+                           text=True, timeout=300, env=env)
+        assert p.returncode == EXPECTED[case], (case, run, p.returncode, p.stderr[-2000:])
+        assert "terminate called" not in p.stderr, (case, run, p.stderr[-2000:])
+        if case == "deleted":
+            busy, after = map(int, p.stdout.split()[-2:])
+            # Every thread the engine started (speculation worker, host transport,
+            # oneTBB arena) is gone once it is deleted; torch's own may stay.
+            assert after < busy, p.stdout

@@ -1,0 +1,163 @@
+"""The command-line tools check every argument before any work, refuse an output that is an
+input, and write whole files: tandem-bench and tandem-plan run for real (ctest
+tools_python passes their paths; tandem-ckpt's are in tests/checkpoint/tool_test.cc)."""
+
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+BENCH = os.environ.get("TANDEM_BENCH", "")
+PLAN = os.environ.get("TANDEM_PLAN", "")
+HAS_CUDA = os.environ.get("TANDEM_HAS_CUDA", "0") == "1"
+
+pytestmark = pytest.mark.skipif(not (BENCH and PLAN),
+                                reason="TANDEM_BENCH and TANDEM_PLAN are set by ctest")
+
+
+def run(*args, timeout=120, cwd=None):
+    t0 = time.monotonic()
+    p = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout,
+                       cwd=cwd)
+    return p.returncode, p.stdout + p.stderr, time.monotonic() - t0
+
+
+# ---- tandem-bench ------------------------------------------------------------------------
+
+def test_calibrate_with_too_many_threads_is_an_error_not_a_crash():
+    # It used to build an arena of 100000 threads and die with SIGSEGV (status 139), and
+    # for 17 to 65536 threads to fail only after the host copy had been measured.
+    for threads in ("100000", "65537", "17000", "-1"):
+        rc, out, _ = run(BENCH, "calibrate", "--host-only", "--threads", threads, "-o",
+                         "/dev/null/x.json")
+        assert rc == 2, out
+        assert "--threads must be an integer in [0, " in out and "(0: all cores), got" in out, out
+        assert "host copy" not in out, out  # nothing was measured
+
+
+def test_calibrate_checks_every_option_before_measuring(tmp_path):
+    cases = [
+        (["--max-spread", "-1"], "--max-spread must be a finite number >= 0"),
+        (["--host-elements", "0"], "--host-elements must be an integer >= 1"),
+        (["--gpu-elements", "0"], "--gpu-elements must be an integer >= 1"),
+        (["--host-elements", str(1 << 50)], "needs about"),
+        (["-o", str(tmp_path / "missing" / "p.json")], "does not exist"),
+        (["-o", str(tmp_path)], "is a directory"),
+        (["-o", str(tmp_path / "p.json"), "--json", str(tmp_path / "p.json")],
+         "is the same file as -o/--out"),
+        (["--reps", "0"], "--reps"),
+        (["--threads", "two"], "--threads"),
+    ]
+    for extra, needle in cases:
+        args = ["calibrate", "--host-only"]
+        if "--host-elements" not in extra:
+            args += ["--host-elements", "4096"]
+        if "-o" not in extra:
+            args += ["-o", str(tmp_path / "p.json")]
+        rc, out, seconds = run(BENCH, *args, *extra)
+        assert rc == 2, (extra, out)
+        assert needle in out, (extra, out)
+        assert "host copy" not in out and seconds < 30, (extra, out)
+    assert not os.listdir(tmp_path)  # nothing written
+
+
+def test_calibrate_writes_whole_files(tmp_path):
+    profile, report = tmp_path / "p.json", tmp_path / "r.json"
+    profile.write_text("an old profile")
+    rc, out, _ = run(BENCH, "calibrate", "--host-only", "--host-elements", "65536", "--reps",
+                     "1", "--repeats", "1", "--threads", "1", "-o", profile, "--json", report,
+                     timeout=300)
+    assert rc == 0, out
+    assert profile.read_text().lstrip().startswith("{") and report.read_text().startswith("{")
+    assert sorted(os.listdir(tmp_path)) == ["p.json", "r.json"]  # no temporaries left
+
+
+def installed_alone(tmp_path):
+    """A copy of tandem-bench in a bin/ of its own, as pip install . leaves it."""
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    shutil.copy2(BENCH, bin_dir / "tandem-bench")
+    return bin_dir / "tandem-bench"
+
+
+def test_kernels_without_the_benchmark_programs_says_so_and_fails(tmp_path):
+    # pip install . builds the tools without bench/: kernels used to print "skipped" and
+    # exit 0, having measured nothing.
+    bench = installed_alone(tmp_path)
+    rc, out, _ = run(bench, "kernels", "--quick")
+    assert rc == 2, out
+    assert "tandem-bench-host" in out and "pip install ." in out and "build" in out, out
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="hybrid needs a CUDA build")
+def test_hybrid_without_its_program_says_so_and_fails(tmp_path):
+    rc, out, _ = run(installed_alone(tmp_path), "hybrid", "--models", "llama3-1b")
+    assert rc == 2 and "tandem-bench-hybrid" in out, out
+
+
+def test_kernels_checks_its_output_directory_first(tmp_path):
+    rc, out, seconds = run(BENCH, "kernels", "--quick", "--out-dir", tmp_path / "missing")
+    assert rc == 2, out
+    assert "--out-dir" in out and "does not exist" in out, out
+    assert "==" not in out and seconds < 30, out  # no benchmark program was started
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="pcie is a GPU command (status 2 without CUDA)")
+def test_pcie_checks_its_json_first(tmp_path):
+    rc, out, _ = run(BENCH, "pcie", "--json", tmp_path / "missing" / "p.json")
+    assert rc == 2 and "does not exist" in out, out
+
+
+# ---- tandem-plan -------------------------------------------------------------------------
+
+BASE = ["--model", "llama3-1b", "--gpu-mem", "80GiB", "--host-mem", "64GiB"]
+
+
+def test_plan_checks_the_numbers_with_the_bindings_words():
+    for extra, needle in (
+            (["--chunk-elements", "0"], "--chunk-elements must be a positive multiple of 32, got 0"),
+            (["--chunk-elements", "100"], "--chunk-elements must be a positive multiple of 32"),
+            (["--slots", "1"], "--slots must be an integer >= 2, got 1"),
+            (["--stream-slots", "1"], "--stream-slots must be an integer >= 2, got 1"),
+            (["--seq", "128", "--batch", "0"], "--batch must be an integer >= 1, got 0"),
+            (["--algo", "sgd", "--momentum", "1.5"], "--momentum must be in [0, 1]")):
+        rc, out, _ = run(PLAN, *BASE, *extra)
+        assert rc == 2 and needle in out, (extra, out)
+
+
+def test_plan_counts_are_whole_numbers():
+    rc, out, _ = run(PLAN, "--params", "8.03e9", "--gpu-mem", "80GiB", "--host-mem", "1TiB")
+    assert rc in (0, 1) and "8030000000 parameters" in out, out
+    rc, out, _ = run(PLAN, "--params", "8.5", "--gpu-mem", "80GiB", "--host-mem", "1TiB")
+    assert rc == 2 and "is not a whole number of parameters" in out, out
+
+
+def test_plan_refuses_a_chart_over_its_input(tmp_path):
+    config = tmp_path / "config.json"
+    shutil.copy(os.path.join(os.path.dirname(__file__), "..", "planner", "configs", "qwen3-8b",
+                             "config.json"), config)
+    before = config.read_bytes()
+    link = tmp_path / "link.svg"
+    link.symlink_to(config)
+    for svg in (config, link):
+        rc, out, _ = run(PLAN, "--config", config, "--gpu-mem", "80GiB", "--host-mem", "1TiB",
+                         "--svg", svg)
+        assert rc == 2 and "is the same file as --config" in out, out
+        assert config.read_bytes() == before
+    # The model directory's config.json too.
+    rc, out, _ = run(PLAN, "--config", tmp_path, "--gpu-mem", "80GiB", "--host-mem", "1TiB",
+                     "--svg", config)
+    assert rc == 2 and "is the same file as --config" in out, out
+    assert config.read_bytes() == before
+
+
+def test_plan_checks_the_chart_path_before_planning_and_writes_it_whole(tmp_path):
+    rc, out, _ = run(PLAN, *BASE, "--svg", tmp_path / "no" / "plan.svg")
+    assert rc == 2 and "--svg" in out and "does not exist" in out, out
+    assert "Model" not in out  # no plan was printed
+    rc, out, _ = run(PLAN, *BASE, "--svg", tmp_path / "plan.svg")
+    assert rc == 0, out
+    assert (tmp_path / "plan.svg").read_text().startswith("<svg")
+    assert os.listdir(tmp_path) == ["plan.svg"]
