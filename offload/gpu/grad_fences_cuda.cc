@@ -10,8 +10,6 @@
 namespace tandem::offload {
 namespace {
 
-cudaEvent_t AsEvent(const void* e) { return static_cast<cudaEvent_t>(const_cast<void*>(e)); }
-
 class CudaGradFences final : public GradFences {
  public:
   CudaGradFences(void* stream, size_t tensors) : caller_(static_cast<cudaStream_t>(stream)) {
