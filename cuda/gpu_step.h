@@ -134,10 +134,20 @@ class GradNormPlan {
   void SetGrad(size_t tensor, const void* grad);
 
   // From the next Launch on `stream` on, the tensors with active[i] == 0 count as empty
-  // (not read); an empty `active` means every tensor. The tensor table is uploaded (on
-  // `stream`) only when this changes it. Throws Error(kInvalidArgument) for a size that
-  // is neither 0 nor the tensor count.
-  void SetActive(const std::vector<uint8_t>& active, void* stream);
+  // (not read); an empty `active` means every tensor. Tensors with keep[i] != 0 (and
+  // active) are not read either: Launch adds the unit partials their last LaunchTensor
+  // left (early start). The tensor table is uploaded (on `stream`) only when this changes
+  // it. Throws Error(kInvalidArgument) for a size that is neither 0 nor the tensor count.
+  void SetActive(const std::vector<uint8_t>& active, void* stream,
+                 const std::vector<uint8_t>& keep = {});
+
+  // Early start: enqueues on `stream` the unit partials of tensor i alone (read at its
+  // SetGrad pointer, passed by value: the table is not touched) and their sum, which lands
+  // in pinned host memory (ReadTensor). The partials stay for a Launch that keeps them
+  // (SetActive's keep); the next LaunchTensor(i) overwrites them. Partials are exact
+  // integers: Launch's total is the same whichever tensors went this way, in any order.
+  // Throws Error(kInvalidArgument) for a bad index.
+  void LaunchTensor(size_t tensor, void* stream);
 
   struct Result {
     double sum_squares;  // `exact` rounded to double
@@ -146,11 +156,14 @@ class GradNormPlan {
   };
   // Valid once the stream has completed the last Launch (synchronize first).
   Result Read() const;
+  // Tensor i's statistics from its last LaunchTensor; valid once that stream completed it.
+  Result ReadTensor(size_t tensor) const;
 
-  // Device memory held (tensor table, work-unit map, partial sums, total) and pinned host
-  // memory held (the result); PredictDeviceBytes gives the former for given tensor sizes.
+  // Device memory held (tensor table, work-unit map, partial sums, the total, each
+  // tensor's total) and pinned host memory held (the results); PredictDeviceBytes and
+  // PredictGradNormPinnedBytes give them for given tensor sizes.
   size_t device_bytes() const;
-  size_t pinned_bytes() const { return kNormResultBytes; }
+  size_t pinned_bytes() const { return PredictGradNormPinnedBytes(num_tensors_); }
   static size_t PredictDeviceBytes(const std::vector<NormSize>& tensors);
 
  private:
@@ -159,13 +172,16 @@ class GradNormPlan {
   void Release() noexcept;
 
   std::vector<GradRef> grads_;       // as built
-  std::vector<uint8_t> active_;      // as in the device table now
+  std::vector<uint64_t> first_unit_;  // per tensor, and one past the last
+  std::vector<uint8_t> active_;      // 0 out, 1 read, 2 kept: as in the device table now
   bool pointers_changed_ = false;    // grads_ differs from the device table
   void* device_tensors_ = nullptr;  // detail::NormTensor[]
   void* device_units_ = nullptr;    // detail::NormUnit[]
   uint64_t* device_partials_ = nullptr;  // per unit: 16 limbs and a non-finite flag
   uint64_t* device_total_ = nullptr;     // the same, for the whole sum
   uint64_t* host_total_ = nullptr;       // pinned copy of device_total_
+  uint64_t* device_tensor_totals_ = nullptr;  // per tensor: LaunchTensor's total
+  uint64_t* host_tensor_totals_ = nullptr;    // pinned copies
 };
 
 }  // namespace tandem::gpu

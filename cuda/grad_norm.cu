@@ -36,8 +36,9 @@ struct NormTensor {
   uint64_t n;    // 0 for a tensor left out of this step (SetActive)
   uint64_t run;  // elements per run (never 0 here)
   uint32_t dtype;
-  uint32_t pad;
+  uint32_t pad;  // kKept: its partials are kept from NormTensorKernel (SetActive's keep)
 };
+inline constexpr uint32_t kKept = 1;
 
 struct NormUnit {
   uint64_t first_piece;
@@ -59,11 +60,11 @@ __device__ __forceinline__ double Square(const void* ptr, uint32_t dtype, uint64
   return __dmul_rn(x, x);  // exact: the square of a float fits in a double
 }
 
-__global__ void __launch_bounds__(kNormThreads)
-    NormPartialKernel(const NormTensor* tensors, const NormUnit* units, uint64_t* partials) {
+// Unit `unit` of tensor `t`: its pieces' sums into `out` (17 words). A block-wide
+// function (its threads all call it, with the same arguments).
+__device__ __forceinline__ void UnitPartial(const NormTensor& t, const NormUnit& unit,
+                                            uint64_t* out) {
   __shared__ uint64_t shared[kNormWarps][kPartialWords];
-  const NormUnit unit = units[blockIdx.x];
-  const NormTensor t = tensors[unit.tensor];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const uint64_t per_run = (t.run + kNormPieceElems - 1) / kNormPieceElems;
   exact::Acc acc;
@@ -96,8 +97,26 @@ __global__ void __launch_bounds__(kNormThreads)
   if (threadIdx.x < kPartialWords) {
     uint64_t sum = 0;
     for (int w = 0; w < kNormWarps; ++w) sum += shared[w][threadIdx.x];  // < 2^35
-    partials[uint64_t{blockIdx.x} * kPartialWords + threadIdx.x] = sum;
+    out[threadIdx.x] = sum;
   }
+}
+
+// Block b: unit b of the table. A tensor marked kKept keeps the partials its last
+// NormTensorKernel left (early start): its blocks return at once.
+__global__ void __launch_bounds__(kNormThreads)
+    NormPartialKernel(const NormTensor* tensors, const NormUnit* units, uint64_t* partials) {
+  const NormUnit unit = units[blockIdx.x];
+  const NormTensor t = tensors[unit.tensor];
+  if (t.pad == kKept) return;  // the same for every thread of the block
+  UnitPartial(t, unit, partials + uint64_t{blockIdx.x} * kPartialWords);
+}
+
+// Early start: block b takes unit first_unit + b, of tensor `t` (by value).
+__global__ void __launch_bounds__(kNormThreads)
+    NormTensorKernel(NormTensor t, const NormUnit* units, uint64_t first_unit,
+                     uint64_t* partials) {
+  const uint64_t u = first_unit + blockIdx.x;
+  UnitPartial(t, units[u], partials + u * kPartialWords);
 }
 
 // Adds the partials word by word: thread i takes word i % 17 of units i / 17, i / 17 +
@@ -160,10 +179,12 @@ GradNormPlan::GradNormPlan(const std::vector<GradRef>& grads)
     tensors[i] = detail::NormTensor{g.ptr, g.n, run, static_cast<uint32_t>(g.dtype), 0};
     const NormSize size{g.n, g.run};
     const uint64_t pieces = NormPieces(size), per = NormPiecesPerUnit(size);
+    first_unit_.push_back(units.size());
     for (uint64_t p = 0; p < pieces; p += per)
       units.push_back({p, static_cast<uint32_t>(std::min(per, pieces - p)),
                        static_cast<uint32_t>(i)});
   }
+  first_unit_.push_back(units.size());
   if (units.size() > 0x7FFFFFFFu)
     throw Error(ErrorKind::kInvalidArgument, Where() + "too many elements for one launch");
   num_units_ = units.size();
@@ -189,6 +210,16 @@ GradNormPlan::GradNormPlan(const std::vector<GradRef>& grads)
     CheckCuda(cudaMallocHost(&host, kNormResultBytes), Where() + "cudaMallocHost of the result");
     host_total_ = static_cast<uint64_t*>(host);
     for (int k = 0; k < detail::kPartialWords; ++k) host_total_[k] = 0;
+    if (!tensors.empty()) {
+      device_tensor_totals_ =
+          DeviceAlloc<uint64_t>(tensors.size() * detail::kPartialWords, "tensor totals");
+      void* totals = nullptr;
+      CheckCuda(cudaMallocHost(&totals, tensors.size() * kNormResultBytes),
+                Where() + "cudaMallocHost of the tensor totals");
+      host_tensor_totals_ = static_cast<uint64_t*>(totals);
+      for (size_t k = 0; k < tensors.size() * detail::kPartialWords; ++k)
+        host_tensor_totals_[k] = 0;
+    }
   } catch (...) {
     Release();
     throw;
@@ -203,8 +234,11 @@ void GradNormPlan::Release() noexcept {
   if (device_partials_ != nullptr) cudaFree(device_partials_);
   if (device_total_ != nullptr) cudaFree(device_total_);
   if (host_total_ != nullptr) cudaFreeHost(host_total_);
+  if (device_tensor_totals_ != nullptr) cudaFree(device_tensor_totals_);
+  if (host_tensor_totals_ != nullptr) cudaFreeHost(host_tensor_totals_);
   device_tensors_ = device_units_ = nullptr;
   device_partials_ = device_total_ = host_total_ = nullptr;
+  device_tensor_totals_ = host_tensor_totals_ = nullptr;
 }
 
 void GradNormPlan::Launch(void* stream) {
@@ -224,19 +258,24 @@ void GradNormPlan::Launch(void* stream) {
             Where() + "cudaMemcpyAsync of the result");
 }
 
-void GradNormPlan::SetActive(const std::vector<uint8_t>& active, void* stream) {
-  if (!active.empty() && active.size() != num_tensors_)
-    throw Error(ErrorKind::kInvalidArgument, Where() + "SetActive: " +
-                                                 std::to_string(active.size()) + " flags for " +
-                                                 std::to_string(num_tensors_) + " tensors");
+void GradNormPlan::SetActive(const std::vector<uint8_t>& active, void* stream,
+                             const std::vector<uint8_t>& keep) {
+  for (const std::vector<uint8_t>* v : {&active, &keep})
+    if (!v->empty() && v->size() != num_tensors_)
+      throw Error(ErrorKind::kInvalidArgument, Where() + "SetActive: " +
+                                                   std::to_string(v->size()) + " flags for " +
+                                                   std::to_string(num_tensors_) + " tensors");
   std::vector<uint8_t> next(num_tensors_, 1);
   for (size_t i = 0; i < active.size(); ++i) next[i] = active[i] != 0 ? 1 : 0;
+  for (size_t i = 0; i < keep.size(); ++i)
+    if (keep[i] != 0 && next[i] != 0) next[i] = 2;
   if (next == active_ && !pointers_changed_) return;
   std::vector<detail::NormTensor> table(num_tensors_);
   for (size_t i = 0; i < num_tensors_; ++i) {
     const GradRef& g = grads_[i];
     table[i] = detail::NormTensor{g.ptr, next[i] != 0 ? g.n : 0, g.run == 0 ? g.n : g.run,
-                                  static_cast<uint32_t>(g.dtype), 0};
+                                  static_cast<uint32_t>(g.dtype),
+                                  next[i] == 2 ? detail::kKept : 0};
   }
   // From pageable memory: the copy is staged before cudaMemcpyAsync returns, so `table`
   // may go away; it runs in stream order, before the next Launch.
@@ -245,6 +284,32 @@ void GradNormPlan::SetActive(const std::vector<uint8_t>& active, void* stream) {
             Where() + "cudaMemcpyAsync of the tensor table (SetActive)");
   active_ = std::move(next);
   pointers_changed_ = false;
+}
+
+void GradNormPlan::LaunchTensor(size_t tensor, void* stream) {
+  if (tensor >= num_tensors_)
+    throw Error(ErrorKind::kInvalidArgument, Where() + "LaunchTensor: tensor " +
+                                                 std::to_string(tensor) + " of " +
+                                                 std::to_string(num_tensors_));
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const GradRef& g = grads_[tensor];
+  const uint64_t first = first_unit_[tensor], count = first_unit_[tensor + 1] - first;
+  uint64_t* partials = device_partials_ + first * detail::kPartialWords;
+  uint64_t* total = device_tensor_totals_ + tensor * detail::kPartialWords;
+  if (count > 0) {
+    const detail::NormTensor t{g.ptr, g.n, g.run == 0 ? g.n : g.run,
+                               static_cast<uint32_t>(g.dtype), 0};
+    detail::NormTensorKernel<<<static_cast<unsigned>(count), detail::kNormThreads, 0, s>>>(
+        t, static_cast<const detail::NormUnit*>(device_units_), first, device_partials_);
+    CheckCuda(cudaGetLastError(), Where() + "partial-sum kernel of tensor " +
+                                      std::to_string(tensor) + " (grid " +
+                                      std::to_string(count) + ")");
+  }
+  detail::NormFinishKernel<<<1, detail::kFinishThreads, 0, s>>>(partials, count, total);
+  CheckCuda(cudaGetLastError(), Where() + "finishing kernel of tensor " + std::to_string(tensor));
+  CheckCuda(cudaMemcpyAsync(host_tensor_totals_ + tensor * detail::kPartialWords, total,
+                            kNormResultBytes, cudaMemcpyDeviceToHost, s),
+            Where() + "cudaMemcpyAsync of tensor " + std::to_string(tensor) + "'s total");
 }
 
 void GradNormPlan::SetGrad(size_t tensor, const void* grad) {
@@ -261,18 +326,30 @@ void GradNormPlan::SetGrad(size_t tensor, const void* grad) {
   pointers_changed_ = true;
 }
 
-GradNormPlan::Result GradNormPlan::Read() const {
-  Result r{};
-  for (int k = 0; k < detail::kLimbs; ++k) r.exact.limb[k] = host_total_[k];
+namespace {
+GradNormPlan::Result ReadTotal(const uint64_t* words) {
+  GradNormPlan::Result r{};
+  for (int k = 0; k < detail::kLimbs; ++k) r.exact.limb[k] = words[k];
   if (!exact::Normalize(r.exact))
     throw Error(ErrorKind::kInternal, Where() + "the exact sum overflowed");
   r.sum_squares = exact::ToDouble(r.exact);
-  r.nonfinite = host_total_[detail::kLimbs] != 0;
+  r.nonfinite = words[detail::kLimbs] != 0;
   return r;
+}
+}  // namespace
+
+GradNormPlan::Result GradNormPlan::Read() const { return ReadTotal(host_total_); }
+
+GradNormPlan::Result GradNormPlan::ReadTensor(size_t tensor) const {
+  if (tensor >= num_tensors_)
+    throw Error(ErrorKind::kInvalidArgument, Where() + "ReadTensor: tensor " +
+                                                 std::to_string(tensor) + " of " +
+                                                 std::to_string(num_tensors_));
+  return ReadTotal(host_tensor_totals_ + tensor * detail::kPartialWords);
 }
 
 size_t GradNormPlan::device_bytes() const {
-  return num_tensors_ * sizeof(detail::NormTensor) +
+  return num_tensors_ * (sizeof(detail::NormTensor) + kNormResultBytes) +
          num_units_ * (sizeof(detail::NormUnit) + kNormPartialBytes) + kNormResultBytes;
 }
 

@@ -280,6 +280,7 @@ py::dict BytesToDict(const MemoryReport::Bytes& b) {
   d["staging"] = b.staging;
   d["metadata"] = b.metadata;
   d["speculation"] = b.speculation;
+  d["grads"] = b.grads;
   d["total"] = b.total();
   return d;
 }
@@ -644,6 +645,7 @@ class PyOptimizer {
     d["speculative_host_ms"] = t.speculative_host_ms;
     d["speculated_stream_chunks"] = t.speculated_stream_chunks;
     d["rolled_back_stream_chunks"] = t.rolled_back_stream_chunks;
+    d["speculation_stopped"] = t.speculation_stopped;
     return d;
   }
 

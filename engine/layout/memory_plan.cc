@@ -25,8 +25,12 @@ MemoryPlan PlanMemory(const std::vector<TensorSpec>& specs, const OptimizerConfi
     lp.cold.Add(t, dc + sc, s.numel - dc - sc, cfg.algorithm, h, f, /*alias_param=*/false);
   }
   lp.stream.Build(specs, TensorFormats(specs, cfg), cfg, placement);
-  if (!lp.stream.chunks().empty())
-    lp.stream_slot_bytes = cfg.stream_slots * Aligned(lp.stream.slot_bytes());
+  if (!lp.stream.chunks().empty()) {
+    lp.slot_grad_off = Aligned(lp.stream.slot_bytes());
+    lp.slot_stride =
+        lp.slot_grad_off + (cfg.release_grads ? Aligned(lp.stream.grad_slot_bytes()) : 0);
+    lp.stream_slot_bytes = cfg.stream_slots * lp.slot_stride;
+  }
   // Staging for the pipeline: K gradient slots and, where a chunk cannot upload its state
   // directly, K parameter slots.
   for (size_t t = 0; t < n; ++t) {
@@ -47,18 +51,50 @@ MemoryPlan PlanMemory(const std::vector<TensorSpec>& specs, const OptimizerConfi
         lp.param_slot_off.push_back(staging.Add(lp.param_slot_bytes));
   }
   lp.staging_bytes = staging.total();
-  // Early start: one landing place per offloaded gradient element; with speculation, a
-  // holding place per offloaded parameter that cannot go up from its own master.
-  SlabLayout early, hold;
+  // Early start: one landing place per host-computed gradient element; with speculation, a
+  // holding place per speculated parameter that cannot go up from its own master.
+  SlabLayout early;
   lp.early_off.assign(n, 0);
-  lp.hold_off.assign(n, kNoOffset);
   for (size_t t = 0; t < n; ++t) {
     const uint64_t cold = placement.tensors[t].host_compute_count();
     lp.early_off[t] = early.Add(cold * DTypeSize(specs[t].grad_dtype));
-    if (cold > 0 && !MasterAliases(EffectiveFormats(specs[t], cfg).master, specs[t].param_dtype))
-      lp.hold_off[t] = hold.Add(cold * DTypeSize(specs[t].param_dtype));
   }
   lp.early_bytes = early.total();
+  // Note [Host speculation budget]: the chunks in the order their gradients arrive.
+  lp.cold_backup.Reset(n);
+  std::vector<uint64_t> covered(n, 0);
+  if (cfg.speculative_early_start) {
+    const uint64_t budget = cfg.speculative_host_bytes;
+    uint64_t taken = 0;
+    bool full = false;
+    for (size_t t = n; t-- > 0 && !full;) {
+      const uint64_t cold = placement.tensors[t].host_compute_count();
+      const TensorSpec& s = specs[t];
+      const StateFormats& f = EffectiveFormats(s, cfg);
+      const bool held = !MasterAliases(f.master, s.param_dtype);
+      for (uint64_t off = 0; off < cold; off += cfg.chunk_elements) {
+        const uint64_t c = std::min<uint64_t>(cfg.chunk_elements, cold - off);
+        const uint64_t bytes = PartBytes(c, cfg.algorithm, cfg.groups[s.group], f, false) +
+                               (held ? c * DTypeSize(s.param_dtype) : 0);
+        if (budget != 0 && taken + bytes > budget) {
+          full = true;
+          break;
+        }
+        taken += bytes;
+        covered[t] += c;
+      }
+    }
+  }
+  SlabLayout hold;
+  lp.hold_off.assign(n, kNoOffset);
+  for (size_t t = 0; t < n; ++t) {
+    const TensorSpec& s = specs[t];
+    const StateFormats& f = EffectiveFormats(s, cfg);
+    const uint64_t dc = placement.tensors[t].device_count, sc = placement.tensors[t].stream_count;
+    lp.cold_backup.Add(t, dc + sc, covered[t], cfg.algorithm, cfg.groups[s.group], f, false);
+    if (covered[t] > 0 && !MasterAliases(f.master, s.param_dtype))
+      lp.hold_off[t] = hold.Add(covered[t] * DTypeSize(s.param_dtype));
+  }
   lp.hold_bytes = hold.total();
   const std::vector<StreamChunk>& sch = lp.stream.chunks();
   lp.spec_backup_off.assign(sch.size(), kNoOffset);
@@ -76,6 +112,17 @@ MemoryPlan PlanMemory(const std::vector<TensorSpec>& specs, const OptimizerConfi
     lp.spec_backup_bytes = backup.total();
     lp.spec_hold_bytes = held.total();
   }
+  if (cfg.release_grads) {
+    // Gradient release: the GPU-resident parts' gradients and the streamed chunks'.
+    SlabLayout hot, streamed;
+    lp.hot_grad_off.assign(n, 0);
+    for (size_t t = 0; t < n; ++t)
+      lp.hot_grad_off[t] =
+          hot.Add(placement.tensors[t].device_count * DTypeSize(specs[t].grad_dtype));
+    for (const StreamChunk& c : sch) lp.stream_grad_off.push_back(streamed.Add(c.grad_bytes));
+    lp.hot_grad_bytes = hot.total();
+    lp.stream_grad_bytes = streamed.total();
+  }
   MemoryReport::Bytes& dev = gpu ? lp.report.device : lp.report.host;
   lp.hot.Report(&dev);
   lp.cold.Report(&lp.report.host);
@@ -83,16 +130,18 @@ MemoryPlan PlanMemory(const std::vector<TensorSpec>& specs, const OptimizerConfi
   lp.report.host.staging += lp.staging_bytes;
   dev.staging += lp.stream_slot_bytes;  // the device slots chunks stream through
   lp.report.classes = {lp.hot.bytes(), lp.stream.bytes(), lp.stream_slot_bytes, lp.cold.bytes()};
+  // Allocated at construction with speculation or release (the hot path never allocates;
+  // otherwise GradReady allocates it on first use): the early-start gradient buffer.
+  if (cfg.speculative_early_start || cfg.release_grads) lp.report.host.staging += lp.early_bytes;
   if (cfg.speculative_early_start) {
-    // Allocated at construction (BeginStep never allocates): the early-start gradient
-    // buffer (staging, as when GradReady allocates it on first use) and the backup of
-    // the host-computed state (the cold layout again) plus the parameter holding buffer;
-    // for streamed chunks, the backups and holding places of the chunks taken above (at
-    // most speculative_stream_bytes of the streamed state).
-    lp.report.host.staging += lp.early_bytes;
-    lp.report.host.speculation += lp.cold.bytes() + lp.hold_bytes + lp.spec_backup_bytes;
+    // The backup of the host-computed chunks taken within speculative_host_bytes plus
+    // their parameter holding buffer; for streamed chunks, the backups and holding places
+    // of the chunks taken above (at most speculative_stream_bytes of the streamed state).
+    lp.report.host.speculation += lp.cold_backup.bytes() + lp.hold_bytes + lp.spec_backup_bytes;
     dev.speculation += lp.spec_hold_bytes;
   }
+  dev.grads += lp.hot_grad_bytes;
+  lp.report.host.grads += lp.stream_grad_bytes;
   lp.report.host_budget = cfg.pinned_budget_bytes;
   return lp;
 }
@@ -134,7 +183,7 @@ void AddPlanMetadata(const std::vector<TensorSpec>& specs, const OptimizerConfig
     if (plan.spec_hold_off[k] != kNoOffset) add_plans(numels, formats);
   }
   report->device.metadata += bytes;
-  report->host.metadata += gpu::kNormResultBytes;  // the pre-pass result, pinned
+  report->host.metadata += gpu::PredictGradNormPinnedBytes(specs.size());  // its results
 }
 
 }  // namespace tandem::layout

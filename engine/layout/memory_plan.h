@@ -20,7 +20,9 @@ namespace tandem::layout {
 struct MemoryPlan {
   StateLayout hot, cold;           // GPU-resident; host-resident and computed on the host
   StreamLayout stream;             // host-resident, computed on the GPU
-  uint64_t stream_slot_bytes = 0;  // all the stream executor's device slots
+  // The stream executor's device slots: stream_slot_bytes in all, one every slot_stride
+  // bytes; with release_grads a slot holds a chunk's gradients from slot_grad_off on.
+  uint64_t stream_slot_bytes = 0, slot_stride = 0, slot_grad_off = 0;
   // The offload pipeline's staging: K gradient slots and, where a chunk cannot upload its
   // state directly, K parameter slots.
   uint64_t grad_slot_bytes = 0, param_slot_bytes = 0;
@@ -30,6 +32,16 @@ struct MemoryPlan {
   // buffer and (speculation) of its held parameters (kNoOffset: uploads from the state).
   std::vector<uint64_t> early_off, hold_off;
   uint64_t early_bytes = 0, hold_bytes = 0;
+  // Speculating host-computed chunks: the backup of the chunks taken within
+  // speculative_host_bytes (Note [Host speculation budget]): per tensor, the first
+  // cold_backup.part(t).count elements of its host-computed part.
+  StateLayout cold_backup;
+  // Gradient release (OptimizerConfig::release_grads; Note [Gradient release] in
+  // tandem/optimizer.h): per tensor, the offset of its GPU-resident part's gradients in
+  // the gradient buffer; per stream chunk, the offset of its gradients (StreamChunk::
+  // grad_bytes) in the pinned gradient area. Empty without release.
+  std::vector<uint64_t> hot_grad_off, stream_grad_off;
+  uint64_t hot_grad_bytes = 0, stream_grad_bytes = 0;
   // Speculating streamed chunks (Note [Speculating streamed chunks]): per stream chunk,
   // the offsets of its backup and of its parameters' holding place (kNoOffset: the chunk
   // streams at Step only).
@@ -40,6 +52,14 @@ struct MemoryPlan {
   MemoryReport report;
 };
 
+// Note [Host speculation budget]: the host-computed chunks are speculated in the order
+// their gradients arrive (tensors from the last registered, each tensor's chunks of
+// chunk_elements from its part's start), and taken while the sum of their state bytes
+// (PartBytes of the chunk) and held parameter bytes stays within
+// OptimizerConfig::speculative_host_bytes (0: every chunk); the first that does not fit
+// ends the list. So each tensor's speculated chunks are a prefix of its part, and the
+// backup carved per tensor (alignment per part, not per chunk) takes at most the budget.
+//
 // The plan for `specs` under `cfg` at `placement`; gpu: GPU mode (the GPU-resident state
 // and the stream slots in device memory), else host mode. Throws Error(kInvalidArgument)
 // when stream_chunk_bytes cannot hold one group of a streamed tensor.

@@ -19,7 +19,8 @@ inline constexpr uint64_t kStepUnitElems = 32768;
 
 // GradNormPlan (Note [Exact sum of squares] in engine/exact_sum.h): one NormTensor per
 // tensor; per unit (the pieces of about kNormUnitElems elements of one tensor) a NormUnit
-// and its partial sum (16 limbs and a flag); the total (the same) and its pinned copy.
+// and its partial sum (16 limbs and a flag); the total (the same) and its pinned copy;
+// per tensor, its own total (early start's partials) and its pinned copy.
 inline constexpr size_t kNormTensorBytes = 32;
 inline constexpr size_t kNormUnitBytes = 16;
 inline constexpr size_t kNormPartialBytes = 17 * 8;
@@ -57,8 +58,13 @@ inline size_t PredictStepPlanBytes(const std::vector<uint64_t>& span_numels) {
 inline size_t PredictGradNormPlanBytes(const std::vector<NormSize>& tensors) {
   size_t units = 0;
   for (const NormSize& s : tensors) units += NormUnits(s);
-  return tensors.size() * kNormTensorBytes + units * (kNormUnitBytes + kNormPartialBytes) +
-         kNormResultBytes;
+  return tensors.size() * (kNormTensorBytes + kNormResultBytes) +
+         units * (kNormUnitBytes + kNormPartialBytes) + kNormResultBytes;
+}
+
+// GradNormPlan's pinned host memory: the total and each tensor's total.
+inline size_t PredictGradNormPinnedBytes(size_t tensors) {
+  return (tensors + 1) * kNormResultBytes;
 }
 
 }  // namespace tandem::gpu

@@ -12,6 +12,14 @@ bool MasterAliases(MasterFormat master, DType param_dtype) {
          (master != MasterFormat::kF32 && param_dtype == DType::kBF16);
 }
 
+uint64_t PartBytes(uint64_t count, Algorithm algo, const HyperParams& h, const StateFormats& f,
+                   bool alias_param) {
+  StateLayout one;
+  one.Reset(1);
+  one.Add(0, 0, count, algo, h, f, alias_param);
+  return one.bytes();
+}
+
 void StateLayout::Reset(size_t tensors) {
   parts_.assign(tensors, Part{});
   entries_.assign(tensors, Entry{});

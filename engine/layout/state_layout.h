@@ -21,6 +21,11 @@ namespace tandem::layout {
 
 bool MasterAliases(MasterFormat master, DType param_dtype);
 
+// The bytes `count` elements of one tensor's state take as one part of a StateLayout,
+// alignment included.
+uint64_t PartBytes(uint64_t count, Algorithm algo, const HyperParams& h, const StateFormats& f,
+                   bool alias_param);
+
 struct Part {
   uint64_t offset = 0, count = 0;
   bool alias_param = false;

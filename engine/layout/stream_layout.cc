@@ -10,19 +10,6 @@
 #include "tandem/error.h"
 
 namespace tandem::layout {
-namespace {
-
-// Bytes that `count` elements of this tensor's streamed state take, alignment included.
-uint64_t PieceBytes(uint64_t count, Algorithm algo, const HyperParams& h, const StateFormats& f,
-                    bool alias) {
-  StateLayout one;
-  one.Reset(1);
-  one.Add(0, 0, count, algo, h, f, alias);
-  return one.bytes();
-}
-
-}  // namespace
-
 void StreamLayout::Build(const std::vector<TensorSpec>& specs,
                          const std::vector<StateFormats>& formats, const OptimizerConfig& cfg,
                          const Placement& placement) {
@@ -47,7 +34,7 @@ void StreamLayout::Build(const std::vector<TensorSpec>& specs,
     if (sc == 0) continue;
     const HyperParams& h = cfg.groups[specs[t].group];
     const bool alias = MasterAliases(formats[t].master, specs[t].param_dtype);
-    auto bytes_of = [&](uint64_t n) { return PieceBytes(n, cfg.algorithm, h, formats[t], alias); };
+    auto bytes_of = [&](uint64_t n) { return PartBytes(n, cfg.algorithm, h, formats[t], alias); };
     if (bytes_of(std::min(sc, g)) > limit)
       throw Error(ErrorKind::kInvalidArgument,
                   "stream_chunk_bytes = " + std::to_string(limit) +
@@ -81,10 +68,17 @@ void StreamLayout::Build(const std::vector<TensorSpec>& specs,
     state_.Add(&p - pieces_.data(), p.offset, p.count, cfg.algorithm, cfg.groups[s.group],
                formats[p.tensor], MasterAliases(formats[p.tensor].master, s.param_dtype));
   }
+  grad_off_.assign(pieces_.size(), 0);
+  grad_slot_bytes_ = 0;
   for (StreamChunk& c : chunks_) {
     c.begin = state_.begin(c.first);
     c.bytes = state_.end(c.end - 1) - c.begin;
     slot_bytes_ = std::max(slot_bytes_, c.bytes);
+    SlabLayout grads;
+    for (uint32_t i = c.first; i < c.end; ++i)
+      grad_off_[i] = grads.Add(pieces_[i].count * DTypeSize(specs[pieces_[i].tensor].grad_dtype));
+    c.grad_bytes = grads.total();
+    grad_slot_bytes_ = std::max(grad_slot_bytes_, c.grad_bytes);
   }
 }
 
@@ -177,12 +171,12 @@ ComputeSplitInput SplitInput(const std::vector<TensorSpec>& specs,
     const HyperParams& h = cfg.groups[s.group];
     const bool alias = MasterAliases(formats[t].master, s.param_dtype);
     const double dn = static_cast<double>(n);
-    stream += static_cast<double>(PieceBytes(n, cfg.algorithm, h, formats[t], alias));
+    stream += static_cast<double>(PartBytes(n, cfg.algorithm, h, formats[t], alias));
     grad += dn * static_cast<double>(DTypeSize(s.grad_dtype));
     param += dn * static_cast<double>(DTypeSize(s.param_dtype));
     // HBM: the gradient, the whole state read and written, the parameter if separate.
     kernel += dn * static_cast<double>(DTypeSize(s.grad_dtype) + (alias ? 0 : DTypeSize(s.param_dtype))) +
-              2.0 * static_cast<double>(PieceBytes(n, cfg.algorithm, h, formats[t], false));
+              2.0 * static_cast<double>(PartBytes(n, cfg.algorithm, h, formats[t], false));
   }
   if (in.offloaded > 0) {
     const double total = static_cast<double>(in.offloaded);

@@ -34,6 +34,9 @@ struct StreamPiece {
 struct StreamChunk {
   uint32_t first = 0, end = 0;  // pieces [first, end)
   uint64_t begin = 0, bytes = 0;  // bytes [begin, begin + bytes) of the slab
+  // Gradient release: the chunk's gradients laid out like its state, piece after piece
+  // (each piece's count x grad bytes, aligned): grad_bytes in all.
+  uint64_t grad_bytes = 0;
 };
 
 class StreamLayout {
@@ -45,6 +48,9 @@ class StreamLayout {
 
   uint64_t bytes() const { return state_.bytes(); }
   uint64_t slot_bytes() const { return slot_bytes_; }  // the largest chunk
+  uint64_t grad_slot_bytes() const { return grad_slot_bytes_; }  // the largest grad_bytes
+  // Piece i's gradients within its chunk's gradients (StreamChunk::grad_bytes).
+  uint64_t grad_offset(size_t i) const { return grad_off_[i]; }
   const std::vector<StreamPiece>& pieces() const { return pieces_; }
   const std::vector<StreamChunk>& chunks() const { return chunks_; }
   // Part i is piece i; its offset is the piece's first element within its tensor.
@@ -85,7 +91,8 @@ class StreamLayout {
   std::vector<StreamPiece> pieces_;
   std::vector<StreamChunk> chunks_;
   StateLayout state_;
-  uint64_t slot_bytes_ = 0;
+  std::vector<uint64_t> grad_off_;  // per piece
+  uint64_t slot_bytes_ = 0, grad_slot_bytes_ = 0;
   uint8_t* base_ = nullptr;
 };
 

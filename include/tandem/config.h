@@ -123,8 +123,9 @@ struct OptimizerConfig {
   void* cuda_stream = nullptr;
   // Speculative early start (BeginStep): when true, the construction also allocates what
   // BeginStep needs, so the hot path never allocates: the early-start gradient buffer
-  // (host staging, one landing place per offloaded gradient element) and a backup of the
-  // offloaded state plus a parameter holding buffer (MemoryReport::Bytes::speculation).
+  // (host staging, one landing place per host-computed gradient element) and a backup of
+  // the host-computed state (within speculative_host_bytes) plus a parameter holding
+  // buffer (MemoryReport::Bytes::speculation).
   // BeginStep throws Error(kInvalidArgument) when this is false. Default: off.
   bool speculative_early_start = false;
   // Speculative early start of streamed elements (Note [Speculating streamed chunks] in
@@ -138,6 +139,34 @@ struct OptimizerConfig {
   // still in flight at Step slow the step: docs/architecture.md, "Speculative early
   // start").
   uint64_t speculative_stream_bytes = uint64_t{1} << 30;
+  // Speculative early start of host-computed chunks: at most this many bytes of them are
+  // backed up for a speculative update during backward, whole chunks taken in the order
+  // their gradients arrive (the last registered tensors first), each counting its state's
+  // bytes plus its parameters' bytes where they are held (MemoryReport::Bytes::
+  // speculation); the other chunks are updated at Step, from their gradients already on
+  // the host. 0 (the default): every host-computed chunk (a backup of the whole offloaded
+  // state). A node whose host memory cannot hold the offloaded state twice (state,
+  // backup) sets the budget it can spare.
+  uint64_t speculative_host_bytes = 0;
+  // Gradient release (Note [Gradient release] in tandem/optimizer.h): GradReady(i, grad,
+  // ready_stream) takes everything the step needs of tensor i's gradient, so that the
+  // caller may give the gradient's memory back during backward, once GradConsumed(i) is
+  // true (or after WaitGradConsumed(i, stream)):
+  //   * its norm partial (and non-finite count), computed at once;
+  //   * its GPU-resident part, copied into an engine-owned gradient buffer (device memory in
+  //     GPU mode: hot elements x grad bytes, MemoryReport::Bytes::grads);
+  //   * its host-computed chunks, downloaded into the early-start buffer (pinned,
+  //     MemoryReport::Bytes::staging; allocated at construction);
+  //   * its streamed chunks, downloaded into a pinned gradient area laid out like the
+  //     stream chunks (MemoryReport::Bytes::grads, host); at Step each chunk's gradients go
+  //     up again with its state (the device slots hold a chunk's gradients too), unless the
+  //     chunk was updated speculatively during backward and kept.
+  // Bit-identical to the same steps without release, with clipping, loss scaling and the
+  // non-finite skip: what an update or a redo needs is kept, nothing is recomputed. A
+  // second GradReady of a tensor in one step throws Error(kInvalidArgument) (the first
+  // gradient is gone: accumulate into it before handing it over). Tensors not handed to
+  // GradReady in a step are read at Step as without release. Default: off.
+  bool release_grads = false;
   // Failures to inject, for tests and fault drills (tandem/faults.h); production code
   // leaves it unset (nullptr: nothing is injected). The optimizer shares the plan with the
   // caller, who may arm it at any time: every copy of the offload pipeline's transport and
@@ -224,15 +253,23 @@ struct MemoryReport {
     uint64_t momentum = 0;    // m codes or fp32 values
     uint64_t variance = 0;    // v codes or fp32 values
     uint64_t scales = 0;      // q8 group scales
-    uint64_t staging = 0;     // pinned gradient slots and parameter staging slots
+    // The pipeline's gradient and parameter staging slots, the early-start gradient
+    // buffer (host), the device slots streamed chunks go through (device).
+    uint64_t staging = 0;
     uint64_t metadata = 0;    // kernel tables and reduction scratch
     // Speculative early start only (OptimizerConfig::speculative_early_start): the backup
     // of the offloaded state (to roll a speculative update back) and the buffer that
     // holds speculatively computed parameters until Step commits them.
     uint64_t speculation = 0;
+    // Gradient release only (OptimizerConfig::release_grads): the engine's copies of the
+    // gradients handed to GradReady: in `device` (host mode: `host`) the GPU-resident
+    // part's, hot elements x grad bytes; in `host` the streamed chunks' pinned gradient
+    // area, streamed elements x grad bytes. (The host-computed chunks' gradients land in
+    // the early-start buffer, counted in `staging`.)
+    uint64_t grads = 0;
     uint64_t total() const {
       return master + correction + momentum + variance + scales + staging + metadata +
-             speculation;
+             speculation + grads;
     }
   };
   Bytes device;  // GPU memory
@@ -276,6 +313,10 @@ struct StageTimes {
   // parameters copied into place, nothing streamed), and restored from their backup.
   uint64_t speculated_stream_chunks = 0;
   uint64_t rolled_back_stream_chunks = 0;
+  // The speculation stopped taking chunks during backward: the partials of the gradients
+  // handed to GradReady so far already exceeded max_grad_norm (clipping will trigger) or
+  // held a non-finite value (the step will be skipped).
+  bool speculation_stopped = false;
 };
 
 }  // namespace tandem

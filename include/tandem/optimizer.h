@@ -12,10 +12,10 @@
 //
 // Thread safety: one thread at a time may call the non-const methods of one optimizer
 // (Step, BeginStep, GradReady, ReloadParams, SetHyperParams, Restore). The const methods
-// (Snapshot, memory, last_step_times, WaitParam, WaitGradConsumed and the accessors) may
-// run on several threads at once, but not while a non-const method runs. Between
-// BeginStep and Step the optimizer's own worker thread updates offloaded chunks in the
-// background; that needs nothing from the caller.
+// (Snapshot, memory, last_step_times, WaitParam, WaitGradConsumed, GradConsumed and the
+// accessors) may run on several threads at once, but not while a non-const method runs.
+// Between BeginStep and Step the optimizer's own worker thread updates offloaded chunks
+// in the background; that needs nothing from the caller.
 //
 // Failure: every method throws tandem::Error. A Step that rejects its arguments, or that
 // finds a non-finite gradient, leaves every parameter and every state as it was before
@@ -48,7 +48,24 @@ namespace tandem {
 // of its host-computed chunks (every one complete when Step returns). Once Step has
 // returned, cuda_stream is ordered after all of them, so a gradient freed on cuda_stream
 // (as torch's caching allocator frees it) is safe; WaitGradConsumed orders another stream.
-// The engine never writes a gradient.
+// With release_grads the reads of a gradient handed to GradReady all happen at GradReady
+// (Note [Gradient release]). The engine never writes a gradient.
+//
+// Note [Gradient release] (OptimizerConfig::release_grads): GradReady(i, grad,
+// ready_stream) enqueues, in the call, every read the step will make of that gradient,
+// ordered after the work queued on ready_stream so far: its exact norm partial and
+// non-finite count, a device copy of its GPU-resident part into the engine's gradient
+// buffer, the downloads of its host-computed chunks into the early-start buffer and of
+// its streamed chunks into the pinned gradient area; then records one consumed event for
+// tensor i. Once GradConsumed(i) is true (or on a stream after WaitGradConsumed(i,
+// stream)) the caller may free or reuse the gradient's memory: Step reads its copies
+// (the partial instead of the gradient, the gradient buffer in the GPU-resident kernel,
+// the early-start buffer in the host kernels, the gradient area uploaded with each
+// streamed chunk's state). A speculation rolled back, a clip that triggers, a non-finite
+// value on any rank: each is redone from those copies, so the bits are those of the same
+// steps without release. What the caller gives up: the gradient is final at GradReady
+// and handed once per step (a second GradReady throws), and whatever it does to the
+// gradient afterwards (a clip of its own) is not seen.
 
 class HybridOptimizer {
  public:
@@ -105,26 +122,46 @@ class HybridOptimizer {
   const HyperParams& hyper_params(size_t group) const;
   size_t group_count() const;
 
-  // Early start: tells the optimizer that tensor i's gradient is final on cuda_stream
-  // (in backward order), so its offloaded part can start copying down before Step.
-  // Step must follow after all gradients are ready. Calling it is optional. `grad` (may be
-  // null: the pointer StepOptions::grads will hand, else TensorSpec::grad) is the
-  // gradient this step reads for tensor i, checked as StepOptions::grads checks it; Step
-  // must not hand another. Between BeginStep and Step it also queues the tensor's
-  // offloaded chunks for a speculative update (below). A second call for the same tensor
-  // in one step says its gradient changed since the first (gradient accumulation): the
-  // early work done for it is discarded (its speculated chunks rolled back, its downloads
-  // made again after the new gradient), so the step gives the same bits as without early
-  // start; that costs a wait for the speculation worker. Throws Error(kInvalidArgument)
-  // for a bad index or gradient (nothing changed then).
-  void GradReady(size_t tensor_index, const void* grad = nullptr);
+  // Early start: tells the optimizer that tensor i's gradient is final (in backward
+  // order), so its offloaded part can start copying down before Step. `ready_stream` (a
+  // cudaStream_t as void*; nullptr: OptimizerConfig::cuda_stream) is the stream the
+  // gradient was produced on: every read of it the engine makes comes after the work
+  // queued there before the call (GPU mode; ignored in host mode). Step must follow after
+  // all gradients are ready. Calling it is optional. `grad` (may be null: the pointer
+  // StepOptions::grads will hand, else TensorSpec::grad) is the gradient this step reads
+  // for tensor i, checked as StepOptions::grads checks it; Step must not hand another.
+  // The gradient's norm partial and non-finite count are computed at once (Step adds the
+  // partials exactly, in any order: the same bits as its own pre-pass). Between BeginStep
+  // and Step it also queues the tensor's offloaded chunks for a speculative update
+  // (below); once the partials seen so far exceed BeginStep's max_grad_norm or hold a
+  // non-finite value, no further chunk is queued (StageTimes::speculation_stopped): the
+  // step will clip or skip. With release_grads it takes all the step needs of the
+  // gradient (Note [Gradient release]), and a second call for the same tensor in one step
+  // throws Error(kInvalidArgument), nothing changed. Without it, a second call says the
+  // gradient changed since the first (gradient accumulation): the early work done for it
+  // is discarded (its partial computed again, its speculated chunks rolled back, its
+  // downloads made again after the new gradient), so the step gives the same bits as
+  // without early start; that costs a wait for the speculation worker. Throws
+  // Error(kInvalidArgument) for a bad index or gradient (nothing changed then).
+  void GradReady(size_t tensor_index, const void* grad = nullptr, void* ready_stream = nullptr);
 
   // Makes `stream` (a cudaStream_t as void*, nullptr = legacy default) wait, without
-  // blocking the host, until the engine no longer reads tensor i's gradient of the last
-  // Step (Note [Gradient reads]); a no-op in host mode. Call it after that Step returned
-  // and before the next step's GradReady(i) or BeginStep: then Error(kInvalidArgument)
-  // (the coming Step's pre-pass still reads the gradient), as for a bad index.
+  // blocking the host, until the engine no longer reads tensor i's gradient (Note
+  // [Gradient reads]): the gradient of the last Step, called after that Step returned and
+  // before the next step's GradReady(i) or BeginStep; with release_grads also between
+  // GradReady(i) and Step (the reads GradReady enqueued). A no-op in host mode, except
+  // there with release_grads between GradReady(i) and Step, where it blocks until those
+  // reads completed. Error(kInvalidArgument) for a bad index, and when a step is under
+  // way (BeginStep or GradReady since the last Step) and the coming Step's pre-pass still
+  // reads the gradient (no release_grads, or no GradReady(i) in this step).
   void WaitGradConsumed(size_t tensor_index, void* stream) const;
+
+  // Gradient release (OptimizerConfig::release_grads): whether every read of tensor i's
+  // gradient that GradReady(i) enqueued has completed (never blocks); true when GradReady(i)
+  // was not called since construction. Once true for a gradient handed in this step, its
+  // memory may be freed or reused (Note [Gradient release]). Error(kInvalidArgument) for a
+  // bad index or without release_grads.
+  bool GradConsumed(size_t tensor_index) const;
 
   // Speculative early start: announces the coming Step(group_lrs, options), before
   // backward (or at least before the first GradReady of the step). Until that Step, each

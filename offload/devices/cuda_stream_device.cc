@@ -1,4 +1,4 @@
-// The CUDA StreamDevice (offload/devices/stream_device.h): four non-blocking streams
+// The CUDA StreamDevice (offload/devices/stream_device.h): five non-blocking streams
 // beside the caller's, CUDA events, cudaMemcpyAsync, cudaLaunchHostFunc, and one
 // FormatPlans per program.
 #include <cuda_runtime.h>
@@ -43,11 +43,16 @@ class CudaStreamDevice final : public StreamDevice {
   void Wait(Queue q, Event e, const What& w) override {
     TANDEM_CUDA(cudaStreamWaitEvent(S(q), events_[e], 0), w.Text());
   }
-  void WaitPrepass(Queue q, const void* prepass_done) override {
-    if (prepass_done == nullptr) return;
-    TANDEM_CUDA(
-        cudaStreamWaitEvent(S(q), static_cast<cudaEvent_t>(const_cast<void*>(prepass_done)), 0),
-        "(stream executor start)");
+  void WaitForeign(Queue q, const void* event) override {
+    if (event == nullptr) return;
+    TANDEM_CUDA(cudaStreamWaitEvent(S(q), static_cast<cudaEvent_t>(const_cast<void*>(event)), 0),
+                "(stream executor waits for the pre-pass or a gradient)");
+  }
+  bool Query(Event e) override {
+    const cudaError_t q = cudaEventQuery(events_[e]);
+    if (q == cudaErrorNotReady) return false;
+    TANDEM_CUDA(q, "(stream executor: querying an event)");
+    return true;
   }
   void Synchronize(Event e) override {
     TANDEM_CUDA(cudaEventSynchronize(events_[e]), "(waiting for the stream executor)");
@@ -79,9 +84,10 @@ class CudaStreamDevice final : public StreamDevice {
   }
 
   size_t AddProgram(Algorithm algo, const std::vector<StepSpan>& spans,
-                    std::vector<uint32_t> span_tensor, std::vector<uint64_t> grad_offset) override {
-    programs_.push_back(
-        std::make_unique<FormatPlans>(algo, spans, std::move(span_tensor), std::move(grad_offset)));
+                    std::vector<uint32_t> span_tensor, std::vector<uint64_t> grad_offset,
+                    std::vector<const void*> slot_grad) override {
+    programs_.push_back(std::make_unique<FormatPlans>(
+        algo, spans, std::move(span_tensor), std::move(grad_offset), std::move(slot_grad)));
     bytes_ += programs_.back()->device_bytes();
     return programs_.size() - 1;
   }
@@ -94,9 +100,12 @@ class CudaStreamDevice final : public StreamDevice {
   void SetGrad(size_t t, const void* grad) override {
     for (const std::unique_ptr<FormatPlans>& p : programs_) p->SetGrad(t, grad);
   }
+  void SetSlotGrads(size_t t) override {
+    for (const std::unique_ptr<FormatPlans>& p : programs_) p->SetSlotGrads(t);
+  }
 
  private:
-  static constexpr int kQueues = 5;
+  static constexpr int kQueues = 6;
   cudaStream_t S(Queue q) const { return streams_[static_cast<int>(q)]; }
   void Release() noexcept {
     for (int q = 1; q < kQueues; ++q)

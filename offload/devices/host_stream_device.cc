@@ -72,7 +72,12 @@ class HostStreamDevice final : public StreamDevice {
     });
   }
 
-  void WaitPrepass(Queue, const void*) override {}  // the host pre-pass has finished
+  void WaitForeign(Queue, const void*) override {}  // none on the host
+
+  bool Query(Event e) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_[e].reached >= events_[e].recorded;
+  }
 
   void Synchronize(Event e) override {
     std::unique_lock<std::mutex> lock(mu_);
@@ -111,8 +116,10 @@ class HostStreamDevice final : public StreamDevice {
   }
 
   size_t AddProgram(Algorithm, const std::vector<StepSpan>& spans,
-                    std::vector<uint32_t> span_tensor, std::vector<uint64_t> grad_offset) override {
-    programs_.push_back({spans, std::move(span_tensor), std::move(grad_offset)});
+                    std::vector<uint32_t> span_tensor, std::vector<uint64_t> grad_offset,
+                    std::vector<const void*> slot_grad) override {
+    programs_.push_back(
+        {spans, std::move(span_tensor), std::move(grad_offset), std::move(slot_grad)});
     return programs_.size() - 1;
   }
   uint64_t program_bytes() const override { return 0; }
@@ -143,6 +150,12 @@ class HostStreamDevice final : public StreamDevice {
           p.spans[i].grad = static_cast<const uint8_t*>(grad) + p.grad_offset[i];
   }
 
+  void SetSlotGrads(size_t t) override {
+    for (Program& p : programs_)
+      for (size_t i = 0; i < p.spans.size() && i < p.slot_grad.size(); ++i)
+        if (p.span_tensor[i] == t) p.spans[i].grad = p.slot_grad[i];
+  }
+
  private:
   struct Lane {
     std::deque<std::function<void()>> ops;
@@ -157,6 +170,7 @@ class HostStreamDevice final : public StreamDevice {
     std::vector<StepSpan> spans;
     std::vector<uint32_t> span_tensor;
     std::vector<uint64_t> grad_offset;
+    std::vector<const void*> slot_grad;
   };
 
   // mu_ held.
@@ -232,7 +246,7 @@ class HostStreamDevice final : public StreamDevice {
   std::vector<int> cpus_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  Lane lanes_[4];  // kUp, kRun, kDown, kBackup
+  Lane lanes_[5];  // kUp, kRun, kDown, kBackup, kGrads
   std::vector<EventState> events_;
   std::exception_ptr error_;
   bool stop_ = false;

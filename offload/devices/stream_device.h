@@ -39,7 +39,8 @@ namespace tandem::offload {
 
 class StreamDevice {
  public:
-  enum class Queue : uint8_t { kCaller = 0, kUp, kRun, kDown, kBackup };
+  // kGrads: gradient release's downloads of the gradients handed to GradReady.
+  enum class Queue : uint8_t { kCaller = 0, kUp, kRun, kDown, kBackup, kGrads };
   using Event = uint32_t;
   enum class CopyKind : uint8_t { kUp, kDown, kDevice };  // host to device, back, on the device
 
@@ -58,8 +59,11 @@ class StreamDevice {
   virtual Event NewEvent() = 0;
   virtual void Record(Event e, Queue q, const What& w) = 0;
   virtual void Wait(Queue q, Event e, const What& w) = 0;
-  // Makes `q` wait for the step's pre-pass (StepWork::prepass_done; null: nothing).
-  virtual void WaitPrepass(Queue q, const void* prepass_done) = 0;
+  // Makes `q` wait for a foreign event (a cudaEvent_t: the step's pre-pass, StepWork::
+  // prepass_done; a gradient's ready mark); null: nothing. Host mode has none.
+  virtual void WaitForeign(Queue q, const void* event) = 0;
+  // Whether e's last Record has been reached (true when never recorded); never blocks.
+  virtual bool Query(Event e) = 0;
   // The host waits until e's last Record has been reached / until every queue (but
   // kCaller) has run everything enqueued; each rethrows an operation's failure.
   virtual void Synchronize(Event e) = 0;
@@ -75,11 +79,12 @@ class StreamDevice {
   virtual void HostCall(Queue q, void (*fn)(void*), void* arg, const What& w) = 0;
 
   // A program: spans to step together (a chunk's, in its slot), each reading tensor
-  // span_tensor[i]'s gradient at byte grad_offset[i]; returns its id. Built before the
-  // first Run.
+  // span_tensor[i]'s gradient at byte grad_offset[i] (SetGrad), or at slot_grad[i] once
+  // SetSlotGrads(span_tensor[i]) (gradient release: the gradients uploaded with the
+  // chunk; empty without release); returns its id. Built before the first Run.
   virtual size_t AddProgram(Algorithm algo, const std::vector<StepSpan>& spans,
-                            std::vector<uint32_t> span_tensor,
-                            std::vector<uint64_t> grad_offset) = 0;
+                            std::vector<uint32_t> span_tensor, std::vector<uint64_t> grad_offset,
+                            std::vector<const void*> slot_grad = {}) = 0;
   // Device bytes the programs hold (kernel tables).
   virtual uint64_t program_bytes() const = 0;
   // Enqueues program p on q: span i with scalars[scalar_index[span_tensor[i]]], none
@@ -89,6 +94,8 @@ class StreamDevice {
   // Points every program's spans of tensor t at `grad` (its element 0) from their next
   // Run on.
   virtual void SetGrad(size_t t, const void* grad) = 0;
+  // Points them at their slot_grad from their next Run on (until the next SetGrad(t)).
+  virtual void SetSlotGrads(size_t t) = 0;
 };
 
 // The CUDA device on the caller's `stream` (a cudaStream_t as void*). Throws

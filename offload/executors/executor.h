@@ -53,6 +53,15 @@ struct StepWork {
   const void* prepass_done = nullptr;
 };
 
+// What GradReady hands every executor beside the tensor (GPU mode; null in host mode):
+// the gradient's ready mark, after which it may be read, and the engine's work stream,
+// which already waits for the mark and whose work the tensor's consumed event follows
+// (offload/gpu/grad_fences.h).
+struct GradMark {
+  const void* ready = nullptr;   // a cudaEvent_t
+  void* work_stream = nullptr;   // a cudaStream_t
+};
+
 // Visits one part of a tensor's state (elements [offset, offset + count) and their
 // arrays); on_device: its arrays are device memory (GPU mode; copy with cudaMemcpy).
 using PartVisitor = std::function<void(const layout::Part& part, bool on_device)>;
@@ -84,13 +93,31 @@ class Executor {
   virtual void SetGrad(size_t t, const void* grad) = 0;
 
   // ---- Early start (GradReady, BeginStep; Note [Speculate, then commit or roll back])
-  // Tensor t's gradient is final (ready[t] is set); again: it was final before in this
-  // step and changed since (its early work is redone).
-  virtual void GradReady(size_t t, bool again, const std::vector<uint8_t>& ready) {
+  // Tensor t's gradient is final after `mark` (ready[t] is set); again: it was final
+  // before in this step and changed since (its early work is redone; never with
+  // release_grads). With release_grads it takes what its step needs of the gradient
+  // (Note [Gradient release] in tandem/optimizer.h) and reads it no more.
+  virtual void GradReady(size_t t, bool again, const std::vector<uint8_t>& ready,
+                         const GradMark& mark) {
     (void)t;
     (void)again;
     (void)ready;
+    (void)mark;
   }
+  // Gradient release: makes `stream` (GPU mode: a cudaStream_t; host mode: null, and the
+  // host waits) wait for the reads of tensor t's gradient it enqueued at GradReady beside
+  // the work stream; GradReadsDone says, never blocking, whether they completed.
+  virtual void WaitGradReads(size_t t, void* stream) const {
+    (void)t;
+    (void)stream;
+  }
+  virtual bool GradReadsDone(size_t t) const {
+    (void)t;
+    return true;
+  }
+  // Speculation: no further chunk is taken in this step (the partials seen so far say the
+  // step will clip or skip); the chunks taken stay for Step's decision.
+  virtual void StopSpeculation() {}
   // BeginStep: speculates with `scalars` and `scalar_index` (they stay valid until
   // EndEarlyStart) on every chunk whose tensors are ready.
   virtual void BeginSpeculation(const std::vector<StepScalars>* scalars,

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "cuda/cuda_check.h"
@@ -16,7 +17,8 @@ namespace {
 class GpuResident final : public Executor {
  public:
   GpuResident(ResidentSetup setup, void* stream, int reserve_sms)
-      : state_(std::move(setup), /*on_device=*/true),
+      : release_(!setup.grad_off.empty()),
+        state_(std::move(setup), /*on_device=*/true),
         stream_(static_cast<cudaStream_t>(stream)),
         reserve_sms_(reserve_sms) {
     std::vector<uint64_t> offsets(state_.spans().size(), 0);  // a span starts at element 0
@@ -42,9 +44,20 @@ class GpuResident final : public Executor {
     state_.VisitParts(t, visit);
   }
   bool MasterIsParam(size_t t) const override { return state_.MasterIsParam(t); }
-  void SetGrad(size_t t, const void* grad) override {
-    state_.SetGrad(t, grad);
-    plans_->SetGrad(t, grad);
+  void SetGrad(size_t t, const void* grad) override { plans_->SetGrad(t, state_.SetGrad(t, grad)); }
+  // Gradient release: the resident part's gradients into the gradient buffer, on the work
+  // stream (after the ready mark; the consumed event follows it).
+  void GradReady(size_t t, bool, const std::vector<uint8_t>&, const GradMark& mark) override {
+    if (!release_) return;
+    const ResidentState::Copy c = state_.Release(t);
+    if (c.bytes == 0) return;
+    plans_->SetGrad(t, c.dst);
+    TANDEM_CUDA(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDeviceToDevice,
+                                static_cast<cudaStream_t>(mark.work_stream)),
+                "(gradient release: tensor " + std::to_string(t) + "'s GPU-resident gradients)");
+  }
+  void EndEarlyStart() noexcept override {
+    state_.EndRelease([this](size_t t, const void* grad) { plans_->SetGrad(t, grad); });
   }
 
   // On the caller's stream: nothing to finish. With streamed chunks the launch leaves a
@@ -73,6 +86,7 @@ class GpuResident final : public Executor {
   }
 
  private:
+  bool release_;
   ResidentState state_;
   cudaStream_t stream_;
   int reserve_sms_;

@@ -32,6 +32,7 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
   void AddMemory(MemoryReport* r) const override {
     MemoryReport::Bytes& dev = gpu_ ? r->device : r->host;
     layout_.Report(&r->host);
+    r->host.grads += grads_.size();
     r->classes.streamed += layout_.bytes();
     r->classes.stream_slots += slots_.size();
     dev.staging += slots_.size();
@@ -56,10 +57,28 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
   }
   void Quiesce() const override { device_->SynchronizeAll(); }
 
-  void SetGrad(size_t t, const void* grad) override { device_->SetGrad(t, grad); }
+  void SetGrad(size_t t, const void* grad) override {
+    grad_[t] = grad;
+    if (released_[t] == 0) device_->SetGrad(t, grad);
+  }
 
-  void GradReady(size_t t, bool again, const std::vector<uint8_t>& ready) override {
-    if (spec_ && begun_) spec_->TensorReady(t, again, ready);
+  void GradReady(size_t t, bool again, const std::vector<uint8_t>& ready,
+                 const GradMark& mark) override {
+    if (streamed_[t] == 0) return;
+    if (release_) ReleaseGrads(t, mark);
+    if (!spec_) return;
+    // The speculative kernels read the gradient on the device (without release).
+    if (!release_) device_->WaitForeign(Q::kRun, mark.ready);
+    if (begun_) spec_->TensorReady(t, again, ready);
+  }
+  void WaitGradReads(size_t t, void* stream) const override {
+    if (release_ && streamed_[t] != 0) device_->StreamWait(stream, grad_down_[t]);
+  }
+  bool GradReadsDone(size_t t) const override {
+    return !release_ || streamed_[t] == 0 || device_->Query(grad_down_[t]);
+  }
+  void StopSpeculation() override {
+    if (spec_ && begun_) spec_->Stop();
   }
   void BeginSpeculation(const std::vector<StepScalars>* scalars,
                         const std::vector<uint32_t>* scalar_index,
@@ -93,6 +112,13 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
       spec_->End();
     }
     begun_ = commit_ = false;
+    // Released tensors read their gradients where SetGrad says again.
+    for (size_t t = 0; t < released_.size(); ++t)
+      if (released_[t] != 0) {
+        released_[t] = 0;
+        device_->SetGrad(t, grad_[t]);
+      }
+    any_released_ = false;
   }
 
   void Launch(const StepWork& w) override;
@@ -136,6 +162,10 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
     uint8_t* host = nullptr;
     uint8_t* slot = nullptr;
     uint64_t bytes = 0;
+    // Gradient release: its gradients in the pinned area and in its slot, grad_bytes each.
+    uint8_t* grad_host = nullptr;
+    uint8_t* grad_slot = nullptr;
+    uint64_t grad_bytes = 0;
     int slot_index = 0;
     std::vector<uint32_t> span_tensor;
     size_t program = 0, hold_program = kNone;  // kNone: never speculated
@@ -174,22 +204,42 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
                                       std::to_string(chunks_.size()) + " (" + note + ")");
   }
   uint64_t LaunchChunks(const StepWork& w, const std::vector<uint8_t>* committed);
+  // Gradient release: tensor t's streamed gradients down into the gradient area, after
+  // the mark; its spans read them in the slots until the step ends.
+  void ReleaseGrads(size_t t, const GradMark& mark);
+  // Whether chunk c reads released gradients (its upload takes them along).
+  bool ReadsReleased(size_t c) const {
+    for (uint32_t t : chunks_[c].span_tensor)
+      if (released_[t] != 0) return true;
+    return false;
+  }
+  // Uploads chunk c's gradients into its slot on kUp (after every release download).
+  void UploadGrads(size_t c);
 
   const std::vector<TensorSpec>& specs_;
   const bool gpu_;
   std::shared_ptr<FaultPlan> faults_;
   cpu::HostDriver* driver_;
   layout::StreamLayout layout_;
-  Slab state_, slots_, backup_, hold_;
+  const bool release_;
+  Slab state_, slots_, backup_, hold_, grads_;
   std::vector<std::vector<size_t>> pieces_;  // per tensor: its pieces
+  std::vector<size_t> piece_chunk_;          // per piece: its chunk
   std::vector<uint8_t> streamed_;            // per tensor: has streamed elements
+  // Per tensor: the gradient SetGrad gave (the device reads it unless released), released
+  // in this step (gradient release).
+  std::vector<const void*> grad_;
+  std::vector<uint8_t> released_;
+  bool any_released_ = false;
   std::vector<Chunk> chunks_;
   std::vector<Backup> backups_;  // per chunk
   // Last: the device's queues stop (after what they run) before the slabs go.
   std::unique_ptr<StreamDevice> device_;
   std::vector<SlotEvents> slot_ev_;
-  StreamDevice::Event first_up_ = 0, kernels_done_ = 0, down_done_ = 0, grads_queued_ = 0,
-                      spec_done_ = 0;
+  StreamDevice::Event first_up_ = 0, kernels_done_ = 0, down_done_ = 0, spec_done_ = 0;
+  // Gradient release: per tensor, its last release download; every one so far.
+  std::vector<StreamDevice::Event> grad_down_;
+  StreamDevice::Event grads_down_ = 0;
   std::vector<uint8_t> slot_used_;  // per slot: a chunk went through it
   // streamed_before_: a Launch recorded the end events (the next step's uploads wait for
   // its downloads); joining_: the caller's stream is yet to join this step's kernels;
@@ -206,7 +256,8 @@ GpuStream::GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device)
       gpu_(s.gpu),
       faults_(std::move(s.faults)),
       driver_(s.driver),
-      layout_(s.plan->stream) {
+      layout_(s.plan->stream),
+      release_(s.release) {
   const layout::MemoryPlan& plan = *s.plan;
   const MemKind near = gpu_ ? MemKind::kDevice : MemKind::kHost;
   const MemKind far = gpu_ ? MemKind::kPinned : MemKind::kHost;
@@ -217,16 +268,21 @@ GpuStream::GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device)
   backup_ = Slab(far, plan.spec_backup_bytes, "speculation backup of the streamed state", faults);
   hold_ =
       Slab(near, plan.spec_hold_bytes, "speculation holding place of streamed parameters", faults);
+  grads_ = Slab(far, plan.stream_grad_bytes, "released gradients of the streamed state", faults);
   pieces_.assign(specs_.size(), {});
   for (size_t i = 0; i < layout_.pieces().size(); ++i)
     pieces_[layout_.pieces()[i].tensor].push_back(i);
   streamed_.assign(specs_.size(), 0);
   for (const layout::StreamPiece& p : layout_.pieces()) streamed_[p.tensor] = 1;
+  grad_.reserve(specs_.size());
+  for (const TensorSpec& sp : specs_) grad_.push_back(sp.grad);
+  released_.assign(specs_.size(), 0);
+  piece_chunk_.assign(layout_.pieces().size(), 0);
   device_ = std::move(device);
 
   // The chunks: each in its slot, one program over its spans and, for a chunk that may be
-  // speculated, one over its hold spans.
-  const uint64_t slot_bytes = layout::Aligned(layout_.slot_bytes());
+  // speculated, one over its hold spans; with release, each span's gradients in the slot.
+  const uint64_t slot_bytes = plan.slot_stride;
   const std::vector<layout::StreamChunk>& sch = layout_.chunks();
   std::vector<std::vector<uint32_t>> chunk_tensors;
   std::vector<StreamSpeculation::Restore> restore;
@@ -239,16 +295,25 @@ GpuStream::GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device)
     ch.bytes = sch[c].bytes;
     const std::vector<StepSpan> spans = layout_.SlotSpans(c, ch.slot, specs_, &ch.span_tensor);
     std::vector<uint64_t> grad_offset;
+    std::vector<const void*> slot_grad;
+    if (release_) {
+      ch.grad_host = grads_.data() + plan.stream_grad_off[c];
+      ch.grad_slot = ch.slot + plan.slot_grad_off;
+      ch.grad_bytes = sch[c].grad_bytes;
+    }
     for (uint32_t i = sch[c].first; i < sch[c].end; ++i) {
       const layout::StreamPiece& piece = layout_.pieces()[i];
       grad_offset.push_back(piece.offset * DTypeSize(specs_[piece.tensor].grad_dtype));
+      if (release_) slot_grad.push_back(ch.grad_slot + layout_.grad_offset(i));
+      piece_chunk_[i] = c;
     }
-    ch.program = device_->AddProgram(s.algorithm, spans, ch.span_tensor, grad_offset);
+    ch.program = device_->AddProgram(s.algorithm, spans, ch.span_tensor, grad_offset, slot_grad);
     if (plan.spec_backup_off[c] != layout::kNoOffset) {
       ch.backup = backup_.data() + plan.spec_backup_off[c];
       const std::vector<StepSpan> hold = layout_.HoldSpans(
           c, spans, specs_, hold_.data() + plan.spec_hold_off[c], &ch.hold_copies);
-      ch.hold_program = device_->AddProgram(s.algorithm, hold, ch.span_tensor, grad_offset);
+      ch.hold_program =
+          device_->AddProgram(s.algorithm, hold, ch.span_tensor, grad_offset, slot_grad);
     }
     chunk_tensors.push_back(ch.span_tensor);
     restore.push_back({ch.speculative() ? ch.host : nullptr, ch.backup, ch.bytes});
@@ -263,8 +328,13 @@ GpuStream::GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device)
   first_up_ = device_->NewEvent();
   kernels_done_ = device_->NewEvent();
   down_done_ = device_->NewEvent();
-  grads_queued_ = device_->NewEvent();
   spec_done_ = device_->NewEvent();
+  grad_down_.assign(specs_.size(), 0);
+  if (release_) {
+    grads_down_ = device_->NewEvent();
+    for (size_t t = 0; t < specs_.size(); ++t)
+      if (streamed_[t] != 0) grad_down_[t] = device_->NewEvent();
+  }
   if (speculative)
     spec_ = std::make_unique<StreamSpeculation>(this, std::move(chunk_tensors), std::move(restore),
                                                 specs_.size());
@@ -314,8 +384,9 @@ uint64_t GpuStream::LaunchChunks(const StepWork& w, const std::vector<uint8_t>* 
   // The kernels read the gradients: after the pre-pass, which came after them on the
   // caller's stream (not after the hot launch queued since: the streamed kernels run
   // beside it). Uploads read the host state: after the last step's downloads.
-  device_->WaitPrepass(Q::kRun, w.prepass_done);
+  device_->WaitForeign(Q::kRun, w.prepass_done);
   if (streamed_before_) device_->Wait(Q::kUp, down_done_, At(0, "stream executor start"));
+  if (any_released_) device_->Wait(Q::kUp, grads_down_, At(0, "released gradients"));
   uint64_t enqueued = 0;
   // A failure part-way still marks the end of what was queued, so that the caller's
   // stream (Finish) and the next step's uploads wait for it.
@@ -353,6 +424,7 @@ uint64_t GpuStream::LaunchChunks(const StepWork& w, const std::vector<uint8_t>* 
     const std::string applied = std::to_string(enqueued) + " streamed chunks applied";
     FailInjected(c, "upload", applied);
     device_->Copy(Q::kUp, ch.slot, ch.host, ch.bytes, Kind::kUp, At(c, "upload"));
+    if (ReadsReleased(c)) UploadGrads(c);
     device_->Record(ev.up, Q::kUp, At(c, "upload"));
     device_->Wait(Q::kRun, ev.up, At(c, "kernel waits for upload"));
     device_->Run(Q::kRun, ch.program, *w.scalars, index, At(c, "kernel"));
@@ -378,14 +450,17 @@ void GpuStream::Speculate(size_t c, const std::vector<StepScalars>& scalars,
     throw Error(ErrorKind::kInternal,
                 "streamed chunk " + std::to_string(c) + " has no place for a speculative update");
   FailInjected(c, "upload", "speculative update");
-  // The gradients queued so far on the caller's stream (GradReady: this chunk's are
-  // final) come before the kernel; the last step's downloads before the upload.
-  device_->Record(grads_queued_, Q::kCaller, At(c, "speculation"));
-  device_->Wait(Q::kRun, grads_queued_, At(c, "speculation"));
+  // The kernel comes after the ready marks of the chunk's gradients (kRun waited for
+  // each at its GradReady; with release, the gradients come up with the chunk); the
+  // upload after the last step's downloads.
   if (streamed_before_) device_->Wait(Q::kUp, down_done_, At(c, "speculation"));
   const SlotEvents& ev = slot_ev_[ch.slot_index];
   if (slot_used_[ch.slot_index]) device_->Wait(Q::kUp, ev.down, At(c, "wait for its slot"));
   device_->Copy(Q::kUp, ch.slot, ch.host, ch.bytes, Kind::kUp, At(c, "upload"));
+  if (ReadsReleased(c)) {
+    device_->Wait(Q::kUp, grads_down_, At(c, "released gradients"));
+    UploadGrads(c);
+  }
   device_->Record(ev.up, Q::kUp, At(c, "upload"));
   // Whatever happens from here on, the slot's next user waits for what was queued.
   struct SlotFree {
@@ -417,6 +492,31 @@ void GpuStream::Speculate(size_t c, const std::vector<StepScalars>& scalars,
   device_->Wait(Q::kDown, ev.backup, At(c, "download waits for backup"));
   FailInjected(c, "download", "speculative update");
   device_->Copy(Q::kDown, ch.host, ch.slot, ch.bytes, Kind::kDown, At(c, "download"));
+}
+
+void GpuStream::ReleaseGrads(size_t t, const GradMark& mark) {
+  // The area is read by the last step's uploads, which its kernels waited for.
+  if (streamed_before_) device_->Wait(Q::kGrads, kernels_done_, At(0, "released gradients"));
+  device_->WaitForeign(Q::kGrads, mark.ready);
+  const size_t gsz = DTypeSize(specs_[t].grad_dtype);
+  const auto* grad = static_cast<const uint8_t*>(grad_[t]);
+  for (size_t i : pieces_[t]) {
+    const layout::StreamPiece& p = layout_.pieces()[i];
+    const size_t c = piece_chunk_[i];
+    device_->Copy(Q::kGrads, chunks_[c].grad_host + layout_.grad_offset(i), grad + p.offset * gsz,
+                  p.count * gsz, Kind::kDown, At(c, "released gradients down"));
+  }
+  device_->Record(grad_down_[t], Q::kGrads, At(0, "released gradients down"));
+  device_->Record(grads_down_, Q::kGrads, At(0, "released gradients down"));
+  released_[t] = 1;
+  any_released_ = true;
+  device_->SetSlotGrads(t);
+}
+
+void GpuStream::UploadGrads(size_t c) {
+  const Chunk& ch = chunks_[c];
+  device_->Copy(Q::kUp, ch.grad_slot, ch.grad_host, ch.grad_bytes, Kind::kUp,
+                At(c, "released gradients up"));
 }
 
 }  // namespace

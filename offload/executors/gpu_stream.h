@@ -17,6 +17,9 @@
 //   caller                  joins the kernels at Finish (after the pipeline queued its
 //                           downloads: joined at Launch, it would hold them behind every
 //                           streamed chunk)
+//   gradients (kGrads)      gradient release: at GradReady, after the gradient's ready
+//                           mark, the tensor's streamed gradients down into the pinned
+//                           gradient area; uploads of chunks that read them wait for these
 //
 // Never waits on the host during Launch. A copy the FaultPlan fails (once per upload and
 // download, in that order) throws Error(kCuda) naming the chunk and the chunks queued
@@ -45,6 +48,10 @@ struct StreamSetup {
   const layout::MemoryPlan* plan = nullptr;            // its stream layout, slots, backups
   int slots = 3;                                       // OptimizerConfig::stream_slots
   bool gpu = false;  // state and backups pinned, slots and holding places on the device
+  // Gradient release (Note [Gradient release] in tandem/optimizer.h): GradReady downloads
+  // a tensor's streamed gradients into the pinned gradient area (on kGrads); each chunk's
+  // go up with its state and its kernels read them in the slot.
+  bool release = false;
   std::shared_ptr<FaultPlan> faults;
   cpu::HostDriver* driver = nullptr;  // the speculation's backup copies; outlives it
 };

@@ -46,7 +46,22 @@ class HostOffload final : public Executor {
           static_cast<const uint8_t*>(grad) + (first + chunk_part_off_[c]) * gsz;
   }
 
-  void GradReady(size_t t, bool again, const std::vector<uint8_t>& ready) override;
+  void GradReady(size_t t, bool again, const std::vector<uint8_t>& ready,
+                 const GradMark& mark) override;
+  // The tensor's downloads into the early-start buffer: the last one ends them (FIFO).
+  void WaitGradReads(size_t t, void* stream) const override {
+    if (grad_ticket_[t] == 0) return;
+    if (stream != nullptr)
+      transport_->StreamWaitFor(grad_ticket_[t], stream);
+    else
+      transport_->Wait(grad_ticket_[t]);
+  }
+  bool GradReadsDone(size_t t) const override { return transport_->Done(grad_ticket_[t]); }
+  void StopSpeculation() override {
+    if (!begun_ || !speculator_) return;
+    stopped_ = true;
+    speculator_->Cancel();
+  }
   void BeginSpeculation(const std::vector<StepScalars>* scalars,
                         const std::vector<uint32_t>* scalar_index,
                         const std::vector<uint8_t>& ready) override;
@@ -109,11 +124,13 @@ class HostOffload final : public Executor {
   std::vector<uint64_t> chunk_part_off_;
   std::vector<Ticket> last_upload_;   // per tensor: its last upload (WaitParam)
   std::vector<Ticket> chunk_ticket_;  // per chunk: its early download (0: none)
+  std::vector<Ticket> grad_ticket_;   // per tensor: its last early download (0: none)
   // Speculative early start: the backup (the layout again) and the holding buffer of
   // parameters that do not upload from their own state.
   layout::StateLayout backup_;
   Slab backup_slab_, hold_slab_;
-  bool begun_ = false, commit_ = false;
+  std::vector<uint8_t> speculative_;  // per chunk: within speculative_host_bytes
+  bool begun_ = false, commit_ = false, stopped_ = false;
   // Last: destroyed first, so its worker is joined before the chunks, slabs and the
   // transport it uses go away.
   std::unique_ptr<Speculator> speculator_;
@@ -174,11 +191,18 @@ HostOffload::HostOffload(OffloadSetup s)
   }
   last_upload_.assign(specs_.size(), 0);
   chunk_ticket_.assign(chunks_.size(), 0);
+  grad_ticket_.assign(specs_.size(), 0);
+  speculative_.assign(chunks_.size(), 0);
+  // Gradient release: every host-computed gradient lands in the early-start buffer, from
+  // the first step on (allocated now: the plan reported it).
+  if (cfg.release_grads) AllocateEarlyBuffer();
   if (!cfg.speculative_early_start) return;
 
-  // The speculation's memory (the plan reported it) and its worker.
+  // The speculation's memory (the plan reported it) and its worker. The backup holds the
+  // chunks within speculative_host_bytes (Note [Host speculation budget]): per tensor a
+  // prefix of its part.
   AllocateEarlyBuffer();
-  backup_ = layout_;  // the same arrays, carved from another slab
+  backup_ = plan.cold_backup;
   backup_slab_ =
       Slab(MemKind::kHost, backup_.bytes(), "speculation backup of the offloaded state", faults_);
   backup_.Bind(backup_slab_.data());
@@ -190,6 +214,13 @@ HostOffload::HostOffload(OffloadSetup s)
   for (size_t c = 0; c < chunks_.size(); ++c) {
     const size_t t = chunks_[c].tensor;
     const uint64_t off = chunk_part_off_[c];
+    early.push_back(EarlyGrad(c));
+    if (off >= backup_.part(t).count) {  // beyond the budget: updated at Step only
+      backup.push_back(StepSpan{});
+      hold.push_back(nullptr);
+      continue;
+    }
+    speculative_[c] = 1;
     StepSpan b = SubSpan(backup_.part(t).state, off, chunks_[c].span.n);
     b.grad_dtype = specs_[t].grad_dtype;
     b.param_dtype = specs_[t].param_dtype;
@@ -198,7 +229,6 @@ HostOffload::HostOffload(OffloadSetup s)
                        ? nullptr
                        : hold_slab_.data() + plan.hold_off[t] +
                              off * DTypeSize(specs_[t].param_dtype));
-    early.push_back(EarlyGrad(c));
   }
   speculator_ =
       std::make_unique<Speculator>(&chunks_, std::move(backup), std::move(hold), std::move(early),
@@ -229,20 +259,24 @@ void HostOffload::AllocateEarlyBuffer() {
 // backup, and the downloads are enqueued again; the download queue is FIFO and ordered
 // after the compute stream, so the new gradient lands after the old one. The step then
 // gives the bits it gives without early start.
-void HostOffload::GradReady(size_t t, bool again, const std::vector<uint8_t>&) {
+void HostOffload::GradReady(size_t t, bool again, const std::vector<uint8_t>&,
+                            const GradMark& mark) {
   if (layout_.part(t).count == 0) return;
   AllocateEarlyBuffer();
   if (again && begun_ && speculator_) {
     (void)speculator_->WaitIdle();  // a chunk's error stays recorded; Step reports it
-    for (size_t c = chunk_begin_[t]; c < chunk_end_[t]; ++c) speculator_->Forget(c);
+    for (size_t c = chunk_begin_[t]; c < chunk_end_[t]; ++c)
+      if (speculative_[c] != 0) speculator_->Forget(c);
   }
-  transport_->DownloadsAfterComputeStream();
+  transport_->DownloadsAfter(mark.ready);
   for (size_t c = chunk_begin_[t]; c < chunk_end_[t]; ++c) {
     if (!again && chunk_ticket_[c] != 0) continue;  // a retry after a failed enqueue
     const OffloadChunk& ch = chunks_[c];
     chunk_ticket_[c] =
         transport_->Download(const_cast<void*>(EarlyGrad(c)), ch.device_grad, ch.grad_bytes);
-    if (begun_ && speculator_) speculator_->Enqueue(c, chunk_ticket_[c]);
+    grad_ticket_[t] = chunk_ticket_[c];
+    if (begun_ && speculator_ && !stopped_ && speculative_[c] != 0)
+      speculator_->Enqueue(c, chunk_ticket_[c]);
   }
 }
 
@@ -254,10 +288,10 @@ void HostOffload::BeginSpeculation(const std::vector<StepScalars>* scalars,
     speculator_->Begin(*scalars, pipeline_->last_upload());
     // Gradients marked ready before BeginStep are speculated on too.
     for (size_t c = 0; c < chunks_.size(); ++c)
-      if (chunk_ticket_[c] != 0) speculator_->Enqueue(c, chunk_ticket_[c]);
+      if (chunk_ticket_[c] != 0 && speculative_[c] != 0) speculator_->Enqueue(c, chunk_ticket_[c]);
   }
   begun_ = true;
-  commit_ = false;
+  commit_ = stopped_ = false;
 }
 
 void HostOffload::EndEarlyStart() noexcept {
@@ -271,7 +305,7 @@ void HostOffload::EndEarlyStart() noexcept {
     }
     speculator_->End();
   }
-  begun_ = commit_ = false;
+  begun_ = commit_ = stopped_ = false;
   for (size_t c = 0; c < chunks_.size(); ++c) {
     chunk_ticket_[c] = 0;
     chunks_[c].stepped = false;

@@ -7,6 +7,7 @@
 // parameter] in engine/layout/state_layout.h) the parameter is that array.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -27,6 +28,10 @@ struct ResidentSetup {
   const std::vector<StateFormats>* formats = nullptr;  // per tensor
   layout::StateLayout layout;                          // the memory plan's `hot`
   FaultPlan* faults = nullptr;  // asked once by the slab's allocation (may be null)
+  // Gradient release: per tensor, its gradients' offset in the gradient buffer of
+  // grad_bytes (the memory plan's hot_grad_off, hot_grad_bytes); empty without release.
+  std::vector<uint64_t> grad_off = {};
+  uint64_t grad_bytes = 0;
 };
 
 // SMs the fused launch of the GPU-resident spans leaves to the streamed chunks' kernels
@@ -50,9 +55,23 @@ class ResidentState {
   void AddInitRegions(std::vector<InitRegion>* regions) const;
   void VisitParts(size_t t, const PartVisitor& visit) const;
   bool MasterIsParam(size_t t) const { return layout_.part(t).alias_param; }
-  // Points the spans of tensor t at `grad` (a resident span starts at element 0).
-  void SetGrad(size_t t, const void* grad);
+  // Points the spans of tensor t at `grad` (a resident span starts at element 0), unless
+  // released in this step (then from EndRelease on); returns where they read now.
+  const void* SetGrad(size_t t, const void* grad);
   bool has(size_t t) const { return layout_.part(t).count > 0; }
+
+  // Gradient release (Note [Gradient release] in tandem/optimizer.h): tensor t's
+  // resident gradients are to be copied to the gradient buffer, where its spans read
+  // them until EndRelease; the copy's destination and size (bytes 0: nothing resident).
+  struct Copy {
+    void* dst = nullptr;
+    const void* src = nullptr;
+    uint64_t bytes = 0;
+  };
+  Copy Release(size_t t);
+  // Points every released tensor's spans back at the gradient SetGrad gave, calling
+  // repoint(t, grad) for each (the end of a step).
+  void EndRelease(const std::function<void(size_t, const void*)>& repoint);
 
   Algorithm algorithm() const { return algorithm_; }
   const std::vector<StepSpan>& spans() const { return spans_; }
@@ -62,10 +81,15 @@ class ResidentState {
   Algorithm algorithm_;
   const std::vector<TensorSpec>& specs_;
   bool on_device_;
+  void PointSpans(size_t t, const void* grad);
+
   layout::StateLayout layout_;
-  Slab slab_;
+  Slab slab_, grads_;
+  std::vector<uint64_t> grad_off_;
   std::vector<StepSpan> spans_;
   std::vector<uint32_t> span_tensor_;
+  std::vector<const void*> grad_;  // per tensor: the gradient SetGrad gave
+  std::vector<uint8_t> released_;  // per tensor: released in this step
 };
 
 }  // namespace tandem::offload

@@ -72,9 +72,11 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
 }
 
 HybridOptimizer::Impl::~Impl() {
-  // Last launched first: the host-offload executor joins its speculation worker and
-  // drains its transport, the stream executor waits for its queues, before anything they
-  // use goes.
+  // Early start's work first (it writes the pre-pass's partials and the executors'
+  // gradient buffers); then, last launched first: the host-offload executor joins its
+  // speculation worker and drains its transport, the stream executor waits for its
+  // queues, before anything they use goes.
+  if (fences_) fences_->Synchronize();
   while (!executors_.empty()) executors_.pop_back();
 }
 
@@ -172,7 +174,8 @@ void HybridOptimizer::Impl::BuildExecutors() {
   const layout::MemoryPlan plan = layout::PlanMemory(specs_, cfg_, placement_, gpu());
   const bool streams = !plan.stream.chunks().empty();
   // State allocations in executor order: resident, streamed, host-computed.
-  offload::ResidentSetup resident{cfg_.algorithm, &specs_, &formats_, plan.hot, cfg_.faults.get()};
+  offload::ResidentSetup resident{cfg_.algorithm, &specs_,         &formats_,         plan.hot,
+                                  cfg_.faults.get(), plan.hot_grad_off, plan.hot_grad_bytes};
   executors_.push_back(gpu() ? offload::MakeGpuResident(std::move(resident), cfg_.cuda_stream,
                                                         streams ? offload::kStreamSms : 0)
                              : offload::MakeHostResident(std::move(resident), &driver_));
@@ -181,7 +184,8 @@ void HybridOptimizer::Impl::BuildExecutors() {
         gpu() ? offload::MakeCudaStreamDevice(cfg_.cuda_stream)
               : offload::MakeHostStreamDevice(&driver_, cfg_.host_cpus);
     executors_.push_back(offload::MakeGpuStream({cfg_.algorithm, &specs_, &formats_, &plan,
-                                                 cfg_.stream_slots, gpu(), cfg_.faults, &driver_},
+                                                 cfg_.stream_slots, gpu(), cfg_.release_grads,
+                                                 cfg_.faults, &driver_},
                                                 std::move(device)));
   }
   if (plan.grad_slot_bytes > 0) {  // host-computed elements: the offload pipeline
@@ -193,6 +197,7 @@ void HybridOptimizer::Impl::BuildExecutors() {
   }
   prepass_ = gpu() ? offload::MakeCudaPrepass(cfg_.cuda_stream, specs_)
                    : offload::MakeHostPrepass(&driver_, specs_);
+  if (gpu()) fences_ = offload::MakeCudaGradFences(cfg_.cuda_stream, specs_.size());
 }
 
 // Note [Block-wise initialisation] (offload/memory/state_init.h): every executor's parts

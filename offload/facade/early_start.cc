@@ -1,8 +1,10 @@
-// HybridOptimizer::Impl: early start (GradReady) and speculative early start (BeginStep):
-// the bookkeeping on the optimizer's thread; each executor does its part (the host-offload
-// executor's downloads and worker, the stream executor's speculated chunks). Step's part
-// (commit or roll back) is in step.cc.
+// HybridOptimizer::Impl: early start (GradReady), gradient release (GradConsumed) and
+// speculative early start (BeginStep): the bookkeeping on the optimizer's thread; the
+// pre-pass takes each gradient's partial, each executor does its part (the host-offload
+// executor's downloads and worker, the stream executor's speculated chunks, the copies of
+// released gradients). Step's part (commit or roll back) is in step.cc.
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "offload/facade/impl.h"
@@ -10,19 +12,65 @@
 
 namespace tandem {
 
-void HybridOptimizer::Impl::GradReady(size_t i, const void* grad) {
+void HybridOptimizer::Impl::GradReady(size_t i, const void* grad, void* ready_stream) {
   if (i >= specs_.size())
     throw Error(ErrorKind::kInvalidArgument, "GradReady: tensor index " + std::to_string(i) +
                                                  " of " + std::to_string(specs_.size()));
   const void* ptr = grad != nullptr ? grad : specs_[i].grad;
   if (ptr != grads_.checked[i]) CheckGrad(i, ptr, "GradReady");  // before anything changes
   // A second call says the gradient changed since the first (Note [A second GradReady]
-  // in offload/executors/host_offload.cc): each executor redoes its early work.
+  // in offload/executors/host_offload.cc): each executor redoes its early work. With
+  // release the first one is gone.
   const bool again = grads_.ready[i] != 0;
+  if (again && cfg_.release_grads)
+    throw Error(ErrorKind::kInvalidArgument,
+                "GradReady: tensor " + std::to_string(i) + " '" + specs_[i].name +
+                    "' was handed a second time in one step with release_grads; its first "
+                    "gradient was released (the step keeps its copies): accumulate the "
+                    "micro-batches before handing the gradient over, once per step");
+  // GPU mode: every read below comes after the producer's work so far (Note [Gradient
+  // release] in tandem/optimizer.h).
+  offload::GradMark mark;
+  if (gpu()) {
+    mark.ready = fences_->MarkReady(ready_stream);
+    mark.work_stream = fences_->work_stream();
+  }
   grads_.current[i] = ptr;  // this step's gradient of tensor i
   UseGrad(i, ptr);
   grads_.ready[i] = 1;
-  for (const auto& e : executors_) e->GradReady(i, again, grads_.ready);
+  // Its norm partial first: a speculation that the partials already rule out takes no
+  // more chunks, this tensor's included.
+  prepass_->TensorReady(i, mark.work_stream);
+  if (begun_.on && !begun_.stopped) StopIfClipOrSkip();
+  for (const auto& e : executors_) e->GradReady(i, again, grads_.ready, mark);
+  if (cfg_.release_grads && gpu()) {
+    for (const auto& e : executors_) e->WaitGradReads(i, fences_->join_stream());
+    fences_->RecordConsumed(i);
+  }
+}
+
+void HybridOptimizer::Impl::StopIfClipOrSkip() {
+  // Step's own tests on the known partials: the global sum only adds to them, so a local
+  // clip or non-finite value is the step's (Note [Exact sum of squares]).
+  const offload::NormResult known = prepass_->Known();
+  const double norm = std::sqrt(known.sum_squares) / begun_.loss_scale;
+  if (!known.nonfinite && std::isfinite(norm) && !(begun_.clip > 0 && norm > begun_.clip)) return;
+  begun_.stopped = true;
+  for (const auto& e : executors_) e->StopSpeculation();
+}
+
+bool HybridOptimizer::Impl::GradConsumed(size_t i) const {
+  if (i >= specs_.size())
+    throw Error(ErrorKind::kInvalidArgument, "GradConsumed: tensor index " + std::to_string(i) +
+                                                 " of " + std::to_string(specs_.size()));
+  if (!cfg_.release_grads)
+    throw Error(ErrorKind::kInvalidArgument,
+                "GradConsumed needs OptimizerConfig::release_grads (without it the gradient is "
+                "read until Step returns: WaitGradConsumed after Step)");
+  if (gpu()) return fences_->Consumed(i);
+  for (const auto& e : executors_)
+    if (!e->GradReadsDone(i)) return false;
+  return true;
 }
 
 void HybridOptimizer::Impl::BeginStep(std::span<const double> group_lrs, const double* one_lr,
@@ -42,19 +90,23 @@ void HybridOptimizer::Impl::BeginStep(std::span<const double> group_lrs, const d
   // per (group, tensor step) as Step assigns them (Note [Scalar index]), every tensor
   // active.
   AssignScalars({}, lrs, hyper, 1.0 / opt.loss_scale, &begun_.scalars, &begun_.scalar_index);
-  // Chunks whose tensors were marked ready before BeginStep are speculated on now.
+  // Chunks whose tensors were marked ready before BeginStep are speculated on now,
+  // unless their partials already rule the speculation out.
   for (const auto& e : executors_)
     e->BeginSpeculation(&begun_.scalars, &begun_.scalar_index, grads_.ready);
   begun_.on = true;
+  begun_.stopped = false;
   begun_.lrs = std::move(lrs);
   begun_.hyper = std::move(hyper);
   begun_.clip = opt.max_grad_norm;
   begun_.loss_scale = opt.loss_scale;
+  StopIfClipOrSkip();
 }
 
 void HybridOptimizer::Impl::EndEarlyStart() noexcept {
   for (const auto& e : executors_) e->EndEarlyStart();
-  begun_.on = false;
+  prepass_->EndStep();
+  begun_.on = begun_.stopped = false;
   std::fill(grads_.ready.begin(), grads_.ready.end(), uint8_t{0});
 }
 

@@ -8,9 +8,10 @@
 //
 // The files: optimizer.cc (the public methods), construct.cc (validation, the placement,
 // the executors, the initial state), rates.cc (offload_compute auto's rates), step.cc
-// (Step and its arguments), early_start.cc (GradReady, BeginStep), state.cc (Snapshot,
-// Restore), reload.cc (ReloadParams). Everything of GPU mode that needs CUDA is behind
-// factories (offload/gpu/gpu_side.h), so this builds without a CUDA toolkit.
+// (Step and its arguments), early_start.cc (GradReady, BeginStep, gradient release),
+// state.cc (Snapshot, Restore), reload.cc (ReloadParams). Everything of GPU mode that
+// needs CUDA is behind factories (offload/gpu/gpu_side.h), so this builds without a CUDA
+// toolkit.
 #pragma once
 
 #include <chrono>
@@ -25,6 +26,7 @@
 #include "engine/step_scalars.h"
 #include "offload/executors/executor.h"
 #include "offload/gpu/gpu_side.h"
+#include "offload/gpu/grad_fences.h"
 #include "offload/prepass/prepass.h"
 #include "tandem/optimizer.h"
 
@@ -44,8 +46,9 @@ class HybridOptimizer::Impl {
   StepResult Step(std::span<const double> group_lrs, const double* one_lr, const StepOptions& opt);
   void ReloadParams(std::span<const size_t> tensors);
   int64_t tensor_step_count(size_t i) const;
-  void GradReady(size_t i, const void* grad);
+  void GradReady(size_t i, const void* grad, void* ready_stream);
   void WaitGradConsumed(size_t i, void* stream) const;
+  bool GradConsumed(size_t i) const;
   void BeginStep(std::span<const double> group_lrs, const double* one_lr, const StepOptions& opt);
   bool step_begun() const { return begun_.on; }
   void WaitParam(size_t i, void* stream) const;
@@ -114,6 +117,9 @@ class HybridOptimizer::Impl {
   // early_start.cc: ends the early start of a step (every executor's; Note [Speculate,
   // then commit or roll back]). Never throws.
   void EndEarlyStart() noexcept;
+  // Stops the speculation of a begun step once the partials known so far exceed its
+  // max_grad_norm or hold a non-finite value (Step will clip or skip: partials only grow).
+  void StopIfClipOrSkip();
   void RequireNoBegunStep(const char* what) const;
 
   // state.cc
@@ -146,6 +152,9 @@ class HybridOptimizer::Impl {
   std::unique_ptr<offload::Prepass> prepass_;
   // Note [Executors]; they use driver_, gpu_ and specs_, declared before them.
   std::vector<std::unique_ptr<offload::Executor>> executors_;
+  // GPU mode: the ordering of the gradients handed to GradReady (offload/gpu/
+  // grad_fences.h): their ready marks, the work stream, the consumed events.
+  std::unique_ptr<offload::GradFences> fences_;
   // Per tensor (Note [Gradient reads] in tandem/optimizer.h): GradReady seen in this step,
   // the gradient of this step (GradReady's, else the last step's), the one every reader
   // points at now, and the last one checked.
@@ -155,9 +164,9 @@ class HybridOptimizer::Impl {
   } grads_;
   // What BeginStep announced (Step must hand the same): each group's lr and
   // hyper-parameters, the clip norm, the loss scale, and the scalars the speculation
-  // steps with.
+  // steps with; whether the speculation stopped taking chunks (StopIfClipOrSkip).
   struct Announced {
-    bool on = false;
+    bool on = false, stopped = false;
     std::vector<double> lrs;
     std::vector<HyperParams> hyper;
     double clip = 0, loss_scale = 1;

@@ -4,6 +4,7 @@
 #include "offload/devices/stream_device.h"
 #include "offload/executors/resident.h"
 #include "offload/gpu/gpu_side.h"
+#include "offload/gpu/grad_fences.h"
 #include "offload/prepass/prepass.h"
 #include "offload/transport/transport.h"
 #include "tandem/error.h"
@@ -23,5 +24,6 @@ std::unique_ptr<Transport> MakeCudaTransport(void*, std::shared_ptr<FaultPlan>) 
 std::unique_ptr<Prepass> MakeCudaPrepass(void*, const std::vector<TensorSpec>&) { NoCuda(); }
 std::unique_ptr<Executor> MakeGpuResident(ResidentSetup, void*, int) { NoCuda(); }
 std::unique_ptr<StreamDevice> MakeCudaStreamDevice(void*) { NoCuda(); }
+std::unique_ptr<GradFences> MakeCudaGradFences(void*, size_t) { NoCuda(); }
 
 }  // namespace tandem::offload

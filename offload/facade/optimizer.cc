@@ -31,10 +31,13 @@ StepResult HybridOptimizer::Step(double lr, const StepOptions& o) {
 }
 void HybridOptimizer::ReloadParams(std::span<const size_t> t) { impl_->ReloadParams(t); }
 int64_t HybridOptimizer::tensor_step_count(size_t i) const { return impl_->tensor_step_count(i); }
-void HybridOptimizer::GradReady(size_t i, const void* grad) { impl_->GradReady(i, grad); }
+void HybridOptimizer::GradReady(size_t i, const void* grad, void* ready_stream) {
+  impl_->GradReady(i, grad, ready_stream);
+}
 void HybridOptimizer::WaitGradConsumed(size_t i, void* stream) const {
   impl_->WaitGradConsumed(i, stream);
 }
+bool HybridOptimizer::GradConsumed(size_t i) const { return impl_->GradConsumed(i); }
 void HybridOptimizer::BeginStep(std::span<const double> group_lrs, const StepOptions& o) {
   impl_->BeginStep(group_lrs, nullptr, o);
 }

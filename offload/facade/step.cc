@@ -188,7 +188,11 @@ StepResult HybridOptimizer::Impl::Step(std::span<const double> group_lrs, const 
     if (active[t] != 0) UseGrad(t, grads[t]);
 
   // 1. Pre-pass over the gradient of every active tensor, hot and offloaded, before any
-  // update.
+  // update; the partials of the tensors handed to GradReady come from there (GPU mode:
+  // the caller's stream waits for early start's work first).
+  if (gpu() && std::any_of(grads_.ready.begin(), grads_.ready.end(), [](uint8_t r) { return r != 0; }))
+    fences_->CallerWaitsForWork();
+  times.speculation_stopped = begun_.stopped;
   offload::NormResult norm = prepass_->Run(active, &times);
   // Sharded training: the whole model's statistics, from every process's partials (the
   // collective overlaps the speculation's last chunks).
@@ -245,8 +249,10 @@ StepResult HybridOptimizer::Impl::Step(std::span<const double> group_lrs, const 
     for (const auto& e : executors_) e->Finish();
   } catch (...) {
     for (size_t i = 0; i <= launched && i < executors_.size(); ++i) executors_[i]->Abandon();
+    if (gpu()) fences_->StepQueued();
     throw;
   }
+  if (gpu()) fences_->StepQueued();  // the next step's early work comes after these reads
   ++steps_.applied;
   cfg_.groups = hyper;
   for (size_t t = 0; t < specs_.size(); ++t)
@@ -307,17 +313,28 @@ void HybridOptimizer::Impl::WaitParam(size_t i, void* stream) const {
 // Note [Gradient reads] (tandem/optimizer.h): once Step returned, the reads of a tensor's
 // gradient that may still run on the device are the GPU-resident kernel (on cuda_stream)
 // and its streamed chunks' kernels; the downloads of its host-computed chunks completed
-// before Step returned (the pipeline waited for each).
+// before Step returned (the pipeline waited for each). With release_grads, the reads of a
+// gradient handed to GradReady are those GradReady enqueued (Note [Gradient release]).
 void HybridOptimizer::Impl::WaitGradConsumed(size_t i, void* stream) const {
   if (i >= specs_.size())
     Invalid("WaitGradConsumed: tensor index " + std::to_string(i) + " of " +
             std::to_string(specs_.size()));
-  if (begun_.on || grads_.ready[i] != 0)
+  const bool released = cfg_.release_grads && grads_.ready[i] != 0;
+  if ((begun_.on || grads_.ready[i] != 0) && !released)
     Invalid("WaitGradConsumed: tensor " + std::to_string(i) + " '" + specs_[i].name +
             "': a step is under way (BeginStep or GradReady since the last Step); the coming "
-            "Step's pre-pass still reads the gradient: call it after that Step");
+            "Step's pre-pass still reads the gradient: call it after that Step (or, with "
+            "release_grads, after GradReady of the tensor)");
+  if (released) {
+    if (gpu())
+      fences_->WaitConsumed(i, stream);
+    else
+      for (const auto& e : executors_) e->WaitGradReads(i, nullptr);
+    return;
+  }
   if (!gpu()) return;
   for (const auto& e : executors_) e->WaitGradConsumed(i, stream);
+  if (cfg_.release_grads) fences_->WaitConsumed(i, stream);  // a release of the last step
 }
 
 }  // namespace tandem

@@ -25,8 +25,11 @@ void LaunchScalars(gpu::StepPlan& plan, const std::vector<uint32_t>& span_index,
 }
 
 FormatPlans::FormatPlans(Algorithm algo, const std::vector<StepSpan>& spans,
-                         std::vector<uint32_t> span_tensor, std::vector<uint64_t> grad_offset)
-    : span_tensor_(std::move(span_tensor)), grad_offset_(std::move(grad_offset)) {
+                         std::vector<uint32_t> span_tensor, std::vector<uint64_t> grad_offset,
+                         std::vector<const void*> slot_grad)
+    : span_tensor_(std::move(span_tensor)),
+      grad_offset_(std::move(grad_offset)),
+      slot_grad_(std::move(slot_grad)) {
   std::vector<StateFormats> formats;
   for (const StepSpan& sp : spans) formats.push_back(sp.formats);
   groups_ = layout::GroupByFormats(formats);
@@ -60,6 +63,15 @@ void FormatPlans::SetGrad(size_t t, const void* grad) {
     for (size_t k = 0; k < spans.size(); ++k)
       if (span_tensor_[spans[k]] == t)
         plans_[p]->SetGrad(k, static_cast<const uint8_t*>(grad) + grad_offset_[spans[k]]);
+  }
+}
+
+void FormatPlans::SetSlotGrads(size_t t) {
+  if (slot_grad_.empty()) return;
+  for (size_t p = 0; p < plans_.size(); ++p) {
+    const std::vector<uint32_t>& spans = groups_.spans[p];
+    for (size_t k = 0; k < spans.size(); ++k)
+      if (span_tensor_[spans[k]] == t) plans_[p]->SetGrad(k, slot_grad_[spans[k]]);
   }
 }
 

@@ -22,9 +22,11 @@ namespace tandem::offload {
 class FormatPlans {
  public:
   // span_tensor[i]: the tensor of span i; grad_offset[i]: span i's gradient, in bytes
-  // from its tensor's element 0. Every span starts left out (kSkipScalarIndex).
+  // from its tensor's element 0; slot_grad[i] (empty: none): where span i's gradient is
+  // once SetSlotGrads (gradient release: uploaded with a streamed chunk). Every span
+  // starts left out (kSkipScalarIndex).
   FormatPlans(Algorithm algo, const std::vector<StepSpan>& spans, std::vector<uint32_t> span_tensor,
-              std::vector<uint64_t> grad_offset);
+              std::vector<uint64_t> grad_offset, std::vector<const void*> slot_grad = {});
 
   uint64_t device_bytes() const { return bytes_; }
   // Whether some span's tensor has a scalar index (is stepped).
@@ -36,12 +38,15 @@ class FormatPlans {
               void* stream, int reserve_sms = 0);
   // Spans of tensor t read `grad` + their offset from the next Launch on.
   void SetGrad(size_t t, const void* grad);
+  // Spans of tensor t read their slot_grad from the next Launch on (until SetGrad(t)).
+  void SetSlotGrads(size_t t);
 
  private:
   layout::PlanGroups groups_;
   std::vector<std::unique_ptr<gpu::StepPlan>> plans_;  // per format set
   std::vector<uint32_t> span_tensor_;
   std::vector<uint64_t> grad_offset_;
+  std::vector<const void*> slot_grad_;
   uint64_t bytes_ = 0;
   std::vector<uint32_t> index_;  // scratch: one plan's indices
 };

@@ -21,6 +21,14 @@ NormResult FromGradStats(const GradStats& s) {
   return r;
 }
 
+void AddNorm(NormResult& whole, const NormResult& part) {
+  exact::Merge(whole.exact, part.exact);
+  if (!exact::Normalize(whole.exact))
+    throw Error(ErrorKind::kInternal, "gradient pre-pass: the exact sum overflowed");
+  whole.sum_squares = exact::ToDouble(whole.exact);
+  whole.nonfinite = whole.nonfinite || part.nonfinite;
+}
+
 }  // namespace tandem::offload
 
 namespace tandem {

@@ -17,5 +17,9 @@ using cpu::NormResult;
 // GradStats <-> NormResult (GradStats::exact holds the normalized digits).
 GradStats ToGradStats(const NormResult& r);
 NormResult FromGradStats(const GradStats& s);
+// whole += part: the exact sums as integers, the non-finite flags or-ed, sum_squares the
+// new sum rounded. Throws Error(kInternal) if the sum overflowed (impossible for fewer
+// than 2^64 finite float32 values).
+void AddNorm(NormResult& whole, const NormResult& part);
 
 }  // namespace tandem::offload

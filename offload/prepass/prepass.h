@@ -5,7 +5,12 @@
 // decides the step); host mode: cpu::HostGradNorm on the optimizer's threads. The
 // optimizer's facade keeps it; the executors read the gradients after it.
 //
-// Thread safety: the optimizer's thread only.
+// Early start: GradReady hands a tensor's gradient to TensorReady, which takes its
+// statistics at once (host mode) or queues them on the engine's work stream (GPU mode);
+// the step's Run adds them, as exact integers, to those of the tensors it reads itself:
+// the same bits in any order, whichever tensors went early (Note [Exact sum of squares]).
+// Known() gives what has reached the host of them so far, for the speculation's early stop.
+//
 #pragma once
 
 #include <cstddef>
@@ -24,9 +29,20 @@ namespace tandem::offload {
 class Prepass {
  public:
   virtual ~Prepass() = default;
-  // The statistics of the tensors with active[t] != 0 (empty: all); waits for them.
-  // Host mode sets times->prepass_ms; GPU mode's is read by ReadTimes.
+  // The statistics of the tensors with active[t] != 0 (empty: all): those readied in this
+  // step (TensorReady) from their partials, the others read now; waits for them. GPU mode:
+  // the caller's stream must be ordered after the work stream of TensorReady. Host mode
+  // sets times->prepass_ms; GPU mode's is read by ReadTimes.
   virtual NormResult Run(const std::vector<uint8_t>& active, StageTimes* times) = 0;
+  // Tensor t's gradient (at its SetGrad pointer) is final: its statistics are taken now
+  // (host mode) or queued on `work_stream` (GPU mode: a cudaStream_t ordered after the
+  // gradient's producer), for this step's Run. Again in one step: taken again.
+  virtual void TensorReady(size_t t, void* work_stream) = 0;
+  // The statistics of the tensors readied in this step that have reached the host so far
+  // (host mode: all of them; GPU mode: those whose copy completed), added. Never blocks.
+  virtual NormResult Known() = 0;
+  // Forgets the tensors readied in this step (after its Run, or however it ended).
+  virtual void EndStep() = 0;
   // Tensor t's gradient is read at `grad` (element 0) from the next Run on.
   virtual void SetGrad(size_t t, const void* grad) = 0;
   // GPU mode: an event (a cudaEvent_t) recorded on the caller's stream after the last

@@ -27,6 +27,7 @@ void StreamSpeculation::Begin(const std::vector<StepScalars>* scalars,
   scalar_index_ = scalar_index;
   ready_ = &ready;
   error_ = nullptr;
+  stopped_ = false;
   for (size_t c = 0; c < chunk_tensors_.size(); ++c)
     if (restore_[c].host != nullptr) Try(c);
 }
@@ -46,7 +47,7 @@ void StreamSpeculation::TensorReady(size_t t, bool again, const std::vector<uint
 }
 
 void StreamSpeculation::Try(size_t c) {
-  if (done_[c] != 0 || error_) return;
+  if (done_[c] != 0 || error_ || stopped_) return;
   for (uint32_t t : chunk_tensors_[c])
     if ((*ready_)[t] == 0) return;
   try {
@@ -93,6 +94,7 @@ void StreamSpeculation::End() {
   scalar_index_ = nullptr;
   ready_ = nullptr;
   error_ = nullptr;
+  stopped_ = false;
 }
 
 }  // namespace tandem::offload

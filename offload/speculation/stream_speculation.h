@@ -74,6 +74,8 @@ class StreamSpeculation {
   // Tensor t's gradient is final (ready[t] already set); `again`: it was final before in
   // this step and has changed (its speculated chunks are restored and done again).
   void TensorReady(size_t t, bool again, const std::vector<uint8_t>& ready);
+  // No further chunk is speculated until End (the step will clip or skip).
+  void Stop() { stopped_ = true; }
   // The first error a speculation raised since Begin (null: none); after one, no chunk is
   // speculated until End.
   std::exception_ptr error() const { return error_; }
@@ -102,6 +104,7 @@ class StreamSpeculation {
   const std::vector<uint32_t>* scalar_index_ = nullptr;
   const std::vector<uint8_t>* ready_ = nullptr;
   std::exception_ptr error_;
+  bool stopped_ = false;
 };
 
 }  // namespace tandem::offload

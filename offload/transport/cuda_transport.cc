@@ -40,6 +40,13 @@ void CudaTransport::DownloadsAfterComputeStream() {
   TANDEM_CUDA(cudaStreamWaitEvent(down_, fence_, 0), "(download stream waits for gradients)");
 }
 
+void CudaTransport::DownloadsAfter(const void* ready) {
+  if (ready == nullptr) return DownloadsAfterComputeStream();
+  std::lock_guard<std::mutex> lock(mu_);
+  TANDEM_CUDA(cudaStreamWaitEvent(down_, static_cast<cudaEvent_t>(const_cast<void*>(ready)), 0),
+              "(download stream waits for the gradient's producer)");
+}
+
 Ticket CudaTransport::Enqueue(bool upload, void* dst, const void* src, size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   const Ticket t = next_++;
@@ -75,6 +82,21 @@ void CudaTransport::Wait(Ticket t) {
     end = Slot(t).end;
   }
   TANDEM_CUDA(cudaEventSynchronize(end), "waiting for copy " + std::to_string(t));
+}
+
+// A ticket older than the ring names a newer copy's event: conservative (that copy ends
+// later on the same stream).
+bool CudaTransport::Done(Ticket t) {
+  if (t == 0) return true;
+  cudaEvent_t end = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    end = Slot(t).end;
+  }
+  const cudaError_t q = cudaEventQuery(end);
+  if (q == cudaErrorNotReady) return false;
+  if (q != cudaSuccess) cudaGetLastError();  // a failed copy: no longer reading; Wait reports it
+  return true;
 }
 
 void CudaTransport::ComputeStreamAfterUploads() {

@@ -21,9 +21,11 @@ class CudaTransport : public Transport {
   ~CudaTransport() override;
 
   void DownloadsAfterComputeStream() override;
+  void DownloadsAfter(const void* ready) override;
   Ticket Download(void* dst, const void* src, size_t bytes) override;
   Ticket Upload(void* dst, const void* src, size_t bytes) override;
   void Wait(Ticket t) override;
+  bool Done(Ticket t) override;
   void ComputeStreamAfterUploads() override;
   void StreamWaitFor(Ticket t, void* stream) override;
   void Drain() noexcept override;
@@ -40,7 +42,7 @@ class CudaTransport : public Transport {
   Copy& Slot(Ticket t) { return ring_[t % ring_.size()]; }
   double BusyMs(bool upload);
 
-  // Guards the ring and next_: Wait may run on a second thread (offload/transport.h). It
+  // Guards the ring and next_: Wait and Done may run on other threads (transport.h). It
   // is held only to enqueue or to look up a ticket's event, never while blocking.
   std::mutex mu_;
   cudaStream_t compute_, down_ = nullptr, up_ = nullptr;

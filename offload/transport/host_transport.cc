@@ -93,6 +93,12 @@ void HostTransport::Wait(Ticket t) {
   }
 }
 
+bool HostTransport::Done(Ticket t) {
+  if (t == 0) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  return (IsUpload(t) ? up_ : down_).done_upto >= t;
+}
+
 void HostTransport::ComputeStreamAfterUploads() {
   Ticket last = 0;
   {

@@ -26,9 +26,11 @@ class HostTransport : public Transport {
   ~HostTransport() override;
 
   void DownloadsAfterComputeStream() override {}
+  void DownloadsAfter(const void*) override {}
   Ticket Download(void* dst, const void* src, size_t bytes) override;
   Ticket Upload(void* dst, const void* src, size_t bytes) override;
   void Wait(Ticket t) override;
+  bool Done(Ticket t) override;
   // There is no compute stream on the host: the caller itself must see the parameters
   // when Step returns, so this blocks until every upload landed (and reports a failure).
   void ComputeStreamAfterUploads() override;

@@ -9,9 +9,10 @@
 // downloads and uploads alike: a copy it fails is reported as a CUDA copy failure would
 // be, Error(kCuda, "injected failure of ..."), from the enqueue (CudaTransport) or from
 // Wait (HostTransport).
-// A Transport is used by one thread at a time, with one exception: Wait (and only Wait)
-// may be called from one other thread (the speculation worker, offload/speculation/speculator.h)
-// concurrently with the owner's calls. Both implementations allow it.
+// A Transport is used by one thread at a time, with one exception: Wait and Done may be
+// called from other threads (the speculation worker, offload/speculation/speculator.h;
+// the optimizer's const GradConsumed) concurrently with the owner's calls. Both
+// implementations allow it.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +32,9 @@ class Transport {
   // Downloads enqueued after this call start only once all work the caller queued on the
   // compute stream before it is done (the gradients are final).
   virtual void DownloadsAfterComputeStream() = 0;
+  // The same after `ready` (a cudaEvent_t recorded on the stream that produced the
+  // gradients: GradReady's ready mark); null: DownloadsAfterComputeStream.
+  virtual void DownloadsAfter(const void* ready) = 0;
   // Enqueues a copy of `bytes` from device memory `src` to host memory `dst`.
   virtual Ticket Download(void* dst, const void* src, size_t bytes) = 0;
   // Enqueues a copy of `bytes` from host memory `src` to device memory `dst`.
@@ -38,6 +42,9 @@ class Transport {
   // Blocks until copy `t` completed. Throws tandem::Error if it (or an earlier copy of the
   // same queue) failed; what failed is named in the message.
   virtual void Wait(Ticket t) = 0;
+  // Whether copy `t` has completed or failed (it no longer reads its source); never
+  // blocks, never throws for a failed copy (Wait reports it). Ticket 0: true.
+  virtual bool Done(Ticket t) = 0;
   // Makes the compute stream wait for every upload enqueued so far (non-blocking).
   virtual void ComputeStreamAfterUploads() = 0;
   // Makes `stream` (a cudaStream_t as void*) wait for copy `t` (non-blocking where the

@@ -1,0 +1,120 @@
+// Gradient release in GPU mode (skipped without a CUDA device): the gradients are
+// produced on a stream of their own, handed over with GradReady(i, nullptr, producer),
+// and overwritten on that stream right after WaitGradConsumed(i, producer); the steps
+// give the bits of plain steps that read the gradients at Step, at fractions 0, 0.5 and
+// 1 and offload_compute shares 0, 0.5 and 1, with and without speculation, through
+// clipped steps and a non-finite one.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tandem/error.h"
+#include "tandem/optimizer.h"
+#include "tests/offload/device_model.h"
+
+namespace tandem {
+namespace {
+
+using testing::DeviceModel;
+using testing::Model;
+
+OptimizerConfig GpuConfig(double fraction, double share, bool release, bool speculative) {
+  OptimizerConfig c;
+  c.algorithm = Algorithm::kAdamW;
+  c.formats = {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kF32};
+  c.offload_fraction = fraction;
+  c.offload_compute = share;
+  c.stream_chunk_bytes = 4096;
+  c.chunk_elements = 256;
+  c.host_threads = 2;
+  c.pipeline_slots = 2;
+  c.mode = ExecutionMode::kGpu;
+  c.release_grads = release;
+  c.speculative_early_start = speculative;
+  c.groups.resize(2);
+  c.groups[0].weight_decay = 0.01;
+  c.groups[1].lr_scale = 0.5;
+  return c;
+}
+
+struct GpuOutcome {
+  OptimizerSnapshot snap;
+  std::vector<std::vector<uint8_t>> params;
+  std::vector<StepResult> results;
+};
+
+GpuOutcome TrainGpu(const OptimizerConfig& c, bool early) {
+  DeviceModel m(11);
+  cudaStream_t producer = nullptr;
+  EXPECT_EQ(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking), cudaSuccess);
+  GpuOutcome run;
+  {
+    HybridOptimizer opt(m.Specs(), c);
+    const size_t n = m.grads.size();
+    for (int t = 1; t <= 12; ++t) {
+      const double lr = 1e-3 * (1.0 + 0.01 * t);
+      const StepOptions o{.max_grad_norm = 100.0, .loss_scale = t % 2 == 0 ? 4.0 : 1.0};
+      if (c.speculative_early_start) opt.BeginStep(lr, o);
+      m.host.FillGrads(t, t % 4 == 2 ? 1.0f : 0.1f);
+      if (t == 7) Model::Store(m.host.grads[n - 1].data(), m.host.grad_dtype, 5, NAN);
+      for (size_t i = n; i-- > 0;) {  // "backward" on the producer stream
+        cudaMemcpyAsync(m.grads[i], m.host.grads[i].data(), m.host.grads[i].size(),
+                        cudaMemcpyHostToDevice, producer);
+        if (!early) continue;
+        opt.GradReady(i, nullptr, producer);
+        if (!c.release_grads) continue;
+        opt.WaitGradConsumed(i, producer);
+        cudaMemsetAsync(m.grads[i], 0x7f, m.host.grads[i].size(), producer);  // reused
+      }
+      if (!early) cudaStreamSynchronize(producer);
+      run.results.push_back(opt.Step(lr, o));
+      cudaDeviceSynchronize();
+    }
+    run.snap = opt.Snapshot();
+  }
+  run.params = m.ReadParams();
+  cudaStreamDestroy(producer);
+  return run;
+}
+
+TEST(GradReleaseGpu, BitIdenticalAtEveryFractionAndShare) {
+  if (!CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device: GPU-mode test skipped";
+  for (double f : {0.0, 0.5, 1.0}) {
+    for (double share : {0.0, 0.5, 1.0}) {
+      const std::string what = "f=" + std::to_string(f) + " share=" + std::to_string(share);
+      const GpuOutcome plain = TrainGpu(GpuConfig(f, share, false, false), false);
+      int applied = 0;
+      for (const StepResult& r : plain.results) applied += r.applied ? 1 : 0;
+      ASSERT_EQ(applied, 11) << what;
+      for (bool spec : {false, true}) {
+        const GpuOutcome got = TrainGpu(GpuConfig(f, share, true, spec), true);
+        const std::string w = what + (spec ? " release+speculation" : " release");
+        ASSERT_EQ(got.results.size(), plain.results.size());
+        for (size_t s = 0; s < got.results.size(); ++s) {
+          EXPECT_EQ(got.results[s].applied, plain.results[s].applied) << w << " step " << s + 1;
+          EXPECT_EQ(got.results[s].grad_norm, plain.results[s].grad_norm) << w << " step " << s + 1;
+        }
+        EXPECT_EQ(got.params, plain.params) << w << ": parameters differ";
+        EXPECT_TRUE(got.snap == plain.snap) << w << ": state differs";
+      }
+    }
+  }
+}
+
+TEST(GradReleaseGpu, GradientsCountedOnTheDeviceAndPredicted) {
+  if (!CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device: GPU-mode test skipped";
+  DeviceModel m(3);
+  const OptimizerConfig c = GpuConfig(0.5, 0.5, true, false);
+  HybridOptimizer opt(m.Specs(), c);
+  EXPECT_GT(opt.memory().device.grads, 0u);
+  EXPECT_GT(opt.memory().host.grads, 0u);
+  const MemoryReport pred = PredictMemory(m.Specs(), c, ExecutionMode::kGpu);
+  EXPECT_EQ(pred.device.grads, opt.memory().device.grads);
+  EXPECT_EQ(pred.host.grads, opt.memory().host.grads);
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,164 @@
+// Gradient release (OptimizerConfig::release_grads, Note [Gradient release] in
+// tandem/optimizer.h) in host mode: once GradConsumed(i) says so, the caller overwrites
+// tensor i's gradient with garbage (as a freed and reused gradient would read), and the
+// steps still give the bits of plain steps that read the gradients at Step: at every
+// fraction, offload_compute share (the host stream device models the GPU's streamed
+// chunks), with and without speculation, through steps that clip and a non-finite step.
+// The refusals (a second GradReady, GradConsumed without release) change nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tandem/error.h"
+#include "tandem/optimizer.h"
+#include "tests/offload/hybrid_fixture.h"
+
+namespace tandem {
+namespace {
+
+using testing::Model;
+
+OptimizerConfig Config(double fraction, double share, bool release, bool speculative) {
+  OptimizerConfig c;
+  c.algorithm = Algorithm::kAdamW;
+  c.formats = {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kF32};
+  c.offload_fraction = fraction;
+  c.offload_compute = share;
+  c.stream_chunk_bytes = 4096;
+  c.chunk_elements = 256;
+  c.host_threads = 2;
+  c.pipeline_slots = 2;
+  c.mode = ExecutionMode::kHost;
+  c.release_grads = release;
+  c.speculative_early_start = speculative;
+  c.groups.resize(2);
+  c.groups[0].weight_decay = 0.01;
+  c.groups[1].lr_scale = 0.5;
+  return c;
+}
+
+constexpr double kMaxNorm = 100.0;  // normal steps: norm ~ 58; steps 2, 6, 10: ~146
+
+struct Outcome {
+  OptimizerSnapshot snap;
+  std::vector<std::vector<uint8_t>> params;
+  std::vector<StepResult> results;
+};
+
+// 12 steps; steps 2, 6 and 10 clip, step 7 has a NaN in the first tensor handed over
+// (backward order: the last one), and the loss scale alternates. With early: GradReady in
+// backward order; with release, each gradient is clobbered as soon as it is consumed.
+Outcome Train(const OptimizerConfig& c, bool early) {
+  Model m;
+  m.Init(11);
+  HybridOptimizer opt(m.Specs(2), c);
+  Outcome run;
+  const size_t n = m.sizes.size();
+  for (int t = 1; t <= 12; ++t) {
+    const double lr = 1e-3 * (1.0 + 0.01 * t);
+    const StepOptions o{.max_grad_norm = kMaxNorm, .loss_scale = t % 2 == 0 ? 4.0 : 1.0};
+    if (c.speculative_early_start) opt.BeginStep(lr, o);
+    m.FillGrads(t, t % 4 == 2 ? 1.0f : 0.1f);
+    if (t == 7) Model::Store(m.grads[n - 1].data(), m.grad_dtype, 5, NAN);
+    for (size_t i = n; early && i-- > 0;) {
+      opt.GradReady(i);
+      if (!c.release_grads) continue;
+      opt.WaitGradConsumed(i, nullptr);  // host mode: blocks until the reads completed
+      EXPECT_TRUE(opt.GradConsumed(i)) << "step " << t << " tensor " << i;
+      for (uint8_t& b : m.grads[i]) b = 0x7f;  // the memory is reused: 0x7f7f, huge
+    }
+    run.results.push_back(opt.Step(lr, o));
+  }
+  run.snap = opt.Snapshot();
+  run.params = m.params;
+  return run;
+}
+
+void ExpectSameRun(const Outcome& got, const Outcome& want, const std::string& what) {
+  ASSERT_EQ(got.results.size(), want.results.size());
+  for (size_t i = 0; i < got.results.size(); ++i) {
+    EXPECT_EQ(got.results[i].applied, want.results[i].applied) << what << " step " << i + 1;
+    EXPECT_EQ(got.results[i].grad_norm, want.results[i].grad_norm) << what << " step " << i + 1;
+  }
+  EXPECT_EQ(got.params, want.params) << what << ": parameters differ";
+  EXPECT_TRUE(got.snap == want.snap) << what << ": state differs";
+}
+
+TEST(GradRelease, BitIdenticalAtEveryFractionAndShare) {
+  for (double f : {0.0, 0.5, 1.0}) {
+    for (double share : {0.0, 0.5, 1.0}) {
+      const std::string what = "f=" + std::to_string(f) + " share=" + std::to_string(share);
+      const Outcome plain = Train(Config(f, share, false, false), false);
+      int applied = 0, clipped = 0;
+      for (const StepResult& r : plain.results) {
+        applied += r.applied ? 1 : 0;
+        clipped += r.applied && r.grad_norm > kMaxNorm ? 1 : 0;
+      }
+      ASSERT_EQ(applied, 11) << what << ": the NaN step is skipped, the others applied";
+      ASSERT_GT(clipped, 0) << what << ": clipping never triggered";
+      ExpectSameRun(Train(Config(f, share, true, false), true), plain, what + " release");
+      ExpectSameRun(Train(Config(f, share, true, true), true), plain,
+                    what + " release+speculation");
+      ExpectSameRun(Train(Config(f, share, false, true), true), plain, what + " speculation");
+    }
+  }
+}
+
+TEST(GradRelease, TheGradientsAreCountedAndPredicted) {
+  Model m;
+  m.Init(3);
+  for (double share : {0.0, 1.0}) {
+    const OptimizerConfig with = Config(0.5, share, true, false);
+    const OptimizerConfig without = Config(0.5, share, false, false);
+    HybridOptimizer a(m.Specs(2), with), b(m.Specs(2), without);
+    // Host mode: the hot part's copy in `host` too.
+    EXPECT_GT(a.memory().host.grads, 0u) << "share " << share;
+    EXPECT_EQ(b.memory().host.grads, 0u);
+    const MemoryReport pred = PredictMemory(m.Specs(2), with, ExecutionMode::kHost);
+    EXPECT_EQ(pred.host.grads, a.memory().host.grads);
+    EXPECT_EQ(pred.host.total(), a.memory().host.total());
+  }
+}
+
+TEST(GradRelease, ASecondGradReadyIsRefusedAndChangesNothing) {
+  Model m, ref;
+  m.Init(5);
+  ref.Init(5);
+  HybridOptimizer opt(m.Specs(2), Config(0.5, 0.5, true, false));
+  HybridOptimizer plain(ref.Specs(2), Config(0.5, 0.5, false, false));
+  m.FillGrads(1);
+  ref.FillGrads(1);
+  for (size_t i = m.sizes.size(); i-- > 0;) opt.GradReady(i);
+  try {
+    opt.GradReady(3);
+    FAIL() << "a second GradReady under release_grads was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("layer3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("second time"), std::string::npos) << e.what();
+  }
+  const StepResult got = opt.Step(1e-3), want = plain.Step(1e-3);
+  EXPECT_EQ(got.grad_norm, want.grad_norm);
+  EXPECT_EQ(m.params, ref.params);
+  EXPECT_TRUE(opt.Snapshot() == plain.Snapshot());
+}
+
+TEST(GradRelease, GradConsumedNeedsReleaseAndAValidIndex) {
+  Model m;
+  m.Init(5);
+  HybridOptimizer plain(m.Specs(2), Config(0.5, 0.0, false, false));
+  EXPECT_THROW((void)plain.GradConsumed(0), Error);
+  HybridOptimizer rel(m.Specs(2), Config(0.5, 0.0, true, false));
+  EXPECT_TRUE(rel.GradConsumed(0));  // never handed over
+  try {
+    (void)rel.GradConsumed(m.sizes.size());
+    FAIL() << "a bad index was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace tandem
