@@ -14,6 +14,7 @@
 #include "tandem/error.h"
 #include "tandem/optimizer.h"
 #include "tests/offload/device_model.h"
+#include "tests/offload/release_config.h"
 
 namespace tandem {
 namespace {
@@ -22,22 +23,7 @@ using testing::DeviceModel;
 using testing::Model;
 
 OptimizerConfig GpuConfig(double fraction, double share, bool release, bool speculative) {
-  OptimizerConfig c;
-  c.algorithm = Algorithm::kAdamW;
-  c.formats = {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kF32};
-  c.offload_fraction = fraction;
-  c.offload_compute = share;
-  c.stream_chunk_bytes = 4096;
-  c.chunk_elements = 256;
-  c.host_threads = 2;
-  c.pipeline_slots = 2;
-  c.mode = ExecutionMode::kGpu;
-  c.release_grads = release;
-  c.speculative_early_start = speculative;
-  c.groups.resize(2);
-  c.groups[0].weight_decay = 0.01;
-  c.groups[1].lr_scale = 0.5;
-  return c;
+  return testing::ReleaseTestConfig(ExecutionMode::kGpu, fraction, share, release, speculative);
 }
 
 struct GpuOutcome {
