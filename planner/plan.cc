@@ -685,8 +685,12 @@ PlanResult MakePlan(const PlanInputs& in) {
                   in.fsdp2 ? "GPU per rank" : "GPU", GiB(r.host_node_bytes).c_str(),
                   GiB(in.host_budget).c_str(), time, split, release.c_str(), plan.min_fraction,
                   !plan.runnable ? "A what-if: this version cannot run it (see the warnings)."
-                  : in.fsdp2     ? "Runnable: FSDP2 with tandem.torch (docs/distributed.md)."
-                                 : "Runnable.");
+                  : in.fsdp2 && (r.grad_release || in.speculative_early_start)
+                      ? "Runnable by the engine (C++ API, tandem._C); tandem.torch does not "
+                        "hand FSDP2 gradients over during backward yet (docs/planner.md, "
+                        "\"Gradient release\")."
+                  : in.fsdp2 ? "Runnable: FSDP2 with tandem.torch (docs/distributed.md)."
+                             : "Runnable.");
     plan.messages.push_back(b);
   } else if (in.fraction < 0) {
     if (plan.gpu_short_bytes > 0)

@@ -476,14 +476,17 @@ class PyOptimizer {
 
   bool step_begun() const { return opt_->step_begun(); }
 
-  void GradReady(size_t i, uint64_t grad) {
+  void GradReady(size_t i, uint64_t grad, uint64_t ready_stream) {
     py::gil_scoped_release release;
-    opt_->GradReady(i, ToPointer(grad));
+    opt_->GradReady(i, ToPointer(grad), ToPointer(ready_stream));
   }
 
   void WaitGradConsumed(size_t i, uint64_t stream) const {
+    py::gil_scoped_release release;  // host mode with release_grads blocks
     opt_->WaitGradConsumed(i, ToPointer(stream));
   }
+
+  bool GradConsumed(size_t i) const { return opt_->GradConsumed(i); }
 
   void WaitParam(size_t i, uint64_t stream) const { opt_->WaitParam(i, ToPointer(stream)); }
 
@@ -839,12 +842,19 @@ PYBIND11_MODULE(_C, m) {
           "max_grad_norm, loss_scale and groups as for step, which must hand the same.")
       .def_property_readonly("step_begun", &PyOptimizer::step_begun)
       .def("grad_ready", &PyOptimizer::GradReady, py::arg("index"), py::arg("grad") = 0,
-           "Tensor `index`'s gradient is final (early start); grad: the pointer this step "
-           "reads for it (0: the step's grads entry, else the construction's).")
+           py::arg("ready_stream") = 0,
+           "Tensor `index`'s gradient is final (early start, gradient release); grad: the "
+           "pointer this step reads for it (0: the step's grads entry, else the "
+           "construction's); ready_stream: the CUDA stream on which it is final (0: the "
+           "engine's cuda_stream).")
       .def("wait_grad_consumed", &PyOptimizer::WaitGradConsumed, py::arg("index"),
            py::arg("stream") = 0,
            "Makes `stream` wait until the engine no longer reads tensor `index`'s gradient "
-           "of the last step (call after step()).")
+           "(after step(); with release_grads also between grad_ready and step).")
+      .def("grad_consumed", &PyOptimizer::GradConsumed, py::arg("index"),
+           "With release_grads: whether everything the engine reads of tensor `index`'s "
+           "gradient since grad_ready has completed, so its memory may be reused (never "
+           "blocks).")
       .def("wait_param", &PyOptimizer::WaitParam, py::arg("index"), py::arg("stream") = 0)
       .def("set_groups", &PyOptimizer::SetGroups, py::arg("groups"))
 #if TANDEM_PY_HAS_CHECKPOINT

@@ -576,8 +576,10 @@ struct PlanResult {
   uint64_t ranks = 1;
   uint64_t shard_elements = 0;  // rank 0's optimizer state elements (all without sharding)
   uint64_t shard_size = 1;      // ranks a tensor is sharded over (FSDP2, ZeRO-1), else 1
-  // Whether the engine and binding of this version run this plan: false with a what-if
-  // (grad_release, zero1_sharding). FSDP2 plans are runnable.
+  // Whether the engine of this version runs this plan: false with the ZeRO-1 what-if
+  // (zero1_sharding). Gradient release and early start, FSDP2's too, run through the C++
+  // API and tandem._C; tandem.torch does not hand FSDP2 gradients over during backward
+  // yet (the verdict message says so).
   bool runnable = true;
   // FSDP2: tensors whose q8 moments the shard-safe group rule keeps in f32, and their
   // rank-0 elements.
@@ -607,7 +609,7 @@ uint64_t UsableGpuBytes(const PlanInputs& inputs);
 // HybridOptimizer::memory() would report there. messages: the
 // verdict, then notes (headroom, what-ifs, FSDP2, the model's notes, the profile).
 // Throws Error(kInvalidArgument) for bad inputs (empty model, zero budgets, bad shapes;
-// fsdp2 with zero1_sharding or speculative_early_start; a shard_size without fsdp2 or
+// fsdp2 with zero1_sharding; a shard_size without fsdp2 or
 // that does not divide the ranks; a tensor shape whose product is not its numel).
 PlanResult MakePlan(const PlanInputs& inputs);
 

@@ -320,6 +320,21 @@ const std::vector<Field>& Fields() {
          c.speculative_stream_bytes = static_cast<uint64_t>(
              Integer("speculative_stream_bytes", v, 0, kMaxInt64, "an integer >= 0"));
        }},
+      {"speculative_host_bytes",
+       "the most host-computed state speculated (backed up) on the host, >= 0; 0: all of it",
+       [](const OptimizerConfig& c) { return py::int_(c.speculative_host_bytes); },
+       [](OptimizerConfig& c, py::handle v) {
+         c.speculative_host_bytes = static_cast<uint64_t>(
+             Integer("speculative_host_bytes", v, 0, kMaxInt64, "an integer >= 0"));
+       }},
+      {"release_grads",
+       "gradient release: grad_ready takes what the engine needs of a gradient, whose "
+       "memory may be reused once grad_consumed says so",
+       [](const OptimizerConfig& c) { return py::bool_(c.release_grads); },
+       [](OptimizerConfig& c, py::handle v) {
+         if (!PyBool_Check(v.ptr())) Refuse("release_grads", "a bool", v);
+         c.release_grads = v.cast<bool>();
+       }},
   };
   return fields;
 }
