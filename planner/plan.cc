@@ -758,8 +758,9 @@ PlanResult MakePlan(const PlanInputs& in) {
         ") instead of " + GiB(plan.gpu_bytes_without_release - plan.gpu_bytes_with_release +
                                r.gpu.gradients) +
         "; the host a pinned gradient area of " + GiB(r.host.gradients) +
-        " per rank. Run it with release_grads=True: p.grad is None after backward, clip with "
-        "max_grad_norm= (not clip_grad_norm_), accumulate inside accumulating()");
+        " per rank. The engine runs it (release_grads in OptimizerConfig or tandem._C): "
+        "each gradient handed over once per step, clipped through max_grad_norm; tandem.torch "
+        "does not hand gradients over during backward yet");
     if (in.fsdp2 && plan.shard_size < plan.ranks)
       plan.messages.push_back(
           "warning: HSDP keeps each group's reduce output until the end of backward (torch "
