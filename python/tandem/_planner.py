@@ -269,18 +269,25 @@ def plan(model, *, gpu_mem, host_mem, offload_compute="auto", **options):
                  _size(host_mem, "host_mem"), "--offload-compute",
                  _offload_compute(offload_compute)]
         args += _option_args(options)
-        rc, text, err = _C.plan_cli(args)
-        if rc not in (0, 1):
-            raise ValueError(_pythonic(err or text) or "the planner failed (status %d)" % rc)
-        rc, out, err = _C.plan_cli(args + ["--json"])
-        if rc not in (0, 1):
-            raise ValueError(_pythonic(err) or "the planner failed (status %d)" % rc)
+        text, out = _report_and_json(args)
         # The temporary file a module or dict was written to is gone after the call: the
         # report, the JSON and the arguments name it <Sequential.params.json>.
         temporary = {a: "<%s>" % os.path.basename(a) for a in args if a.startswith(tmp)}
         for path, name in temporary.items():
             text, out = text.replace(path, name), out.replace(json.dumps(path)[1:-1], name)
         return Plan(text, json.loads(out), [temporary.get(a, a) for a in args])
+
+
+def _report_and_json(args):
+    """tandem-plan's text report and its --json output for `args`; status 1 (does not
+    fit) is an answer, any other failure a ValueError with the planner's message."""
+    rc, text, err = _C.plan_cli(args)
+    if rc not in (0, 1):
+        raise ValueError(_pythonic(err or text) or "the planner failed (status %d)" % rc)
+    rc, out, err = _C.plan_cli(args + ["--json"])
+    if rc not in (0, 1):
+        raise ValueError(_pythonic(err) or "the planner failed (status %d)" % rc)
+    return text, out
 
 
 class Largest(_Answer):
@@ -317,12 +324,7 @@ def largest(*, gpu_mem, host_mem, **options):
                             "are %s" % (key, ", ".join(_options() + ["offload_compute"])))
     args = ["--largest", "--gpu-mem", _size(gpu_mem, "gpu_mem"), "--host-mem",
             _size(host_mem, "host_mem")] + _option_args(options)
-    rc, text, err = _C.plan_cli(args)
-    if rc not in (0, 1):
-        raise ValueError(_pythonic(err or text) or "the planner failed (status %d)" % rc)
-    rc, out, err = _C.plan_cli(args + ["--json"])
-    if rc not in (0, 1):
-        raise ValueError(_pythonic(err) or "the planner failed (status %d)" % rc)
+    text, out = _report_and_json(args)
     return Largest(text, json.loads(out), args)
 
 
