@@ -488,6 +488,11 @@ class PyOptimizer {
 
   bool GradConsumed(size_t i) const { return opt_->GradConsumed(i); }
 
+  void DiscardStep() {
+    py::gil_scoped_release release;  // waits for the speculation worker
+    opt_->DiscardStep();
+  }
+
   void WaitParam(size_t i, uint64_t stream) const { opt_->WaitParam(i, ToPointer(stream)); }
 
   // Replaces every group's hyper-parameters from the next step on (cheap: no state is
@@ -855,6 +860,9 @@ PYBIND11_MODULE(_C, m) {
            "With release_grads: whether everything the engine reads of tensor `index`'s "
            "gradient since grad_ready has completed, so its memory may be reused (never "
            "blocks).")
+      .def("discard_step", &PyOptimizer::DiscardStep,
+           "Ends the step under way (begin_step, grad_ready since the last step) without "
+           "applying it: speculated chunks rolled back, handed gradients forgotten.")
       .def("wait_param", &PyOptimizer::WaitParam, py::arg("index"), py::arg("stream") = 0)
       .def("set_groups", &PyOptimizer::SetGroups, py::arg("groups"))
 #if TANDEM_PY_HAS_CHECKPOINT

@@ -185,6 +185,15 @@ class HybridOptimizer {
   void BeginStep(double lr, const StepOptions& options = {});  // every group: lr * lr_scale
   bool step_begun() const;  // between BeginStep and the Step that ends it
 
+  // Ends the step under way (BeginStep, GradReady since the last Step) without applying
+  // it: speculated chunks are rolled back from their backups and the gradients handed to
+  // GradReady are forgotten (with release_grads their copies too), as when a Step throws
+  // for a bad argument. The masters, moments, step counts and parameters are those of
+  // the last Step. For a front end whose user dropped the step's gradients (zero_grad
+  // after backward, a refused step). A no-op when no step is under way; never throws
+  // (it waits for the speculation worker).
+  void DiscardStep();
+
   // Makes `stream` (a cudaStream_t as void*, nullptr = legacy default) wait until tensor
   // i's parameter of the last Step is final on the GPU; a no-op in host mode.
   void WaitParam(size_t tensor_index, void* stream) const;

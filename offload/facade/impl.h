@@ -51,6 +51,7 @@ class HybridOptimizer::Impl {
   bool GradConsumed(size_t i) const;
   void BeginStep(std::span<const double> group_lrs, const double* one_lr, const StepOptions& opt);
   bool step_begun() const { return begun_.on; }
+  void DiscardStep() noexcept { EndEarlyStart(); }
   void WaitParam(size_t i, void* stream) const;
   void SetHyperParams(size_t g, const HyperParams& h);
   const HyperParams& hyper_params(size_t g) const;

@@ -43,6 +43,7 @@ void HybridOptimizer::BeginStep(std::span<const double> group_lrs, const StepOpt
 }
 void HybridOptimizer::BeginStep(double lr, const StepOptions& o) { impl_->BeginStep({}, &lr, o); }
 bool HybridOptimizer::step_begun() const { return impl_->step_begun(); }
+void HybridOptimizer::DiscardStep() { impl_->DiscardStep(); }
 void HybridOptimizer::SetHyperParams(size_t g, const HyperParams& h) {
   impl_->SetHyperParams(g, h);
 }

@@ -131,6 +131,39 @@ TEST(GradRelease, ASecondGradReadyIsRefusedAndChangesNothing) {
   EXPECT_TRUE(opt.Snapshot() == plain.Snapshot());
 }
 
+// DiscardStep drops a step's early work (hand-overs, released copies, speculated chunks
+// rolled back): the optimizer is as before, and the step taken again from other gradients
+// gives the bits of an optimizer that never saw the discarded ones.
+TEST(GradRelease, DiscardStepForgetsTheHandedGradients) {
+  for (const bool speculative : {false, true}) {
+    for (const bool release : {false, true}) {
+      const std::string what = std::string(release ? "release" : "early start") +
+                                (speculative ? "+speculation" : "");
+      Model m, ref;
+      m.Init(5);
+      ref.Init(5);
+      HybridOptimizer opt(m.Specs(2), Config(0.5, 0.5, release, speculative));
+      HybridOptimizer plain(ref.Specs(2), Config(0.5, 0.5, false, false));
+      const OptimizerSnapshot before = opt.Snapshot();
+      opt.DiscardStep();  // nothing under way: a no-op
+      if (speculative) opt.BeginStep(1e-3);
+      m.FillGrads(1, 1.0f);
+      for (size_t i = m.sizes.size(); i-- > 0;) opt.GradReady(i);
+      opt.DiscardStep();
+      EXPECT_FALSE(opt.step_begun()) << what;
+      EXPECT_TRUE(opt.Snapshot() == before) << what << ": the discarded step changed the state";
+      m.FillGrads(2, 0.1f);
+      ref.FillGrads(2, 0.1f);
+      if (speculative) opt.BeginStep(1e-3);
+      for (size_t i = m.sizes.size(); i-- > 0;) opt.GradReady(i);  // no "second time" now
+      const StepResult got = opt.Step(1e-3), want = plain.Step(1e-3);
+      EXPECT_EQ(got.grad_norm, want.grad_norm) << what;
+      EXPECT_EQ(m.params, ref.params) << what;
+      EXPECT_TRUE(opt.Snapshot() == plain.Snapshot()) << what;
+    }
+  }
+}
+
 TEST(GradRelease, GradConsumedNeedsReleaseAndAValidIndex) {
   Model m;
   m.Init(5);
