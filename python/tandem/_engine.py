@@ -35,6 +35,14 @@ DTYPE_NAMES = _options.DTYPE_NAMES
 local = _dist.local  # a DTensor's local shard, or the tensor itself
 
 
+def replicated(params):
+    """Whether DTensor parameters are replicated over a mesh dimension too (HSDP)."""
+    if not params or not _dist.is_dtensor(params[0]):
+        return False
+    _, _, Replicate = _dist.dtensor_types()
+    return any(isinstance(pl, Replicate) for pl in params[0].placements)
+
+
 class _NullContext:
     def __enter__(self):
         return self
@@ -51,9 +59,12 @@ class Engine(GradientBook):
     build). Every step's gradients are read where they are (their pointers). With
     borrow_grads the engine is built over the gradient tensors handed to ``bind``
     (Megatron's gradient buffer) and rebinds when one of another dtype comes; without,
-    it keeps one gradient buffer per tensor, which the front end installs as p.grad
-    and which takes the copy of a gradient it cannot read in place (torch's p.grad).
-    early_start: DTensor parameters are refused. follow_writes: each step first reloads
+    it keeps a gradient buffer per plain tensor, which the front end installs as p.grad
+    and which takes the copy of a gradient it cannot read in place (torch's p.grad);
+    for DTensor parameters and with ``config.release_grads`` only the copies need one
+    (Note [Gradients read where they are]). early_start: the front end hands gradients
+    over during backward (grad_ready; Note [Released gradients] in _grads.py for
+    release_grads). follow_writes: each step first reloads
     the masters of parameters torch ops wrote (Note [The parameter is the source of
     truth]); off for a front end whose framework writes the parameters itself between
     steps (Megatron's parameter all-gather), which reloads them when it knows.
@@ -69,6 +80,7 @@ class Engine(GradientBook):
         self.formats = (config.master, config.momentum, config.variance)
         self.borrow_grads = borrow_grads
         self.early_start = early_start
+        self.release = bool(config.release_grads)
         self.engine = None
         self.params, self.names, self.group_of = [], [], []
         self.index_by_id = {}
@@ -80,6 +92,8 @@ class Engine(GradientBook):
         self.grad_rebinds = 0    # rebinds for borrowed gradients of another dtype
         self.hypers = []         # each group's hyper-parameters the engine has
         self.ready, self._ready_at = [], []  # early start (reset_ready)
+        self.handed, self.early_off = 0, False
+        self.held = []           # released gradients still read (Note [Released gradients])
 
     # ------------------------------------------------------------------------------------
     # Reports
@@ -191,10 +205,6 @@ class Engine(GradientBook):
             raise ValueError("%s is a plain tensor while other parameters are DTensors; "
                              "shard every parameter of the optimizer (fully_shard the root "
                              "module too) or none" % labels[dtensors.index(False)])
-        if self.early_start:
-            raise ValueError("early_start and speculative_early_start are not available "
-                             "with DTensor parameters: FSDP2 assigns the sharded gradients "
-                             "after its reduce-scatter, outside autograd's hooks")
         signatures = [_dist.check_param(p, lb) for p, lb in zip(params, labels)]
         _dist.check_same_mesh(signatures, labels)
         group = _dist.shard_group(signatures)
@@ -219,8 +229,19 @@ class Engine(GradientBook):
     def _lay_out(self, entries, grads):
         """Sets the per-tensor tables for `entries` [(param, name, group)]: parameters,
         names, groups, device, sharding, and the gradient each tensor's spec points at
-        (grads[k] when borrowed, else a new zeroed buffer; a shared zero placeholder for
-        a borrowed gradient that does not exist yet)."""
+        (grads[k] when borrowed, else a new zeroed buffer or none; a shared zero
+        placeholder for a borrowed gradient that does not exist yet).
+
+        Note [Gradients read where they are]: the engine reads each step's gradients by
+        their pointers (Note [Which parameters have a gradient] in _grads.py), so a
+        gradient buffer of its own is needed only as p.grad for backward to accumulate
+        into (plain parameters), or for a gradient that must be copied (another dtype,
+        not contiguous). FSDP2 assigns the sharded gradients itself (a new tensor every
+        step) and gradient release wants autograd's own gradient, handed over and freed:
+        for DTensor parameters and with release_grads the buffers are made when first
+        needed (own_buffer), and the spec's default gradient is the parameter's own
+        memory, which is never read: every step and every grad_ready hands a pointer for
+        each tensor it steps."""
         params = [p for p, _, _ in entries]
         names = [n for _, n, _ in entries]
         if not params:
@@ -245,6 +266,8 @@ class Engine(GradientBook):
             for k, g in enumerate(given):
                 if g is not None:
                     self.check_grad(k, g)
+        elif self.sharded or self.release:
+            self.grads = [None] * len(params)  # Note [Gradients read where they are]
         else:
             # The engine reads self.grads[k]; p.grad gets a separate alias of it
             # (alias_of), so nothing done to p.grad can take the buffer away.
@@ -261,7 +284,8 @@ class Engine(GradientBook):
     def _specs(self):
         specs = []
         for k, p in enumerate(self.params):
-            mine, g = local(p), self.grads[k]
+            mine = local(p)
+            g = self.grads[k] if self.grads[k] is not None else mine
             # A 1-D shard may end at any element: the exact norm sums its elements one by
             # one (TensorSpec::norm_unit); other shards end between rows (the default).
             unit = 1 if self.sharded and p.dim() == 1 and _dist.shard_dim(p) is not None else 0
@@ -342,7 +366,16 @@ class Engine(GradientBook):
         from its weight). The restore writes the masters to the parameters; their values
         before it are put back (a never-stepped parameter need not hold its decoded
         master), so a rebind changes no weight. The old storages are kept alive until
-        here, so the snapshot reads valid memory. Costs a full state copy."""
+        here, so the snapshot reads valid memory. Costs a full state copy. Refused (the
+        step under way discarded) once gradients of the step were released: the new
+        engine could not step them."""
+        if self.release and self.handed:
+            self.discard()
+            raise RuntimeError(
+                "the optimizer's parameters changed (param_groups, unfreezing, a "
+                "reallocation) after gradients of this step were released (release_grads); "
+                "the step was discarded, nothing changed. Change parameters between a "
+                "step() and the next backward")
         old = dict(params=self.params, grads=self.grads, versions=self._param_versions)
         with self.guard():
             self.synchronize()  # the last step's state is final
@@ -381,7 +414,7 @@ class Engine(GradientBook):
                     state["tensors"] = tensors
                     state["step"], state["metadata"] = snap["step"], snap.get("metadata", "")
                 for k, t in enumerate(state["tensors"]):  # a borrowed gradient's dtype
-                    t["grad_dtype"] = DTYPE_NAMES[self.grads[k].dtype]  # may have changed
+                    t["grad_dtype"] = DTYPE_NAMES[self.grad_dtype(k)]  # may have changed
                 engine.restore(state)
                 self.synchronize()
                 for p, value in zip(self.params, values):
@@ -406,10 +439,10 @@ class Engine(GradientBook):
                 self._param_versions.append(local(p)._version)
                 continue
             self._param_versions.append(old["versions"][o])
-            if not self.borrow_grads:
+            if not self.borrow_grads and old["grads"][o] is not None:
                 grad = p.grad
                 if grad is not None and local(grad).data_ptr() == old["grads"][o].data_ptr():
-                    self.grads[k].copy_(old["grads"][o])
+                    self.own_buffer(k).copy_(old["grads"][o])
                     p.grad = self.alias_of(k)
         self.reset_ready()
         self.engine = engine  # the old one is freed here
@@ -477,6 +510,7 @@ class Engine(GradientBook):
         engine's step is begun, lrs, hypers, clip and loss_scale must be begin_step's.
         Returns the engine's (applied, grad_norm, step, stepped_tensors)."""
         options, lrs = self._options(lrs, hypers, clip, loss_scale)
+        released = self.released_grads(grads)  # checked before anything changes
         active, pointers, sources, rebind = self.gather(grads)
         if rebind:  # reallocated parameters (the state follows), a gradient's dtype
             if not self.reallocated():
@@ -488,6 +522,11 @@ class Engine(GradientBook):
         if self.follow_writes:
             self.sync_params()
         self.recheck_early_start(active, pointers, sources)
+        if released:  # read from what grad_ready took (pointer 0: grad_ready's)
+            active = bytearray(active)
+            for k in released:
+                active[k] = 1
+            active = bytes(active)
         options.active = active
         options.grads = pointers
         options.combine = combine if combine is not None else self.combine
@@ -521,5 +560,6 @@ class Engine(GradientBook):
     def restore(self, snap):
         with self.guard():
             self.synchronize()
-            self.engine.restore(snap)
+            self.engine.restore(snap)  # ends a step under way
+        self.reset_ready()
 

@@ -1,8 +1,20 @@
 """The gradient bookkeeping of the front-end core (tandem/_engine.py): which engine tensors
 have a gradient at a step and where the engine reads it (Note [Which parameters have a
-gradient], Note [Swapped gradients]), and early start with its check at the step (Note
-[Early start is checked at step]). A mixin of Engine, whose tables (params, grads: each
-tensor's own or borrowed gradient buffer, borrow_grads, sharded, engine) it reads."""
+gradient], Note [Swapped gradients]), early start with its check at the step (Note
+[Early start is checked at step]) and gradient release (Note [Released gradients]). A
+mixin of Engine, whose tables (params, grads: each tensor's own or borrowed gradient
+buffer, or None while it has none, borrow_grads, sharded, release, engine) it reads.
+
+Note [Released gradients]: with release_grads, a front end hands a gradient over as soon
+as it is final (``grad_ready``, from a post-accumulate-grad hook: autograd's, or FSDP2's
+after its reduce-scatter) and drops its own reference (``p.grad = None``); the engine has
+then enqueued every read it will make of it (Note [Gradient release] in
+tandem/optimizer.h). The tensor is kept here (``hold``) until the engine says those reads
+completed (``grad_consumed``), checked at every later hand-over and step (``prune_held``):
+then the caching allocator may give its memory to the next allocation on its stream,
+FSDP2's next reduce-scatter, with no stream coupling. The step steps a released tensor
+from what the engine took (its pointer: 0), and a ``p.grad`` set again after the release
+is refused: whatever wrote it came too late to be seen."""
 
 import torch
 
@@ -25,23 +37,39 @@ def storage_ptr(t):
 class GradientBook:
     """Gradients and early start of an Engine (see the module docstring)."""
 
+    def grad_dtype(self, k):
+        """The dtype of engine tensor k's gradient in its spec: its buffer's, or (no buffer
+        yet) its parameter's."""
+        buf = self.grads[k]
+        return buf.dtype if buf is not None else self.params[k].dtype
+
+    def own_buffer(self, k):
+        """Gradient buffer k, allocated on first use (Note [Gradients read where they
+        are] in _engine.py)."""
+        if self.grads[k] is None:
+            p = self.params[k]
+            self.grads[k] = torch.zeros(local(p).shape, dtype=p.dtype, device=p.device)
+        return self.grads[k]
+
     def alias_of(self, k):
         """A new tensor sharing the storage of buffer k (what p.grad gets): a DTensor like
         the parameter for a DTensor parameter."""
         p = self.params[k]
         if self.sharded:
-            return _dist.wrap_like(self.grads[k].detach(), p, tuple(p.shape))
-        return self.grads[k].detach()
+            return _dist.wrap_like(self.own_buffer(k).detach(), p, tuple(p.shape))
+        return self.own_buffer(k).detach()
 
     def is_own_grad(self, k, grad):
         buf, grad = self.grads[k], local(grad)
+        if buf is None:
+            return False
         return (grad.data_ptr() == buf.data_ptr() and grad.shape == buf.shape
                 and grad.dtype == buf.dtype and grad.device == buf.device
                 and grad.layout == torch.strided and grad.is_contiguous())
 
     def install_zeroed(self, k):
         """Installs buffer k, zeroed, as parameter k's p.grad (before backward)."""
-        self.grads[k].zero_()
+        self.own_buffer(k).zero_()
         self.params[k].grad = self.alias_of(k)
 
     def check_grad(self, k, grad):
@@ -59,7 +87,7 @@ class GradientBook:
                 raise ValueError("%s: the gradient must be a contiguous float32, bfloat16 or "
                                  "float16 tensor, got %s" % (self.label(k), grad.dtype))
             return
-        if grad.shape != p.shape or grad.device != p.device or g.shape != self.grads[k].shape:
+        if grad.shape != p.shape or grad.device != p.device or g.shape != local(p).shape:
             raise ValueError("%s: p.grad was replaced by a tensor of shape %s, %s on %s "
                              "(p.grad.data = ... or resize_?); the gradient must keep the "
                              "parameter's shape and device"
@@ -73,9 +101,9 @@ class GradientBook:
         """Whether the engine can read `grad` (parameter k's gradient) where it is: dense,
         contiguous, of the dtype and on the device its spec was built with. Checked
         gradients only (check_grad)."""
-        g, spec = local(grad), self.grads[k]
-        return (g.layout == torch.strided and g.is_contiguous() and g.dtype == spec.dtype
-                and g.device == spec.device)
+        g = local(grad)
+        return (g.layout == torch.strided and g.is_contiguous()
+                and g.dtype == self.grad_dtype(k) and g.device == self.params[k].device)
 
     def gather(self, grads):
         """(active, pointers, sources, rebind) for a step whose gradients are grads[k] (a
@@ -137,6 +165,8 @@ class GradientBook:
                 copies.append((k, g))
                 seen[k] = None
         if copies:
+            for k, _ in copies:
+                self.own_buffer(k)
             # Note [Swapped gradients]: sources inside a buffer a copy writes, cloned.
             written = {storage_ptr(self.grads[k]) for k, _ in copies}
             copies = [(k, src.clone() if storage_ptr(src) in written else src)
@@ -154,22 +184,62 @@ class GradientBook:
         return bytes(active), pointers, sources, rebind
 
     def reset_ready(self):
-        if len(self.ready) == len(self.params) and not any(self.ready):
+        """Forgets the step's hand-overs (the engine's step ended or was discarded)."""
+        self.early_off = False  # set by a front end for a step read at step() only
+        if len(self.ready) == len(self.params) and not self.handed:
             return  # nothing was handed early
         self.ready = [False] * len(self.params)
         self._ready_at = [None] * len(self.params)  # (pointer, version) handed early
+        self.handed = 0
 
     def grad_ready(self, k, grad):
         """Hands the engine tensor k's gradient `grad` now (adoptable: the caller checks),
-        by its pointer, recording the pointer and the tensor's version. Returns whether
-        one was already handed in this step."""
+        by its pointer, final on the current stream, recording the pointer and the
+        tensor's version. Returns whether one was already handed in this step."""
         again = self.ready[k]
         g = local(grad)
+        with self.guard():
+            stream = torch.cuda.current_stream(self.device).cuda_stream if self.cuda else 0
+            self.engine.grad_ready(k, g.data_ptr(), stream)
         self.ready[k] = True
         self._ready_at[k] = (g.data_ptr(), g._version)
-        with self.guard():
-            self.engine.grad_ready(k, g.data_ptr())
+        self.handed += not again
         return again
+
+    def hold(self, k, tensor):
+        """Keeps tensor k's released gradient alive until the engine's reads of it
+        completed (Note [Released gradients])."""
+        self.held.append((k, tensor))
+
+    def prune_held(self):
+        """Drops the held gradients whose reads completed (never blocks)."""
+        if self.held:
+            engine = self.engine
+            self.held = [(k, t) for k, t in self.held if not engine.grad_consumed(k)]
+
+    def discard(self):
+        """Ends the step under way without applying it (the engine's discard_step:
+        speculation rolled back, hand-overs forgotten); held gradients stay held."""
+        if self.handed or self.engine.step_begun:
+            with self.guard():
+                self.engine.discard_step()
+        self.reset_ready()
+
+    def released_grads(self, grads):
+        """Note [Released gradients]: the engine tensors whose gradient was released in
+        this step; ValueError for one whose p.grad (grads[k]) was set again since."""
+        if not (self.release and self.handed):
+            return []
+        released = [k for k in range(len(self.params)) if self.ready[k]]
+        for k in released:
+            if grads[k] is not None:
+                raise ValueError(
+                    "%s: p.grad was set after its gradient was released (release_grads): "
+                    "the step reads the gradient it was handed in backward; whatever wrote "
+                    "p.grad since (clip_grad_norm_ sees no gradient, a scaler cannot "
+                    "unscale one) is not seen. Pass max_grad_norm= and loss_scale= "
+                    "instead; nothing changed" % self.label(k))
+        return released
 
     def recheck_early_start(self, active, pointers, sources):
         """Note [Early start is checked at step]: grad_ready made the engine start on a
@@ -181,8 +251,8 @@ class GradientBook:
         grad_ready called again, with the step's pointer, redoes it exactly (Note [A
         second GradReady] in offload/optimizer_early.cc). Writes that bypass the version
         counter (``p.grad.data`` in place, raw pointers) after backward cannot be seen."""
-        if not any(self.ready):
-            return
+        if not self.handed or self.release:
+            return  # a released gradient is what the engine took at grad_ready
         redo = [k for k in range(len(self.params)) if self.ready[k] and active[k]
                 and self._ready_at[k] != (pointers[k], sources[k]._version)]
         if not redo:

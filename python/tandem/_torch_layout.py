@@ -88,6 +88,14 @@ class LayoutFollower:
                 return True
         return False
 
+    def _layout_pending(self):
+        """Whether the next step rebinds (param_groups changed, a parameter left out
+        requires grad, an engine parameter was reallocated): checked at the first
+        gradient a step hands over early."""
+        if self._structure_changed() or any(p.requires_grad for _w, p in self._frozen):
+            return True
+        return any(self._core.moved(k) for k in range(len(self._core.params)))
+
     def _rebind_if_needed(self, anticipate=False, added=True, follow=True):
         """Rebinds the engine when param_groups changed (with ``follow``: parameters added
         or removed, add_param_group), a parameter left out now has a gradient (with

@@ -43,6 +43,7 @@ from tandem import _node
 from tandem import _options
 from tandem import _state
 from tandem import _state_common as common
+from tandem._torch_handover import HandOver
 from tandem._torch_layout import LayoutFollower
 from tandem._torch_state import export_masters, from_torch_state, to_torch_state
 from tandem._warnings import (EarlyStartAccumulationWarning, RebindWarning,  # noqa: F401
@@ -62,7 +63,7 @@ _SET_HERE = ("algorithm", "groups", "mode", "cuda_stream", "master", "momentum",
              "host_cpus", "pinned_budget_bytes")
 
 
-class TandemOptimizer(LayoutFollower, _torch.optim.Optimizer):
+class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
     """Base class: a torch optimizer whose step runs in a Tandem HybridOptimizer.
 
     Subclasses set ``_ALGORITHM`` and implement ``_hyper(group, where)``, which maps a
@@ -82,7 +83,7 @@ class TandemOptimizer(LayoutFollower, _torch.optim.Optimizer):
         ``tandem._C.OptimizerConfig.fields()`` lists them): offload_fraction,
         offload_compute, machine_rates, placement, host_threads, chunk_elements,
         pipeline_slots, stream_chunk_bytes, stream_slots, speculative_early_start,
-        speculative_stream_bytes.
+        speculative_stream_bytes, speculative_host_bytes, release_grads.
       master_format, momentum_format, variance_format (or master, momentum except for
         SGD, variance): the state formats; both spellings of one raise ValueError.
       max_grad_norm: > 0 clips the global gradient norm at each step (StepOptions).
@@ -90,7 +91,14 @@ class TandemOptimizer(LayoutFollower, _torch.optim.Optimizer):
       host_cpus, pinned_budget: this rank's host CPUs and host-memory budget; "auto"
         (default) takes the rank's share of the node under torchrun (tandem/_node.py).
       early_start: call the engine's GradReady from a post-accumulate-grad hook as each
-        gradient is final (default False); speculative_early_start implies it.
+        gradient is final (default False): autograd's for plain parameters, FSDP2's
+        after each reduce-scatter for DTensor ones. speculative_early_start and
+        release_grads imply it.
+      release_grads: hand each gradient to the engine as soon as it is final and set
+        ``p.grad = None``, so the GPU holds only the gradients in flight (docs/python.md,
+        "Gradient release"): exact with max_grad_norm, loss_scale and the non-finite
+        skip; refused: a second gradient of a parameter in one step outside
+        ``accumulating()``, GradScaler, a p.grad set after the release.
       hyperparam_update: "restore" (default) hands changed per-group hyper-parameters to
         the engine; "error" raises ValueError instead.
 
@@ -136,7 +144,13 @@ class TandemOptimizer(LayoutFollower, _torch.optim.Optimizer):
         self._lock = threading.RLock()
         self.max_grad_norm = step_options.max_grad_norm
         self.speculative_early_start = config.speculative_early_start
-        self.early_start = bool(early_start) or self.speculative_early_start
+        self.release_grads = config.release_grads
+        self.early_start = (bool(early_start) or self.speculative_early_start
+                            or self.release_grads)
+        if self.release_grads:
+            # GradScaler then hands its scale to step() (found_inf, grad_scale) instead
+            # of unscaling p.grad, which is None: step() refuses it with the reason.
+            self._step_supports_amp_scaling = True
         self.hyperparam_update = hyperparam_update
         self._begun = None     # (lrs, hypers, max_grad_norm, loss_scale) of begin_step
         self.last_result = None
@@ -146,6 +160,7 @@ class TandemOptimizer(LayoutFollower, _torch.optim.Optimizer):
         self._warned_rebind = 0
         self._accumulating = False
         self._warned_accumulation = False
+        self._refused = None   # why the step under way cannot be taken (release_grads)
         self._hooks = None
         device = next((p.device for g in self.param_groups for p in g["params"]
                        if p.requires_grad), None)
@@ -156,38 +171,10 @@ class TandemOptimizer(LayoutFollower, _torch.optim.Optimizer):
         # Every parameter that requires grad at construction, in param_groups order;
         # frozen ones are left out (no state) until they get a gradient (a rebind).
         self._bind(lambda p: p.requires_grad, fresh_values=True)
-
-    # ----------------------------------------------------------------------------------
-    # Gradient hooks (tandem/_hooks.py); param_groups -> the engine's tensors:
-    # tandem/_torch_layout.py
-
-    def _on_grad_arriving(self, k):
-        # A reallocated parameter (perhaps on another device now) gets autograd's own
-        # gradient; the next step's rebind adopts it into a new buffer.
-        if self._core.params[k].grad is None and not self._core.moved(k):
-            with _torch.no_grad():
-                self._core.install_zeroed(k)
-
-    def _on_grad_accumulated(self, k):
-        """Early start: the engine starts on parameter k's gradient now (Note [Early start
-        is checked at step] in _engine.py)."""
-        if not self.early_start or self._accumulating or self._core.moved(k):
-            return  # a reallocated parameter: the next step rebinds, then steps it
-        with self._lock:
-            grad = self._core.params[k].grad
-            try:
-                if grad is None or (self._core.check_grad(k, grad) or
-                                    not self._core.adoptable(k, grad)):
-                    return  # the step copies it (another dtype, not contiguous) and starts
-            except ValueError:
-                return      # the step raises for it
-            if self._core.grad_ready(k, grad) and not self._warned_accumulation:
-                self._warned_accumulation = True
-                warn("early_start: parameter %s got a second gradient in one step "
-                     "(gradient accumulation); the engine redoes its early work, so "
-                     "results are exact but the first copies were wasted. Run every "
-                     "micro-batch but the last inside `with opt.accumulating():`."
-                     % self._core.label(k), EarlyStartAccumulationWarning)
+        if self.release_grads and _engine.replicated(self._core.params):
+            warn("release_grads under HSDP: torch's FSDP2 keeps each group's all-reduced "
+                 "gradient until the end of backward, so releasing frees no GPU memory "
+                 "during backward (the steps stay exact)", TandemWarning)
 
     # ----------------------------------------------------------------------------------
     # torch.optim.Optimizer interface
@@ -228,9 +215,10 @@ class TandemOptimizer(LayoutFollower, _torch.optim.Optimizer):
         gradient. Holds the optimizer's lock, so it never lands in the middle of a
         ``step()``; like torch's, it must not run while backward accumulates."""
         with self._lock:
+            core = self._core
+            self._drop_handed()
             if not set_to_none:  # buffers that fit moved parameters
                 self._rebind_if_needed(added=False, follow=False)
-            core = self._core
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is None:
@@ -310,11 +298,15 @@ class TandemOptimizer(LayoutFollower, _torch.optim.Optimizer):
             with _torch.enable_grad():
                 loss = closure()
         with self._lock:
+            self._check_release()
             # (lrs, hypers, clip, loss_scale) of begin_step while the engine's step is
             # begun; the engine's Step ends it whether it succeeds or raises.
             begun = self._begun if self._core.step_begun else None
             self._begun = begun
-            self._rebind_if_needed()  # param_groups, unfrozen or reallocated parameters
+            # param_groups, unfrozen or reallocated parameters; after a step read at step()
+            # for a layout change (_on_grad_accumulated), every parameter that requires
+            # grad, so that the next step hands its gradients over again.
+            self._rebind_if_needed(anticipate=self._core.early_off)
             self._check_begun()
             if begun is not None:
                 # The values begin_step announced; a differing clip norm or loss scale
@@ -332,6 +324,7 @@ class TandemOptimizer(LayoutFollower, _torch.optim.Optimizer):
                                          clip, loss_scale)
             finally:
                 self._begun = None
+                self._core.prune_held()
             self.last_result = StepResult(*result)
             if not self.last_result.applied:
                 skipped(self, self.last_result.grad_norm)

@@ -1,0 +1,105 @@
+"""The gradients a tandem.torch optimizer's hooks hand over during backward: the
+engine's gradient buffer installed as p.grad before autograd accumulates into it, early
+start (the engine's grad_ready as each gradient is final: autograd's post-accumulate-grad
+hook for plain parameters, FSDP2's after each reduce-scatter for DTensor ones) and
+gradient release (Note [Released gradients] in _grads.py), with what release refuses. A
+mixin of TandemOptimizer, which owns ``self._core`` (the front-end core), ``self._lock``
+and the early start flags; tandem/_hooks.py registers the hooks."""
+
+import torch
+
+from tandem._dist import local
+from tandem._warnings import EarlyStartAccumulationWarning, warn
+
+
+class HandOver:
+    """Gradient hooks, early start and release of TandemOptimizer (module docstring)."""
+
+    def _on_grad_arriving(self, k):
+        # A reallocated parameter (perhaps on another device now) gets autograd's own
+        # gradient; the next step's rebind adopts it into a new buffer. Without a buffer
+        # (Note [Gradients read where they are] in _engine.py) autograd's gradient is the
+        # one read.
+        if self._core.grads[k] is None:
+            return
+        if self._core.params[k].grad is None and not self._core.moved(k):
+            with torch.no_grad():
+                self._core.install_zeroed(k)
+
+    def _on_grad_accumulated(self, k):
+        """Early start: the engine starts on parameter k's gradient now (Note [Early start
+        is checked at step] in _engine.py)."""
+        if not self.early_start or self._accumulating or self._core.moved(k):
+            return  # a reallocated parameter: the next step rebinds, then steps it
+        with self._lock:
+            core = self._core
+            if self._refused is not None or core.early_off:
+                return  # the step is refused, or read at step() (below)
+            if not core.handed and not core.step_begun and self._layout_pending():
+                # The first gradient of a step whose parameters changed: step() rebinds,
+                # which would lose what a release handed over; this step reads them all.
+                core.early_off = True
+                return
+            p = core.params[k]
+            grad = p.grad
+            try:
+                if grad is None or (core.check_grad(k, grad) or not core.adoptable(k, grad)):
+                    return  # the step copies it (another dtype, not contiguous) and starts
+            except ValueError:
+                return      # the step raises for it
+            if self.release_grads:
+                self._release(k, p, grad)
+            elif core.grad_ready(k, grad) and not self._warned_accumulation:
+                self._warned_accumulation = True
+                warn("early_start: parameter %s got a second gradient in one step "
+                     "(gradient accumulation); the engine redoes its early work, so "
+                     "results are exact but the first copies were wasted. Run every "
+                     "micro-batch but the last inside `with opt.accumulating():`."
+                     % self._core.label(k), EarlyStartAccumulationWarning)
+
+    def _release(self, k, p, grad):
+        """release_grads: hands parameter k's gradient over and drops p.grad (Note
+        [Released gradients] in _grads.py); a second gradient in one step refuses the
+        step (RuntimeError, raised through backward)."""
+        core = self._core
+        if core.ready[k]:
+            core.discard()
+            self._refused = (
+                "release_grads: parameter %s got a second gradient in one step (gradient "
+                "accumulation) after its first was released; run every micro-batch but the "
+                "last inside `with opt.accumulating():` (or with FSDP2's "
+                "set_requires_gradient_sync(False)). The step was discarded, nothing "
+                "changed; call opt.zero_grad() and run the step again" % core.label(k))
+            raise RuntimeError(self._refused)
+        core.grad_ready(k, grad)
+        core.hold(k, local(grad))
+        p.grad = None
+        core.prune_held()
+
+    def _drop_handed(self):
+        """zero_grad: gradients handed over in a backward that is not stepped are
+        dropped, as torch drops p.grad (the engine forgets them, a speculation is
+        undone); a refused step is forgotten with them."""
+        core = self._core
+        if core.handed:
+            core.discard()
+            self._begun = None
+        self._refused = None
+        core.prune_held()
+
+    def _check_release(self):
+        """Refuses a step that cannot be exact under release_grads (the step under way
+        discarded when it had begun)."""
+        if self._refused is not None:
+            raise RuntimeError(self._refused)
+        if not self.release_grads:
+            return
+        scaler = self.__dict__.pop("found_inf", None), self.__dict__.pop("grad_scale", None)
+        if scaler != (None, None):
+            self._core.discard()
+            self._begun = None
+            raise ValueError(
+                "release_grads: GradScaler cannot unscale released gradients (p.grad is "
+                "None after backward); pass loss_scale= to step() (or begin_step()) and "
+                "lower it when opt.last_result.applied is False. The step was discarded, "
+                "nothing changed")
