@@ -21,8 +21,8 @@ NAN_STEP = 6          # a NaN in the loss: every gradient is NaN, the step is sk
 
 
 def make(fraction=0.5, compute="host", release=False, speculative=False, early=False,
-         formats=Q8, model=None):
-    model = make_mlp(seed=21) if model is None else model
+         formats=Q8, model=None, device="cpu"):
+    model = make_mlp(seed=21).to(device) if model is None else model
     opt = tandem.torch.AdamW(model.named_parameters(), lr=3e-3, weight_decay=0.1,
                              offload_fraction=fraction, offload_compute=compute,
                              chunk_elements=64, stream_chunk_bytes=4096, max_grad_norm=2.0,
@@ -41,11 +41,11 @@ def loss_of(model, x, y, t):
 
 
 def train(fraction=0.5, compute="host", release=False, speculative=False, early=False,
-          k=1, use_context=False):
+          k=1, use_context=False, device="cpu"):
     """STEPS steps of k micro-batches; returns (parameter bits, state bits, results,
-    whether every p.grad was None after each step's backward)."""
-    model, opt = make(fraction, compute, release, speculative, early)
-    data = batches(STEPS * k, seed=22)
+    whether every p.grad was None after each step's backward, the optimizer)."""
+    model, opt = make(fraction, compute, release, speculative, early, device=device)
+    data = [(x.to(device), y.to(device)) for x, y in batches(STEPS * k, seed=22)]
     results, released = [], []
     for t in range(STEPS):
         opt.zero_grad()
@@ -64,7 +64,7 @@ def train(fraction=0.5, compute="host", release=False, speculative=False, early=
         released.append(all(p.grad is None for p in model.parameters()))
         opt.step(loss_scale=4.0 if t % 2 else 1.0)
         results.append((opt.last_result.applied, opt.last_result.grad_norm))
-    return params_bits(model), state_bits(opt), results, released
+    return [b.cpu() for b in params_bits(model)], state_bits(opt), results, released, opt
 
 
 def state_bits(opt):
@@ -84,18 +84,29 @@ def check_reference(results):
     assert any(norm < 2.0 for _, norm in results)
 
 
-@pytest.mark.parametrize("fraction", [0.0, 0.5, 1.0])
-@pytest.mark.parametrize("compute", ["host", "gpu", "0.5"])
-def test_release_is_bit_identical_to_no_release(fraction, compute):
-    ref = train(fraction, compute)
+def release_bits(fraction, compute, device="cpu"):
+    """Release (with and without speculation) against the same loop without it, bit
+    for bit; returns the reference run."""
+    ref = train(fraction, compute, device=device)
     check_reference(ref[2])
     assert not any(ref[3])  # without release, p.grad is kept
     for speculative in (False, True):
-        got = train(fraction, compute, release=True, speculative=speculative)
+        got = train(fraction, compute, release=True, speculative=speculative, device=device)
         assert all(got[3]), "p.grad was not None after backward"
         assert got[2] == ref[2]
         assert same_bits(got[0], ref[0]), "parameters differ"
         assert same_bits(got[1], ref[1]), "states differ"
+        if device != "cpu":
+            torch.cuda.synchronize()
+        got[4]._core.prune_held()
+        assert got[4]._core.held == []  # every released gradient freed once read
+    return ref
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.5, 1.0])
+@pytest.mark.parametrize("compute", ["host", "gpu", "0.5"])
+def test_release_is_bit_identical_to_no_release(fraction, compute):
+    release_bits(fraction, compute)
 
 
 @pytest.mark.parametrize("k", [2, 3])
