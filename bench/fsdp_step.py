@@ -255,7 +255,7 @@ def train(args):
         # One node, many ranks (docs/node_sharing.md): each rank's host CPUs and host
         # bytes, gathered, against the node's pinned budget.
         mine = dict(host_cpus=list(opt.host_cpus),
-                    host_bytes=sum(opt.memory()["host"].values()),
+                    host_bytes=opt.memory()["host"]["total"],
                     rss_bytes=_rss_bytes())
         ranks = [None] * dist.get_world_size()
         dist.all_gather_object(ranks, mine)

@@ -685,10 +685,9 @@ PlanResult MakePlan(const PlanInputs& in) {
                   in.fsdp2 ? "GPU per rank" : "GPU", GiB(r.host_node_bytes).c_str(),
                   GiB(in.host_budget).c_str(), time, split, release.c_str(), plan.min_fraction,
                   !plan.runnable ? "A what-if: this version cannot run it (see the warnings)."
-                  : in.fsdp2 && (r.grad_release || in.speculative_early_start)
-                      ? "Runnable by the engine (C++ API, tandem._C); tandem.torch does not "
-                        "hand FSDP2 gradients over during backward yet (docs/planner.md, "
-                        "\"Gradient release\")."
+                  : in.fsdp2 && r.grad_release
+                      ? "Runnable: FSDP2 with tandem.torch, release_grads=True "
+                        "(docs/distributed.md, \"Early start and gradient release\")."
                   : in.fsdp2 ? "Runnable: FSDP2 with tandem.torch (docs/distributed.md)."
                              : "Runnable.");
     plan.messages.push_back(b);
@@ -758,9 +757,9 @@ PlanResult MakePlan(const PlanInputs& in) {
         ") instead of " + GiB(plan.gpu_bytes_without_release - plan.gpu_bytes_with_release +
                                r.gpu.gradients) +
         "; the host a pinned gradient area of " + GiB(r.host.gradients) +
-        " per rank. The engine runs it (release_grads in OptimizerConfig or tandem._C): "
-        "each gradient handed over once per step, clipped through max_grad_norm; tandem.torch "
-        "does not hand gradients over during backward yet");
+        " per rank. tandem.torch runs it with release_grads=True: each gradient handed over "
+        "once per step (accumulate inside opt.accumulating()), clipped through max_grad_norm, "
+        "p.grad None after backward");
     if (in.fsdp2 && plan.shard_size < plan.ranks)
       plan.messages.push_back(
           "warning: HSDP keeps each group's reduce output until the end of backward (torch "

@@ -282,9 +282,8 @@ TEST(Fsdp2Plan, RunnableAndSaysSo) {
             2 * (released.recommended.hot_elements + root));
   EXPECT_NE(released.messages[0].find("gradient release on. "), std::string::npos)
       << released.messages[0];
-  // The engine runs it; tandem.torch does not hand FSDP2 gradients over yet.
-  EXPECT_NE(released.messages[0].find("Runnable by the engine (C++ API, tandem._C); "
-                                      "tandem.torch does not"),
+  // tandem.torch runs it (FSDP2's hooks hand the gradients over).
+  EXPECT_NE(released.messages[0].find("Runnable: FSDP2 with tandem.torch, release_grads=True"),
             std::string::npos)
       << released.messages[0];
   // Its host keeps a pinned gradient area for the offloaded elements.
