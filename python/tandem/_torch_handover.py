@@ -95,7 +95,7 @@ class HandOver:
         if not self.release_grads:
             return
         scaler = self.__dict__.pop("found_inf", None), self.__dict__.pop("grad_scale", None)
-        if scaler != (None, None):
+        if any(value is not None for value in scaler):
             self._core.discard()
             self._begun = None
             raise ValueError(

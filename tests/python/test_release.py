@@ -6,7 +6,6 @@ through steps that clip, a non-finite step and loss scaling. What cannot be exac
 refused with the reason and changes nothing (host mode, CPU)."""
 
 import math
-import warnings
 
 import pytest
 import torch
@@ -117,6 +116,17 @@ def test_accumulating_context_is_exact_with_release(k):
     assert same_bits(got[0], ref[0]) and same_bits(got[1], ref[1])
 
 
+def expect_same_training(model, opt, ref_model, ref, data):
+    """Trains both on `data` and checks that they end with the same bits."""
+    for x, y in data:
+        for m, o in ((model, opt), (ref_model, ref)):
+            o.zero_grad()
+            torch.nn.functional.mse_loss(m(x), y).backward()
+            o.step()
+    assert same_bits(params_bits(model), params_bits(ref_model))
+    assert same_bits(state_bits(opt), state_bits(ref))
+
+
 def test_a_second_gradient_refuses_the_step_and_changes_nothing():
     model, opt = make(release=True)
     ref_model, ref = make()
@@ -129,13 +139,7 @@ def test_a_second_gradient_refuses_the_step_and_changes_nothing():
         opt.step()
     assert opt.step_count == 0
     opt.zero_grad()  # drops the step
-    for x, y in data[1:]:
-        for m, o in ((model, opt), (ref_model, ref)):
-            o.zero_grad()
-            torch.nn.functional.mse_loss(m(x), y).backward()
-            o.step()
-    assert same_bits(params_bits(model), params_bits(ref_model))
-    assert same_bits(state_bits(opt), state_bits(ref))
+    expect_same_training(model, opt, ref_model, ref, data[1:])
 
 
 def test_zero_grad_after_backward_drops_the_released_gradients():
@@ -146,13 +150,7 @@ def test_zero_grad_after_backward_drops_the_released_gradients():
     torch.nn.functional.mse_loss(model(data[0][0]), data[0][1]).backward()
     opt.zero_grad()  # the batch is dropped: no step, and the speculation undone
     assert not opt._core.step_begun
-    for x, y in data[1:]:
-        for m, o in ((model, opt), (ref_model, ref)):
-            o.zero_grad()
-            torch.nn.functional.mse_loss(m(x), y).backward()
-            o.step()
-    assert same_bits(params_bits(model), params_bits(ref_model))
-    assert same_bits(state_bits(opt), state_bits(ref))
+    expect_same_training(model, opt, ref_model, ref, data[1:])
 
 
 def test_a_gradient_set_after_the_release_is_refused():

@@ -60,13 +60,15 @@ def build(args, mesh):
     return model
 
 
-def make_optimizer(args, model):
+def make_optimizer(args, model, **options):
+    """tandem.torch.AdamW over the model with the run's formats, fraction, clip and
+    offload_compute, and `options` (release_worker.py's early start and release)."""
     formats = dict(zip(("master_format", "momentum_format", "variance_format"),
                        args.formats.split("/")))
     return tandem.torch.AdamW(model.named_parameters(), lr=1e-2, weight_decay=0.1,
                               offload_fraction=args.fraction, max_grad_norm=args.clip,
                               chunk_elements=256, offload_compute=args.offload_compute,
-                              stream_chunk_bytes=4096, **formats)
+                              stream_chunk_bytes=4096, **formats, **options)
 
 
 def given_grad(name, shape, dtype, step):

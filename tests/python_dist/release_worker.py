@@ -28,20 +28,16 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fsdp_worker  # noqa: E402
 from fsdp_worker import build, cpu_params, record_path  # noqa: E402
 
 import tandem.torch  # noqa: E402
 
 
 def make_optimizer(args, model):
-    formats = dict(zip(("master_format", "momentum_format", "variance_format"),
-                       args.formats.split("/")))
-    return tandem.torch.AdamW(model.named_parameters(), lr=1e-2, weight_decay=0.1,
-                              offload_fraction=args.fraction, max_grad_norm=args.clip,
-                              chunk_elements=256, offload_compute=args.offload_compute,
-                              stream_chunk_bytes=4096, release_grads=args.release,
-                              early_start=args.early == "plain",
-                              speculative_early_start=args.early == "speculative", **formats)
+    return fsdp_worker.make_optimizer(args, model, release_grads=args.release,
+                                      early_start=args.early == "plain",
+                                      speculative_early_start=args.early == "speculative")
 
 
 def batch(rank, step, micro, device):

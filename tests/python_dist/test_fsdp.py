@@ -8,11 +8,11 @@ for bit; one pair of runs uses FSDP2's real forward/backward instead.
 
 import math
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
+
+from workers import run_worker
 
 WORKER = os.path.join(os.path.dirname(__file__), "fsdp_worker.py")
 Q8 = "bf16+ecc8/q8/q8"
@@ -21,15 +21,7 @@ F32 = "f32/f32/f32"
 
 def run(tmp, name, nproc, *args):
     """Runs the worker on `nproc` processes; returns what rank 0 recorded."""
-    out = os.path.join(tmp, name + ".pt")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           "--nproc_per_node", str(nproc), WORKER, "--out", out] + [str(a) for a in args]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0:
-        raise AssertionError("%s failed (%d):\n%s" % (" ".join(cmd), proc.returncode,
-                                                      proc.stderr[-4000:]))
-    return torch.load(out)
+    return run_worker(WORKER, tmp, name, nproc, *args)[0]
 
 
 def assert_same_params(a, b):

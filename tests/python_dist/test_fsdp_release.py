@@ -9,11 +9,10 @@ skipped steps are compared bit for bit, through steps that clip and a NaN on one
 """
 
 import os
-import subprocess
-import sys
-
 import pytest
 import torch
+
+from workers import run_worker
 
 WORKER = os.path.join(os.path.dirname(__file__), "release_worker.py")
 TENSORS = 9  # the model's parameters: every one is handed over during backward
@@ -22,15 +21,7 @@ NAN_STEP = 3
 
 def run(tmp, name, nproc, *args):
     """Runs the worker on `nproc` processes; returns every rank's record."""
-    out = os.path.join(tmp, name + ".pt")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           "--nproc_per_node", str(nproc), WORKER, "--out", out] + [str(a) for a in args]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0:
-        raise AssertionError("%s failed (%d):\n%s" % (" ".join(cmd), proc.returncode,
-                                                      proc.stderr[-4000:]))
-    return [torch.load(out if r == 0 else "%s.rank%d" % (out, r)) for r in range(nproc)]
+    return run_worker(WORKER, tmp, name, nproc, *args)
 
 
 def assert_same(got, want, what):
