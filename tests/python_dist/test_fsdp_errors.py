@@ -45,9 +45,19 @@ def test_plain_and_sharded_parameters_are_not_mixed():
         tandem.torch.AdamW(list(model.named_parameters()) + [("extra", extra)])
 
 
-def test_early_start_is_refused():
-    with pytest.raises(ValueError, match="early_start .* not available with DTensor"):
-        tandem.torch.AdamW(sharded_linear().named_parameters(), early_start=True)
+def test_early_start_hands_fsdp2_gradients_over():
+    # FSDP2 runs the sharded parameters' post-accumulate-grad hooks after its
+    # reduce-scatter: early start and release take the gradients there (the bits:
+    # test_fsdp_release.py).
+    for options in (dict(early_start=True), dict(release_grads=True)):
+        model = sharded_linear()
+        opt = tandem.torch.AdamW(model.named_parameters(), lr=1e-2, **options)
+        model(torch.randn(4, 64)).sum().backward()
+        assert opt._core.handed == 2
+        assert all((p.grad is None) == ("release_grads" in options)
+                   for p in model.parameters())
+        opt.step()
+        assert opt.last_result.applied and opt.last_result.stepped_tensors == 2
 
 
 def test_other_placements_are_refused():
