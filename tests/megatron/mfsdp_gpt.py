@@ -560,11 +560,22 @@ def run_all(args, rank, result, run_one):
 
 
 def exit_with(code):
-    """Leaves the process group and exits with `code`."""
+    """Leaves the process group and exits with `code`, without Python's finalization.
+
+    gloo's worker threads drop each finished collective after its caller has returned,
+    which releases Python objects (all_gather_object's tensors) and so takes the GIL. A
+    process that exits right after its last collective (every rank but 0, which writes
+    the results) can reach Py_Finalize first; the worker thread then exits inside a
+    noexcept destructor and the process aborts ("terminate called without an active
+    exception") after its work is done. os._exit skips finalization; everything this
+    worker writes is closed by then."""
     import torch.distributed as dist
     if dist.is_initialized():
         dist.destroy_process_group()
-    sys.exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
 
 if __name__ == "__main__":
     exit_with(main())
