@@ -14,7 +14,8 @@ that must be refused.
 With a megatron-core whose DistributedDataParallelConfig sets Megatron-FSDP's main-weight
 dtype and decoupled_grad (0.19.2; 0.16.1 has neither: those tests skip), the 4-rank job
 also runs gradients as decoupled_grad, and bf16 main weights with a bf16+ecc8 master
-at three fractions and through a checkpoint resumed at 2 ranks."""
+at three fractions and through a checkpoint resumed at 2 ranks, and with a bf16+ecc16
+master."""
 
 import os
 
@@ -67,6 +68,7 @@ def four(tmp_path_factory):
                  "b0,tandem,fraction=0," + BF16,
                  "b5,tandem,fraction=0.5,compute=host," + BF16,
                  "b1,tandem,fraction=1,compute=gpu," + BF16,
+                 "b16,tandem,fraction=0.5," + BF16.replace("bf16+ecc8", "bf16+ecc16"),
                  "sb,tandem,fraction=0.5,%s,%s,save=3" % (BF16_Q8, SEEDED)]
     result = launch("mfsdp_gpt.py", 4, out, "--steps", STEPS,
                     *[a for r in runs for a in ("--train", r)])
@@ -214,6 +216,10 @@ def test_bf16_main_weights_with_decoupled_grad_and_an_ecc8_master(four):
     assert all(p.dtype == __import__("torch").bfloat16 for p in base.values())
     assert runs["b0"]["engine_memory"]["master"] == 0
     assert runs["b0"]["engine_memory"]["correction"] > 0
+    # bf16+ecc16: twice the correction bits, still no master of its own.
+    assert runs["b16"]["engine_memory"]["master"] == 0
+    assert runs["b16"]["engine_memory"]["correction"] > runs["b0"]["engine_memory"]["correction"]
+    assert rel_diff(runs["b16"]["losses"], runs["base"]["losses"]) <= LOSS_RTOL
     for name in ("b5", "b1"):
         assert runs[name]["losses"] == runs["b0"]["losses"], name
         assert bit_equal(tensors(out, name)["params"], base), name
