@@ -13,7 +13,14 @@
 #     loaded state equal to the saved one, Megatron's dummy step changing nothing;
 #   * Megatron-FSDP with Megatron's HybridDeviceOptimizer (optimizer_cpu_offload, fraction
 #     0.5): its losses and memory, or its error, recorded;
-#   * the GPU memory (allocated after training, peak) and step time of every run.
+#   * the GPU memory (allocated after training, peak) and step time of every run;
+#   * with a megatron-core whose DistributedDataParallelConfig sets Megatron-FSDP's main
+#     weights' dtype and decoupled_grad (0.19.2; 0.16.1 has neither and these runs are
+#     skipped, the JSON says so): gradients as decoupled_grad bit-identical to t0, and
+#     bf16 main weights with decoupled_grad and a bf16+ecc8 master (no fp32 copy of the
+#     weights) at fractions 0, 0.5 (host and GPU compute) and 1: bit-identical to each
+#     other, Megatron's gradient norm at the first step that of Megatron's own run (it
+#     reads the decoupled gradients), losses within 2e-2 of Megatron's own optimizer.
 # Writes OUT/megatron_fsdp_proof.json and OUT/megatron_fsdp_proof.txt (the table), the
 # workers' logs in OUT; exits non-zero when a check fails.
 #     PYTHONPATH=build/python bash bench/megatron_fsdp_proof.sh OUT [NPROC]
@@ -33,6 +40,21 @@ case $DEVICE in
   *) echo "DEVICE must be cuda or cpu, not $DEVICE" >&2; exit 2 ;;
 esac
 SEEDED="grads=seeded,clip=0"
+BF16="main=bf16,decoupled=1,formats=bf16+ecc8/f32/f32"
+# Megatron-FSDP's main-weight dtype and decoupled_grad: megatron-core 0.19.2, not 0.16.1.
+if "${PYTHON:-python3}" -c "
+import sys, warnings
+warnings.simplefilter('ignore')
+from megatron.core.distributed import DistributedDataParallelConfig as C
+sys.exit(0 if 'megatron_fsdp_use_decoupled_grad' in C.__dataclass_fields__ else 1)" 2>/dev/null
+then
+  BF16_RUNS=(--train dec,tandem,decoupled=1 --train b0,tandem,fraction=0,$BF16
+             --train b5h,tandem,fraction=0.5,compute=host,$BF16
+             --train b5g,tandem,fraction=0.5,compute=gpu,$BF16
+             --train b1,tandem,fraction=1,compute=gpu,$BF16)
+else
+  BF16_RUNS=()
+fi
 # job NAME NPROC ARGS...: one torchrun job of the worker, its output in OUT/NAME.
 job() {
   local name=$1 n=$2
@@ -46,7 +68,7 @@ job compare "$N" --train base,megatron --train t0,tandem,fraction=0 \
   --train t5h,tandem,fraction=0.5,compute=host --train t5g,tandem,fraction=0.5,compute=gpu \
   --train t1,tandem,fraction=1,compute=gpu \
   --train q8,tandem,fraction=0.5,formats=bf16+ecc8/q8/q8 \
-  --train saved,tandem,fraction=0.5,$SEEDED,save=$SAVE
+  --train saved,tandem,fraction=0.5,$SEEDED,save=$SAVE "${BF16_RUNS[@]}"
 job resume 1 --train resumed,tandem,fraction=1,compute=gpu,$SEEDED,load="$OUT/compare/saved"
 job hdo "$N" --train hdo,hdo,fraction=0.5
 
@@ -92,6 +114,17 @@ checks["resume_first_step"] = r.get("first_step") == save
 checks["dummy_step_changed_nothing"] = bool(r.get("load_checks", {}).get(
     "dummy_step_changed_nothing"))
 checks["state_keys_identical"] = bool(runs.get("saved", {}).get("state_keys_identical"))
+bf16_main = "b0" in runs
+if bf16_main:
+    norms = lambda name: runs.get(name, {}).get("grad_norms") or [0.0]
+    checks["dec_bits_equal_t0"] = loss("dec") == loss("t0") and same(
+        tensors("compare", "dec").get("params"), tensors("compare", "t0").get("params"))
+    for name in ("b5h", "b5g", "b1"):
+        checks[name + "_bits_equal_b0"] = loss(name) == loss("b0") and same(
+            tensors("compare", name).get("params"), tensors("compare", "b0").get("params"))
+    checks["b0_no_master_copy"] = runs["b0"].get("engine_memory", {}).get("master") == 0
+    checks["b0_first_norm_is_megatrons"] = rel(norms("b0")[:1], norms("base")[:1]) <= 1e-5
+    checks["b0_losses_vs_megatron"] = rel(loss("b0"), loss("base")) <= 2e-2
 
 gib = lambda b: "%.3f" % (b / 2**30) if isinstance(b, (int, float)) else "-"
 lines = ["Megatron-FSDP (Megatron-Core %s) with tandem.megatron_fsdp vs Megatron's own "
@@ -121,6 +154,8 @@ json.dump({"benchmark": "megatron_fsdp_proof", "commit": git_commit(), "date": u
            "command": ("DEVICE=cpu " if device == "cpu" else "")
            + "PYTHONPATH=build/python bash bench/megatron_fsdp_proof.sh OUT %d" % nproc,
            "device": device, "seconds": seconds, "checks": checks,
+           "bf16_main_weights": "run" if bf16_main else "skipped: this megatron-core's "
+           "DistributedDataParallelConfig has no megatron_fsdp_use_decoupled_grad",
            "jobs": {"compare": compare, "resume": resume, "hdo": hdo}},
           open(os.path.join(out, "megatron_fsdp_proof.json"), "w"), indent=1)
 sys.exit(0 if all(checks.values()) else 1)

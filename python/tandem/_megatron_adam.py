@@ -277,6 +277,63 @@ class TandemAdam(StateAccess, _torch.optim.AdamW):
 
 
 # ----------------------------------------------------------------------------------------
+# Megatron-Core versions
+#
+# Note [Megatron-Core versions]: tandem.megatron and tandem.megatron_fsdp build Megatron's
+# optimizer with Megatron's own function, replacing three attributes of its module
+# (build_with), and set methods on its DistributedOptimizer instances (megatron_fsdp.
+# install). Releases older than OLDEST_MEGATRON_CORE are refused; newer ones are taken
+# while they still have every attribute and method used, and refused naming the first
+# one they lack (a hook Megatron no longer calls would otherwise be skipped silently).
+# docs/megatron.md, "Versions", lists the releases the tests run with.
+
+OLDEST_MEGATRON_CORE = (0, 16, 1)
+
+_MODULE_ATTRIBUTES = ("get_megatron_optimizer", "Adam", "USING_PYTORCH_OPTIMIZER",
+                      "is_te_min_version")
+_DISTRIBUTED_OPTIMIZER_METHODS = (
+    "get_grad_stats_parallel_group", "reload_model_params", "sharded_state_dict",
+    "_init_optimizer_states_with_dummy_values", "sharded_param_state_fsdp_dtensor",
+    "_param_name", "_param_groups_to_param2group_meta")
+
+
+def megatron_core_version():
+    """(major, minor, patch) of the installed megatron-core (megatron.core.__version__;
+    pre-release suffixes dropped)."""
+    import re
+    import megatron.core
+    text = str(getattr(megatron.core, "__version__", ""))
+    found = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if found is None:
+        raise RuntimeError("tandem.megatron cannot read megatron-core's version "
+                           "(megatron.core.__version__ is %r)" % (text,))
+    return tuple(int(x or 0) for x in found.groups())
+
+
+def require_megatron_core():
+    """Raises RuntimeError, naming the version or the missing attribute, when the installed
+    megatron-core is not one the Megatron front ends support (Note [Megatron-Core
+    versions]). Returns its (major, minor, patch)."""
+    version = megatron_core_version()
+    dotted = lambda v: ".".join(map(str, v))  # noqa: E731
+    if version < OLDEST_MEGATRON_CORE:
+        raise RuntimeError("tandem.megatron needs megatron-core %s or newer; %s is installed "
+                           "(docs/megatron.md, \"Versions\")"
+                           % (dotted(OLDEST_MEGATRON_CORE), dotted(version)))
+    import megatron.core.optimizer as mco
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+    missing = [("megatron.core.optimizer", n) for n in _MODULE_ATTRIBUTES
+               if not hasattr(mco, n)]
+    missing += [("DistributedOptimizer", n) for n in _DISTRIBUTED_OPTIMIZER_METHODS
+                if not callable(getattr(DistributedOptimizer, n, None))]
+    if missing:
+        raise RuntimeError("megatron-core %s is not supported by tandem.megatron: it has no "
+                           "%s.%s, which tandem replaces or calls (docs/megatron.md, "
+                           "\"Versions\")" % ((dotted(version),) + missing[0]))
+    return version
+
+
+# ----------------------------------------------------------------------------------------
 # Building Megatron's optimizer
 
 _BUILD_LOCK = threading.Lock()

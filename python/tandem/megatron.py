@@ -27,7 +27,7 @@ scale of 1. Its FusedAdam-facing state access lives in tandem/_megatron_state.py
 
 import torch as _torch
 
-from tandem._megatron_adam import TandemAdam, _parts, build_with
+from tandem._megatron_adam import TandemAdam, _parts, build_with, require_megatron_core
 from tandem._warnings import SkippedStepWarning
 
 __all__ = ["TandemAdam", "get_megatron_optimizer", "tandem_optimizers",
@@ -89,13 +89,15 @@ def get_megatron_optimizer(config, model_chunks, config_overrides=None,
 
     Raises ValueError for what is not supported (see docs/megatron.md): other optimizers
     than Adam, no distributed optimizer, fp8 parameters, Megatron's own CPU offload, fp32
-    models.
+    models; RuntimeError for a megatron-core release that is not supported (docs/megatron.md,
+    "Versions").
     """
     import copy
 
     if not model_chunks:
         raise ValueError("model_chunks is empty")
-    # Only what is given: megatron-core 0.15 lacks config_overrides and the dump.
+    require_megatron_core()
+    # Only what is given: Megatron's defaults for the rest.
     megatron_kwargs = {key: value for key, value in (
         ("config_overrides", config_overrides), ("pg_collection", pg_collection),
         ("dump_param_to_param_group_map", dump_param_to_param_group_map))

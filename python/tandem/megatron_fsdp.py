@@ -44,7 +44,7 @@ import torch as _torch
 from tandem import _arrays
 from tandem import _dist
 from tandem import _mfsdp_state
-from tandem._megatron_adam import TandemAdam, _parts, build_with
+from tandem._megatron_adam import TandemAdam, _parts, build_with, require_megatron_core
 
 __all__ = ["MegatronFSDPAdam", "fully_shard_optimizer", "install", "tandem_optimizers"]
 
@@ -276,19 +276,51 @@ def _offload_options(config, options):
     return dict(options, offload_fraction=fraction)
 
 
+def _reads_decoupled_grad(config, ddp):
+    """Whether Megatron's gradient norm and clipping must read ``param.decoupled_grad``.
+
+    Megatron-FSDP installs its gradients as ``decoupled_grad`` when
+    ``ddp_config.megatron_fsdp_use_decoupled_grad`` is set (megatron-core 0.19.2; 0.16.1
+    has no such field and always sets ``param.grad``), and Megatron-Core's norm reads
+    ``decoupled_grad`` of Megatron-FSDP parameters exactly when
+    ``config.use_precision_aware_optimizer``. Were they to disagree, the norm would find no
+    gradient: 0, and clipping silently off. Returns True when the DDP config installs
+    ``decoupled_grad`` (precision-aware mode must be on); raises ValueError when
+    ``config`` asks for precision-aware mode and the gradients are installed as ``grad``."""
+    installs = getattr(ddp, "megatron_fsdp_use_decoupled_grad", None)
+    if installs is None:
+        return False  # megatron-core 0.16: the norm reads param.grad, where they are
+    if not installs and config.use_precision_aware_optimizer:
+        raise ValueError("config.use_precision_aware_optimizer=True makes Megatron's "
+                         "gradient norm read param.decoupled_grad, but ddp_config."
+                         "megatron_fsdp_use_decoupled_grad=False installs Megatron-FSDP's "
+                         "gradients as param.grad: the norm would be 0 and clipping off. Set "
+                         "megatron_fsdp_use_decoupled_grad=True (Megatron-LM does with "
+                         "--use-precision-aware-optimizer)")
+    return bool(installs)
+
+
 def get_megatron_optimizer(config, model_chunks, megatron_kwargs, options):
     """tandem.megatron.get_megatron_optimizer for chunks wrapped in Megatron-FSDP (it
     calls here): Megatron's own function builds its DistributedOptimizer(s) with
     MegatronFSDPAdam inside, from a copy of ``config`` (Megatron's CPU offload switched
-    off: ``_offload_options``), and :func:`install` sets them up. ``options``: Tandem's
-    keyword arguments."""
+    off: ``_offload_options``; precision-aware mode switched on where Megatron-FSDP
+    installs ``decoupled_grad``: ``_reads_decoupled_grad``, TransformerEngine not
+    needed), and :func:`install` sets them up. ``options``: Tandem's keyword
+    arguments."""
     import copy
 
     ddp = model_chunks[0].ddp_config
     _refuse(config, ddp, getattr(model_chunks[0], "config", None))
+    decoupled = _reads_decoupled_grad(config, ddp)
     options = _offload_options(config, options)
     cfg = copy.copy(config)  # not dataclasses.replace: __post_init__ would want TE
     cfg.optimizer_cpu_offload = False
+    if decoupled:
+        # What OptimizerConfig.__post_init__ sets with use_precision_aware_optimizer and
+        # no fp8 parameters (_refuse): Megatron's norm then reads decoupled_grad.
+        cfg.use_precision_aware_optimizer = True
+        cfg.use_precision_aware_optimizer_no_fp8_or_ds_fp8 = True
 
     def make_adam(params, **kwargs):
         return MegatronFSDPAdam(params, **kwargs, **options)
@@ -314,7 +346,10 @@ def install(megatron_optimizer):
 
     The inner optimizer's ``grad_stats_group`` becomes the DistributedOptimizer's, its
     ``param_names`` its parameter names, and ``swiglu`` whether the model's MLP is gated.
-    Returns the MegatronFSDPAdam instances."""
+    Returns the MegatronFSDPAdam instances. Raises RuntimeError for a megatron-core
+    release whose DistributedOptimizer lacks one of these hooks (Note [Megatron-Core
+    versions] in _megatron_adam.py)."""
+    require_megatron_core()
     found = []
     for o in _parts(megatron_optimizer):
         inner = getattr(o, "optimizer", None)

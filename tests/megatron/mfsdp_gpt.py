@@ -12,6 +12,14 @@ Each ``--train NAME,KIND[,key=value...]`` trains the same model (the same seed) 
   fraction=F           offload fraction (tandem, hdo)
   compute=C            tandem's offload_compute (host, gpu, auto, or a share)
   formats=M/m/v        tandem's master/momentum/variance formats (default f32/f32/f32)
+  main=bf16            Megatron-FSDP's main weights in bf16
+                       (ddp_config.megatron_fsdp_main_params_dtype)
+  main_grads=bf16      its main gradients in bf16 (default fp32: grad_reduce_in_fp32 with
+                       megatron-core 0.16.1, megatron_fsdp_main_grads_dtype with 0.19.2)
+  decoupled=1          gradients as param.decoupled_grad (megatron_fsdp_use_decoupled_grad,
+                       which Megatron-LM sets with --use-precision-aware-optimizer)
+                       main, main_grads=bf16 and decoupled need megatron-core 0.19.2's
+                       DistributedDataParallelConfig fields (not in 0.16.1)
   grads=seeded         replace every gradient after Megatron-FSDP's reduce-scatter by one
                        drawn from (seed, step, parameter name): the same values at every
                        number of ranks, so that runs at different world sizes compare bit
@@ -126,9 +134,10 @@ def device(args):
         "cuda", torch.cuda.current_device())
 
 
-def build_model(args, seed):
+def build_model(args, seed, run):
     """GPTModel (local spec, SwiGLU MLP) in bf16 (Float16Module), wrapped in Megatron-FSDP
-    (optim_grads_params); the same seed gives the same weights at every world size."""
+    (optim_grads_params; main weights and gradients as `run` says); the same seed gives
+    the same weights at every world size."""
     from megatron.core.distributed import DistributedDataParallelConfig
     from megatron.core.distributed.fsdp.mcore_fsdp_adapter import FullyShardedDataParallel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
@@ -154,14 +163,36 @@ def build_model(args, seed):
     if args.bf16:
         model = Float16Module(config, model)
     ddp = dict(use_megatron_fsdp=True, use_distributed_optimizer=True,
-               data_parallel_sharding_strategy="optim_grads_params", grad_reduce_in_fp32=True,
-               overlap_grad_reduce=True, overlap_param_gather=True)
+               data_parallel_sharding_strategy="optim_grads_params",
+               overlap_grad_reduce=True, overlap_param_gather=True, **precision(run))
     if args.device == "cpu":
         import mfsdp_cpu
         ddp.update(mfsdp_cpu.GLOO_DDP_CONFIG)
     return FullyShardedDataParallel(config=config,
                                     ddp_config=DistributedDataParallelConfig(**ddp),
                                     module=model, device=device(args))
+
+
+def precision(run):
+    """The DistributedDataParallelConfig fields of `run`'s main weights and gradients
+    (module docstring: main, main_grads, decoupled). Megatron-FSDP's dtypes moved from
+    grad_reduce_in_fp32 (megatron-core 0.16.1: fp32 main weights always) to
+    megatron_fsdp_main_params_dtype / _main_grads_dtype / _use_decoupled_grad (0.19.2,
+    where grad_reduce_in_fp32 no longer reaches Megatron-FSDP: its main gradients would
+    be bf16)."""
+    from megatron.core.distributed import DistributedDataParallelConfig
+    fields = DistributedDataParallelConfig.__dataclass_fields__
+    grads = {"f32": torch.float32, "bf16": torch.bfloat16}[run.get("main_grads", "f32")]
+    if "megatron_fsdp_main_grads_dtype" not in fields:
+        asked = [k for k in ("main", "main_grads", "decoupled") if k in run]
+        if asked:
+            raise ValueError("--train %s: %s need a megatron-core whose "
+                             "DistributedDataParallelConfig has megatron_fsdp_main_grads_dtype "
+                             "(0.19.2 has, 0.16.1 has not)" % (run["name"], ", ".join(asked)))
+        return dict(grad_reduce_in_fp32=True)
+    main = {"f32": torch.float32, "bf16": torch.bfloat16}[run.get("main", "f32")]
+    return dict(megatron_fsdp_main_params_dtype=main, megatron_fsdp_main_grads_dtype=grads,
+                megatron_fsdp_use_decoupled_grad=run.get("decoupled") == "1")
 
 
 def optimizer_config(args, run):
@@ -439,7 +470,7 @@ def run_one(args, run, rank, record, tensors):
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
     seed = args.seed + (1 if "load" in run else 0)  # a loaded run starts from other weights
-    model = build_model(args, seed)
+    model = build_model(args, seed, run)
     opt, sched = build_optimizer(args, model, run)
     full_params(opt)  # names every parameter while the model holds the optimizer's
     losses, norms, applied, times = [], [], [], []
@@ -485,7 +516,10 @@ def run_one(args, run, rank, record, tensors):
         mem = inner[0].memory()
         record["engine_mode"] = inner[0].mode
         record["engine_memory"] = {"device_total": mem["device"]["total"],
-                                   "host_total": mem["host"]["total"]}
+                                   "host_total": mem["host"]["total"],
+                                   "master": mem["device"]["master"] + mem["host"]["master"],
+                                   "correction": mem["device"]["correction"]
+                                   + mem["host"]["correction"]}
         record["skipped_steps"] = sum(o.skipped_steps for o in inner)
         record["engine_rebuilds"] = sum(o.rebuilds for o in inner)
         # Every rank's split of its shard's elements (engine.placement(): total,
@@ -560,11 +594,22 @@ def run_all(args, rank, result, run_one):
 
 
 def exit_with(code):
-    """Leaves the process group and exits with `code`."""
+    """Leaves the process group and exits with `code`, without Python's finalization.
+
+    gloo's worker threads drop each finished collective after its caller has returned,
+    which releases Python objects (all_gather_object's tensors) and so takes the GIL. A
+    process that exits right after its last collective (every rank but 0, which writes
+    the results) can reach Py_Finalize first; the worker thread then exits inside a
+    noexcept destructor and the process aborts ("terminate called without an active
+    exception") after its work is done. os._exit skips finalization; everything this
+    worker writes is closed by then."""
     import torch.distributed as dist
     if dist.is_initialized():
         dist.destroy_process_group()
-    sys.exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
 
 if __name__ == "__main__":
     exit_with(main())

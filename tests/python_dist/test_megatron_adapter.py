@@ -439,14 +439,52 @@ def test_get_megatron_optimizer_refuses_unsupported_configurations():
                   (good, fsdp(tp=2), "tensor parallelism"),
                   (good, fsdp(outer_dp_sharding_strategy="optim"), "HFSDP"),
                   (dict(good, optimizer_cpu_offload=True, optimizer_offload_fraction=0.5),
-                   fsdp(), "disagree")]
+                   fsdp(), "disagree"),
+                  # Megatron's norm would read decoupled_grad, Megatron-FSDP sets grad.
+                  (dict(good, use_precision_aware_optimizer=True),
+                   fsdp(megatron_fsdp_use_decoupled_grad=False),
+                   "megatron_fsdp_use_decoupled_grad=False")]
     for kwargs, chunk, match in fsdp_cases:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            # Set afterwards: OptimizerConfig's checks would ask for TransformerEngine.
+            aware = kwargs.pop("use_precision_aware_optimizer", False)
             config = OptimizerConfig(**kwargs)
+            config.use_precision_aware_optimizer = aware
         extra = {"offload_fraction": 1.0} if match == "disagree" else {}
         with pytest.raises(ValueError, match=match):
             tm.get_megatron_optimizer(config, [chunk], **extra)
+
+
+def test_megatron_core_versions(monkeypatch):
+    # Note [Megatron-Core versions]: the installed release passes; an older one, or one
+    # without a hook tandem sets or calls, is refused before Megatron builds anything.
+    import megatron.core
+    from megatron.core.optimizer import OptimizerConfig
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+    from tandem import _megatron_adam
+    assert _megatron_adam.require_megatron_core() >= _megatron_adam.OLDEST_MEGATRON_CORE
+    for text, parsed in (("0.16.1", (0, 16, 1)), ("0.19.2rc1", (0, 19, 2)),
+                         ("0.20.0.dev0+abc", (0, 20, 0)), ("1.0", (1, 0, 0))):
+        monkeypatch.setattr(megatron.core, "__version__", text)
+        assert _megatron_adam.megatron_core_version() == parsed
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = OptimizerConfig(optimizer="adam", lr=1e-3, bf16=True,
+                                 use_distributed_optimizer=True)
+    chunk = types.SimpleNamespace(ddp_config=types.SimpleNamespace(
+        use_megatron_fsdp=False, use_distributed_optimizer=True))
+    monkeypatch.setattr(megatron.core, "__version__", "0.15.3")
+    with pytest.raises(RuntimeError, match=r"megatron-core 0\.16\.1 or newer; 0\.15\.3"):
+        tm.get_megatron_optimizer(config, [chunk])
+    monkeypatch.setattr(megatron.core, "__version__", "unknown")
+    with pytest.raises(RuntimeError, match="cannot read megatron-core's version"):
+        tm.get_megatron_optimizer(config, [chunk])
+    monkeypatch.setattr(megatron.core, "__version__", "0.99.0")
+    monkeypatch.delattr(DistributedOptimizer, "sharded_param_state_fsdp_dtensor")
+    with pytest.raises(RuntimeError, match="has no DistributedOptimizer."
+                       "sharded_param_state_fsdp_dtensor"):
+        tm.get_megatron_optimizer(config, [chunk])
 
 
 def test_state_dict_before_any_state():

@@ -9,7 +9,13 @@ Two jobs, each training every run from the same seed: at 4 ranks Megatron's own 
 and 1 (streamed compute), q8 moments with a bf16+ecc8 master, and two runs with gradients
 drawn from (seed, step, name) that save checkpoints; at 2 ranks the same comparisons,
 those checkpoints loaded at another fraction and resumed, a model-only load, and loads
-that must be refused."""
+that must be refused.
+
+With a megatron-core whose DistributedDataParallelConfig sets Megatron-FSDP's main-weight
+dtype and decoupled_grad (0.19.2; 0.16.1 has neither: those tests skip), the 4-rank job
+also runs gradients as decoupled_grad, and bf16 main weights with a bf16+ecc8 master
+at three fractions and through a checkpoint resumed at 2 ranks, and with a bf16+ecc16
+master."""
 
 import os
 
@@ -18,11 +24,31 @@ import pytest
 from conftest import bit_equal, launch, rel_diff, tensors
 
 
+def _sets_main_weight_dtype():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Megatron's import-time notices
+        from megatron.core.distributed import DistributedDataParallelConfig
+    fields = DistributedDataParallelConfig.__dataclass_fields__
+    return "megatron_fsdp_main_params_dtype" in fields and \
+        "megatron_fsdp_use_decoupled_grad" in fields
+
+
+BF16_MAIN = _sets_main_weight_dtype()
+needs_bf16_main = pytest.mark.skipif(
+    not BF16_MAIN, reason="this megatron-core's DistributedDataParallelConfig has no "
+    "megatron_fsdp_main_params_dtype / megatron_fsdp_use_decoupled_grad (0.19.2 has)")
+
+
 STEPS = 6
 Q8 = "formats=bf16+ecc8/q8/q8"
 SEEDED = "grads=seeded,clip=0"  # the same gradients at every world size (mfsdp_gpt.py)
 LOSS_RTOL = 2e-2     # tests/megatron/gpt_proof.py's tolerance for f32 state
 Q8_LOSS_RTOL = 5e-2  # and for q8 moments with a bf16+ecc8 master
+# bf16 main weights, gradients as decoupled_grad (fp32 main gradients), a bf16+ecc8 master:
+# no fp32 copy of the weights anywhere.
+BF16 = "main=bf16,decoupled=1,formats=bf16+ecc8/f32/f32"
+BF16_Q8 = "main=bf16,decoupled=1,formats=bf16+ecc8/q8/q8"
 
 
 def comparisons():
@@ -37,6 +63,13 @@ def four(tmp_path_factory):
         "model_saved,megatron,save=3,save_what=model",
         "s32,tandem,fraction=0.5,%s,save=3" % SEEDED,
         "sq8,tandem,fraction=0,%s,%s,save=3" % (Q8, SEEDED)]
+    if BF16_MAIN:
+        runs += ["dec,tandem,decoupled=1",
+                 "b0,tandem,fraction=0," + BF16,
+                 "b5,tandem,fraction=0.5,compute=host," + BF16,
+                 "b1,tandem,fraction=1,compute=gpu," + BF16,
+                 "b16,tandem,fraction=0," + BF16.replace("bf16+ecc8", "bf16+ecc16"),
+                 "sb,tandem,fraction=0.5,%s,%s,save=3" % (BF16_Q8, SEEDED)]
     result = launch("mfsdp_gpt.py", 4, out, "--steps", STEPS,
                     *[a for r in runs for a in ("--train", r)])
     return out, result
@@ -53,6 +86,8 @@ def two(tmp_path_factory, four):
         "model_only,tandem,fraction=0.5,load=%s,model_only=1" % ck("s32"),
         "not_tandems,tandem,load=%s,expect_error=1" % ck("model_saved"),
         "other_formats,tandem,load=%s,expect_error=1" % ck("sq8")]
+    if BF16_MAIN:
+        runs += ["rb,tandem,fraction=1,compute=gpu,%s,%s,load=%s" % (BF16_Q8, SEEDED, ck("sb"))]
     result = launch("mfsdp_gpt.py", 2, out, "--steps", STEPS,
                     *[a for r in runs for a in ("--train", r)])
     return out, result
@@ -102,7 +137,7 @@ def test_losses_follow_megatrons_own_optimizer(job):
 
 def test_every_rank_saves_the_same_state_keys(four):
     _, result = four
-    for name in ("s32", "sq8"):
+    for name in ("s32", "sq8") + (("sb",) if BF16_MAIN else ()):
         assert result["runs"][name]["state_keys_identical"], name
 
 
@@ -122,7 +157,8 @@ def test_empty_shards_have_their_entries(four):
             assert bit_equal({"x": full}, {"x": saved[name + ".master_f32"]}), name
 
 
-@pytest.mark.parametrize("saved,loaded", [("s32", "r32"), ("sq8", "rq8")])
+@pytest.mark.parametrize("saved,loaded", [
+    ("s32", "r32"), ("sq8", "rq8"), pytest.param("sb", "rb", marks=needs_bf16_main)])
 def test_saved_at_4_loads_at_2_and_resumes_bit_identically(four, two, saved, loaded):
     four_out, _ = four
     two_out, two_result = two
@@ -138,7 +174,7 @@ def test_saved_at_4_loads_at_2_and_resumes_bit_identically(four, two, saved, loa
 
 def test_the_dummy_step_before_a_load_changes_nothing(two):
     _, result = two
-    for name in ("r32", "rq8"):
+    for name in ("r32", "rq8") + (("rb",) if BF16_MAIN else ()):
         assert result["runs"][name]["load_checks"]["dummy_step_changed_nothing"], name
 
 
@@ -154,3 +190,42 @@ def test_other_checkpoints_are_refused(two):
     _, result = two
     assert "holds no tandem.megatron_fsdp state" in result["runs"]["not_tandems"]["error"]
     assert "master='bf16+ecc8'" in result["runs"]["other_formats"]["error"]
+
+
+@needs_bf16_main
+def test_decoupled_grad_gives_the_bits_of_grad(four):
+    # ddp_config.megatron_fsdp_use_decoupled_grad: Megatron-FSDP installs the gradients as
+    # param.decoupled_grad; tandem.megatron switches Megatron's precision-aware mode on so
+    # that its gradient norm and clipping read them there (clip=1 is active here: the
+    # norms are above 1). Same gradients, same norm, same bits as param.grad.
+    out, result = four
+    runs = result["runs"]
+    assert runs["dec"]["grad_norms"] == runs["t0"]["grad_norms"]
+    assert all(n > 1 for n in runs["dec"]["grad_norms"])
+    assert runs["dec"]["losses"] == runs["t0"]["losses"]
+    assert bit_equal(tensors(out, "dec")["params"], tensors(out, "t0")["params"])
+
+
+@needs_bf16_main
+def test_bf16_main_weights_with_decoupled_grad_and_an_ecc8_master(four):
+    out, result = four
+    runs = result["runs"]
+    base = tensors(out, "b0")["params"]
+    # Megatron-FSDP's main weights are bf16, and the engine keeps no master of its own
+    # beyond the 8-bit correction: no fp32 copy of the weights anywhere. (At fraction 0;
+    # elements the host computes keep their bf16 master in host memory.)
+    assert all(p.dtype == __import__("torch").bfloat16 for p in base.values())
+    assert runs["b0"]["engine_memory"]["master"] == 0
+    assert runs["b0"]["engine_memory"]["correction"] > 0
+    # bf16+ecc16: twice the correction bits, still no master of its own.
+    assert runs["b16"]["engine_memory"]["master"] == 0
+    assert runs["b16"]["engine_memory"]["correction"] > runs["b0"]["engine_memory"]["correction"]
+    assert rel_diff(runs["b16"]["losses"], runs["base"]["losses"]) <= LOSS_RTOL
+    for name in ("b5", "b1"):
+        assert runs[name]["losses"] == runs["b0"]["losses"], name
+        assert bit_equal(tensors(out, name)["params"], base), name
+    # Megatron's norm reads the fp32 decoupled gradients: at the first step (same weights,
+    # same gradients) it is the norm of Megatron's own run with fp32 main weights.
+    assert runs["b0"]["grad_norms"][0] == runs["base"]["grad_norms"][0]
+    assert rel_diff(runs["b0"]["grad_norms"], runs["base"]["grad_norms"]) <= LOSS_RTOL
+    assert rel_diff(runs["b0"]["losses"], runs["base"]["losses"]) <= LOSS_RTOL
