@@ -311,6 +311,7 @@ def full_state(opt, params):
 def main():
     args = parse_args()
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: stacks
+    faulthandler.enable(all_threads=True)  # a crash (SIGSEGV, abort) prints every stack
     rank, world = init(args)
     os.makedirs(args.out, exist_ok=True)
     import megatron_fsdp
