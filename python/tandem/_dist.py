@@ -88,6 +88,14 @@ def shard_dim(p):
     return dim
 
 
+def replicated(p):
+    """Whether tensor p is a DTensor replicated over a mesh dimension (HSDP's replicas)."""
+    if not is_dtensor(p):
+        return False
+    _, _, Replicate = dtensor_types()
+    return any(isinstance(placement, Replicate) for placement in p.placements)
+
+
 def check_param(p, where):
     """Checks DTensor parameter p (Note [Sharded parameters]); returns its mesh
     signature (mesh, sharded mesh dimension) for check_same_mesh."""

@@ -35,14 +35,6 @@ DTYPE_NAMES = _options.DTYPE_NAMES
 local = _dist.local  # a DTensor's local shard, or the tensor itself
 
 
-def replicated(params):
-    """Whether DTensor parameters are replicated over a mesh dimension too (HSDP)."""
-    if not params or not _dist.is_dtensor(params[0]):
-        return False
-    _, _, Replicate = _dist.dtensor_types()
-    return any(isinstance(pl, Replicate) for pl in params[0].placements)
-
-
 class _NullContext:
     def __enter__(self):
         return self

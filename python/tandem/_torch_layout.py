@@ -92,9 +92,15 @@ class LayoutFollower:
         """Whether the next step rebinds (param_groups changed, a parameter left out
         requires grad, an engine parameter was reallocated): checked at the first
         gradient a step hands over early."""
-        if self._structure_changed() or any(p.requires_grad for _w, p in self._frozen):
+        if self._structure_changed() or self._joining(anticipate=True):
             return True
         return any(self._core.moved(k) for k in range(len(self._core.params)))
+
+    def _joining(self, anticipate):
+        """The ids of the parameters left out that the next rebind takes in: those that
+        require grad and have a gradient (with ``anticipate``: that require grad)."""
+        return {id(p) for _where, p in self._frozen
+                if p.requires_grad and (anticipate or p.grad is not None)}
 
     def _rebind_if_needed(self, anticipate=False, added=True, follow=True):
         """Rebinds the engine when param_groups changed (with ``follow``: parameters added
@@ -107,10 +113,7 @@ class LayoutFollower:
         if self._core.step_begun:
             return
         structure = follow and self._structure_changed()
-        new = set()
-        if added and not structure:
-            new = {id(p) for _where, p in self._frozen
-                   if p.requires_grad and (anticipate or p.grad is not None)}
+        new = self._joining(anticipate) if added and not structure else set()
         self._rebind(new, structure)
 
     def _rebind(self, new_ids, structure=False):

@@ -38,6 +38,7 @@ except ImportError as _e:  # depends on the machine
         "tandem-optim; 'tandem' on PyPI is another project)." % (_e,)) from _e
 
 from tandem import _C
+from tandem import _dist
 from tandem import _engine
 from tandem import _node
 from tandem import _options
@@ -171,7 +172,7 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
         # Every parameter that requires grad at construction, in param_groups order;
         # frozen ones are left out (no state) until they get a gradient (a rebind).
         self._bind(lambda p: p.requires_grad, fresh_values=True)
-        if self.release_grads and _engine.replicated(self._core.params):
+        if self.release_grads and _dist.replicated(self._core.params[0]):
             warn("release_grads under HSDP: torch's FSDP2 keeps each group's all-reduced "
                  "gradient until the end of backward, so releasing frees no GPU memory "
                  "during backward (the steps stay exact)", TandemWarning)

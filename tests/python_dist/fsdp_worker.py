@@ -167,6 +167,19 @@ def load_checkpoint(args, state):
         raise
 
 
+def init(args):
+    """Joins the process group (NCCL on --device cuda, else gloo; this rank's GPU) and
+    returns (world size, mesh): (world,), or (2, world / 2) with --hsdp."""
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+    world = dist.get_world_size()
+    if args.device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    if args.hsdp:
+        return world, init_device_mesh(args.device, (2, world // 2),
+                                       mesh_dim_names=("rep", "shard"))
+    return world, init_device_mesh(args.device, (world,))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
@@ -191,16 +204,7 @@ def main():
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
-    backend = "nccl" if args.device == "cuda" else "gloo"
-    dist.init_process_group(backend)
-    world = dist.get_world_size()
-    if args.device == "cuda":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        args.device = "cuda"
-    if args.hsdp:
-        mesh = init_device_mesh(args.device, (2, world // 2), mesh_dim_names=("rep", "shard"))
-    else:
-        mesh = init_device_mesh(args.device, (world,))
+    world, mesh = init(args)
     model = build(args, mesh)
     opt = make_optimizer(args, model)
     record = {"norms": [], "torch_norms": [], "applied": [], "world": world}

@@ -25,7 +25,6 @@ import warnings
 
 import torch
 import torch.distributed as dist
-from torch.distributed.device_mesh import init_device_mesh
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fsdp_worker  # noqa: E402
@@ -115,15 +114,7 @@ def main():
     args = ap.parse_args()
     args.plain = False
 
-    backend = "nccl" if args.device == "cuda" else "gloo"
-    dist.init_process_group(backend)
-    world = dist.get_world_size()
-    if args.device == "cuda":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    if args.hsdp:
-        mesh = init_device_mesh(args.device, (2, world // 2), mesh_dim_names=("rep", "shard"))
-    else:
-        mesh = init_device_mesh(args.device, (world,))
+    world, mesh = fsdp_worker.init(args)
     model = build(args, mesh)
     record = {"norms": [], "applied": [], "released": [], "handed": [], "world": world}
     with warnings.catch_warnings(record=True) as caught:
