@@ -12,7 +12,9 @@ each in its own process, in one run (docs/benchmarks.md, "FSDP2 iteration").
 --nproc N runs each mode on N local GPUs (world size N, rank r on cuda:r); the GPU peak
 is the largest rank's, the times rank 0's (FSDP2 keeps the ranks in step). A mode may
 name its own layer count (``none:10``: the model cut to 10 layers, as many as fit
-without offload); a mode that runs out of GPU memory is reported as such.
+without offload); a mode that runs out of GPU memory is reported as such. A tandem mode
+may add options of its own to the command's (``tandem+release``, ``tandem+speculative``,
+``tandem+release+speculative``), so that variants run against the same ``none``.
 
 Modes (each a fresh `torchrun --nproc_per_node N` job, so GPU peaks do not mix):
   none         fp32 sharded parameters, bf16 compute (MixedPrecisionPolicy), torch's fused
@@ -350,6 +352,11 @@ def main():
     results = {}
     for spec in args.modes.split(","):
         mode, _, layers = spec.partition(":")
+        mode, *extra = mode.split("+")
+        if mode not in ("none", "cpu_offload", "tandem") or \
+                any(e not in MODE_OPTIONS for e in extra) or (extra and mode != "tandem"):
+            ap.error("mode %r: a mode is none, cpu_offload or tandem[+%s][:layers]"
+                     % (spec, "|+".join(MODE_OPTIONS)))
         layers = int(layers) if layers else args.layers
         out = tempfile.mktemp(suffix=".json")
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
@@ -366,7 +373,7 @@ def main():
                 cmd += ["--" + flag.replace("_", "-"),
                         os.path.abspath(value) if flag == "profile" else str(value)]
         for flag in ("activation_checkpointing", "release", "speculative", "text"):
-            if getattr(args, flag):
+            if getattr(args, flag) or flag in extra:
                 cmd.append("--" + flag.replace("_", "-"))
         print("fsdp_step: %s (%d layers) ..." % (mode, layers), file=sys.stderr, flush=True)
         try:
@@ -382,6 +389,13 @@ def main():
     return 0
 
 
+MODE_OPTIONS = ("release", "speculative")
+
+
+def is_tandem(spec):
+    return spec.partition(":")[0].split("+")[0] == "tandem"
+
+
 def report(args, results):
     """The table, each figure against its target, and the JSON."""
     ran = [r for r in results.values() if not r.get("oom")]
@@ -391,7 +405,8 @@ def report(args, results):
                                             if r["layers"] == args.layers), 0) / 1e9,
              args.seq, args.nproc, "on" if args.activation_checkpointing else "off",
              ", real text" if args.text else ""))
-    tan = results.get("tandem")
+    tandems = [spec for spec in results if is_tandem(spec) and not results[spec].get("oom")]
+    tan = results[tandems[0]] if tandems else None
     if tan and "ranks" in tan:
         for r, x in enumerate(tan["ranks"]):
             print("tandem rank %d: %d host CPUs (%s), %.1f GiB host memory, RSS %.1f GiB"
@@ -404,20 +419,22 @@ def report(args, results):
               "budget %.1f GiB; node MemAvailable %.1f of %.1f GiB at the end"
               % ("yes" if disjoint else "NO", total / 2**30, tan["node_pinned_budget"] / 2**30,
                  tan.get("node_mem_available_gib", 0), tan.get("node_mem_total_gib", 0)))
-        print("tandem: state %s, offload_fraction %g, offload_compute %s (share on the GPU "
+    for spec in tandems:
+        t = results[spec]
+        print("%s: state %s, offload_fraction %g, offload_compute %s (share on the GPU "
               "%.3f), release_grads %s, speculative %s, clip %g"
-              % (args.state, args.fraction, args.offload_compute,
-                 tan["compute_split"]["share"], tan.get("release"), tan.get("speculative"),
+              % (spec, args.state, args.fraction, args.offload_compute,
+                 t["compute_split"]["share"], t.get("release"), t.get("speculative"),
                  args.clip))
-    print("%-12s %6s %11s %11s %9s %8s %9s %7s %9s %15s"
+    print("%-26s %6s %11s %11s %9s %8s %9s %7s %9s %15s"
           % ("mode", "layers", "iteration", "fwd+bwd", "exposed", "share", "tok/s/GPU",
              "MFU", "GPU peak", "loss first>last"))
     for spec, r in results.items():
         if r.get("oom"):
-            print("%-12s %6d  out of GPU memory: %s" % (spec, r["layers"], r["error"][:70]))
+            print("%-26s %6d  out of GPU memory: %s" % (spec, r["layers"], r["error"][:70]))
             continue
         loss = r["losses"]
-        print("%-12s %6d %8.0f ms %8.0f ms %6.0f ms %7.1f%% %9.0f %6.1f%% %5.1f GiB %7.3f>%.3f"
+        print("%-26s %6d %8.0f ms %8.0f ms %6.0f ms %7.1f%% %9.0f %6.1f%% %5.1f GiB %7.3f>%.3f"
               % (spec, r["layers"], r["iteration_ms"], r["forward_backward_ms"], r["step_ms"],
                  100 * r["exposed_share"], r["tokens_per_s_per_gpu"], 100 * r["mfu"],
                  r["gpu_peak_gib"], loss[0], loss[-1]))
@@ -425,23 +442,26 @@ def report(args, results):
     off = results.get("cpu_offload")
     none = results.get("none") if not results.get("none", {}).get("oom") else None
     cut = [r for spec, r in results.items() if spec.startswith("none:") and not r.get("oom")]
-    if tan and off:
-        checks.append(("tandem vs cpu_offload speed-up", off["iteration_ms"] / tan["iteration_ms"],
-                       ">=", 10.0))
-    if tan and none:
-        checks.append(("tandem / none iteration time", tan["iteration_ms"] / none["iteration_ms"],
-                       "<=", 1.10 if args.nproc > 1 else 1.3))
-        checks.append(("tandem / none GPU peak", tan["gpu_peak_gib"] / none["gpu_peak_gib"],
-                       "<=", 0.30))
-    if tan:
-        checks.append(("tandem step exposed / iteration", tan["exposed_share"], "<=", 0.10))
-    if tan and cut:
-        checks.append(("tandem MFU / none (cut) MFU", tan["mfu"] / cut[0]["mfu"], ">=", 0.90))
-    if tan and args.text:
-        loss = tan["losses"]
-        k = max(1, len(loss) // 4)
-        checks.append(("tandem loss, last / first quarter",
-                       (sum(loss[-k:]) / k) / (sum(loss[:k]) / k), "<", 1.0))
+    for spec in tandems:
+        tan = results[spec]
+        if off:
+            checks.append(("%s vs cpu_offload speed-up" % spec,
+                           off["iteration_ms"] / tan["iteration_ms"], ">=", 10.0))
+        if none:
+            checks.append(("%s / none iteration time" % spec,
+                           tan["iteration_ms"] / none["iteration_ms"],
+                           "<=", 1.10 if args.nproc > 1 else 1.3))
+            checks.append(("%s / none GPU peak" % spec,
+                           tan["gpu_peak_gib"] / none["gpu_peak_gib"], "<=", 0.30))
+        checks.append(("%s step exposed / iteration" % spec, tan["exposed_share"], "<=", 0.10))
+        if cut:
+            checks.append(("%s MFU / none (cut) MFU" % spec, tan["mfu"] / cut[0]["mfu"],
+                           ">=", 0.90))
+        if args.text:
+            loss = tan["losses"]
+            k = max(1, len(loss) // 4)
+            checks.append(("%s loss, last / first quarter" % spec,
+                           (sum(loss[-k:]) / k) / (sum(loss[:k]) / k), "<", 1.0))
     if results.get("none", {}).get("oom"):
         print("none at %d layers: out of GPU memory (as expected where Tandem runs)"
               % results["none"]["layers"])
@@ -449,7 +469,7 @@ def report(args, results):
     for name, value, op, limit in checks:
         ok = {">=": value >= limit, "<=": value <= limit, "<": value < limit}[op]
         rows.append(dict(check=name, value=value, target="%s %g" % (op, limit), met=ok))
-        print("%-34s %7.3f  (target %s %g: %s)" % (name, value, op, limit,
+        print("%-52s %7.3f  (target %s %g: %s)" % (name, value, op, limit,
                                                    "met" if ok else "MISSED"))
     if args.json:
         with open(args.json, "w") as f:

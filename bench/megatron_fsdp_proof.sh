@@ -8,8 +8,8 @@
 #     and tandem's runs bit-identical to each other (losses and parameters); q8 moments
 #     with a bf16+ecc8 master within 5e-2;
 #   * an fsdp_dtensor checkpoint saved at NPROC ranks after 10 steps (gradients drawn per
-#     step and parameter, the same at every world size) and loaded at 1 rank at another
-#     fraction: the resumed run's parameters bit-identical to the uninterrupted run's, the
+#     step and parameter, the same at every world size) and loaded at NPROC/2 ranks (at
+#     least 1) at another fraction: the resumed run's parameters bit-identical to the uninterrupted run's, the
 #     loaded state equal to the saved one, Megatron's dummy step changing nothing;
 #   * Megatron-FSDP with Megatron's HybridDeviceOptimizer (optimizer_cpu_offload, fraction
 #     0.5): its losses and memory, or its error, recorded;
@@ -24,6 +24,7 @@
 # Writes OUT/megatron_fsdp_proof.json and OUT/megatron_fsdp_proof.txt (the table), the
 # workers' logs in OUT; exits non-zero when a check fails.
 #     PYTHONPATH=build/python bash bench/megatron_fsdp_proof.sh OUT [NPROC]
+# MODEL_ARGS=... sets the model's size (below).
 # DEVICE=cpu runs the same jobs on CPUs with gloo, with the tests' tiny model and 6 steps
 # (a check of this script; HybridDeviceOptimizer fails there and is recorded so).
 set -o pipefail
@@ -39,6 +40,9 @@ case $DEVICE in
   cpu) MODEL="" STEPS=6 SAVE=3 ;;
   *) echo "DEVICE must be cuda or cpu, not $DEVICE" >&2; exit 2 ;;
 esac
+# MODEL_ARGS replaces the model's size (a larger one for the memory table, e.g. "--layers 8
+# --hidden 2048 --heads 16 --ffn 5632 --vocab 32000 --seq 1024 --micro-batch 2").
+MODEL=${MODEL_ARGS:-$MODEL}
 SEEDED="grads=seeded,clip=0"
 BF16="main=bf16,decoupled=1,formats=bf16+ecc8/f32/f32"
 # Megatron-FSDP's main-weight dtype and decoupled_grad: megatron-core 0.19.2, not 0.16.1.
@@ -69,7 +73,7 @@ job compare "$N" --train base,megatron --train t0,tandem,fraction=0 \
   --train t1,tandem,fraction=1,compute=gpu \
   --train q8,tandem,fraction=0.5,formats=bf16+ecc8/q8/q8 \
   --train saved,tandem,fraction=0.5,$SEEDED,save=$SAVE "${BF16_RUNS[@]}"
-job resume 1 --train resumed,tandem,fraction=1,compute=gpu,$SEEDED,load="$OUT/compare/saved"
+job resume $(( N / 2 > 0 ? N / 2 : 1 )) --train resumed,tandem,fraction=1,compute=gpu,$SEEDED,load="$OUT/compare/saved"
 job hdo "$N" --train hdo,hdo,fraction=0.5
 
 "${PYTHON:-python3}" - "$OUT" "$N" "$SECONDS" "$SAVE" "$DEVICE" <<'PY'

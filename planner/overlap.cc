@@ -8,7 +8,7 @@
 //   * a speculated host-computed element: its gradient goes down and the host updates its
 //     state (backed up first), c_hb = max(g / d2h, 1 / host);
 //   * a speculated streamed element: its state goes up, the fused kernel updates it and
-//     it comes down (backed up first; the new parameter waits on the GPU),
+//     it comes down into its spare (the new parameter waits on the GPU),
 //     c_s = B_s / min(d2h, h2d);
 //   * any other offloaded element whose gradient leaves the GPU (gradient release, or a
 //     host-computed element with early start): its gradient goes down, c_g = g / d2h.
@@ -29,7 +29,8 @@
 // tensors handed during backward are taken as they arrive, so only the last block's
 // remain. Speculation rolled back (clipping triggers, a non-finite gradient on any
 // rank), counted at its worst, at backward's end: the speculated work done for nothing,
-// the backups copied back (every rank of the node at once), then every offloaded element
+// the host-computed chunks' backups copied back (every rank of the node at once; a
+// streamed chunk's spare is dropped, nothing copied), then every offloaded element
 // at Step. Without early start or release nothing overlaps: the step of
 // docs/planner.md "Step-time model" runs after backward.
 #include <algorithm>
@@ -168,8 +169,8 @@ SpeculationElements ChooseSpeculation(const PlanInputs& in, const Rates& rates,
   double host = static_cast<double>(room.host_bytes);
   if (room.host_per_element > 0) sh = std::min(sh, host / room.host_per_element);
   host -= sh * room.host_per_element;
-  if (room.stream_backup_per_element > 0)
-    ss = std::min(ss, std::max(host, 0.0) / room.stream_backup_per_element);
+  if (room.stream_spare_per_element > 0)
+    ss = std::min(ss, std::max(host, 0.0) / room.stream_spare_per_element);
   if (room.stream_hold_per_element > 0)
     ss = std::min(ss, static_cast<double>(room.gpu_bytes) / room.stream_hold_per_element);
   s.host = static_cast<uint64_t>(std::max(sh, 0.0));
@@ -219,7 +220,7 @@ IterationTime PredictIteration(const PlanInputs& in, const Rates& rates, const T
     const double gpu = static_cast<double>(c.hot) / (rates.machine.gpu_gparams * 1e6);
     const double fill = it.at_step_ms > 0 ? step.fill_ms : 0.0;
     it.exposed_ms = prepass + std::max(gpu, it.backlog_ms + it.at_step_ms) + fill + fixed;
-    // Rolled back at backward's end: the speculated work was done, the backups go back
+    // Rolled back at backward's end: the speculated work was done, the host backups go back
     // (each rank's share of the host's copy bandwidth), then every element at Step.
     const uint32_t ranks = std::max<uint32_t>(in.gpus_per_node, 1);
     const double copy_gbps =

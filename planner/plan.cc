@@ -242,9 +242,9 @@ void SetFits(const PlanInputs& in, FractionPoint* p) {
 }
 
 // Speculative early start at the point `p` (placement `pl`, base memory without it):
-// chooses or takes the budgets, adds the backups (host) and the held parameters of
-// streamed chunks (GPU) to `p`, and returns the speculated elements and the bytes a
-// rollback restores. The streamed chunks' backups are the engine's own layout
+// chooses or takes the budgets, adds the backups and spares (host) and the held parameters
+// of streamed chunks (GPU) to `p`, and returns the speculated elements and the bytes a
+// rollback restores. The streamed chunks' spares are the engine's own layout
 // (layout::PlanMemory: whole chunks from the last, within the budget); of the
 // host-computed state, the budget's share of the engine's backup and held parameters.
 SpeculationElements AddSpeculation(const PlanInputs& in, const Context& x, const Placement& pl,
@@ -259,8 +259,8 @@ SpeculationElements AddSpeculation(const PlanInputs& in, const Context& x, const
   SpeculationRoom room;
   if (c.host > 0) room.host_per_element = host_state / static_cast<double>(c.host);
   if (c.streamed > 0) {
-    room.stream_backup_per_element =
-        static_cast<double>(full.spec_backup_bytes) / static_cast<double>(c.streamed);
+    room.stream_spare_per_element =
+        static_cast<double>(full.spec_spare_bytes) / static_cast<double>(c.streamed);
     room.stream_hold_per_element =
         static_cast<double>(full.spec_hold_bytes) / static_cast<double>(c.streamed);
   }
@@ -281,7 +281,7 @@ SpeculationElements AddSpeculation(const PlanInputs& in, const Context& x, const
     if (stream_budget == kAutoBytes)
       stream_budget = x.training.modelled
                           ? static_cast<uint64_t>(static_cast<double>(chosen.streamed) *
-                                                  room.stream_backup_per_element)
+                                                  room.stream_spare_per_element)
                           : OptimizerConfig{}.speculative_stream_bytes;
   }
   OptimizerConfig spec = cfg;
@@ -291,17 +291,17 @@ SpeculationElements AddSpeculation(const PlanInputs& in, const Context& x, const
   const double host_share =
       host_state > 0 ? std::min(1.0, static_cast<double>(host_budget) / host_state) : 0.0;
   const uint64_t host_backup = static_cast<uint64_t>(host_share * host_state);
-  p->host.speculation += host_backup + lp.spec_backup_bytes;
+  p->host.speculation += host_backup + lp.spec_spare_bytes;
   p->gpu.speculation += lp.spec_hold_bytes;
   if (!release) p->host.staging += lp.early_bytes;  // with release: the gradient area
-  *backup_bytes = host_backup + lp.spec_backup_bytes;
+  *backup_bytes = host_backup;  // a streamed chunk's rollback copies nothing (its spare)
   SpeculationElements s;
   s.host = static_cast<uint64_t>(host_share * static_cast<double>(c.host));
-  s.streamed = room.stream_backup_per_element > 0
+  s.streamed = room.stream_spare_per_element > 0
                    ? std::min<uint64_t>(c.streamed,
                                         static_cast<uint64_t>(
-                                            static_cast<double>(lp.spec_backup_bytes) /
-                                            room.stream_backup_per_element))
+                                            static_cast<double>(lp.spec_spare_bytes) /
+                                            room.stream_spare_per_element))
                    : 0;
   return s;
 }

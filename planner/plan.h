@@ -112,11 +112,11 @@ struct SpeculationElements {
 };
 // The memory one rank has left for speculation, and what one speculated element takes:
 // a host-computed one its state's backup (and a held parameter where the master does not
-// alias it), a streamed one its state's backup on the host and its new parameter on the
+// alias it), a streamed one its state's spare on the host and its new parameter on the
 // GPU.
 struct SpeculationRoom {
   uint64_t gpu_bytes = 0, host_bytes = 0;
-  double host_per_element = 0, stream_backup_per_element = 0, stream_hold_per_element = 0;
+  double host_per_element = 0, stream_spare_per_element = 0, stream_hold_per_element = 0;
 };
 // The most elements speculation can take that the room holds and that backward covers
 // (host-computed first: their gradients arrive first). Needs tm.modelled.

@@ -97,19 +97,19 @@ MemoryPlan PlanMemory(const std::vector<TensorSpec>& specs, const OptimizerConfi
   }
   lp.hold_bytes = hold.total();
   const std::vector<StreamChunk>& sch = lp.stream.chunks();
-  lp.spec_backup_off.assign(sch.size(), kNoOffset);
+  lp.spec_spare_off.assign(sch.size(), kNoOffset);
   lp.spec_hold_off.assign(sch.size(), kNoOffset);
   if (cfg.speculative_early_start) {
     // The last chunks, whose gradients backward produces first, within the budget.
-    SlabLayout backup, held;
+    SlabLayout spare, held;
     uint64_t taken = 0;
     for (size_t c = sch.size(); c-- > 0;) {
       if (taken + sch[c].bytes > cfg.speculative_stream_bytes) break;
       taken += sch[c].bytes;
-      lp.spec_backup_off[c] = backup.Add(sch[c].bytes);
+      lp.spec_spare_off[c] = spare.Add(sch[c].bytes);
       lp.spec_hold_off[c] = held.Add(lp.stream.hold_bytes(c, specs));
     }
-    lp.spec_backup_bytes = backup.total();
+    lp.spec_spare_bytes = spare.total();
     lp.spec_hold_bytes = held.total();
   }
   if (cfg.release_grads) {
@@ -137,7 +137,7 @@ MemoryPlan PlanMemory(const std::vector<TensorSpec>& specs, const OptimizerConfi
     // The backup of the host-computed chunks taken within speculative_host_bytes plus
     // their parameter holding buffer; for streamed chunks, the backups and holding places
     // of the chunks taken above (at most speculative_stream_bytes of the streamed state).
-    lp.report.host.speculation += lp.cold_backup.bytes() + lp.hold_bytes + lp.spec_backup_bytes;
+    lp.report.host.speculation += lp.cold_backup.bytes() + lp.hold_bytes + lp.spec_spare_bytes;
     dev.speculation += lp.spec_hold_bytes;
   }
   dev.grads += lp.hot_grad_bytes;

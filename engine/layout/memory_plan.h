@@ -43,10 +43,10 @@ struct MemoryPlan {
   std::vector<uint64_t> hot_grad_off, stream_grad_off;
   uint64_t hot_grad_bytes = 0, stream_grad_bytes = 0;
   // Speculating streamed chunks (Note [Speculating streamed chunks]): per stream chunk,
-  // the offsets of its backup and of its parameters' holding place (kNoOffset: the chunk
+  // the offsets of its spare and of its parameters' holding place (kNoOffset: the chunk
   // streams at Step only).
-  std::vector<uint64_t> spec_backup_off, spec_hold_off;
-  uint64_t spec_backup_bytes = 0, spec_hold_bytes = 0;
+  std::vector<uint64_t> spec_spare_off, spec_hold_off;
+  uint64_t spec_spare_bytes = 0, spec_hold_bytes = 0;
   // What the above adds up to; the GPU plans' tables (device.metadata) are not in it
   // (PlanMetadata).
   MemoryReport report;

@@ -40,6 +40,9 @@ class StateLayout {
   uint64_t bytes() const { return total_; }
   void Bind(uint8_t* base);  // sets every array pointer to base + its offset
   void AliasMaster(size_t t, void* param, MasterFormat master);
+  // Part t's arrays that lie in [lo, hi) move to the same offsets from `to` (an aliased
+  // master, outside the range, stays): the part's bytes now live there.
+  void Move(size_t t, const uint8_t* lo, const uint8_t* hi, uint8_t* to);
   const Part& part(size_t t) const { return parts_[t]; }
   size_t size() const { return parts_.size(); }
   // Part t's arrays occupy bytes [begin(t), end(t)) of the slab, in Add order.

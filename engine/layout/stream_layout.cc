@@ -84,7 +84,8 @@ void StreamLayout::Build(const std::vector<TensorSpec>& specs,
 
 void StreamLayout::Bind(uint8_t* base, const std::vector<TensorSpec>& specs,
                         const std::vector<StateFormats>& formats) {
-  base_ = base;
+  chunk_at_.clear();
+  for (const StreamChunk& c : chunks_) chunk_at_.push_back(base + c.begin);
   state_.Bind(base);
   for (size_t i = 0; i < pieces_.size(); ++i) {
     const StreamPiece& p = pieces_[i];
@@ -95,11 +96,18 @@ void StreamLayout::Bind(uint8_t* base, const std::vector<TensorSpec>& specs,
   }
 }
 
+void StreamLayout::MoveChunk(size_t c, uint8_t* to) {
+  const StreamChunk& ch = chunks_[c];
+  const uint8_t* lo = chunk_at_[c];
+  for (uint32_t i = ch.first; i < ch.end; ++i) state_.Move(i, lo, lo + ch.bytes, to);
+  chunk_at_[c] = to;
+}
+
 std::vector<StepSpan> StreamLayout::SlotSpans(size_t c, uint8_t* slot,
                                               const std::vector<TensorSpec>& specs,
                                               std::vector<uint32_t>* span_tensor) const {
   const StreamChunk& ch = chunks_[c];
-  const uint8_t* lo = base_ + ch.begin;
+  const uint8_t* lo = chunk_at_[c];
   const uint8_t* hi = lo + ch.bytes;
   std::vector<StepSpan> spans;
   span_tensor->clear();

@@ -68,7 +68,12 @@ class StreamLayout {
   // tensor. Requires Bind.
   std::vector<StepSpan> SlotSpans(size_t c, uint8_t* slot, const std::vector<TensorSpec>& specs,
                                   std::vector<uint32_t>* span_tensor) const;
-  uint8_t* host_chunk(size_t c) const { return base_ + chunks_[c].begin; }
+  // Where chunk c's host bytes are: in the slab (Bind) or where MoveChunk put them.
+  uint8_t* host_chunk(size_t c) const { return chunk_at_[c]; }
+  // Chunk c's bytes now live at `to` (chunks_[c].bytes, a copy of the same layout): its
+  // parts' arrays point there (Note [Speculating streamed chunks]: a committed chunk's
+  // state is the copy its speculative update wrote). Requires Bind.
+  void MoveChunk(size_t c, uint8_t* to);
 
   // Bytes of chunk c's parameters (every piece's elements in its parameter's dtype, each
   // piece's range aligned): the place its speculative update writes them to.
@@ -93,7 +98,7 @@ class StreamLayout {
   StateLayout state_;
   std::vector<uint64_t> grad_off_;  // per piece
   uint64_t slot_bytes_ = 0, grad_slot_bytes_ = 0;
-  uint8_t* base_ = nullptr;
+  std::vector<uint8_t*> chunk_at_;  // per chunk: where its bytes are
 };
 
 // The compute-split model's input (tandem/compute_split.h) for `placement`: per-element

@@ -105,7 +105,7 @@ class CudaStreamDevice final : public StreamDevice {
   }
 
  private:
-  static constexpr int kQueues = 6;
+  static constexpr int kQueues = 5;
   cudaStream_t S(Queue q) const { return streams_[static_cast<int>(q)]; }
   void Release() noexcept {
     for (int q = 1; q < kQueues; ++q)

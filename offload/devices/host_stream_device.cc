@@ -246,7 +246,7 @@ class HostStreamDevice final : public StreamDevice {
   std::vector<int> cpus_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  Lane lanes_[5];  // kUp, kRun, kDown, kBackup, kGrads
+  Lane lanes_[4];  // kUp, kRun, kDown, kGrads
   std::vector<EventState> events_;
   std::exception_ptr error_;
   bool stop_ = false;

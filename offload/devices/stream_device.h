@@ -40,7 +40,7 @@ namespace tandem::offload {
 class StreamDevice {
  public:
   // kGrads: gradient release's downloads of the gradients handed to GradReady.
-  enum class Queue : uint8_t { kCaller = 0, kUp, kRun, kDown, kBackup, kGrads };
+  enum class Queue : uint8_t { kCaller = 0, kUp, kRun, kDown, kGrads };
   using Event = uint32_t;
   enum class CopyKind : uint8_t { kUp, kDown, kDevice };  // host to device, back, on the device
 

@@ -1,15 +1,11 @@
 // The GPU-stream executor (offload/executors/gpu_stream.h).
 #include "offload/executors/gpu_stream.h"
 
-#include <tbb/parallel_for.h>
-
 #include <algorithm>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <utility>
 
-#include "cpu_simd/host_kernels.h"
 #include "engine/layout/slab_layout.h"
 #include "offload/memory/slab.h"
 #include "offload/speculation/stream_speculation.h"
@@ -36,7 +32,7 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
     r->classes.streamed += layout_.bytes();
     r->classes.stream_slots += slots_.size();
     dev.staging += slots_.size();
-    r->host.speculation += backup_.size();
+    r->host.speculation += spare_.size();
     dev.speculation += hold_.size();
     r->device.metadata += device_->program_bytes();
   }
@@ -151,7 +147,8 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
   // StreamSpeculation::Chunks
   void Speculate(size_t c, const std::vector<StepScalars>& scalars,
                  const std::vector<uint32_t>& scalar_index) override;
-  void WaitSpeculated() override {
+  // Waits until every Speculate's copies are done.
+  void WaitSpeculated() {
     if (!spec_pending_) return;
     device_->Synchronize(spec_done_);
     spec_pending_ = false;
@@ -169,29 +166,15 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
     int slot_index = 0;
     std::vector<uint32_t> span_tensor;
     size_t program = 0, hold_program = kNone;  // kNone: never speculated
-    uint8_t* backup = nullptr;
+    // A speculative chunk's other copy of its state: its speculative update comes down
+    // here; a commit swaps it with `host` (Note [Speculating streamed chunks]).
+    uint8_t* spare = nullptr;
     std::vector<layout::StreamLayout::HoldCopy> hold_copies;
     bool speculative() const { return hold_program != kNone; }
   };
   struct SlotEvents {
-    StreamDevice::Event up, run, down, backup;
+    StreamDevice::Event up, run, down;
   };
-  // One speculative backup: a host call on kBackup.
-  struct Backup {
-    GpuStream* self;
-    void* dst;
-    const void* src;
-    uint64_t bytes;
-  };
-  static void RunBackup(void* arg) {
-    const Backup* b = static_cast<const Backup*>(arg);
-    b->self->HostCopy(b->dst, b->src, b->bytes);
-  }
-  // The speculation's backups: a copy in kBackupPieces pieces on the optimizer's threads,
-  // called from the device's callback thread during backward (Note [Speculating streamed
-  // chunks]); a few threads match the link, and the rest of the cores stay with the
-  // training loop, which is launching backward's kernels.
-  void HostCopy(void* dst, const void* src, size_t bytes) const;
 
   StreamDevice::What At(size_t c, const char* what) const {
     return {c, chunks_.size(), c < chunks_.size() ? chunks_[c].bytes : 0, what};
@@ -219,10 +202,9 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
   const std::vector<TensorSpec>& specs_;
   const bool gpu_;
   std::shared_ptr<FaultPlan> faults_;
-  cpu::HostDriver* driver_;
   layout::StreamLayout layout_;
   const bool release_;
-  Slab state_, slots_, backup_, hold_, grads_;
+  Slab state_, slots_, spare_, hold_, grads_;
   std::vector<std::vector<size_t>> pieces_;  // per tensor: its pieces
   std::vector<size_t> piece_chunk_;          // per piece: its chunk
   std::vector<uint8_t> streamed_;            // per tensor: has streamed elements
@@ -232,7 +214,6 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
   std::vector<uint8_t> released_;
   bool any_released_ = false;
   std::vector<Chunk> chunks_;
-  std::vector<Backup> backups_;  // per chunk
   // Last: the device's queues stop (after what they run) before the slabs go.
   std::unique_ptr<StreamDevice> device_;
   std::vector<SlotEvents> slot_ev_;
@@ -255,7 +236,6 @@ GpuStream::GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device)
     : specs_(*s.specs),
       gpu_(s.gpu),
       faults_(std::move(s.faults)),
-      driver_(s.driver),
       layout_(s.plan->stream),
       release_(s.release) {
   const layout::MemoryPlan& plan = *s.plan;
@@ -265,7 +245,7 @@ GpuStream::GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device)
   state_ = Slab(far, layout_.bytes(), "streamed optimizer state", faults);
   layout_.Bind(state_.data(), specs_, *s.formats);
   slots_ = Slab(near, plan.stream_slot_bytes, "stream executor device slots", faults);
-  backup_ = Slab(far, plan.spec_backup_bytes, "speculation backup of the streamed state", faults);
+  spare_ = Slab(far, plan.spec_spare_bytes, "speculation spare of the streamed state", faults);
   hold_ =
       Slab(near, plan.spec_hold_bytes, "speculation holding place of streamed parameters", faults);
   grads_ = Slab(far, plan.stream_grad_bytes, "released gradients of the streamed state", faults);
@@ -285,7 +265,7 @@ GpuStream::GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device)
   const uint64_t slot_bytes = plan.slot_stride;
   const std::vector<layout::StreamChunk>& sch = layout_.chunks();
   std::vector<std::vector<uint32_t>> chunk_tensors;
-  std::vector<StreamSpeculation::Restore> restore;
+  std::vector<uint8_t> speculative_chunk;
   bool speculative = false;
   for (size_t c = 0; c < sch.size(); ++c) {
     Chunk ch;
@@ -308,22 +288,20 @@ GpuStream::GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device)
       piece_chunk_[i] = c;
     }
     ch.program = device_->AddProgram(s.algorithm, spans, ch.span_tensor, grad_offset, slot_grad);
-    if (plan.spec_backup_off[c] != layout::kNoOffset) {
-      ch.backup = backup_.data() + plan.spec_backup_off[c];
+    if (plan.spec_spare_off[c] != layout::kNoOffset) {
+      ch.spare = spare_.data() + plan.spec_spare_off[c];
       const std::vector<StepSpan> hold = layout_.HoldSpans(
           c, spans, specs_, hold_.data() + plan.spec_hold_off[c], &ch.hold_copies);
       ch.hold_program =
           device_->AddProgram(s.algorithm, hold, ch.span_tensor, grad_offset, slot_grad);
     }
     chunk_tensors.push_back(ch.span_tensor);
-    restore.push_back({ch.speculative() ? ch.host : nullptr, ch.backup, ch.bytes});
+    speculative_chunk.push_back(ch.speculative() ? 1 : 0);
     speculative |= ch.speculative();
-    backups_.push_back({this, ch.backup, ch.host, ch.bytes});
     chunks_.push_back(std::move(ch));
   }
   for (int i = 0; i < s.slots; ++i)
-    slot_ev_.push_back(
-        {device_->NewEvent(), device_->NewEvent(), device_->NewEvent(), device_->NewEvent()});
+    slot_ev_.push_back({device_->NewEvent(), device_->NewEvent(), device_->NewEvent()});
   slot_used_.assign(s.slots, 0);
   first_up_ = device_->NewEvent();
   kernels_done_ = device_->NewEvent();
@@ -336,8 +314,8 @@ GpuStream::GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device)
       if (streamed_[t] != 0) grad_down_[t] = device_->NewEvent();
   }
   if (speculative)
-    spec_ = std::make_unique<StreamSpeculation>(this, std::move(chunk_tensors), std::move(restore),
-                                                specs_.size());
+    spec_ = std::make_unique<StreamSpeculation>(this, std::move(chunk_tensors),
+                                                std::move(speculative_chunk), specs_.size());
 }
 
 GpuStream::~GpuStream() {
@@ -346,23 +324,6 @@ GpuStream::~GpuStream() {
   try {
     WaitSpeculated();
   } catch (...) {  // a device error: the queues are synchronised by the device's destructor
-  }
-}
-
-void GpuStream::HostCopy(void* dst, const void* src, size_t bytes) const {
-  constexpr size_t kBackupPieces = 6;
-  auto* d = static_cast<uint8_t*>(dst);
-  const auto* s = static_cast<const uint8_t*>(src);
-  const size_t piece = (bytes + kBackupPieces - 1) / kBackupPieces;
-  try {
-    driver_->Execute([&] {
-      tbb::parallel_for(size_t{0}, kBackupPieces, [&](size_t i) {
-        const size_t at = std::min(bytes, i * piece);
-        std::memcpy(d + at, s + at, std::min(bytes, at + piece) - at);
-      });
-    });
-  } catch (...) {  // no threads to be had: copy on this one
-    std::memcpy(d, s, bytes);
   }
 }
 
@@ -404,14 +365,17 @@ uint64_t GpuStream::LaunchChunks(const StepWork& w, const std::vector<uint8_t>* 
     }
   } mark_end{this};
   for (size_t c = 0; c < chunks_.size(); ++c) {
-    const Chunk& ch = chunks_[c];
+    Chunk& ch = chunks_[c];
     bool any = false;
     for (uint32_t t : ch.span_tensor) any |= index[t] != kSkipScalarIndex;
     if (!any) continue;
     if (committed != nullptr && (*committed)[c] != 0) {
-      // Kept from the speculation: its parameters go into place (its speculative kernel
-      // came earlier on kRun; backward's reads of the parameters ended before the
-      // pre-pass).
+      // Kept from the speculation: its spare holds the new state (downloaded on kDown,
+      // which the next uploads and Quiesce wait for), and its parameters go into place
+      // (its speculative kernel came earlier on kRun; backward's reads of the parameters
+      // ended before the pre-pass).
+      std::swap(ch.host, ch.spare);
+      layout_.MoveChunk(c, ch.host);
       for (const layout::StreamLayout::HoldCopy& h : ch.hold_copies)
         device_->Copy(Q::kRun, h.param, h.hold, h.bytes, Kind::kDevice,
                       At(c, "held parameters into place"));
@@ -477,11 +441,6 @@ void GpuStream::Speculate(size_t c, const std::vector<StepScalars>& scalars,
       self->spec_pending_ = true;
     }
   } slot_free{this, ev, ch.slot_index};
-  // The old bytes into the backup on the host, beside the upload (both only read the
-  // host chunk), off the PCIe link; the download of the new bytes waits for it.
-  if (streamed_before_) device_->Wait(Q::kBackup, down_done_, At(c, "backup"));
-  device_->HostCall(Q::kBackup, &GpuStream::RunBackup, &backups_[c], At(c, "backup on the host"));
-  device_->Record(ev.backup, Q::kBackup, At(c, "backup on the host"));
   device_->Wait(Q::kRun, ev.up, At(c, "kernel waits for upload"));
   for (const layout::StreamLayout::HoldCopy& h : ch.hold_copies)
     device_->Copy(Q::kRun, h.hold, h.param, h.bytes, Kind::kDevice,
@@ -489,9 +448,10 @@ void GpuStream::Speculate(size_t c, const std::vector<StepScalars>& scalars,
   device_->Run(Q::kRun, ch.hold_program, scalars, scalar_index, At(c, "speculative kernel"));
   device_->Record(ev.run, Q::kRun, At(c, "speculative kernel"));
   device_->Wait(Q::kDown, ev.run, At(c, "download waits for kernel"));
-  device_->Wait(Q::kDown, ev.backup, At(c, "download waits for backup"));
   FailInjected(c, "download", "speculative update");
-  device_->Copy(Q::kDown, ch.host, ch.slot, ch.bytes, Kind::kDown, At(c, "download"));
+  // Into the spare: the host chunk keeps the old bytes until Step decides. The spare was
+  // last read by an upload before the last step's downloads, which this upload waited for.
+  device_->Copy(Q::kDown, ch.spare, ch.slot, ch.bytes, Kind::kDown, At(c, "download"));
 }
 
 void GpuStream::ReleaseGrads(size_t t, const GradMark& mark) {

@@ -1,7 +1,7 @@
 // The GPU-stream executor (Note [Executors] in offload/executors/executor.h): the
 // host-resident state the GPU kernel computes, laid out chunk-major (Note [Chunk-major
 // streaming] in engine/layout/stream_layout.h), and everything that streams it: its
-// slabs (the state, the device slots, the speculation's backups and holding places), its
+// slabs (the state, the device slots, the speculation's spares and holding places), its
 // chunks and their programs, its events, and the speculation of its chunks during
 // backward (Note [Speculating streamed chunks], offload/speculation/stream_speculation.h).
 //
@@ -35,25 +35,20 @@
 #include "offload/executors/executor.h"
 #include "tandem/faults.h"
 
-namespace tandem::cpu {
-class HostDriver;
-}
-
 namespace tandem::offload {
 
 struct StreamSetup {
   Algorithm algorithm = Algorithm::kAdamW;
   const std::vector<TensorSpec>* specs = nullptr;
   const std::vector<StateFormats>* formats = nullptr;  // per tensor
-  const layout::MemoryPlan* plan = nullptr;            // its stream layout, slots, backups
+  const layout::MemoryPlan* plan = nullptr;            // its stream layout, slots, spares
   int slots = 3;                                       // OptimizerConfig::stream_slots
-  bool gpu = false;  // state and backups pinned, slots and holding places on the device
+  bool gpu = false;  // state and spares pinned, slots and holding places on the device
   // Gradient release (Note [Gradient release] in tandem/optimizer.h): GradReady downloads
   // a tensor's streamed gradients into the pinned gradient area (on kGrads); each chunk's
   // go up with its state and its kernels read them in the slot.
   bool release = false;
   std::shared_ptr<FaultPlan> faults;
-  cpu::HostDriver* driver = nullptr;  // the speculation's backup copies; outlives it
 };
 
 std::unique_ptr<Executor> MakeGpuStream(StreamSetup setup, std::unique_ptr<StreamDevice> device);

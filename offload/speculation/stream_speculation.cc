@@ -1,21 +1,20 @@
 #include "offload/speculation/stream_speculation.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 namespace tandem::offload {
 
 StreamSpeculation::StreamSpeculation(Chunks* exec,
                                      std::vector<std::vector<uint32_t>> chunk_tensors,
-                                     std::vector<Restore> restore, size_t tensors)
+                                     std::vector<uint8_t> speculative, size_t tensors)
     : exec_(exec),
       chunk_tensors_(std::move(chunk_tensors)),
       tensor_chunks_(tensors),
-      restore_(std::move(restore)),
+      speculative_(std::move(speculative)),
       done_(chunk_tensors_.size(), 0) {
   for (size_t c = 0; c < chunk_tensors_.size(); ++c)
-    if (restore_[c].host != nullptr)
+    if (speculative_[c] != 0)
       for (uint32_t t : chunk_tensors_[c])
         if (tensor_chunks_[t].empty() || tensor_chunks_[t].back() != c)
           tensor_chunks_[t].push_back(static_cast<uint32_t>(c));
@@ -29,20 +28,14 @@ void StreamSpeculation::Begin(const std::vector<StepScalars>* scalars,
   error_ = nullptr;
   stopped_ = false;
   for (size_t c = 0; c < chunk_tensors_.size(); ++c)
-    if (restore_[c].host != nullptr) Try(c);
+    if (speculative_[c] != 0) Try(c);
 }
 
 void StreamSpeculation::TensorReady(size_t t, bool again, const std::vector<uint8_t>& ready) {
   if (scalars_ == nullptr) return;  // not begun
   ready_ = &ready;
-  if (again) {
-    bool any = false;
-    for (uint32_t c : tensor_chunks_[t]) any |= done_[c] != 0;
-    if (any) {
-      exec_->WaitSpeculated();
-      for (uint32_t c : tensor_chunks_[t]) Undo(c);
-    }
-  }
+  if (again)  // done again on the new gradient, into the same spare
+    for (uint32_t c : tensor_chunks_[t]) done_[c] = 0;
   for (uint32_t c : tensor_chunks_[t]) Try(c);
 }
 
@@ -54,15 +47,9 @@ void StreamSpeculation::Try(size_t c) {
     exec_->Speculate(c, *scalars_, *scalar_index_);
     done_[c] = 1;
   } catch (...) {
-    // The host chunk was not written (its download is the last copy): nothing to restore.
+    // The host chunk is never written by a speculation: nothing to restore.
     error_ = std::current_exception();
   }
-}
-
-void StreamSpeculation::Undo(size_t c) {
-  if (done_[c] == 0) return;
-  std::memcpy(restore_[c].host, restore_[c].backup, restore_[c].bytes);
-  done_[c] = 0;
 }
 
 bool StreamSpeculation::AllActive(const std::vector<uint8_t>& active) const {
@@ -82,9 +69,7 @@ size_t StreamSpeculation::speculated_count() const {
 
 size_t StreamSpeculation::Rollback() {
   const size_t n = speculated_count();
-  if (n == 0) return 0;
-  exec_->WaitSpeculated();
-  for (size_t c = 0; c < done_.size(); ++c) Undo(c);
+  std::fill(done_.begin(), done_.end(), uint8_t{0});
   return n;
 }
 

@@ -7,27 +7,29 @@
 // of Note [Speculate, then commit or roll back] (offload/speculation/speculator.h):
 //
 //   upload      host chunk -> its device slot               (as at Step)
-//   backup      host chunk -> its backup, on the host       (beside the upload: both read)
 //   hold        the chunk's parameters -> its holding place (device to device)
 //   kernel      the chunk's hold spans: parameters and aliased masters read and written
 //               in the holding place, never in the parameter (backward may still read it)
-//   download    slot -> host chunk                          (the new state, after the backup)
+//   download    slot -> the chunk's spare                   (the new state; the host chunk
+//                                                            keeps the old bytes)
 //
 // Step then keeps the update (finite gradients, no clipping, every speculated tensor
-// active): the held parameters are copied into place after the pre-pass and nothing is
-// streamed for the chunk. Otherwise every speculated chunk's host bytes are restored from
-// its backup and the step runs as without BeginStep. Either way the bits are those of a
-// Step without BeginStep. A second GradReady of a tensor (gradient accumulation) restores
-// its speculated chunks and speculates them again on the new gradient.
+// active): the chunk's spare becomes its host chunk and the old host chunk its spare
+// (StreamLayout::MoveChunk: the state's views follow), the held parameters are copied
+// into place after the pre-pass and nothing is streamed for the chunk. Otherwise nothing
+// is restored (the host chunk was only read) and the step runs as without BeginStep.
+// Either way the bits are those of a Step without BeginStep. A second GradReady of a
+// tensor (gradient accumulation) speculates its chunks again on the new gradient, from
+// the same host chunk into the same spare.
 //
 // Only the last chunks (backward's first gradients), up to
-// OptimizerConfig::speculative_stream_bytes, have a backup and a holding place; the others
-// stream at Step. The backup is a copy on the host (a CUDA stream callback runs it on
-// the optimizer's threads), so a speculated chunk moves over PCIe exactly what it moves
-// at Step, once each way: a chunk still in flight when Step comes costs no more than one
-// streamed by Step. (Downloading the old bytes as the backup instead costs the link a
-// second download per chunk; on the H200 that made speculating beyond what backward
-// covers slower than not speculating: docs/architecture.md, "Speculative early start".)
+// OptimizerConfig::speculative_stream_bytes, have a spare and a holding place; the others
+// stream at Step. A speculated chunk moves over PCIe and through host memory exactly what
+// it moves at Step (the old bytes read once, the new written once), so a chunk still in
+// flight when Step comes costs no more than one streamed by Step, and a rollback costs
+// nothing but the repeated stream. (A backup copied on the host beside the upload, the
+// design before, read and wrote every speculated chunk's bytes once more in host memory
+// and made the download wait for it: docs/architecture.md, "Speculative early start".)
 //
 // Threads: the optimizer's thread (GradReady, BeginStep, Step), as the executors. The
 // stream executor (offload/executors/gpu_stream.h) owns it and speculates the chunks.
@@ -48,31 +50,23 @@ class StreamSpeculation {
   class Chunks {
    public:
     virtual ~Chunks() = default;
-    // Updates chunk c speculatively with `scalars`: its state's old bytes into its backup,
-    // the new state into the host chunk, the parameters into its holding place (queued).
+    // Updates chunk c speculatively with `scalars`: the new state into its spare, the
+    // parameters into its holding place (queued); the host chunk is only read.
     virtual void Speculate(size_t c, const std::vector<StepScalars>& scalars,
                            const std::vector<uint32_t>& scalar_index) = 0;
-    // Waits until every Speculate is done: host chunks and backups are final.
-    virtual void WaitSpeculated() = 0;
-  };
-  // What a speculative chunk restores from: its host chunk and its backup, `bytes` each.
-  struct Restore {
-    uint8_t* host = nullptr;
-    const uint8_t* backup = nullptr;
-    uint64_t bytes = 0;
   };
   // exec: what updates the chunks (outlives this). chunk_tensors[c]: the tensors with spans in
-  // streamed chunk c. restore[c]: for a chunk that may be speculated, its bytes (host ==
-  // nullptr: never speculated). tensors: the optimizer's tensor count.
+  // streamed chunk c. speculative[c] != 0: chunk c has a spare and a holding place (the
+  // others are never speculated). tensors: the optimizer's tensor count.
   StreamSpeculation(Chunks* exec, std::vector<std::vector<uint32_t>> chunk_tensors,
-                    std::vector<Restore> restore, size_t tensors);
+                    std::vector<uint8_t> speculative, size_t tensors);
 
   // Starts a speculation with the scalars BeginStep computed (kept by reference: they
   // must stay until End) and speculates every chunk whose tensors are all ready[t].
   void Begin(const std::vector<StepScalars>* scalars, const std::vector<uint32_t>* scalar_index,
              const std::vector<uint8_t>& ready);
   // Tensor t's gradient is final (ready[t] already set); `again`: it was final before in
-  // this step and has changed (its speculated chunks are restored and done again).
+  // this step and has changed (its speculated chunks are done again).
   void TensorReady(size_t t, bool again, const std::vector<uint8_t>& ready);
   // No further chunk is speculated until End (the step will clip or skip).
   void Stop() { stopped_ = true; }
@@ -84,21 +78,19 @@ class StreamSpeculation {
   // Per chunk: speculated since Begin.
   const std::vector<uint8_t>& speculated() const { return done_; }
   size_t speculated_count() const;
-  // Waits for the speculations and restores every speculated chunk from its backup;
-  // returns how many.
+  // Forgets every speculated chunk (their host chunks were never written); returns how
+  // many.
   size_t Rollback();
   // Ends the speculation (after Step kept it, or after Rollback).
   void End();
 
  private:
   void Try(size_t c);
-  // Chunk c's host bytes from its backup, if it was speculated (after WaitSpeculated).
-  void Undo(size_t c);
 
   Chunks* exec_;
   std::vector<std::vector<uint32_t>> chunk_tensors_;
   std::vector<std::vector<uint32_t>> tensor_chunks_;  // per tensor: its speculative chunks
-  std::vector<Restore> restore_;
+  std::vector<uint8_t> speculative_;
   std::vector<uint8_t> done_;
   const std::vector<StepScalars>* scalars_ = nullptr;
   const std::vector<uint32_t>* scalar_index_ = nullptr;

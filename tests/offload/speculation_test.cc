@@ -384,7 +384,7 @@ TEST(SpeculativeEarlyStart, StreamedBudgetTakesTheLastChunks) {
   for (size_t i = m.sizes.size(); i-- > 0;) off.GradReady(i);
   off.Step(1e-3);
   EXPECT_EQ(off.last_step_times().speculated_stream_chunks, 0u);
-  // The backups and holding places are reported, predicted, and within the budget: at
+  // The spares and holding places are reported, predicted, and within the budget: at
   // most 3 chunks of state plus their bf16 parameters (2 bytes per element).
   const uint64_t extra = opt.memory().host.speculation - off.memory().host.speculation;
   EXPECT_GT(extra, 0u);
@@ -458,6 +458,50 @@ TEST(SpeculativeEarlyStart, CommitsEveryChunkWithoutClipping) {
     EXPECT_EQ(st.chunks, st.speculated_chunks) << "every offloaded chunk was speculated";
     EXPECT_GT(st.speculative_host_ms, 0.0);
   }
+  EXPECT_EQ(a.params, b.params);
+  EXPECT_TRUE(plain.Snapshot() == spec.Snapshot());
+}
+
+// Note [Speculating streamed chunks]: a committed chunk's state is the spare its
+// speculative update wrote, so the chunk's bytes alternate between two places. Snapshot
+// and Restore follow them after any number of commits, and a restored optimizer goes on
+// with the bits of one never speculated.
+TEST(SpeculativeEarlyStart, CommittedStreamedChunksMoveAndStateFollows) {
+  const Formats& s = kSetups[0];
+  Model a, b;
+  a.Init(7);
+  b.Init(7);
+  HybridOptimizer plain(a.Specs(2), Config(s, 1.0, 256, false, 1.0));
+  HybridOptimizer spec(b.Specs(2), Config(s, 1.0, 256, true, 1.0));
+  auto step_both = [&](int t) {
+    a.FillGrads(t);
+    plain.Step(1e-3);
+    spec.BeginStep(1e-3);
+    b.FillGrads(t);
+    for (size_t i = b.sizes.size(); i-- > 0;) spec.GradReady(i);
+    ASSERT_TRUE(spec.Step(1e-3).applied);
+    const StageTimes st = spec.last_step_times();
+    EXPECT_GT(st.speculated_stream_chunks, 0u) << "step " << t;
+    EXPECT_EQ(st.rolled_back_stream_chunks, 0u) << "step " << t;
+  };
+  for (int t = 1; t <= 3; ++t) {  // an odd number of commits: every chunk in its spare
+    step_both(t);
+    EXPECT_EQ(a.params, b.params) << "step " << t;
+    EXPECT_TRUE(plain.Snapshot() == spec.Snapshot()) << "step " << t;
+  }
+  // Restore writes where the chunks are now; the next steps read it from there.
+  Model c;
+  c.Init(11);
+  HybridOptimizer other(c.Specs(2), Config(s, 1.0, 256, false, 1.0));
+  for (int t = 1; t <= 2; ++t) {
+    c.FillGrads(t + 50);
+    other.Step(1e-3);
+  }
+  const OptimizerSnapshot elsewhere = other.Snapshot();
+  plain.Restore(elsewhere);
+  spec.Restore(elsewhere);
+  EXPECT_TRUE(plain.Snapshot() == spec.Snapshot());
+  for (int t = 4; t <= 5; ++t) step_both(t);
   EXPECT_EQ(a.params, b.params);
   EXPECT_TRUE(plain.Snapshot() == spec.Snapshot());
 }

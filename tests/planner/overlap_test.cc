@@ -78,12 +78,21 @@ TEST(Overlap, SpeculationHidesTheStepInBackward) {
   EXPECT_LT(spec.iteration.exposed_ms, 0.25 * spec.iteration.iteration_ms);
   // The work handed during backward fits in it (the budget is what backward covers).
   EXPECT_LE(spec.iteration.during_backward_ms, spec.iteration.backward_ms);
-  // A rollback pays the speculated work, the backups' copy back and the whole step.
-  EXPECT_GT(spec.iteration.exposed_abort_ms, released.iteration.exposed_ms);
-  // Its backups and held parameters are counted: host and GPU.
+  // A rollback pays the speculated work beyond backward and the whole step; streamed
+  // chunks (auto streams them all here) copy nothing back: their spares are dropped.
+  EXPECT_EQ(spec.speculated_host, 0u);
+  EXPECT_GE(spec.iteration.exposed_abort_ms, released.iteration.exposed_ms);
+  // Its spares and held parameters are counted: host and GPU.
   EXPECT_GT(spec.host.speculation, 0u);
   EXPECT_GT(spec.gpu.speculation, 0u);
   EXPECT_LE(spec.gpu.total(), UsableGpuBytes(in));
+  // Host-computed chunks restore their backups at a rollback: that costs more.
+  in.offload_compute = 0.0;
+  const FractionPoint host = EvaluateFraction(in, 1.0);
+  in.speculative_early_start = false;
+  const FractionPoint host_released = EvaluateFraction(in, 1.0);
+  EXPECT_GT(host.speculated_host, 0u);
+  EXPECT_GT(host.iteration.exposed_abort_ms, host_released.iteration.exposed_ms);
 }
 
 TEST(Overlap, SpeculationBudgetsAreHonoured) {
@@ -127,7 +136,7 @@ TEST(Overlap, ChooseSpeculationStopsAtTheRoomAndTheBackward) {
   room.host_bytes = ~uint64_t{0} >> 1;
   room.gpu_bytes = ~uint64_t{0} >> 1;
   room.host_per_element = 5;
-  room.stream_backup_per_element = 3;
+  room.stream_spare_per_element = 3;
   room.stream_hold_per_element = 2;
   const SpeculationElements all = ChooseSpeculation(in, rates, tm, c, true, room);
   EXPECT_GT(all.host, 0u);
