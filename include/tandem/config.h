@@ -129,15 +129,15 @@ struct OptimizerConfig {
   // BeginStep throws Error(kInvalidArgument) when this is false. Default: off.
   bool speculative_early_start = false;
   // Speculative early start of streamed elements (Note [Speculating streamed chunks] in
-  // offload/stream_speculation.h): at most this many bytes of the streamed state, whole
-  // chunks taken from the last registered (backward's first gradients), may be updated
-  // on the GPU during backward. Each such chunk also takes its size again in pinned memory
-  // (the backup) and, on the GPU, a place for its updated parameters (about 0.64 bytes per
-  // state byte for bf16 parameters with bf16+ecc8/q8/q8), both counted in
-  // MemoryReport::Bytes::speculation. 0: streamed chunks are updated at Step only. The
-  // default is what a 1.5 Gparam model's backward covers on an H200 (beyond it, chunks
-  // still in flight at Step slow the step: docs/architecture.md, "Speculative early
-  // start").
+  // offload/speculation/stream_speculation.h): at most this many bytes of the streamed
+  // state, whole chunks taken from the last registered (backward's first gradients), may
+  // be updated on the GPU during backward. Each such chunk also takes its size again in
+  // pinned memory (its spare, where the speculative update comes down) and, on the GPU, a
+  // place for its updated parameters (about 0.64 bytes per state byte for bf16 parameters
+  // with bf16+ecc8/q8/q8), both counted in MemoryReport::Bytes::speculation. 0: streamed
+  // chunks are updated at Step only. A speculated chunk moves what it moves at Step, so
+  // the budget trades memory, not time: the default bounds the memory; pass as much as
+  // the host holds (docs/benchmarks.md, "Speculating streamed chunks with spares").
   uint64_t speculative_stream_bytes = uint64_t{1} << 30;
   // Speculative early start of host-computed chunks: at most this many bytes of them are
   // backed up for a speculative update during backward, whole chunks taken in the order

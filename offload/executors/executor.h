@@ -135,7 +135,7 @@ class Executor {
     return true;
   }
   // Keeps the speculation (the step's Launch then only finishes those chunks), or
-  // restores every speculated chunk from its backup.
+  // undoes it (host-computed chunks from their backup; streamed chunks drop their spare).
   virtual void CommitSpeculation(StageTimes* times) { (void)times; }
   virtual void RollBackSpeculation(StageTimes* times) { (void)times; }
   // Ends the early start of a step (after Step, whichever way it ended, and after
