@@ -56,6 +56,7 @@ import sys
 import time
 import traceback
 import warnings
+import weakref
 import zlib
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
@@ -528,6 +529,7 @@ def run_one(args, run, rank, record, tensors):
                                             if k in ("total", "offloaded", "target")}
                                            for o in inner])
     tensors["params"] = full_params(opt)
+    finish_run(model)
     del model, opt, sched
     gc.collect()
 
@@ -567,13 +569,60 @@ def main():
         args, run, rank, record, tensors))
 
 
+# Note [Dropping a Megatron-FSDP model]: MegatronFSDP keeps its hook handles in dicts
+# (forward_pre_hooks, forward_hooks, backward_pre_hooks, grad_acc_hooks); the
+# post-accumulate-grad hooks live in autograd's C++ nodes of the parameters and capture
+# the module, a cycle Python's gc cannot see, so a model dropped with its hooks in place
+# stays allocated (on GPUs every earlier run's model stayed in memory). megatron-fsdp's v2
+# (experimental fully_shard) registers the same kind of hook on each unsharded parameter
+# without keeping the handle. finish_run removes both; each run records how many
+# parameters of earlier runs are still alive. Before the hooks go, the module's collectives
+# still in flight (the parameter all-gathers it starts after each step for the next
+# forward, a gradient reduce-scatter) are waited for: once the model is freed, an
+# all-gather still writing into its buckets would write into freed memory (on CPUs gloo's
+# threads do, and the next run aborts in malloc).
+_FINISHED = []  # weak references to a few parameters of each finished run
+
+
+def finish_run(model):
+    _FINISHED.extend(weakref.ref(p) for p in list(model.parameters())[:3])
+    for m in model.modules():
+        for group in getattr(m, "_parameter_groups", None) or []:  # a v2 FsdpModule
+            for p in getattr(group, "unsharded_parameters", None) or []:
+                if getattr(p, "_post_accumulate_grad_hooks", None):
+                    p._post_accumulate_grad_hooks.clear()  # what each handle's remove() does
+        hooks = [getattr(m, a, None) for a in ("forward_pre_hooks", "forward_hooks",
+                                                "backward_pre_hooks", "grad_acc_hooks")]
+        if not isinstance(hooks[-1], dict):  # not a MegatronFSDP
+            continue
+        reduce = getattr(m, "grad_reduce_pipeline", None)
+        if reduce is not None:
+            reduce.wait_for_previous_grad_reduce(0)
+        gather = getattr(m, "all_gather_pipeline", None)
+        if gather is not None:
+            with warnings.catch_warnings():  # "There are still pending all-gather tasks"
+                warnings.simplefilter("ignore")
+                gather.reset()  # waits for every pending all-gather, then frees the buckets
+        for table in hooks:
+            for handle in (table or {}).values():
+                if hasattr(handle, "remove"):
+                    handle.remove()
+            if table:
+                table.clear()
+
+
+def earlier_runs_alive():
+    gc.collect()
+    return sum(r() is not None for r in _FINISHED)
+
+
 def run_all(args, rank, result, run_one):
     """Runs every --train run (run_one(run, record, tensors)) into result["runs"], rank
     0 saving each run's tensors; a run's error is recorded (a failure unless the run has
     expect_error=1). Writes result.json on rank 0; returns the exit status (module
     docstring). The standalone worker's main loop too."""
     for run in args.runs:
-        record, tensors = {"spec": run}, {}
+        record, tensors = {"spec": run, "earlier_runs_alive": earlier_runs_alive()}, {}
         try:
             run_one(run, record, tensors)
             if run.get("expect_error"):

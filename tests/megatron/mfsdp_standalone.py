@@ -299,6 +299,7 @@ def run_one(args, run, record, tensors):
             tensors["saved_state"] = full_state(opt, params)
     record.update(first_step=first, losses=losses, applied=applied)
     tensors["params"] = full_params(names, params)
+    mfsdp_gpt.finish_run(model)
 
 
 def full_state(opt, params):

@@ -105,6 +105,14 @@ def test_every_step_is_applied(job):
             assert run["applied"] and all(run["applied"]), name
 
 
+def test_a_finished_run_frees_its_model(job):
+    # Note [Dropping a Megatron-FSDP model] (tests/megatron/mfsdp_gpt.py): the GPU memory
+    # table compares runs of one process.
+    _, result = job
+    assert {name: run["earlier_runs_alive"] for name, run in result["runs"].items()} == \
+        {name: 0 for name in result["runs"]}
+
+
 def test_fractions_and_offload_compute_give_the_same_bits(job):
     out, result = job
     runs = result["runs"]

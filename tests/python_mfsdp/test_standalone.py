@@ -49,6 +49,13 @@ def four(tmp_path_factory, two):
                        *[a for r in runs for a in ("--train", r)])
 
 
+def test_a_finished_run_frees_its_model(two, four):
+    # Note [Dropping a Megatron-FSDP model] (tests/megatron/mfsdp_gpt.py).
+    for _, result in (two, four):
+        assert {n: r["earlier_runs_alive"] for n, r in result["runs"].items()} == \
+            {n: 0 for n in result["runs"]}
+
+
 def test_every_step_is_applied(two, four):
     for _, result in (two, four):
         for name, run in result["runs"].items():
