@@ -10,7 +10,10 @@ each in its own process, in one run (docs/benchmarks.md, "FSDP2 iteration").
         --clip 1.0 --text --iters 20
 
 --nproc N runs each mode on N local GPUs (world size N, rank r on cuda:r); the GPU peak
-is the largest rank's, the times rank 0's (FSDP2 keeps the ranks in step). A mode may
+is the largest rank's, the times rank 0's (FSDP2 keeps the ranks in step). A Tandem
+mode's GPU peak adds the engine's own device memory (its GPU-resident state, stream
+slots, the speculation's holding place: allocated outside torch's caching allocator,
+so torch.cuda.max_memory_allocated does not see it) to torch's peak. A mode may
 name its own layer count (``none:10``: the model cut to 10 layers, as many as fit
 without offload); a mode that runs out of GPU memory is reported as such. A tandem mode
 may add options of its own to the command's (``tandem+release``, ``tandem+speculative``,
@@ -230,7 +233,9 @@ def train(args):
         print("  %s iteration %d: %.0f ms (forward+backward %.0f, step %.0f) loss %.4f"
               % (args.mode, i + 1, (c - a) * 1e3, (b - a) * 1e3, (c - b) * 1e3, losses[-1]),
               file=sys.stderr, flush=True)
-    peak = torch.tensor([torch.cuda.max_memory_allocated()], device="cuda")
+    # The engine allocates its device memory itself, at construction, for the whole run.
+    engine = opt.memory()["device"]["total"] if tandem_mode else 0
+    peak = torch.tensor([torch.cuda.max_memory_allocated() + engine], device="cuda")
     dist.all_reduce(peak, op=dist.ReduceOp.MAX)  # the largest rank's
     iteration_ms = statistics.median(it)
     flops = model_flops_per_token(params, args.layers, shapes["dim"], args.seq) * args.seq
@@ -244,7 +249,7 @@ def train(args):
                   tokens_per_s_per_gpu=args.seq / (iteration_ms / 1e3),
                   mfu=flops / (iteration_ms / 1e3) / (args.peak_tflops * 1e12),
                   losses=losses, text=args.text, clip=args.clip,
-                  gpu_peak_gib=peak.item() / 2**30,
+                  gpu_peak_gib=peak.item() / 2**30, engine_device_gib=engine / 2**30,
                   optimizer_build_s=build_s)
     if tandem_mode:
         result["release"] = args.release
