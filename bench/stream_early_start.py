@@ -63,7 +63,7 @@ def run_mode(args, budget_gib, ids):
                              master="bf16+ecc8", momentum="q8", variance="q8",
                              speculative_early_start=spec,
                              speculative_stream_bytes=int(budget_gib * 2**30))
-    fb, st, it, kept, compute, losses = [], [], [], [], [], []
+    fb, st, it, kept, compute, losses, handover = [], [], [], [], [], [], []
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for i in range(args.warmup + args.iters):
         x, y = ids[i % len(ids)]
@@ -89,6 +89,7 @@ def run_mode(args, budget_gib, ids):
             st.append((c - b) * 1e3)
             it.append((c - a) * 1e3)
             kept.append(opt.last_step_times()["speculated_stream_chunks"])
+            handover.append(opt.last_step_times()["handover_ms"])
             compute.append(e0.elapsed_time(e1))
     times = opt.last_step_times()
     mem = opt.memory()
@@ -96,6 +97,7 @@ def run_mode(args, budget_gib, ids):
     row = dict(budget_gib=budget_gib, iteration_ms=statistics.median(it),
                forward_backward_ms=statistics.median(fb), step_ms=statistics.median(st),
                compute_stream_ms=statistics.median(compute),
+               handover_ms=statistics.median(handover),
                iterations_ms=it, speculated_stream_chunks=statistics.median(kept),
                stream_chunks=times["stream_chunks"] + times["speculated_stream_chunks"],
                speculation_host_bytes=mem["host"]["speculation"],
@@ -112,17 +114,20 @@ def table(result):
              "bf16+ecc8/q8/q8, offload_fraction %g, offload_compute gpu"
              % (result["layers"], result["params"] / 1e9, result["seq"], result["batch"],
                 result["fraction"])]
-    lines.append("%-10s %10s %10s %10s %14s %10s" % (
-        "budget", "iteration", "fwd+bwd", "step", "kept/streamed", "vs plain"))
+    lines.append("%-10s %10s %10s %10s %14s %10s %10s" % (
+        "budget", "iteration", "fwd+bwd", "step", "kept/streamed", "vs plain", "hand-over"))
     plain = next((r for r in result["results"] if r["budget_gib"] == 0), None)
     for r in result["results"]:
         ratio = (r["iteration_ms"] / plain["iteration_ms"]) if plain else float("nan")
-        lines.append("%-10s %7.1f ms %7.1f ms %7.1f ms %8d/%-5d %9.3fx" % (
+        lines.append("%-10s %7.1f ms %7.1f ms %7.1f ms %8d/%-5d %9.3fx %7.1f ms" % (
             "plain" if r["budget_gib"] == 0 else "%g GiB" % r["budget_gib"],
             r["iteration_ms"], r["forward_backward_ms"], r["step_ms"],
-            r["speculated_stream_chunks"], r["stream_chunks"], ratio))
+            r["speculated_stream_chunks"], r["stream_chunks"], ratio,
+            r.get("handover_ms", float("nan"))))
     lines.append("fwd+bwd: until backward's last kernel on the compute stream (speculative "
-                 "copies may still run); step: from there until the parameters are final")
+                 "copies may still run); step: from there until the parameters are final; "
+                 "hand-over: host time in begin_step and GradReady (the engine's part of the "
+                 "hooks, on the thread that launches backward)")
     lines.append("parameters after %d iterations bit-identical across modes: %s"
                  % (result["warmup"] + result["iters"],
                     "yes" if result["bit_identical"] else "NO"))

@@ -654,6 +654,7 @@ class PyOptimizer {
     d["speculated_stream_chunks"] = t.speculated_stream_chunks;
     d["rolled_back_stream_chunks"] = t.rolled_back_stream_chunks;
     d["speculation_stopped"] = t.speculation_stopped;
+    d["handover_ms"] = t.handover_ms;
     return d;
   }
 

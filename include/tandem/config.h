@@ -310,9 +310,14 @@ struct StageTimes {
   uint64_t rolled_back_chunks = 0;
   double speculative_host_ms = 0;
   // The same for streamed chunks: updated during backward and kept by this Step (their
-  // parameters copied into place, nothing streamed), and restored from their backup.
+  // parameters copied into place, nothing streamed), and dropped (their spares).
   uint64_t speculated_stream_chunks = 0;
   uint64_t rolled_back_stream_chunks = 0;
+  // Host time spent inside GradReady and BeginStep for this step, on the calling thread:
+  // under autograd's hooks, the thread that launches backward's kernels, so what the
+  // hand-over took from backward's launches (queueing copies and kernels; never a wait
+  // for the device).
+  double handover_ms = 0;
   // The speculation stopped taking chunks during backward: the partials of the gradients
   // handed to GradReady so far already exceeded max_grad_norm (clipping will trigger) or
   // held a non-finite value (the step will be skipped).

@@ -4,6 +4,7 @@
 // executor's downloads and worker, the stream executor's speculated chunks, the copies of
 // released gradients). Step's part (commit or roll back) is in step.cc.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 
@@ -11,8 +12,28 @@
 #include "tandem/error.h"
 
 namespace tandem {
+namespace {
+
+// Adds the time of the enclosing call to `*ms` (StageTimes::handover_ms), however it ends.
+class HandoverTimer {
+ public:
+  explicit HandoverTimer(double* ms) : ms_(ms), t0_(std::chrono::steady_clock::now()) {}
+  ~HandoverTimer() {
+    *ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_)
+                .count();
+  }
+  HandoverTimer(const HandoverTimer&) = delete;
+  HandoverTimer& operator=(const HandoverTimer&) = delete;
+
+ private:
+  double* ms_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace
 
 void HybridOptimizer::Impl::GradReady(size_t i, const void* grad, void* ready_stream) {
+  HandoverTimer timer(&grads_.handover_ms);
   if (i >= specs_.size())
     throw Error(ErrorKind::kInvalidArgument, "GradReady: tensor index " + std::to_string(i) +
                                                  " of " + std::to_string(specs_.size()));
@@ -75,6 +96,7 @@ bool HybridOptimizer::Impl::GradConsumed(size_t i) const {
 
 void HybridOptimizer::Impl::BeginStep(std::span<const double> group_lrs, const double* one_lr,
                                       const StepOptions& opt) {
+  HandoverTimer timer(&grads_.handover_ms);
   if (!cfg_.speculative_early_start)
     throw Error(ErrorKind::kInvalidArgument,
                 "BeginStep needs OptimizerConfig::speculative_early_start = true (it allocates "
@@ -104,6 +126,7 @@ void HybridOptimizer::Impl::BeginStep(std::span<const double> group_lrs, const d
 }
 
 void HybridOptimizer::Impl::EndEarlyStart() noexcept {
+  grads_.handover_ms = 0;
   for (const auto& e : executors_) e->EndEarlyStart();
   prepass_->EndStep();
   begun_.on = begun_.stopped = false;

@@ -162,6 +162,7 @@ class HybridOptimizer::Impl {
   struct StepGradients {
     std::vector<uint8_t> ready;
     std::vector<const void*> current, used, checked;
+    double handover_ms = 0;  // in GradReady and BeginStep since the last step (StageTimes)
   } grads_;
   // What BeginStep announced (Step must hand the same): each group's lr and
   // hyper-parameters, the clip norm, the loss scale, and the scalars the speculation

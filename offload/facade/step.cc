@@ -184,6 +184,7 @@ StepResult HybridOptimizer::Impl::Step(std::span<const double> group_lrs, const 
     }
   } kept{&times_, {}};
   StageTimes& times = kept.times;
+  times.handover_ms = grads_.handover_ms;
   for (size_t t = 0; t < specs_.size(); ++t)
     if (active[t] != 0) UseGrad(t, grads[t]);
 

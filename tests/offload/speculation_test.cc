@@ -457,6 +457,9 @@ TEST(SpeculativeEarlyStart, CommitsEveryChunkWithoutClipping) {
     EXPECT_EQ(st.rolled_back_chunks, 0u);
     EXPECT_EQ(st.chunks, st.speculated_chunks) << "every offloaded chunk was speculated";
     EXPECT_GT(st.speculative_host_ms, 0.0);
+    // The hand-over's own time (BeginStep and GradReady), this step's only.
+    EXPECT_GT(st.handover_ms, 0.0);
+    EXPECT_EQ(plain.last_step_times().handover_ms, 0.0) << "no hand-over, no time";
   }
   EXPECT_EQ(a.params, b.params);
   EXPECT_TRUE(plain.Snapshot() == spec.Snapshot());
