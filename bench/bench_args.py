@@ -54,3 +54,31 @@ def utc_now():
 def command_line(script, argv):
     """The command that reproduces a run: python3 bench/<script> <argv>."""
     return " ".join(["python3", "bench/" + script] + [shlex.quote(a) for a in argv])
+
+
+class HookTimer:
+    """The host time a tandem.torch optimizer's gradient hooks take (the Python side and
+    the engine's hand-over under it), summed since the last ``take()``: they run on the
+    thread that launches backward's kernels, so this is what they take from backward.
+    Wraps the two methods the hooks call by name (tandem/_hooks.py)."""
+
+    def __init__(self, opt):
+        import time
+        self._seconds = 0.0
+
+        def timed(fn):
+            def call(k):
+                t0 = time.perf_counter()
+                try:
+                    return fn(k)
+                finally:
+                    self._seconds += time.perf_counter() - t0
+            return call
+
+        for name in ("_on_grad_arriving", "_on_grad_accumulated"):
+            setattr(opt, name, timed(getattr(opt, name)))
+
+    def take(self):
+        """Milliseconds since the last take()."""
+        ms, self._seconds = self._seconds * 1e3, 0.0
+        return ms

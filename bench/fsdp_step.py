@@ -65,7 +65,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
-from bench_args import command_line, git_commit, utc_now  # noqa: E402
+from bench_args import HookTimer, command_line, git_commit, utc_now  # noqa: E402
 
 LLAMA3_8B = dict(vocab=128256, dim=4096, heads=32, kv_heads=8, hidden=14336)
 LLAMA3_70B = dict(vocab=128256, dim=8192, heads=64, kv_heads=8, hidden=28672)
@@ -205,7 +205,8 @@ def train(args):
         return data[start:start + args.seq + 1].long().view(1, -1).cuda()
 
     torch.cuda.reset_peak_memory_stats()
-    fb, st, it, losses = [], [], [], []
+    fb, st, it, losses, hooks = [], [], [], [], []
+    hook_timer = HookTimer(opt) if tandem_mode else None
     for i in range(args.warmup + args.iters):
         ids = batch(i)
         torch.cuda.synchronize()
@@ -217,6 +218,7 @@ def train(args):
         loss.backward()
         torch.cuda.synchronize()
         b = time.perf_counter()
+        hooks_ms = hook_timer.take() if hook_timer else 0.0
         if args.clip and not tandem_mode:
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         opt.step()
@@ -230,6 +232,7 @@ def train(args):
             fb.append((b - a) * 1e3)
             st.append((c - b) * 1e3)
             it.append((c - a) * 1e3)
+            hooks.append(hooks_ms)
         print("  %s iteration %d: %.0f ms (forward+backward %.0f, step %.0f) loss %.4f"
               % (args.mode, i + 1, (c - a) * 1e3, (b - a) * 1e3, (c - b) * 1e3, losses[-1]),
               file=sys.stderr, flush=True)
@@ -259,6 +262,9 @@ def train(args):
         result["profile"] = args.profile
         result["compute_split"] = opt.compute_split()
         result["step_times"] = opt.last_step_times()
+        # The hooks' host time in backward (tandem.torch's and the engine's hand-over), on
+        # the thread that launches backward's kernels.
+        result["hooks_ms"] = statistics.median(hooks)
         # One node, many ranks (docs/node_sharing.md): each rank's host CPUs and host
         # bytes, gathered, against the node's pinned budget.
         mine = dict(host_cpus=list(opt.host_cpus),

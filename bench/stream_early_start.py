@@ -26,7 +26,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
-from bench_args import command_line, git_commit, utc_now  # noqa: E402
+from bench_args import HookTimer, command_line, git_commit, utc_now  # noqa: E402
 
 LLAMA3_1B = dict(vocab=128256, dim=2048, layers=16, heads=32, kv_heads=8, hidden=8192)
 
@@ -63,7 +63,8 @@ def run_mode(args, budget_gib, ids):
                              master="bf16+ecc8", momentum="q8", variance="q8",
                              speculative_early_start=spec,
                              speculative_stream_bytes=int(budget_gib * 2**30))
-    fb, st, it, kept, compute, losses, handover = [], [], [], [], [], [], []
+    fb, st, it, kept, compute, losses, handover, hooks = [], [], [], [], [], [], [], []
+    hook_timer = HookTimer(opt)
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for i in range(args.warmup + args.iters):
         x, y = ids[i % len(ids)]
@@ -80,6 +81,7 @@ def run_mode(args, budget_gib, ids):
         # speculation's copies may still run, and the step waits for what it needs.
         e1.synchronize()
         b = time.perf_counter()
+        hooks_ms = hook_timer.take()
         opt.step()
         opt.zero_grad(set_to_none=False)
         torch.cuda.synchronize()
@@ -90,6 +92,7 @@ def run_mode(args, budget_gib, ids):
             it.append((c - a) * 1e3)
             kept.append(opt.last_step_times()["speculated_stream_chunks"])
             handover.append(opt.last_step_times()["handover_ms"])
+            hooks.append(hooks_ms)
             compute.append(e0.elapsed_time(e1))
     times = opt.last_step_times()
     mem = opt.memory()
@@ -97,7 +100,7 @@ def run_mode(args, budget_gib, ids):
     row = dict(budget_gib=budget_gib, iteration_ms=statistics.median(it),
                forward_backward_ms=statistics.median(fb), step_ms=statistics.median(st),
                compute_stream_ms=statistics.median(compute),
-               handover_ms=statistics.median(handover),
+               handover_ms=statistics.median(handover), hooks_ms=statistics.median(hooks),
                iterations_ms=it, speculated_stream_chunks=statistics.median(kept),
                stream_chunks=times["stream_chunks"] + times["speculated_stream_chunks"],
                speculation_host_bytes=mem["host"]["speculation"],
@@ -114,20 +117,22 @@ def table(result):
              "bf16+ecc8/q8/q8, offload_fraction %g, offload_compute gpu"
              % (result["layers"], result["params"] / 1e9, result["seq"], result["batch"],
                 result["fraction"])]
-    lines.append("%-10s %10s %10s %10s %14s %10s %10s" % (
-        "budget", "iteration", "fwd+bwd", "step", "kept/streamed", "vs plain", "hand-over"))
+    lines.append("%-10s %10s %10s %10s %14s %10s %10s %10s" % (
+        "budget", "iteration", "fwd+bwd", "step", "kept/streamed", "vs plain", "hooks",
+        "hand-over"))
     plain = next((r for r in result["results"] if r["budget_gib"] == 0), None)
     for r in result["results"]:
         ratio = (r["iteration_ms"] / plain["iteration_ms"]) if plain else float("nan")
-        lines.append("%-10s %7.1f ms %7.1f ms %7.1f ms %8d/%-5d %9.3fx %7.1f ms" % (
+        lines.append("%-10s %7.1f ms %7.1f ms %7.1f ms %8d/%-5d %9.3fx %7.1f ms %7.1f ms" % (
             "plain" if r["budget_gib"] == 0 else "%g GiB" % r["budget_gib"],
             r["iteration_ms"], r["forward_backward_ms"], r["step_ms"],
             r["speculated_stream_chunks"], r["stream_chunks"], ratio,
-            r.get("handover_ms", float("nan"))))
+            r.get("hooks_ms", float("nan")), r.get("handover_ms", float("nan"))))
     lines.append("fwd+bwd: until backward's last kernel on the compute stream (speculative "
                  "copies may still run); step: from there until the parameters are final; "
-                 "hand-over: host time in begin_step and GradReady (the engine's part of the "
-                 "hooks, on the thread that launches backward)")
+                 "hooks: host time in tandem.torch's gradient hooks during backward, on the "
+                 "thread that launches backward's kernels; hand-over: the engine's part "
+                 "(begin_step and GradReady)")
     lines.append("parameters after %d iterations bit-identical across modes: %s"
                  % (result["warmup"] + result["iters"],
                     "yes" if result["bit_identical"] else "NO"))
