@@ -73,14 +73,17 @@ void StateLayout::AliasMaster(size_t t, void* param, MasterFormat master) {
   entries_[t].part.state = s;
 }
 
-void StateLayout::Move(size_t t, const uint8_t* lo, const uint8_t* hi, uint8_t* to) {
-  StepSpan& s = parts_[t].state;
-  ForEachStateArray(s, [&](StateArray, auto*& p) {
+void RelocateArrays(StepSpan* span, const uint8_t* lo, const uint8_t* hi, uint8_t* to) {
+  ForEachStateArray(*span, [&](StateArray, auto*& p) {
     const auto* at = reinterpret_cast<const uint8_t*>(p);
     if (p != nullptr && at >= lo && at < hi)
       p = reinterpret_cast<std::remove_reference_t<decltype(p)>>(to + (at - lo));
   });
-  entries_[t].part.state = s;
+}
+
+void StateLayout::Move(size_t t, const uint8_t* lo, const uint8_t* hi, uint8_t* to) {
+  RelocateArrays(&parts_[t].state, lo, hi, to);
+  entries_[t].part.state = parts_[t].state;
 }
 
 void StateLayout::Report(MemoryReport::Bytes* b) const {

@@ -21,6 +21,10 @@ namespace tandem::layout {
 
 bool MasterAliases(MasterFormat master, DType param_dtype);
 
+// The arrays of `span` that lie in [lo, hi) move to the same offsets from `to`; the others
+// (an aliased master on the parameter) stay.
+void RelocateArrays(StepSpan* span, const uint8_t* lo, const uint8_t* hi, uint8_t* to);
+
 // The bytes `count` elements of one tensor's state take as one part of a StateLayout,
 // alignment included.
 uint64_t PartBytes(uint64_t count, Algorithm algo, const HyperParams& h, const StateFormats& f,

@@ -117,11 +117,7 @@ std::vector<StepSpan> StreamLayout::SlotSpans(size_t c, uint8_t* slot,
     const TensorSpec& s = specs[p.tensor];
     StepSpan sp = part.state;
     // Arrays inside the chunk move to the slot; an aliased master stays on the parameter.
-    ForEachStateArray(sp, [&](StateArray, auto*& ptr) {
-      const auto* at = reinterpret_cast<const uint8_t*>(ptr);
-      if (ptr != nullptr && at >= lo && at < hi)
-        ptr = reinterpret_cast<std::remove_reference_t<decltype(ptr)>>(slot + (at - lo));
-    });
+    RelocateArrays(&sp, lo, hi, slot);
     sp.grad = static_cast<const uint8_t*>(s.grad) + p.offset * DTypeSize(s.grad_dtype);
     sp.grad_dtype = s.grad_dtype;
     sp.param_dtype = s.param_dtype;
