@@ -21,7 +21,6 @@ constexpr size_t kNone = ~size_t{0};
 class GpuStream final : public Executor, public StreamSpeculation::Chunks {
  public:
   GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device);
-  ~GpuStream() override;
 
   const char* name() const override { return "GPU-stream"; }
 
@@ -147,12 +146,6 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
   // StreamSpeculation::Chunks
   void Speculate(size_t c, const std::vector<StepScalars>& scalars,
                  const std::vector<uint32_t>& scalar_index) override;
-  // Waits until every Speculate's copies are done.
-  void WaitSpeculated() {
-    if (!spec_pending_) return;
-    device_->Synchronize(spec_done_);
-    spec_pending_ = false;
-  }
 
  private:
   struct Chunk {
@@ -217,7 +210,7 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
   // Last: the device's queues stop (after what they run) before the slabs go.
   std::unique_ptr<StreamDevice> device_;
   std::vector<SlotEvents> slot_ev_;
-  StreamDevice::Event first_up_ = 0, kernels_done_ = 0, down_done_ = 0, spec_done_ = 0;
+  StreamDevice::Event first_up_ = 0, kernels_done_ = 0, down_done_ = 0;
   // Gradient release: per tensor, its last release download; every one so far.
   std::vector<StreamDevice::Event> grad_down_;
   StreamDevice::Event grads_down_ = 0;
@@ -225,9 +218,8 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
   // streamed_before_: a Launch recorded the end events (the next step's uploads wait for
   // its downloads); joining_: the caller's stream is yet to join this step's kernels;
   // waited_on_: a step queued kernels another stream may wait for (WaitParam); timed_: the
-  // last Launch streamed a chunk; spec_pending_: speculative copies may be in flight.
-  bool streamed_before_ = false, joining_ = false, waited_on_ = false, timed_ = false,
-       spec_pending_ = false;
+  // last Launch streamed a chunk.
+  bool streamed_before_ = false, joining_ = false, waited_on_ = false, timed_ = false;
   std::unique_ptr<StreamSpeculation> spec_;  // with speculative chunks only
   bool begun_ = false, commit_ = false;
 };
@@ -306,7 +298,6 @@ GpuStream::GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device)
   first_up_ = device_->NewEvent();
   kernels_done_ = device_->NewEvent();
   down_done_ = device_->NewEvent();
-  spec_done_ = device_->NewEvent();
   grad_down_.assign(specs_.size(), 0);
   if (release_) {
     grads_down_ = device_->NewEvent();
@@ -316,15 +307,6 @@ GpuStream::GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device)
   if (speculative)
     spec_ = std::make_unique<StreamSpeculation>(this, std::move(chunk_tensors),
                                                 std::move(speculative_chunk), specs_.size());
-}
-
-GpuStream::~GpuStream() {
-  // Speculative copies finish before their buffers go; the device's destructor waits for
-  // the rest.
-  try {
-    WaitSpeculated();
-  } catch (...) {  // a device error: the queues are synchronised by the device's destructor
-  }
 }
 
 void GpuStream::Launch(const StepWork& w) {
@@ -434,11 +416,9 @@ void GpuStream::Speculate(size_t c, const std::vector<StepScalars>& scalars,
     ~SlotFree() {
       try {
         self->device_->Record(ev.down, Q::kDown, self->At(0, "slot free"));
-        self->device_->Record(self->spec_done_, Q::kDown, self->At(0, "speculation done"));
       } catch (...) {  // the speculation's own error reports it
       }
       self->slot_used_[slot] = 1;
-      self->spec_pending_ = true;
     }
   } slot_free{this, ev, ch.slot_index};
   device_->Wait(Q::kRun, ev.up, At(c, "kernel waits for upload"));
