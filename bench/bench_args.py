@@ -6,6 +6,7 @@ import datetime
 import os
 import shlex
 import subprocess
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -63,7 +64,6 @@ class HookTimer:
     Wraps the two methods the hooks call by name (tandem/_hooks.py)."""
 
     def __init__(self, opt):
-        import time
         self._seconds = 0.0
 
         def timed(fn):
