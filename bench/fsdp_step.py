@@ -17,7 +17,8 @@ so torch.cuda.max_memory_allocated does not see it) to torch's peak. A mode may
 name its own layer count (``none:10``: the model cut to 10 layers, as many as fit
 without offload); a mode that runs out of GPU memory is reported as such. A tandem mode
 may add options of its own to the command's (``tandem+release``, ``tandem+speculative``,
-``tandem+release+speculative``), so that variants run against the same ``none``.
+``tandem+release+speculative``) and its own offload fraction (``tandem+f0.5``), so that
+variants run against the same ``none``.
 
 Modes (each a fresh `torchrun --nproc_per_node N` job, so GPU peaks do not mix):
   none         fp32 sharded parameters, bf16 compute (MixedPrecisionPolicy), torch's fused
@@ -205,7 +206,7 @@ def train(args):
         return data[start:start + args.seq + 1].long().view(1, -1).cuda()
 
     torch.cuda.reset_peak_memory_stats()
-    fb, st, it, losses, hooks = [], [], [], [], []
+    fb, st, it, losses, hooks, norms, spec_chunks = [], [], [], [], [], [], []
     hook_timer = HookTimer(opt) if tandem_mode else None
     for i in range(args.warmup + args.iters):
         ids = batch(i)
@@ -220,8 +221,15 @@ def train(args):
         b = time.perf_counter()
         hooks_ms = hook_timer.take() if hook_timer else 0.0
         if args.clip and not tandem_mode:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))
         opt.step()
+        if tandem_mode:
+            if args.clip:
+                norms.append(float(opt.last_result.grad_norm))
+            times = opt.last_step_times()
+            spec_chunks.append((times["speculated_chunks"] + times["speculated_stream_chunks"],
+                                times["rolled_back_chunks"] + times["rolled_back_stream_chunks"]))
         opt.zero_grad()
         torch.cuda.synchronize()
         c = time.perf_counter()
@@ -251,12 +259,15 @@ def train(args):
                   exposed_share=statistics.median(st) / iteration_ms,
                   tokens_per_s_per_gpu=args.seq / (iteration_ms / 1e3),
                   mfu=flops / (iteration_ms / 1e3) / (args.peak_tflops * 1e12),
-                  losses=losses, text=args.text, clip=args.clip,
+                  losses=losses, text=args.text, clip=args.clip, grad_norms=norms,
+                  clip_triggered=sum(1 for n in norms if n > args.clip),
                   gpu_peak_gib=peak.item() / 2**30, engine_device_gib=engine / 2**30,
                   optimizer_build_s=build_s)
     if tandem_mode:
         result["release"] = args.release
         result["speculative"] = args.speculative
+        # per step: (chunks updated during backward, chunks of them rolled back)
+        result["speculated_rolled_back_chunks"] = spec_chunks
         result["offload_compute"] = args.offload_compute
         result["state"] = args.state
         result["profile"] = args.profile
@@ -364,9 +375,12 @@ def main():
     for spec in args.modes.split(","):
         mode, _, layers = spec.partition(":")
         mode, *extra = mode.split("+")
-        if mode not in ("none", "cpu_offload", "tandem") or \
-                any(e not in MODE_OPTIONS for e in extra) or (extra and mode != "tandem"):
-            ap.error("mode %r: a mode is none, cpu_offload or tandem[+%s][:layers]"
+        fraction = [mode_fraction(e) for e in extra if mode_fraction(e) is not None]
+        extra = [e for e in extra if mode_fraction(e) is None]
+        if mode not in ("none", "cpu_offload", "tandem") or len(fraction) > 1 or \
+                any(e not in MODE_OPTIONS for e in extra) or \
+                ((extra or fraction) and mode != "tandem"):
+            ap.error("mode %r: a mode is none, cpu_offload or tandem[+%s][+fFRACTION][:layers]"
                      % (spec, "|+".join(MODE_OPTIONS)))
         layers = int(layers) if layers else args.layers
         out = tempfile.mktemp(suffix=".json")
@@ -374,7 +388,8 @@ def main():
                "--nproc_per_node", str(args.nproc), os.path.abspath(__file__), "--mode", mode,
                "--child-out", out] + sum(([k, str(v)] for k, v in (
                    ("--layers", layers), ("--seq", args.seq), ("--iters", args.iters),
-                   ("--warmup", args.warmup), ("--fraction", args.fraction),
+                   ("--warmup", args.warmup),
+                   ("--fraction", fraction[0] if fraction else args.fraction),
                    ("--offload-compute", args.offload_compute), ("--state", args.state),
                    ("--model", args.model), ("--clip", args.clip), ("--lr", args.lr),
                    ("--peak-tflops", args.peak_tflops))), [])
@@ -401,6 +416,17 @@ def main():
 
 
 MODE_OPTIONS = ("release", "speculative")
+
+
+def mode_fraction(option):
+    """A tandem mode's own offload fraction (``tandem+f0.5``), or None."""
+    if not option.startswith("f"):
+        return None
+    try:
+        value = float(option[1:])
+    except ValueError:
+        return None
+    return value if 0.0 <= value <= 1.0 else None
 
 
 def is_tandem(spec):
@@ -434,7 +460,7 @@ def report(args, results):
         t = results[spec]
         print("%s: state %s, offload_fraction %g, offload_compute %s (share on the GPU "
               "%.3f), release_grads %s, speculative %s, clip %g"
-              % (spec, args.state, args.fraction, args.offload_compute,
+              % (spec, args.state, t["fraction"], args.offload_compute,
                  t["compute_split"]["share"], t.get("release"), t.get("speculative"),
                  args.clip))
     print("%-26s %6s %11s %11s %9s %8s %9s %7s %9s %15s"
@@ -449,6 +475,14 @@ def report(args, results):
               % (spec, r["layers"], r["iteration_ms"], r["forward_backward_ms"], r["step_ms"],
                  100 * r["exposed_share"], r["tokens_per_s_per_gpu"], 100 * r["mfu"],
                  r["gpu_peak_gib"], loss[0], loss[-1]))
+    for spec, r in results.items():
+        if r.get("grad_norms"):
+            rolled = sum(1 for _, back in r.get("speculated_rolled_back_chunks", []) if back)
+            print("%s: gradient norm %.3g..%.3g, clipping at %g triggered at %d of %d steps%s"
+                  % (spec, min(r["grad_norms"]), max(r["grad_norms"]), args.clip,
+                     r["clip_triggered"], len(r["grad_norms"]),
+                     "; speculation rolled back at %d" % rolled
+                     if r.get("speculative") else ""))
     checks = []
     off = results.get("cpu_offload")
     none = results.get("none") if not results.get("none", {}).get("oom") else None

@@ -17,6 +17,7 @@ Prints each mode's median iteration, forward+backward and step, the chunks kept 
 speculation, and each speculative mode's iteration against the plain one of the same run.
 """
 import argparse
+import gzip
 import json
 import os
 import statistics
@@ -42,6 +43,9 @@ def parse_args(argv=None):
     ap.add_argument("--budgets", type=float, nargs="+", default=[0.0, 1.0, 2.0, 8.0],
                     help="GiB of streamed state speculated per mode (0: no early start)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--trace", default=None, metavar="DIR",
+                    help="after the timed iterations, run one more under torch.profiler and "
+                         "write its Chrome trace to DIR/stream_es_<budget>.json.gz")
     a = ap.parse_args(argv)
     if any(b < 0 for b in a.budgets):
         ap.error("--budgets must be >= 0")
@@ -94,6 +98,8 @@ def run_mode(args, budget_gib, ids):
             handover.append(opt.last_step_times()["handover_ms"])
             hooks.append(hooks_ms)
             compute.append(e0.elapsed_time(e1))
+    if args.trace:
+        trace_iteration(args, budget_gib, opt, model, ids[0], spec)
     times = opt.last_step_times()
     mem = opt.memory()
     bits = [(n, p.detach().view(torch.int16).cpu()) for n, p in model.named_parameters()]
@@ -110,6 +116,31 @@ def run_mode(args, budget_gib, ids):
     del opt, model
     torch.cuda.empty_cache()
     return row, bits
+
+
+def trace_iteration(args, budget_gib, opt, model, batch, spec):
+    """One more iteration under torch.profiler (CPU and CUDA activity): its trace shows
+    backward's kernels on the compute stream beside the engine's copies and kernels."""
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    os.makedirs(args.trace, exist_ok=True)
+    x, y = batch
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        if spec:
+            opt.begin_step()
+        loss = F.cross_entropy(model(x).float().flatten(0, 1), y.flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+        torch.cuda.synchronize()
+    path = os.path.join(args.trace, "stream_es_%g.json" % budget_gib)
+    prof.export_chrome_trace(path)
+    with open(path, "rb") as f, gzip.open(path + ".gz", "wb") as g:
+        g.write(f.read())
+    os.remove(path)
 
 
 def table(result):

@@ -104,3 +104,11 @@ def test_checkpointing_recomputes_and_changes_no_gradient_bit(fsdp_step, mesh, m
     assert len(plain) == len(ckpt)
     for a, b in zip(plain, ckpt):
         assert a.dtype == b.dtype and torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+
+
+def test_a_tandem_mode_names_its_own_fraction(fsdp_step):
+    assert fsdp_step.mode_fraction("f0.5") == 0.5
+    assert fsdp_step.mode_fraction("f1") == 1.0
+    assert fsdp_step.mode_fraction("f1.5") is None  # outside [0, 1]: not a fraction
+    assert fsdp_step.mode_fraction("fast") is None
+    assert fsdp_step.mode_fraction("release") is None
