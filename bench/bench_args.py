@@ -7,6 +7,7 @@ import os
 import shlex
 import subprocess
 import time
+import weakref
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -61,22 +62,27 @@ class HookTimer:
     """The host time a tandem.torch optimizer's gradient hooks take (the Python side and
     the engine's hand-over under it), summed since the last ``take()``: they run on the
     thread that launches backward's kernels, so this is what they take from backward.
-    Wraps the two methods the hooks call by name (tandem/_hooks.py)."""
+    Wraps the two methods the hooks call by name (tandem/_hooks.py). The wrappers hold
+    the optimizer weakly: a bound method would make a cycle (optimizer -> wrapper ->
+    optimizer) that keeps a dropped optimizer, its pinned memory and device memory alive
+    until a garbage collection frees them, at some later point of the run (cudaFreeHost
+    of gigabytes stalls the device for hundreds of milliseconds)."""
 
     def __init__(self, opt):
         self._seconds = 0.0
+        ref = weakref.ref(opt)
 
         def timed(fn):
             def call(k):
                 t0 = time.perf_counter()
                 try:
-                    return fn(k)
+                    return fn(ref(), k)
                 finally:
                     self._seconds += time.perf_counter() - t0
             return call
 
         for name in ("_on_grad_arriving", "_on_grad_accumulated"):
-            setattr(opt, name, timed(getattr(opt, name)))
+            setattr(opt, name, timed(getattr(type(opt), name)))
 
     def take(self):
         """Milliseconds since the last take()."""

@@ -17,6 +17,7 @@ Prints each mode's median iteration, forward+backward and step, the chunks kept 
 speculation, and each speculative mode's iteration against the plain one of the same run.
 """
 import argparse
+import gc
 import gzip
 import json
 import os
@@ -114,6 +115,7 @@ def run_mode(args, budget_gib, ids):
                losses=[float(v) for v in losses],
                params=sum(p.numel() for p in model.parameters()))
     del opt, model
+    gc.collect()  # the next mode starts with this one's pinned and device memory freed
     torch.cuda.empty_cache()
     return row, bits
 

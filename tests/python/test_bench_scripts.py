@@ -305,3 +305,33 @@ def test_accuracy_rows_keep_where_the_measured_step_went(accuracy):
     # A measurement without stages (the monkeypatched one of the test above) has none.
     assert "measured_stages" not in accuracy.row("llama3-1b", "f", point(0.25, 21.0, 1.0),
                                                  (24.0, 1.0, mem))
+
+
+def test_hook_timer_times_the_hooks_and_keeps_no_dropped_optimizer_alive():
+    import gc
+    import weakref
+    args = load("bench_args")
+
+    class Opt:
+        def __init__(self):
+            self.calls = []
+
+        def _on_grad_arriving(self, k):
+            self.calls.append(("arriving", k))
+
+        def _on_grad_accumulated(self, k):
+            self.calls.append(("accumulated", k))
+
+    opt = Opt()
+    timer = args.HookTimer(opt)
+    opt._on_grad_arriving(3)
+    opt._on_grad_accumulated(4)
+    assert opt.calls == [("arriving", 3), ("accumulated", 4)]
+    assert timer.take() > 0 and timer.take() == 0
+    gone = weakref.ref(opt)
+    gc.disable()  # freed by its reference count alone, as `del opt` in a benchmark
+    try:
+        del opt
+        assert gone() is None
+    finally:
+        gc.enable()
