@@ -121,8 +121,9 @@ def run_mode(args, budget_gib, ids):
 
 
 def trace_iteration(args, budget_gib, opt, model, batch, spec):
-    """One more iteration under torch.profiler (CPU and CUDA activity): its trace shows
-    backward's kernels on the compute stream beside the engine's copies and kernels."""
+    """One more iteration under torch.profiler (CPU and CUDA activity, Python stacks): its
+    trace shows backward's kernels on the compute stream beside the engine's copies and
+    kernels, and what the thread that launches them does in between."""
     import torch
     import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
@@ -130,7 +131,8 @@ def trace_iteration(args, budget_gib, opt, model, batch, spec):
     os.makedirs(args.trace, exist_ok=True)
     x, y = batch
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                 with_stack=True) as prof:
         if spec:
             opt.begin_step()
         loss = F.cross_entropy(model(x).float().flatten(0, 1), y.flatten())

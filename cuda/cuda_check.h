@@ -25,5 +25,12 @@ inline void CheckCuda(cudaError_t err, const std::string& what) {
 // TANDEM_CUDA(call, context): runs `call` and throws as CheckCuda does, with the call's
 // text and `context` (a string naming the stream, copy, tensor or chunk) in the message:
 // "cudaEventRecord(c.end, s) (copy 12, 4096 bytes): cudaErrorLaunchFailure: ...".
-#define TANDEM_CUDA(call, context) \
-  ::tandem::gpu::detail::CheckCuda((call), std::string(#call " ") + (context))
+// `context` is evaluated only when the call failed: the calls on the hand-over's path run
+// on the thread that launches backward's kernels, and their messages cost more than the
+// calls.
+#define TANDEM_CUDA(call, context)                                                            \
+  do {                                                                                        \
+    const cudaError_t tandem_cuda_err_ = (call);                                              \
+    if (tandem_cuda_err_ != cudaSuccess)                                                      \
+      ::tandem::gpu::detail::CheckCuda(tandem_cuda_err_, std::string(#call " ") + (context)); \
+  } while (0)

@@ -247,15 +247,16 @@ void GradNormPlan::Launch(void* stream) {
     detail::NormPartialKernel<<<static_cast<unsigned>(num_units_), detail::kNormThreads, 0, s>>>(
         static_cast<const detail::NormTensor*>(device_tensors_),
         static_cast<const detail::NormUnit*>(device_units_), device_partials_);
-    CheckCuda(cudaGetLastError(), Where() + "partial-sum kernel (" + std::to_string(num_tensors_) +
-                                      " tensors, grid " + std::to_string(num_units_) + ")");
+    TANDEM_CUDA(cudaGetLastError(), Where() + "partial-sum kernel (" +
+                                          std::to_string(num_tensors_) + " tensors, grid " +
+                                          std::to_string(num_units_) + ")");
   }
   detail::NormFinishKernel<<<1, detail::kFinishThreads, 0, s>>>(device_partials_, num_units_,
                                                                 device_total_);
-  CheckCuda(cudaGetLastError(), Where() + "finishing kernel");
-  CheckCuda(cudaMemcpyAsync(host_total_, device_total_, kNormResultBytes, cudaMemcpyDeviceToHost,
-                            s),
-            Where() + "cudaMemcpyAsync of the result");
+  TANDEM_CUDA(cudaGetLastError(), Where() + "finishing kernel");
+  TANDEM_CUDA(cudaMemcpyAsync(host_total_, device_total_, kNormResultBytes, cudaMemcpyDeviceToHost,
+                              s),
+              Where() + "cudaMemcpyAsync of the result");
 }
 
 void GradNormPlan::SetActive(const std::vector<uint8_t>& active, void* stream,
@@ -279,9 +280,9 @@ void GradNormPlan::SetActive(const std::vector<uint8_t>& active, void* stream,
   }
   // From pageable memory: the copy is staged before cudaMemcpyAsync returns, so `table`
   // may go away; it runs in stream order, before the next Launch.
-  CheckCuda(cudaMemcpyAsync(device_tensors_, table.data(), table.size() * sizeof(table[0]),
-                            cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)),
-            Where() + "cudaMemcpyAsync of the tensor table (SetActive)");
+  TANDEM_CUDA(cudaMemcpyAsync(device_tensors_, table.data(), table.size() * sizeof(table[0]),
+                              cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)),
+              Where() + "cudaMemcpyAsync of the tensor table (SetActive)");
   active_ = std::move(next);
   pointers_changed_ = false;
 }
@@ -301,15 +302,15 @@ void GradNormPlan::LaunchTensor(size_t tensor, void* stream) {
                                static_cast<uint32_t>(g.dtype), 0};
     detail::NormTensorKernel<<<static_cast<unsigned>(count), detail::kNormThreads, 0, s>>>(
         t, static_cast<const detail::NormUnit*>(device_units_), first, device_partials_);
-    CheckCuda(cudaGetLastError(), Where() + "partial-sum kernel of tensor " +
-                                      std::to_string(tensor) + " (grid " +
-                                      std::to_string(count) + ")");
+    TANDEM_CUDA(cudaGetLastError(), Where() + "partial-sum kernel of tensor " +
+                                        std::to_string(tensor) + " (grid " +
+                                        std::to_string(count) + ")");
   }
   detail::NormFinishKernel<<<1, detail::kFinishThreads, 0, s>>>(partials, count, total);
-  CheckCuda(cudaGetLastError(), Where() + "finishing kernel of tensor " + std::to_string(tensor));
-  CheckCuda(cudaMemcpyAsync(host_tensor_totals_ + tensor * detail::kPartialWords, total,
-                            kNormResultBytes, cudaMemcpyDeviceToHost, s),
-            Where() + "cudaMemcpyAsync of tensor " + std::to_string(tensor) + "'s total");
+  TANDEM_CUDA(cudaGetLastError(), Where() + "finishing kernel of tensor " + std::to_string(tensor));
+  TANDEM_CUDA(cudaMemcpyAsync(host_tensor_totals_ + tensor * detail::kPartialWords, total,
+                              kNormResultBytes, cudaMemcpyDeviceToHost, s),
+              Where() + "cudaMemcpyAsync of tensor " + std::to_string(tensor) + "'s total");
 }
 
 void GradNormPlan::SetGrad(size_t tensor, const void* grad) {

@@ -215,10 +215,10 @@ void StepPlan::SetScalarIndex(const std::vector<uint32_t>& index, void* stream) 
     reinterpret_cast<SpanMeta*>(host_spans_.data())[i].scalar_index = index[i];
   // From pageable memory: staged before cudaMemcpyAsync returns; runs in stream order,
   // before the next Launch on `stream`.
-  CheckCuda(cudaMemcpyAsync(device_spans_, host_spans_.data(), host_spans_.size(),
-                            cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)),
-            "gpu::StepPlan::SetScalarIndex: cudaMemcpyAsync of the span table (" +
-                std::to_string(host_spans_.size()) + " bytes)");
+  TANDEM_CUDA(cudaMemcpyAsync(device_spans_, host_spans_.data(), host_spans_.size(),
+                              cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)),
+              "gpu::StepPlan::SetScalarIndex: cudaMemcpyAsync of the span table (" +
+                  std::to_string(host_spans_.size()) + " bytes)");
   scalar_index_ = index;
   table_changed_ = false;
 }
@@ -283,11 +283,12 @@ void StepPlan::Launch(const StepScalars* scalars, size_t num_scalars, void* stre
   if (fn == nullptr) throw Error(ErrorKind::kInternal, "gpu::StepPlan: no kernel instance");
   unsigned grid = 0;
   const int sms = std::max(1, sm_count_ - std::max(0, reserve_sms));
-  CheckCuda(fn(args, sms, static_cast<cudaStream_t>(stream), &grid),
-            std::string("gpu::StepPlan::Launch: fused ") + Name(algo_) + " kernel (" +
-                Name(formats_) + ", " + std::to_string(num_spans_) + " spans, " +
-                std::to_string(num_units_) + " work units, grid " + std::to_string(grid) + " x " +
-                std::to_string(detail::kBlockThreads) + ")");
+  const cudaError_t err = fn(args, sms, static_cast<cudaStream_t>(stream), &grid);
+  if (err != cudaSuccess)
+    CheckCuda(err, std::string("gpu::StepPlan::Launch: fused ") + Name(algo_) + " kernel (" +
+                       Name(formats_) + ", " + std::to_string(num_spans_) + " spans, " +
+                       std::to_string(num_units_) + " work units, grid " + std::to_string(grid) +
+                       " x " + std::to_string(detail::kBlockThreads) + ")");
 }
 
 size_t StepPlan::device_bytes() const {
