@@ -5,8 +5,9 @@
 // under FSDP2: GradReady per gradient as its reduce-scatter completes) takes each
 // gradient as backward produces it. During backward, per rank and with the rates of
 // Note [The node is one machine] (every rank busy at once):
-//   * a speculated host-computed element: its gradient goes down and the host updates its
-//     state (backed up first), c_hb = max(g / d2h, 1 / host);
+//   * a speculated host-computed element: its gradient goes down and the host copies its
+//     state (b bytes, read and written: the backup) then updates it,
+//     c_hb = max(g / d2h, 2 b / (copy / ranks) + 1 / host);
 //   * a speculated streamed element: its state goes up, the fused kernel updates it and
 //     it comes down into its spare (the new parameter waits on the GPU),
 //     c_s = B_s / min(d2h, h2d);
@@ -49,10 +50,19 @@ struct Costs {
   double host_backward = 0, host_step = 0, host_commit = 0, host_full = 0;
 };
 
-Costs CostsFor(const PlanInputs& in, const Rates& rates) {
+// A rank's share of the host's copy bandwidth (every rank of the node at once), B/ms.
+double HostCopyPerRank(const PlanInputs& in) {
+  const double gbps =
+      in.profile.host.copy_gbps > 0 ? in.profile.host.copy_gbps : in.profile.host.triad_gbps;
+  return gbps / std::max<uint32_t>(in.gpus_per_node, 1) * 1e6;
+}
+
+// `backup`: the bytes a speculated host-computed element's backup copies.
+Costs CostsFor(const PlanInputs& in, const Rates& rates, double backup) {
   const double d = rates.machine.d2h_gbps * 1e6, u = rates.machine.h2d_gbps * 1e6;  // B/ms
   const double kernel = 1.0 / (rates.machine.host_gparams * 1e6) +
                         kHostChunkMs / static_cast<double>(std::max<uint64_t>(in.chunk_elements, 1));
+  const double copy = HostCopyPerRank(in);
   const double bs = rates.stream_bytes_per_element;
   const double g = static_cast<double>(DTypeSize(in.grad_dtype));
   const double p = static_cast<double>(DTypeSize(in.param_dtype));
@@ -60,7 +70,7 @@ Costs CostsFor(const PlanInputs& in, const Rates& rates) {
   c.stream = bs / std::min(d, u);
   c.stream_release = std::max(bs / d, (bs + g) / u);
   c.grad_down = g / d;
-  c.host_backward = std::max(g / d, kernel);
+  c.host_backward = std::max(g / d, (copy > 0 ? 2.0 * backup / copy : 0.0) + kernel);
   c.host_step = std::max(p / u, kernel);
   c.host_commit = p / u;
   c.host_full = std::max({g / d, p / u, kernel});
@@ -153,7 +163,8 @@ SpeculationElements ChooseSpeculation(const PlanInputs& in, const Rates& rates,
                                       const TrainingModel& tm, const PointClasses& c, bool release,
                                       const SpeculationRoom& room) {
   SpeculationElements s;
-  const Costs k = CostsFor(in, rates);
+  s.host_backup_per_element = room.host_per_element;
+  const Costs k = CostsFor(in, rates, room.host_per_element);
   const double nh = static_cast<double>(c.host), ns = static_cast<double>(c.streamed);
   // What backward can cover: host-computed elements arrive first (placement puts them
   // last in registration order), then the streamed ones.
@@ -181,7 +192,7 @@ SpeculationElements ChooseSpeculation(const PlanInputs& in, const Rates& rates,
 double GradientsWaiting(const PlanInputs& in, const Rates& rates, const TrainingModel& tm,
                         const PointClasses& c, bool release, const SpeculationElements& s) {
   if (!release || !tm.modelled) return 0;
-  const Costs k = CostsFor(in, rates);
+  const Costs k = CostsFor(in, rates, s.host_backup_per_element);
   const double work = DuringBackward(k, c, release, static_cast<double>(s.host),
                                      static_cast<double>(s.streamed));
   const double beyond = work - UsableBackwardMs(tm);
@@ -202,7 +213,7 @@ IterationTime PredictIteration(const PlanInputs& in, const Rates& rates, const T
     it.at_step_ms = step.step_ms - step.prepass_ms - fixed;
     it.exposed_ms = it.exposed_abort_ms = step.step_ms;
   } else {
-    const Costs k = CostsFor(in, rates);
+    const Costs k = CostsFor(in, rates, s.host_backup_per_element);
     const double sh = static_cast<double>(s.host), ss = static_cast<double>(s.streamed);
     const double nh = static_cast<double>(c.host), ns = static_cast<double>(c.streamed);
     const double p = static_cast<double>(DTypeSize(in.param_dtype));
@@ -222,10 +233,7 @@ IterationTime PredictIteration(const PlanInputs& in, const Rates& rates, const T
     it.exposed_ms = prepass + std::max(gpu, it.backlog_ms + it.at_step_ms) + fill + fixed;
     // Rolled back at backward's end: the speculated work was done, the host backups go back
     // (each rank's share of the host's copy bandwidth), then every element at Step.
-    const uint32_t ranks = std::max<uint32_t>(in.gpus_per_node, 1);
-    const double copy_gbps =
-        in.profile.host.copy_gbps > 0 ? in.profile.host.copy_gbps : in.profile.host.triad_gbps;
-    const double restore = 2.0 * static_cast<double>(backup_bytes) / (copy_gbps / ranks * 1e6);
+    const double restore = 2.0 * static_cast<double>(backup_bytes) / HostCopyPerRank(in);
     const double all_at_step = ns * stream_step + nh * k.host_step;
     it.exposed_abort_ms = prepass + it.backlog_ms + restore + std::max(gpu, all_at_step) +
                           (all_at_step > 0 ? step.fill_ms : 0.0) + fixed;

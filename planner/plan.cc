@@ -296,6 +296,7 @@ SpeculationElements AddSpeculation(const PlanInputs& in, const Context& x, const
   if (!release) p->host.staging += lp.early_bytes;  // with release: the gradient area
   *backup_bytes = host_backup;  // a streamed chunk's rollback copies nothing (its spare)
   SpeculationElements s;
+  s.host_backup_per_element = room.host_per_element;
   s.host = static_cast<uint64_t>(host_share * static_cast<double>(c.host));
   s.streamed = room.stream_spare_per_element > 0
                    ? std::min<uint64_t>(c.streamed,

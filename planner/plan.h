@@ -106,9 +106,11 @@ struct PointClasses {
 };
 PointClasses ClassesOf(const PlanInputs& in, const Placement& placement);
 
-// Elements whose update speculation runs during backward.
+// Elements whose update speculation runs during backward, and the bytes a speculated
+// host-computed element's backup copies (its state, before the update).
 struct SpeculationElements {
   uint64_t host = 0, streamed = 0;
+  double host_backup_per_element = 0;
 };
 // The memory one rank has left for speculation, and what one speculated element takes:
 // a host-computed one its state's backup (and a held parameter where the master does not

@@ -151,5 +151,34 @@ TEST(Overlap, ChooseSpeculationStopsAtTheRoomAndTheBackward) {
   EXPECT_LE(ChooseSpeculation(in, rates, tm, c, true, room).streamed, 10u);
 }
 
+TEST(Overlap, ASpeculatedHostElementCopiesItsBackupFirst) {
+  // Host-computed, every element speculated, release: each speculated element's gradient
+  // goes down and the host copies its state (the backup, read and written at the rank's
+  // share of the host's copy bandwidth) before it updates it.
+  PlanInputs in = Run8B();
+  in.grad_release = Choice::kOn;
+  in.speculative_early_start = true;
+  in.offload_compute = 0.0;
+  in.speculative_host_bytes = ~uint64_t{0} >> 2;
+  const FractionPoint p = EvaluateFraction(in, 1.0);
+  ASSERT_GT(p.speculated_host, 0u);
+  ASSERT_EQ(p.speculated_streamed, 0u);
+  const Rates r = ResolveRates(in);
+  const double n = static_cast<double>(p.speculated_host);
+  const double b = static_cast<double>(p.host.speculation) / n;  // backup bytes per element
+  const double copy = in.profile.host.copy_gbps / in.gpus_per_node * 1e6;
+  const double kernel = 1.0 / (r.machine.host_gparams * 1e6) +
+                        kHostChunkMs / static_cast<double>(in.chunk_elements);
+  const double per = std::max(2.0 / (r.machine.d2h_gbps * 1e6), 2.0 * b / copy + kernel);
+  EXPECT_NEAR(p.iteration.during_backward_ms, n * per, 1e-6 * n * per);
+  // Twice the copy bandwidth: the same kernel, half the backup's time.
+  PlanInputs fast = in;
+  fast.profile.host.copy_gbps *= 2;
+  const FractionPoint q = EvaluateFraction(fast, 1.0);
+  EXPECT_NEAR(q.iteration.during_backward_ms,
+              n * std::max(2.0 / (r.machine.d2h_gbps * 1e6), b / copy + kernel),
+              1e-6 * n * per);
+}
+
 }  // namespace
 }  // namespace tandem::planner
