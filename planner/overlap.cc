@@ -10,7 +10,9 @@
 //     c_hb = max(g / d2h, 2 b / (copy / ranks) + 1 / host);
 //   * a speculated streamed element: its state goes up, the fused kernel updates it and
 //     it comes down into its spare (the new parameter waits on the GPU),
-//     c_s = B_s / min(d2h, h2d);
+//     c_s = B_s / min(d2h, h2d); with release its gradient goes down too and comes up
+//     again beside the state (the kernel reads it in the slot), c_sr' = (B_s + g) /
+//     min(d2h, h2d);
 //   * any other offloaded element whose gradient leaves the GPU (gradient release, or a
 //     host-computed element with early start): its gradient goes down, c_g = g / d2h.
 // These queue behind each other on the rank's copy engines and host as the step's two
@@ -46,7 +48,7 @@ namespace {
 
 // Per-element costs (ms) of Note [What backward hides].
 struct Costs {
-  double stream = 0, stream_release = 0, grad_down = 0;
+  double stream = 0, stream_release = 0, stream_spec_release = 0, grad_down = 0;
   double host_backward = 0, host_step = 0, host_commit = 0, host_full = 0;
 };
 
@@ -69,6 +71,7 @@ Costs CostsFor(const PlanInputs& in, const Rates& rates, double backup) {
   Costs c;
   c.stream = bs / std::min(d, u);
   c.stream_release = std::max(bs / d, (bs + g) / u);
+  c.stream_spec_release = (bs + g) / std::min(d, u);
   c.grad_down = g / d;
   c.host_backward = std::max(g / d, (copy > 0 ? 2.0 * backup / copy : 0.0) + kernel);
   c.host_step = std::max(p / u, kernel);
@@ -91,7 +94,8 @@ double UsableBackwardMs(const TrainingModel& tm) {
 // speculated.
 double DuringBackward(const Costs& k, const PointClasses& c, bool release, double sh, double ss) {
   const double nh = static_cast<double>(c.host), ns = static_cast<double>(c.streamed);
-  return ss * k.stream + sh * k.host_backward + (nh - sh) * k.grad_down +
+  return ss * (release ? k.stream_spec_release : k.stream) + sh * k.host_backward +
+         (nh - sh) * k.grad_down +
          (release ? (ns - ss) * k.grad_down : 0.0);
 }
 
@@ -175,7 +179,8 @@ SpeculationElements ChooseSpeculation(const PlanInputs& in, const Rates& rates,
     sh = std::min(nh, left / std::max(k.host_backward - k.grad_down, 1e-30));
   left -= sh * (k.host_backward - k.grad_down);
   if (left > 0 && ns > 0)
-    ss = std::min(ns, left / std::max(k.stream - (release ? k.grad_down : 0.0), 1e-30));
+    ss = std::min(ns, left / std::max(release ? k.stream_spec_release - k.grad_down : k.stream,
+                                        1e-30));
   // What the memory left holds.
   double host = static_cast<double>(room.host_bytes);
   if (room.host_per_element > 0) sh = std::min(sh, host / room.host_per_element);
