@@ -112,3 +112,24 @@ def test_a_tandem_mode_names_its_own_fraction(fsdp_step):
     assert fsdp_step.mode_fraction("f1.5") is None  # outside [0, 1]: not a fraction
     assert fsdp_step.mode_fraction("fast") is None
     assert fsdp_step.mode_fraction("release") is None
+
+
+def test_the_report_says_how_often_clipping_triggered(fsdp_step, capsys):
+    import argparse
+    args = argparse.Namespace(model="llama3-8b", layers=2, seq=16, nproc=1,
+                              activation_checkpointing=False, text=False, clip=1.0,
+                              state="bf16+ecc8/q8/q8", offload_compute="auto", json=None)
+    row = dict(layers=2, params=10, iteration_ms=10.0, forward_backward_ms=8.0, step_ms=2.0,
+               exposed_share=0.2, tokens_per_s_per_gpu=1.0, mfu=0.1, gpu_peak_gib=1.0,
+               losses=[2.0, 1.0])
+    results = {"none": dict(row, grad_norms=[0.5, 2.0, 3.0], clip_triggered=2),
+               "tandem+speculative+f0.5": dict(
+                   row, fraction=0.5, compute_split=dict(share=1.0), release=False,
+                   speculative=True, grad_norms=[0.5, 2.0], clip_triggered=1,
+                   speculated_rolled_back_chunks=[[4, 0], [4, 4]])}
+    fsdp_step.report(args, results)
+    out = capsys.readouterr().out
+    assert "none: gradient norm 0.5..3, clipping at 1 triggered at 2 of 3 steps" in out
+    assert ("tandem+speculative+f0.5: gradient norm 0.5..2, clipping at 1 triggered at 1 of "
+            "2 steps; speculation rolled back at 1") in out
+    assert "offload_fraction 0.5" in out
