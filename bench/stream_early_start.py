@@ -14,7 +14,9 @@ the last iteration must be bit-identical: the script checks it.
         --json bench/results/stream_early_start_h200.json
 
 Prints each mode's median iteration, forward+backward and step, the chunks kept from the
-speculation, and each speculative mode's iteration against the plain one of the same run.
+speculation, each speculative mode's iteration against the plain one of the same run, and
+the host time of the gradient hooks. --trace DIR adds one iteration per mode under
+torch.profiler (DIR/stream_es_<budget>.json.gz; bench/trace_summary.py reads them).
 """
 import argparse
 import gc

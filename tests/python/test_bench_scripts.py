@@ -335,3 +335,48 @@ def test_hook_timer_times_the_hooks_and_keeps_no_dropped_optimizer_alive():
         assert gone() is None
     finally:
         gc.enable()
+
+
+def synthetic_trace(path, backward_kernel_us, gap_us):
+    """A Chrome trace of 5 forward kernels (thread 1) and 10 backward kernels (thread 2)
+    on stream 7, gap_us apart, and 3 engine kernels on stream 20 beside them."""
+    events, corr, t = [], [0], 0
+
+    def kernel(name, stream, ts, dur, tid):
+        corr[0] += 1
+        events.append(dict(ph="X", cat="cuda_runtime", name="cudaLaunchKernel", ts=ts - 5,
+                           dur=3, tid=tid, pid=1, args=dict(correlation=corr[0])))
+        events.append(dict(ph="X", cat="kernel", name=name, ts=ts, dur=dur, tid=7, pid=0,
+                           args=dict(stream=stream, correlation=corr[0])))
+    for _ in range(5):
+        kernel("fwd_gemm", 7, t, 100, 1)
+        t += 110
+    first = t
+    for _ in range(10):
+        kernel("bwd_gemm", 7, t, backward_kernel_us, 2)
+        t += backward_kernel_us + gap_us
+    for i in range(3):
+        kernel("FusedStepKernel<adamw>", 20, first + 200 * i, 50, 2)
+    events.append(dict(ph="X", cat="gpu_memcpy", name="Memcpy HtoD (Pinned -> Device)",
+                       ts=first + 10, dur=200, tid=9, pid=0, args=dict(bytes=1e8, stream=21)))
+    import gzip
+    with gzip.open(path, "wt") as f:
+        json.dump(dict(traceEvents=events), f)
+
+
+def test_trace_summary_splits_backward_into_kernels_and_idle_time(tmp_path, capsys):
+    summary = load("trace_summary")
+    plain, spec = str(tmp_path / "plain.json.gz"), str(tmp_path / "spec.json.gz")
+    synthetic_trace(plain, 100, 20)
+    synthetic_trace(spec, 110, 200)
+    lines, names = summary.summarise(summary.load(plain))
+    text = "\n".join(lines)
+    # 10 kernels of 100 us, 9 gaps of 20 us: span 1.18 ms, 1.00 ms busy, 0.18 idle.
+    assert "backward: span 1.18 ms, kernels 1.00 ms, idle 0.18 ms" in text
+    assert "launched by thread 2" in text
+    assert names == {"bwd_gemm": [1000.0, 10]}
+    assert "copies HtoD: 1, 0.10 GB, 1 of them inside backward's span" in text
+    assert summary.main([plain, spec]) == 0
+    out = capsys.readouterr().out
+    assert "backward: span 2.90 ms, kernels 1.10 ms, idle 1.80 ms (9 gaps over 20 us" in out
+    assert "all of backward's kernels: 1.00 ms against 1.10 ms (1.10x)" in out
