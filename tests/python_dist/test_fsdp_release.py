@@ -17,6 +17,7 @@ from workers import run_worker
 WORKER = os.path.join(os.path.dirname(__file__), "release_worker.py")
 TENSORS = 9  # the model's parameters: every one is handed over during backward
 NAN_STEP = 3
+STEPS = 20  # the bit-identity runs at 1, 2 and 4 processes (the others: the worker's 6)
 
 
 def run(tmp, name, nproc, *args):
@@ -56,14 +57,15 @@ def reference(tmp, nproc, *args):
 
 @pytest.mark.parametrize("nproc", [1, 2, 4])
 def test_release_and_early_start_are_bit_identical(tmp, nproc):
-    ref = reference(tmp, nproc)
+    ref = reference(tmp, nproc, "--steps", STEPS)
+    assert len(ref[0]["applied"]) == STEPS
     modes = ([("--release",), ("--early", "plain"), ("--release", "--early", "speculative"),
               ("--early", "speculative")] if nproc == 2 else
              [("--release",), ("--release", "--early", "speculative")])
     for mode in modes:
         what = "%d ranks %s" % (nproc, " ".join(mode))
         got = run(tmp, "got%d_%s" % (nproc, "_".join(m.strip("-") for m in mode)), nproc,
-                  "--nan-rank", nproc - 1, "--nan-step", NAN_STEP, *mode)
+                  "--nan-rank", nproc - 1, "--nan-step", NAN_STEP, "--steps", STEPS, *mode)
         assert_same(got, ref, what)
         # Every shard was handed over in backward (empty shards included) and, with
         # release, p.grad is None after it.
