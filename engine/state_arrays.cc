@@ -1,8 +1,43 @@
 #include "engine/state_arrays.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace tandem {
+namespace {
+
+// memcpy with non-temporal 16-byte stores between an aligned head and tail.
+void StreamingCopy(void* dst, const void* src, size_t bytes) {
+#if defined(__SSE2__)
+  auto* d = static_cast<uint8_t*>(dst);
+  const auto* s = static_cast<const uint8_t*>(src);
+  const size_t head = std::min(bytes, (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16);
+  std::memcpy(d, s, head);
+  d += head;
+  s += head;
+  bytes -= head;
+  for (; bytes >= 64; bytes -= 64, d += 64, s += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + 48), e);
+  }
+  std::memcpy(d, s, bytes);
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
+}  // namespace
 
 uint64_t ArrayEntries(StateArray a, Algorithm algo, const HyperParams& h, const StateFormats& f,
                       uint64_t n) {
@@ -62,6 +97,20 @@ void CopyStateArrays(const StepSpan& dst, const StepSpan& src) {
     void* d = to[i++];
     if (p != nullptr && d != nullptr) std::memcpy(d, p, ArrayEntries(a, src.n) * sizeof(*p));
   });
+}
+
+void CopyStateArraysStreaming(const StepSpan& dst, const StepSpan& src) {
+  void* to[kStateArrayCount];
+  int i = 0;
+  ForEachStateArray(dst, [&](StateArray, auto* p) { to[i++] = p; });
+  i = 0;
+  ForEachStateArray(src, [&](StateArray a, const auto* p) {
+    void* d = to[i++];
+    if (p != nullptr && d != nullptr) StreamingCopy(d, p, ArrayEntries(a, src.n) * sizeof(*p));
+  });
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
 }
 
 }  // namespace tandem

@@ -124,4 +124,10 @@ StepSpan SubSpan(const StepSpan& s, uint64_t off, uint64_t count);
 // Copies every state array of `src` into the same array of `dst` (same n and formats).
 void CopyStateArrays(const StepSpan& dst, const StepSpan& src);
 
+// CopyStateArrays with non-temporal stores where the machine has them (x86-64): `dst`'s
+// cache lines are written without being read first nor kept in the cache, for a copy
+// that is not read again soon (a speculation's backup). The stores are fenced before it
+// returns.
+void CopyStateArraysStreaming(const StepSpan& dst, const StepSpan& src);
+
 }  // namespace tandem

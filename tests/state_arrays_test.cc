@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "engine/fp_bits.h"
@@ -113,6 +114,50 @@ TEST(InitialState, EncodesWhatTheCodecsGive) {
         EXPECT_TRUE(std::memcmp(ecc.data(), state.ecc8.data(), n) == 0);
       }
     }
+}
+
+// Every state array of a span at element offset 0 of its own byte buffer, `skew` entries
+// into it (so that the arrays start at every alignment), the rest of the buffer guard
+// bytes.
+struct SpanBuffers {
+  std::vector<std::vector<uint8_t>> bytes;
+  StepSpan span;
+  SpanBuffers(uint64_t n, uint64_t skew, uint8_t fill, std::mt19937* rng) {
+    span.n = n;
+    ForEachStateArray(span, [&](StateArray a, auto*& p) {
+      using T = std::remove_reference_t<decltype(*p)>;
+      const uint64_t entries = ArrayEntries(a, n);
+      std::vector<uint8_t>& b = bytes.emplace_back((entries + skew + 64) * sizeof(T), fill);
+      if (rng != nullptr)
+        for (uint64_t i = 0; i < entries * sizeof(T); ++i)
+          b[skew * sizeof(T) + i] = static_cast<uint8_t>((*rng)());
+      p = reinterpret_cast<T*>(b.data()) + skew;
+    });
+  }
+};
+
+TEST(CopyStateArrays, StreamingCopiesEveryArrayExactlyAndNothingElse) {
+  std::mt19937 rng(7);
+  for (uint64_t n : {1ull, 31ull, 32ull, 33ull, 100ull, 4097ull, 65536ull + 17})
+    for (uint64_t src_skew : {0ull, 1ull, 3ull})
+      for (uint64_t dst_skew : {0ull, 2ull, 5ull}) {
+        SpanBuffers src(n, src_skew, 0xA5, &rng);
+        SpanBuffers streamed(n, dst_skew, 0x5A, nullptr), copied(n, dst_skew, 0x5A, nullptr);
+        CopyStateArraysStreaming(streamed.span, src.span);
+        CopyStateArrays(copied.span, src.span);
+        for (size_t k = 0; k < streamed.bytes.size(); ++k)
+          ASSERT_EQ(streamed.bytes[k], copied.bytes[k])
+              << "array " << k << ", n " << n << ", skews " << src_skew << "/" << dst_skew;
+        // And the copy is the source: the arrays' bytes moved, the guards stayed.
+        int k = 0;
+        ForEachStateArray(src.span, [&](StateArray a, auto* p) {
+          const size_t len = ArrayEntries(a, n) * sizeof(*p);
+          const uint8_t* got = copied.bytes[k].data() + dst_skew * sizeof(*p);
+          EXPECT_EQ(std::memcmp(got, p, len), 0) << Info(a).name << ", n " << n;
+          EXPECT_EQ(got[len], 0x5A) << Info(a).name << ": written past the end";
+          ++k;
+        });
+      }
 }
 
 }  // namespace

@@ -152,7 +152,7 @@ void Speculator::Run(size_t c, Ticket ticket, Ticket previous_upload) {
       tbb::parallel_for(uint64_t{0}, pieces, [&](uint64_t p) {
         cpu::RunWorkProbe();
         const StepSpan live = piece(p, span);
-        CopyStateArrays(piece(p, backup_[c]), live);
+        CopyStateArraysStreaming(piece(p, backup_[c]), live);
         piece_saved_[p] = 1;  // one task per piece: no two tasks write the same byte
         cpu::StepSpanHost(s, live);
       });
