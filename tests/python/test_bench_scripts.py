@@ -380,3 +380,26 @@ def test_trace_summary_splits_backward_into_kernels_and_idle_time(tmp_path, caps
     out = capsys.readouterr().out
     assert "backward: span 2.90 ms, kernels 1.10 ms, idle 1.80 ms (9 gaps over 20 us" in out
     assert "all of backward's kernels: 1.00 ms against 1.10 ms (1.10x)" in out
+
+
+def test_host_speculation_options():
+    hs = load("host_speculation")
+    a = hs.parse_args([])
+    assert (a.layers, a.state, a.steps) == (6, "q8", 7)
+    assert hs.parse_args(["--state", "f32"]).state == "f32"
+    for bad in (["--state", "fp8"], ["--layers", "0"], ["--steps", "0"], ["--warmup", "-1"]):
+        with pytest.raises(SystemExit):
+            hs.parse_args(bad)
+
+
+def test_host_speculation_runs_and_records_command_commit_and_date(tmp_path, capsys):
+    pytest.importorskip("tandem")
+    hs = load("host_speculation")
+    out = str(tmp_path / "r.json")
+    assert hs.main(["--layers", "2", "--dim", "64", "--steps", "2", "--warmup", "1",
+                    "--json", out]) == 0
+    r = json.load(open(out))
+    assert r["command"].startswith("python3 bench/host_speculation.py --layers 2")
+    assert r["commit"] and r["date"] and r["elements"] == 2 * 64 * 64
+    assert r["kept_chunks"] > 0 and r["speculative_host_ms"] > 0
+    assert "host speculation" in capsys.readouterr().out
