@@ -37,6 +37,19 @@ void StreamingCopy(void* dst, const void* src, size_t bytes) {
 #endif
 }
 
+// copy(d, s, bytes) for every state array set in both `dst` and `src`.
+template <typename Copy>
+void CopyEachArray(const StepSpan& dst, const StepSpan& src, Copy&& copy) {
+  void* to[kStateArrayCount];
+  int i = 0;
+  ForEachStateArray(dst, [&](StateArray, auto* p) { to[i++] = p; });
+  i = 0;
+  ForEachStateArray(src, [&](StateArray a, const auto* p) {
+    void* d = to[i++];
+    if (p != nullptr && d != nullptr) copy(d, p, ArrayEntries(a, src.n) * sizeof(*p));
+  });
+}
+
 }  // namespace
 
 uint64_t ArrayEntries(StateArray a, Algorithm algo, const HyperParams& h, const StateFormats& f,
@@ -89,25 +102,11 @@ StepSpan SubSpan(const StepSpan& s, uint64_t off, uint64_t count) {
 }
 
 void CopyStateArrays(const StepSpan& dst, const StepSpan& src) {
-  void* to[kStateArrayCount];
-  int i = 0;
-  ForEachStateArray(dst, [&](StateArray, auto* p) { to[i++] = p; });
-  i = 0;
-  ForEachStateArray(src, [&](StateArray a, const auto* p) {
-    void* d = to[i++];
-    if (p != nullptr && d != nullptr) std::memcpy(d, p, ArrayEntries(a, src.n) * sizeof(*p));
-  });
+  CopyEachArray(dst, src, [](void* d, const void* s, size_t bytes) { std::memcpy(d, s, bytes); });
 }
 
 void CopyStateArraysStreaming(const StepSpan& dst, const StepSpan& src) {
-  void* to[kStateArrayCount];
-  int i = 0;
-  ForEachStateArray(dst, [&](StateArray, auto* p) { to[i++] = p; });
-  i = 0;
-  ForEachStateArray(src, [&](StateArray a, const auto* p) {
-    void* d = to[i++];
-    if (p != nullptr && d != nullptr) StreamingCopy(d, p, ArrayEntries(a, src.n) * sizeof(*p));
-  });
+  CopyEachArray(dst, src, StreamingCopy);
 #if defined(__SSE2__)
   _mm_sfence();
 #endif
