@@ -43,10 +43,12 @@ class CudaGradFences final : public GradFences {
   void* work_stream() const override { return work_; }
   void* join_stream() const override { return join_; }
   void RecordConsumed(size_t t) override {
-    const std::string what = "(GradReady: tensor " + std::to_string(t) + "'s consumed event)";
-    TANDEM_CUDA(cudaEventRecord(work_done_, work_), what);
-    TANDEM_CUDA(cudaStreamWaitEvent(join_, work_done_, 0), what);
-    TANDEM_CUDA(cudaEventRecord(consumed_.at(t), join_), what);
+    // Once per released gradient, on the thread that launches backward's kernels: the
+    // message is built only when a call fails.
+    auto what = [t] { return "(GradReady: tensor " + std::to_string(t) + "'s consumed event)"; };
+    TANDEM_CUDA(cudaEventRecord(work_done_, work_), what());
+    TANDEM_CUDA(cudaStreamWaitEvent(join_, work_done_, 0), what());
+    TANDEM_CUDA(cudaEventRecord(consumed_.at(t), join_), what());
   }
   bool Consumed(size_t t) const override {
     const cudaError_t q = cudaEventQuery(consumed_.at(t));
