@@ -14,7 +14,8 @@ Every rank writes a torch.save file (rank 0 to --out, rank r to <out>.rank<r>): 
 parameters, its local state arrays (bit patterns), the norms and applied flags, and per
 step whether every p.grad was None after backward and how many tensors the engine was
 handed during backward. --second-grad runs two micro-batches with release and no
-accumulating(): the error raised through backward is recorded.
+accumulating(): the error raised through backward is recorded. --fraction 0.5,1 gives
+each rank its own offload fraction (rank r the r-th, cyclically).
 """
 
 import argparse
@@ -94,7 +95,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--steps", type=int, default=6)
-    ap.add_argument("--fraction", type=float, default=0.5)
+    ap.add_argument("--fraction", type=lambda s: [float(x) for x in s.split(",")],
+                    default=[0.5], help="offload fraction; a list gives rank r the r-th")
     ap.add_argument("--formats", default="bf16+ecc8/q8/q8")
     ap.add_argument("--offload-compute", default="host")
     ap.add_argument("--clip", type=float, default=1.0)
@@ -114,7 +116,9 @@ def main():
     args = ap.parse_args()
     args.plain = False
 
+    fractions = args.fraction
     world, mesh = fsdp_worker.init(args)
+    args.fraction = fractions[dist.get_rank() % len(fractions)]
     model = build(args, mesh)
     record = {"norms": [], "applied": [], "released": [], "handed": [], "world": world}
     with warnings.catch_warnings(record=True) as caught:

@@ -73,6 +73,16 @@ def test_release_and_early_start_are_bit_identical(tmp, nproc):
         assert all(all(r["released"]) == ("--release" in mode) for r in got), what
 
 
+def test_ranks_may_each_keep_their_own_fraction(tmp):
+    # A node whose links differ can offload more on a rank with a faster one: the bits do
+    # not depend on the fraction, so ranks at 0.5 and 1 (state streamed) with release and
+    # speculation equal ranks at 0.5 without either.
+    ref = reference(tmp, 2, "--offload-compute", "gpu")
+    got = run(tmp, "mixed_fractions", 2, "--nan-rank", 1, "--nan-step", NAN_STEP, "--release",
+              "--early", "speculative", "--fraction", "0.5,1", "--offload-compute", "gpu")
+    assert_same(got, ref, "fractions 0.5 and 1 on the two ranks")
+
+
 @pytest.mark.parametrize("fraction,compute", [(1.0, "gpu"), (1.0, "0.5"), (0.0, "host")])
 def test_release_at_every_fraction_and_compute_share(tmp, fraction, compute):
     args = ("--fraction", fraction, "--offload-compute", compute)
