@@ -18,7 +18,8 @@ name its own layer count (``none:10``: the model cut to 10 layers, as many as fi
 without offload); a mode that runs out of GPU memory is reported as such. A tandem mode
 may add options of its own to the command's (``tandem+release``, ``tandem+speculative``,
 ``tandem+release+speculative``) and its own offload fraction (``tandem+f0.5``), so that
-variants run against the same ``none``.
+variants run against the same ``none``. ``--fraction 1,0.62,0.43,0.54`` gives each local
+rank its own fraction (a node whose links differ: the bits do not depend on it).
 
 Modes (each a fresh `torchrun --nproc_per_node N` job, so GPU peaks do not mix):
   none         fp32 sharded parameters, bf16 compute (MixedPrecisionPolicy), torch's fused
@@ -179,7 +180,8 @@ def train(args):
         if args.speculative_stream_gib is not None:
             spec["speculative_stream_bytes"] = int(args.speculative_stream_gib * 2**30)
         opt = tandem.torch.AdamW(model.named_parameters(), lr=args.lr, weight_decay=0.1,
-                                 offload_fraction=args.fraction,
+                                 offload_fraction=rank_fraction(
+                                     args.fraction, int(os.environ.get("LOCAL_RANK", rank))),
                                  offload_compute=args.offload_compute,
                                  master_format=master, momentum_format=m,
                                  variance_format=v, machine_rates=rates,
@@ -253,7 +255,8 @@ def train(args):
     result = dict(mode=args.mode, model=args.model, layers=args.layers, params=params,
                   seq=args.seq, world_size=world,
                   activation_checkpointing=args.activation_checkpointing,
-                  fraction=args.fraction if tandem_mode else None,
+                  fraction=rank_fraction(args.fraction, 0) if tandem_mode else None,
+                  fractions=args.fraction if tandem_mode else None,
                   iteration_ms=iteration_ms, forward_backward_ms=statistics.median(fb),
                   step_ms=statistics.median(st), iterations_ms=it,
                   exposed_share=statistics.median(st) / iteration_ms,
@@ -339,7 +342,8 @@ def main():
     ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--fraction", type=float, default=1.0)
+    ap.add_argument("--fraction", type=fraction_list, default=[1.0],
+                    help="offload fraction; a comma list gives local rank r the r-th")
     ap.add_argument("--state", type=state_arg, default="bf16+ecc8/q8/q8",
                     help="tandem's master/m/v formats (default bf16+ecc8/q8/q8)")
     ap.add_argument("--profile", default=None,
@@ -389,7 +393,8 @@ def main():
                "--child-out", out] + sum(([k, str(v)] for k, v in (
                    ("--layers", layers), ("--seq", args.seq), ("--iters", args.iters),
                    ("--warmup", args.warmup),
-                   ("--fraction", fraction[0] if fraction else args.fraction),
+                   ("--fraction", fraction[0] if fraction
+                    else ",".join("%g" % f for f in args.fraction)),
                    ("--offload-compute", args.offload_compute), ("--state", args.state),
                    ("--model", args.model), ("--clip", args.clip), ("--lr", args.lr),
                    ("--peak-tflops", args.peak_tflops))), [])
@@ -416,6 +421,22 @@ def main():
 
 
 MODE_OPTIONS = ("release", "speculative")
+
+
+def fraction_list(text):
+    """--fraction: one offload fraction, or one per local rank ("1,0.9,0.65,0.8")."""
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r: fractions in [0, 1], comma-separated" % text)
+    if not all(0.0 <= v <= 1.0 for v in values):
+        raise argparse.ArgumentTypeError("%r: every fraction must be in [0, 1]" % text)
+    return values
+
+
+def rank_fraction(fractions, rank):
+    """Local rank `rank`'s offload fraction (cyclically through the list)."""
+    return fractions[rank % len(fractions)]
 
 
 def mode_fraction(option):
@@ -458,9 +479,11 @@ def report(args, results):
                  tan.get("node_mem_available_gib", 0), tan.get("node_mem_total_gib", 0)))
     for spec in tandems:
         t = results[spec]
-        print("%s: state %s, offload_fraction %g, offload_compute %s (share on the GPU "
+        fractions = t.get("fractions") or [t["fraction"]]
+        print("%s: state %s, offload_fraction %s, offload_compute %s (share on the GPU "
               "%.3f), release_grads %s, speculative %s, clip %g"
-              % (spec, args.state, t["fraction"], args.offload_compute,
+              % (spec, args.state, "/".join("%g" % f for f in fractions)
+                 + (" (by local rank)" if len(fractions) > 1 else ""), args.offload_compute,
                  t["compute_split"]["share"], t.get("release"), t.get("speculative"),
                  args.clip))
     print("%-26s %6s %11s %11s %9s %8s %9s %7s %9s %15s"

@@ -132,4 +132,17 @@ def test_the_report_says_how_often_clipping_triggered(fsdp_step, capsys):
     assert "none: gradient norm 0.5..3, clipping at 1 triggered at 2 of 3 steps" in out
     assert ("tandem+speculative+f0.5: gradient norm 0.5..2, clipping at 1 triggered at 1 of "
             "2 steps; speculation rolled back at 1") in out
-    assert "offload_fraction 0.5" in out
+    assert "offload_fraction 0.5," in out
+    results["tandem+speculative+f0.5"]["fractions"] = [1.0, 0.65]
+    fsdp_step.report(args, results)
+    assert "offload_fraction 1/0.65 (by local rank)" in capsys.readouterr().out
+
+
+def test_fractions_may_differ_by_local_rank(fsdp_step):
+    import argparse
+    assert fsdp_step.fraction_list("0.5") == [0.5]
+    assert fsdp_step.fraction_list("1,0.9,0.65,0.8") == [1.0, 0.9, 0.65, 0.8]
+    for bad in ("1.5", "0.5,x", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            fsdp_step.fraction_list(bad)
+    assert [fsdp_step.rank_fraction([1.0, 0.5], r) for r in range(4)] == [1.0, 0.5, 1.0, 0.5]
