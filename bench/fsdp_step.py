@@ -379,7 +379,7 @@ def main():
     for spec in args.modes.split(","):
         mode, _, layers = spec.partition(":")
         mode, *extra = mode.split("+")
-        fraction = [mode_fraction(e) for e in extra if mode_fraction(e) is not None]
+        fraction = [f for f in map(mode_fraction, extra) if f is not None]
         extra = [e for e in extra if mode_fraction(e) is None]
         if mode not in ("none", "cpu_offload", "tandem") or len(fraction) > 1 or \
                 any(e not in MODE_OPTIONS for e in extra) or \
@@ -423,15 +423,20 @@ def main():
 MODE_OPTIONS = ("release", "speculative")
 
 
+def parse_fraction(text):
+    """An offload fraction: a number in [0, 1] (ValueError otherwise)."""
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("%r is outside [0, 1]" % text)
+    return value
+
+
 def fraction_list(text):
     """--fraction: one offload fraction, or one per local rank ("1,0.9,0.65,0.8")."""
     try:
-        values = [float(x) for x in text.split(",")]
+        return [parse_fraction(x) for x in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError("%r: fractions in [0, 1], comma-separated" % text)
-    if not all(0.0 <= v <= 1.0 for v in values):
-        raise argparse.ArgumentTypeError("%r: every fraction must be in [0, 1]" % text)
-    return values
 
 
 def rank_fraction(fractions, rank):
@@ -444,10 +449,9 @@ def mode_fraction(option):
     if not option.startswith("f"):
         return None
     try:
-        value = float(option[1:])
+        return parse_fraction(option[1:])
     except ValueError:
         return None
-    return value if 0.0 <= value <= 1.0 else None
 
 
 def is_tandem(spec):

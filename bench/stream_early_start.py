@@ -57,7 +57,6 @@ def parse_args(argv=None):
 
 def run_mode(args, budget_gib, ids):
     import torch
-    import torch.nn.functional as F
     import tandem.torch
     from fsdp_train import Llama
 
@@ -78,27 +77,22 @@ def run_mode(args, budget_gib, ids):
         torch.cuda.synchronize()
         a = time.perf_counter()
         e0.record()
-        if spec:
-            opt.begin_step()
-        loss = F.cross_entropy(model(x).float().flatten(0, 1), y.flatten())
-        loss.backward()
-        losses.append(loss.detach())
+        losses.append(forward_backward(opt, model, x, y, spec))
         e1.record()
         # As a training loop sees it: backward done on the compute stream; the
         # speculation's copies may still run, and the step waits for what it needs.
         e1.synchronize()
         b = time.perf_counter()
         hooks_ms = hook_timer.take()
-        opt.step()
-        opt.zero_grad(set_to_none=False)
-        torch.cuda.synchronize()
+        step(opt)
         c = time.perf_counter()
         if i >= args.warmup:
             fb.append((b - a) * 1e3)
             st.append((c - b) * 1e3)
             it.append((c - a) * 1e3)
-            kept.append(opt.last_step_times()["speculated_stream_chunks"])
-            handover.append(opt.last_step_times()["handover_ms"])
+            times = opt.last_step_times()
+            kept.append(times["speculated_stream_chunks"])
+            handover.append(times["handover_ms"])
             hooks.append(hooks_ms)
             compute.append(e0.elapsed_time(e1))
     if args.trace:
@@ -122,12 +116,29 @@ def run_mode(args, budget_gib, ids):
     return row, bits
 
 
+def forward_backward(opt, model, x, y, spec):
+    """One iteration's begin_step (with speculation), forward and backward; the loss."""
+    import torch.nn.functional as F
+    if spec:
+        opt.begin_step()
+    loss = F.cross_entropy(model(x).float().flatten(0, 1), y.flatten())
+    loss.backward()
+    return loss.detach()
+
+
+def step(opt):
+    """The step after backward, until the parameters are final."""
+    import torch
+    opt.step()
+    opt.zero_grad(set_to_none=False)
+    torch.cuda.synchronize()
+
+
 def trace_iteration(args, budget_gib, opt, model, batch, spec):
     """One more iteration under torch.profiler (CPU and CUDA activity, Python stacks): its
     trace shows backward's kernels on the compute stream beside the engine's copies and
     kernels, and what the thread that launches them does in between."""
     import torch
-    import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
 
     os.makedirs(args.trace, exist_ok=True)
@@ -135,13 +146,8 @@ def trace_iteration(args, budget_gib, opt, model, batch, spec):
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
                  with_stack=True) as prof:
-        if spec:
-            opt.begin_step()
-        loss = F.cross_entropy(model(x).float().flatten(0, 1), y.flatten())
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=False)
-        torch.cuda.synchronize()
+        forward_backward(opt, model, x, y, spec)
+        step(opt)
     path = os.path.join(args.trace, "stream_es_%g.json" % budget_gib)
     prof.export_chrome_trace(path)
     with open(path, "rb") as f, gzip.open(path + ".gz", "wb") as g:
