@@ -10,7 +10,9 @@
 // the device: backward may still read the weights. Step then either keeps the results
 // (finite gradients, no clipping: only the uploads remain) or copies every backup back,
 // which restores the bytes exactly. Backup and step run piece by piece on the same
-// thread, so the kernel reads the state the backup just brought into the cache.
+// thread, so the kernel reads the state the backup just brought into the cache; the
+// backup itself is written around the cache (CopyStateArraysStreaming): it is read only
+// by a rollback.
 //
 // Threads: Begin, Enqueue, WaitIdle, Rollback and End are called by the optimizer's
 // thread; the worker runs the chunks. The chunks' spans, the backup and the holding
