@@ -10,9 +10,10 @@
 //     c_hb = max(g / d2h, 2 b / (copy / ranks) + 1 / host);
 //   * a speculated streamed element: its state goes up, the fused kernel updates it and
 //     it comes down into its spare (the new parameter waits on the GPU),
-//     c_s = B_s / min(d2h, h2d); with release its gradient goes down too and comes up
-//     again beside the state (the kernel reads it in the slot), c_sr' = (B_s + g) /
-//     min(d2h, h2d);
+//     c_s = B_s / min(d2h, h2d); with release its gradient goes down too (the copy a
+//     rollback reads) and the kernel reads it where it was handed over (Note [Reading
+//     the handed gradient in place], offload/executors/gpu_stream.h),
+//     c_sr' = max((B_s + g) / d2h, B_s / h2d);
 //   * any other offloaded element whose gradient leaves the GPU (gradient release, or a
 //     host-computed element with early start): its gradient goes down, c_g = g / d2h.
 // These queue behind each other on the rank's copy engines and host as the step's two
@@ -71,7 +72,7 @@ Costs CostsFor(const PlanInputs& in, const Rates& rates, double backup) {
   Costs c;
   c.stream = bs / std::min(d, u);
   c.stream_release = std::max(bs / d, (bs + g) / u);
-  c.stream_spec_release = (bs + g) / std::min(d, u);
+  c.stream_spec_release = std::max((bs + g) / d, bs / u);
   c.grad_down = g / d;
   c.host_backward = std::max(g / d, (copy > 0 ? 2.0 * backup / copy : 0.0) + kernel);
   c.host_step = std::max(p / u, kernel);

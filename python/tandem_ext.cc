@@ -653,6 +653,7 @@ class PyOptimizer {
     d["speculative_host_ms"] = t.speculative_host_ms;
     d["speculated_stream_chunks"] = t.speculated_stream_chunks;
     d["rolled_back_stream_chunks"] = t.rolled_back_stream_chunks;
+    d["released_grad_up_bytes"] = t.released_grad_up_bytes;
     d["speculation_stopped"] = t.speculation_stopped;
     d["handover_ms"] = t.handover_ms;
     return d;

@@ -313,6 +313,11 @@ struct StageTimes {
   // parameters copied into place, nothing streamed), and dropped (their spares).
   uint64_t speculated_stream_chunks = 0;
   uint64_t rolled_back_stream_chunks = 0;
+  // Gradient release: bytes of released gradients uploaded again with streamed chunks,
+  // during backward (speculated chunks) and at Step. A speculated chunk reads the
+  // gradient of the tensor whose GradReady completed it in place, uploading only the
+  // others' (Note [Gradient release] in tandem/optimizer.h).
+  uint64_t released_grad_up_bytes = 0;
   // Host time spent inside GradReady and BeginStep for this step, on the calling thread:
   // under autograd's hooks, the thread that launches backward's kernels, so what the
   // hand-over took from backward's launches (queueing copies and kernels; never a wait

@@ -56,8 +56,10 @@ namespace tandem {
 // ordered after the work queued on ready_stream so far: its exact norm partial and
 // non-finite count, a device copy of its GPU-resident part into the engine's gradient
 // buffer, the downloads of its host-computed chunks into the early-start buffer and of
-// its streamed chunks into the pinned gradient area; then records one consumed event for
-// tensor i. Once GradConsumed(i) is true (or on a stream after WaitGradConsumed(i,
+// its streamed chunks into the pinned gradient area, and (speculative early start) the
+// speculative kernels of the streamed chunks its hand-over completes, which read it in
+// place instead of uploading its copy again; then records one consumed event for tensor
+// i. Once GradConsumed(i) is true (or on a stream after WaitGradConsumed(i,
 // stream)) the caller may free or reuse the gradient's memory: Step reads its copies
 // (the partial instead of the gradient, the gradient buffer in the GPU-resident kernel,
 // the early-start buffer in the host kernels, the gradient area uploaded with each

@@ -103,6 +103,13 @@ class CudaStreamDevice final : public StreamDevice {
   void SetSlotGrads(size_t t) override {
     for (const std::unique_ptr<FormatPlans>& p : programs_) p->SetSlotGrads(t);
   }
+  void SetProgramGrad(size_t program, size_t t, const void* grad) override {
+    FormatPlans& p = *programs_.at(program);
+    if (grad != nullptr)
+      p.SetGrad(t, grad);
+    else
+      p.SetSlotGrads(t);
+  }
 
  private:
   static constexpr int kQueues = 5;

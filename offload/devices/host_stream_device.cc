@@ -144,16 +144,13 @@ class HostStreamDevice final : public StreamDevice {
   }
 
   void SetGrad(size_t t, const void* grad) override {
-    for (Program& p : programs_)
-      for (size_t i = 0; i < p.spans.size(); ++i)
-        if (p.span_tensor[i] == t)
-          p.spans[i].grad = static_cast<const uint8_t*>(grad) + p.grad_offset[i];
+    for (Program& p : programs_) PointAt(p, t, grad, false);
   }
-
   void SetSlotGrads(size_t t) override {
-    for (Program& p : programs_)
-      for (size_t i = 0; i < p.spans.size() && i < p.slot_grad.size(); ++i)
-        if (p.span_tensor[i] == t) p.spans[i].grad = p.slot_grad[i];
+    for (Program& p : programs_) PointAt(p, t, nullptr, true);
+  }
+  void SetProgramGrad(size_t program, size_t t, const void* grad) override {
+    PointAt(programs_.at(program), t, grad, grad == nullptr);
   }
 
  private:
@@ -172,6 +169,17 @@ class HostStreamDevice final : public StreamDevice {
     std::vector<uint64_t> grad_offset;
     std::vector<const void*> slot_grad;
   };
+
+  // Program p's spans of tensor t read `grad` + their offset, or (slot) their slot_grad.
+  static void PointAt(Program& p, size_t t, const void* grad, bool slot) {
+    for (size_t i = 0; i < p.spans.size(); ++i) {
+      if (p.span_tensor[i] != t) continue;
+      if (!slot)
+        p.spans[i].grad = static_cast<const uint8_t*>(grad) + p.grad_offset[i];
+      else if (i < p.slot_grad.size())
+        p.spans[i].grad = p.slot_grad[i];
+    }
+  }
 
   // mu_ held.
   void Reach(Event e, uint64_t gen) {

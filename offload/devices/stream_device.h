@@ -96,6 +96,9 @@ class StreamDevice {
   virtual void SetGrad(size_t t, const void* grad) = 0;
   // Points them at their slot_grad from their next Run on (until the next SetGrad(t)).
   virtual void SetSlotGrads(size_t t) = 0;
+  // The same for program p alone: its spans of tensor t read `grad` (element 0), or their
+  // slot_grad when grad is null, from its next Run on; the other programs keep theirs.
+  virtual void SetProgramGrad(size_t program, size_t t, const void* grad) = 0;
 };
 
 // The CUDA device on the caller's `stream` (a cudaStream_t as void*). Throws

@@ -62,15 +62,33 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
     if (streamed_[t] == 0) return;
     if (release_) ReleaseGrads(t, mark);
     if (!spec_) return;
-    // The speculative kernels read the gradient on the device (without release).
-    if (!release_) device_->WaitForeign(Q::kRun, mark.ready);
-    if (begun_) spec_->TensorReady(t, again, ready);
+    if (!release_) {  // the speculative kernels read the gradient on the device
+      device_->WaitForeign(Q::kRun, mark.ready);
+      if (begun_) spec_->TensorReady(t, again, ready);
+      return;
+    }
+    if (!begun_) return;
+    // With release, the chunks this call speculates read t's gradient where it was handed
+    // over (Note [Reading the handed gradient in place]); its consumed fence waits for
+    // their kernels.
+    in_place_ = {t, mark.ready, false};
+    spec_->TensorReady(t, again, ready);
+    const bool read = in_place_.read;
+    in_place_ = {};
+    if (read) {
+      device_->Record(grad_run_[t], Q::kRun, At(0, "speculative kernels read the gradient"));
+      read_in_place_[t] = 1;
+    }
   }
   void WaitGradReads(size_t t, void* stream) const override {
-    if (release_ && streamed_[t] != 0) device_->StreamWait(stream, grad_down_[t]);
+    if (!release_ || streamed_[t] == 0) return;
+    device_->StreamWait(stream, grad_down_[t]);
+    if (read_in_place_[t] != 0) device_->StreamWait(stream, grad_run_[t]);
   }
   bool GradReadsDone(size_t t) const override {
-    return !release_ || streamed_[t] == 0 || device_->Query(grad_down_[t]);
+    if (!release_ || streamed_[t] == 0) return true;
+    return device_->Query(grad_down_[t]) &&
+           (read_in_place_[t] == 0 || device_->Query(grad_run_[t]));
   }
   void StopSpeculation() override {
     if (spec_ && begun_) spec_->Stop();
@@ -79,6 +97,7 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
                         const std::vector<uint32_t>* scalar_index,
                         const std::vector<uint8_t>& ready) override {
     if (!spec_) return;
+    grad_up_bytes_ = 0;  // this step's
     spec_->Begin(scalars, scalar_index, ready);
     begun_ = true;
     commit_ = false;
@@ -114,6 +133,8 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
         device_->SetGrad(t, grad_[t]);
       }
     any_released_ = false;
+    std::fill(read_in_place_.begin(), read_in_place_.end(), uint8_t{0});
+    grad_up_bytes_ = 0;
   }
 
   void Launch(const StepWork& w) override;
@@ -189,8 +210,15 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
       if (released_[t] != 0) return true;
     return false;
   }
-  // Uploads chunk c's gradients into its slot on kUp (after every release download).
-  void UploadGrads(size_t c);
+  // Uploads chunk c's gradients into its slot on kUp, but those of tensor `except`
+  // (kNone: every one), which its kernel reads in place; the caller ordered kUp after the
+  // release downloads of what is uploaded.
+  void UploadGrads(size_t c, size_t except = kNone);
+  // Whether tensor t has a span in chunk c.
+  bool ChunkHas(size_t c, size_t t) const {
+    const std::vector<uint32_t>& ts = chunks_[c].span_tensor;
+    return std::find(ts.begin(), ts.end(), t) != ts.end();
+  }
 
   const std::vector<TensorSpec>& specs_;
   const bool gpu_;
@@ -206,13 +234,25 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
   std::vector<const void*> grad_;
   std::vector<uint8_t> released_;
   bool any_released_ = false;
+  // Gradient release with speculation: the tensor whose GradReady is speculating chunks
+  // (kNone: none), its ready mark, whether a kernel read its gradient in place; per
+  // tensor, whether one did in this step (grad_run_ marks the last such kernel).
+  struct InPlace {
+    size_t tensor = kNone;
+    const void* mark = nullptr;
+    bool read = false;
+  } in_place_;
+  std::vector<uint8_t> read_in_place_;
+  // Released gradient bytes uploaded since the last Launch (StageTimes).
+  uint64_t grad_up_bytes_ = 0;
   std::vector<Chunk> chunks_;
   // Last: the device's queues stop (after what they run) before the slabs go.
   std::unique_ptr<StreamDevice> device_;
   std::vector<SlotEvents> slot_ev_;
   StreamDevice::Event first_up_ = 0, kernels_done_ = 0, down_done_ = 0;
-  // Gradient release: per tensor, its last release download; every one so far.
-  std::vector<StreamDevice::Event> grad_down_;
+  // Gradient release: per tensor, its last release download and its last speculative
+  // kernel that read it in place; every release download so far.
+  std::vector<StreamDevice::Event> grad_down_, grad_run_;
   StreamDevice::Event grads_down_ = 0;
   std::vector<uint8_t> slot_used_;  // per slot: a chunk went through it
   // streamed_before_: a Launch recorded the end events (the next step's uploads wait for
@@ -299,10 +339,15 @@ GpuStream::GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device)
   kernels_done_ = device_->NewEvent();
   down_done_ = device_->NewEvent();
   grad_down_.assign(specs_.size(), 0);
+  grad_run_.assign(specs_.size(), 0);
+  read_in_place_.assign(specs_.size(), 0);
   if (release_) {
     grads_down_ = device_->NewEvent();
     for (size_t t = 0; t < specs_.size(); ++t)
-      if (streamed_[t] != 0) grad_down_[t] = device_->NewEvent();
+      if (streamed_[t] != 0) {
+        grad_down_[t] = device_->NewEvent();
+        grad_run_[t] = device_->NewEvent();
+      }
   }
   if (speculative)
     spec_ = std::make_unique<StreamSpeculation>(this, std::move(chunk_tensors),
@@ -313,6 +358,8 @@ void GpuStream::Launch(const StepWork& w) {
   joining_ = true;  // a launch that fails part-way is joined too (Abandon)
   const std::vector<uint8_t>* committed = commit_ ? &spec_->speculated() : nullptr;
   w.times->stream_chunks = LaunchChunks(w, committed);
+  w.times->released_grad_up_bytes = grad_up_bytes_;
+  grad_up_bytes_ = 0;
   // Kept chunks queue their parameter copies (after their speculative kernels, which
   // read the gradients) without being counted: the caller's stream joins those too.
   const bool kept = committed != nullptr && std::any_of(committed->begin(), committed->end(),
@@ -397,15 +444,18 @@ void GpuStream::Speculate(size_t c, const std::vector<StepScalars>& scalars,
                 "streamed chunk " + std::to_string(c) + " has no place for a speculative update");
   FailInjected(c, "upload", "speculative update");
   // The kernel comes after the ready marks of the chunk's gradients (kRun waited for
-  // each at its GradReady; with release, the gradients come up with the chunk); the
-  // upload after the last step's downloads.
+  // each at its GradReady; with release, the gradients come up with the chunk, but the
+  // handed-over tensor's, read in place after its mark); the upload after the last
+  // step's downloads.
+  const size_t in_place =
+      in_place_.tensor != kNone && ChunkHas(c, in_place_.tensor) ? in_place_.tensor : kNone;
   if (streamed_before_) device_->Wait(Q::kUp, down_done_, At(c, "speculation"));
   const SlotEvents& ev = slot_ev_[ch.slot_index];
   if (slot_used_[ch.slot_index]) device_->Wait(Q::kUp, ev.down, At(c, "wait for its slot"));
   device_->Copy(Q::kUp, ch.slot, ch.host, ch.bytes, Kind::kUp, At(c, "upload"));
   if (ReadsReleased(c)) {
-    device_->Wait(Q::kUp, grads_down_, At(c, "released gradients"));
-    UploadGrads(c);
+    if (in_place == kNone) device_->Wait(Q::kUp, grads_down_, At(c, "released gradients"));
+    UploadGrads(c, in_place);
   }
   device_->Record(ev.up, Q::kUp, At(c, "upload"));
   // Whatever happens from here on, the slot's next user waits for what was queued.
@@ -425,7 +475,26 @@ void GpuStream::Speculate(size_t c, const std::vector<StepScalars>& scalars,
   for (const layout::StreamLayout::HoldCopy& h : ch.hold_copies)
     device_->Copy(Q::kRun, h.hold, h.param, h.bytes, Kind::kDevice,
                   At(c, "parameters into the holding place"));
-  device_->Run(Q::kRun, ch.hold_program, scalars, scalar_index, At(c, "speculative kernel"));
+  if (in_place == kNone) {
+    device_->Run(Q::kRun, ch.hold_program, scalars, scalar_index, At(c, "speculative kernel"));
+  } else {
+    // Only this kernel reads the handed-over gradient: the program reads the slot again
+    // after it, whatever happens (a rollback's Step reads the uploaded copy).
+    struct SlotGradsAgain {
+      StreamDevice* device;
+      size_t program, tensor;
+      ~SlotGradsAgain() {
+        try {
+          device->SetProgramGrad(program, tensor, nullptr);
+        } catch (...) {  // cannot fail for a slot pointer; the speculation's error reports
+        }
+      }
+    } again{device_.get(), ch.hold_program, in_place};
+    device_->WaitForeign(Q::kRun, in_place_.mark);
+    device_->SetProgramGrad(ch.hold_program, in_place, grad_[in_place]);
+    device_->Run(Q::kRun, ch.hold_program, scalars, scalar_index, At(c, "speculative kernel"));
+    in_place_.read = true;
+  }
   device_->Record(ev.run, Q::kRun, At(c, "speculative kernel"));
   device_->Wait(Q::kDown, ev.run, At(c, "download waits for kernel"));
   FailInjected(c, "download", "speculative update");
@@ -453,10 +522,40 @@ void GpuStream::ReleaseGrads(size_t t, const GradMark& mark) {
   device_->SetSlotGrads(t);
 }
 
-void GpuStream::UploadGrads(size_t c) {
+void GpuStream::UploadGrads(size_t c, size_t except) {
   const Chunk& ch = chunks_[c];
-  device_->Copy(Q::kUp, ch.grad_slot, ch.grad_host, ch.grad_bytes, Kind::kUp,
-                At(c, "released gradients up"));
+  if (except == kNone) {
+    device_->Copy(Q::kUp, ch.grad_slot, ch.grad_host, ch.grad_bytes, Kind::kUp,
+                  At(c, "released gradients up"));
+    grad_up_bytes_ += ch.grad_bytes;
+    return;
+  }
+  // The other tensors' pieces, after their release downloads, in runs of adjacent pieces.
+  uint64_t begin = 0, end = 0;
+  auto flush = [&] {
+    if (end == begin) return;
+    device_->Copy(Q::kUp, ch.grad_slot + begin, ch.grad_host + begin, end - begin, Kind::kUp,
+                  At(c, "released gradients up"));
+    grad_up_bytes_ += end - begin;
+    begin = end;
+  };
+  const layout::StreamChunk& sc = layout_.chunks()[c];
+  size_t waited = kNone;
+  for (uint32_t i = sc.first; i < sc.end; ++i) {
+    const layout::StreamPiece& p = layout_.pieces()[i];
+    const uint64_t off = layout_.grad_offset(i);
+    const uint64_t bytes = p.count * DTypeSize(specs_[p.tensor].grad_dtype);
+    if (p.tensor == except || bytes == 0) continue;
+    if (waited != p.tensor)
+      device_->Wait(Q::kUp, grad_down_[p.tensor], At(c, "released gradients"));
+    waited = p.tensor;
+    if (off != end) {
+      flush();
+      begin = off;
+    }
+    end = off + bytes;
+  }
+  flush();
 }
 
 }  // namespace

@@ -21,6 +21,16 @@
 //                           mark, the tensor's streamed gradients down into the pinned
 //                           gradient area; uploads of chunks that read them wait for these
 //
+// Note [Reading the handed gradient in place]: with release and speculation, a chunk that
+// a GradReady(t) completes (its last tensor handed over) is speculated in that call: its
+// kernel reads t's gradient where it was handed over (after its ready mark), and only the
+// chunk's other tensors' gradients go up from the pinned area. t's consumed fence then
+// waits for that kernel too (WaitGradReads), so the gradient stays on the GPU until the
+// chunk's upload and kernel have run: at most the speculated chunks' gradients, 2 bytes
+// per bf16 element as their holding place. The copy downloaded at GradReady stays the one
+// a rollback's Step uploads, so the bits do not change; a link that carries the state up
+// carries 2 bytes per such element less (StageTimes::released_grad_up_bytes).
+//
 // Never waits on the host during Launch. A copy the FaultPlan fails (once per upload and
 // download, in that order) throws Error(kCuda) naming the chunk and the chunks queued
 // before it, which still complete; a failed download leaves that chunk's parameters

@@ -108,6 +108,52 @@ TEST(GradRelease, TheGradientsAreCountedAndPredicted) {
   }
 }
 
+// Note [Reading the handed gradient in place] (offload/executors/gpu_stream.h): every
+// element streamed, the chunks speculated during backward read the gradient whose hand-over
+// completed them where it was handed over, so a step that keeps its speculation uploads
+// fewer released gradient bytes than a step without speculation (every chunk's gradient
+// area, at least the gradients' bytes); a clipped step uploads them all again at Step. The
+// caller clobbers each gradient once consumed, so a kernel that read it after its fence
+// would change the bits (GradRelease.BitIdenticalAtEveryFractionAndShare checks them).
+TEST(GradRelease, SpeculatedChunksReadTheHandedGradientInPlace) {
+  Model m;
+  m.Init(7);
+  uint64_t grad_bytes = 0;
+  for (uint64_t n : m.sizes) grad_bytes += n * DTypeSize(m.grad_dtype);
+  uint64_t all = 0;  // what a step without speculation uploads
+  for (const bool speculative : {false, true}) {
+    HybridOptimizer opt(m.Specs(2), Config(1.0, 1.0, true, speculative));
+    for (int t = 1; t <= 4; ++t) {
+      const bool clips = t == 3;
+      const StepOptions o{.max_grad_norm = kMaxNorm};
+      if (speculative) opt.BeginStep(1e-3, o);
+      m.FillGrads(t, clips ? 1.0f : 0.1f);
+      for (size_t i = m.sizes.size(); i-- > 0;) {
+        opt.GradReady(i);
+        opt.WaitGradConsumed(i, nullptr);
+        for (uint8_t& b : m.grads[i]) b = 0x7f;
+      }
+      const StepResult r = opt.Step(1e-3, o);
+      const StageTimes st = opt.last_step_times();
+      const std::string what =
+          std::string(speculative ? "speculation" : "release only") + ", step " + std::to_string(t);
+      ASSERT_TRUE(r.applied) << what;
+      EXPECT_EQ(r.grad_norm > kMaxNorm, clips) << what << ": norm " << r.grad_norm;
+      if (!speculative) {
+        if (t == 1) all = st.released_grad_up_bytes;
+        EXPECT_GE(st.released_grad_up_bytes, grad_bytes) << what;
+        EXPECT_EQ(st.released_grad_up_bytes, all) << what;
+      } else if (clips) {
+        EXPECT_EQ(st.speculated_stream_chunks, 0u) << what;
+        EXPECT_GE(st.released_grad_up_bytes, all) << what;
+      } else {
+        EXPECT_GT(st.speculated_stream_chunks, 0u) << what;
+        EXPECT_LT(st.released_grad_up_bytes, all) << what;
+      }
+    }
+  }
+}
+
 TEST(GradRelease, ASecondGradReadyIsRefusedAndChangesNothing) {
   Model m, ref;
   m.Init(5);
