@@ -33,7 +33,9 @@ Tandem's gradient hand-over (docs/python.md, "Gradient release"): --release
 (release_grads: each sharded gradient leaves the GPU as the engine takes it, from FSDP2's
 post-accumulate-grad hooks), --speculative (speculative_early_start: begin_step() before
 each forward, the offloaded state updated during backward, exact commit or roll back;
---speculative-host-gib and --speculative-stream-gib bound its backups per rank), --clip
+--speculative-host-gib and --speculative-stream-gib bound its backups per rank), --inplace
+(with both: in_place_grad_bytes = --in-place-grad-gib, the speculative kernels read the
+handed-over gradients on the GPU instead of uploading their copies), --clip
 (max_grad_norm; torch's clip_grad_norm_ in the other modes). "exposed" is the time from
 the end of backward to the end of the step.
 
@@ -179,6 +181,8 @@ def train(args):
             spec["speculative_host_bytes"] = int(args.speculative_host_gib * 2**30)
         if args.speculative_stream_gib is not None:
             spec["speculative_stream_bytes"] = int(args.speculative_stream_gib * 2**30)
+        if args.inplace:
+            spec["in_place_grad_bytes"] = int(args.in_place_grad_gib * 2**30)
         opt = tandem.torch.AdamW(model.named_parameters(), lr=args.lr, weight_decay=0.1,
                                  offload_fraction=rank_fraction(
                                      args.fraction, int(os.environ.get("LOCAL_RANK", rank))),
@@ -269,6 +273,7 @@ def train(args):
     if tandem_mode:
         result["release"] = args.release
         result["speculative"] = args.speculative
+        result["in_place_grad_bytes"] = spec.get("in_place_grad_bytes", 0)
         # per step: (chunks updated during backward, chunks of them rolled back)
         result["speculated_rolled_back_chunks"] = spec_chunks
         result["offload_compute"] = args.offload_compute
@@ -362,6 +367,10 @@ def main():
                     help="tandem: speculative_early_start, begin_step() before each forward")
     ap.add_argument("--speculative-host-gib", type=float, default=None)
     ap.add_argument("--speculative-stream-gib", type=float, default=None)
+    ap.add_argument("--inplace", action="store_true",
+                    help="tandem: speculative kernels read released gradients in place "
+                         "(in_place_grad_bytes = --in-place-grad-gib)")
+    ap.add_argument("--in-place-grad-gib", type=float, default=4.0)
     ap.add_argument("--clip", type=float, default=0.0, help="max gradient norm (0: none)")
     ap.add_argument("--lr", type=float, default=1e-5)
     ap.add_argument("--text", action="store_true", help="train on real text (module doc)")
@@ -397,13 +406,14 @@ def main():
                     else ",".join("%g" % f for f in args.fraction)),
                    ("--offload-compute", args.offload_compute), ("--state", args.state),
                    ("--model", args.model), ("--clip", args.clip), ("--lr", args.lr),
-                   ("--peak-tflops", args.peak_tflops))), [])
+                   ("--peak-tflops", args.peak_tflops),
+                   ("--in-place-grad-gib", args.in_place_grad_gib))), [])
         for flag in ("speculative_host_gib", "speculative_stream_gib", "profile"):
             value = getattr(args, flag)
             if value is not None:
                 cmd += ["--" + flag.replace("_", "-"),
                         os.path.abspath(value) if flag == "profile" else str(value)]
-        for flag in ("activation_checkpointing", "release", "speculative", "text"):
+        for flag in ("activation_checkpointing", "release", "speculative", "inplace", "text"):
             if getattr(args, flag) or flag in extra:
                 cmd.append("--" + flag.replace("_", "-"))
         print("fsdp_step: %s (%d layers) ..." % (mode, layers), file=sys.stderr, flush=True)
@@ -420,7 +430,7 @@ def main():
     return 0
 
 
-MODE_OPTIONS = ("release", "speculative")
+MODE_OPTIONS = ("release", "speculative", "inplace")
 
 
 def parse_fraction(text):
@@ -485,11 +495,11 @@ def report(args, results):
         t = results[spec]
         fractions = t.get("fractions") or [t["fraction"]]
         print("%s: state %s, offload_fraction %s, offload_compute %s (share on the GPU "
-              "%.3f), release_grads %s, speculative %s, clip %g"
+              "%.3f), release_grads %s, speculative %s, in place %.1f GiB, clip %g"
               % (spec, args.state, "/".join("%g" % f for f in fractions)
                  + (" (by local rank)" if len(fractions) > 1 else ""), args.offload_compute,
                  t["compute_split"]["share"], t.get("release"), t.get("speculative"),
-                 args.clip))
+                 t.get("in_place_grad_bytes", 0) / 2**30, args.clip))
     print("%-26s %6s %11s %11s %9s %8s %9s %7s %9s %15s"
           % ("mode", "layers", "iteration", "fwd+bwd", "exposed", "share", "tok/s/GPU",
              "MFU", "GPU peak", "loss first>last"))

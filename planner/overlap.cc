@@ -11,9 +11,11 @@
 //   * a speculated streamed element: its state goes up, the fused kernel updates it and
 //     it comes down into its spare (the new parameter waits on the GPU),
 //     c_s = B_s / min(d2h, h2d); with release its gradient goes down too (the copy a
-//     rollback reads) and the kernel reads it where it was handed over (Note [Reading
-//     the handed gradient in place], offload/executors/gpu_stream.h),
-//     c_sr' = max((B_s + g) / d2h, B_s / h2d);
+//     rollback reads) and comes up again beside the state, c_sr' = (B_s + g) /
+//     min(d2h, h2d), unless the kernel reads it where it was handed over (Note [Reading
+//     the handed gradient in place], offload/executors/gpu_stream.h: at most
+//     in_place_grad_bytes / g elements at once, taken as that many elements, their
+//     gradients counted on the GPU), c_si = max((B_s + g) / d2h, B_s / h2d);
 //   * any other offloaded element whose gradient leaves the GPU (gradient release, or a
 //     host-computed element with early start): its gradient goes down, c_g = g / d2h.
 // These queue behind each other on the rank's copy engines and host as the step's two
@@ -49,7 +51,8 @@ namespace {
 
 // Per-element costs (ms) of Note [What backward hides].
 struct Costs {
-  double stream = 0, stream_release = 0, stream_spec_release = 0, grad_down = 0;
+  double stream = 0, stream_release = 0, stream_spec_release = 0, stream_in_place = 0;
+  double grad_down = 0;
   double host_backward = 0, host_step = 0, host_commit = 0, host_full = 0;
 };
 
@@ -72,7 +75,8 @@ Costs CostsFor(const PlanInputs& in, const Rates& rates, double backup) {
   Costs c;
   c.stream = bs / std::min(d, u);
   c.stream_release = std::max(bs / d, (bs + g) / u);
-  c.stream_spec_release = std::max((bs + g) / d, bs / u);
+  c.stream_spec_release = (bs + g) / std::min(d, u);
+  c.stream_in_place = std::max((bs + g) / d, bs / u);
   c.grad_down = g / d;
   c.host_backward = std::max(g / d, (copy > 0 ? 2.0 * backup / copy : 0.0) + kernel);
   c.host_step = std::max(p / u, kernel);
@@ -92,10 +96,13 @@ double UsableBackwardMs(const TrainingModel& tm) {
 }
 
 // The work handed during backward (ms) with `sh` host-computed and `ss` streamed elements
-// speculated.
-double DuringBackward(const Costs& k, const PointClasses& c, bool release, double sh, double ss) {
+// speculated, `si` of the latter reading their released gradients in place.
+double DuringBackward(const Costs& k, const PointClasses& c, bool release, double sh, double ss,
+                      double si = 0) {
   const double nh = static_cast<double>(c.host), ns = static_cast<double>(c.streamed);
-  return ss * (release ? k.stream_spec_release : k.stream) + sh * k.host_backward +
+  return (release ? (ss - si) * k.stream_spec_release + si * k.stream_in_place
+                  : ss * k.stream) +
+         sh * k.host_backward +
          (nh - sh) * k.grad_down +
          (release ? (ns - ss) * k.grad_down : 0.0);
 }
@@ -199,8 +206,9 @@ double GradientsWaiting(const PlanInputs& in, const Rates& rates, const Training
                         const PointClasses& c, bool release, const SpeculationElements& s) {
   if (!release || !tm.modelled) return 0;
   const Costs k = CostsFor(in, rates, s.host_backup_per_element);
-  const double work = DuringBackward(k, c, release, static_cast<double>(s.host),
-                                     static_cast<double>(s.streamed));
+  const double work =
+      DuringBackward(k, c, release, static_cast<double>(s.host), static_cast<double>(s.streamed),
+                     static_cast<double>(s.in_place));
   const double beyond = work - UsableBackwardMs(tm);
   if (!(beyond > 0) || !(work > 0)) return 0;
   return static_cast<double>(c.host + c.streamed) * beyond / work;
@@ -224,7 +232,7 @@ IterationTime PredictIteration(const PlanInputs& in, const Rates& rates, const T
     const double nh = static_cast<double>(c.host), ns = static_cast<double>(c.streamed);
     const double p = static_cast<double>(DTypeSize(in.param_dtype));
     const double g = static_cast<double>(DTypeSize(in.grad_dtype));
-    it.during_backward_ms = DuringBackward(k, c, release, sh, ss);
+    it.during_backward_ms = DuringBackward(k, c, release, sh, ss, static_cast<double>(s.in_place));
     const double tail = TailWork(k, c, release);
     it.backlog_ms = std::max(it.during_backward_ms - UsableBackwardMs(tm), tail);
     const double stream_step = release ? k.stream_release : k.stream;

@@ -110,6 +110,9 @@ PointClasses ClassesOf(const PlanInputs& in, const Placement& placement);
 // host-computed element's backup copies (its state, before the update).
 struct SpeculationElements {
   uint64_t host = 0, streamed = 0;
+  // With release: of `streamed`, those whose released gradient the speculative kernel
+  // reads in place (PlanInputs::in_place_grad_bytes / grad bytes, at most `streamed`).
+  uint64_t in_place = 0;
   double host_backup_per_element = 0;
 };
 // The memory one rank has left for speculation, and what one speculated element takes:

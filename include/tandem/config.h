@@ -167,6 +167,16 @@ struct OptimizerConfig {
   // gradient is gone: accumulate into it before handing it over). Tensors not handed to
   // GradReady in a step are read at Step as without release. Default: off.
   bool release_grads = false;
+  // Gradient release with speculative early start: the most bytes of handed-over
+  // gradients the GPU keeps at once so that the speculative kernels of the streamed
+  // chunks their hand-over completes read them in place, instead of uploading the copies
+  // downloaded at GradReady again (Note [Reading the handed gradient in place] in
+  // offload/executors/gpu_stream.h). Such a gradient is consumed once those kernels have
+  // run, not once it is downloaded: a link that is behind backward keeps it longer. Trades
+  // GPU memory (at most this much) for link time (2 bytes per bf16 element up); never
+  // changes a bit. 0 (the default): none, every released gradient is consumed once
+  // downloaded.
+  uint64_t in_place_grad_bytes = 0;
   // Failures to inject, for tests and fault drills (tandem/faults.h); production code
   // leaves it unset (nullptr: nothing is injected). The optimizer shares the plan with the
   // caller, who may arm it at any time: every copy of the offload pipeline's transport and

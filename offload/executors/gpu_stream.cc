@@ -2,6 +2,7 @@
 #include "offload/executors/gpu_stream.h"
 
 #include <algorithm>
+#include <deque>
 #include <exception>
 #include <string>
 #include <utility>
@@ -68,16 +69,19 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
       return;
     }
     if (!begun_) return;
-    // With release, the chunks this call speculates read t's gradient where it was handed
-    // over (Note [Reading the handed gradient in place]); its consumed fence waits for
-    // their kernels.
-    in_place_ = {t, mark.ready, false};
+    // With release, the chunks this call speculates may read t's gradient where it was
+    // handed over (Note [Reading the handed gradient in place]); its consumed fence then
+    // waits for their kernels.
+    const uint64_t bytes = specs_[t].numel * DTypeSize(specs_[t].grad_dtype);
+    if (KeepInPlace(bytes)) in_place_ = {t, mark.ready, false};
     spec_->TensorReady(t, again, ready);
     const bool read = in_place_.read;
     in_place_ = {};
     if (read) {
       device_->Record(grad_run_[t], Q::kRun, At(0, "speculative kernels read the gradient"));
       read_in_place_[t] = 1;
+      kept_.push_back({t, bytes});
+      kept_bytes_ += bytes;
     }
   }
   void WaitGradReads(size_t t, void* stream) const override {
@@ -134,6 +138,8 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
       }
     any_released_ = false;
     std::fill(read_in_place_.begin(), read_in_place_.end(), uint8_t{0});
+    kept_.clear();
+    kept_bytes_ = 0;
     grad_up_bytes_ = 0;
   }
 
@@ -214,6 +220,15 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
   // (kNone: every one), which its kernel reads in place; the caller ordered kUp after the
   // release downloads of what is uploaded.
   void UploadGrads(size_t c, size_t except = kNone);
+  // Whether a gradient of `bytes` fits the in-place budget beside those kept whose
+  // kernels have not run yet (forgets those that have).
+  bool KeepInPlace(uint64_t bytes) {
+    while (!kept_.empty() && device_->Query(grad_run_[kept_.front().tensor])) {
+      kept_bytes_ -= kept_.front().bytes;
+      kept_.pop_front();
+    }
+    return in_place_budget_ > 0 && kept_bytes_ + bytes <= in_place_budget_;
+  }
   // Whether tensor t has a span in chunk c.
   bool ChunkHas(size_t c, size_t t) const {
     const std::vector<uint32_t>& ts = chunks_[c].span_tensor;
@@ -243,6 +258,15 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
     bool read = false;
   } in_place_;
   std::vector<uint8_t> read_in_place_;
+  // The budget; the gradients read in place in this step, oldest first, and their bytes
+  // (those whose kernels have run are forgotten as new ones come).
+  const uint64_t in_place_budget_;
+  struct Kept {
+    size_t tensor;
+    uint64_t bytes;
+  };
+  std::deque<Kept> kept_;
+  uint64_t kept_bytes_ = 0;
   // Released gradient bytes uploaded since the last Launch (StageTimes).
   uint64_t grad_up_bytes_ = 0;
   std::vector<Chunk> chunks_;
@@ -269,7 +293,8 @@ GpuStream::GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device)
       gpu_(s.gpu),
       faults_(std::move(s.faults)),
       layout_(s.plan->stream),
-      release_(s.release) {
+      release_(s.release),
+      in_place_budget_(s.in_place_bytes) {
   const layout::MemoryPlan& plan = *s.plan;
   const MemKind near = gpu_ ? MemKind::kDevice : MemKind::kHost;
   const MemKind far = gpu_ ? MemKind::kPinned : MemKind::kHost;

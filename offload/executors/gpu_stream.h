@@ -22,14 +22,16 @@
 //                           gradient area; uploads of chunks that read them wait for these
 //
 // Note [Reading the handed gradient in place]: with release and speculation, a chunk that
-// a GradReady(t) completes (its last tensor handed over) is speculated in that call: its
-// kernel reads t's gradient where it was handed over (after its ready mark), and only the
-// chunk's other tensors' gradients go up from the pinned area. t's consumed fence then
-// waits for that kernel too (WaitGradReads), so the gradient stays on the GPU until the
-// chunk's upload and kernel have run: at most the speculated chunks' gradients, 2 bytes
-// per bf16 element as their holding place. The copy downloaded at GradReady stays the one
-// a rollback's Step uploads, so the bits do not change; a link that carries the state up
-// carries 2 bytes per such element less (StageTimes::released_grad_up_bytes).
+// a GradReady(t) completes (its last tensor handed over) is speculated in that call. When
+// the gradients kept for in-place reads whose kernels have not yet run, plus t's, fit in
+// StreamSetup::in_place_bytes, its kernel reads t's gradient where it was handed over
+// (after its ready mark) and only the chunk's other tensors' gradients go up from the
+// pinned area; t's consumed fence then waits for that kernel too (WaitGradReads), so the
+// gradient stays on the GPU until the chunk's upload and kernel have run (a link behind
+// backward keeps it that long: the budget bounds what is kept). Otherwise, or with a
+// budget of 0, the chunk uploads every gradient. The copy downloaded at GradReady stays
+// the one a rollback's Step uploads, so the bits do not change either way; the up link
+// carries 2 bytes per bf16 element read in place less (StageTimes::released_grad_up_bytes).
 //
 // Never waits on the host during Launch. A copy the FaultPlan fails (once per upload and
 // download, in that order) throws Error(kCuda) naming the chunk and the chunks queued
@@ -58,6 +60,9 @@ struct StreamSetup {
   // a tensor's streamed gradients into the pinned gradient area (on kGrads); each chunk's
   // go up with its state and its kernels read them in the slot.
   bool release = false;
+  // With release and speculation: the most handed-over gradient bytes kept for the
+  // speculative kernels to read in place (OptimizerConfig::in_place_grad_bytes).
+  uint64_t in_place_bytes = 0;
   std::shared_ptr<FaultPlan> faults;
 };
 

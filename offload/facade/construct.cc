@@ -185,7 +185,7 @@ void HybridOptimizer::Impl::BuildExecutors() {
               : offload::MakeHostStreamDevice(&driver_, cfg_.host_cpus);
     executors_.push_back(offload::MakeGpuStream({cfg_.algorithm, &specs_, &formats_, &plan,
                                                  cfg_.stream_slots, gpu(), cfg_.release_grads,
-                                                 cfg_.faults},
+                                                 cfg_.in_place_grad_bytes, cfg_.faults},
                                                 std::move(device)));
   }
   if (plan.grad_slot_bytes > 0) {  // host-computed elements: the offload pipeline

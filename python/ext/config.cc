@@ -327,6 +327,14 @@ const std::vector<Field>& Fields() {
          c.speculative_host_bytes = static_cast<uint64_t>(
              Integer("speculative_host_bytes", v, 0, kMaxInt64, "an integer >= 0"));
        }},
+      {"in_place_grad_bytes",
+       "with release_grads and speculation: the most handed-over gradient bytes kept on the "
+       "GPU for speculative kernels to read in place, >= 0",
+       [](const OptimizerConfig& c) { return py::int_(c.in_place_grad_bytes); },
+       [](OptimizerConfig& c, py::handle v) {
+         c.in_place_grad_bytes = static_cast<uint64_t>(
+             Integer("in_place_grad_bytes", v, 0, kMaxInt64, "an integer >= 0"));
+       }},
       {"release_grads",
        "gradient release: grad_ready takes what the engine needs of a gradient, whose "
        "memory may be reused once grad_consumed says so",

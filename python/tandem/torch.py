@@ -84,7 +84,8 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
         ``tandem._C.OptimizerConfig.fields()`` lists them): offload_fraction,
         offload_compute, machine_rates, placement, host_threads, chunk_elements,
         pipeline_slots, stream_chunk_bytes, stream_slots, speculative_early_start,
-        speculative_stream_bytes, speculative_host_bytes, release_grads.
+        speculative_stream_bytes, speculative_host_bytes, release_grads,
+        in_place_grad_bytes.
       master_format, momentum_format, variance_format (or master, momentum except for
         SGD, variance): the state formats; both spellings of one raise ValueError.
       max_grad_norm: > 0 clips the global gradient norm at each step (StepOptions).

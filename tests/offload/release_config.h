@@ -3,9 +3,16 @@
 // elements cross every boundary, two groups with different hyper-parameters.
 #pragma once
 
+#include <cstdint>
+
 #include "tandem/config.h"
 
 namespace tandem::testing {
+
+// An in-place budget (OptimizerConfig::in_place_grad_bytes) that holds the model's
+// smaller gradients one or two at a time, and not its largest (tests/offload/
+// hybrid_fixture.h: 9000 bf16 elements).
+constexpr uint64_t kSomeInPlaceBytes = 6000;
 
 inline OptimizerConfig ReleaseTestConfig(ExecutionMode mode, double fraction, double share,
                                          bool release, bool speculative) {

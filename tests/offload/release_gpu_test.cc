@@ -2,8 +2,8 @@
 // produced on a stream of their own, handed over with GradReady(i, nullptr, producer),
 // and overwritten on that stream right after WaitGradConsumed(i, producer); the steps
 // give the bits of plain steps that read the gradients at Step, at fractions 0, 0.5 and
-// 1 and offload_compute shares 0, 0.5 and 1, with and without speculation, through
-// clipped steps and a non-finite one.
+// 1 and offload_compute shares 0, 0.5 and 1, with and without speculation (and its
+// in-place reads of the handed gradients), through clipped steps and a non-finite one.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -22,8 +22,12 @@ namespace {
 using testing::DeviceModel;
 using testing::Model;
 
-OptimizerConfig GpuConfig(double fraction, double share, bool release, bool speculative) {
-  return testing::ReleaseTestConfig(ExecutionMode::kGpu, fraction, share, release, speculative);
+OptimizerConfig GpuConfig(double fraction, double share, bool release, bool speculative,
+                          uint64_t in_place = 0) {
+  OptimizerConfig c =
+      testing::ReleaseTestConfig(ExecutionMode::kGpu, fraction, share, release, speculative);
+  c.in_place_grad_bytes = in_place;
+  return c;
 }
 
 struct GpuOutcome {
@@ -75,9 +79,17 @@ TEST(GradReleaseGpu, BitIdenticalAtEveryFractionAndShare) {
       int applied = 0;
       for (const StepResult& r : plain.results) applied += r.applied ? 1 : 0;
       ASSERT_EQ(applied, 11) << what;
-      for (bool spec : {false, true}) {
-        const GpuOutcome got = TrainGpu(GpuConfig(f, share, true, spec), true);
-        const std::string w = what + (spec ? " release+speculation" : " release");
+      // Release; with speculation; with every gradient read in place (Note [Reading the
+      // handed gradient in place]); with a budget that keeps one or two at a time.
+      struct Variant {
+        bool spec;
+        uint64_t in_place;
+      };
+      for (const Variant v : {Variant{false, 0}, Variant{true, 0}, Variant{true, 1 << 20},
+                              Variant{true, testing::kSomeInPlaceBytes}}) {
+        const GpuOutcome got = TrainGpu(GpuConfig(f, share, true, v.spec, v.in_place), true);
+        const std::string w = what + (v.spec ? " release+speculation" : " release") +
+                              (v.in_place > 0 ? ", in place " + std::to_string(v.in_place) : "");
         ASSERT_EQ(got.results.size(), plain.results.size());
         for (size_t s = 0; s < got.results.size(); ++s) {
           EXPECT_EQ(got.results[s].applied, plain.results[s].applied) << w << " step " << s + 1;

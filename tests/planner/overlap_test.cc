@@ -97,10 +97,12 @@ TEST(Overlap, SpeculationHidesTheStepInBackward) {
   EXPECT_GT(host.iteration.exposed_abort_ms, host_released.iteration.exposed_ms);
 }
 
-TEST(Overlap, ReleasedGradientsOfSpeculatedChunksGoDownOnly) {
+TEST(Overlap, ReleasedGradientsOfSpeculatedChunksCrossTheLinkTwice) {
   // Every streamed element speculated: without release its state goes up and comes down
-  // during backward; with release its gradient goes down too (the copy a rollback reads),
-  // and the kernel reads it where it was handed over: (B_s + g) down, B_s up.
+  // during backward; with release its gradient goes down (released) and up again beside
+  // the state, so the same speculation takes (B_s + g) / B_s as long on the link. With
+  // an in-place budget (in_place_grad_bytes) that many bytes' elements read it where it
+  // was handed over instead: (B_s + g) down, B_s up, their gradients kept on the GPU.
   PlanInputs in = Run8B();
   in.speculative_early_start = true;
   in.offload_compute = 1.0;
@@ -112,6 +114,8 @@ TEST(Overlap, ReleasedGradientsOfSpeculatedChunksGoDownOnly) {
   const FractionPoint kept = EvaluateFraction(in, 1.0);
   in.grad_release = Choice::kOn;
   const FractionPoint released = EvaluateFraction(in, 1.0);
+  in.in_place_grad_bytes = 2 * kGiB;
+  const FractionPoint in_place = EvaluateFraction(in, 1.0);
   // (the element count comes back from the spares' bytes: within one element)
   ASSERT_GE(kept.speculated_streamed + 1, kept.cold_elements);
   ASSERT_GE(released.speculated_streamed + 1, released.cold_elements);
@@ -122,9 +126,20 @@ TEST(Overlap, ReleasedGradientsOfSpeculatedChunksGoDownOnly) {
   ASSERT_LT(u, d);
   const double link = std::min(d, u);
   EXPECT_NEAR(kept.iteration.during_backward_ms, n * bs / link, 1e-6 * n * bs / link);
-  const double per = std::max((bs + 2) / d, bs / u);
-  EXPECT_NEAR(released.iteration.during_backward_ms, n * per, 1e-6 * n * per);
-  EXPECT_LT(per, (bs + 2) / link);  // the round trip it no longer takes
+  EXPECT_NEAR(released.iteration.during_backward_ms, n * (bs + 2) / link,
+              1e-6 * n * bs / link);
+  const double si = static_cast<double>(kGiB);  // 2 GiB of bf16 gradients
+  ASSERT_LT(si, n);
+  const double want = (n - si) * (bs + 2) / link + si * std::max((bs + 2) / d, bs / u);
+  EXPECT_NEAR(in_place.iteration.during_backward_ms, want, 1e-6 * want);
+  EXPECT_LT(in_place.iteration.during_backward_ms, released.iteration.during_backward_ms);
+  // The kept gradients on the GPU, where a backward long enough leaves none waiting for
+  // the link.
+  in.profile.gpu.train_tflops = 1;
+  const FractionPoint slow = EvaluateFraction(in, 1.0);
+  in.in_place_grad_bytes = 0;
+  const FractionPoint slow_released = EvaluateFraction(in, 1.0);
+  EXPECT_EQ(slow.gpu.gradients, slow_released.gpu.gradients + 2 * kGiB);
 }
 
 TEST(Overlap, SpeculationBudgetsAreHonoured) {

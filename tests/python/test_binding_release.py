@@ -88,8 +88,12 @@ def test_the_options_are_checked_and_shown():
         C.OptimizerConfig(release_grads=1)
     with pytest.raises(tandem.InvalidArgumentError, match="speculative_host_bytes"):
         C.OptimizerConfig(speculative_host_bytes=-1)
-    c = C.OptimizerConfig(release_grads=True, speculative_host_bytes=1 << 20)
+    with pytest.raises(tandem.InvalidArgumentError, match="in_place_grad_bytes"):
+        C.OptimizerConfig(in_place_grad_bytes=-1)
+    c = C.OptimizerConfig(release_grads=True, speculative_host_bytes=1 << 20,
+                          in_place_grad_bytes=1 << 30)
     assert c.release_grads is True and c.speculative_host_bytes == 1 << 20
+    assert c.in_place_grad_bytes == 1 << 30 and C.OptimizerConfig().in_place_grad_bytes == 0
     assert "release_grads=True" in repr(c)
 
 

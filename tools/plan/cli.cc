@@ -41,7 +41,7 @@ struct Args {
   double momentum = 0.9;
   bool speculative = false;
   std::string grad_release = "off";
-  std::string spec_host, spec_stream;
+  std::string spec_host, spec_stream, in_place;
   double train_tflops = -1;  // -1: not given
   bool largest = false;
   double fraction = -1;
@@ -155,6 +155,7 @@ PlanInputs ToInputs(const Args& a, std::pair<bool, bool> dtypes_given) {
   }
   if (!a.spec_host.empty()) in.speculative_host_bytes = ParseBytes(a.spec_host);
   if (!a.spec_stream.empty()) in.speculative_stream_bytes = ParseBytes(a.spec_stream);
+  if (!a.in_place.empty()) in.in_place_grad_bytes = ParseBytes(a.in_place);
   in.gpus_per_node = a.gpus_per_node;
   in.nodes = a.nodes;
   in.fsdp2 = a.fsdp2;
@@ -247,6 +248,10 @@ int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::stri
   app.add_option("--speculative-stream-bytes", a.spec_stream,
                  "speculation budget per rank: streamed state backed up (default: what fits "
                  "and backward covers, or 1GiB without --seq)")
+      ->needs(spec);
+  app.add_option("--in-place-grad-bytes", a.in_place,
+                 "with --grad-release: handed-over gradient bytes kept on the GPU for the "
+                 "speculative kernels to read in place (in_place_grad_bytes; default 0)")
       ->needs(spec);
   app.add_option("--fraction", a.fraction,
                  "plan at this offload fraction (a run's own) instead of choosing one");
