@@ -464,6 +464,16 @@ def mode_fraction(option):
         return None
 
 
+def gpu_share(result, offload_compute):
+    """The share of the offloaded elements computed on the GPU: auto's choice where a model
+    chose it (compute_split), else what --offload-compute named."""
+    split = result["compute_split"]
+    if split.get("bound"):
+        return split["share"]
+    return {"gpu": 1.0, "host": 0.0}.get(offload_compute) if offload_compute in ("gpu", "host") \
+        else float(offload_compute) if offload_compute != "auto" else split["share"]
+
+
 def is_tandem(spec):
     return spec.partition(":")[0].split("+")[0] == "tandem"
 
@@ -498,7 +508,7 @@ def report(args, results):
               "%.3f), release_grads %s, speculative %s, in place %.1f GiB, clip %g"
               % (spec, args.state, "/".join("%g" % f for f in fractions)
                  + (" (by local rank)" if len(fractions) > 1 else ""), args.offload_compute,
-                 t["compute_split"]["share"], t.get("release"), t.get("speculative"),
+                 gpu_share(t, args.offload_compute), t.get("release"), t.get("speculative"),
                  t.get("in_place_grad_bytes", 0) / 2**30, args.clip))
     print("%-26s %6s %11s %11s %9s %8s %9s %7s %9s %15s"
           % ("mode", "layers", "iteration", "fwd+bwd", "exposed", "share", "tok/s/GPU",

@@ -14,8 +14,9 @@
 //     rollback reads) and comes up again beside the state, c_sr' = (B_s + g) /
 //     min(d2h, h2d), unless the kernel reads it where it was handed over (Note [Reading
 //     the handed gradient in place], offload/executors/gpu_stream.h: at most
-//     in_place_grad_bytes / g elements at once, taken as that many elements, their
-//     gradients counted on the GPU), c_si = max((B_s + g) / d2h, B_s / h2d);
+//     in_place_grad_bytes / g elements at once, taken as that many elements; such a
+//     gradient waits on the GPU for its kernel as another waits for its download, so the
+//     GPU holds no more), c_si = max((B_s + g) / d2h, B_s / h2d);
 //   * any other offloaded element whose gradient leaves the GPU (gradient release, or a
 //     host-computed element with early start): its gradient goes down, c_g = g / d2h.
 // These queue behind each other on the rank's copy engines and host as the step's two

@@ -347,10 +347,9 @@ FractionPoint EvaluateAt(const PlanInputs& in, const Context& x, double fraction
   uint64_t backup = 0;
   if (in.speculative_early_start && pl.offloaded > 0)
     spec = AddSpeculation(in, x, pl, cfg, c, release, &p, &backup);
-  if (release) {  // gradients kept for in-place reads: the budget's worth, on the GPU
-    spec.in_place = std::min(spec.streamed, in.in_place_grad_bytes / g);
-    if (saves) p.gpu.gradients += spec.in_place * g;
-  }
+  // Read in place: a gradient waits on the GPU for its chunk's kernel as it would for its
+  // download, both behind the same queued work (GradientsWaiting counts either).
+  if (release) spec.in_place = std::min(spec.streamed, in.in_place_grad_bytes / g);
   p.speculated_host = spec.host;
   p.speculated_streamed = spec.streamed;
   if (saves)

@@ -502,9 +502,9 @@ struct PlanInputs {
   uint64_t speculative_host_bytes = kAutoBytes;
   uint64_t speculative_stream_bytes = kAutoBytes;
   // With release and speculation: OptimizerConfig::in_place_grad_bytes (the handed-over
-  // gradients kept on the GPU for speculative kernels to read in place; counted on the GPU
-  // in full, and that many bytes' elements of the speculated ones skip the gradient's
-  // upload). 0: none.
+  // gradients kept on the GPU for speculative kernels to read in place): that many bytes'
+  // elements of the speculated ones skip the gradient's upload (Note [What backward
+  // hides], planner/overlap.cc). 0: none.
   uint64_t in_place_grad_bytes = 0;
   // The offload fraction to plan at, in [0, 1] (a run's own, to predict it); negative
   // (default): the plan chooses the fastest that fits.

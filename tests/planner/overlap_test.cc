@@ -102,7 +102,8 @@ TEST(Overlap, ReleasedGradientsOfSpeculatedChunksCrossTheLinkTwice) {
   // during backward; with release its gradient goes down (released) and up again beside
   // the state, so the same speculation takes (B_s + g) / B_s as long on the link. With
   // an in-place budget (in_place_grad_bytes) that many bytes' elements read it where it
-  // was handed over instead: (B_s + g) down, B_s up, their gradients kept on the GPU.
+  // was handed over instead: (B_s + g) down, B_s up; such a gradient waits on the GPU for
+  // its kernel as another waits for its download (no more GPU memory).
   PlanInputs in = Run8B();
   in.speculative_early_start = true;
   in.offload_compute = 1.0;
@@ -133,13 +134,14 @@ TEST(Overlap, ReleasedGradientsOfSpeculatedChunksCrossTheLinkTwice) {
   const double want = (n - si) * (bs + 2) / link + si * std::max((bs + 2) / d, bs / u);
   EXPECT_NEAR(in_place.iteration.during_backward_ms, want, 1e-6 * want);
   EXPECT_LT(in_place.iteration.during_backward_ms, released.iteration.during_backward_ms);
-  // The kept gradients on the GPU, where a backward long enough leaves none waiting for
-  // the link.
+  // Where a backward long enough leaves nothing waiting for the link, the same gradients
+  // on the GPU either way.
   in.profile.gpu.train_tflops = 1;
   const FractionPoint slow = EvaluateFraction(in, 1.0);
   in.in_place_grad_bytes = 0;
   const FractionPoint slow_released = EvaluateFraction(in, 1.0);
-  EXPECT_EQ(slow.gpu.gradients, slow_released.gpu.gradients + 2 * kGiB);
+  EXPECT_EQ(slow.gpu.gradients, slow_released.gpu.gradients);
+  EXPECT_LE(in_place.gpu.gradients, released.gpu.gradients);
 }
 
 TEST(Overlap, SpeculationBudgetsAreHonoured) {

@@ -37,7 +37,8 @@ import tandem.torch  # noqa: E402
 def make_optimizer(args, model):
     return fsdp_worker.make_optimizer(args, model, release_grads=args.release,
                                       early_start=args.early == "plain",
-                                      speculative_early_start=args.early == "speculative")
+                                      speculative_early_start=args.early == "speculative",
+                                      in_place_grad_bytes=args.in_place_grad_bytes)
 
 
 def batch(rank, step, micro, device):
@@ -104,6 +105,8 @@ def main():
                     default=[1, 4])
     ap.add_argument("--release", action="store_true")
     ap.add_argument("--early", choices=("off", "plain", "speculative"), default="off")
+    ap.add_argument("--in-place-grad-bytes", type=int, default=0,
+                    help="in_place_grad_bytes: speculated chunks read handed gradients in place")
     ap.add_argument("--accum", type=int, default=1, help="micro-batches per step")
     ap.add_argument("--accum-mode", choices=("plain", "context", "nosync"), default="plain",
                     help="the micro-batches but the last: as they are, inside "

@@ -83,13 +83,17 @@ def test_ranks_may_each_keep_their_own_fraction(tmp):
     assert_same(got, ref, "fractions 0.5 and 1 on the two ranks")
 
 
-@pytest.mark.parametrize("fraction,compute", [(1.0, "gpu"), (1.0, "0.5"), (0.0, "host")])
-def test_release_at_every_fraction_and_compute_share(tmp, fraction, compute):
+@pytest.mark.parametrize("fraction,compute,in_place", [(1.0, "gpu", 0), (1.0, "gpu", 1 << 20),
+                                                       (1.0, "0.5", 0), (0.0, "host", 0)])
+def test_release_at_every_fraction_and_compute_share(tmp, fraction, compute, in_place):
+    # in_place: the speculated streamed chunks read the handed gradients where FSDP2 left
+    # them (in_place_grad_bytes), the bits unchanged.
     args = ("--fraction", fraction, "--offload-compute", compute)
     ref = reference(tmp, 2, *args)
-    got = run(tmp, "rel_%s_%s" % (fraction, compute), 2, "--nan-rank", 1, "--nan-step",
-              NAN_STEP, "--release", "--early", "speculative", *args)
-    assert_same(got, ref, "fraction %s compute %s" % (fraction, compute))
+    got = run(tmp, "rel_%s_%s_%d" % (fraction, compute, in_place), 2, "--nan-rank", 1,
+              "--nan-step", NAN_STEP, "--release", "--early", "speculative",
+              "--in-place-grad-bytes", in_place, *args)
+    assert_same(got, ref, "fraction %s compute %s in place %d" % (fraction, compute, in_place))
 
 
 @pytest.mark.parametrize("mode", ["context", "nosync"])

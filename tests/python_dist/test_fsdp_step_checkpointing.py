@@ -146,3 +146,26 @@ def test_fractions_may_differ_by_local_rank(fsdp_step):
         with pytest.raises(argparse.ArgumentTypeError):
             fsdp_step.fraction_list(bad)
     assert [fsdp_step.rank_fraction([1.0, 0.5], r) for r in range(4)] == [1.0, 0.5, 1.0, 0.5]
+
+
+def test_the_report_names_the_share_offload_compute_set_and_the_in_place_budget(fsdp_step,
+                                                                                  capsys):
+    import argparse
+    args = argparse.Namespace(model="llama3-70b", layers=2, seq=16, nproc=1,
+                              activation_checkpointing=True, text=True, clip=100.0,
+                              state="bf16+ecc8/q8/q8", offload_compute="gpu", json=None)
+    row = dict(layers=2, params=10, iteration_ms=10.0, forward_backward_ms=8.0, step_ms=2.0,
+               exposed_share=0.2, tokens_per_s_per_gpu=1.0, mfu=0.1, gpu_peak_gib=1.0,
+               losses=[2.0, 1.0], grad_norms=[1.0], clip_triggered=0)
+    # An explicit offload_compute runs no model: compute_split is all zeros.
+    split = dict(share=0.0, bound="")
+    results = {"none:1": dict(row), "tandem+inplace": dict(
+        row, fraction=0.5, compute_split=split, release=True, speculative=True,
+        in_place_grad_bytes=64 * 2**30, speculated_rolled_back_chunks=[[4, 0]])}
+    fsdp_step.report(args, results)
+    out = capsys.readouterr().out
+    assert "offload_compute gpu (share on the GPU 1.000)" in out
+    assert "in place 64.0 GiB" in out
+    assert fsdp_step.gpu_share(dict(compute_split=dict(share=0.25, bound="h2d")), "auto") == 0.25
+    assert fsdp_step.gpu_share(dict(compute_split=split), "host") == 0.0
+    assert fsdp_step.gpu_share(dict(compute_split=split), "0.5") == 0.5
