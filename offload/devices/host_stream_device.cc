@@ -19,6 +19,7 @@
 
 #include "cpu_simd/cpu_pinning.h"
 #include "cpu_simd/host_kernels.h"
+#include "engine/elapsed.h"
 #include "offload/devices/stream_device.h"
 
 namespace tandem::offload {
@@ -98,7 +99,7 @@ class HostStreamDevice final : public StreamDevice {
 
   double ElapsedMs(Event from, Event to) override {
     std::lock_guard<std::mutex> lock(mu_);
-    return std::chrono::duration<double, std::milli>(events_[to].at - events_[from].at).count();
+    return MsBetween(events_[from].at, events_[to].at);
   }
 
   void StreamWait(void*, Event e) const override {  // no foreign streams on the host: wait

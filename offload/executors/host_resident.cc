@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cpu_simd/host_kernels.h"
+#include "engine/elapsed.h"
 #include "offload/executors/resident.h"
 #include "offload/memory/slab.h"
 
@@ -120,8 +121,7 @@ class HostResident final : public Executor {
     }
     driver_->Run(work_.data(), work_.size());
     // Host mode: the "device" is the host.
-    w.times->gpu_update_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    w.times->gpu_update_ms = MsSince(t0);
   }
 
  private:

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "engine/elapsed.h"
 #include "offload/facade/impl.h"
 #include "tandem/error.h"
 
@@ -18,10 +19,7 @@ namespace {
 class HandoverTimer {
  public:
   explicit HandoverTimer(double* ms) : ms_(ms), t0_(std::chrono::steady_clock::now()) {}
-  ~HandoverTimer() {
-    *ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_)
-                .count();
-  }
+  ~HandoverTimer() { *ms_ += MsSince(t0_); }
   HandoverTimer(const HandoverTimer&) = delete;
   HandoverTimer& operator=(const HandoverTimer&) = delete;
 

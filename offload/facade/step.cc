@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/elapsed.h"
 #include "offload/facade/impl.h"
 #include "offload/prepass/grad_stats.h"
 #include "tandem/error.h"
@@ -191,7 +192,8 @@ StepResult HybridOptimizer::Impl::Step(std::span<const double> group_lrs, const 
   // 1. Pre-pass over the gradient of every active tensor, hot and offloaded, before any
   // update; the partials of the tensors handed to GradReady come from there (GPU mode:
   // the caller's stream waits for early start's work first).
-  if (gpu() && std::any_of(grads_.ready.begin(), grads_.ready.end(), [](uint8_t r) { return r != 0; }))
+  if (gpu() &&
+      std::any_of(grads_.ready.begin(), grads_.ready.end(), [](uint8_t r) { return r != 0; }))
     fences_->CallerWaitsForWork();
   times.speculation_stopped = begun_.stopped;
   offload::NormResult norm = prepass_->Run(active, &times);
@@ -221,7 +223,7 @@ StepResult HybridOptimizer::Impl::Step(std::span<const double> group_lrs, const 
     if (begun_.on)
       for (const auto& e : executors_) e->RollBackSpeculation(&times);
     cfg_.groups = hyper;  // in force once Step returns, applied or skipped
-    times.step_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    times.step_ms = MsSince(t0);
     return result;
   }
   const double clip = ClipCoefficient(result.grad_norm, opt);
@@ -263,7 +265,7 @@ StepResult HybridOptimizer::Impl::Step(std::span<const double> group_lrs, const 
     }
   result.applied = true;
   result.step = steps_.applied;
-  times.step_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  times.step_ms = MsSince(t0);
   return result;
 }
 

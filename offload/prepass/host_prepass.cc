@@ -2,6 +2,7 @@
 #include <chrono>
 
 #include "cpu_simd/host_kernels.h"
+#include "engine/elapsed.h"
 #include "engine/layout/tensor_rules.h"
 #include "offload/prepass/prepass.h"
 #include "offload/prepass/ready_partials.h"
@@ -27,8 +28,7 @@ class HostPrepass final : public Prepass {
     driver_->Execute([&] { norm = HostGradNorm(grads_); });
     for (size_t t = 0; t < grads_.size(); ++t)
       if ((active.empty() || active[t] != 0) && early[t] != 0) AddNorm(norm, ready_.partial(t));
-    times->prepass_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    times->prepass_ms = MsSince(t0);
     return norm;
   }
   void SetGrad(size_t t, const void* grad) override { grads_[t].ptr = grad; }

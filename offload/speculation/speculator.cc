@@ -8,9 +8,10 @@
 #include <string>
 #include <utility>
 
+#include "engine/elapsed.h"
 #include "engine/grain.h"
-#include "engine/state_arrays.h"
 #include "engine/layout/state_layout.h"
+#include "engine/state_arrays.h"
 #include "tandem/error.h"
 
 namespace tandem::offload {
@@ -163,8 +164,7 @@ void Speculator::Run(size_t c, Ticket ticket, Ticket previous_upload) {
       if (piece_saved_[p] != 0) CopyStateArrays(piece(p, span), piece(p, backup_[c]));
     throw;
   }
-  busy_ms_ +=
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  busy_ms_ += MsSince(t0);
 }
 
 void Speculator::Restore(size_t c) {

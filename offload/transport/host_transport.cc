@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cpu_simd/cpu_pinning.h"
+#include "engine/elapsed.h"
 #include "tandem/error.h"
 
 namespace tandem::offload {
@@ -71,7 +72,7 @@ void HostTransport::Work(Queue& q) {
     const auto t1 = std::chrono::steady_clock::now();
     lock.lock();
     q.pending.pop_front();
-    q.busy_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
+    q.busy_ms += MsBetween(t0, t1);
     if (c.fail && q.failed == 0) q.failed = c.ticket;
     q.done_upto = c.ticket;
     cv_.notify_all();
@@ -126,6 +127,5 @@ void HostTransport::ResetTimes() {
   std::lock_guard<std::mutex> lock(mu_);
   down_.busy_ms = up_.busy_ms = 0;
 }
-
 
 }  // namespace tandem::offload

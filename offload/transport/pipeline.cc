@@ -5,6 +5,7 @@
 #include <new>
 #include <string>
 
+#include "engine/elapsed.h"
 #include "tandem/error.h"
 
 namespace tandem::offload {
@@ -87,7 +88,7 @@ void Pipeline::Run(std::vector<OffloadChunk>& chunks, const StepScalars* scalars
       }
       const auto h0 = Clock::now();
       host_step(scalars[c.scalar_index], span);
-      host_ms += std::chrono::duration<double, std::milli>(Clock::now() - h0).count();
+      host_ms += MsSince(h0);
       ++applied;
       if (c.param_bytes > 0) {
         const Ticket up = enqueue_upload(c, up_src);
@@ -117,7 +118,7 @@ void Pipeline::Run(std::vector<OffloadChunk>& chunks, const StepScalars* scalars
   }
   if (times != nullptr) {
     times->host_ms = host_ms;
-    times->wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_start).count();
+    times->wall_ms = MsSince(t_start);
     times->d2h_ms = transport_->DownloadBusyMs();
     times->h2d_ms = transport_->UploadBusyMs();
   }

@@ -14,8 +14,9 @@ namespace tandem::testing {
 // hybrid_fixture.h: 9000 bf16 elements).
 constexpr uint64_t kSomeInPlaceBytes = 6000;
 
+// in_place: OptimizerConfig::in_place_grad_bytes.
 inline OptimizerConfig ReleaseTestConfig(ExecutionMode mode, double fraction, double share,
-                                         bool release, bool speculative) {
+                                         bool release, bool speculative, uint64_t in_place = 0) {
   OptimizerConfig c;
   c.algorithm = Algorithm::kAdamW;
   c.formats = {MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kF32};
@@ -28,6 +29,7 @@ inline OptimizerConfig ReleaseTestConfig(ExecutionMode mode, double fraction, do
   c.mode = mode;
   c.release_grads = release;
   c.speculative_early_start = speculative;
+  c.in_place_grad_bytes = in_place;
   c.groups.resize(2);
   c.groups[0].weight_decay = 0.01;
   c.groups[1].lr_scale = 0.5;

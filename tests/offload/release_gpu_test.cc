@@ -24,10 +24,8 @@ using testing::Model;
 
 OptimizerConfig GpuConfig(double fraction, double share, bool release, bool speculative,
                           uint64_t in_place = 0) {
-  OptimizerConfig c =
-      testing::ReleaseTestConfig(ExecutionMode::kGpu, fraction, share, release, speculative);
-  c.in_place_grad_bytes = in_place;
-  return c;
+  return testing::ReleaseTestConfig(ExecutionMode::kGpu, fraction, share, release, speculative,
+                                    in_place);
 }
 
 struct GpuOutcome {

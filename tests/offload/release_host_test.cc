@@ -23,10 +23,8 @@ using testing::Model;
 
 OptimizerConfig Config(double fraction, double share, bool release, bool speculative,
                        uint64_t in_place = 0) {
-  OptimizerConfig c =
-      testing::ReleaseTestConfig(ExecutionMode::kHost, fraction, share, release, speculative);
-  c.in_place_grad_bytes = in_place;
-  return c;
+  return testing::ReleaseTestConfig(ExecutionMode::kHost, fraction, share, release, speculative,
+                                    in_place);
 }
 
 constexpr double kMaxNorm = 100.0;  // normal steps: norm ~ 58; steps 2, 6, 10: ~146
@@ -129,7 +127,7 @@ TEST(GradRelease, SpeculatedChunksReadTheHandedGradientInPlace) {
   m.Init(7);
   uint64_t grad_bytes = 0;
   for (uint64_t n : m.sizes) grad_bytes += n * DTypeSize(m.grad_dtype);
-  uint64_t all = 0;  // what a step without speculation uploads
+  uint64_t all = 0;                  // what a step without speculation uploads
   for (const int run : {0, 1, 2}) {  // release only; speculation without, with a budget
     const bool speculative = run > 0;
     HybridOptimizer opt(m.Specs(2), Config(1.0, 1.0, true, speculative, run == 2 ? 1 << 20 : 0));
