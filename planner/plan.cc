@@ -790,6 +790,22 @@ PlanResult MakePlan(const PlanInputs& in) {
                     r.iteration.exposed_abort_ms, r.iteration.iteration_abort_ms);
       plan.messages.push_back(b);
     }
+    if (r.grad_release && r.speculated_streamed > 0 && in.in_place_grad_bytes == 0) {
+      // The speculated chunks could read the handed gradients in place (Note [Reading the
+      // handed gradient in place]): the same point with a budget for all of them.
+      PlanInputs all = in;
+      all.in_place_grad_bytes = r.speculated_streamed * DTypeSize(in.grad_dtype);
+      const FractionPoint q = EvaluateAt(all, x, r.fraction,
+                                         r.cold_elements > 0 ? r.time.split.share : 0.0, true);
+      if (q.iteration.iteration_ms < r.iteration.iteration_ms) {
+        std::snprintf(b, sizeof b,
+                      "note: with in_place_grad_bytes = %s (--in-place-grad-bytes) the "
+                      "speculated chunks read the handed gradients on the GPU instead of "
+                      "uploading them again: iteration %.2f ms",
+                      GiB(all.in_place_grad_bytes).c_str(), q.iteration.iteration_ms);
+        plan.messages.push_back(b);
+      }
+    }
   } else if (in.activation_shape.seq_len > 0 && !plan.iteration_note.empty()) {
     plan.messages.push_back("note: " + plan.iteration_note);
   }

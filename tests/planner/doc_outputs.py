@@ -88,7 +88,9 @@ class Runner:
     def __init__(self, tandem_plan, source_dir):
         self.bin_dir = os.path.dirname(os.path.abspath(tandem_plan))
         self.scratch = tempfile.TemporaryDirectory(prefix="tandem-doc-")
-        os.symlink(os.path.join(source_dir, "tests"), os.path.join(self.scratch.name, "tests"))
+        # The transcripts name files of the tree: test models, measured profiles.
+        for d in ("tests", "bench"):
+            os.symlink(os.path.join(source_dir, d), os.path.join(self.scratch.name, d))
 
     def run(self, command):
         env = dict(os.environ, PATH=self.bin_dir + os.pathsep + os.environ.get("PATH", ""),

@@ -1,8 +1,10 @@
 // Note [What backward hides] (planner/overlap.cc): the step exposed after backward with
 // early start, gradient release and speculation, term by term.
-#include <algorithm>
-
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
 
 #include "planner/plan.h"
 
@@ -142,6 +144,38 @@ TEST(Overlap, ReleasedGradientsOfSpeculatedChunksCrossTheLinkTwice) {
   const FractionPoint slow_released = EvaluateFraction(in, 1.0);
   EXPECT_EQ(slow.gpu.gradients, slow_released.gpu.gradients);
   EXPECT_LE(in_place.gpu.gradients, released.gpu.gradients);
+}
+
+TEST(Overlap, ThePlanSaysWhatReadingInPlaceWouldGive) {
+  // Release and speculation with no in-place budget: the plan names the budget that reads
+  // every speculated chunk's gradient in place and the iteration it gives; given one, no
+  // such note.
+  PlanInputs in = Run8B();
+  in.grad_release = Choice::kOn;
+  in.speculative_early_start = true;
+  in.offload_compute = 1.0;
+  in.speculative_stream_bytes = 64 * kGiB;
+  in.fraction = 1.0;
+  in.profile.pcie.h2d_concurrent_gbps = 20.2;
+  in.profile.pcie.d2h_concurrent_gbps = 29.3;
+  in.profile.host.dram_gbps = 283;
+  auto note = [](const PlanResult& p) {
+    for (const std::string& m : p.messages)
+      if (m.find("in_place_grad_bytes") != std::string::npos) return m;
+    return std::string();
+  };
+  const PlanResult without = MakePlan(in);
+  ASSERT_TRUE(without.feasible) << without.messages[0];
+  const std::string said = note(without);
+  ASSERT_FALSE(said.empty());
+  const FractionPoint& r = without.recommended;
+  in.in_place_grad_bytes = r.speculated_streamed * 2;  // bf16 gradients
+  const PlanResult with = MakePlan(in);
+  char want[64];
+  std::snprintf(want, sizeof want, "iteration %.2f ms", with.recommended.iteration.iteration_ms);
+  EXPECT_NE(said.find(want), std::string::npos) << said;
+  EXPECT_LT(with.recommended.iteration.iteration_ms, r.iteration.iteration_ms);
+  EXPECT_TRUE(note(with).empty()) << note(with);
 }
 
 TEST(Overlap, SpeculationBudgetsAreHonoured) {
