@@ -468,10 +468,10 @@ def gpu_share(result, offload_compute):
     """The share of the offloaded elements computed on the GPU: auto's choice where a model
     chose it (compute_split), else what --offload-compute named."""
     split = result["compute_split"]
-    if split.get("bound"):
+    if split.get("bound") or offload_compute == "auto":
         return split["share"]
-    return {"gpu": 1.0, "host": 0.0}.get(offload_compute) if offload_compute in ("gpu", "host") \
-        else float(offload_compute) if offload_compute != "auto" else split["share"]
+    named = {"gpu": 1.0, "host": 0.0}
+    return named[offload_compute] if offload_compute in named else float(offload_compute)
 
 
 def is_tandem(spec):

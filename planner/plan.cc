@@ -362,6 +362,12 @@ FractionPoint EvaluateAt(const PlanInputs& in, const Context& x, double fraction
   return p;
 }
 
+// Point `r` evaluated again, at its fraction and compute share, with `in` and `release`.
+FractionPoint EvaluateAgain(const PlanInputs& in, const Context& x, const FractionPoint& r,
+                            bool release) {
+  return EvaluateAt(in, x, r.fraction, r.cold_elements > 0 ? r.time.split.share : 0.0, release);
+}
+
 // How a point ranks: the iteration when it is modelled, else the step.
 double Score(const FractionPoint& p) {
   return p.iteration.modelled ? p.iteration.iteration_ms : p.time.step_ms;
@@ -746,9 +752,7 @@ PlanResult MakePlan(const PlanInputs& in) {
   {
     // What release saves: the recommended point again with the other setting.
     const FractionPoint& r = plan.recommended;
-    const FractionPoint other =
-        EvaluateAt(in, x, r.fraction, r.cold_elements > 0 ? r.time.split.share : 0.0,
-                   !r.grad_release);
+    const FractionPoint other = EvaluateAgain(in, x, r, !r.grad_release);
     plan.gpu_bytes_with_release = (r.grad_release ? r : other).gpu.total();
     plan.gpu_bytes_without_release = (r.grad_release ? other : r).gpu.total();
   }
@@ -795,8 +799,7 @@ PlanResult MakePlan(const PlanInputs& in) {
       // handed gradient in place]): the same point with a budget for all of them.
       PlanInputs all = in;
       all.in_place_grad_bytes = r.speculated_streamed * DTypeSize(in.grad_dtype);
-      const FractionPoint q = EvaluateAt(all, x, r.fraction,
-                                         r.cold_elements > 0 ? r.time.split.share : 0.0, true);
+      const FractionPoint q = EvaluateAgain(all, x, r, true);
       if (q.iteration.iteration_ms < r.iteration.iteration_ms) {
         std::snprintf(b, sizeof b,
                       "note: with in_place_grad_bytes = %s (--in-place-grad-bytes) the "
