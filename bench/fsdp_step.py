@@ -134,6 +134,8 @@ def child(args):
 
     dist.init_process_group("nccl")
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    if args.gpu_memory_gib:
+        hold_memory_beyond(int(args.gpu_memory_gib * 2**30))
     try:
         return train(args)
     except torch.OutOfMemoryError as e:
@@ -146,6 +148,33 @@ def child(args):
         print("  %s: out of GPU memory: %s" % (args.mode, str(e).split("\n")[0]),
               file=sys.stderr, flush=True)
         os._exit(0)  # NCCL's teardown may wait for ranks that are gone
+
+
+_BALLAST = []  # the device memory hold_memory_beyond took: held until the process ends
+
+
+def hold_memory_beyond(card_bytes):
+    """Leave this process's GPU with `card_bytes` of memory in all: the rest of the
+    device is allocated here, through the driver (outside torch's allocator and the
+    engine's), before anything else, and held. A larger card (H200, 141 GB) then runs as
+    a smaller one (H100, 80 GB): the CUDA context, NCCL, torch and the engine share what
+    is left, and a run that needs more fails as it would there. Compute, HBM bandwidth
+    and the host's links stay the larger card's."""
+    import ctypes
+    import torch
+
+    torch.empty(1, device="cuda")  # the primary context, current on this thread
+    total = torch.cuda.mem_get_info()[1]
+    extra = total - card_bytes
+    if extra <= 0:
+        raise SystemExit("--gpu-memory-gib %.2f: this GPU has only %.2f GiB"
+                         % (card_bytes / 2**30, total / 2**30))
+    ptr = ctypes.c_uint64()
+    rc = ctypes.CDLL("libcuda.so.1").cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(extra))
+    if rc != 0:
+        raise SystemExit("--gpu-memory-gib: cuMemAlloc of %d bytes (the GPU's %d beyond "
+                         "%d) failed with CUDA error %d" % (extra, total, card_bytes, rc))
+    _BALLAST.append(ptr)
 
 
 def train(args):
@@ -269,6 +298,7 @@ def train(args):
                   losses=losses, text=args.text, clip=args.clip, grad_norms=norms,
                   clip_triggered=sum(1 for n in norms if n > args.clip),
                   gpu_peak_gib=peak.item() / 2**30, engine_device_gib=engine / 2**30,
+                  gpu_memory_gib=args.gpu_memory_gib,
                   optimizer_build_s=build_s)
     if tandem_mode:
         result["release"] = args.release
@@ -376,6 +406,9 @@ def main():
     ap.add_argument("--text", action="store_true", help="train on real text (module doc)")
     ap.add_argument("--peak-tflops", type=float, default=989.0,
                     help="the GPU's dense bf16 peak for MFU (H100/H200 SXM: 989)")
+    ap.add_argument("--gpu-memory-gib", type=float, default=None,
+                    help="run every mode as if each GPU had this much memory in all (the "
+                         "rest allocated and held first; 79.65 for an H100 80GB on an H200)")
     ap.add_argument("--mode-timeout", type=float, default=1800.0)
     ap.add_argument("--json", default=None)
     ap.add_argument("--mode", help=argparse.SUPPRESS)
@@ -408,7 +441,8 @@ def main():
                    ("--model", args.model), ("--clip", args.clip), ("--lr", args.lr),
                    ("--peak-tflops", args.peak_tflops),
                    ("--in-place-grad-gib", args.in_place_grad_gib))), [])
-        for flag in ("speculative_host_gib", "speculative_stream_gib", "profile"):
+        for flag in ("speculative_host_gib", "speculative_stream_gib", "profile",
+                     "gpu_memory_gib"):
             value = getattr(args, flag)
             if value is not None:
                 cmd += ["--" + flag.replace("_", "-"),
@@ -487,6 +521,9 @@ def report(args, results):
                                             if r["layers"] == args.layers), 0) / 1e9,
              args.seq, args.nproc, "on" if args.activation_checkpointing else "off",
              ", real text" if args.text else ""))
+    if args.gpu_memory_gib:
+        print("each GPU held to %.2f GiB of memory in all (the rest of the card allocated "
+              "before the run: a smaller card emulated)" % args.gpu_memory_gib)
     tandems = [spec for spec in results if is_tandem(spec) and not results[spec].get("oom")]
     tan = results[tandems[0]] if tandems else None
     if tan and "ranks" in tan:

@@ -118,7 +118,8 @@ def test_the_report_says_how_often_clipping_triggered(fsdp_step, capsys):
     import argparse
     args = argparse.Namespace(model="llama3-8b", layers=2, seq=16, nproc=1,
                               activation_checkpointing=False, text=False, clip=1.0,
-                              state="bf16+ecc8/q8/q8", offload_compute="auto", json=None)
+                              state="bf16+ecc8/q8/q8", offload_compute="auto", json=None,
+                              gpu_memory_gib=None)
     row = dict(layers=2, params=10, iteration_ms=10.0, forward_backward_ms=8.0, step_ms=2.0,
                exposed_share=0.2, tokens_per_s_per_gpu=1.0, mfu=0.1, gpu_peak_gib=1.0,
                losses=[2.0, 1.0])
@@ -153,7 +154,8 @@ def test_the_report_names_the_share_offload_compute_set_and_the_in_place_budget(
     import argparse
     args = argparse.Namespace(model="llama3-70b", layers=2, seq=16, nproc=1,
                               activation_checkpointing=True, text=True, clip=100.0,
-                              state="bf16+ecc8/q8/q8", offload_compute="gpu", json=None)
+                              state="bf16+ecc8/q8/q8", offload_compute="gpu", json=None,
+                              gpu_memory_gib=79.65)
     row = dict(layers=2, params=10, iteration_ms=10.0, forward_backward_ms=8.0, step_ms=2.0,
                exposed_share=0.2, tokens_per_s_per_gpu=1.0, mfu=0.1, gpu_peak_gib=1.0,
                losses=[2.0, 1.0], grad_norms=[1.0], clip_triggered=0)
@@ -166,6 +168,7 @@ def test_the_report_names_the_share_offload_compute_set_and_the_in_place_budget(
     out = capsys.readouterr().out
     assert "offload_compute gpu (share on the GPU 1.000)" in out
     assert "in place 64.0 GiB" in out
+    assert "each GPU held to 79.65 GiB of memory in all" in out
     assert fsdp_step.gpu_share(dict(compute_split=dict(share=0.25, bound="h2d")), "auto") == 0.25
     assert fsdp_step.gpu_share(dict(compute_split=split), "host") == 0.0
     assert fsdp_step.gpu_share(dict(compute_split=split), "0.5") == 0.5
