@@ -267,7 +267,10 @@ SpeculationElements AddSpeculation(const PlanInputs& in, const Context& x, const
   const uint64_t usable = UsableGpuBytes(in), host_rank = HostBudgetPerRank(in);
   room.gpu_bytes = usable > p->gpu.total() ? usable - p->gpu.total() : 0;
   room.host_bytes = host_rank > p->host.total() ? host_rank - p->host.total() : 0;
-  uint64_t host_budget = in.speculative_host_bytes, stream_budget = in.speculative_stream_bytes;
+  // A host budget of 0 is the engine's "every host-computed chunk" (OptimizerConfig): any
+  // budget above the state's bytes (kAutoBytes itself asks for the plan's choice).
+  uint64_t host_budget = in.speculative_host_bytes == 0 ? kAutoBytes - 1 : in.speculative_host_bytes;
+  uint64_t stream_budget = in.speculative_stream_bytes;
   if (host_budget == kAutoBytes || stream_budget == kAutoBytes) {
     // With an iteration model: what fits and what backward covers; without one: the
     // engine's defaults (every host-computed element; OptimizerConfig's streamed bytes).
@@ -292,6 +295,8 @@ SpeculationElements AddSpeculation(const PlanInputs& in, const Context& x, const
       host_state > 0 ? std::min(1.0, static_cast<double>(host_budget) / host_state) : 0.0;
   const uint64_t host_backup = static_cast<uint64_t>(host_share * host_state);
   p->host.speculation += host_backup + lp.spec_spare_bytes;
+  p->speculative_host_bytes = host_backup;
+  p->speculative_stream_bytes = lp.spec_spare_bytes;
   p->gpu.speculation += lp.spec_hold_bytes;
   if (!release) p->host.staging += lp.early_bytes;  // with release: the gradient area
   *backup_bytes = host_backup;  // a streamed chunk's rollback copies nothing (its spare)
@@ -565,6 +570,15 @@ Bounds FindBounds(const PlanInputs& in, const Context& x, const FractionPoint& f
   return b;
 }
 
+// The optimizer call that runs the recommended point (OptimizerKwargs).
+std::string RunItMessage(const PlanInputs& in, const FractionPoint& r) {
+  std::string call = std::string("run it: tandem.torch.") + OptimizerClassName(in.algorithm) +
+                     "(model.parameters()";
+  for (const OptimizerKwarg& k : OptimizerKwargs(in, r)) call += ", " + k.name + "=" + k.Python();
+  return call + ") with your hyper-parameters beside them (tandem.plan(...).optimizer_kwargs " +
+         "is this as a dict)";
+}
+
 }  // namespace
 
 bool PlanFits(const PlanInputs& in) {
@@ -701,6 +715,7 @@ PlanResult MakePlan(const PlanInputs& in) {
                   : in.fsdp2 ? "Runnable: FSDP2 with tandem.torch (docs/distributed.md)."
                              : "Runnable.");
     plan.messages.push_back(b);
+    if (plan.runnable) plan.messages.push_back(RunItMessage(in, r));
   } else if (in.fraction < 0) {
     if (plan.gpu_short_bytes > 0)
       plan.messages.push_back("DOES NOT FIT: GPU memory short by " + GiB(plan.gpu_short_bytes) +

@@ -72,6 +72,28 @@ json PointJson(const FractionPoint& p) {
           {"iteration", IterationJson(p.iteration)}};
 }
 
+// OptimizerKwargs as a JSON object, typed.
+json KwargsJson(const PlanInputs& in, const FractionPoint& p) {
+  json j = json::object();
+  for (const OptimizerKwarg& k : OptimizerKwargs(in, p)) {
+    switch (k.kind) {
+      case OptimizerKwarg::Kind::kBool:
+        j[k.name] = k.boolean;
+        break;
+      case OptimizerKwarg::Kind::kInteger:
+        j[k.name] = k.integer;
+        break;
+      case OptimizerKwarg::Kind::kNumber:
+        j[k.name] = k.number;
+        break;
+      case OptimizerKwarg::Kind::kString:
+        j[k.name] = k.text;
+        break;
+    }
+  }
+  return j;
+}
+
 }  // namespace
 
 std::string PlanToJson(const PlanResult& plan) {
@@ -184,6 +206,11 @@ std::string PlanToJson(const PlanResult& plan) {
       {"host_short_bytes", plan.host_short_bytes},
       {"monotone", plan.monotone},
       {"recommended", PointJson(plan.recommended)},
+      // The recommended point as tandem.torch's optimizer runs it: its class and keyword
+      // arguments (null when the plan does not fit or this version cannot run it).
+      {"optimizer_class", OptimizerClassName(in.algorithm)},
+      {"optimizer_kwargs", plan.feasible && plan.runnable ? KwargsJson(in, plan.recommended)
+                                                          : json(nullptr)},
       {"sweep", sweep},
       {"messages", plan.messages},
   };

@@ -535,8 +535,32 @@ struct FractionPoint {
   bool grad_release = false;
   // Elements of rank 0 whose update speculation runs during backward, by class.
   uint64_t speculated_host = 0, speculated_streamed = 0;
+  // With speculation, its budgets as the engine takes them (OptimizerConfig): the
+  // host-computed state's backups (every host-computed chunk when
+  // speculated_host == the point's host-computed elements) and the streamed chunks'
+  // spares, in bytes per rank.
+  uint64_t speculative_host_bytes = 0, speculative_stream_bytes = 0;
   IterationTime iteration;
 };
+
+// One keyword argument of tandem.torch's optimizer, typed as Python and JSON take it.
+struct OptimizerKwarg {
+  enum class Kind { kBool, kInteger, kNumber, kString };
+  std::string name;
+  Kind kind = Kind::kInteger;
+  bool boolean = false;
+  uint64_t integer = 0;
+  double number = 0;
+  std::string text;
+  std::string Python() const;  // True, 14403780608, 0.2698, "gpu"
+};
+// The keyword arguments of tandem.torch's optimizer (class OptimizerClassName) that run
+// `point` of a plan made from `in`: offload_fraction, offload_compute (the point's share,
+// named "gpu" or "host" at 1 or 0), the state formats, release_grads and, with
+// speculation, speculative_early_start, its two budgets and in_place_grad_bytes
+// (docs/planner.md "Running the plan").
+std::vector<OptimizerKwarg> OptimizerKwargs(const PlanInputs& in, const FractionPoint& point);
+const char* OptimizerClassName(Algorithm algorithm) noexcept;  // "AdamW", "Adam", "Lion", "SGD"
 
 // Element rates used by the step-time model, with where each came from.
 struct Rates {

@@ -77,6 +77,21 @@ class Plan(_Answer):
         (their state streamed up and down); 0.0 when all are computed on the host."""
         return self.data["recommended"]["compute_split"]["share"]
 
+    @property
+    def optimizer_kwargs(self):
+        """The keyword arguments of tandem.torch's optimizer (``optimizer_class``) that
+        run the recommended point: offload_fraction, offload_compute, the state formats,
+        release_grads and the speculation's budgets, as a dict to pass beside your own
+        hyper-parameters (``tandem.torch.AdamW(params, lr=3e-4, **plan.optimizer_kwargs)``);
+        None when the plan does not fit."""
+        kwargs = self.data.get("optimizer_kwargs")
+        return dict(kwargs) if kwargs is not None else None
+
+    @property
+    def optimizer_class(self):
+        """The name of tandem.torch's optimizer class the plan is for ("AdamW", ...)."""
+        return self.data.get("optimizer_class")
+
     def __repr__(self):
         return "<tandem.Plan %s>" % ("fits at offload fraction %g" % self.fraction
                                      if self.feasible else "does not fit")

@@ -161,7 +161,7 @@ TEST(Overlap, ThePlanSaysWhatReadingInPlaceWouldGive) {
   in.profile.host.dram_gbps = 283;
   auto note = [](const PlanResult& p) {
     for (const std::string& m : p.messages)
-      if (m.find("in_place_grad_bytes") != std::string::npos) return m;
+      if (m.rfind("note: with in_place_grad_bytes", 0) == 0) return m;
     return std::string();
   };
   const PlanResult without = MakePlan(in);
@@ -263,5 +263,61 @@ TEST(Overlap, ASpeculatedHostElementCopiesItsBackupFirst) {
               1e-6 * n * per);
 }
 
+
+const OptimizerKwarg* Kwarg(const std::vector<OptimizerKwarg>& all, const std::string& name) {
+  for (const OptimizerKwarg& k : all)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+TEST(Overlap, ThePlanSaysHowToRunItsPoint) {
+  PlanInputs in = Run8B();
+  in.grad_release = Choice::kOn;
+  in.speculative_early_start = true;
+  in.offload_compute = 1.0;
+  in.in_place_grad_bytes = 4 * kGiB;
+  const PlanResult plan = MakePlan(in);
+  ASSERT_TRUE(plan.feasible);
+  const FractionPoint& r = plan.recommended;
+  const std::vector<OptimizerKwarg> kw = OptimizerKwargs(in, r);
+  ASSERT_NE(Kwarg(kw, "offload_fraction"), nullptr);
+  EXPECT_EQ(Kwarg(kw, "offload_fraction")->number, r.fraction);
+  EXPECT_EQ(Kwarg(kw, "offload_compute")->Python(), "\"gpu\"");
+  EXPECT_EQ(Kwarg(kw, "master_format")->text, "bf16+ecc8");
+  EXPECT_EQ(Kwarg(kw, "release_grads")->Python(), "True");
+  EXPECT_EQ(Kwarg(kw, "speculative_host_bytes"), nullptr);  // nothing host-computed
+  // Every streamed spare the plan counts, as the engine's budget.
+  ASSERT_NE(Kwarg(kw, "speculative_stream_bytes"), nullptr);
+  EXPECT_EQ(Kwarg(kw, "speculative_stream_bytes")->integer, r.host.speculation);
+  EXPECT_GT(r.host.speculation, 0u);
+  EXPECT_EQ(Kwarg(kw, "in_place_grad_bytes")->integer, 4 * kGiB);
+  const std::string said = PlanToText(plan);
+  EXPECT_NE(said.find("run it: tandem.torch.AdamW(model.parameters(), offload_fraction="),
+            std::string::npos)
+      << said;
+  const std::string json = PlanToJson(plan);
+  EXPECT_NE(json.find("\"optimizer_kwargs\": {"), std::string::npos);
+  EXPECT_NE(json.find("\"speculative_stream_bytes\": " +
+                      std::to_string(Kwarg(kw, "speculative_stream_bytes")->integer)),
+            std::string::npos);
+}
+
+TEST(Overlap, AHostBudgetOfZeroIsEveryHostComputedChunkAsInTheEngine) {
+  PlanInputs in = Run8B();
+  in.speculative_early_start = true;
+  in.offload_compute = 0.0;  // every offloaded element computed on the host
+  in.speculative_host_bytes = 0;
+  const FractionPoint all = EvaluateFraction(in, 1.0);
+  EXPECT_EQ(all.speculated_host, all.cold_elements);
+  EXPECT_EQ(Kwarg(OptimizerKwargs(in, all), "speculative_host_bytes")->integer, 0u);
+  in.speculative_host_bytes = 1 * kGiB;
+  const FractionPoint some = EvaluateFraction(in, 1.0);
+  EXPECT_GT(some.speculated_host, 0u);
+  EXPECT_LT(some.speculated_host, some.cold_elements);
+  const uint64_t bytes = Kwarg(OptimizerKwargs(in, some), "speculative_host_bytes")->integer;
+  EXPECT_GT(bytes, 0u);
+  EXPECT_LE(bytes, 1 * kGiB);
+  EXPECT_EQ(bytes, some.speculative_host_bytes);
+}
 }  // namespace
 }  // namespace tandem::planner

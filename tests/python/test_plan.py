@@ -381,3 +381,28 @@ def test_calibrate_training_needs_a_current_torch_or_says_so(tmp_path):
 TINY_LLAMA = dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=64,
                   intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, vocab_size=256, tie_word_embeddings=False)
+
+
+def test_the_plan_says_how_to_run_it_and_the_optimizer_takes_that():
+    model = llama_like(layers=8, dim=512, hidden=1376, vocab=32000)
+    p = tandem.plan(model, gpu_mem="520MiB", host_mem="8GiB", headroom="0%",
+                    offload_compute="host", speculative_early_start=True, grad_release=True,
+                    speculative_host_bytes="64MiB")
+    kw = p.optimizer_kwargs
+    assert p.optimizer_class == "AdamW"
+    assert kw["offload_fraction"] == p.fraction > 0
+    assert kw["offload_compute"] == "host"
+    assert (kw["master_format"], kw["momentum_format"], kw["variance_format"]) == (
+        "bf16+ecc8", "q8", "q8")
+    assert kw["release_grads"] and kw["speculative_early_start"]
+    # The budget the plan speculates within: its host-computed backups, whole chunks.
+    assert 0 < kw["speculative_host_bytes"] <= 64 << 20
+    assert "run it: tandem.torch.AdamW(model.parameters(), offload_fraction=" in p.text
+    # What the plan says runs: the optimizer takes exactly these keyword arguments.
+    import tandem.torch as tandem_torch
+    opt = tandem_torch.AdamW(model.parameters(), lr=1e-3, **kw)
+    before = [t.detach().clone() for t in model.parameters()]
+    sum((t * torch.randn_like(t)).sum() for t in model.parameters()).backward()
+    opt.step()
+    assert all(not torch.equal(a, t) for a, t in zip(before, model.parameters()))
+    assert tandem.plan(model, gpu_mem="1MiB", host_mem="8GiB").optimizer_kwargs is None

@@ -243,7 +243,8 @@ int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::stri
                             "parameters");
   app.add_option("--speculative-host-bytes", a.spec_host,
                  "speculation budget per rank: host-computed state backed up (default: "
-                 "what fits and backward covers, or all without --seq)")
+                 "what fits and backward covers, or all without --seq; 0: all, as the engine "
+                 "reads it)")
       ->needs(spec);
   app.add_option("--speculative-stream-bytes", a.spec_stream,
                  "speculation budget per rank: streamed state backed up (default: what fits "
