@@ -409,6 +409,11 @@ def main():
     ap.add_argument("--gpu-memory-gib", type=float, default=None,
                     help="run every mode as if each GPU had this much memory in all (the "
                          "rest allocated and held first; 79.65 for an H100 80GB on an H200)")
+    ap.add_argument("--plan", default=None,
+                    help="tandem-plan --json output: the tandem modes run its recommended "
+                         "point (optimizer_kwargs), in place of --fraction, "
+                         "--offload-compute, --state, --release, --speculative and the "
+                         "speculation and in-place budgets")
     ap.add_argument("--mode-timeout", type=float, default=1800.0)
     ap.add_argument("--json", default=None)
     ap.add_argument("--mode", help=argparse.SUPPRESS)
@@ -416,6 +421,12 @@ def main():
     args = ap.parse_args()
     if args.mode:
         return child(args)
+    if args.plan:
+        try:
+            print("fsdp_step: tandem from the plan %s: %s" % (args.plan, apply_plan(args)),
+                  file=sys.stderr)
+        except ValueError as e:
+            ap.error("--plan %s: %s" % (args.plan, e))
 
     results = {}
     for spec in args.modes.split(","):
@@ -465,6 +476,35 @@ def main():
 
 
 MODE_OPTIONS = ("release", "speculative", "inplace")
+
+
+def apply_plan(args):
+    """Sets the tandem options of `args` to the recommended point of the plan in
+    args.plan (tandem-plan --json: optimizer_kwargs, docs/planner.md "Running the plan");
+    returns them as text. ValueError for a plan that does not fit or is for another
+    optimizer than AdamW."""
+    with open(args.plan) as f:
+        plan = json.load(f)
+    kw = plan.get("optimizer_kwargs")
+    if kw is None:
+        raise ValueError("the plan has no optimizer_kwargs (it does not fit, or predates them)")
+    if plan.get("optimizer_class") != "AdamW":
+        raise ValueError("the plan is for %s; this benchmark runs AdamW"
+                         % plan.get("optimizer_class"))
+    args.fraction = [kw["offload_fraction"]]
+    args.offload_compute = str(kw.get("offload_compute", "auto"))
+    args.state = "/".join((kw["master_format"], kw["momentum_format"], kw["variance_format"]))
+    args.release = bool(kw.get("release_grads"))
+    args.speculative = bool(kw.get("speculative_early_start"))
+    # Bytes over 2^30 and back are exact in binary floating point.
+    args.speculative_host_gib = (kw["speculative_host_bytes"] / 2**30
+                                 if "speculative_host_bytes" in kw else None)
+    args.speculative_stream_gib = (kw["speculative_stream_bytes"] / 2**30
+                                   if "speculative_stream_bytes" in kw else None)
+    args.inplace = "in_place_grad_bytes" in kw
+    if args.inplace:
+        args.in_place_grad_gib = kw["in_place_grad_bytes"] / 2**30
+    return ", ".join("%s=%s" % item for item in sorted(kw.items()))
 
 
 def parse_fraction(text):

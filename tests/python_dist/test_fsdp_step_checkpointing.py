@@ -172,3 +172,29 @@ def test_the_report_names_the_share_offload_compute_set_and_the_in_place_budget(
     assert fsdp_step.gpu_share(dict(compute_split=dict(share=0.25, bound="h2d")), "auto") == 0.25
     assert fsdp_step.gpu_share(dict(compute_split=split), "host") == 0.0
     assert fsdp_step.gpu_share(dict(compute_split=split), "0.5") == 0.5
+
+
+def test_a_plan_sets_the_tandem_options(fsdp_step, tmp_path):
+    import argparse
+    import json
+    import tandem
+    plan = tandem.plan("llama3-70b", gpu_mem="141GB", host_mem="440GiB", fsdp2=True,
+                       gpus_per_node=4, seq=4096, recompute="full", grad_release=True,
+                       speculative_early_start=True, in_place_grad_bytes="8GiB")
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan.data))
+    args = argparse.Namespace(plan=str(path), fraction=[1.0], offload_compute="auto",
+                              state="f32/f32/f32", release=False, speculative=False,
+                              speculative_host_gib=None, speculative_stream_gib=None,
+                              inplace=False, in_place_grad_gib=4.0)
+    said = fsdp_step.apply_plan(args)
+    kw = plan.optimizer_kwargs
+    assert args.fraction == [kw["offload_fraction"]] and args.offload_compute == "gpu"
+    assert args.state == "bf16+ecc8/q8/q8" and args.release and args.speculative
+    assert int(args.speculative_stream_gib * 2**30) == kw["speculative_stream_bytes"] > 0
+    assert args.inplace and args.in_place_grad_gib == 8.0
+    assert "offload_fraction=%s" % kw["offload_fraction"] in said
+    small = tandem.plan("llama3-70b", gpu_mem="8GB", host_mem="64GiB")
+    path.write_text(json.dumps(small.data))
+    with pytest.raises(ValueError, match="no optimizer_kwargs"):
+        fsdp_step.apply_plan(args)
