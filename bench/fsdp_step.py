@@ -58,6 +58,7 @@ mode's JSON say whether it was on.
 
 import argparse
 import functools
+import gzip
 import json
 import os
 import statistics
@@ -148,6 +149,34 @@ def child(args):
         print("  %s: out of GPU memory: %s" % (args.mode, str(e).split("\n")[0]),
               file=sys.stderr, flush=True)
         os._exit(0)  # NCCL's teardown may wait for ranks that are gone
+
+
+def trace_iteration(args, opt, model, ids, tandem_mode):
+    """One more iteration (not among the measured ones) under torch.profiler on every
+    rank; rank 0 writes its Chrome trace to args.trace_file (bench/trace_summary.py reads
+    it: backward on the compute stream, the engine's copies and kernels beside it)."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                 with_stack=True) as prof:
+        if tandem_mode and args.speculative:
+            opt.begin_step()
+        logits = model(ids[:, :-1])
+        loss = F.cross_entropy(logits.float().flatten(0, 1), ids[:, 1:].flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        torch.cuda.synchronize()
+    if dist.get_rank() == 0:
+        plain = args.trace_file[:-len(".gz")]
+        prof.export_chrome_trace(plain)
+        with open(plain, "rb") as f, gzip.open(args.trace_file, "wb") as g:
+            g.write(f.read())
+        os.remove(plain)
 
 
 _BALLAST = []  # the device memory hold_memory_beyond took: held until the process ends
@@ -279,6 +308,8 @@ def train(args):
         print("  %s iteration %d: %.0f ms (forward+backward %.0f, step %.0f) loss %.4f"
               % (args.mode, i + 1, (c - a) * 1e3, (b - a) * 1e3, (c - b) * 1e3, losses[-1]),
               file=sys.stderr, flush=True)
+    if args.trace_file:
+        trace_iteration(args, opt, model, batch(args.warmup + args.iters), tandem_mode)
     # The engine allocates its device memory itself, at construction, for the whole run.
     engine = opt.memory()["device"]["total"] if tandem_mode else 0
     peak = torch.tensor([torch.cuda.max_memory_allocated() + engine], device="cuda")
@@ -414,6 +445,10 @@ def main():
                          "point (optimizer_kwargs), in place of --fraction, "
                          "--offload-compute, --state, --release, --speculative and the "
                          "speculation and in-place budgets")
+    ap.add_argument("--trace", default=None, metavar="DIR",
+                    help="after the measured iterations, one more under torch.profiler: "
+                         "rank 0's Chrome trace in DIR/<mode>.json.gz")
+    ap.add_argument("--trace-file", help=argparse.SUPPRESS)
     ap.add_argument("--mode-timeout", type=float, default=1800.0)
     ap.add_argument("--json", default=None)
     ap.add_argument("--mode", help=argparse.SUPPRESS)
@@ -461,6 +496,10 @@ def main():
         for flag in ("activation_checkpointing", "release", "speculative", "inplace", "text"):
             if getattr(args, flag) or flag in extra:
                 cmd.append("--" + flag.replace("_", "-"))
+        if args.trace:
+            os.makedirs(args.trace, exist_ok=True)
+            cmd += ["--trace-file", os.path.join(os.path.abspath(args.trace), "%s.json.gz"
+                                                 % spec.replace(":", "_").replace("+", "_"))]
         print("fsdp_step: %s (%d layers) ..." % (mode, layers), file=sys.stderr, flush=True)
         try:
             rc = subprocess.run(cmd, timeout=args.mode_timeout).returncode
