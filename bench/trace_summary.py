@@ -14,9 +14,10 @@ slower with the optimizer's copies and kernels beside them.
 
     python3 bench/trace_summary.py DIR/stream_es_0.json.gz DIR/stream_es_8.json.gz
 
-The compute stream is the stream whose kernels (the engine's FusedStep kernels left
-out) take the longest; backward's kernels are those launched from another thread than
-the first kernel (forward runs on the Python thread, backward on autograd's).
+The compute stream is the stream whose kernels (the engine's FusedStep kernels and
+NCCL's collectives left out) take the longest; backward's kernels are those launched
+from another thread than the first kernel (forward runs on the Python thread, backward
+on autograd's). `bench/fsdp_step.py --trace DIR` writes traces it reads as well.
 """
 import argparse
 import collections
@@ -24,6 +25,8 @@ import gzip
 import json
 
 ENGINE_KERNELS = ("FusedStep",)
+# Collective kernels last as long as they wait for the other ranks: not compute.
+NOT_COMPUTE = ENGINE_KERNELS + ("ncclDevKernel", "ncclKernel")
 RUNTIME = ("cuda_runtime", "cuda_driver")
 
 
@@ -67,7 +70,7 @@ def summarise(events):
     copies = [e for e in events if e.get("cat") in ("gpu_memcpy", "gpu_memset")]
     per_stream = collections.defaultdict(float)
     for k in kernels:
-        if not any(n in k["name"] for n in ENGINE_KERNELS):
+        if not any(n in k["name"] for n in NOT_COMPUTE):
             per_stream[k["args"]["stream"]] += k["dur"]
     if not per_stream:
         return ["no kernels in this trace"], {}
