@@ -198,3 +198,7 @@ def test_a_plan_sets_the_tandem_options(fsdp_step, tmp_path):
     path.write_text(json.dumps(small.data))
     with pytest.raises(ValueError, match="no optimizer_kwargs"):
         fsdp_step.apply_plan(args)
+    lion = tandem.plan("llama3-8b", gpu_mem="141GB", host_mem="64GiB", algo="lion")
+    path.write_text(json.dumps(lion.data))
+    with pytest.raises(ValueError, match="the plan is for Lion; this benchmark runs AdamW"):
+        fsdp_step.apply_plan(args)
