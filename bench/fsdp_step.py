@@ -151,30 +151,23 @@ def child(args):
         os._exit(0)  # NCCL's teardown may wait for ranks that are gone
 
 
-def trace_iteration(args, opt, model, ids, tandem_mode):
-    """One more iteration (not among the measured ones) under torch.profiler on every
-    rank; rank 0 writes its Chrome trace to args.trace_file (bench/trace_summary.py reads
-    it: backward on the compute stream, the engine's copies and kernels beside it)."""
+def trace_iteration(trace_file, iteration):
+    """`iteration()` (one more, not among the measured ones) under torch.profiler on every
+    rank; rank 0 writes its Chrome trace to `trace_file` (bench/trace_summary.py reads it:
+    backward on the compute stream, the engine's copies and kernels beside it)."""
     import torch
     import torch.distributed as dist
-    import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
                  with_stack=True) as prof:
-        if tandem_mode and args.speculative:
-            opt.begin_step()
-        logits = model(ids[:, :-1])
-        loss = F.cross_entropy(logits.float().flatten(0, 1), ids[:, 1:].flatten())
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
+        iteration()
         torch.cuda.synchronize()
     if dist.get_rank() == 0:
-        plain = args.trace_file[:-len(".gz")]
+        plain = trace_file[:-len(".gz")]
         prof.export_chrome_trace(plain)
-        with open(plain, "rb") as f, gzip.open(args.trace_file, "wb") as g:
+        with open(plain, "rb") as f, gzip.open(trace_file, "wb") as g:
             g.write(f.read())
         os.remove(plain)
 
@@ -269,6 +262,26 @@ def train(args):
         start = ((i * world + rank) * (args.seq + 1)) % (data.numel() - args.seq - 1)
         return data[start:start + args.seq + 1].long().view(1, -1).cuda()
 
+    def forward_backward(ids):
+        """begin_step (with speculation), forward and backward; the loss."""
+        if tandem_mode and args.speculative:
+            opt.begin_step()
+        logits = model(ids[:, :-1])
+        loss = F.cross_entropy(logits.float().flatten(0, 1), ids[:, 1:].flatten())
+        loss.backward()
+        return loss
+
+    def step():
+        """Clipping (torch's outside Tandem) and the step; the norm clipping saw, or None."""
+        norm = None
+        if args.clip and not tandem_mode:
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+        opt.step()
+        if tandem_mode and args.clip:
+            norm = float(opt.last_result.grad_norm)
+        return norm
+
     torch.cuda.reset_peak_memory_stats()
     fb, st, it, losses, hooks, norms, spec_chunks = [], [], [], [], [], [], []
     hook_timer = HookTimer(opt) if tandem_mode else None
@@ -276,21 +289,14 @@ def train(args):
         ids = batch(i)
         torch.cuda.synchronize()
         a = time.perf_counter()
-        if tandem_mode and args.speculative:
-            opt.begin_step()
-        logits = model(ids[:, :-1])
-        loss = F.cross_entropy(logits.float().flatten(0, 1), ids[:, 1:].flatten())
-        loss.backward()
+        loss = forward_backward(ids)
         torch.cuda.synchronize()
         b = time.perf_counter()
         hooks_ms = hook_timer.take() if hook_timer else 0.0
-        if args.clip and not tandem_mode:
-            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
-            norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))
-        opt.step()
+        norm = step()
+        if norm is not None:
+            norms.append(norm)
         if tandem_mode:
-            if args.clip:
-                norms.append(float(opt.last_result.grad_norm))
             times = opt.last_step_times()
             spec_chunks.append((times["speculated_chunks"] + times["speculated_stream_chunks"],
                                 times["rolled_back_chunks"] + times["rolled_back_stream_chunks"]))
@@ -309,7 +315,13 @@ def train(args):
               % (args.mode, i + 1, (c - a) * 1e3, (b - a) * 1e3, (c - b) * 1e3, losses[-1]),
               file=sys.stderr, flush=True)
     if args.trace_file:
-        trace_iteration(args, opt, model, batch(args.warmup + args.iters), tandem_mode)
+        traced_ids = batch(args.warmup + args.iters)
+
+        def traced():
+            forward_backward(traced_ids)
+            step()
+            opt.zero_grad()
+        trace_iteration(args.trace_file, traced)
     # The engine allocates its device memory itself, at construction, for the whole run.
     engine = opt.memory()["device"]["total"] if tandem_mode else 0
     peak = torch.tensor([torch.cuda.max_memory_allocated() + engine], device="cuda")
