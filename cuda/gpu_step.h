@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cuda/device_memory.h"
 #include "engine/layout/plan_sizes.h"
 #include "engine/exact_sum.h"
 #include "engine/step_scalars.h"
@@ -42,15 +43,15 @@ class StepPlan {
   // Launch's `scalars` that span i uses.
   // For SGD a span keeps a momentum buffer exactly when m.f32 or m.codes is set (or the
   // momentum format is q8); spans of one scalar_index must agree on that.
+  // The device tables come from `memory` (null: cudaMalloc; it must outlive the plan).
   // Throws Error(kInvalidArgument) naming the span (ValidateStepSpan), Error(kCuda /
   // kOutOfMemory) when the device table cannot be made.
   StepPlan(Algorithm algo, const StateFormats& formats, const std::vector<StepSpan>& spans,
-           const std::vector<uint32_t>& scalar_index);
-  ~StepPlan();
+           const std::vector<uint32_t>& scalar_index, DeviceAllocator* memory = nullptr);
   StepPlan(const StepPlan&) = delete;
   StepPlan& operator=(const StepPlan&) = delete;
-  StepPlan(StepPlan&& other) noexcept;
-  StepPlan& operator=(StepPlan&& other) noexcept;
+  StepPlan(StepPlan&& other) noexcept = default;
+  StepPlan& operator=(StepPlan&& other) noexcept = default;
 
   // Which scalars each span uses from the next Launch on `stream` on: index[i] for span
   // i, or kSkipSpan to leave span i out of the launches (not read, not written). Replaces
@@ -88,8 +89,6 @@ class StepPlan {
   static size_t PredictDeviceBytes(const std::vector<uint64_t>& span_numels);
 
  private:
-  void Release() noexcept;
-
   Algorithm algo_ = Algorithm::kAdamW;
   StateFormats formats_;
   size_t num_spans_ = 0;
@@ -101,8 +100,8 @@ class StepPlan {
   std::vector<uint32_t> scalar_index_;  // per span, as in the device table now
   std::vector<unsigned char> host_spans_;  // the device span table's bytes
   bool table_changed_ = false;             // host_spans_ differs from the device table
-  void* device_spans_ = nullptr;  // detail::SpanMeta[num_spans_]
-  void* device_units_ = nullptr;  // detail::WorkUnit[num_units_]
+  DeviceBuffer device_spans_;  // detail::SpanMeta[num_spans_]
+  DeviceBuffer device_units_;  // detail::WorkUnit[num_units_]
 };
 
 struct GradRef {
@@ -118,9 +117,10 @@ struct GradRef {
 // Pointers must stay valid for the plan's life.
 class GradNormPlan {
  public:
+  // The device buffers come from `memory` (null: cudaMalloc; it must outlive the plan).
   // Throws Error(kInvalidArgument) for a null pointer with n > 0 or a bad dtype,
   // Error(kCuda / kOutOfMemory) when the device or pinned buffers cannot be made.
-  explicit GradNormPlan(const std::vector<GradRef>& grads);
+  explicit GradNormPlan(const std::vector<GradRef>& grads, DeviceAllocator* memory = nullptr);
   ~GradNormPlan();
   GradNormPlan(const GradNormPlan&) = delete;
   GradNormPlan& operator=(const GradNormPlan&) = delete;
@@ -175,13 +175,13 @@ class GradNormPlan {
   std::vector<uint64_t> first_unit_;  // per tensor, and one past the last
   std::vector<uint8_t> active_;      // 0 out, 1 read, 2 kept: as in the device table now
   bool pointers_changed_ = false;    // grads_ differs from the device table
-  void* device_tensors_ = nullptr;  // detail::NormTensor[]
-  void* device_units_ = nullptr;    // detail::NormUnit[]
-  uint64_t* device_partials_ = nullptr;  // per unit: 16 limbs and a non-finite flag
-  uint64_t* device_total_ = nullptr;     // the same, for the whole sum
-  uint64_t* host_total_ = nullptr;       // pinned copy of device_total_
-  uint64_t* device_tensor_totals_ = nullptr;  // per tensor: LaunchTensor's total
-  uint64_t* host_tensor_totals_ = nullptr;    // pinned copies
+  DeviceBuffer device_tensors_;         // detail::NormTensor[]
+  DeviceBuffer device_units_;           // detail::NormUnit[]
+  DeviceBuffer device_partials_;        // per unit: 16 limbs and a non-finite flag
+  DeviceBuffer device_total_;           // the same, for the whole sum
+  uint64_t* host_total_ = nullptr;      // pinned copy of device_total_
+  DeviceBuffer device_tensor_totals_;   // per tensor: LaunchTensor's total
+  uint64_t* host_tensor_totals_ = nullptr;  // pinned copies
 };
 
 }  // namespace tandem::gpu

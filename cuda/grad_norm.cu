@@ -149,16 +149,15 @@ using detail::CheckCuda;
 std::string Where() { return "gpu::GradNormPlan: "; }
 
 template <typename T>
-T* DeviceAlloc(size_t count, const char* what) {
-  void* p = nullptr;
-  CheckCuda(cudaMalloc(&p, count * sizeof(T)), Where() + "cudaMalloc of the " + what + " (" +
-                                                   std::to_string(count * sizeof(T)) + " bytes)");
-  return static_cast<T*>(p);
+DeviceBuffer DeviceArray(DeviceAllocator* memory, size_t count, const char* what) {
+  return DeviceBuffer(memory, count * sizeof(T), Where() + "the " + what);
 }
+
+uint64_t* Words(const DeviceBuffer& b) { return static_cast<uint64_t*>(b.get()); }
 
 }  // namespace
 
-GradNormPlan::GradNormPlan(const std::vector<GradRef>& grads)
+GradNormPlan::GradNormPlan(const std::vector<GradRef>& grads, DeviceAllocator* memory)
     : num_tensors_(grads.size()), grads_(grads), active_(grads.size(), 1) {
   std::vector<detail::NormTensor> tensors(grads.size());
   std::vector<detail::NormUnit> units;
@@ -190,29 +189,27 @@ GradNormPlan::GradNormPlan(const std::vector<GradRef>& grads)
   num_units_ = units.size();
   try {
     if (!tensors.empty()) {
-      auto* dt = DeviceAlloc<detail::NormTensor>(tensors.size(), "tensor table");
-      device_tensors_ = dt;
-      CheckCuda(cudaMemcpy(dt, tensors.data(), tensors.size() * sizeof(tensors[0]),
+      device_tensors_ = DeviceArray<detail::NormTensor>(memory, tensors.size(), "tensor table");
+      CheckCuda(cudaMemcpy(device_tensors_.get(), tensors.data(), tensors.size() * sizeof(tensors[0]),
                            cudaMemcpyHostToDevice),
                 Where() + "cudaMemcpy of the tensor table");
     }
     if (!units.empty()) {
-      auto* du = DeviceAlloc<detail::NormUnit>(units.size(), "work-unit map");
-      device_units_ = du;
-      CheckCuda(
-          cudaMemcpy(du, units.data(), units.size() * sizeof(units[0]), cudaMemcpyHostToDevice),
-          Where() + "cudaMemcpy of the work-unit map");
+      device_units_ = DeviceArray<detail::NormUnit>(memory, units.size(), "work-unit map");
+      CheckCuda(cudaMemcpy(device_units_.get(), units.data(), units.size() * sizeof(units[0]),
+                           cudaMemcpyHostToDevice),
+                Where() + "cudaMemcpy of the work-unit map");
       device_partials_ =
-          DeviceAlloc<uint64_t>(units.size() * detail::kPartialWords, "partial sums");
+          DeviceArray<uint64_t>(memory, units.size() * detail::kPartialWords, "partial sums");
     }
-    device_total_ = DeviceAlloc<uint64_t>(detail::kPartialWords, "total");
+    device_total_ = DeviceArray<uint64_t>(memory, detail::kPartialWords, "total");
     void* host = nullptr;
     CheckCuda(cudaMallocHost(&host, kNormResultBytes), Where() + "cudaMallocHost of the result");
     host_total_ = static_cast<uint64_t*>(host);
     for (int k = 0; k < detail::kPartialWords; ++k) host_total_[k] = 0;
     if (!tensors.empty()) {
       device_tensor_totals_ =
-          DeviceAlloc<uint64_t>(tensors.size() * detail::kPartialWords, "tensor totals");
+          DeviceArray<uint64_t>(memory, tensors.size() * detail::kPartialWords, "tensor totals");
       void* totals = nullptr;
       CheckCuda(cudaMallocHost(&totals, tensors.size() * kNormResultBytes),
                 Where() + "cudaMallocHost of the tensor totals");
@@ -229,33 +226,31 @@ GradNormPlan::GradNormPlan(const std::vector<GradRef>& grads)
 GradNormPlan::~GradNormPlan() { Release(); }
 
 void GradNormPlan::Release() noexcept {
-  if (device_tensors_ != nullptr) cudaFree(device_tensors_);
-  if (device_units_ != nullptr) cudaFree(device_units_);
-  if (device_partials_ != nullptr) cudaFree(device_partials_);
-  if (device_total_ != nullptr) cudaFree(device_total_);
   if (host_total_ != nullptr) cudaFreeHost(host_total_);
-  if (device_tensor_totals_ != nullptr) cudaFree(device_tensor_totals_);
   if (host_tensor_totals_ != nullptr) cudaFreeHost(host_tensor_totals_);
-  device_tensors_ = device_units_ = nullptr;
-  device_partials_ = device_total_ = host_total_ = nullptr;
-  device_tensor_totals_ = host_tensor_totals_ = nullptr;
+  host_total_ = host_tensor_totals_ = nullptr;
+  device_tensors_ = DeviceBuffer();
+  device_units_ = DeviceBuffer();
+  device_partials_ = DeviceBuffer();
+  device_total_ = DeviceBuffer();
+  device_tensor_totals_ = DeviceBuffer();
 }
 
 void GradNormPlan::Launch(void* stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (num_units_ > 0) {
     detail::NormPartialKernel<<<static_cast<unsigned>(num_units_), detail::kNormThreads, 0, s>>>(
-        static_cast<const detail::NormTensor*>(device_tensors_),
-        static_cast<const detail::NormUnit*>(device_units_), device_partials_);
+        static_cast<const detail::NormTensor*>(device_tensors_.get()),
+        static_cast<const detail::NormUnit*>(device_units_.get()), Words(device_partials_));
     TANDEM_CUDA(cudaGetLastError(), Where() + "partial-sum kernel (" +
                                           std::to_string(num_tensors_) + " tensors, grid " +
                                           std::to_string(num_units_) + ")");
   }
-  detail::NormFinishKernel<<<1, detail::kFinishThreads, 0, s>>>(device_partials_, num_units_,
-                                                                device_total_);
+  detail::NormFinishKernel<<<1, detail::kFinishThreads, 0, s>>>(Words(device_partials_),
+                                                                num_units_, Words(device_total_));
   TANDEM_CUDA(cudaGetLastError(), Where() + "finishing kernel");
-  TANDEM_CUDA(cudaMemcpyAsync(host_total_, device_total_, kNormResultBytes, cudaMemcpyDeviceToHost,
-                              s),
+  TANDEM_CUDA(cudaMemcpyAsync(host_total_, device_total_.get(), kNormResultBytes,
+                              cudaMemcpyDeviceToHost, s),
               Where() + "cudaMemcpyAsync of the result");
 }
 
@@ -280,7 +275,7 @@ void GradNormPlan::SetActive(const std::vector<uint8_t>& active, void* stream,
   }
   // From pageable memory: the copy is staged before cudaMemcpyAsync returns, so `table`
   // may go away; it runs in stream order, before the next Launch.
-  TANDEM_CUDA(cudaMemcpyAsync(device_tensors_, table.data(), table.size() * sizeof(table[0]),
+  TANDEM_CUDA(cudaMemcpyAsync(device_tensors_.get(), table.data(), table.size() * sizeof(table[0]),
                               cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)),
               Where() + "cudaMemcpyAsync of the tensor table (SetActive)");
   active_ = std::move(next);
@@ -295,13 +290,14 @@ void GradNormPlan::LaunchTensor(size_t tensor, void* stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   const GradRef& g = grads_[tensor];
   const uint64_t first = first_unit_[tensor], count = first_unit_[tensor + 1] - first;
-  uint64_t* partials = device_partials_ + first * detail::kPartialWords;
-  uint64_t* total = device_tensor_totals_ + tensor * detail::kPartialWords;
+  uint64_t* partials = Words(device_partials_) + first * detail::kPartialWords;
+  uint64_t* total = Words(device_tensor_totals_) + tensor * detail::kPartialWords;
   if (count > 0) {
     const detail::NormTensor t{g.ptr, g.n, g.run == 0 ? g.n : g.run,
                                static_cast<uint32_t>(g.dtype), 0};
     detail::NormTensorKernel<<<static_cast<unsigned>(count), detail::kNormThreads, 0, s>>>(
-        t, static_cast<const detail::NormUnit*>(device_units_), first, device_partials_);
+        t, static_cast<const detail::NormUnit*>(device_units_.get()), first,
+        Words(device_partials_));
     TANDEM_CUDA(cudaGetLastError(), Where() + "partial-sum kernel of tensor " +
                                         std::to_string(tensor) + " (grid " +
                                         std::to_string(count) + ")");

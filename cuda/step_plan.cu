@@ -43,18 +43,13 @@ bool SpanKeepsMomentum(Algorithm algo, const StepSpan& sp) {
   return sp.formats.momentum == MomentFormat::kQ8 || sp.m.f32 != nullptr;
 }
 
-// Copies `bytes` from host to a new device buffer; returns it (null for 0 bytes).
-void* Upload(const void* host, size_t bytes, const char* what) {
-  if (bytes == 0) return nullptr;
-  void* dev = nullptr;
-  CheckCuda(cudaMalloc(&dev, bytes), std::string("gpu::StepPlan: cudaMalloc of the ") + what +
-                                         " (" + std::to_string(bytes) + " bytes)");
-  const cudaError_t err = cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice);
-  if (err != cudaSuccess) {
-    cudaFree(dev);
-    CheckCuda(err, std::string("gpu::StepPlan: cudaMemcpy of the ") + what + " (" +
-                       std::to_string(bytes) + " bytes)");
-  }
+// A new device buffer from `memory` holding `bytes` copied from host (none for 0 bytes).
+DeviceBuffer Upload(DeviceAllocator* memory, const void* host, size_t bytes, const char* what) {
+  DeviceBuffer dev(memory, bytes, std::string("gpu::StepPlan: the ") + what);
+  if (bytes > 0)
+    CheckCuda(cudaMemcpy(dev.get(), host, bytes, cudaMemcpyHostToDevice),
+              std::string("gpu::StepPlan: cudaMemcpy of the ") + what + " (" +
+                  std::to_string(bytes) + " bytes)");
   return dev;
 }
 
@@ -71,7 +66,7 @@ bool DeviceAvailable() {
 }
 
 StepPlan::StepPlan(Algorithm algo, const StateFormats& formats, const std::vector<StepSpan>& spans,
-                   const std::vector<uint32_t>& scalar_index)
+                   const std::vector<uint32_t>& scalar_index, DeviceAllocator* memory)
     : algo_(algo), formats_(formats), group_has_m_(kMaxScalarGroups, -1) {
   if (scalar_index.size() != spans.size())
     Invalid("scalar_index has " + std::to_string(scalar_index.size()) + " entries for " +
@@ -152,41 +147,8 @@ StepPlan::StepPlan(Algorithm algo, const StateFormats& formats, const std::vecto
             "gpu::StepPlan: cudaDeviceGetAttribute(multiprocessor count)");
   host_spans_.resize(metas.size() * sizeof(SpanMeta));
   if (!metas.empty()) std::memcpy(host_spans_.data(), metas.data(), host_spans_.size());
-  try {
-    device_spans_ = Upload(metas.data(), metas.size() * sizeof(SpanMeta), "span table");
-    device_units_ = Upload(units.data(), units.size() * sizeof(WorkUnit), "work-unit map");
-  } catch (...) {
-    Release();
-    throw;
-  }
-}
-
-StepPlan::~StepPlan() { Release(); }
-
-void StepPlan::Release() noexcept {
-  if (device_spans_ != nullptr) cudaFree(device_spans_);
-  if (device_units_ != nullptr) cudaFree(device_units_);
-  device_spans_ = device_units_ = nullptr;
-}
-
-StepPlan::StepPlan(StepPlan&& other) noexcept { *this = std::move(other); }
-
-StepPlan& StepPlan::operator=(StepPlan&& other) noexcept {
-  if (this == &other) return *this;
-  Release();
-  algo_ = other.algo_;
-  formats_ = other.formats_;
-  num_spans_ = std::exchange(other.num_spans_, 0);
-  num_units_ = std::exchange(other.num_units_, 0);
-  sm_count_ = other.sm_count_;
-  group_has_m_ = std::move(other.group_has_m_);
-  span_has_m_ = std::move(other.span_has_m_);
-  scalar_index_ = std::move(other.scalar_index_);
-  host_spans_ = std::move(other.host_spans_);
-  table_changed_ = std::exchange(other.table_changed_, false);
-  device_spans_ = std::exchange(other.device_spans_, nullptr);
-  device_units_ = std::exchange(other.device_units_, nullptr);
-  return *this;
+  device_spans_ = Upload(memory, metas.data(), metas.size() * sizeof(SpanMeta), "span table");
+  device_units_ = Upload(memory, units.data(), units.size() * sizeof(WorkUnit), "work-unit map");
 }
 
 void StepPlan::SetScalarIndex(const std::vector<uint32_t>& index, void* stream) {
@@ -215,7 +177,7 @@ void StepPlan::SetScalarIndex(const std::vector<uint32_t>& index, void* stream) 
     reinterpret_cast<SpanMeta*>(host_spans_.data())[i].scalar_index = index[i];
   // From pageable memory: staged before cudaMemcpyAsync returns; runs in stream order,
   // before the next Launch on `stream`.
-  TANDEM_CUDA(cudaMemcpyAsync(device_spans_, host_spans_.data(), host_spans_.size(),
+  TANDEM_CUDA(cudaMemcpyAsync(device_spans_.get(), host_spans_.data(), host_spans_.size(),
                               cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)),
               "gpu::StepPlan::SetScalarIndex: cudaMemcpyAsync of the span table (" +
                   std::to_string(host_spans_.size()) + " bytes)");
@@ -262,8 +224,8 @@ void StepPlan::Launch(const StepScalars* scalars, size_t num_scalars, void* stre
   if (!any) return;  // every span left out of this step
 
   detail::LaunchArgs args{};
-  args.spans = static_cast<const SpanMeta*>(device_spans_);
-  args.units = static_cast<const WorkUnit*>(device_units_);
+  args.spans = static_cast<const SpanMeta*>(device_spans_.get());
+  args.units = static_cast<const WorkUnit*>(device_units_.get());
   args.num_units = static_cast<uint32_t>(num_units_);
   for (size_t k = 0; k < num_scalars; ++k) args.scalars[k] = scalars[k];
 

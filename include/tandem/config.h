@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tandem/compute_split.h"
+#include "tandem/device_allocator.h"
 #include "tandem/faults.h"
 #include "tandem/logger.h"
 #include "tandem/placement.h"
@@ -117,6 +118,11 @@ struct OptimizerConfig {
   // device slots that chunks rotate through (slots x chunk bytes of GPU memory).
   uint64_t stream_chunk_bytes = uint64_t{64} << 20;  // >= 4096
   int stream_slots = 3;                               // >= 2
+  // Where every device buffer the optimizer owns comes from (Note [One GPU memory pool] in
+  // tandem/device_allocator.h): shared with the caller, who keeps it usable for the
+  // optimizer's lifetime. nullptr (the default): cudaMalloc and cudaFree. Host mode
+  // allocates no device memory and ignores it.
+  std::shared_ptr<DeviceAllocator> device_allocator = nullptr;
   // The caller's CUDA stream (a cudaStream_t, as void*); nullptr is the legacy default
   // stream. Step orders itself after the work already queued there and queues the hot
   // kernel on it; parameters are final on it when Step returns.

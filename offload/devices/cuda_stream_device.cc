@@ -18,7 +18,7 @@ namespace {
 
 class CudaStreamDevice final : public StreamDevice {
  public:
-  explicit CudaStreamDevice(void* stream) {
+  CudaStreamDevice(void* stream, DeviceAllocator* memory) : memory_(memory) {
     streams_[0] = static_cast<cudaStream_t>(stream);
     const char* what = "(stream executor streams)";
     try {
@@ -86,8 +86,8 @@ class CudaStreamDevice final : public StreamDevice {
   size_t AddProgram(Algorithm algo, const std::vector<StepSpan>& spans,
                     std::vector<uint32_t> span_tensor, std::vector<uint64_t> grad_offset,
                     std::vector<const void*> slot_grad) override {
-    programs_.push_back(std::make_unique<FormatPlans>(
-        algo, spans, std::move(span_tensor), std::move(grad_offset), std::move(slot_grad)));
+    programs_.push_back(std::make_unique<FormatPlans>(memory_, algo, spans, std::move(span_tensor),
+                                                      std::move(grad_offset), std::move(slot_grad)));
     bytes_ += programs_.back()->device_bytes();
     return programs_.size() - 1;
   }
@@ -124,6 +124,7 @@ class CudaStreamDevice final : public StreamDevice {
       if (streams_[q] != nullptr) cudaStreamDestroy(streams_[q]);
   }
 
+  DeviceAllocator* memory_;
   cudaStream_t streams_[kQueues] = {};  // [kCaller]: the caller's, not owned
   std::vector<cudaEvent_t> events_;
   std::vector<std::unique_ptr<FormatPlans>> programs_;
@@ -132,8 +133,8 @@ class CudaStreamDevice final : public StreamDevice {
 
 }  // namespace
 
-std::unique_ptr<StreamDevice> MakeCudaStreamDevice(void* stream) {
-  return std::make_unique<CudaStreamDevice>(stream);
+std::unique_ptr<StreamDevice> MakeCudaStreamDevice(void* stream, DeviceAllocator* memory) {
+  return std::make_unique<CudaStreamDevice>(stream, memory);
 }
 
 }  // namespace tandem::offload

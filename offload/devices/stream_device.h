@@ -29,6 +29,7 @@
 
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
+#include "tandem/device_allocator.h"
 #include "tandem/types.h"
 
 namespace tandem::cpu {
@@ -101,9 +102,10 @@ class StreamDevice {
   virtual void SetProgramGrad(size_t program, size_t t, const void* grad) = 0;
 };
 
-// The CUDA device on the caller's `stream` (a cudaStream_t as void*). Throws
-// Error(kUnsupported) in a build without CUDA.
-std::unique_ptr<StreamDevice> MakeCudaStreamDevice(void* stream);
+// The CUDA device on the caller's `stream` (a cudaStream_t as void*); its programs' device
+// tables come from `memory` (which outlives the device). Throws Error(kUnsupported) in a
+// build without CUDA.
+std::unique_ptr<StreamDevice> MakeCudaStreamDevice(void* stream, DeviceAllocator* memory);
 
 // The host device: one thread per queue on `cpus` (empty: anywhere), kernels through
 // `driver` (which outlives the device).

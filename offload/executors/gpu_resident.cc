@@ -18,12 +18,13 @@ class GpuResident final : public Executor {
  public:
   GpuResident(ResidentSetup setup, void* stream, int reserve_sms)
       : release_(!setup.grad_off.empty()),
+        memory_(setup.device_memory),
         state_(std::move(setup), /*on_device=*/true),
         stream_(static_cast<cudaStream_t>(stream)),
         reserve_sms_(reserve_sms) {
     std::vector<uint64_t> offsets(state_.spans().size(), 0);  // a span starts at element 0
-    plans_ = std::make_unique<FormatPlans>(state_.algorithm(), state_.spans(), state_.span_tensor(),
-                                           offsets);
+    plans_ = std::make_unique<FormatPlans>(memory_, state_.algorithm(), state_.spans(),
+                                           state_.span_tensor(), offsets);
     for (cudaEvent_t& e : ev_) TANDEM_CUDA(cudaEventCreate(&e), "(hot step timing events)");
   }
   ~GpuResident() override {
@@ -87,6 +88,7 @@ class GpuResident final : public Executor {
 
  private:
   bool release_;
+  DeviceAllocator* memory_;  // the plans' tables come from it
   ResidentState state_;
   cudaStream_t stream_;
   int reserve_sms_;

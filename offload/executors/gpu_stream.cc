@@ -301,10 +301,11 @@ GpuStream::GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device)
   FaultPlan* const faults = faults_.get();
   state_ = Slab(far, layout_.bytes(), "streamed optimizer state", faults);
   layout_.Bind(state_.data(), specs_, *s.formats);
-  slots_ = Slab(near, plan.stream_slot_bytes, "stream executor device slots", faults);
+  slots_ = Slab(near, plan.stream_slot_bytes, "stream executor device slots", faults,
+                s.device_memory);
   spare_ = Slab(far, plan.spec_spare_bytes, "speculation spare of the streamed state", faults);
-  hold_ =
-      Slab(near, plan.spec_hold_bytes, "speculation holding place of streamed parameters", faults);
+  hold_ = Slab(near, plan.spec_hold_bytes, "speculation holding place of streamed parameters",
+               faults, s.device_memory);
   grads_ = Slab(far, plan.stream_grad_bytes, "released gradients of the streamed state", faults);
   pieces_.assign(specs_.size(), {});
   for (size_t i = 0; i < layout_.pieces().size(); ++i)

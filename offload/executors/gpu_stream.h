@@ -64,6 +64,8 @@ struct StreamSetup {
   // speculative kernels to read in place (OptimizerConfig::in_place_grad_bytes).
   uint64_t in_place_bytes = 0;
   std::shared_ptr<FaultPlan> faults;
+  // GPU mode: where the device slots and holding places come from (outlives the executor).
+  DeviceAllocator* device_memory = nullptr;
 };
 
 std::unique_ptr<Executor> MakeGpuStream(StreamSetup setup, std::unique_ptr<StreamDevice> device);

@@ -17,9 +17,9 @@ ResidentState::ResidentState(ResidentSetup s, bool on_device)
       on_device_(on_device),
       layout_(std::move(s.layout)),
       slab_(on_device ? MemKind::kDevice : MemKind::kHost, layout_.bytes(), "hot optimizer state",
-            s.faults),
+            s.faults, s.device_memory),
       grads_(on_device ? MemKind::kDevice : MemKind::kHost, s.grad_bytes,
-             "released gradients of the GPU-resident state", s.faults),
+             "released gradients of the GPU-resident state", s.faults, s.device_memory),
       grad_off_(std::move(s.grad_off)) {
   layout_.Bind(slab_.data());
   released_.assign(specs_.size(), 0);

@@ -28,6 +28,9 @@ struct ResidentSetup {
   const std::vector<StateFormats>* formats = nullptr;  // per tensor
   layout::StateLayout layout;                          // the memory plan's `hot`
   FaultPlan* faults = nullptr;  // asked once by the slab's allocation (may be null)
+  // GPU mode: where the device slabs and the plans' tables come from (outlives the
+  // executor); host mode: null.
+  DeviceAllocator* device_memory = nullptr;
   // Gradient release: per tensor, its gradients' offset in the gradient buffer of
   // grad_bytes (the memory plan's hot_grad_off, hot_grad_bytes); empty without release.
   std::vector<uint64_t> grad_off = {};

@@ -50,7 +50,8 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
   if (mode_ == ExecutionMode::kAuto)
     mode_ = offload::GpuSide::Available() ? ExecutionMode::kGpu : ExecutionMode::kHost;
   if (gpu()) {
-    gpu_ = offload::GpuSide::Create(cfg_.cuda_stream);  // kUnsupported in a build without CUDA
+    // kUnsupported in a build without CUDA
+    gpu_ = offload::GpuSide::Create(cfg_.cuda_stream, cfg_.device_allocator);
     if (!offload::GpuSide::Available())
       throw Error(ErrorKind::kUnsupported, "GPU mode requested but no CUDA device is available");
   }
@@ -75,8 +76,22 @@ HybridOptimizer::Impl::~Impl() {
   // Early start's work first (it writes the pre-pass's partials and the executors'
   // gradient buffers); then, last launched first: the host-offload executor joins its
   // speculation worker and drains its transport, the stream executor waits for its
-  // queues, before anything they use goes.
+  // queues, before anything they use goes. The device memory goes back to its allocator
+  // only once nothing queued uses it (tandem/device_allocator.h): the caller's stream,
+  // where the hot launch and the pre-pass ran, is waited for first.
   if (fences_) fences_->Synchronize();
+  if (gpu_) {
+    try {
+      gpu_->SyncStream("(destroying the optimizer)");
+    } catch (...) {  // a sticky CUDA error: nothing runs any more
+    }
+  }
+  for (const auto& e : executors_) {
+    try {
+      e->Quiesce();
+    } catch (...) {  // its failure was reported when it happened, or nothing runs any more
+    }
+  }
   while (!executors_.empty()) executors_.pop_back();
 }
 
@@ -174,18 +189,21 @@ void HybridOptimizer::Impl::BuildExecutors() {
   const layout::MemoryPlan plan = layout::PlanMemory(specs_, cfg_, placement_, gpu());
   const bool streams = !plan.stream.chunks().empty();
   // State allocations in executor order: resident, streamed, host-computed.
-  offload::ResidentSetup resident{cfg_.algorithm, &specs_,         &formats_,         plan.hot,
-                                  cfg_.faults.get(), plan.hot_grad_off, plan.hot_grad_bytes};
+  DeviceAllocator* const device_memory = gpu() ? gpu_->memory() : nullptr;
+  offload::ResidentSetup resident{cfg_.algorithm,   &specs_,        &formats_,
+                                  plan.hot,         cfg_.faults.get(), device_memory,
+                                  plan.hot_grad_off, plan.hot_grad_bytes};
   executors_.push_back(gpu() ? offload::MakeGpuResident(std::move(resident), cfg_.cuda_stream,
                                                         streams ? offload::kStreamSms : 0)
                              : offload::MakeHostResident(std::move(resident), &driver_));
   if (streams) {
     std::unique_ptr<offload::StreamDevice> device =
-        gpu() ? offload::MakeCudaStreamDevice(cfg_.cuda_stream)
+        gpu() ? offload::MakeCudaStreamDevice(cfg_.cuda_stream, device_memory)
               : offload::MakeHostStreamDevice(&driver_, cfg_.host_cpus);
     executors_.push_back(offload::MakeGpuStream({cfg_.algorithm, &specs_, &formats_, &plan,
                                                  cfg_.stream_slots, gpu(), cfg_.release_grads,
-                                                 cfg_.in_place_grad_bytes, cfg_.faults},
+                                                 cfg_.in_place_grad_bytes, cfg_.faults,
+                                                 device_memory},
                                                 std::move(device)));
   }
   if (plan.grad_slot_bytes > 0) {  // host-computed elements: the offload pipeline
@@ -195,7 +213,7 @@ void HybridOptimizer::Impl::BuildExecutors() {
     executors_.push_back(offload::MakeHostOffload(
         {&specs_, &formats_, &plan, &cfg_, gpu(), std::move(transport), &driver_}));
   }
-  prepass_ = gpu() ? offload::MakeCudaPrepass(cfg_.cuda_stream, specs_)
+  prepass_ = gpu() ? offload::MakeCudaPrepass(cfg_.cuda_stream, specs_, device_memory)
                    : offload::MakeHostPrepass(&driver_, specs_);
   if (gpu()) fences_ = offload::MakeCudaGradFences(cfg_.cuda_stream, specs_.size());
 }

@@ -19,11 +19,13 @@ namespace {
 }  // namespace
 
 bool GpuSide::Available() noexcept { return false; }
-std::unique_ptr<GpuSide> GpuSide::Create(void*) { NoCuda(); }
+std::unique_ptr<GpuSide> GpuSide::Create(void*, std::shared_ptr<DeviceAllocator>) { NoCuda(); }
 std::unique_ptr<Transport> MakeCudaTransport(void*, std::shared_ptr<FaultPlan>) { NoCuda(); }
-std::unique_ptr<Prepass> MakeCudaPrepass(void*, const std::vector<TensorSpec>&) { NoCuda(); }
+std::unique_ptr<Prepass> MakeCudaPrepass(void*, const std::vector<TensorSpec>&, DeviceAllocator*) {
+  NoCuda();
+}
 std::unique_ptr<Executor> MakeGpuResident(ResidentSetup, void*, int) { NoCuda(); }
-std::unique_ptr<StreamDevice> MakeCudaStreamDevice(void*) { NoCuda(); }
+std::unique_ptr<StreamDevice> MakeCudaStreamDevice(void*, DeviceAllocator*) { NoCuda(); }
 std::unique_ptr<GradFences> MakeCudaGradFences(void*, size_t) { NoCuda(); }
 
 }  // namespace tandem::offload

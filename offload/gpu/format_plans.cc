@@ -24,7 +24,7 @@ void LaunchScalars(gpu::StepPlan& plan, const std::vector<uint32_t>& span_index,
   }
 }
 
-FormatPlans::FormatPlans(Algorithm algo, const std::vector<StepSpan>& spans,
+FormatPlans::FormatPlans(DeviceAllocator* memory, Algorithm algo, const std::vector<StepSpan>& spans,
                          std::vector<uint32_t> span_tensor, std::vector<uint64_t> grad_offset,
                          std::vector<const void*> slot_grad)
     : span_tensor_(std::move(span_tensor)),
@@ -37,7 +37,8 @@ FormatPlans::FormatPlans(Algorithm algo, const std::vector<StepSpan>& spans,
     std::vector<StepSpan> mine;
     for (uint32_t i : groups_.spans[p]) mine.push_back(spans[i]);
     plans_.push_back(std::make_unique<gpu::StepPlan>(
-        algo, groups_.formats[p], mine, std::vector<uint32_t>(mine.size(), kSkipScalarIndex)));
+        algo, groups_.formats[p], mine, std::vector<uint32_t>(mine.size(), kSkipScalarIndex),
+        memory));
     bytes_ += plans_.back()->device_bytes();
   }
 }

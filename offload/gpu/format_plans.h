@@ -24,9 +24,11 @@ class FormatPlans {
   // span_tensor[i]: the tensor of span i; grad_offset[i]: span i's gradient, in bytes
   // from its tensor's element 0; slot_grad[i] (empty: none): where span i's gradient is
   // once SetSlotGrads (gradient release: uploaded with a streamed chunk). Every span
-  // starts left out (kSkipScalarIndex).
-  FormatPlans(Algorithm algo, const std::vector<StepSpan>& spans, std::vector<uint32_t> span_tensor,
-              std::vector<uint64_t> grad_offset, std::vector<const void*> slot_grad = {});
+  // starts left out (kSkipScalarIndex). The plans' device tables come from `memory` (it
+  // must outlive them).
+  FormatPlans(DeviceAllocator* memory, Algorithm algo, const std::vector<StepSpan>& spans,
+              std::vector<uint32_t> span_tensor, std::vector<uint64_t> grad_offset,
+              std::vector<const void*> slot_grad = {});
 
   uint64_t device_bytes() const { return bytes_; }
   // Whether some span's tensor has a scalar index (is stepped).

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "tandem/compute_split.h"
+#include "tandem/device_allocator.h"
 
 namespace tandem::offload {
 
@@ -26,13 +27,16 @@ class GpuSide {
  public:
   // Whether this build has CUDA and this process can use a CUDA device. Never throws.
   static bool Available() noexcept;
-  // A GpuSide on `stream` (a cudaStream_t as void*; nullptr = legacy default stream).
+  // A GpuSide on `stream` (a cudaStream_t as void*; nullptr = legacy default stream) whose
+  // device memory comes from `memory` (OptimizerConfig::device_allocator; null: cudaMalloc).
   // Throws Error(kUnsupported) in a build without CUDA.
-  static std::unique_ptr<GpuSide> Create(void* stream);
+  static std::unique_ptr<GpuSide> Create(void* stream, std::shared_ptr<DeviceAllocator> memory);
   virtual ~GpuSide() = default;
 
   // The caller's stream (a cudaStream_t as void*).
   virtual void* stream() const = 0;
+  // Where the optimizer's device memory comes from (never null; lives as long as this).
+  virtual DeviceAllocator* memory() const = 0;
 
   // Throws Error(kInvalidArgument) "<who>: <what> ..." unless `p` is device memory with
   // at least `need` bytes from `p` (where the driver can tell the allocation's size);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cuda/cuda_check.h"
+#include "cuda/device_memory.h"
 #include "cuda/gpu_step.h"
 #include "offload/gpu/device_range.h"
 #include "offload/gpu/gpu_side.h"
@@ -16,11 +17,15 @@ namespace {
 
 class CudaSide final : public GpuSide {
  public:
-  explicit CudaSide(void* stream) : stream_(static_cast<cudaStream_t>(stream)) {
+  CudaSide(void* stream, std::shared_ptr<DeviceAllocator> memory)
+      : stream_(static_cast<cudaStream_t>(stream)), memory_(std::move(memory)) {
     TANDEM_CUDA(cudaGetDevice(&device_), "(the optimizer's device)");
   }
 
   void* stream() const override { return stream_; }
+  DeviceAllocator* memory() const override {
+    return memory_ != nullptr ? memory_.get() : &gpu::CudaMallocAllocator();
+  }
 
   void CheckDevicePointer(const void* p, uint64_t need, const std::string& need_detail,
                           const std::string& who, const char* what) const override {
@@ -65,12 +70,14 @@ class CudaSide final : public GpuSide {
 
  private:
   cudaStream_t stream_;
+  std::shared_ptr<DeviceAllocator> memory_;  // null: cudaMalloc
   int device_ = 0;  // current at construction: CopyConcurrent makes it current on its thread
 };
 
 void CudaSide::ProbeRates(uint64_t bytes, double kernel_bytes, MachineRates* rates) const {
   const char* what = "(measuring PCIe and HBM for offload_compute = auto)";
-  void *h_up = nullptr, *h_down = nullptr, *d_up = nullptr, *d_down = nullptr;
+  void *h_up = nullptr, *h_down = nullptr;
+  gpu::DeviceBuffer up, down;  // device
   cudaStream_t s_up = nullptr, s_down = nullptr;
   cudaEvent_t ev[6] = {};
   auto release = [&] {
@@ -80,14 +87,16 @@ void CudaSide::ProbeRates(uint64_t bytes, double kernel_bytes, MachineRates* rat
       if (st != nullptr) cudaStreamDestroy(st);
     for (void* h : {h_up, h_down})
       if (h != nullptr) cudaFreeHost(h);
-    for (void* d : {d_up, d_down})
-      if (d != nullptr) cudaFree(d);
+    up = gpu::DeviceBuffer();
+    down = gpu::DeviceBuffer();
   };
   try {
     TANDEM_CUDA(cudaHostAlloc(&h_up, bytes, cudaHostAllocDefault), what);
     TANDEM_CUDA(cudaHostAlloc(&h_down, bytes, cudaHostAllocDefault), what);
-    TANDEM_CUDA(cudaMalloc(&d_up, bytes), what);
-    TANDEM_CUDA(cudaMalloc(&d_down, bytes), what);
+    up = gpu::DeviceBuffer(memory(), bytes, std::string("rate probe buffer ") + what);
+    down = gpu::DeviceBuffer(memory(), bytes, std::string("rate probe buffer ") + what);
+    void* const d_up = up.get();
+    void* const d_down = down.get();
     TANDEM_CUDA(cudaStreamCreateWithFlags(&s_up, cudaStreamNonBlocking), what);
     TANDEM_CUDA(cudaStreamCreateWithFlags(&s_down, cudaStreamNonBlocking), what);
     for (cudaEvent_t& e : ev) TANDEM_CUDA(cudaEventCreate(&e), what);
@@ -129,8 +138,8 @@ void CudaSide::ProbeRates(uint64_t bytes, double kernel_bytes, MachineRates* rat
 
 bool GpuSide::Available() noexcept { return gpu::DeviceAvailable(); }
 
-std::unique_ptr<GpuSide> GpuSide::Create(void* stream) {
-  return std::make_unique<CudaSide>(stream);
+std::unique_ptr<GpuSide> GpuSide::Create(void* stream, std::shared_ptr<DeviceAllocator> memory) {
+  return std::make_unique<CudaSide>(stream, std::move(memory));
 }
 
 }  // namespace tandem::offload

@@ -19,8 +19,9 @@ const char* Name(MemKind k) {
   return "?";
 }
 
-Slab::Slab(MemKind kind, uint64_t bytes, const std::string& what, FaultPlan* faults)
-    : kind_(kind), bytes_(bytes) {
+Slab::Slab(MemKind kind, uint64_t bytes, const std::string& what, FaultPlan* faults,
+           DeviceAllocator* device)
+    : kind_(kind), device_(device), bytes_(bytes) {
   if (bytes == 0) return;
   const std::string desc = std::string(Name(kind)) + " allocation of " + std::to_string(bytes) +
                            " bytes for " + what;
@@ -31,12 +32,17 @@ Slab::Slab(MemKind kind, uint64_t bytes, const std::string& what, FaultPlan* fau
   std::string failure;
   switch (kind) {
     case MemKind::kDevice:
+      if (device == nullptr) {
+        bytes_ = 0;
+        throw Error(ErrorKind::kInternal, desc + ": no device allocator");
+      }
+      ptr_ = device->Allocate(bytes, what.c_str());
+      if (ptr_ == nullptr) failure = "the device has not that much memory free";
+      break;
     case MemKind::kPinned:
 #if TANDEM_HAS_CUDA
     {
-      const cudaError_t err = kind == MemKind::kDevice
-                                  ? cudaMalloc(&ptr_, bytes)
-                                  : cudaHostAlloc(&ptr_, bytes, cudaHostAllocDefault);
+      const cudaError_t err = cudaHostAlloc(&ptr_, bytes, cudaHostAllocDefault);
       if (err != cudaSuccess) {
         cudaGetLastError();  // clear the sticky-free error state
         failure = cudaGetErrorString(err);
@@ -63,12 +69,16 @@ Slab::Slab(MemKind kind, uint64_t bytes, const std::string& what, FaultPlan* fau
 Slab::~Slab() { Release(); }
 
 Slab::Slab(Slab&& o) noexcept
-    : kind_(o.kind_), ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+    : kind_(o.kind_),
+      device_(o.device_),
+      ptr_(std::exchange(o.ptr_, nullptr)),
+      bytes_(std::exchange(o.bytes_, 0)) {}
 
 Slab& Slab::operator=(Slab&& o) noexcept {
   if (this != &o) {
     Release();
     kind_ = o.kind_;
+    device_ = o.device_;
     ptr_ = std::exchange(o.ptr_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
   }
@@ -78,11 +88,10 @@ Slab& Slab::operator=(Slab&& o) noexcept {
 void Slab::Release() noexcept {
   if (ptr_ == nullptr) return;
   switch (kind_) {
+    case MemKind::kDevice: device_->Free(ptr_, bytes_); break;
 #if TANDEM_HAS_CUDA
-    case MemKind::kDevice: cudaFree(ptr_); break;
     case MemKind::kPinned: cudaFreeHost(ptr_); break;
 #else
-    case MemKind::kDevice:
     case MemKind::kPinned: break;  // never allocated without CUDA
 #endif
     case MemKind::kHost: std::free(ptr_); break;

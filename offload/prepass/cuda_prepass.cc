@@ -20,12 +20,12 @@ namespace {
 
 class CudaPrepass final : public Prepass {
  public:
-  CudaPrepass(void* stream, const std::vector<TensorSpec>& specs)
+  CudaPrepass(void* stream, const std::vector<TensorSpec>& specs, DeviceAllocator* memory)
       : stream_(static_cast<cudaStream_t>(stream)), ready_(specs.size()) {
     std::vector<gpu::GradRef> refs;
     for (const TensorSpec& s : specs)
       refs.push_back({s.grad, s.numel, s.grad_dtype, layout::NormRun(s)});
-    plan_ = std::make_unique<gpu::GradNormPlan>(refs);
+    plan_ = std::make_unique<gpu::GradNormPlan>(refs, memory);
     for (cudaEvent_t& e : ev_) TANDEM_CUDA(cudaEventCreate(&e), "(pre-pass timing events)");
     tensor_ev_.assign(specs.size(), nullptr);
     pending_.assign(specs.size(), 0);
@@ -103,8 +103,9 @@ class CudaPrepass final : public Prepass {
 
 }  // namespace
 
-std::unique_ptr<Prepass> MakeCudaPrepass(void* stream, const std::vector<TensorSpec>& specs) {
-  return std::make_unique<CudaPrepass>(stream, specs);
+std::unique_ptr<Prepass> MakeCudaPrepass(void* stream, const std::vector<TensorSpec>& specs,
+                                         DeviceAllocator* memory) {
+  return std::make_unique<CudaPrepass>(stream, specs, memory);
 }
 
 }  // namespace tandem::offload

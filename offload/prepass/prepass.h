@@ -55,8 +55,9 @@ class Prepass {
 // Host mode: on `driver`'s threads (the driver outlives it).
 std::unique_ptr<Prepass> MakeHostPrepass(cpu::HostDriver* driver,
                                          const std::vector<TensorSpec>& specs);
-// GPU mode, on the caller's `stream` (a cudaStream_t as void*). Throws Error(kUnsupported)
-// in a build without CUDA.
-std::unique_ptr<Prepass> MakeCudaPrepass(void* stream, const std::vector<TensorSpec>& specs);
+// GPU mode, on the caller's `stream` (a cudaStream_t as void*), its device buffers from
+// `memory` (which outlives it). Throws Error(kUnsupported) in a build without CUDA.
+std::unique_ptr<Prepass> MakeCudaPrepass(void* stream, const std::vector<TensorSpec>& specs,
+                                         DeviceAllocator* memory);
 
 }  // namespace tandem::offload
