@@ -10,10 +10,10 @@ each in its own process, in one run (docs/benchmarks.md, "FSDP2 iteration").
         --clip 1.0 --text --iters 20
 
 --nproc N runs each mode on N local GPUs (world size N, rank r on cuda:r); the GPU peak
-is the largest rank's, the times rank 0's (FSDP2 keeps the ranks in step). A Tandem
-mode's GPU peak adds the engine's own device memory (its GPU-resident state, stream
-slots, the speculation's holding place: allocated outside torch's caching allocator,
-so torch.cuda.max_memory_allocated does not see it) to torch's peak. A mode may
+is the largest rank's, the times rank 0's (FSDP2 keeps the ranks in step): torch's
+max_memory_allocated, which counts the engine's own device memory too (its GPU-resident
+state, stream slots, the speculation's holding place come from torch's caching
+allocator: Note [One GPU memory pool] in include/tandem/device_allocator.h). A mode may
 name its own layer count (``none:10``: the model cut to 10 layers, as many as fit
 without offload); a mode that runs out of GPU memory is reported as such. A tandem mode
 may add options of its own to the command's (``tandem+release``, ``tandem+speculative``,
@@ -322,9 +322,9 @@ def train(args):
             step()
             opt.zero_grad()
         trace_iteration(args.trace_file, traced)
-    # The engine allocates its device memory itself, at construction, for the whole run.
+    # The engine's device memory comes from torch's caching allocator: in the peak already.
     engine = opt.memory()["device"]["total"] if tandem_mode else 0
-    peak = torch.tensor([torch.cuda.max_memory_allocated() + engine], device="cuda")
+    peak = torch.tensor([torch.cuda.max_memory_allocated()], device="cuda")
     dist.all_reduce(peak, op=dist.ReduceOp.MAX)  # the largest rank's
     iteration_ms = statistics.median(it)
     flops = model_flops_per_token(params, args.layers, shapes["dim"], args.seq) * args.seq

@@ -36,12 +36,14 @@
 #include "engine/state_arrays.h"
 #include "python/ext/arrays.h"
 #include "python/ext/config.h"
+#include "python/ext/device_allocator.h"
 #include "python/ext/errors.h"
 #include "tandem/error.h"
 #include "tandem/node.h"
 #include "tandem/optimizer.h"
 #include "tandem/placement.h"
 #include "tandem/planner.h"
+#include "tandem/resolve_placement.h"
 #include "tandem/snapshot.h"
 #include "tandem/types.h"
 #include "tandem/version.h"
@@ -282,6 +284,22 @@ py::dict BytesToDict(const MemoryReport::Bytes& b) {
   d["speculation"] = b.speculation;
   d["grads"] = b.grads;
   d["total"] = b.total();
+  return d;
+}
+
+// HybridOptimizer::memory() and PredictMemory as Python sees them: {"device": Bytes,
+// "host": Bytes, "host_budget", "classes": {...}} (BytesToDict).
+py::dict MemoryToDict(const MemoryReport& m) {
+  py::dict d;
+  d["device"] = BytesToDict(m.device);
+  d["host"] = BytesToDict(m.host);
+  d["host_budget"] = m.host_budget;
+  py::dict classes;
+  classes["gpu_resident"] = m.classes.gpu_resident;
+  classes["streamed"] = m.classes.streamed;
+  classes["stream_slots"] = m.classes.stream_slots;
+  classes["host_computed"] = m.classes.host_computed;
+  d["classes"] = classes;
   return d;
 }
 
@@ -621,20 +639,7 @@ class PyOptimizer {
     return d;
   }
 
-  py::dict memory() const {
-    const MemoryReport m = opt_->memory();
-    py::dict d;
-    d["device"] = BytesToDict(m.device);
-    d["host"] = BytesToDict(m.host);
-    d["host_budget"] = m.host_budget;
-    py::dict classes;
-    classes["gpu_resident"] = m.classes.gpu_resident;
-    classes["streamed"] = m.classes.streamed;
-    classes["stream_slots"] = m.classes.stream_slots;
-    classes["host_computed"] = m.classes.host_computed;
-    d["classes"] = classes;
-    return d;
-  }
+  py::dict memory() const { return MemoryToDict(opt_->memory()); }
 
   py::dict last_step_times() const {
     const StageTimes t = opt_->last_step_times();
@@ -703,6 +708,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "Tandem's HybridOptimizer (pointer-level binding; use tandem.torch instead)";
 
   tandem::python::BindErrors(m);
+  tandem::python::BindDeviceAllocator(m);
   tandem::python::BindConfig(m);
   tandem::python::BindArrays(m);
 
@@ -796,6 +802,28 @@ PYBIND11_MODULE(_C, m) {
         py::arg("node_budget") = uint64_t{0}, "One local rank's share of the node's budget.");
   m.def("parse_byte_size", &tandem::ParseByteSize, py::arg("text"),
         "Bytes from '64GiB', '200GB', '12345' ... (ValueError naming the text otherwise).");
+
+  m.def(
+      "predict_memory",
+      [](const py::list& tensors, const tandem::OptimizerConfig& cfg) {
+        std::vector<tandem::TensorSpec> specs;
+        for (auto t : tensors) specs.push_back(tandem::SpecFromTuple(t.cast<py::tuple>()));
+        tandem::ExecutionMode mode = cfg.mode;
+        if (mode == tandem::ExecutionMode::kAuto)
+          mode = tandem::CudaDeviceAvailable() ? tandem::ExecutionMode::kGpu
+                                               : tandem::ExecutionMode::kHost;
+        tandem::MemoryReport r;
+        {
+          py::gil_scoped_release release;
+          r = tandem::PredictMemory(specs, cfg, mode);
+        }
+        return tandem::MemoryToDict(r);
+      },
+      py::arg("tensors"), py::arg("config"),
+      "The memory() of a HybridOptimizer(tensors, config), computed without building it or "
+      "allocating anything (tandem::PredictMemory; the pointers in the specs are not read). "
+      "offload_compute 'auto' in GPU mode needs machine_rates or the rates a construction "
+      "of the same setting measured (ValueError otherwise).");
 
   py::class_<PyOptimizer>(m, "HybridOptimizer")
       .def(py::init<const py::list&, tandem::OptimizerConfig>(), py::arg("tensors"),

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "python/ext/device_allocator.h"
 #include "tandem/compute_split.h"
 #include "tandem/error.h"
 #include "tandem/placement.h"
@@ -334,6 +335,21 @@ const std::vector<Field>& Fields() {
        [](OptimizerConfig& c, py::handle v) {
          c.in_place_grad_bytes = static_cast<uint64_t>(
              Integer("in_place_grad_bytes", v, 0, kMaxInt64, "an integer >= 0"));
+       }},
+      {"device_allocator",
+       "None (cudaMalloc) or a DeviceAllocator the engine's device memory comes from",
+       [](const OptimizerConfig& c) {
+         const auto mine = std::dynamic_pointer_cast<PyDeviceAllocator>(c.device_allocator);
+         return mine ? py::cast(mine) : py::none();
+       },
+       [](OptimizerConfig& c, py::handle v) {
+         if (v.is_none()) {
+           c.device_allocator = nullptr;
+           return;
+         }
+         if (!py::isinstance<PyDeviceAllocator>(v))
+           Refuse("device_allocator", "None or a tandem._C.DeviceAllocator", v);
+         c.device_allocator = v.cast<std::shared_ptr<PyDeviceAllocator>>();
        }},
       {"release_grads",
        "gradient release: grad_ready takes what the engine needs of a gradient, whose "

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "tandem/error.h"
@@ -83,6 +84,24 @@ void BindErrors(py::module_& m) {
     const char* dot = k.name + sizeof("tandem.") - 1;
     m.attr(dot) = py::reinterpret_borrow<py::object>(cls);
   }
+  m.def(
+      "_set_error_class",
+      [](const std::string& kind, const py::object& cls) {
+        for (const KindClass& k : kKindClasses) {
+          if (kind != ErrorKindName(k.kind)) continue;
+          PyObject*& current = g_classes[static_cast<size_t>(k.kind)];
+          if (!PyType_Check(cls.ptr()) || PyObject_IsSubclass(cls.ptr(), current) != 1)
+            throw py::type_error(std::string("the class for '") + kind +
+                                 "' must be a subclass of " + k.name);
+          Py_INCREF(cls.ptr());  // kept for the process's lifetime, as the built-in ones
+          current = cls.ptr();
+          return;
+        }
+        throw py::value_error("unknown error kind '" + kind + "'");
+      },
+      py::arg("kind"), py::arg("cls"),
+      "Makes the engine raise `cls`, a subclass of the kind's class, for errors of `kind` "
+      "(tandem.torch: an OutOfMemoryError that is also torch.OutOfMemoryError).");
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

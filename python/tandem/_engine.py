@@ -26,6 +26,7 @@ to the user (tandem/_warnings.py). docs/architecture.md, "Python", has the pictu
 import torch
 
 from tandem import _C
+from tandem import _device_memory
 from tandem import _dist
 from tandem import _options
 from tandem._grads import GradientBook
@@ -86,6 +87,7 @@ class Engine(GradientBook):
         self.ready, self._ready_at = [], []  # early start (reset_ready)
         self.handed, self.early_off = 0, False
         self.held = []           # released gradients still read (Note [Released gradients])
+        self._waiter = None      # a stream bound_held waits on (Note [Gradients in flight])
 
     # ------------------------------------------------------------------------------------
     # Reports
@@ -286,12 +288,19 @@ class Engine(GradientBook):
                           self.group_of[k], list(mine.shape), self.tensor_formats(k), unit))
         return specs
 
-    def _new_engine(self):
-        """A HybridOptimizer over the current layout; on CUDA on the current stream."""
+    def engine_config(self):
+        """The engine's configuration: the front end's options with the algorithm, each
+        group's values and the mode."""
         cfg = self.config.__copy__()
         cfg.algorithm = self.algorithm
         cfg.groups = self.engine_groups()
         cfg.mode = "gpu" if self.cuda else "host"
+        return cfg
+
+    def _new_engine(self):
+        """A HybridOptimizer over the current layout; on CUDA on the current stream, its
+        device memory from torch's (_device_memory.build_engine)."""
+        cfg = self.engine_config()
         self.stream = 0
         with self.guard():
             if self.cuda:
@@ -299,7 +308,7 @@ class Engine(GradientBook):
                 self.stream = current.cuda_stream
                 current.synchronize()  # the engine reads the parameters' initial values
             cfg.cuda_stream = self.stream
-            return _C.HybridOptimizer(self._specs(), cfg)
+            return _device_memory.build_engine(self._specs(), cfg, self.device)
 
     # ------------------------------------------------------------------------------------
     # Binding (Note [Rebinding])
@@ -319,6 +328,41 @@ class Engine(GradientBook):
             self.reset_ready()
             return list(self.params), []
         return self._rebind(entries, hypers, grads)
+
+    def move_state(self, **changes):
+        """Rebuilds the engine with `changes` to its options (offload_fraction=...), its
+        state carried bit for bit by a snapshot (placement-independent), the old engine
+        freed first so that its memory serves the new one; when the new one cannot be
+        built, the old options are rebuilt with the state and the error raised. Between
+        steps only."""
+        if self.engine.step_begun or self.handed:
+            raise RuntimeError("move_state: a step is under way")
+        with self.guard():
+            self.synchronize()
+            snap = self.engine.snapshot()
+            counts = self.engine.tensor_step_counts()
+            unstepped = [(p, local(p).detach().to("cpu", copy=True))
+                         for p, n in zip(self.params, counts) if n == 0]
+        old = self.config
+        self.config = _device_memory.with_options(old, **changes)
+        self.engine = None  # freed here: its memory serves the new one
+        try:
+            self.engine = self._new_engine()
+        except BaseException:
+            self.config = old
+            self.engine = self._new_engine()
+            self._restore_into(self.engine, snap, unstepped)
+            raise
+        self._restore_into(self.engine, snap, unstepped)
+
+    def _restore_into(self, engine, snap, values):
+        """Restores `snap` into `engine`, then puts back the (parameter, value) pairs of
+        `values` (the restore writes each parameter from its master)."""
+        with self.guard():
+            engine.restore(snap)
+            self.synchronize()
+            for p, value in values:
+                local(p).data.copy_(value)  # .data: the version counter stays
 
     def moved(self, k):
         """Whether parameter k was reallocated since the engine was built over it."""
@@ -407,10 +451,7 @@ class Engine(GradientBook):
                     state["step"], state["metadata"] = snap["step"], snap.get("metadata", "")
                 for k, t in enumerate(state["tensors"]):  # a borrowed gradient's dtype
                     t["grad_dtype"] = DTYPE_NAMES[self.grad_dtype(k)]  # may have changed
-                engine.restore(state)
-                self.synchronize()
-                for p, value in zip(self.params, values):
-                    local(p).data.copy_(value)  # .data: the version counter stays
+                self._restore_into(engine, state, zip(self.params, values))
                 del values
         except BaseException:
             for key, value in tables.items():  # no state change on a failed call

@@ -14,7 +14,15 @@ completed (``grad_consumed``), checked at every later hand-over and step (``prun
 then the caching allocator may give its memory to the next allocation on its stream,
 FSDP2's next reduce-scatter, with no stream coupling. The step steps a released tensor
 from what the engine took (its pointer: 0), and a ``p.grad`` set again after the release
-is refused: whatever wrote it came too late to be seen."""
+is refused: whatever wrote it came too late to be seen.
+
+Note [Gradients in flight]: backward can produce gradients faster than the link takes
+them down (an 8B model's 16 GB of bf16 gradients in a quarter of a second against
+55 GB/s), so the held gradients would pile up on the GPU. Their bytes are bounded
+(``bound_held``, the front end's ``grads_in_flight_bytes``): past the bound, the hand-over
+waits on the host for the oldest held gradients' reads to complete and lets them go.
+Backward's launching thread then runs at the link's pace, and the GPU holds at most the
+bound plus the gradient just handed over."""
 
 import torch
 
@@ -216,6 +224,25 @@ class GradientBook:
         if self.held:
             engine = self.engine
             self.held = [(k, t) for k, t in self.held if not engine.grad_consumed(k)]
+
+    def bound_held(self, limit):
+        """Note [Gradients in flight]: waits until the held gradients, but the last handed
+        over, take at most `limit` bytes, the oldest let go first."""
+        held = self.held
+        total = sum(t.numel() * t.element_size() for _, t in held)
+        while len(held) > 1 and total > limit:
+            k, t = held.pop(0)
+            total -= t.numel() * t.element_size()
+            if self.engine.grad_consumed(k):
+                continue
+            with self.guard():
+                if not self.cuda:
+                    self.engine.wait_grad_consumed(k, 0)  # host mode: the host waits
+                    continue
+                if self._waiter is None:
+                    self._waiter = torch.cuda.Stream(self.device)
+                self.engine.wait_grad_consumed(k, self._waiter.cuda_stream)
+                self._waiter.synchronize()
 
     def discard(self):
         """Ends the step under way without applying it (the engine's discard_step:

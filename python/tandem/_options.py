@@ -66,6 +66,26 @@ def flag(value, where):
     raise TypeError("%s must be a bool, got %r" % (where, value))
 
 
+def byte_count(value, name):
+    """`value`, an integer >= 0 (a number of bytes); ValueError naming `name` otherwise."""
+    if not is_int(value) or value < 0:
+        raise ValueError("%s must be an integer >= 0 (bytes), got %r" % (name, value))
+    return value
+
+
+def auto_fraction(fields):
+    """Whether the engine options `fields` ask for offload_fraction="auto" (the key is then
+    removed: the front end sets the starting fraction); ValueError for another string."""
+    value = fields.get("offload_fraction")
+    if not isinstance(value, str):
+        return False
+    if value != "auto":
+        raise ValueError('offload_fraction must be a number in [0, 1] or "auto", got %r'
+                         % (value,))
+    del fields["offload_fraction"]
+    return True
+
+
 def pick_format(what, new_name, new, old_name, old):
     """One state format from its two spellings (format_name= and the older name=)."""
     if new is not None and old is not None:

@@ -75,6 +75,7 @@ class HandOver:
         core.hold(k, local(grad))
         p.grad = None
         core.prune_held()
+        core.bound_held(self.grads_in_flight_bytes)
 
     def _drop_handed(self):
         """zero_grad: gradients handed over in a backward that is not stepped are

@@ -38,6 +38,7 @@ except ImportError as _e:  # depends on the machine
         "tandem-optim; 'tandem' on PyPI is another project)." % (_e,)) from _e
 
 from tandem import _C
+from tandem import _auto_fraction
 from tandem import _dist
 from tandem import _engine
 from tandem import _node
@@ -61,7 +62,7 @@ StepResult = collections.namedtuple("StepResult",
 # OptimizerConfig fields the optimizer sets itself (from the algorithm, param_groups,
 # the parameters' device and stream, the format spellings and the node policy).
 _SET_HERE = ("algorithm", "groups", "mode", "cuda_stream", "master", "momentum", "variance",
-             "host_cpus", "pinned_budget_bytes")
+             "host_cpus", "pinned_budget_bytes", "device_allocator")
 
 
 class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
@@ -103,6 +104,7 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
         ``accumulating()``, GradScaler, a p.grad set after the release.
       hyperparam_update: "restore" (default) hands changed per-group hyper-parameters to
         the engine; "error" raises ValueError instead.
+      offload_fraction="auto" (_auto_fraction.py), grads_in_flight_bytes (_grads.py).
 
     Thread safety: step, begin_step, zero_grad, reload_params, state_dict,
     load_state_dict, save_checkpoint and load_checkpoint hold one lock, so a state dict
@@ -119,7 +121,7 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
                  momentum_format=None, variance_format=None, master=None, momentum=None,
                  variance=None, max_grad_norm=None, early_start=False,
                  hyperparam_update="restore", host_cpus="auto", pinned_budget="auto",
-                 **fields):
+                 grads_in_flight_bytes=1 << 30, **fields):
         # The Tandem options as given (copies and pickles rebuild the optimizer with them).
         options = {key: value for key, value in locals().items()
                    if key not in ("self", "params", "defaults", "module", "fields",
@@ -128,6 +130,9 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
         if hyperparam_update not in ("error", "restore"):
             raise ValueError("hyperparam_update must be 'error' or 'restore', got %r"
                              % (hyperparam_update,))
+        self.grads_in_flight_bytes = _options.byte_count(grads_in_flight_bytes,
+                                                         "grads_in_flight_bytes")
+        auto = _options.auto_fraction(fields)
         formats = (
             _options.pick_format("master", "master_format", master_format, "master", master),
             _options.pick_format("momentum", "momentum_format", momentum_format, "momentum",
@@ -169,10 +174,13 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
         config.host_cpus = _node.host_cpus(host_cpus, device)
         config.pinned_budget_bytes = _node.pinned_budget(pinned_budget)
         self.host_cpus = tuple(config.host_cpus)  # (): unrestricted
+        if auto:
+            config.offload_fraction = _auto_fraction.starting_fraction(device)
         self._core = _engine.Engine(self._ALGORITHM, config, early_start=self.early_start)
         # Every parameter that requires grad at construction, in param_groups order;
         # frozen ones are left out (no state) until they get a gradient (a rebind).
         self._bind(lambda p: p.requires_grad, fresh_values=True)
+        self._auto = _auto_fraction.AutoFraction(self._core) if auto else _auto_fraction.OFF
         if self.release_grads and _dist.replicated(self._core.params[0]):
             warn("release_grads under HSDP: torch's FSDP2 keeps each group's all-reduced "
                  "gradient until the end of backward, so releasing frees no GPU memory "
@@ -328,6 +336,7 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
                 self._begun = None
                 self._core.prune_held()
             self.last_result = StepResult(*result)
+            self._auto.after_step()
             if not self.last_result.applied:
                 skipped(self, self.last_result.grad_norm)
         return loss
@@ -441,6 +450,9 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
     @property
     def step_count(self):
         return self._core.step_count
+
+    # offload_fraction="auto"'s (fraction, why), once chosen; None before and without.
+    auto_fraction = property(lambda self: self._auto.chosen)
 
     # Views of the core that tests and tools read.
     _engine = property(lambda self: self._core.engine)

@@ -1,0 +1,139 @@
+"""The GPU side of tests/python/test_fit.py (skipped without a CUDA device): the engine's
+device memory comes from torch's caching allocator, so an optimizer built after a model
+was cast from fp32 to bf16 takes the cast's freed memory from torch's cache with the
+driver's free memory held low; out of memory is a torch.OutOfMemoryError that says what
+fits and leaves nothing allocated; offload_fraction="auto" moves to the fraction that fits
+after the first step, with the bits of a run started there."""
+
+import ctypes
+import contextlib
+
+import pytest
+import torch
+
+import tandem
+import tandem.torch
+from helpers import params_bits, same_bits
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+Q8 = dict(master_format="bf16+ecc8", momentum_format="q8", variance_format="q8")
+
+
+@contextlib.contextmanager
+def driver_free(keep_bytes):
+    """Holds all of the device's free memory but `keep_bytes` through the driver (outside
+    torch), for the duration."""
+    torch.cuda.synchronize()
+    free, _ = torch.cuda.mem_get_info()
+    cuda = ctypes.CDLL("libcuda.so.1")
+    ptr = ctypes.c_uint64()
+    assert cuda.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(free - keep_bytes)) == 0
+    try:
+        yield
+    finally:
+        torch.cuda.synchronize()
+        cuda.cuMemFree_v2(ptr)
+
+
+def cast_model(params):
+    """Four Linear layers of `params` elements in all, built in fp32 on the GPU and cast
+    to bf16: the fp32 copy stays in torch's cache."""
+    torch.manual_seed(0)
+    side = int((params // 4) ** 0.5)
+    model = torch.nn.Sequential(*[torch.nn.Linear(side, side, bias=False) for _ in range(4)])
+    model = model.cuda().to(torch.bfloat16)
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_reserved() - torch.cuda.memory_allocated() >= params * 4 * 0.9
+    return model
+
+
+def test_the_optimizer_takes_torchs_cached_memory():
+    torch.cuda.empty_cache()
+    model = cast_model(64 << 20)  # 256 MiB of fp32 freed into torch's cache
+    before = torch.cuda.memory_allocated()
+    with driver_free(32 << 20):  # cudaMalloc would find 32 MiB: the state needs 200
+        opt = tandem.torch.AdamW(model.parameters(), lr=1e-3, offload_fraction=0.0, **Q8)
+        engine = opt.memory()["device"]["total"]
+        assert engine > 150 << 20
+        assert torch.cuda.memory_allocated() - before >= engine
+        for p in model.parameters():
+            p.grad = torch.randn_like(p)
+        opt.step()
+        torch.cuda.synchronize()
+        assert opt.last_result.applied
+        del opt
+        torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == before  # every engine buffer went back
+    del model
+    torch.cuda.empty_cache()
+
+
+def test_out_of_memory_says_what_fits_and_takes_nothing():
+    torch.cuda.empty_cache()
+    model = cast_model(64 << 20)
+    torch.cuda.empty_cache()  # nothing cached: the driver's 48 MiB are all there is
+    before = torch.cuda.memory_allocated()
+    with driver_free(48 << 20):
+        with pytest.raises(torch.OutOfMemoryError) as info:
+            tandem.torch.AdamW(model.parameters(), offload_fraction=0.0, **Q8)
+        assert isinstance(info.value, tandem.OutOfMemoryError)
+        text = str(info.value)
+        assert "At offload_fraction=0 it needs" in text, text
+        assert "fits in the memory free now" in text, text
+        assert torch.cuda.memory_allocated() == before
+    del model
+    torch.cuda.empty_cache()
+
+
+def make_model():
+    torch.manual_seed(1)
+    return torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.GELU(),
+                               torch.nn.Linear(4096, 4096)).cuda().to(torch.bfloat16)
+
+
+def batch(g):
+    return torch.randn(256, 4096, generator=g).cuda().to(torch.bfloat16)
+
+
+def run(fraction, steps=4, cap=None):
+    model = make_model()
+    torch.cuda.empty_cache()
+    if cap is not None:
+        torch.cuda.set_per_process_memory_fraction(cap / torch.cuda.mem_get_info()[1])
+    try:
+        opt = tandem.torch.AdamW(model.parameters(), lr=1e-3, offload_fraction=fraction,
+                                 offload_compute="gpu", release_grads=True, **Q8)
+        g = torch.Generator().manual_seed(2)
+        for _ in range(steps):
+            model(batch(g)).float().pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+        torch.cuda.synchronize()
+        return [b.cpu() for b in params_bits(model)], opt
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+
+
+def test_auto_moves_once_to_a_fraction_that_fits_with_the_bits_of_a_run_there():
+    torch.cuda.empty_cache()
+    # Without a cap everything fits: fraction 0. What training took besides the optimizer
+    # then sets a cap that leaves room for about half of the state beside it and the
+    # headroom (Note [Automatic offload fraction]).
+    _, opt = run("auto")
+    assert opt.auto_fraction[0] == 0.0, opt.auto_fraction
+    others = opt._auto.others
+    state = opt.memory()["device"]["total"]
+    del opt
+    torch.cuda.empty_cache()
+    cap = int((others + (256 << 20) + state // 2) / 0.95)
+    bits, opt = run("auto", cap=cap)
+    fraction, why = opt.auto_fraction
+    assert 0.0 < fraction < 1.0, why
+    assert abs(opt.placement()["offloaded"] / opt.placement()["total"] - fraction) < 1e-3
+    del opt
+    torch.cuda.empty_cache()
+    ref_bits, ref = run(fraction)
+    assert same_bits(bits, ref_bits)
+    del ref
+    torch.cuda.empty_cache()
