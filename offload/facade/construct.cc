@@ -77,12 +77,13 @@ HybridOptimizer::Impl::~Impl() {
   // gradient buffers); then, last launched first: the host-offload executor joins its
   // speculation worker and drains its transport, the stream executor waits for its
   // queues, before anything they use goes. The device memory goes back to its allocator
-  // only once nothing queued uses it (tandem/device_allocator.h): the caller's stream,
-  // where the hot launch and the pre-pass ran, is waited for first.
+  // only once nothing queued uses it (tandem/device_allocator.h): the device is waited
+  // for first, as cudaFree would (the hot launch and the pre-pass ran on the caller's
+  // stream, which may be gone by now).
   if (fences_) fences_->Synchronize();
   if (gpu_) {
     try {
-      gpu_->SyncStream("(destroying the optimizer)");
+      gpu_->SyncDevice("(destroying the optimizer)");
     } catch (...) {  // a sticky CUDA error: nothing runs any more
     }
   }

@@ -57,8 +57,14 @@ class GpuSide {
   virtual void ZeroConcurrent(void* dst, size_t bytes, const char* context) const = 0;
   // Waits for everything queued on the caller's stream.
   virtual void SyncStream(const char* context) const = 0;
+  // Waits for everything queued on the optimizer's device, on any stream (what cudaFree
+  // does before it frees): the destructor's wait before the device memory goes back to
+  // its allocator, which needs no stream of the caller's to be alive. Leaves the calling
+  // thread's current device as it was.
+  virtual void SyncDevice(const char* context) const = 0;
 
-  // Measures PCIe both ways at once through `bytes` of pinned and device memory, and
+  // Measures PCIe both ways at once through `bytes` of pinned and device memory (a
+  // quarter of it, and so on down to 1 MiB, when the device has not that much), and
   // estimates the fused kernel's rate for `kernel_bytes` of HBM traffic per element.
   // Fills h2d_gbps, d2h_gbps and gpu_gparams of `rates`.
   virtual void ProbeRates(uint64_t bytes, double kernel_bytes, MachineRates* rates) const = 0;

@@ -66,6 +66,15 @@ class CudaSide final : public GpuSide {
     TANDEM_CUDA(cudaStreamSynchronize(stream_), context);
   }
 
+  void SyncDevice(const char* context) const override {
+    int current = 0;
+    TANDEM_CUDA(cudaGetDevice(&current), context);
+    TANDEM_CUDA(cudaSetDevice(device_), context);
+    const cudaError_t err = cudaDeviceSynchronize();
+    cudaSetDevice(current);
+    TANDEM_CUDA(err, context);
+  }
+
   void ProbeRates(uint64_t bytes, double kernel_bytes, MachineRates* rates) const override;
 
  private:
@@ -81,6 +90,8 @@ void CudaSide::ProbeRates(uint64_t bytes, double kernel_bytes, MachineRates* rat
   cudaStream_t s_up = nullptr, s_down = nullptr;
   cudaEvent_t ev[6] = {};
   auto release = [&] {
+    for (cudaStream_t st : {s_up, s_down})
+      if (st != nullptr) cudaStreamSynchronize(st);  // before the buffers go back
     for (cudaEvent_t e : ev)
       if (e != nullptr) cudaEventDestroy(e);
     for (cudaStream_t st : {s_up, s_down})
@@ -91,10 +102,22 @@ void CudaSide::ProbeRates(uint64_t bytes, double kernel_bytes, MachineRates* rat
     down = gpu::DeviceBuffer();
   };
   try {
+    // A GPU nearly full (the model loaded first) may not hold two buffers of `bytes`:
+    // smaller copies measure the links almost as well (down to 1 MiB).
+    const std::string buffer = std::string("rate probe buffer ") + what;
+    for (;;) {
+      try {
+        up = gpu::DeviceBuffer(memory(), bytes, buffer);
+        down = gpu::DeviceBuffer(memory(), bytes, buffer);
+        break;
+      } catch (const Error& e) {
+        up = gpu::DeviceBuffer();
+        if (e.kind() != ErrorKind::kOutOfMemory || bytes <= (uint64_t{1} << 20)) throw;
+        bytes /= 4;
+      }
+    }
     TANDEM_CUDA(cudaHostAlloc(&h_up, bytes, cudaHostAllocDefault), what);
     TANDEM_CUDA(cudaHostAlloc(&h_down, bytes, cudaHostAllocDefault), what);
-    up = gpu::DeviceBuffer(memory(), bytes, std::string("rate probe buffer ") + what);
-    down = gpu::DeviceBuffer(memory(), bytes, std::string("rate probe buffer ") + what);
     void* const d_up = up.get();
     void* const d_down = down.get();
     TANDEM_CUDA(cudaStreamCreateWithFlags(&s_up, cudaStreamNonBlocking), what);

@@ -136,6 +136,11 @@ def explain_oom(error, specs, config, device):
     free = free_device_bytes(device)
     lines = ["the optimizer could not take its GPU memory: %s" % (error,)]
     need = device_bytes(specs, config)
+    if need is None:  # offload_compute "auto" failed before it measured its rates
+        config = with_options(config, offload_compute=1.0)
+        need = device_bytes(specs, config)
+        lines.append("(Figures for offload_compute=\"gpu\", which \"auto\" picks on "
+                     "PCIe-bound machines.)")
     if need is not None:
         lines.append("At offload_fraction=%g it needs %s on %s; %s are free there now "
                      "(torch's cached blocks included)." % (config.offload_fraction, _gib(need),
