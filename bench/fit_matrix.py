@@ -22,8 +22,10 @@ frees it. Modes:
   torchao  torchao's CPUOffloadOptimizer(torch.optim.AdamW, offload_gradients=True,
            fused=True) over the same bf16 parameters
 
-Measured: the iteration (median of --iters), tokens/s, the GPU peak at the driver (NVML
-used memory, sampled every millisecond, less the cap's ballast), torch's reserved peak,
+Measured: the iteration (median of --iters) and its forward and backward, tokens/s, the
+engine's stage times, the GPU peak at the driver (NVML used memory, sampled every
+millisecond, less the cap's ballast and what was in use before the process touched the
+device), torch's reserved peak,
 the engine's device and pinned bytes, and for "plan" the plan's GPU figure and iteration:
 a case whose plan fits must run, under the plan's GPU figure, within 15% of its iteration.
 A case that runs out of memory is recorded as such, with where.
@@ -85,20 +87,30 @@ class Ballast:
             self.ptr, self.bytes = None, 0
 
 
-class DriverPeak:
-    """The device's used memory at its highest (NVML, every millisecond), less `ballast`."""
+def nvml_used():
+    """The device's used memory as the driver reports it (NVML), in bytes."""
+    import pynvml
+    pynvml.nvmlInit()
+    return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).used
 
-    def __init__(self, ballast):
+
+class DriverPeak:
+    """This process's GPU memory at its highest: the device's used memory (NVML, every
+    millisecond) less `ballast` and less what was in use before this process touched the
+    device (`baseline`: the driver's own, other processes')."""
+
+    def __init__(self, ballast, baseline):
         import pynvml
         pynvml.nvmlInit()
         self.nvml = pynvml
         self.handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        self.ballast = ballast
+        self.ballast, self.baseline = ballast, baseline
         self.peak, self.stop = 0, threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def used(self):
-        return self.nvml.nvmlDeviceGetMemoryInfo(self.handle).used - self.ballast.bytes
+        info = self.nvml.nvmlDeviceGetMemoryInfo(self.handle)
+        return info.used - self.ballast.bytes - self.baseline
 
     def _run(self):
         while not self.stop.is_set():
@@ -209,10 +221,10 @@ def run_case(model, name, mode, cap_gib, seq, args, ballast, tokens):
             case.update(result="does not fit (plan)")
             return case
     case["build_s"] = time.perf_counter() - t0
-    times, losses = [], []
+    times, fb_times, steps, losses = [], [], [], []
     where = "forward"
     try:
-        with DriverPeak(ballast) as peak:
+        with DriverPeak(ballast, args.baseline) as peak:
             for i in range(args.warmup + args.iters):
                 start = (i * seq) % (len(tokens) - seq - 1)
                 ids = tokens[start:start + seq].view(1, seq).cuda()
@@ -224,6 +236,8 @@ def run_case(model, name, mode, cap_gib, seq, args, ballast, tokens):
                 loss = model(input_ids=ids, labels=ids).loss
                 where = "backward"
                 loss.backward()
+                torch.cuda.synchronize()
+                fb = time.perf_counter()
                 where = "step"
                 if mode == "torchao":
                     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -234,10 +248,19 @@ def run_case(model, name, mode, cap_gib, seq, args, ballast, tokens):
                 losses.append(float(loss))
                 if i >= args.warmup:
                     times.append((b - a) * 1e3)
+                    fb_times.append((fb - a) * 1e3)
+                    if hasattr(opt, "last_step_times"):
+                        st = opt.last_step_times()
+                        steps.append(dict(
+                            step_ms=st["step_ms"], stream_ms=st["stream_ms"],
+                            stream_chunks=st["stream_chunks"], chunks=st["chunks"],
+                            host_update_ms=st["host_update_ms"],
+                            stepped_tensors=opt.last_result.stepped_tensors))
                 print("  %s %s cap %g seq %d iteration %d: %.0f ms loss %.4f"
                       % (name, mode, cap_gib, seq, i + 1, (b - a) * 1e3, losses[-1]),
                       file=sys.stderr, flush=True)
         case.update(result="ran", iteration_ms=statistics.median(times), iterations_ms=times,
+                    forward_backward_ms=statistics.median(fb_times), engine_steps=steps,
                     tokens_per_s=seq / (statistics.median(times) / 1e3), losses=losses,
                     driver_peak_gib=peak.peak / GIB,
                     torch_reserved_peak_gib=torch.cuda.max_memory_reserved() / GIB,
@@ -276,6 +299,7 @@ def main(argv):
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
+    args.baseline = nvml_used()  # before this process touches the device
     import torch
     torch.empty(1, device="cuda")
     ballast = Ballast()

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -803,6 +804,26 @@ PYBIND11_MODULE(_C, m) {
   m.def("parse_byte_size", &tandem::ParseByteSize, py::arg("text"),
         "Bytes from '64GiB', '200GB', '12345' ... (ValueError naming the text otherwise).");
 
+  m.def(
+      "rates_for",
+      [](const py::list& tensors, const tandem::OptimizerConfig& cfg) -> py::object {
+        std::vector<tandem::TensorSpec> specs;
+        for (auto t : tensors) specs.push_back(tandem::SpecFromTuple(t.cast<py::tuple>()));
+        const std::optional<tandem::MachineRates> r = tandem::RatesFor(specs, cfg);
+        if (!r) return py::none();
+        py::dict d;
+        d["h2d_gbps"] = r->h2d_gbps;
+        d["d2h_gbps"] = r->d2h_gbps;
+        d["host_gparams"] = r->host_gparams;
+        d["gpu_gparams"] = r->gpu_gparams;
+        return d;
+      },
+      py::arg("tensors"), py::arg("config"),
+      "The rates offload_compute 'auto' decides with for an optimizer built from tensors and "
+      "config (tandem::RatesFor): config.machine_rates, else the rate cache's entry for its "
+      "setting (measured by a construction of that setting), else None. The setting depends "
+      "on the offload fraction: to predict other fractions with the rates of one, pass "
+      "these as machine_rates.");
   m.def(
       "predict_memory",
       [](const py::list& tensors, const tandem::OptimizerConfig& cfg) {

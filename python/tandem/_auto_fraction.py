@@ -96,14 +96,14 @@ class AutoFraction:
         others = max(0, peak - engine_bytes)
         current = core.config.offload_fraction
         specs = core._specs()
-        config = core.engine_config()
+        config = _device_memory.with_measured_rates(specs, core.engine_config())
         fraction, budget = choose(specs, config, capacity, others, current)
         self.others, self.budget = others, budget
         gib = _device_memory.GIB
         why = ("training took %.2f GiB of %.2f GiB besides the optimizer at its peak; the "
                "optimizer may use %.2f GiB" % (others / gib, capacity / gib, max(budget, 0) / gib))
-        if fraction < current:
-            core.move_state(offload_fraction=fraction)
+        if fraction < current:  # the new engine decides with the rates the plan used
+            core.move_state(offload_fraction=fraction, machine_rates=config.machine_rates)
             need = core.engine.memory()["device"]["total"]
             self.log("tandem: offload_fraction=\"auto\" on %s: moved to %.4g (%s; it takes "
                      "%.2f GiB there)" % (device, fraction, why, need / gib))

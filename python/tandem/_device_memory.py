@@ -97,6 +97,16 @@ def with_options(config, **changes):
     return cfg
 
 
+def with_measured_rates(specs, config):
+    """`config` with machine_rates set to the rates offload_compute "auto" measured for it,
+    when it has none: the rate cache's key depends on the fraction, so predictions at
+    other fractions (and the engine a move builds) decide with the same rates."""
+    if config.machine_rates is not None or config.offload_compute != "auto":
+        return config
+    rates = _C.rates_for(specs, config)
+    return config if rates is None else with_options(config, machine_rates=rates)
+
+
 def device_bytes(specs, config):
     """The device bytes an engine over `specs` with `config` holds, from the engine's own
     model (what its memory() reports); None when it cannot be said (offload_compute auto
@@ -135,6 +145,7 @@ def explain_oom(error, specs, config, device):
     torch.cuda.empty_cache()
     free = free_device_bytes(device)
     lines = ["the optimizer could not take its GPU memory: %s" % (error,)]
+    config = with_measured_rates(specs, config)
     need = device_bytes(specs, config)
     if need is None:  # offload_compute "auto" failed before it measured its rates
         config = with_options(config, offload_compute=1.0)

@@ -64,6 +64,18 @@ def test_predict_memory_is_what_the_engine_reports():
     assert C.predict_memory(specs, opt._core.engine_config()) == opt.memory()
 
 
+def test_predictions_at_other_fractions_take_the_measured_rates():
+    specs = gpu_specs()
+    rates = dict(h2d_gbps=50.0, d2h_gbps=50.0, host_gparams=5.0, gpu_gparams=100.0)
+    cfg = gpu_config(offload_compute="auto", offload_fraction=0.5)
+    assert C.rates_for(specs, cfg) is None  # host-only CI: nothing was measured
+    assert _device_memory.with_measured_rates(specs, cfg) is cfg
+    given = _device_memory.with_options(cfg, machine_rates=rates)
+    assert C.rates_for(specs, given) == rates
+    assert _device_memory.device_bytes(specs, given) is not None
+    assert _device_memory.device_bytes(specs, cfg) is None  # auto without rates
+
+
 def test_the_smallest_fitting_fraction_fits_and_the_next_lower_does_not():
     specs, cfg = gpu_specs(), gpu_config()
     at = {f: _device_memory.device_bytes(specs, _device_memory.with_options(

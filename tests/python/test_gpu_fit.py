@@ -49,8 +49,9 @@ def cast_model(params):
 
 
 def host_computed(model, fraction):
+    """No stream slots or rate probe (host compute), no gradient buffers (release)."""
     return tandem.torch.AdamW(model.parameters(), lr=1e-3, offload_fraction=fraction,
-                              offload_compute="host", **Q8)
+                              offload_compute="host", release_grads=True, **Q8)
 
 
 def test_the_optimizer_takes_torchs_cached_memory():
