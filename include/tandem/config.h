@@ -116,7 +116,7 @@ struct OptimizerConfig {
   std::shared_ptr<RateCache> rate_cache = nullptr;
   // Streaming: the most bytes of host-resident state one chunk moves each way, and the
   // device slots that chunks rotate through (slots x chunk bytes of GPU memory).
-  uint64_t stream_chunk_bytes = uint64_t{64} << 20;  // >= 4096
+  uint64_t stream_chunk_bytes = uint64_t{32} << 20;  // >= 4096
   int stream_slots = 3;                               // >= 2
   // Where every device buffer the optimizer owns comes from (Note [One GPU memory pool] in
   // tandem/device_allocator.h): shared with the caller, who keeps it usable for the

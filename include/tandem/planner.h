@@ -488,7 +488,7 @@ struct PlanInputs {
   // of up to stream_chunk_bytes (MemoryBreakdown::staging on the GPU side). Memory comes
   // from tandem::PredictMemory with offload_compute set to the resolved share.
   double offload_compute = kOffloadComputeAuto;
-  uint64_t stream_chunk_bytes = uint64_t{64} << 20;  // as OptimizerConfig; >= 4096
+  uint64_t stream_chunk_bytes = uint64_t{32} << 20;  // as OptimizerConfig; >= 4096
   int stream_slots = 3;                              // as OptimizerConfig; >= 2
   // Speculative early start (OptimizerConfig::speculative_early_start, BeginStep before
   // backward): offloaded state is updated during backward as its gradients arrive and

@@ -170,7 +170,8 @@ TEST(StepTime, StreamedFillCoversBothEnds) {
   const Rates r = ResolveRates(in);
   const uint64_t cold = 320000000, hot = 960000000;
   const StepTime t = PredictStepTime(in, r, hot, cold, hot + cold, cold);
-  const double chunk = std::floor((64 << 20) / r.stream_bytes_per_element) / double(cold);
+  const double chunk =
+      std::floor(double(in.stream_chunk_bytes) / r.stream_bytes_per_element) / double(cold);
   const double kernel_ms = double(cold) / (r.machine.gpu_gparams * 1e6);
   EXPECT_EQ(t.bottleneck, Stage::kH2D);
   EXPECT_DOUBLE_EQ(t.h2d_ms, 1e3 * cold * 3.125 / 50e9);
@@ -182,9 +183,9 @@ TEST(StepTime, StreamedFillCoversBothEnds) {
   const StepTime d = PredictStepTime(in, ResolveRates(in), hot, cold, hot + cold, cold);
   EXPECT_EQ(d.bottleneck, Stage::kD2H);
   EXPECT_NEAR(d.fill_ms, chunk * (d.h2d_ms + kernel_ms), 1e-12);
-  // One 64 MiB chunk each end at ~50 GB/s: about 1.3 ms, not 2.6 (the slowest stage's own
-  // first or last chunk is in its whole time).
-  EXPECT_NEAR(t.fill_ms, 1.35, 0.05);
+  // One 32 MiB chunk (the default) each end at ~50 GB/s: about 0.68 ms, not 1.36 (the
+  // slowest stage's own first or last chunk is in its whole time).
+  EXPECT_NEAR(t.fill_ms, 0.68, 0.03);
 }
 
 }  // namespace

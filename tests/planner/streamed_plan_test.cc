@@ -152,8 +152,8 @@ TEST(StreamedPlan, StreamedStateLeavesOutTheAliasedMaster) {
   // stream_slots of the largest chunk, at most stream_chunk_bytes each.
   EXPECT_EQ(gpu.host.staging, 0u);
   EXPECT_EQ(host.gpu.staging, 0u);
-  EXPECT_LE(gpu.gpu.staging, 3 * 64 * kMiB);
-  EXPECT_GT(gpu.gpu.staging, 3 * 63 * kMiB);
+  EXPECT_LE(gpu.gpu.staging, 3 * in.stream_chunk_bytes);
+  EXPECT_GT(gpu.gpu.staging, 3 * (in.stream_chunk_bytes - kMiB));
   // The rest of the GPU side grows only by the chunks' kernel tables.
   EXPECT_GE(gpu.gpu.total() - gpu.gpu.staging, host.gpu.total());
   EXPECT_LT(gpu.gpu.total() - gpu.gpu.staging, host.gpu.total() + kMiB);
@@ -240,8 +240,9 @@ TEST(StreamedPlan, FractionSearchWeighsTheSplit) {
 
 TEST(StreamedPlan, AutoComputesOnTheHostWhereTheSlotsDoNotFit) {
   // Weights and gradients take 1 GiB; 100 MiB more holds the kernel tables but not the
-  // 192 MiB of stream slots.
+  // 192 MiB of stream slots of 64 MiB chunks.
   PlanInputs in = Flash(ModelFromParamCount(1ull << 28, 8));
+  in.stream_chunk_bytes = 64 * kMiB;
   in.gpu_budget = kGiB + 100 * kMiB;
   const PlanResult aut = MakePlan(in);
   ASSERT_TRUE(aut.feasible);
@@ -282,6 +283,7 @@ TEST(StreamedPlan, StagingThatFollowsTheSplitIsNotNonMonotoneMemory) {
     m.tensors.push_back({std::to_string(i) + ".bias", 4096, -1, {4096}});
   }
   PlanInputs in = Flash(m);
+  in.stream_chunk_bytes = 64 * kMiB;  // the example's --stream-chunk
   in.param_dtype = in.grad_dtype = DType::kF32;
   in.gpu_budget = kGiB + kGiB / 5;
   in.host_budget = 64 * kGiB;

@@ -51,7 +51,7 @@ struct Args {
   std::string profile, policy = "backward_order";
   uint64_t chunk = 1 << 21;
   int slots = 4;
-  std::string offload_compute = "auto", stream_chunk = "64MiB";
+  std::string offload_compute = "auto", stream_chunk = "32MiB";
   int stream_slots = 3;
   bool json = false;
   std::string svg;
