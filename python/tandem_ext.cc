@@ -338,6 +338,12 @@ TensorSpec SpecFromTuple(const py::tuple& t) {
   return s;
 }
 
+std::vector<TensorSpec> SpecsFromList(const py::list& tensors) {
+  std::vector<TensorSpec> specs;
+  for (auto t : tensors) specs.push_back(SpecFromTuple(t.cast<py::tuple>()));
+  return specs;
+}
+
 // One flag per tensor from None (every tensor), bytes or a sequence of 0/1 values;
 // `count` entries are required.
 std::vector<uint8_t> ActiveFromObject(const py::object& active, size_t count) {
@@ -403,8 +409,7 @@ std::vector<const void*> GradsFromObject(const py::object& grads) {
 class PyOptimizer {
  public:
   PyOptimizer(const py::list& tensors, OptimizerConfig cfg) {
-    std::vector<TensorSpec> specs;
-    for (auto t : tensors) specs.push_back(SpecFromTuple(t.cast<py::tuple>()));
+    std::vector<TensorSpec> specs = SpecsFromList(tensors);
     py::gil_scoped_release release;
     opt_ = std::make_unique<HybridOptimizer>(std::move(specs), std::move(cfg));
   }
@@ -806,17 +811,8 @@ PYBIND11_MODULE(_C, m) {
 
   m.def(
       "rates_for",
-      [](const py::list& tensors, const tandem::OptimizerConfig& cfg) -> py::object {
-        std::vector<tandem::TensorSpec> specs;
-        for (auto t : tensors) specs.push_back(tandem::SpecFromTuple(t.cast<py::tuple>()));
-        const std::optional<tandem::MachineRates> r = tandem::RatesFor(specs, cfg);
-        if (!r) return py::none();
-        py::dict d;
-        d["h2d_gbps"] = r->h2d_gbps;
-        d["d2h_gbps"] = r->d2h_gbps;
-        d["host_gparams"] = r->host_gparams;
-        d["gpu_gparams"] = r->gpu_gparams;
-        return d;
+      [](const py::list& tensors, const tandem::OptimizerConfig& cfg) {
+        return tandem::python::RatesTo(tandem::RatesFor(tandem::SpecsFromList(tensors), cfg));
       },
       py::arg("tensors"), py::arg("config"),
       "The rates offload_compute 'auto' decides with for an optimizer built from tensors and "
@@ -827,8 +823,7 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "predict_memory",
       [](const py::list& tensors, const tandem::OptimizerConfig& cfg) {
-        std::vector<tandem::TensorSpec> specs;
-        for (auto t : tensors) specs.push_back(tandem::SpecFromTuple(t.cast<py::tuple>()));
+        const std::vector<tandem::TensorSpec> specs = tandem::SpecsFromList(tensors);
         tandem::ExecutionMode mode = cfg.mode;
         if (mode == tandem::ExecutionMode::kAuto)
           mode = tandem::CudaDeviceAvailable() ? tandem::ExecutionMode::kGpu
@@ -950,15 +945,9 @@ PYBIND11_MODULE(_C, m) {
         const tandem::StateFormats f{tandem::ParseMasterFormat(master),
                                      tandem::ParseMomentFormat(momentum),
                                      tandem::ParseMomentFormat(variance)};
-        const tandem::MachineRates r = tandem::planner::MachineRatesFor(
+        return tandem::python::RatesTo(tandem::planner::MachineRatesFor(
             p, tandem::ParseAlgorithm(algorithm), f, tandem::ParseDType(grad_dtype),
-            tandem::ParseDType(param_dtype), ranks);
-        py::dict d;
-        d["h2d_gbps"] = r.h2d_gbps;
-        d["d2h_gbps"] = r.d2h_gbps;
-        d["host_gparams"] = r.host_gparams;
-        d["gpu_gparams"] = r.gpu_gparams;
-        return d;
+            tandem::ParseDType(param_dtype), ranks));
       },
       py::arg("profile"), py::arg("algorithm"), py::arg("master"), py::arg("momentum"),
       py::arg("variance"), py::arg("grad_dtype"), py::arg("param_dtype"), py::arg("ranks") = 1,

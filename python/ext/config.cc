@@ -142,6 +142,8 @@ std::optional<MachineRates> RatesFrom(py::handle v) {
   return r;
 }
 
+}  // namespace
+
 py::object RatesTo(const std::optional<MachineRates>& r) {
   if (!r) return py::none();
   py::dict d;
@@ -151,6 +153,8 @@ py::object RatesTo(const std::optional<MachineRates>& r) {
   d["gpu_gparams"] = r->gpu_gparams;
   return d;
 }
+
+namespace {
 
 double OffloadComputeFrom(py::handle v) {
   const std::string rule = "\"auto\", \"host\", \"gpu\" or a share in [0, 1]";

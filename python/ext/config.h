@@ -7,6 +7,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,10 @@ HyperParams HyperParamsFromDict(const pybind11::dict& d);
 pybind11::dict HyperParamsToDict(const HyperParams& h);
 
 const char* ModeName(ExecutionMode m);
+
+// MachineRates as Python sees them: None, or {h2d_gbps, d2h_gbps, host_gparams,
+// gpu_gparams} (OptimizerConfig.machine_rates, tandem._C.rates_for, machine_rates_for).
+pybind11::object RatesTo(const std::optional<MachineRates>& r);
 
 // Sets the fields named by `kwargs` in `cfg`, in order, each checked; an unknown name is
 // a TypeError naming it, as Python's own keyword arguments give.

@@ -23,7 +23,8 @@ def test_config_defaults_are_the_engines():
     assert cfg.offload_fraction == 0.0 and cfg.placement == "backward_order"
     assert cfg.chunk_elements == 1 << 21 and cfg.pipeline_slots == 4
     assert cfg.offload_compute == "auto" and cfg.machine_rates is None
-    assert cfg.stream_chunk_bytes == 64 << 20 and cfg.stream_slots == 3
+    assert cfg.stream_chunk_bytes == 32 << 20 and cfg.stream_slots == 3
+    assert cfg.device_allocator is None
     assert cfg.speculative_stream_bytes == 1 << 30 and cfg.speculative_early_start is False
     assert (cfg.master, cfg.momentum, cfg.variance) == ("f32", "f32", "f32")
     assert list(_C.OptimizerConfig.fields())[:3] == ["algorithm", "groups", "master"]
