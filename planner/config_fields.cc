@@ -19,12 +19,13 @@ namespace tandem::planner {
 namespace {
 
 // Fields known not to change the parameter count of any supported architecture.
-constexpr std::array<std::string_view, 78> kInertFields = {
+constexpr std::array<std::string_view, 80> kInertFields = {
     // Bookkeeping and tokenizer ids.
     "_name_or_path", "architectures", "model_type", "transformers_version", "torch_dtype", "dtype",
     "auto_map", "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id",
     "decoder_start_token_id", "return_dict", "output_attentions", "output_hidden_states",
     "use_return_dict", "task_specific_params", "pretraining_tp", "use_cache", "is_decoder",
+    "is_encoder_decoder", "cache_implementation",
     // Numerics and initialisation.
     "hidden_act", "activation_function", "initializer_range", "initializer_factor", "rms_norm_eps",
     "layer_norm_eps", "layer_norm_epsilon", "attention_dropout", "attn_pdrop", "embd_pdrop",
@@ -122,6 +123,36 @@ std::vector<uint64_t> ConfigReader::IndexList(const char* key) {
     out.push_back(e.get<uint64_t>());
   }
   return out;
+}
+
+std::vector<std::string> ConfigReader::TextList(const char* key) {
+  used_.insert(key);
+  std::vector<std::string> out;
+  if (!Present(key)) return out;
+  const nlohmann::json& v = j_.at(key);
+  if (!v.is_array()) Fail(std::string("key '") + key + "' must be a list, got " + v.dump());
+  for (const nlohmann::json& e : v) {
+    if (!e.is_string())
+      Fail(std::string("key '") + key + "' must list strings, got " + v.dump());
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
+bool ConfigReader::NumberGiven(const char* key) {
+  used_.insert(key);
+  if (!Present(key)) return false;
+  if (!j_.at(key).is_number())
+    Fail(std::string("key '") + key + "' must be a number or null, got " + j_.at(key).dump());
+  return true;
+}
+
+const nlohmann::json& ConfigReader::Object(const char* key) {
+  used_.insert(key);
+  if (!Present(key)) Fail(std::string("missing key '") + key + "'");
+  if (!j_.at(key).is_object())
+    Fail(std::string("key '") + key + "' must be an object, got " + j_.at(key).dump());
+  return j_.at(key);
 }
 
 void ConfigReader::Finish(ModelDescription* m) const {

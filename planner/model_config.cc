@@ -67,7 +67,9 @@ ModelDescription DenseFromConfig(ConfigReader* r, const std::string& arch) {
   }
   if (arch == "llama") s.mlp_bias = r->FlagOr("mlp_bias", false);
   s.qk_norm = arch == "qwen3";
-  return LlamaModel(s, std::string(r->where()), arch);
+  ModelDescription m = LlamaModel(s, std::string(r->where()), arch);
+  ReadSlidingWindow(r, arch, s.layers, &m.transformer);
+  return m;
 }
 
 }  // namespace
@@ -122,6 +124,34 @@ void SetShape(ModelDescription* m, const LlamaShape& s, std::string name, std::s
   m->num_layers = s.layers;
   m->num_heads = s.heads;
   m->vocab_size = s.vocab;
+  m->transformer.intermediate = s.intermediate;
+  m->transformer.kv_heads = s.kv_heads;
+  m->transformer.head_dim = s.head_dim;
+  m->transformer.qk_norm = s.qk_norm;
+}
+
+void ReadSlidingWindow(ConfigReader* r, const std::string& arch, uint64_t layers,
+                       TransformerShape* t) {
+  const uint64_t window = r->CountOr("sliding_window", 0);
+  const std::vector<std::string> types = r->TextList("layer_types");
+  if (!types.empty()) {
+    if (types.size() != layers)
+      r->Fail("layer_types lists " + std::to_string(types.size()) + " layers, num_hidden_layers " +
+              "is " + std::to_string(layers));
+    t->sliding_layers = static_cast<uint64_t>(
+        std::count(types.begin(), types.end(), std::string("sliding_attention")));
+  } else if (arch == "qwen2" || arch == "qwen3" || arch == "qwen2_moe" || arch == "qwen3_moe") {
+    // transformers: layer i slides when use_sliding_window and i >= max_window_layers.
+    const uint64_t from = r->NaturalOr("max_window_layers", layers);
+    if (r->FlagOr("use_sliding_window", false)) t->sliding_layers = layers - std::min(from, layers);
+  } else if (window > 0) {
+    t->sliding_layers = layers;  // Mistral, Mixtral: every layer
+  }
+  r->Known("use_sliding_window");
+  r->Known("max_window_layers");
+  t->sliding_window = t->sliding_layers > 0 ? window : 0;
+  if (t->sliding_layers > 0 && window == 0) t->sliding_layers = 0;
+  t->layer_types = t->sliding_layers > 0 && t->sliding_layers < layers ? 2 : 1;
 }
 
 void AddGqaAttention(Builder* b, const std::string& p, const LlamaShape& s, int l) {
@@ -199,6 +229,9 @@ ModelDescription ModelFromJson(const nlohmann::json& j, std::string_view where,
       {"Qwen3MoeForCausalLM", "qwen3_moe"},
       {"DeepseekV2ForCausalLM", "deepseek_v2"},
       {"DeepseekV3ForCausalLM", "deepseek_v3"},
+      {"Gemma2ForCausalLM", "gemma2"},
+      {"Gemma3ForCausalLM", "gemma3_text"},
+      {"Gemma3ForConditionalGeneration", "gemma3"},
       {"GPT2LMHeadModel", "gpt2"},
       {"GPT2Model", "gpt2"}};
   std::string arch;
@@ -231,8 +264,12 @@ ModelDescription ModelFromJson(const nlohmann::json& j, std::string_view where,
     m = Gpt2Model(&r);
   else if (arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3")
     m = DenseFromConfig(&r, arch);
+  else if (arch == "gemma2" || arch == "gemma3_text" || arch == "gemma3")
+    m = GemmaFromConfig(&r, arch == "gemma2" ? "gemma2" : "gemma3", arch == "gemma3");
   else
     m = MoeFromConfig(&r, arch, options);
+  // Every family but GPT-2 is modelled as transformers implements it (activations_hf.cc).
+  m.transformers_config = arch != "gpt2";
   r.Finish(&m);
   if (j.contains("quantization_config"))
     m.notes.push_back(

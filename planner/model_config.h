@@ -31,6 +31,12 @@ class ConfigReader {
   std::string TextOr(const char* key, std::string fallback);
   // An optional list of integers >= 0 (e.g. mlp_only_layers); empty when absent or null.
   std::vector<uint64_t> IndexList(const char* key);
+  // An optional list of strings (e.g. layer_types); empty when absent or null.
+  std::vector<std::string> TextList(const char* key);
+  // An optional number (a soft-capping value); whether it is present and not null.
+  bool NumberGiven(const char* key);
+  // The object under `key` (Gemma 3's text_config); Fail()s when absent or not an object.
+  const nlohmann::json& Object(const char* key);
   // Marks `key` as read without reading it: known to the architecture, no effect on the
   // count (e.g. Qwen3-MoE's intermediate_size when every layer is sparse).
   void Known(const char* key) { used_.insert(key); }
@@ -75,8 +81,8 @@ class Builder {
   ModelDescription* m_;
 };
 
-// Shape of a Llama-family decoder (Llama, Mistral, Qwen2, Qwen3, and the attention and
-// dense blocks of Mixtral and Qwen-MoE).
+// Shape of a Llama-family decoder (Llama, Mistral, Qwen2, Qwen3, Gemma, and the attention
+// and dense blocks of Mixtral and Qwen-MoE).
 struct LlamaShape {
   uint64_t hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
   uint64_t vocab = 0;
@@ -122,8 +128,19 @@ LlamaShape ReadLlamaShape(ConfigReader* r, bool need_intermediate = true);
 LlamaShape PresetShape(std::string_view name);
 // A preset's shape with `layers` decoder layers (largest.cc), named "<preset> x N layers".
 ModelDescription PresetWithLayers(const std::string& preset, uint64_t layers);
-// Fills name, architecture and the shape fields of the description.
+// Fills name, architecture and the shape fields of the description, its TransformerShape
+// among them (intermediate, kv_heads, head_dim, qk_norm).
 void SetShape(ModelDescription* m, const LlamaShape& s, std::string name, std::string arch);
+// The sliding-window attention of a Llama-family config (Mistral's sliding_window; Qwen2's
+// and Qwen3's use_sliding_window from max_window_layers on; or a layer_types list) into
+// `t`, reading those fields.
+void ReadSlidingWindow(ConfigReader* r, const std::string& arch, uint64_t layers,
+                       TransformerShape* t);
+
+// The Gemma readers (model_gemma.cc): "gemma2", "gemma3" (Gemma3ForCausalLM, model_type
+// gemma3_text) and Gemma3ForConditionalGeneration's text_config ("gemma3" with
+// `multimodal`).
+ModelDescription GemmaFromConfig(ConfigReader* r, const std::string& arch, bool multimodal);
 
 // The mixture-of-experts readers (model_moe.cc): "mixtral", "qwen2_moe", "qwen3_moe",
 // "deepseek_v2", "deepseek_v3".

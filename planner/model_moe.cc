@@ -9,10 +9,6 @@
 namespace tandem::planner {
 namespace {
 
-const char* kMoeActivationNote =
-    "mixture of experts: the activation estimate uses the dense-block formula; the routed "
-    "experts' buffers (top-k x expert width per token) and the router's are not counted";
-
 // Routed experts under `prefix` ("...experts."), each a SwiGLU MLP of width `inter`.
 void AddExperts(Builder* b, const std::string& prefix, uint64_t experts, uint64_t h, uint64_t inter,
                 int l) {
@@ -34,7 +30,13 @@ ModelDescription Mixtral(ConfigReader* r) {
           b->Add(x + "w2.weight", {h, s.intermediate}, l);
         }
       });
-  m.notes.push_back(kMoeActivationNote);
+  TransformerShape& t = m.transformer;
+  t.moe_layers = s.layers;
+  t.experts = experts;
+  t.experts_per_token = r->CountOr("num_experts_per_tok", 2);
+  t.expert_intermediate = s.intermediate;
+  t.intermediate = 0;
+  ReadSlidingWindow(r, "mixtral", s.layers, &t);
   return m;
 }
 
@@ -48,7 +50,8 @@ ModelDescription QwenMoe(ConfigReader* r, const std::string& arch) {
     s.qkv_bias = s.o_bias = r->FlagOr("attention_bias", false);
     s.qk_norm = true;
   }
-  const uint64_t experts = r->NaturalOr("num_experts", 0);
+  // transformers 5 names it num_local_experts, as Mixtral; earlier configs num_experts.
+  const uint64_t experts = r->NaturalOr("num_experts", r->NaturalOr("num_local_experts", 0));
   const uint64_t expert_inter = experts > 0 ? r->Count("moe_intermediate_size") : 0;
   r->Known("moe_intermediate_size");
   const uint64_t step = r->CountOr("decoder_sparse_step", 1);
@@ -76,7 +79,13 @@ ModelDescription QwenMoe(ConfigReader* r, const std::string& arch) {
           b->Add(p + "mlp.shared_expert_gate.weight", {1, h}, l);
         }
       });
-  if (experts > 0) m.notes.push_back(kMoeActivationNote);
+  TransformerShape& t = m.transformer;
+  for (uint64_t i = 0; i < s.layers; ++i) t.moe_layers += sparse(i) ? 1 : 0;
+  t.experts = experts;
+  t.experts_per_token = experts > 0 ? r->CountOr("num_experts_per_tok", 1) : 0;
+  t.expert_intermediate = expert_inter;
+  t.shared_intermediate = shared;
+  ReadSlidingWindow(r, arch, s.layers, &t);
   return m;
 }
 
@@ -148,6 +157,7 @@ ModelDescription Deepseek(ConfigReader* r, const std::string& arch, const Config
   s.heads = r->Count("num_attention_heads");
   r->Known("num_key_value_heads");  // MLA: keys and values come from kv_b_proj per head
   r->Known("head_dim");             // transformers sets it to qk_rope_head_dim
+  r->Known("qk_head_dim");          // transformers 5: qk_nope_head_dim + qk_rope_head_dim
   const uint64_t vocab = r->Count("vocab_size");
   const bool tied = r->FlagOr("tie_word_embeddings", false);
   s.q_lora = r->NaturalOr("q_lora_rank", 0);  // null: a full-rank q_proj (V2-Lite)
@@ -186,7 +196,21 @@ ModelDescription Deepseek(ConfigReader* r, const std::string& arch, const Config
                                 std::to_string(extra.total_params()) +
                                 " parameters more with --include-mtp");
   }
-  if (s.routed > 0) m.notes.push_back(kMoeActivationNote);
+  // Multi-head latent attention as transformers runs it: every head has its own key
+  // (nope + rope dims) and value (v_head_dim) after kv_b_proj.
+  TransformerShape& t = m.transformer;
+  t.intermediate = s.inter;
+  t.kv_heads = s.heads;
+  t.head_dim = s.nope + s.rope;
+  t.v_head_dim = s.v;
+  for (uint64_t i = 0; i < layers; ++i) t.moe_layers += s.Sparse(i) ? 1 : 0;
+  t.experts = s.routed;
+  t.experts_per_token = s.routed > 0 ? r->CountOr("num_experts_per_tok", 1) : 0;
+  t.expert_intermediate = s.expert_inter;
+  t.shared_intermediate = s.expert_inter * s.shared;
+  m.notes.push_back(
+      "multi-head latent attention: the transformers activation estimate counts its keys and "
+      "values per head after kv_b_proj, not its low-rank norms (not measured)");
   return m;
 }
 

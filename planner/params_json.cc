@@ -111,4 +111,34 @@ ModelDescription ModelFromParamsFile(const std::string& path) {
   return ModelFromParamsJson(ReadWholeFile(path, "tensor list"), path);
 }
 
+ModelDescription WithConfigShape(ModelDescription t, const ModelDescription& c) {
+  // The embedding's width is the hidden size (a vocabulary x hidden table).
+  auto ends = [](const std::string& s, std::string_view tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  for (const ModelTensor& x : t.tensors)
+    if ((ends(x.name, "embed_tokens.weight") || ends(x.name, "wte.weight")) &&
+        x.shape.size() == 2 && x.shape[1] != c.hidden_size)
+      Fail(t.name, "tensor '" + x.name + "' is " + std::to_string(x.shape[0]) + " x " +
+                       std::to_string(x.shape[1]) + ", but " + c.name + " has hidden size " +
+                       std::to_string(c.hidden_size) + ": not this model's config");
+  const uint64_t described = c.total_params(), listed = t.total_params();
+  t.architecture = c.architecture;
+  t.hidden_size = c.hidden_size;
+  t.num_layers = c.num_layers;
+  t.num_heads = c.num_heads;
+  t.vocab_size = c.vocab_size;
+  t.transformers_config = c.transformers_config;
+  t.transformer = c.transformer;
+  // The config's notes about what it counts do not apply to the tensor list; those about
+  // the activation estimate do.
+  for (const std::string& n : c.notes)
+    if (n.find("activation") != std::string::npos) t.notes.push_back(n);
+  if (described != listed)
+    t.notes.push_back("the tensor list has " + std::to_string(listed) +
+                      " trainable parameters, its config describes " + std::to_string(described) +
+                      " (frozen, added or tied tensors): the plan places and counts the list's");
+  return t;
+}
+
 }  // namespace tandem::planner

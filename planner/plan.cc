@@ -120,7 +120,13 @@ Choice ParseChoice(std::string_view s) {
 
 uint64_t MemoryBreakdown::total() const {
   return weights + master + correction + moments + scales + gradients + unsharded + staging +
-         activations + metadata + speculation;
+         activations + metadata + speculation + runtime;
+}
+
+uint64_t RuntimeBytes(const PlanInputs& in, uint64_t activation_bytes) {
+  return in.cuda_context_bytes + 2 * in.model.tensors.size() * in.allocator_round_bytes +
+         static_cast<uint64_t>(std::ceil(in.allocator_fragmentation *
+                                         static_cast<double>(activation_bytes)));
 }
 
 uint64_t RankCount(const PlanInputs& in) {
@@ -179,6 +185,23 @@ OptimizerConfig ShardConfig(const PlanInputs& in, double fraction, double share)
   return c;
 }
 
+ActivationModel ResolvedActivationModel(const PlanInputs& in) {
+  if (in.activation_bytes_given || in.activation_shape.seq_len == 0)
+    return ActivationModel::kMegatron;  // nothing estimated
+  if (in.activation_model != ActivationModel::kAuto) return in.activation_model;
+  return in.model.transformers_config ? ActivationModel::kTransformers : ActivationModel::kMegatron;
+}
+
+TransformersActivations TransformersActivationsOf(const PlanInputs& in) {
+  if (ResolvedActivationModel(in) != ActivationModel::kTransformers) return {};
+  if (in.model.transformer.intermediate == 0 && in.model.transformer.moe_layers == 0)
+    throw Error(ErrorKind::kInvalidArgument,
+                "the transformers activation estimate needs the model's config (its MLP width "
+                "and heads): describe the model with a config, or --activation-model megatron");
+  return EstimateTransformersActivations(in.model, in.activation_shape, in.recompute,
+                                         in.param_dtype);
+}
+
 uint64_t ActivationBytes(const PlanInputs& in) {
   if (in.activation_bytes_given) return in.activation_bytes;
   if (in.activation_shape.seq_len == 0) return 0;
@@ -191,6 +214,8 @@ uint64_t ActivationBytes(const PlanInputs& in) {
     throw Error(ErrorKind::kInvalidArgument,
                 "activation estimate needs the model's shape (hidden size, layers, heads): "
                 "describe the model with a config or preset, or give the activation bytes");
+  if (ResolvedActivationModel(in) == ActivationModel::kTransformers)
+    return TransformersActivationsOf(in).peak();
   return EstimateActivationBytes(s, in.recompute);
 }
 
@@ -203,6 +228,7 @@ struct Context {
   std::vector<bool> f32_moments;
   std::vector<uint64_t> numels;
   uint64_t shard = 0;
+  uint64_t activations = 0;  // ActivationBytes(in)
   Rates rates;
   TrainingModel training;
   // Whether points need only fit (PlanFits): the compute share auto resolves to, not the
@@ -215,6 +241,7 @@ Context MakeContext(const PlanInputs& in) {
   x.specs = ShardSpecs(in);
   x.f32_moments = F32MomentTensors(in);
   for (const TensorSpec& t : x.specs) x.numels.push_back(t.numel), x.shard += t.numel;
+  x.activations = ActivationBytes(in);
   x.rates = ResolveRates(in);
   x.training = ResolveTraining(in);
   return x;
@@ -343,7 +370,8 @@ FractionPoint EvaluateAt(const PlanInputs& in, const Context& x, double fraction
   // (HSDP keeps each group's reduce output to the end of backward: nothing is saved.)
   const bool saves = release && !(in.fsdp2 && ShardRanks(in) < RankCount(in));
   p.gpu.gradients = (saves ? p.hot_elements + GradientsInFlight(in, x.specs) : all_grads) * g;
-  p.gpu.activations = ActivationBytes(in);
+  p.gpu.activations = x.activations;
+  p.gpu.runtime = RuntimeBytes(in, x.activations);
   SetState(rp.memory.device, &p.gpu);
   SetState(rp.memory.host, &p.host);
   if (release) p.host.gradients = p.cold_elements * g;
@@ -433,7 +461,7 @@ FractionPoint BestAt(const PlanInputs& in, const Context& x, double fraction) {
       // tables) are the only GPU bytes streaming adds; where they do not fit but
       // computing on the host does, auto's plan computes on the host (and says so: the
       // engine's auto looks at time only).
-      if (!x.training.modelled && !p.fits_gpu && p.time.streamed > 0 &&
+      if ((!x.training.modelled || x.fit_only) && !p.fits_gpu && p.time.streamed > 0 &&
           in.offload_compute == kOffloadComputeAuto) {
         FractionPoint q = evaluate(0.0, release);
         if (q.fits_gpu) {
@@ -447,12 +475,30 @@ FractionPoint BestAt(const PlanInputs& in, const Context& x, double fraction) {
   return *best;
 }
 
+// Note [A larger fraction must pay]
+// Offloading more costs host memory, PCIe traffic beside the training's own and the
+// model's error; a plan takes a larger offload fraction than the smallest that fits only
+// when it is meaningfully faster: by at least kMinIterationGain of the iteration when the
+// iteration is modelled (--seq), else by kMinStepGain of the optimizer step, which is
+// then all the plan knows (a step is typically a tenth of an iteration, so 5% of it is
+// about 0.5% of the iteration). Without these, a model that fits at fraction 0 was
+// planned at 0.0225, balancing the GPU kernel against the host to save 0.58 ms of a
+// 33.20 ms step (Llama-3-8B on 80 GiB).
+constexpr double kMinIterationGain = 0.01;
+constexpr double kMinStepGain = 0.05;
+
 // The fastest step of the feasible range [kmin, khmax] (ties: the smaller fraction), on
 // the fraction grid, each fraction at the compute share offload_compute resolves to there
 // and, where the plan chooses gradient release, with the setting that fits there (release
 // keeps fewer bytes on the GPU, so it may fit from a smaller fraction on).
 FractionPoint FastestStep(const PlanInputs& in, const Context& x, int kmin, int khmax) {
-  int best_k = kmin;
+  struct Candidate {
+    int k;
+    bool release;
+    double ms;
+  };
+  std::vector<Candidate> steps;
+  int best_k = khmax + 1;
   bool best_release = false;
   double best_ms = 0;
   bool any = false;
@@ -481,21 +527,25 @@ FractionPoint FastestStep(const PlanInputs& in, const Context& x, int kmin, int 
       const double ms = PredictStepTime(in, x.rates, pl.total - pl.offloaded, pl.offloaded, x.shard,
                                         pl.streamed, release)
                             .step_ms;
-      if (!any || ms < best_ms || (ms == best_ms && k < best_k))
-        best_k = k, best_ms = ms, best_release = release, any = true;
+      steps.push_back({k, release, ms});
+      if (!any || ms < best_ms) best_ms = ms, any = true;
     }
   }
+  // Note [A larger fraction must pay]: the smallest fraction within kMinStepGain of the
+  // fastest (release off first at a fraction).
+  for (const Candidate& c : steps)
+    if (c.ms <= best_ms * (1 + kMinStepGain) &&
+        (c.k < best_k || (c.k == best_k && !c.release && best_release)))
+      best_k = c.k, best_release = c.release;
   PlanInputs chosen = in;
   chosen.grad_release = best_release ? Choice::kOn : Choice::kOff;
   return BestAt(chosen, x, Frac(best_k));
 }
 
 // The fastest iteration of the feasible range [kmin, khmax]: the range's ends, 64 steps
-// between them and the sweep's fractions inside it, each the best point there (BestAt). A
-// larger fraction must be faster by more than kIterationTie to be taken: offloading more
-// for less is not worth the host memory (nor the model's error).
-constexpr double kIterationTie = 0.005;
-
+// between them and the sweep's fractions inside it, each the best point there (BestAt);
+// then the smallest fraction within kMinIterationGain of it (Note [A larger fraction must
+// pay]).
 FractionPoint FastestIteration(const PlanInputs& in, const Context& x, int kmin, int khmax) {
   std::vector<int> ks = {kmin, khmax};
   constexpr int kGrid = 64;
@@ -506,13 +556,17 @@ FractionPoint FastestIteration(const PlanInputs& in, const Context& x, int kmin,
   }
   std::sort(ks.begin(), ks.end());
   ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
-  std::optional<FractionPoint> best;
+  std::vector<FractionPoint> fitting;
+  double fastest = 0;
   for (int k : ks) {
     FractionPoint p = BestAt(in, x, Frac(k));
     if (!p.fits_gpu || !p.fits_host) continue;
-    if (!best || Score(p) < Score(*best) * (1 - kIterationTie)) best = p;
+    if (fitting.empty() || Score(p) < fastest) fastest = Score(p);
+    fitting.push_back(std::move(p));
   }
-  return best ? *best : BestAt(in, x, Frac(kmin));
+  for (const FractionPoint& p : fitting)  // ascending fractions
+    if (Score(p) <= fastest * (1 + kMinIterationGain)) return p;
+  return BestAt(in, x, Frac(kmin));
 }
 
 // Where the budgets hold: the smallest fraction that fits the GPU (GPU bytes fall as the
@@ -571,22 +625,48 @@ Bounds FindBounds(const PlanInputs& in, const Context& x, const FractionPoint& f
 }
 
 // The optimizer call that runs the recommended point (OptimizerKwargs).
+// Note [Run it says all the plan assumed]: the training code the plan was made for, then
+// the optimizer call that runs the recommended point (OptimizerKwargs): the activation
+// recomputation the estimate assumed, FSDP2 under torchrun, the named parameters (their
+// names go into checkpoints and messages) and, with speculation, begin_step() before
+// each backward, without which early start stays inactive.
 std::string RunItMessage(const PlanInputs& in, const FractionPoint& r) {
-  std::string call = std::string("run it: tandem.torch.") + OptimizerClassName(in.algorithm) +
-                     "(model.parameters()";
-  for (const OptimizerKwarg& k : OptimizerKwargs(in, r)) call += ", " + k.name + "=" + k.Python();
-  return call + ") with your hyper-parameters beside them (tandem.plan(...).optimizer_kwargs " +
-         "is this as a dict)";
+  std::string line = "run it: ";
+  const bool estimated = !in.activation_bytes_given && in.activation_shape.seq_len > 0;
+  if (estimated && in.recompute != Recompute::kNone) {
+    if (ResolvedActivationModel(in) == ActivationModel::kTransformers)
+      line += "model.gradient_checkpointing_enable(); ";
+    else if (in.recompute == Recompute::kFull)
+      line += "activation checkpointing of every block (recompute full); ";
+    else
+      line += "selective recomputation of attention (recompute selective); ";
+  }
+  if (in.fsdp2)
+    line += "under torchrun with " + std::to_string(in.gpus_per_node) +
+            " process(es) per node, fully_shard(block) for each block, then fully_shard(model)" +
+            (in.shard_size != 0 ? " over a " + std::to_string(in.shard_size) + "-rank shard mesh"
+                                : std::string()) +
+            "; ";
+  line += std::string("opt = tandem.torch.") + OptimizerClassName(in.algorithm) +
+          "(model.named_parameters()";
+  for (const OptimizerKwarg& k : OptimizerKwargs(in, r)) line += ", " + k.name + "=" + k.Python();
+  line += ") with your hyper-parameters beside them";
+  if (in.speculative_early_start && r.cold_elements > 0)
+    line += "; each iteration opt.begin_step() before loss.backward(), then opt.step()";
+  return line + " (tandem.plan(...).optimizer_kwargs is the keyword arguments as a dict)";
 }
 
 }  // namespace
 
-bool PlanFits(const PlanInputs& in) {
+double FitFraction(const PlanInputs& in) {
   Validate(in);
   Context x = MakeContext(in);
   x.fit_only = true;
-  return FindBounds(in, x, BestAt(in, x, 0.0), BestAt(in, x, 1.0)).feasible;
+  const Bounds b = FindBounds(in, x, BestAt(in, x, 0.0), BestAt(in, x, 1.0));
+  return b.feasible ? Frac(b.kfit) : -1.0;
 }
+
+bool PlanFits(const PlanInputs& in) { return FitFraction(in) >= 0; }
 
 FractionPoint EvaluateFraction(const PlanInputs& in, double fraction) {
   Validate(in);
@@ -604,7 +684,9 @@ PlanResult MakePlan(const PlanInputs& in) {
   const uint64_t usable = plan.usable_gpu_bytes;
   const Context x = MakeContext(in);
   plan.rates = x.rates;
-  plan.activation_bytes = ActivationBytes(in);
+  plan.activation_bytes = x.activations;
+  plan.activation_model = ResolvedActivationModel(in);
+  plan.transformers_activations = TransformersActivationsOf(in);
   plan.shard_elements = x.shard;
   for (size_t t = 0; t < x.specs.size(); ++t)
     if (x.f32_moments[t]) ++plan.f32_moment_tensors, plan.f32_moment_elements += x.specs[t].numel;
@@ -733,6 +815,13 @@ PlanResult MakePlan(const PlanInputs& in) {
       plan.messages.push_back("DOES NOT FIT: no fraction fits both budgets (the GPU needs >= " +
                               std::to_string(plan.min_fraction) + ", the host allows <= " +
                               std::to_string(plan.max_host_fraction) + ")");
+    plan.would_fit = WhatWouldFit(in, plan.host_short_bytes);
+    for (const std::string& w : plan.would_fit) plan.messages.push_back(w);
+    if (plan.would_fit.empty())
+      plan.messages.push_back(
+          "nothing tried fits (gradient release, full recomputation, a shorter sequence, a "
+          "smaller micro-batch, more host memory): more GPUs with --fsdp2, or a GPU with more "
+          "memory");
     plan.recommended = plan.min_fraction >= 0 ? at(kmin) : all_off;
   }
   // What the plan assumes, and what this version cannot do.
@@ -745,13 +834,13 @@ PlanResult MakePlan(const PlanInputs& in) {
         (in.gpu_headroom_fraction > 0 ? "the budget" : "") +
         (in.gpu_headroom_fraction > 0 && in.gpu_headroom_bytes > 0 ? " + " : "") +
         (in.gpu_headroom_bytes > 0 ? GiB(in.gpu_headroom_bytes) : "") +
-        " kept free for the CUDA context, NCCL and the allocator: the plan "
-        "uses " +
+        " kept free for what the plan does not count (NCCL's buffers, other processes, "
+        "the estimates' error): the plan uses " +
         GiB(usable) + " of " + GiB(in.gpu_budget) + " (--headroom)");
   } else {
     plan.messages.push_back(
-        "note: no GPU headroom kept (--headroom 0%): the CUDA context, NCCL "
-        "and the allocator's fragmentation are not counted");
+        "note: no GPU headroom kept (--headroom 0%): NCCL's buffers, other processes and "
+        "the estimates' error are not counted");
   }
   if (plan.recommended.split_fallback) {
     char b[400];
@@ -861,6 +950,34 @@ PlanResult MakePlan(const PlanInputs& in) {
         "the whole optimizer state (--fsdp2 plans FSDP2 shards)");
   }
   for (const std::string& n : in.model.notes) plan.messages.push_back("note: " + n);
+  if (IsMixtureOfExperts(in.model) && plan.activation_model == ActivationModel::kMegatron &&
+      plan.activation_bytes > 0 && !in.activation_bytes_given)
+    plan.messages.push_back(
+        "note: mixture of experts: the megatron activation estimate uses the dense-block "
+        "formula; the routed experts' buffers (top-k x expert width per token) and the "
+        "router's are not counted");
+  if (plan.activation_model == ActivationModel::kTransformers) {
+    const TransformersActivations& a = plan.transformers_activations;
+    char b[600];
+    std::snprintf(b, sizeof b,
+                  "note: activations as transformers computes them (--activation-model "
+                  "transformers; docs/planner.md \"Activations\"): the peak is in the %s, "
+                  "%s kept by the layers, %s of logits and fp32 loss buffers; a plain loop "
+                  "holding the output is assumed (a Trainer frees the logits before backward)",
+                  a.where(), GiB(a.kept).c_str(), GiB(a.logits).c_str());
+    plan.messages.push_back(b);
+  }
+  {
+    const FractionPoint& r = plan.recommended;
+    char b[400];
+    std::snprintf(b, sizeof b,
+                  "note: runtime %s per GPU counted apart from the headroom: the CUDA context "
+                  "%s and the allocator's rounding and fragmentation (%g%% of the activations), "
+                  "estimates (docs/planner.md \"Runtime\")",
+                  GiB(r.gpu.runtime).c_str(), GiB(in.cuda_context_bytes).c_str(),
+                  in.allocator_fragmentation * 100);
+    plan.messages.push_back(b);
+  }
   if (in.profile.builtin_default)
     plan.messages.push_back(
         "note: step times use the built-in H200 reference profile (design-brief figures, "

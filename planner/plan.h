@@ -15,6 +15,14 @@ inline constexpr int kFractionSteps = 10000;
 // Sweep reported in tables and charts: 0, 1/16, ..., 1.
 inline constexpr int kSweepSteps = 16;
 
+// Leaves MemoryBreakdown::runtime out of a plan (its three estimates 0): for tests that
+// size the plan's own tensors against exact budgets.
+inline void NoRuntime(PlanInputs* in) {
+  in->cuda_context_bytes = 0;
+  in->allocator_round_bytes = 0;
+  in->allocator_fragmentation = 0;
+}
+
 // Data-parallel ranks: gpus_per_node * nodes.
 uint64_t RankCount(const PlanInputs& in);
 
@@ -79,8 +87,22 @@ uint64_t Fsdp2UnshardedBytes(const PlanInputs& in);
 // that).
 OptimizerConfig ShardConfig(const PlanInputs& in, double fraction, double share = 0.0);
 
-// Activation bytes per GPU from the inputs (given, estimated, or 0).
+// Activation bytes per GPU from the inputs (given, estimated, or 0), with the activation
+// model ResolvedActivationModel picks (kMegatron when nothing is estimated);
+// TransformersActivationsOf: its phases, all zero unless that model is kTransformers.
 uint64_t ActivationBytes(const PlanInputs& in);
+ActivationModel ResolvedActivationModel(const PlanInputs& in);
+TransformersActivations TransformersActivationsOf(const PlanInputs& in);
+
+// The smallest offload fraction (multiple of 1e-4) at which `in` fits both budgets, or -1
+// (PlanFits without the step and iteration search). Throws as MakePlan.
+double FitFraction(const PlanInputs& in);
+
+// Note [What would fit] (would_fit.cc): for inputs that do not fit, what would, each
+// computed with FitFraction: gradient release, activation checkpointing, the longest
+// sequence and the largest micro-batch that fit, the host memory the smallest GPU
+// fraction needs. One sentence each, in tandem-plan's option names.
+std::vector<std::string> WhatWouldFit(const PlanInputs& in, uint64_t host_short_bytes);
 
 // ---------------------------------------------------------------------------------------
 // The iteration (overlap.cc; Note [What backward hides])

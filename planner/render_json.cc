@@ -14,7 +14,8 @@ json BreakdownJson(const MemoryBreakdown& m) {
       {"weights", m.weights},     {"master", m.master},           {"correction", m.correction},
       {"moments", m.moments},     {"scales", m.scales},           {"gradients", m.gradients},
       {"unsharded", m.unsharded}, {"staging", m.staging},         {"activations", m.activations},
-      {"metadata", m.metadata},   {"speculation", m.speculation}, {"total", m.total()}};
+      {"metadata", m.metadata},   {"speculation", m.speculation}, {"runtime", m.runtime},
+      {"total", m.total()}};
 }
 
 // Note [What backward hides] (planner/overlap.cc); null without an iteration model.
@@ -150,7 +151,28 @@ std::string PlanToJson(const PlanResult& plan) {
                    : in.activation_shape.seq_len > 0 ? "estimated"
                                                      : "none"},
         {"attention", Name(in.activation_shape.attention)},
-        {"recompute", Name(in.recompute)}}},
+        {"recompute", Name(in.recompute)},
+        {"model", Name(plan.activation_model)},
+        // The phases of the transformers model (docs/planner.md "Activations"); null with
+        // megatron's.
+        {"transformers",
+         plan.activation_model == ActivationModel::kTransformers
+             ? json{{"peak_in", plan.transformers_activations.where()},
+                    {"layer", plan.transformers_activations.layer},
+                    {"kept", plan.transformers_activations.kept},
+                    {"shared", plan.transformers_activations.shared},
+                    {"logits", plan.transformers_activations.logits},
+                    {"loss", plan.transformers_activations.loss},
+                    {"final_norm", plan.transformers_activations.final_norm},
+                    {"mlp", plan.transformers_activations.mlp},
+                    {"attention", plan.transformers_activations.attention}}
+             : json(nullptr)}}},
+      // Counted in every point's GPU bytes as "runtime" (docs/planner.md "Runtime").
+      {"runtime",
+       {{"cuda_context_bytes", in.cuda_context_bytes},
+        {"allocator_round_bytes", in.allocator_round_bytes},
+        {"allocator_fragmentation", in.allocator_fragmentation}}},
+      {"would_fit", plan.would_fit},
       // What this version of the engine can run; the plan is a what-if where it is used.
       {"available", {{"grad_release", true}, {"zero1_sharding", false}, {"fsdp2", true}}},
       {"training",

@@ -64,6 +64,16 @@ std::string PlanToText(const PlanResult& plan) {
   Append(&s, "Activations %.2f GiB per GPU", ToGiB(plan.activation_bytes));
   if (in.activation_bytes_given) {
     s += " (given)";
+  } else if (in.activation_shape.seq_len > 0 &&
+             plan.activation_model == ActivationModel::kTransformers) {
+    const TransformerShape& t = in.model.transformer;
+    const bool eager = t.eager_attention || in.activation_shape.attention == Attention::kEager;
+    Append(&s, " (estimated as transformers runs it: batch %llu, seq %llu, %s, %s; peak in the %s)",
+           static_cast<unsigned long long>(in.activation_shape.batch),
+           static_cast<unsigned long long>(in.activation_shape.seq_len),
+           in.recompute == Recompute::kFull ? "gradient checkpointing" : "no recomputation",
+           eager ? "eager attention: s x s scores kept" : "SDPA: no s x s scores kept",
+           plan.transformers_activations.where());
   } else if (in.activation_shape.seq_len > 0) {
     Append(&s, " (estimated: batch %llu, seq %llu, recompute %s, %s)",
            static_cast<unsigned long long>(in.activation_shape.batch),
@@ -123,6 +133,7 @@ std::string PlanToText(const PlanResult& plan) {
               {"activations", r.gpu.activations, r.host.activations},
               {"metadata", r.gpu.metadata, r.host.metadata},
               {"speculation", r.gpu.speculation, r.host.speculation},
+              {"runtime", r.gpu.runtime, r.host.runtime},
               {"total", r.gpu.total(), r.host.total()}};
   for (const auto& row : rows) {
     if (!in.fsdp2 && std::string_view(row.name) == "unsharded") continue;  // FSDP2 only

@@ -1,5 +1,6 @@
 // The work of one training iteration on one GPU (docs/planner.md "Iteration"): the FLOPs
 // of forward and backward, counted as MFU counts them and as the hardware does them.
+#include <algorithm>
 #include <string>
 
 #include "tandem/error.h"
@@ -38,10 +39,18 @@ TrainingFlops EstimateTrainingFlops(const ModelDescription& m, const ActivationS
   f.matmul_params += vocab * hidden;
   const double mm = static_cast<double>(f.matmul_params);
   // Attention's two matrix products per layer and token (scores and their values), over
-  // the whole sequence, forward 4 x hidden x seq FLOP (PaLM's convention: the causal mask
-  // is not discounted).
-  const double attn = static_cast<double>(layers) * static_cast<double>(hidden) *
-                      static_cast<double>(shape.seq_len);
+  // the whole sequence, forward 4 x (heads x head_dim) x seq FLOP (PaLM's convention: the
+  // causal mask is not discounted); a sliding-window layer over at most its window. The
+  // query width is the hidden size unless the config says otherwise (Gemma).
+  const TransformerShape& t = m.transformer;
+  const uint64_t heads = shape.heads != 0 ? shape.heads : m.num_heads;
+  const double width = static_cast<double>(t.head_dim != 0 && heads != 0 ? heads * t.head_dim
+                                                                        : hidden);
+  const uint64_t sliding = t.sliding_window > 0 ? std::min(t.sliding_layers, layers) : 0;
+  const double seq = static_cast<double>(shape.seq_len);
+  const double window = static_cast<double>(std::min(t.sliding_window, shape.seq_len));
+  const double attn = width * (static_cast<double>(layers - sliding) * seq +
+                               static_cast<double>(sliding) * window);
   const double forward = 2 * mm + 4 * attn, backward = 4 * mm + 8 * attn;
   f.tokens = static_cast<double>(shape.batch) * static_cast<double>(shape.seq_len);
   f.model_per_token = forward + backward;

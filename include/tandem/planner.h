@@ -44,18 +44,49 @@ struct ModelTensor {
   std::vector<uint64_t> shape;
 };
 
+// A decoder as Hugging Face transformers builds it, from its config: what the activation
+// model of transformers' implementation needs beyond hidden size, layers, heads and
+// vocabulary (docs/planner.md "Activations"). Zero where the config has no such part.
+struct TransformerShape {
+  uint64_t intermediate = 0;  // dense MLP width (SwiGLU / GeGLU: gate, up, down)
+  uint64_t kv_heads = 0;      // key and value heads (GQA); MLA: the heads
+  uint64_t head_dim = 0;      // of queries and keys
+  uint64_t v_head_dim = 0;    // of values, where it differs (MLA); 0: head_dim
+  // Gemma's RMSNorm: four per layer (input, post-attention, pre- and post-feedforward),
+  // computed in fp32 throughout; else Llama's two, upcast to fp32 and back.
+  bool gemma_norms = false;
+  bool qk_norm = false;          // RMSNorm over head_dim on queries and keys (Qwen3, Gemma 3)
+  bool eager_attention = false;  // transformers has no SDPA path for it (Gemma 2)
+  bool attention_softcap = false;  // tanh soft-capping of the attention logits
+  bool final_softcap = false;      // tanh soft-capping of the output logits (Gemma 2)
+  uint64_t sliding_window = 0;     // 0: none
+  uint64_t sliding_layers = 0;     // layers that attend within sliding_window
+  uint32_t layer_types = 1;        // attention kinds (full, sliding): masks, rotary tables
+  uint32_t rope_tables = 1;        // rotary (cos, sin) tables the model computes
+  // Mixture of experts: layers with routed experts, the experts, those a token runs, their
+  // width, and the shared experts' width per token.
+  uint64_t moe_layers = 0, experts = 0, experts_per_token = 0, expert_intermediate = 0;
+  uint64_t shared_intermediate = 0;
+};
+
 // A model: its tensors in forward order and, where known, the transformer shape used by
 // the activation estimate (0 = unknown).
 struct ModelDescription {
   std::string name;  // preset name, config file path, params file path or "N parameters"
-  // "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe",
-  // "deepseek_v2", "deepseek_v3", "gpt2", "params" (from a tensor list), "flat"
+  // "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "mixtral", "qwen2_moe",
+  // "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt2", "params" (from a tensor list),
+  // "flat"
   std::string architecture;
   std::vector<ModelTensor> tensors;
   uint64_t hidden_size = 0;
   uint64_t num_layers = 0;
   uint64_t num_heads = 0;
   uint64_t vocab_size = 0;
+  // Read from a transformers config (a config.json, or a live module's .config): the
+  // activation estimate then models transformers' implementation by default
+  // (ActivationModel::kAuto) and `transformer` holds its shape.
+  bool transformers_config = false;
+  TransformerShape transformer;
   // The dtype every tensor has, where the description says (a tensor list); else empty.
   std::optional<DType> dtype;
   // What the reader assumed or left out, one sentence each (e.g. a DeepSeek MTP module
@@ -108,6 +139,14 @@ ModelDescription ModelFromConfigText(std::string_view json, std::string_view whe
 ModelDescription ModelFromParamsJson(std::string_view json, std::string_view where);
 ModelDescription ModelFromParamsFile(const std::string& path);
 
+// `tensors` (a tensor list: a live module's named_parameters()) with the transformer shape
+// of `config` (its config): name, architecture, the shape fields, transformers_config and
+// the notes of both. The tensor list is what is placed and counted; a note says so when
+// its parameter count differs from the config's (frozen, added or tied parameters).
+// Throws Error(kInvalidArgument) naming both when the config's hidden size does not
+// match the tensor list's embedding width.
+ModelDescription WithConfigShape(ModelDescription tensors, const ModelDescription& config);
+
 // Built-in presets: "llama3-1b", "llama3-3b", "llama3-8b", "llama3-70b", "llama3-405b".
 // Throws Error(kInvalidArgument) listing the presets for an unknown name.
 ModelDescription ModelFromPreset(std::string_view name);
@@ -144,13 +183,50 @@ struct ActivationShape {
 // Throws Error(kInvalidArgument) if seq_len, hidden, layers or (for kNone) heads is 0.
 uint64_t EstimateActivationBytes(const ActivationShape& shape, Recompute recompute);
 
+// Which training code the activation estimate models (docs/planner.md "Activations"):
+// kMegatron, Korthikanti's formula above (Megatron-style fused blocks); kTransformers,
+// Hugging Face transformers' own implementation, measured op by op; kAuto, transformers
+// for a model read from a transformers config or module, Megatron's otherwise (presets,
+// counts, tensor lists).
+enum class ActivationModel : uint8_t { kAuto = 0, kMegatron = 1, kTransformers = 2 };
+const char* Name(ActivationModel m) noexcept;              // "auto", "megatron", "transformers"
+ActivationModel ParseActivationModel(std::string_view s);  // throws Error(kInvalidArgument)
+
+// The activation peak of one training iteration of a transformers decoder (forward with
+// labels, loss.backward(); the output object held through backward, as a plain loop
+// does), phase by phase, in bytes per GPU (docs/planner.md "Activations" derives and
+// tabulates each term). The peak is the largest phase; parameters and gradients are not
+// in it.
+struct TransformersActivations {
+  uint64_t layer = 0;   // what one dense layer keeps for backward without recomputation
+  uint64_t kept = 0;    // what all layers keep: every layer's set, or each layer's input
+  uint64_t shared = 0;  // rotary tables and attention masks the layers share
+  uint64_t logits = 0;  // the logits and the fp32 loss buffers at the loss's backward
+  // The phases: the loss's backward (cross-entropy's log-softmax and its fp32 gradients),
+  // the final norm's backward, and a layer's backward (its MLP, then its attention), with
+  // full recomputation while that layer is rebuilt.
+  uint64_t loss = 0, final_norm = 0, mlp = 0, attention = 0;
+  uint64_t peak() const;
+  const char* where() const;  // "loss", "final norm", "MLP backward", "attention backward"
+};
+// For `model` (its TransformerShape; hidden size, layers, heads and vocabulary from
+// `shape` where non-zero), activations of `dtype` (the parameters'): kNone keeps every
+// layer's set, kFull is model.gradient_checkpointing_enable() (use_reentrant True or
+// False). Throws Error(kInvalidArgument) for kSelective (transformers has none), and if
+// the sequence, batch, hidden size, layers, heads, vocabulary or the MLP width is 0.
+TransformersActivations EstimateTransformersActivations(const ModelDescription& model,
+                                                        const ActivationShape& shape,
+                                                        Recompute recompute, DType dtype);
+
 // ---------------------------------------------------------------------------------------
 // Training work (docs/planner.md "Iteration")
 
 // One training iteration of one GPU: its micro-batch (batch x seq tokens) through forward
 // and backward of a dense transformer, after Narayanan et al. 2021 and PaLM's MFU. With
 // M = matrix-multiply parameters (every tensor of 2+ dimensions in the blocks, plus the
-// output head vocab x hidden, tied or not) and A = layers x hidden x seq, per token:
+// output head vocab x hidden, tied or not) and A = layers x q x seq (q: heads x head_dim
+// where the config gives head_dim, else hidden; a sliding-window layer's seq at most its
+// window), per token:
 //   model     (MFU's count)  6 M + 12 A   (forward 2 M + 4 A, backward twice that)
 //   hardware  the model's, plus the forward done again in backward: full recomputation
 //             2 M + 4 A, selective (attention core) 4 A, none 0.
@@ -367,8 +443,24 @@ struct MemoryBreakdown {
   uint64_t activations = 0;  // kept for backward
   uint64_t metadata = 0;     // kernel tables, reduction scratch
   uint64_t speculation = 0;  // backup of the offloaded state (speculative early start)
+  // GPU: what the process holds beyond its tensors, as the driver counts it: the CUDA
+  // context and the caching allocator's rounding and fragmentation (RuntimeBytes).
+  uint64_t runtime = 0;
   uint64_t total() const;
 };
+
+// The GPU memory a training process holds beyond the tensors the plan counts
+// (MemoryBreakdown::runtime), so that the plan's GPU figure is what the driver reports at
+// the peak. Estimates, to be calibrated against the driver on an H200
+// (bench/activation_check.py --device cuda prints both):
+// the CUDA context with cuBLAS's workspaces and the loaded kernels, per GPU;
+inline constexpr uint64_t kCudaContextBytes = uint64_t{614} << 20;  // 0.6 GiB
+// each tensor the caching allocator hands out rounded up to its 512-byte blocks (the
+// weights and gradients: their tensor count);
+inline constexpr uint64_t kAllocatorRoundBytes = 512;
+// and the blocks cached but not reusable at the peak: a share of the activations, whose
+// sizes change through the iteration while the weights and optimizer state stay put.
+inline constexpr double kAllocatorFragmentation = 0.05;
 
 // The planner's choice between two settings: kOff, kOn, or kAuto (the plan picks, point by
 // point, what fits and runs faster).
@@ -428,19 +520,28 @@ struct PlanInputs {
   ModelDescription model;
   uint64_t gpu_budget = 0;   // bytes per GPU, > 0
   uint64_t host_budget = 0;  // bytes of host memory per node, > 0
-  // GPU memory kept free for what the plan does not count (CUDA context, NCCL buffers,
-  // the caching allocator's fragmentation): the plan fits into
+  // GPU memory kept free for what the plan does not count (NCCL's buffers, other
+  // processes, the estimates' error; the CUDA context and the caching allocator are
+  // MemoryBreakdown::runtime): the plan fits into
   // gpu_budget * (1 - gpu_headroom_fraction) - gpu_headroom_bytes (UsableGpuBytes).
   // Default 10%; fraction in [0, 1).
   double gpu_headroom_fraction = 0.10;
   uint64_t gpu_headroom_bytes = 0;
   // Activations per GPU: given in bytes when activation_bytes_given, else estimated from
   // `activation_shape` (its hidden/layers/heads/vocab default to the model's when 0) if
-  // activation_shape.seq_len > 0, else 0.
+  // activation_shape.seq_len > 0, else 0, with `activation_model` (kAuto: transformers'
+  // for a model read from a transformers config, Megatron's otherwise).
   bool activation_bytes_given = false;
   uint64_t activation_bytes = 0;
   ActivationShape activation_shape;
   Recompute recompute = Recompute::kNone;
+  ActivationModel activation_model = ActivationModel::kAuto;
+  // The GPU's runtime bytes (MemoryBreakdown::runtime): the CUDA context's, the
+  // allocator's rounding of each tensor and its share of the activations. Defaults: the
+  // estimates above; all 0 leaves the runtime out.
+  uint64_t cuda_context_bytes = kCudaContextBytes;
+  uint64_t allocator_round_bytes = kAllocatorRoundBytes;
+  double allocator_fragmentation = kAllocatorFragmentation;
 
   Algorithm algorithm = Algorithm::kAdamW;
   HyperParams hyper;  // only momentum matters (SGD keeps a buffer iff momentum > 0)
@@ -615,6 +716,14 @@ struct PlanResult {
   uint64_t f32_moment_tensors = 0, f32_moment_elements = 0;
   uint64_t usable_gpu_bytes = 0;  // UsableGpuBytes(inputs)
   uint64_t activation_bytes = 0;
+  // The activation model the estimate used (inputs.activation_model resolved; kMegatron
+  // also when the bytes were given or not estimated) and, for kTransformers, its phases.
+  ActivationModel activation_model = ActivationModel::kMegatron;
+  TransformersActivations transformers_activations;
+  // When the plan does not fit: what would, each computed by the planner (gradient
+  // release, activation checkpointing, a shorter sequence, a smaller micro-batch, more
+  // host memory), one sentence each; also in `messages`.
+  std::vector<std::string> would_fit;
   // The iteration model's inputs: the FLOPs of one GPU's micro-batch, the training
   // throughput and the peak (profile or built-in), with where they came from.
   bool iteration_modelled = false;
@@ -631,6 +740,11 @@ struct PlanResult {
 // The GPU bytes a plan may use: the budget less the headroom (0 if the headroom exceeds
 // it). Throws Error(kInvalidArgument) if gpu_headroom_fraction is not in [0, 1).
 uint64_t UsableGpuBytes(const PlanInputs& inputs);
+
+// The runtime bytes of one GPU (MemoryBreakdown::runtime): inputs.cuda_context_bytes + 2 x
+// the model's tensors x inputs.allocator_round_bytes (weights and gradients) +
+// inputs.allocator_fragmentation x `activation_bytes`.
+uint64_t RuntimeBytes(const PlanInputs& inputs, uint64_t activation_bytes);
 
 // Builds the plan. Optimizer-state and staging bytes come from tandem::PredictMemory on
 // rank 0's tensors (the whole model; its FSDP2 shards with fsdp2, with the group rule's

@@ -191,6 +191,74 @@ def _count(model):
     return ["--params", str(n)]
 
 
+_DTYPE_NAMES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
+
+
+def _config_dict(config):
+    """A transformers PretrainedConfig (a module's .config) as a config.json dict, or None
+    for anything else."""
+    to_dict = getattr(config, "to_dict", None)
+    if not callable(to_dict) or not hasattr(config, "model_type"):
+        return None
+    d = to_dict()
+    return d if isinstance(d, dict) else None
+
+
+def _config_dtype(config):
+    """The dtype a transformers config says the model runs in ("bf16", ...), or None."""
+    # transformers 5 names it dtype (torch_dtype, which it deprecates, before).
+    value = getattr(config, "dtype" if hasattr(config, "dtype") else "torch_dtype", None)
+    if value is None:
+        return None
+    text = str(value)
+    return _DTYPES.get(text if text.startswith("torch.") else "torch." + text)
+
+
+def _module_reading(module, options):
+    """What plan() reads from a live transformers module beside its parameters: tandem-plan
+    arguments (its config, the dtype it will train in, its attention implementation,
+    gradient checkpointing) and notes for the report. Options the caller gave win.
+
+    The dtype (Note [The dtype a module trains in]): param_dtype= wins; else a module whose
+    parameters are all on the meta device is planned in its config's dtype (bf16 when the
+    config has none); else in its own, and where its config says another, a note says how
+    to plan that one."""
+    args, notes = [], []
+    config = getattr(module, "config", None)
+    params = [p for p in module.parameters() if p.requires_grad]
+    if "param_dtype" not in options and params:
+        wanted = _config_dtype(config) if config is not None else None
+        if all(p.device.type == "meta" for p in params):
+            dtype = wanted or "bf16"
+            args += ["--param-dtype", dtype]
+            if "grad_dtype" not in options:
+                args += ["--grad-dtype", dtype]
+            notes.append("the module is on the meta device: planned in %s, %s; pass "
+                         "param_dtype= for another" % (
+                             _DTYPE_NAMES[dtype], "its config's dtype" if wanted
+                             else "as its config names no dtype"))
+        else:
+            have = {_DTYPES.get(str(p.dtype)) for p in params}
+            if len(have) == 1 and wanted is not None and wanted not in have:
+                (own,) = have
+                notes.append("the module is %s, its config %s: planned in %s; pass "
+                             "param_dtype='%s' if you cast it before training" % (
+                                 _DTYPE_NAMES[own], _DTYPE_NAMES[wanted], _DTYPE_NAMES[own],
+                                 wanted))
+    if config is not None:
+        impl = getattr(config, "_attn_implementation", None)
+        if impl == "eager" and "attention" not in options:
+            args += ["--attention", "eager"]
+        # transformers 5 names it is_activation_checkpointing (deprecating the other).
+        checkpointing = getattr(module, "is_activation_checkpointing", None)
+        if checkpointing is None:
+            checkpointing = getattr(module, "is_gradient_checkpointing", False)
+        if (checkpointing and "recompute" not in options
+                and options.get("seq") and not options.get("activations")):
+            args += ["--recompute", "full"]
+    return args, notes
+
+
 def _model_args(model, tmp):
     if isinstance(model, bool):
         raise ValueError("model must be a module, a config, a preset name or a count")
@@ -220,7 +288,16 @@ def _model_args(model, tmp):
         path = os.path.join(tmp, "%s.params.json" % type(model).__name__)
         with open(path, "w") as f:
             json.dump(_module_tensors(model), f)
-        return ["--params-json", path]
+        args = ["--params-json", path]
+        config = _config_dict(getattr(model, "config", None))
+        if config is not None:  # a transformers model: its shape from its own config
+            if not config.get("architectures"):
+                config["architectures"] = None  # the reader goes by model_type then
+            path = os.path.join(tmp, "%s.config.json" % type(model).__name__)
+            with open(path, "w") as f:
+                json.dump(config, f, default=str)
+            args += ["--config", path]
+        return args
     config = getattr(model, "to_dict", None)  # a transformers PretrainedConfig
     if callable(config):
         return _model_args(config(), tmp)
@@ -241,16 +318,16 @@ def _offload_compute(value):
 
 
 def _option_args(options):
-    """tandem-plan arguments for keyword options (True: a flag; a string for
-    grad_release: its value, as --grad-release=VALUE)."""
+    """tandem-plan arguments for keyword options (True: a flag; grad_release: True, False
+    or "on", "off", "auto", as --grad-release=VALUE)."""
     args = []
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
-        if value is None or value is False:
-            continue
-        if key == "grad_release" and value is not True:
+        if key == "grad_release" and value is not None:
+            if isinstance(value, bool):
+                value = "on" if value else "off"
             args.append("%s=%s" % (flag, value))
-        else:
+        elif value is not None and value is not False:
             args += [flag] if value is True else [flag, str(value)]
     return args
 
@@ -280,6 +357,10 @@ def plan(model, *, gpu_mem, host_mem, offload_compute="auto", **options):
                             "%s" % (key, ", ".join(_options())))
     with tempfile.TemporaryDirectory(prefix="tandem-plan-") as tmp:
         args = _model_args(model, tmp)
+        notes = []
+        if hasattr(model, "named_parameters"):
+            read, notes = _module_reading(model, options)
+            args += read
         args += ["--gpu-mem", _size(gpu_mem, "gpu_mem"), "--host-mem",
                  _size(host_mem, "host_mem"), "--offload-compute",
                  _offload_compute(offload_compute)]
@@ -290,7 +371,11 @@ def plan(model, *, gpu_mem, host_mem, offload_compute="auto", **options):
         temporary = {a: "<%s>" % os.path.basename(a) for a in args if a.startswith(tmp)}
         for path, name in temporary.items():
             text, out = text.replace(path, name), out.replace(json.dumps(path)[1:-1], name)
-        return Plan(text, json.loads(out), [temporary.get(a, a) for a in args])
+        data = json.loads(out)
+        for note in notes:  # what plan() read from the module, after the planner's notes
+            text += "note: %s\n" % note
+            data["messages"].append("note: " + note)
+        return Plan(text, data, [temporary.get(a, a) for a in args])
 
 
 def _report_and_json(args):

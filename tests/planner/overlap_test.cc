@@ -276,11 +276,13 @@ TEST(Overlap, ThePlanSaysHowToRunItsPoint) {
   in.speculative_early_start = true;
   in.offload_compute = 1.0;
   in.in_place_grad_bytes = 4 * kGiB;
+  in.fraction = 0.5;  // everything fits at 0, where nothing is offloaded to say
   const PlanResult plan = MakePlan(in);
   ASSERT_TRUE(plan.feasible);
   const FractionPoint& r = plan.recommended;
   const std::vector<OptimizerKwarg> kw = OptimizerKwargs(in, r);
   ASSERT_NE(Kwarg(kw, "offload_fraction"), nullptr);
+  ASSERT_NE(Kwarg(kw, "offload_compute"), nullptr);
   EXPECT_EQ(Kwarg(kw, "offload_fraction")->number, r.fraction);
   EXPECT_EQ(Kwarg(kw, "offload_compute")->Python(), "\"gpu\"");
   EXPECT_EQ(Kwarg(kw, "master_format")->text, "bf16+ecc8");
@@ -292,7 +294,7 @@ TEST(Overlap, ThePlanSaysHowToRunItsPoint) {
   EXPECT_GT(r.host.speculation, 0u);
   EXPECT_EQ(Kwarg(kw, "in_place_grad_bytes")->integer, 4 * kGiB);
   const std::string said = PlanToText(plan);
-  EXPECT_NE(said.find("run it: tandem.torch.AdamW(model.parameters(), offload_fraction="),
+  EXPECT_NE(said.find("opt = tandem.torch.AdamW(model.named_parameters(), offload_fraction="),
             std::string::npos)
       << said;
   const std::string json = PlanToJson(plan);

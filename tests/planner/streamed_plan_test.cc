@@ -23,6 +23,7 @@ PlanInputs Flash(ModelDescription model) {
   in.gpu_budget = 1000 * kGiB;
   in.host_budget = 1000 * kGiB;
   in.gpu_headroom_fraction = 0;
+  NoRuntime(&in);  // these tests size the plan's tensors against exact budgets
   return in;
 }
 
@@ -45,6 +46,7 @@ TEST(StreamedPlan, HostModeReproducesThePlanBeforeTheThreeClasses) {
   in.gpu_budget = 40 * kGiB;
   in.host_budget = 256 * kGiB;
   in.offload_compute = ParseOffloadCompute("host");
+  NoRuntime(&in);  // the plan before counted no runtime
   const PlanResult plan = MakePlan(in);
   ASSERT_TRUE(plan.feasible);
   const FractionPoint& r = plan.recommended;

@@ -31,7 +31,7 @@ std::string Canon(std::string s) {
 struct Args {
   std::string params, config, model, params_json;
   bool include_mtp = false;
-  std::string headroom = "10%", attention = "flash";
+  std::string headroom = "10%", attention = "flash", activation_model = "auto";
   uint32_t pieces = 1;
   std::string gpu_mem, host_mem, activations;
   uint64_t batch = 1, seq = 0;
@@ -40,7 +40,7 @@ struct Args {
   std::string param_dtype = "bf16", grad_dtype = "bf16";
   double momentum = 0.9;
   bool speculative = false;
-  std::string grad_release = "off";
+  std::string grad_release = "auto";
   std::string spec_host, spec_stream, in_place;
   double train_tflops = -1;  // -1: not given
   bool largest = false;
@@ -123,11 +123,15 @@ PlanInputs ToInputs(const Args& a, std::pair<bool, bool> dtypes_given) {
   if (!a.params.empty()) in.model = ModelFromParamCount(ParseCount(a.params), a.pieces);
   if (!a.config.empty()) in.model = ModelFromConfigFile(a.config, options);
   if (!a.model.empty()) in.model = ModelFromPreset(a.model);
-  if (!a.params_json.empty()) in.model = ModelFromParamsFile(a.params_json);
+  // A tensor list with its config: the list's tensors, the config's transformer shape.
+  if (!a.params_json.empty())
+    in.model = a.config.empty() ? ModelFromParamsFile(a.params_json)
+                                : WithConfigShape(ModelFromParamsFile(a.params_json), in.model);
   in.gpu_budget = ParseBytes(a.gpu_mem);
   in.host_budget = ParseBytes(a.host_mem);
   ParseHeadroom(a.headroom, &in);
   in.activation_shape.attention = ParseAttention(a.attention);
+  in.activation_model = ParseActivationModel(a.activation_model);
   if (!a.activations.empty()) {
     in.activation_bytes_given = true;
     in.activation_bytes = ParseBytes(a.activations);
@@ -187,14 +191,17 @@ int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::stri
   model
       ->add_option("--config", a.config,
                    "Hugging Face config.json or a model directory holding one (Llama, Mistral, "
-                   "Qwen2, Qwen3, Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V2/V3, GPT-2)")
+                   "Qwen2, Qwen3, Gemma 2, Gemma 3, Mixtral, Qwen2-MoE, Qwen3-MoE, "
+                   "DeepSeek-V2/V3, GPT-2); with --params-json, the tensor list's shape")
       ->check(CLI::ExistingPath);
   model->add_option("--model", a.model, "preset: llama3-1b, llama3-3b, llama3-8b, llama3-70b");
   model
       ->add_option("--params-json", a.params_json,
-                   "tensor list: JSON [{\"name\", \"shape\", \"dtype\"}, ...]")
+                   "tensor list: JSON [{\"name\", \"shape\", \"dtype\"}, ...] (with --config "
+                   "for its transformer shape)")
       ->check(CLI::ExistingFile);
-  model->require_option(0, 1);
+  // One model; --config may also give a tensor list its transformer shape.
+  model->require_option(0, 2);
   app.add_flag("--largest", a.largest,
                "instead of a model: the largest Llama-3-shaped model that fits, per width "
                "(docs/planner.md \"The largest model\")");
@@ -207,11 +214,18 @@ int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::stri
                  "GPU memory budget per GPU with a unit (80GiB, 141GB, ...)")
       ->required();
   app.add_option("--headroom", a.headroom,
-                 "GPU memory kept free: a percentage of --gpu-mem (10%) or a size (4GiB)")
+                 "GPU memory kept free for what the plan does not count (NCCL, other "
+                 "processes): a percentage of --gpu-mem (10%) or a size (4GiB)")
       ->capture_default_str();
   app.add_option("--attention", a.attention,
                  "activation estimate: flash (no s x s scores kept) | eager")
       ->check(CLI::IsMember({"flash", "eager"}))
+      ->capture_default_str();
+  app.add_option("--activation-model", a.activation_model,
+                 "activation estimate: transformers (Hugging Face transformers' implementation, "
+                 "measured) | megatron (Korthikanti's formula) | auto (transformers for a "
+                 "--config model, megatron otherwise)")
+      ->check(CLI::IsMember({"auto", "transformers", "megatron"}))
       ->capture_default_str();
   app.add_option("--host-mem", a.host_mem, "host memory budget per node (512GiB, ...)")->required();
   auto* act = app.add_option("--activations", a.activations, "activation memory per GPU (20GiB)");
@@ -232,8 +246,8 @@ int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::stri
   app.add_option("--momentum", a.momentum, "SGD momentum (0: no buffer)")->capture_default_str();
   app.add_flag("--grad-release{on}", a.grad_release,
                "gradient release (release_grads=True): each gradient leaves the GPU as the "
-               "engine takes it in backward; --grad-release=auto: the plan picks "
-               "(default off)");
+               "engine takes it in backward; --grad-release=off: never; default auto: the "
+               "plan picks where it fits or runs faster");
   // Not available in this version: accepted only to say so (exit status 2).
   bool zero1 = false;
   app.add_flag("--zero1", zero1, "not available in this version (--fsdp2 shards the state)");
@@ -307,8 +321,14 @@ int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::stri
          "shards the optimizer state); plan without it\n";
     return 2;
   }
-  const bool has_model = !a.params.empty() || !a.config.empty() || !a.model.empty() ||
-                         !a.params_json.empty();
+  const int models = !a.params.empty() + !a.config.empty() + !a.model.empty() +
+                     !a.params_json.empty();
+  if (models == 2 && (a.config.empty() || a.params_json.empty())) {
+    e << "tandem-plan: give one model: --model, --config, --params or --params-json (only "
+         "--config may come with --params-json, giving the tensor list its shape)\n";
+    return 2;
+  }
+  const bool has_model = models > 0;
   if (has_model == a.largest) {
     e << "tandem-plan: " << (a.largest ? "--largest searches the model: give no --model, "
                                          "--config, --params or --params-json with it"
