@@ -274,6 +274,58 @@ TEST_F(ToolTest, VarianceThatCannotBeSteppedIsRefusedAlike) {
   ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 0) << out;
 }
 
+// A q8 first moment at the largest finite scale with code 127 decodes to 3.39e38, finite,
+// but AdamW's next step divides it by sqrt(v) + eps: over a zero variance the update is
+// infinite whatever the gradient and learning rate. verify and LoadCheckpoint refuse it
+// as they refuse the variance above, naming the scale, the code and the quotient.
+TEST_F(ToolTest, MomentThatCannotBeSteppedIsRefusedAlike) {
+  OptimizerSnapshot s = testing::GoldenSnapshot(Algorithm::kAdamW, snap_.formats);
+  ASSERT_EQ(s.tensors[1].formats.momentum, MomentFormat::kQ8);
+  ASSERT_EQ(s.tensors[1].formats.variance, MomentFormat::kQ8);
+  for (int i = 0; i < kQuantGroup; ++i) {  // group 0: v = 0, and m = 0 but element 3
+    s.tensors[1].v_codes[i] = 0;
+    s.tensors[1].m_codes[i] = 0;
+  }
+  s.tensors[1].m_scales[0] = 0x7F7F;
+  s.tensors[1].m_codes[3] = 127;
+  const std::string ckpt = (dir_ / "m.ckpt").string(), st = (dir_ / "m.safetensors").string();
+  SaveCheckpoint(s, ckpt);
+  const std::string message = "tensor '" + s.tensors[1].name +
+                              "': m_scales[0] = 3.38953139e+38 with m_codes[3] = 127 decodes "
+                              "to m = 3.38953139e+38, which the next step divides by sqrt(v) "
+                              "+ eps with v = 0 and eps = ";
+  const std::string rest = "the quotient is infinite: the state cannot survive one step";
+  std::string out;
+  ASSERT_EQ(Run("verify " + ckpt, &out), 1) << out;
+  EXPECT_NE(out.find(message), std::string::npos) << out;
+  EXPECT_NE(out.find(rest), std::string::npos) << out;
+  ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 1) << out;
+  EXPECT_FALSE(fs::exists(st));
+  try {
+    LoadCheckpoint(ckpt);
+    ADD_FAILURE() << "LoadCheckpoint accepted it";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCorruption);
+    EXPECT_NE(std::string(e.what()).find(rest), std::string::npos) << e.what();
+  }
+  // f32 moments alike; a moment of 2^64 over the same zero variance is stepped.
+  OptimizerSnapshot f = ConvertSnapshot(s, StateFormats{});
+  EXPECT_THROW(ValidateRestorable(f), Error);
+  for (int i = 0; i < kQuantGroup; ++i) f.tensors[1].m_f32[i] = i == 3 ? 0x1p64f : 0.0f;
+  EXPECT_NO_THROW(ValidateRestorable(f));
+  f.tensors[1].m_f32[3] = -3e38f;
+  try {
+    ValidateRestorable(f);
+    ADD_FAILURE() << "accepted m_f32[3] = -3e38";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("m_f32[3] decodes to m = -3.00000001e+38"),
+              std::string::npos) << e.what();
+  }
+  // At a scale of 2^64 the same code is stepped.
+  s.tensors[1].m_scales[0] = 0x5F80;
+  EXPECT_NO_THROW(ValidateRestorable(s));
+}
+
 // A checkpoint whose tensors have formats of their own: inspect lists them, verify
 // passes, to-torch and export decode each tensor with its own formats.
 TEST_F(ToolTest, MixedFormatsDecodeTensorByTensor) {
