@@ -127,6 +127,15 @@ void CheckScales(const TensorSnapshot& t, const char* array, const std::vector<u
 
 }  // namespace
 
+std::string SgdMomentumMismatch(uint32_t group, double momentum, bool held) {
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "group %u has SGD momentum %g, which keeps %s momentum buffer, but the tensor "
+                "has %s (its groups and its momentum arrays disagree)",
+                group, momentum, held ? "no" : "a", held ? "one" : "none");
+  return text;
+}
+
 void ValidateSnapshotLayout(const OptimizerSnapshot& s) {
   if (s.groups.empty())
     throw Error(ErrorKind::kInvalidArgument, "snapshot has no parameter groups");
@@ -170,6 +179,11 @@ void ValidateTensorState(const OptimizerSnapshot& s, const TensorSnapshot& t) {
   ExpectSize(t, "ecc16", t.ecc16, f.master == MasterFormat::kBF16Ecc16 ? n : 0);
   const bool hm = HasMomentum(s.algo, h), hv = HasVariance(s.algo);
   const bool mq = f.momentum == MomentFormat::kQ8, vq = f.variance == MomentFormat::kQ8;
+  // SGD keeps a momentum buffer where its group's momentum is not 0: a state whose groups
+  // and arrays disagree (a file's metadata and its sections) is named as such.
+  const size_t held = t.m_f32.size() + t.m_codes.size() + t.m_scales.size();
+  if (s.algo == Algorithm::kSGD && n > 0 && hm != (held > 0))
+    Bad(t, SgdMomentumMismatch(t.group, h.momentum, held > 0));
   ExpectSize(t, "m_f32", t.m_f32, hm && !mq ? n : 0);
   ExpectSize(t, "m_codes", t.m_codes, hm && mq ? n : 0);
   ExpectSize(t, "m_scales", t.m_scales, hm && mq ? groups : 0);

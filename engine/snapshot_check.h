@@ -5,6 +5,9 @@
 // for every t. Thread-safe (pure).
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "tandem/snapshot.h"
 
 namespace tandem {
@@ -21,6 +24,13 @@ void ValidateSnapshotLayout(const OptimizerSnapshot& s);
 // array then by element index (a deterministic choice, whatever the thread count).
 // Throws Error(kInvalidArgument) naming the tensor, the array and the element.
 void ValidateTensorState(const OptimizerSnapshot& s, const TensorSnapshot& t);
+
+// Why tensor state is refused whose SGD group and momentum arrays disagree (held: the
+// tensor has a momentum buffer; the group's momentum says the opposite): "group G has SGD
+// momentum M, which keeps a momentum buffer, but the tensor has none (...)" or "... keeps
+// no momentum buffer, but the tensor has one (...)". ValidateTensorState and the
+// checkpoint manifest's check say it alike.
+std::string SgdMomentumMismatch(uint32_t group, double momentum, bool held);
 
 // The largest global step a snapshot may hold: 2^53, so that it is exact in a double
 // (Python and JSON readers).

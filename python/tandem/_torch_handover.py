@@ -51,7 +51,7 @@ class HandOver:
                 self._release(k, p, grad)
             elif core.grad_ready(k, grad) and not self._warned_accumulation:
                 self._warned_accumulation = True
-                warn("early_start: parameter %s got a second gradient in one step "
+                warn("early_start: %s got a second gradient in one step "
                      "(gradient accumulation); the engine redoes its early work, so "
                      "results are exact but the first copies were wasted. Run every "
                      "micro-batch but the last inside `with opt.accumulating():`."
@@ -65,7 +65,7 @@ class HandOver:
         if core.ready[k]:
             core.discard()
             self._refused = (
-                "release_grads: parameter %s got a second gradient in one step (gradient "
+                "release_grads: %s got a second gradient in one step (gradient "
                 "accumulation) after its first was released; run every micro-batch but the "
                 "last inside `with opt.accumulating():` (or with FSDP2's "
                 "set_requires_gradient_sync(False)). The step was discarded, nothing "

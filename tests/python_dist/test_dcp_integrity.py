@@ -323,6 +323,23 @@ def test_interrupted_commit_is_named(saved):
         tandem.dcp.load(_fresh(), saved)
 
 
+def test_save_stopped_after_every_rank_wrote_is_named(saved):
+    # Every rank's data and done record are there, the .metadata is not: the save stopped
+    # between the last rank's data and the commit.
+    staging = saved + ".tandem-partial"
+    shutil.move(saved, staging)
+    os.remove(os.path.join(staging, ".metadata"))
+    with open(os.path.join(staging, ".tandem-save.json"), "w") as f:
+        json.dump({"world_size": 2}, f)
+    for rank in (0, 1):
+        open(os.path.join(staging, f"__{rank}.done.json"), "w").close()
+    with pytest.raises(CheckpointIncompleteError) as e:
+        tandem.dcp.load(_fresh(), saved)
+    assert ("holds its unfinished save by 2 ranks: every rank finished writing its data, "
+            "but the save stopped before its .metadata was written") in str(e.value)
+    assert "none" not in str(e.value)
+
+
 # ---------------------------------------------------------------- gloo
 
 
