@@ -270,3 +270,32 @@ def test_a_load_between_begin_step_and_step_is_refused_and_changes_nothing():
     ref.step()
     assert same_bits(params_bits(model), params_bits(ref_model))
 
+
+def test_a_parameter_shared_with_another_live_optimizer_is_refused():
+    """With release_grads one optimizer takes each gradient and sets p.grad = None: a
+    second live tandem optimizer over the same parameter would step without it. Both
+    refuse to step, naming the parameter; once the other is gone the step goes on, bit
+    for bit as an optimizer that was alone."""
+    import gc
+    model, opt = make(release=True)
+    ref_model, ref = make()
+    other = tandem.torch.AdamW(model[0].parameters(), lr=1e-3)  # overlaps, no release
+    apart = tandem.torch.AdamW(torch.nn.Linear(3, 3).parameters(), release_grads=True)
+    data = batches(3, seed=33)
+    torch.nn.functional.mse_loss(model(data[0][0]), data[0][1]).backward()
+    for o in (opt, other):
+        with pytest.raises(ValueError, match=r"release_grads: parameter '(0\.weight|g0\.p0)' "
+                                             r"\(shape \(37, 13\).*is also stepped by another "
+                                             r"live tandem optimizer.*Nothing was stepped"):
+            o.step()
+    assert opt.step_count == 0 and other.step_count == 0
+    del other, o
+    gc.collect()
+    opt.zero_grad()
+    expect_same_training(model, opt, ref_model, ref, data)
+    # A new optimizer that replaces the old one under the same name is not refused.
+    opt = tandem.torch.AdamW(model.parameters(), lr=1e-3, release_grads=True)
+    opt = tandem.torch.AdamW(model.parameters(), lr=1e-3, release_grads=True)
+    torch.nn.functional.mse_loss(model(data[0][0]), data[0][1]).backward()
+    opt.step()
+    del apart
