@@ -12,9 +12,11 @@ import json
 import os
 import pickle
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
+import tracemalloc
 
 import pytest
 
@@ -209,6 +211,34 @@ def test_restricted_unpickler_refuses_other_globals(saved):
     evil = (b"\x80\x04cbuiltins\ngetattr\ncos\nsystem\n\x8c\x04name\x86R.")
     with pytest.raises(ValueError, match="not allowed"):
         _dcp_metadata.unpickle_metadata(evil)
+
+
+def test_metadata_memory_is_bounded_by_its_size(saved):
+    # A PUT to memo index 2^28 in front of the real pickle: the C unpickler sized its memo
+    # by it (2 GiB, traced by tracemalloc) before anything refused the file. Its opcodes
+    # are now checked against its bytes first (tandem._C.check_pickle_bounds), with the
+    # sidecar vouching for it or without one.
+    with open(os.path.join(saved, ".metadata"), "rb") as f:
+        real = f.read()
+    crafted = real[:2] + b"N" + b"r" + struct.pack("<I", 1 << 28) + b"0" + real[2:]
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="byte 3: memo index 268435456 skips past the 0 "
+                                             "entries defined so far"):
+            _dcp_metadata.unpickle_metadata(crafted)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, "the reader allocated %d bytes for a %d-byte file" % (
+        peak, len(crafted))
+    _write_metadata(saved, crafted)
+    with pytest.raises(CheckpointCorruptError, match=r"\.metadata: it is not a DCP metadata "
+                                                     r"pickle: .*byte 3: memo index 268435456"):
+        tandem.dcp.load(_fresh(), saved)
+    # Every protocol's own memo (BINPUT, MEMOIZE) passes.
+    md = _dcp_metadata.unpickle_metadata(real)
+    for protocol in (2, 3, 4, 5):
+        assert tandem._C.check_pickle_bounds(pickle.dumps(md, protocol=protocol)) > 0
 
 
 def _metadata(path):
