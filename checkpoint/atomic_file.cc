@@ -4,12 +4,17 @@
 #include <filesystem>
 #include <memory>
 
+#include "tandem/error.h"
+
 namespace tandem::ckpt {
 
 std::string TemporaryPath(const std::string& path) { return path + ".tmp"; }
 
 void WriteFileAtomically(Env* env, const std::string& path, bool sync,
                          const std::function<void(WritableFile* file)>& fill) {
+  // A directory cannot be replaced by a file (and "." would write "..tmp" beside it).
+  if (env->IsDirectory(path))
+    throw Error(ErrorKind::kInvalidArgument, "'" + path + "': is a directory; name a file in it");
   const std::string tmp = TemporaryPath(path);
   try {
     // A temporary left by a killed write is stale: remove it rather than write through it

@@ -16,7 +16,9 @@ namespace tandem::ckpt {
 // and `verify` list it.
 std::string TemporaryPath(const std::string& path);
 
-// Removes a stale TemporaryPath(path) left by an interrupted write (whatever it is: a
+// Refuses a `path` that is a directory (Env::IsDirectory: Error(kInvalidArgument) "'<path>':
+// is a directory; name a file in it", nothing written). Removes a stale
+// TemporaryPath(path) left by an interrupted write (whatever it is: a
 // partial file, or a link, which is removed rather than followed), creates it anew, lets
 // `fill` write the contents, flushes, syncs if `sync`, closes, renames it over `path` and,
 // if `sync`, syncs the directory. On any failure (of `fill` or of `env`: Error(kIO))

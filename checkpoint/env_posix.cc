@@ -116,6 +116,10 @@ class PosixEnv final : public Env {
     if (rc != 0) ThrowErrno("fsync of directory", dir, err);
   }
   bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
+  bool IsDirectory(const std::string& path) override {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  }
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/sections.h"
+#include "engine/snapshot_check.h"
 #include "tandem/error.h"
 
 namespace tandem::ckpt {
@@ -78,6 +79,31 @@ StateFormats Formats(const json& obj, const std::string& ctx, const std::string&
 std::string Desc(const CheckpointSection& s) {
   return "tensor " + std::to_string(s.tensor) + " " + s.kind_name + " (" +
          std::to_string(s.raw_length) + " bytes)";
+}
+
+// SGD keeps a momentum buffer where its group's momentum is not 0: a manifest whose
+// groups and momentum sections disagree (an SGD file edited, or written by another tool)
+// is named as such, before the section list is compared entry by entry.
+void CheckSgdMomentumSections(const CheckpointInfo& info, const json& sections,
+                              const std::string& w) {
+  if (info.algo != Algorithm::kSGD) return;
+  std::vector<bool> listed(info.tensors.size(), false);
+  for (const json& o : sections) {
+    if (!o.is_object() || !o.contains("tensor") || !o.contains("kind")) continue;
+    const json &t = o["tensor"], &k = o["kind"];
+    if (!t.is_number_unsigned() || !k.is_number_unsigned()) continue;
+    const uint64_t ti = t.get<uint64_t>(), kind = k.get<uint64_t>();
+    if (ti < listed.size() && (kind == static_cast<uint64_t>(SectionKind::kMF32) ||
+                               kind == static_cast<uint64_t>(SectionKind::kMCodes) ||
+                               kind == static_cast<uint64_t>(SectionKind::kMScales)))
+      listed[ti] = true;
+  }
+  for (size_t i = 0; i < info.tensors.size(); ++i) {
+    const TensorSnapshot& t = info.tensors[i];
+    const HyperParams& h = info.groups[t.group];
+    if (t.numel > 0 && HasMomentum(info.algo, h) != listed[i])
+      Bad(w, "tensor '" + t.name + "': " + SgdMomentumMismatch(t.group, h.momentum, listed[i]));
+  }
 }
 
 }  // namespace
@@ -224,6 +250,7 @@ void DecodeManifest(const std::string& text, uint32_t version, uint64_t manifest
   }
 
   const json& sections = Arr(j, "sections", root, w);
+  CheckSgdMomentumSections(*info, sections, w);
   std::vector<CheckpointSection> want = ExpectedSections(*info);
   if (sections.size() != want.size())
     Bad(w, "lists " + std::to_string(sections.size()) + " sections, the tensors and formats need " +

@@ -18,6 +18,8 @@
 #include "engine/q8_codec.h"
 #include "engine/shape.h"
 #include "engine/snapshot_check.h"
+#include "engine/step_scalars.h"
+#include "engine/update_math.h"
 #include "tandem/error.h"
 
 namespace tandem {
@@ -125,6 +127,15 @@ void CheckScales(const TensorSnapshot& t, const char* array, const std::vector<u
 
 }  // namespace
 
+std::string SgdMomentumMismatch(uint32_t group, double momentum, bool held) {
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "group %u has SGD momentum %g, which keeps %s momentum buffer, but the tensor "
+                "has %s (its groups and its momentum arrays disagree)",
+                group, momentum, held ? "no" : "a", held ? "one" : "none");
+  return text;
+}
+
 void ValidateSnapshotLayout(const OptimizerSnapshot& s) {
   if (s.groups.empty())
     throw Error(ErrorKind::kInvalidArgument, "snapshot has no parameter groups");
@@ -168,6 +179,11 @@ void ValidateTensorState(const OptimizerSnapshot& s, const TensorSnapshot& t) {
   ExpectSize(t, "ecc16", t.ecc16, f.master == MasterFormat::kBF16Ecc16 ? n : 0);
   const bool hm = HasMomentum(s.algo, h), hv = HasVariance(s.algo);
   const bool mq = f.momentum == MomentFormat::kQ8, vq = f.variance == MomentFormat::kQ8;
+  // SGD keeps a momentum buffer where its group's momentum is not 0: a state whose groups
+  // and arrays disagree (a file's metadata and its sections) is named as such.
+  const size_t held = t.m_f32.size() + t.m_codes.size() + t.m_scales.size();
+  if (s.algo == Algorithm::kSGD && n > 0 && hm != (held > 0))
+    Bad(t, SgdMomentumMismatch(t.group, h.momentum, held > 0));
   ExpectSize(t, "m_f32", t.m_f32, hm && !mq ? n : 0);
   ExpectSize(t, "m_codes", t.m_codes, hm && mq ? n : 0);
   ExpectSize(t, "m_scales", t.m_scales, hm && mq ? groups : 0);
@@ -196,7 +212,50 @@ void ValidateRestorableLayout(const OptimizerSnapshot& s) {
                     "a checkpoint can hold)");
 }
 
-void ValidateRestorableTensor(const OptimizerSnapshot& s, const TensorSnapshot& t) {
+namespace {
+
+// Adam, AdamW: the next step divides the first moment by sqrt(v / bc2) + eps (AdamElement,
+// engine/update_math.h). Run as that step with a zero gradient and a zero learning rate,
+// an element whose quotient overflows gives 0 * inf, a NaN: such a moment makes the weight
+// infinite at the first finite step, whatever the gradient and the learning rate (a q8
+// scale at the largest finite bf16 with code 127 over a small variance). Moments a run
+// reaches stay within about 1 / sqrt(1 - beta2) of sqrt(v), far from that.
+void CheckAdamQuotient(const OptimizerSnapshot& s, const TensorSnapshot& t) {
+  const bool mq = t.formats.momentum == MomentFormat::kQ8;
+  const bool vq = t.formats.variance == MomentFormat::kQ8;
+  const StepScalars sc = GroupStepScalars(s.algo, s.groups[t.group], 0.0, t.step + 1, 1.0);
+  auto moment = [&](size_t k) {
+    return mq ? num::DecodeMomentum(t.m_codes[k], num::Bf16ToF32(t.m_scales[k / kQuantGroup]))
+              : t.m_f32[k];
+  };
+  auto variance = [&](size_t k) {
+    if (!vq) return t.v_f32[k];
+    const float u = num::DecodeSqrtVariance(t.v_codes[k], num::Bf16ToF32(t.v_scales[k / kQuantGroup]));
+    return u * u;
+  };
+  auto overflows = [&](size_t k) {
+    float w = 0.0f, m = moment(k), v = variance(k), root = 0.0f;
+    num::AdamElement(sc, 0.0f, w, m, v, &root);
+    return F32NonFinite(num::BitsOf(w));
+  };
+  const size_t i = FirstBad(t.numel, overflows);
+  if (i == kNone) return;
+  char held[96], text[160];
+  if (mq)
+    std::snprintf(held, sizeof held, "%s = %.9g with %s = %d", At("m_scales", i / kQuantGroup).c_str(),
+                  num::Bf16ToF32(t.m_scales[i / kQuantGroup]), At("m_codes", i).c_str(),
+                  int{t.m_codes[i]});
+  else
+    std::snprintf(held, sizeof held, "%s", At("m_f32", i).c_str());
+  std::snprintf(text, sizeof text,
+                " decodes to m = %.9g, which the next step divides by sqrt(v) + eps with "
+                "v = %.9g and eps = %.9g: the quotient is infinite",
+                moment(i), variance(i), static_cast<double>(sc.eps));
+  Bad(t, std::string(held) + text + ": the state cannot survive one step");
+}
+
+// A q8 variance decodes to u = (code / 255) * scale and the step squares it.
+void CheckVarianceSquare(const OptimizerSnapshot& s, const TensorSnapshot& t) {
   if (!HasVariance(s.algo) || t.formats.variance != MomentFormat::kQ8) return;
   const std::vector<uint8_t>& codes = t.v_codes;
   const std::vector<uint16_t>& scales = t.v_scales;
@@ -213,6 +272,13 @@ void ValidateRestorableTensor(const OptimizerSnapshot& s, const TensorSnapshot& 
                 "variance the step uses) is infinite",
                 num::Bf16ToF32(scales[g]), At("v_codes", i).c_str(), unsigned{codes[i]}, u);
   Bad(t, At("v_scales", g) + text + ": the state cannot survive one step");
+}
+
+}  // namespace
+
+void ValidateRestorableTensor(const OptimizerSnapshot& s, const TensorSnapshot& t) {
+  CheckVarianceSquare(s, t);
+  if (s.algo == Algorithm::kAdam || s.algo == Algorithm::kAdamW) CheckAdamQuotient(s, t);
 }
 
 void ValidateRestorable(const OptimizerSnapshot& s) {

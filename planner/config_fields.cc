@@ -78,7 +78,15 @@ uint64_t ConfigReader::Count(const char* key) {
   const nlohmann::json& v = j_.at(key);
   if (!v.is_number_integer() || v.get<int64_t>() <= 0)
     Fail(std::string("key '") + key + "' must be a positive integer, got " + v.dump());
-  return v.get<uint64_t>();
+  return Bounded(key, v.get<uint64_t>());
+}
+
+uint64_t ConfigReader::Bounded(const char* key, uint64_t value) const {
+  if (value > CountLimit(key))
+    Fail(std::string("key '") + key + "' is " + std::to_string(value) +
+         ", more than the planner's limit of " + std::to_string(CountLimit(key)) +
+         " (docs/planner.md, \"Limits\")");
+  return value;
 }
 
 uint64_t ConfigReader::CountOr(const char* key, uint64_t fallback) {
@@ -92,7 +100,7 @@ uint64_t ConfigReader::NaturalOr(const char* key, uint64_t fallback) {
   const nlohmann::json& v = j_.at(key);
   if (!v.is_number_integer() || v.get<int64_t>() < 0)
     Fail(std::string("key '") + key + "' must be an integer >= 0, got " + v.dump());
-  return v.get<uint64_t>();
+  return Bounded(key, v.get<uint64_t>());
 }
 
 bool ConfigReader::FlagOr(const char* key, bool fallback) {
@@ -120,7 +128,7 @@ std::vector<uint64_t> ConfigReader::IndexList(const char* key) {
   for (const nlohmann::json& e : v) {
     if (!e.is_number_integer() || e.get<int64_t>() < 0)
       Fail(std::string("key '") + key + "' must list integers >= 0, got " + v.dump());
-    out.push_back(e.get<uint64_t>());
+    out.push_back(Bounded(key, e.get<uint64_t>()));
   }
   return out;
 }

@@ -298,12 +298,20 @@ ModelDescription ModelFromConfigFile(const std::string& given, const ConfigOptio
 
 ModelDescription ModelFromParamCount(uint64_t params, uint32_t pieces) {
   if (params == 0) Fail("--params", "parameter count must be > 0");
-  if (pieces == 0 || pieces > params)
+  if (params > kMaxModelParams)
+    Fail("--params", std::to_string(params) + " parameters is more than the planner's limit of " +
+                         std::to_string(kMaxModelParams) + " (2^42; docs/planner.md, \"Limits\")");
+  const uint64_t most = std::min<uint64_t>(params, kMaxModelTensors);
+  if (pieces == 0 || pieces > most)
     Fail("--params",
-         "pieces must be in [1, " + std::to_string(params) + "], got " + std::to_string(pieces));
+         "pieces must be in [1, " + std::to_string(most) + "], got " + std::to_string(pieces));
   ModelDescription m;
   m.name = std::to_string(params) + " parameters";
   m.architecture = "flat";
+  if (params < 1000000)  // "--params 8" meant 8 billion, surely
+    m.notes.push_back("--params " + std::to_string(params) + " plans a model of " +
+                      std::to_string(params) + " parameters; --params takes the count " +
+                      "itself (8e9 or 8B for 8 billion)");
   const uint64_t each = params / pieces;
   for (uint32_t i = 0; i < pieces; ++i) {
     const uint64_t n = i + 1 == pieces ? params - each * (pieces - 1) : each;

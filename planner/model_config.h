@@ -43,6 +43,8 @@ class ConfigReader {
   bool Present(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
 
   [[noreturn]] void Fail(const std::string& what) const;
+  // `value` of `key`, refused (Fail) above CountLimit(key).
+  uint64_t Bounded(const char* key, uint64_t value) const;
   std::string_view where() const { return where_; }
 
   // Refuses the first field (in key order) that was not read, is not on the list of
@@ -62,23 +64,39 @@ bool FieldKnownInert(std::string_view key);
 // ...), or empty.
 std::string_view FieldSuggestsCount(std::string_view key);
 
-// Appends tensors in forward order.
+// The planner's bounds on its inputs (Note [Bounded inputs] in planner/bounds.cc).
+inline constexpr uint64_t kMaxConfigCount = uint64_t{1} << 24;
+inline constexpr uint64_t kMaxConfigLayerCount = uint64_t{1} << 14;
+inline constexpr uint64_t kMaxModelTensors = uint64_t{1} << 17;
+inline constexpr uint64_t kMaxModelParams = uint64_t{1} << 42;
+// The largest value config field `key` may hold: kMaxConfigLayerCount for a count of
+// layers or experts (the name holds "layer" or "expert"), kMaxConfigCount otherwise.
+uint64_t CountLimit(std::string_view key);
+// The element count of tensor `name` of `shape`, added to a model of `tensors` tensors
+// and `params` parameters; Error(kInvalidArgument) "<where>: ..." when the shape
+// overflows 64 bits or the model would pass kMaxModelTensors or kMaxModelParams.
+uint64_t CheckModelRoom(std::string_view where, const std::string& name,
+                        const std::vector<uint64_t>& shape, size_t tensors, uint64_t params);
+
+// Appends tensors in forward order, within the model bounds (CheckModelRoom, naming the
+// model by m->name).
 class Builder {
  public:
   explicit Builder(ModelDescription* m) : m_(m) {}
   // A 1-D tensor of `numel` elements.
   void Add(std::string name, uint64_t numel, int layer = -1) {
-    m_->tensors.push_back({std::move(name), numel, layer, {numel}});
+    Add(std::move(name), std::vector<uint64_t>{numel}, layer);
   }
   // A tensor of `shape` as PyTorch holds it (a Linear weight is {out, in}).
   void Add(std::string name, std::vector<uint64_t> shape, int layer = -1) {
-    uint64_t numel = 1;
-    for (uint64_t d : shape) numel *= d;
+    const uint64_t numel = CheckModelRoom(m_->name, name, shape, m_->tensors.size(), params_);
+    params_ += numel;
     m_->tensors.push_back({std::move(name), numel, layer, std::move(shape)});
   }
 
  private:
   ModelDescription* m_;
+  uint64_t params_ = 0;  // of the tensors this builder added
 };
 
 // Shape of a Llama-family decoder (Llama, Mistral, Qwen2, Qwen3, Gemma, and the attention

@@ -252,6 +252,12 @@ IterationTime PredictIteration(const PlanInputs& in, const Rates& rates, const T
     const double all_at_step = ns * stream_step + nh * k.host_step;
     it.exposed_abort_ms = prepass + it.backlog_ms + restore + std::max(gpu, all_at_step) +
                           (all_at_step > 0 ? step.fill_ms : 0.0) + fixed;
+    // Work handed during backward is the step's own work done sooner, plus the
+    // speculation's backups: what is left after backward never takes longer than the
+    // whole step after it and those backups (the sum above adds the backlog to the work
+    // at Step, where the two link directions overlap). A rollback wastes the speculated
+    // work and redoes it: it may take longer than the step.
+    it.exposed_ms = std::min(it.exposed_ms, step.step_ms + restore / 2);
     if (s.host + s.streamed == 0) it.exposed_abort_ms = it.exposed_ms;
   }
   if (tm.modelled) {

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "planner/model_config.h"
 #include "planner/read_file.h"
 #include "tandem/error.h"
 #include "tandem/planner.h"
@@ -59,7 +60,7 @@ ModelDescription ModelFromParamsJson(std::string_view text, std::string_view whe
   m.architecture = "params";
   bool same_dtype = true;
   size_t empty = 0;
-  uint64_t max_layer = 0;
+  uint64_t max_layer = 0, params = 0;
   bool any_layer = false;
   for (size_t i = 0; i < j.size(); ++i) {
     const nlohmann::json& e = j[i];
@@ -71,16 +72,13 @@ ModelDescription ModelFromParamsJson(std::string_view text, std::string_view whe
     const std::string who = at + " ('" + name + "')";
     if (!e.contains("shape") || !e.at("shape").is_array())
       Fail(where, who + ": field 'shape' must be a list of integers");
-    uint64_t numel = 1;
     std::vector<uint64_t> shape;
     for (const nlohmann::json& d : e.at("shape")) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
         Fail(where, who + ": field 'shape' must list integers >= 0, got " + e.at("shape").dump());
-      const uint64_t v = d.get<uint64_t>();
-      if (v != 0 && numel > UINT64_MAX / v) Fail(where, who + ": shape overflows 64 bits");
-      numel *= v;
-      shape.push_back(v);
+      shape.push_back(d.get<uint64_t>());
     }
+    const uint64_t numel = CheckModelRoom(where, name, shape, m.tensors.size(), params);
     if (!e.contains("dtype") || !e.at("dtype").is_string())
       Fail(where, who + ": field 'dtype' must be a string");
     DType dt;
@@ -96,6 +94,7 @@ ModelDescription ModelFromParamsJson(std::string_view text, std::string_view whe
     const int layer = LayerOf(name);
     if (layer >= 0) any_layer = true, max_layer = std::max<uint64_t>(max_layer, layer);
     m.tensors.push_back({name, numel, layer, std::move(shape)});
+    params += numel;
   }
   if (!same_dtype) {
     m.dtype.reset();
@@ -108,7 +107,7 @@ ModelDescription ModelFromParamsJson(std::string_view text, std::string_view whe
 }
 
 ModelDescription ModelFromParamsFile(const std::string& path) {
-  return ModelFromParamsJson(ReadWholeFile(path, "tensor list"), path);
+  return ModelFromParamsJson(ReadWholeFile(path, "tensor list", kMaxTensorListBytes), path);
 }
 
 ModelDescription WithConfigShape(ModelDescription t, const ModelDescription& c) {

@@ -39,6 +39,7 @@
 #include "python/ext/config.h"
 #include "python/ext/device_allocator.h"
 #include "python/ext/errors.h"
+#include "python/ext/pickle_bounds.h"
 #include "tandem/error.h"
 #include "tandem/node.h"
 #include "tandem/optimizer.h"
@@ -717,6 +718,7 @@ PYBIND11_MODULE(_C, m) {
   tandem::python::BindDeviceAllocator(m);
   tandem::python::BindConfig(m);
   tandem::python::BindArrays(m);
+  tandem::python::BindPickleBounds(m);
 
   m.attr("has_checkpoint") = py::bool_(TANDEM_PY_HAS_CHECKPOINT != 0);
   // The version has one home, include/tandem/version.h; tandem.__version__ is this.

@@ -34,3 +34,37 @@ summarize_tests() {
   echo "test.sh: $ran of $total tests ran: $((ran - failed)) passed, $failed failed;" \
        "$gpu skipped because they need a GPU$in_cases; $other skipped for other reasons"
 }
+# gpu_build_args: the CMake arguments scripts/setup.sh adds for the GPUs of this machine,
+# one per line (docs/building.md, "CUDA architectures"): with a GPU, its CUDA code for
+# that GPU's architecture only (nvidia-smi's compute capability of each GPU, else CMake's
+# "native"; CUDAARCHS, when set, chooses instead); without one, host mode only
+# (-DTANDEM_CUDA=OFF) unless TANDEM_CUDA=ON asks for GPU support, which then builds
+# CUDAARCHS or the build's default list. TANDEM_CUDA=OFF: host mode only. Says what it
+# chose on stderr. (scripts/test.sh and .ci/run choose sm_90 themselves.)
+gpu_build_args() {
+  local mode caps
+  mode=$(echo "${TANDEM_CUDA:-AUTO}" | tr '[:lower:]' '[:upper:]')
+  if [ "$mode" = OFF ]; then
+    echo "-DTANDEM_CUDA=OFF"
+    echo "setup: TANDEM_CUDA=OFF: host mode only, no CUDA code is built" >&2
+    return 0
+  fi
+  caps=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null |
+         tr -d '. ' | grep -E '^[0-9]+$' | sort -un | paste -sd';' || true)
+  if [ -z "$caps" ] && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    caps=native  # a driver too old for --query-gpu=compute_cap: CMake asks the GPUs
+  fi
+  if [ -n "$caps" ] && [ -n "${CUDAARCHS:-}" ]; then
+    echo "setup: GPU found; CUDAARCHS=$CUDAARCHS chooses the CUDA architectures" >&2
+  elif [ -n "$caps" ]; then
+    echo "-DCMAKE_CUDA_ARCHITECTURES=$caps"
+    echo "setup: GPU found: its CUDA code is built for architecture $caps only" >&2
+  elif [ "$mode" = ON ]; then
+    echo "setup: no GPU found; TANDEM_CUDA=ON: the CUDA code is built for" \
+         "${CUDAARCHS:-the default architectures (docs/building.md)}" >&2
+  else
+    echo "-DTANDEM_CUDA=OFF"
+    echo "setup: no GPU found (nvidia-smi): host mode only, no CUDA code is built;" \
+         "TANDEM_CUDA=ON scripts/setup.sh builds it too (docs/building.md)" >&2
+  fi
+}

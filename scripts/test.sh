@@ -5,9 +5,10 @@
 #   scripts/test.sh              Release build in build/
 #   scripts/test.sh --sanitize   ASan + UBSan build in build-asan/
 # Extra arguments after the mode go to CMake (e.g. -DTANDEM_CUDA=OFF for a host-only build).
-# A new build dir compiles CUDA for sm_90 only (TANDEM_TEST_CUDA_ARCHITECTURES; the tests
-# run on at most one GPU, and the users' default of five architectures takes 5x as long to
-# compile); an existing one keeps the architectures it was configured with.
+# A build dir without CUDA architectures (a new one, or scripts/setup.sh's host-only one)
+# compiles CUDA for sm_90 only (TANDEM_TEST_CUDA_ARCHITECTURES; the tests run on at most
+# one GPU, and the users' default of five architectures takes 5x as long to compile); one
+# that has them keeps the architectures it was configured with.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 dir="$TANDEM_ROOT/build"
@@ -19,7 +20,7 @@ if [ "${1:-}" = "--sanitize" ]; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 fi
-if [ ! -f "$dir/CMakeCache.txt" ]; then
+if ! grep -qs '^CMAKE_CUDA_ARCHITECTURES:' "$dir/CMakeCache.txt"; then
   args+=(-DCMAKE_CUDA_ARCHITECTURES="${TANDEM_TEST_CUDA_ARCHITECTURES:-90}")
 fi
 configure_and_build "$dir" "${args[@]}" "$@"

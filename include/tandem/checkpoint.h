@@ -71,6 +71,12 @@ class Env {
   // Makes the directory's entries (a rename into it) durable (fsync of the directory).
   virtual void SyncDir(const std::string& dir) = 0;
   virtual bool FileExists(const std::string& path) = 0;
+  // Whether `path` names an existing directory; never throws. The default, for an Env
+  // without directories (NewMemEnv), says no.
+  virtual bool IsDirectory(const std::string& path) {
+    (void)path;
+    return false;
+  }
 
   // The POSIX implementation; a process-wide object that is never destroyed.
   static Env* Default();
@@ -105,8 +111,9 @@ struct CheckpointOptions {
 // directory is fsynced. If anything fails (or the process dies) before the rename, `path`
 // keeps its previous contents; the temporary file is removed on a thrown failure.
 // Writes format version ckpt::kVersion (shapes, per-tensor steps and the metadata string
-// verbatim). Throws Error(kInvalidArgument) if ValidateSnapshot rejects the snapshot or a
-// tensor name or the metadata is not valid UTF-8 (nothing is written then), Error(kIO)
+// verbatim). Throws Error(kInvalidArgument) if ValidateSnapshot rejects the snapshot, a
+// tensor name or the metadata is not valid UTF-8, or `path` is a directory ("'<path>': is a
+// directory; name a file in it"): nothing is written then; Error(kIO)
 // for file-system failures. env == nullptr means Env::Default(); it must outlive the call.
 void SaveCheckpoint(const OptimizerSnapshot& snapshot, const std::string& path,
                     const CheckpointOptions& options = {}, Env* env = nullptr);

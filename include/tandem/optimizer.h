@@ -219,7 +219,10 @@ class HybridOptimizer {
   // Formats are compared tensor by tensor (TensorSnapshot::formats against the tensor's
   // effective formats; the message names the tensor and both); s.formats, the configured
   // default, need not match.
-  // Writes the restored master weights to the parameters.
+  // Writes the restored master weights to the parameters. Gradients handed to GradReady
+  // since the last Step are forgotten, except with release_grads, where they stay handed
+  // and the next Step steps the restored state with them (a checkpoint loaded between
+  // backward and Step).
   void Restore(const OptimizerSnapshot& s);
 
   class Impl;

@@ -101,7 +101,8 @@ struct ModelDescription {
 
 // `params` elements as `pieces` (>= 1) tensors of equal size (the last takes the
 // remainder), named "flat.0", "flat.1", ...; each piece is its own gradient-release group.
-// Throws Error(kInvalidArgument) if params == 0 or pieces == 0 or pieces > params.
+// Throws Error(kInvalidArgument) if params == 0, params > 2^42, pieces == 0 or pieces >
+// min(params, 2^17) (docs/planner.md "Limits").
 ModelDescription ModelFromParamCount(uint64_t params, uint32_t pieces = 1);
 
 // Options of the config.json readers.
@@ -122,7 +123,10 @@ struct ConfigOptions {
 // suggests a shape ("expert", "lora", "rank", "head", "layer", "intermediate", "vocab",
 // "hidden", "embed", ...) is an error naming it (docs/planner.md "Config fields").
 // Throws Error(kInvalidArgument) naming the file and the missing, bad or unknown key, or
-// the unknown architecture; Error(kIO) if the file cannot be read.
+// the unknown architecture, or a count or model past the planner's limits (a file over
+// 16 MiB, a layer or expert count over 2^14, another count over 2^24, more than 2^17
+// tensors or 2^42 parameters: docs/planner.md "Limits"); Error(kIO) if the file cannot be
+// read.
 ModelDescription ModelFromConfigFile(const std::string& path, const ConfigOptions& options = {});
 // The same from the text of a config.json; `where` names it in errors.
 ModelDescription ModelFromConfigText(std::string_view json, std::string_view where,
@@ -134,8 +138,9 @@ ModelDescription ModelFromConfigText(std::string_view json, std::string_view whe
 // "float16" with or without "torch.", or the library's names (f32, bf16, f16). A tensor's
 // block is the number after ".layers.", ".h." or ".blocks." in its name (else -1). Empty
 // tensors are left out (with a note). The description's dtype is set when all agree.
-// Throws Error(kInvalidArgument) naming `where`, the entry's index and the bad field;
-// Error(kIO) if the file cannot be read.
+// Throws Error(kInvalidArgument) naming `where`, the entry's index and the bad field, or
+// a list past the planner's limits (a file over 64 MiB, more than 2^17 tensors or 2^42
+// parameters: docs/planner.md "Limits"); Error(kIO) if the file cannot be read.
 ModelDescription ModelFromParamsJson(std::string_view json, std::string_view where);
 ModelDescription ModelFromParamsFile(const std::string& path);
 

@@ -170,7 +170,12 @@ void HybridOptimizer::Impl::Restore(const OptimizerSnapshot& snap) {
     steps_.tensor[t] = ts.step;
   }
   steps_.applied = snap.step;
-  EndEarlyStart();  // gradients copied down early belong to the old state
+  // With release_grads the gradients handed over since the last Step are what is left of
+  // the next step's (the caller freed them): they stay handed, and that Step steps the
+  // restored state with them. Without, the caller still holds them and hands them again
+  // (or Step reads them): the early work is forgotten. (No speculation runs here: a begun
+  // step refuses the Restore.)
+  if (!cfg_.release_grads) EndEarlyStart();
 }
 
 }  // namespace tandem

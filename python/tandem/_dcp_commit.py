@@ -118,6 +118,10 @@ def _describe_staging(staging):
     done = _ranks(names, _DONE_RECORD)
     if isinstance(world, int) and world > 0:
         missing = [r for r in range(world) if r not in done]
+        if not missing:
+            return (f"{staging} holds its unfinished save by {world} ranks: every rank "
+                    f"finished writing its data, but the save stopped before its "
+                    f"{METADATA} was written")
         return (f"{staging} holds its unfinished save by {world} ranks: rank(s) "
                 f"{_list(done)} finished writing their data, rank(s) {_list(missing)} did not")
     return (f"{staging} holds an unfinished save (data files of rank(s) "

@@ -4,9 +4,11 @@
 callables a DCP metadata file uses (the dataclasses and enums of
 ``torch.distributed.checkpoint.metadata``, ``_StorageInfo``, ``torch.Size``, torch's
 dtypes and layouts, ``pathlib`` paths, and ``getattr`` on those enums alone). Any other
-global is refused, so a crafted or damaged file cannot call arbitrary code. Unpickling
-from bytes is linear in their length (a length field cannot make pickle read more than
-the bytes hold).
+global is refused, so a crafted or damaged file cannot call arbitrary code. Before it
+runs, tandem._C.check_pickle_bounds walks the opcodes against the bytes: every argument
+inside them, every memo index one the pickle defined (the C unpickler sizes its memo by
+a PUT's index: a 1 KiB file could ask for 2 GiB). So what unpickling allocates (strings,
+containers, the memo) is bounded by the file's size.
 
 :func:`check_metadata` bounds what the unpickled object may ask for before DCP uses it:
 types, tensor sizes and chunks, and every stored item's byte range against the sizes of
@@ -30,6 +32,8 @@ import pickle
 import torch
 import torch.distributed.checkpoint.filesystem as _fs
 import torch.distributed.checkpoint.metadata as _md
+
+from tandem import _C
 
 # Globals by (module, name) that a DCP metadata pickle may name, besides the metadata
 # module's dataclasses and enums and torch's dtypes (checked in find_class).
@@ -85,6 +89,7 @@ def unpickle_metadata(data):
     """The object pickled in ``data`` (bytes), through the restricted unpickler. Raises
     ValueError (naming the refused global, or pickle's complaint) when it is not one."""
     try:
+        _C.check_pickle_bounds(bytes(data))
         return _MetadataUnpickler(io.BytesIO(data)).load()
     except RecursionError as e:  # nesting deeper than the interpreter allows
         raise ValueError("it is not a DCP metadata pickle: nested too deeply") from e

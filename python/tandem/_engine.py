@@ -593,6 +593,7 @@ class Engine(GradientBook):
     def restore(self, snap):
         with self.guard():
             self.synchronize()
-            self.engine.restore(snap)  # ends a step under way
-        self.reset_ready()
+            self.engine.restore(snap)  # refused while a step is begun
+        if not self.release:  # released gradients stay the next step's (Restore)
+            self.reset_ready()
 

@@ -266,13 +266,51 @@ def no_steppable_parameter(left_out, steppable_dtypes):
     return ValueError("optimizer got no parameter that requires grad")
 
 
+# Note [torch.optim's flags in a param group]: torch.optim keeps its flags per group
+# (torch's own state dicts carry them all), so a group dict, add_param_group, a load or
+# an edit of param_groups[i] can hold them. Each is either applied as torch applies it
+# or refused here, on every path that checks a group (group_values):
+#   maximize, amsgrad (Adam, AdamW): change the update; the engine has neither, so True
+#     is refused (amsgrad means nothing to torch's SGD, which ignores it: so does this);
+#   differentiable: makes the step an autograd op; the engine's step is not one, so True
+#     is refused;
+#   foreach, fused, capturable: how torch runs the same update (its loop, its fused
+#     kernel, a step that a CUDA graph can capture); the engine's step is one fused
+#     update either way, with the same math, so any value is accepted and kept.
+_REFUSED_FLAGS = (
+    ("maximize", ("adamw", "adam", "lion", "sgd"),
+     "the engine descends every group; ascend by negating the loss"),
+    ("amsgrad", ("adamw", "adam"), "the engine keeps no max_exp_avg_sq"),
+    ("differentiable", ("adamw", "adam", "lion", "sgd"),
+     "the engine's step is not an autograd operation"),
+)
+
+
+def check_torch_flags(algorithm, group, where):
+    """ValueError naming `where` and the key for a torch.optim flag in `group` that the
+    engine cannot apply (Note [torch.optim's flags in a param group])."""
+    for key, algorithms, why in _REFUSED_FLAGS:
+        if algorithm not in algorithms or key not in group:
+            continue
+        value = group[key]
+        try:
+            on = bool(value)  # as torch.optim reads it (`if maximize:`)
+        except (RuntimeError, TypeError, ValueError):  # no truth value (a tensor of many)
+            on = True
+        if on:
+            raise ValueError("%s: %s=%r is not supported by tandem (%s); set it to False "
+                             "or leave the key out" % (where, key, value, why))
+
+
 def group_values(algorithm, hyper, g, group, where=None):
     """(lr, engine hyper-parameters) of param group `group` (number g), checked as the
     constructor checks them: TypeError for a value of the wrong type, ValueError for one
-    out of range (the engine's own rule, tandem._C.check_hyper_params) or a missing key,
-    each naming the group and the key. hyper(group, where) maps a group to the engine's
-    fields. Changes nothing."""
+    out of range (the engine's own rule, tandem._C.check_hyper_params), a missing key or
+    a torch.optim flag the engine cannot apply (check_torch_flags), each naming the group
+    and the key. hyper(group, where) maps a group to the engine's fields. Changes
+    nothing."""
     where = "group %d" % g if where is None else where
+    check_torch_flags(algorithm, group, where)
     try:
         lr = lr_value(group["lr"], where)
         values = hyper(group, where)

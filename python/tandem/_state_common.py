@@ -43,6 +43,12 @@ def serialised(sync_before=False, load=False):
         @functools.wraps(fn)
         def wrapper(opt, *args, **kwargs):
             with opt._lock:
+                if load and opt._core.step_begun:
+                    raise ValueError(
+                        "%s between begin_step() and step(): the step under way updates "
+                        "the state this load would replace; load before begin_step(), or "
+                        "call step() (or zero_grad(), which drops the step) first. Nothing "
+                        "changed" % fn.__name__)
                 if sync_before and not opt._core.step_begun:
                     opt._sync_params()
                 if load:

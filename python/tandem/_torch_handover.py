@@ -6,10 +6,16 @@ gradient release (Note [Released gradients] in _grads.py), with what release ref
 mixin of TandemOptimizer, which owns ``self._core`` (the front-end core), ``self._lock``
 and the early start flags; tandem/_hooks.py registers the hooks."""
 
+import weakref
+
 import torch
 
 from tandem._dist import local
 from tandem._warnings import EarlyStartAccumulationWarning, warn
+
+# Every tandem.torch optimizer alive (registered at each bind), for the release check:
+# two optimizers over one parameter cannot both see its gradient once one releases it.
+_LIVE = weakref.WeakSet()
 
 
 class HandOver:
@@ -51,7 +57,7 @@ class HandOver:
                 self._release(k, p, grad)
             elif core.grad_ready(k, grad) and not self._warned_accumulation:
                 self._warned_accumulation = True
-                warn("early_start: parameter %s got a second gradient in one step "
+                warn("early_start: %s got a second gradient in one step "
                      "(gradient accumulation); the engine redoes its early work, so "
                      "results are exact but the first copies were wasted. Run every "
                      "micro-batch but the last inside `with opt.accumulating():`."
@@ -65,7 +71,7 @@ class HandOver:
         if core.ready[k]:
             core.discard()
             self._refused = (
-                "release_grads: parameter %s got a second gradient in one step (gradient "
+                "release_grads: %s got a second gradient in one step (gradient "
                 "accumulation) after its first was released; run every micro-batch but the "
                 "last inside `with opt.accumulating():` (or with FSDP2's "
                 "set_requires_gradient_sync(False)). The step was discarded, nothing "
@@ -93,6 +99,7 @@ class HandOver:
         discarded when it had begun)."""
         if self._refused is not None:
             raise RuntimeError(self._refused)
+        self._check_shared_release()
         if not self.release_grads:
             return
         scaler = self.__dict__.pop("found_inf", None), self.__dict__.pop("grad_scale", None)
@@ -104,3 +111,25 @@ class HandOver:
                 "None after backward); pass loss_scale= to step() (or begin_step()) and "
                 "lower it when opt.last_result.applied is False. The step was discarded, "
                 "nothing changed")
+
+    def _check_shared_release(self):
+        """Refuses a step over a parameter that another live tandem.torch optimizer steps
+        too when either releases gradients: the one that releases takes the gradient and
+        sets p.grad = None, so the other steps without it (torch's two optimizers would
+        both step it). Checked at every step (each optimizer's own), so an optimizer
+        replaced by a new one (``opt = AdamW(...)`` again) is gone by then."""
+        mine = self._core.index_by_id
+        for other in list(_LIVE):
+            if other is self or not (self.release_grads or other.release_grads):
+                continue
+            shared = mine.keys() & other._core.index_by_id.keys()
+            if not shared:
+                continue
+            k = min(mine[i] for i in shared)
+            owner = "it" if other.release_grads else "this optimizer"
+            raise ValueError(
+                "release_grads: %s is also stepped by another live tandem optimizer; %s "
+                "releases its gradient (p.grad = None after backward), so the other "
+                "cannot step it. Give each parameter to one optimizer, or drop the other "
+                "one (del, then gc.collect() if it is in a reference cycle). Nothing was "
+                "stepped" % (self._core.label(k), owner))

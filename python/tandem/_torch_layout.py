@@ -11,6 +11,7 @@ import math
 from tandem import _engine
 from tandem import _options
 from tandem._hooks import GradHooks
+from tandem._torch_handover import _LIVE
 from tandem._warnings import RebindWarning, warn
 
 
@@ -72,6 +73,7 @@ class LayoutFollower:
                 del self.state[p]
         for p in self._core.params:
             self.state.setdefault(p, {})
+        _LIVE.add(self)  # the release check (_torch_handover.py)
         return added, moved
 
     def _structure_changed(self):

@@ -69,6 +69,30 @@ TEST_F(PosixTest, MissingDirectoryIsIOErrorNamingPath) {
   EXPECT_THROW(LoadCheckpoint(p), Error);
 }
 
+// A directory as the path ("." or a model directory) is refused before anything is
+// written, saying so, instead of a rename that fails after the whole file was written.
+TEST_F(PosixTest, ADirectoryIsRefusedBeforeAnythingIsWritten) {
+  const auto s = testing::MakeSnapshot(Algorithm::kSGD, {}, 11);
+  const auto old = fs::current_path();
+  fs::current_path(dir_);
+  for (const std::string& p : {std::string("."), dir_.string(), dir_.string() + "/"}) {
+    try {
+      SaveCheckpoint(s, p);
+      ADD_FAILURE() << "saved to " << p;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("'" + p + "': is a directory; name a file in it"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  fs::current_path(old);
+  EXPECT_TRUE(fs::is_empty(dir_));
+  EXPECT_FALSE(fs::exists(dir_.parent_path() / (dir_.filename().string() + ".tmp")));
+  EXPECT_TRUE(Env::Default()->IsDirectory(dir_.string()));
+  EXPECT_FALSE(Env::Default()->IsDirectory((dir_ / "none").string()));
+}
+
 TEST_F(PosixTest, RelativePathInCurrentDirectory) {
   const auto old = fs::current_path();
   fs::current_path(dir_);

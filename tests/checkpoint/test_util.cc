@@ -129,6 +129,11 @@ OptimizerSnapshot MakeSnapshot(Algorithm algo, StateFormats default_formats, uin
     // A restorable variance (ValidateRestorable): code 255 decodes to the scale itself,
     // whose square must stay finite, so scales stay below 2^64 (bits 0x5F80).
     for (uint16_t& x : t.v_scales) x %= 0x5F80u;
+    // A restorable first moment: Adam divides it by sqrt(v) + eps, so it stays below 2^64
+    // (|m| / eps then stays far below the fp32 range).
+    for (uint16_t& x : t.m_scales) x %= 0x5F80u;
+    for (float& x : t.m_f32)
+      if (std::fabs(x) > 0x1p64f) x = std::ldexp(x, -64);
     for (size_t k = 0; k < t.ecc8.size(); ++k)  // +-0 with a negative correction is NaN
       if (!std::isfinite(num::DecodeEcc8(t.master_bf16[k], t.ecc8[k]))) t.ecc8[k] = 0;
     for (size_t k = 0; k < t.ecc16.size(); ++k)

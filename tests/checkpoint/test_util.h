@@ -22,7 +22,8 @@ namespace tandem::testing {
 // momentum 0 (no momentum buffer). Tensor i has step s.step - i (at least 0) and a shape
 // for some sizes (0 -> [0, 7], a multiple of 8 -> [n/8, 2, 4], odd i -> [1, n]); the
 // metadata is JSON with non-ASCII text. Passes ValidateRestorable (q8 variance scales
-// below 2^64, so that every code decodes to a finite variance).
+// below 2^64, so that every code decodes to a finite variance; first moments, q8 scales
+// and f32 values, below 2^64, so that Adam's m / (sqrt(v) + eps) stays finite).
 // Tensor i takes overrides[i] as its own formats where given (TensorSnapshot::formats;
 // its arrays follow them), `formats` otherwise.
 OptimizerSnapshot MakeSnapshot(Algorithm algo, StateFormats formats, uint32_t seed,

@@ -185,7 +185,7 @@ TEST_F(ToolTest, TorchLayoutRoundTripIsExactForFp32Formats) {
     SaveCheckpoint(s, ckpt);
     std::string out;
     ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 0) << out;
-    ASSERT_EQ(Run("from-torch " + st + " " + back, &out), 0) << out;
+    ASSERT_EQ(Run("from-torch " + st + " " + back + " --force", &out), 0) << out;
     EXPECT_TRUE(testing::SameBits(LoadCheckpoint(back), s));
     // The layout itself: names, shapes and metadata keys.
     const nlohmann::json h = SafetensorsHeader(st);
@@ -231,7 +231,7 @@ TEST_F(ToolTest, ToTorchDecodesAndFromTorchEncodes) {
   const OptimizerSnapshot got = LoadCheckpoint(back);
   const StateFormats f32{};
   EXPECT_TRUE(testing::SameBits(got, ConvertSnapshot(ConvertSnapshot(q, f32), q.formats)));
-  ASSERT_EQ(Run("from-torch " + st + " " + back + " --algorithm lion", &out), 2) << out;
+  ASSERT_EQ(Run("from-torch " + st + " " + back + " --algorithm lion --force", &out), 2) << out;
   EXPECT_NE(out.find("contradicts"), std::string::npos) << out;
 }
 
@@ -272,6 +272,58 @@ TEST_F(ToolTest, VarianceThatCannotBeSteppedIsRefusedAlike) {
   EXPECT_NO_THROW(ValidateRestorable(s));
   SaveCheckpoint(s, ckpt);
   ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 0) << out;
+}
+
+// A q8 first moment at the largest finite scale with code 127 decodes to 3.39e38, finite,
+// but AdamW's next step divides it by sqrt(v) + eps: over a zero variance the update is
+// infinite whatever the gradient and learning rate. verify and LoadCheckpoint refuse it
+// as they refuse the variance above, naming the scale, the code and the quotient.
+TEST_F(ToolTest, MomentThatCannotBeSteppedIsRefusedAlike) {
+  OptimizerSnapshot s = testing::GoldenSnapshot(Algorithm::kAdamW, snap_.formats);
+  ASSERT_EQ(s.tensors[1].formats.momentum, MomentFormat::kQ8);
+  ASSERT_EQ(s.tensors[1].formats.variance, MomentFormat::kQ8);
+  for (int i = 0; i < kQuantGroup; ++i) {  // group 0: v = 0, and m = 0 but element 3
+    s.tensors[1].v_codes[i] = 0;
+    s.tensors[1].m_codes[i] = 0;
+  }
+  s.tensors[1].m_scales[0] = 0x7F7F;
+  s.tensors[1].m_codes[3] = 127;
+  const std::string ckpt = (dir_ / "m.ckpt").string(), st = (dir_ / "m.safetensors").string();
+  SaveCheckpoint(s, ckpt);
+  const std::string message = "tensor '" + s.tensors[1].name +
+                              "': m_scales[0] = 3.38953139e+38 with m_codes[3] = 127 decodes "
+                              "to m = 3.38953139e+38, which the next step divides by sqrt(v) "
+                              "+ eps with v = 0 and eps = ";
+  const std::string rest = "the quotient is infinite: the state cannot survive one step";
+  std::string out;
+  ASSERT_EQ(Run("verify " + ckpt, &out), 1) << out;
+  EXPECT_NE(out.find(message), std::string::npos) << out;
+  EXPECT_NE(out.find(rest), std::string::npos) << out;
+  ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 1) << out;
+  EXPECT_FALSE(fs::exists(st));
+  try {
+    LoadCheckpoint(ckpt);
+    ADD_FAILURE() << "LoadCheckpoint accepted it";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCorruption);
+    EXPECT_NE(std::string(e.what()).find(rest), std::string::npos) << e.what();
+  }
+  // f32 moments alike; a moment of 2^64 over the same zero variance is stepped.
+  OptimizerSnapshot f = ConvertSnapshot(s, StateFormats{});
+  EXPECT_THROW(ValidateRestorable(f), Error);
+  for (int i = 0; i < kQuantGroup; ++i) f.tensors[1].m_f32[i] = i == 3 ? 0x1p64f : 0.0f;
+  EXPECT_NO_THROW(ValidateRestorable(f));
+  f.tensors[1].m_f32[3] = -3e38f;
+  try {
+    ValidateRestorable(f);
+    ADD_FAILURE() << "accepted m_f32[3] = -3e38";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("m_f32[3] decodes to m = -3.00000001e+38"),
+              std::string::npos) << e.what();
+  }
+  // At a scale of 2^64 the same code is stepped.
+  s.tensors[1].m_scales[0] = 0x5F80;
+  EXPECT_NO_THROW(ValidateRestorable(s));
 }
 
 // A checkpoint whose tensors have formats of their own: inspect lists them, verify
@@ -355,7 +407,7 @@ TEST_F(ToolTest, FromTorchWithoutTandemMetadata) {
   const std::string in2 = Write("step.safetensors",
                                 Safetensors({{"w", {2}, {1, 2}}, {"w.exp_avg", {2}, {0, 0}}},
                                             {{"format", "pt"}, {"tandem_algorithm", "lion"}, {"tandem_step", "17"}}));
-  ASSERT_EQ(Run("from-torch " + in2 + " " + ckpt, &out), 0) << out;
+  ASSERT_EQ(Run("from-torch " + in2 + " " + ckpt + " --force", &out), 0) << out;
   const OptimizerSnapshot l = LoadCheckpoint(ckpt);
   EXPECT_EQ(l.algo, Algorithm::kLion);
   EXPECT_EQ(l.step, 17);
@@ -404,6 +456,43 @@ TEST_F(ToolTest, FromTorchRefusesMissingExtraOrMisshapenState) {
   EXPECT_NE(out.find("tandem_tensor_steps is not a JSON list of 2 entries"), std::string::npos) << out;
   in = Write("f.safetensors", "garbage that is not safetensors");
   EXPECT_EQ(Run("from-torch " + in + " " + ckpt, &out), 1) << out;
+}
+
+// Every option is checked first, always: a bad hyper-parameter option is refused naming
+// it when the file's own groups would leave it unused, and before a missing input is
+// noticed; an existing OUT is replaced only with --force.
+TEST_F(ToolTest, FromTorchChecksEveryOptionFirstAndKeepsAnExistingOutput) {
+  const OptimizerSnapshot s = testing::MakeSnapshot(Algorithm::kAdamW, {}, 41);
+  const std::string ckpt = (dir_ / "o.ckpt").string(), st = (dir_ / "o.safetensors").string(),
+                    back = (dir_ / "o_back.ckpt").string(),
+                    missing = (dir_ / "missing.safetensors").string();
+  SaveCheckpoint(s, ckpt);
+  std::string out;
+  ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 0) << out;  // has tandem_groups
+  for (const auto& [option, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"--beta1 1.5", "beta1 = 1.500000 must be in [0, 1)"},
+           {"--beta1 nan", "beta1 = nan must be in [0, 1)"},
+           {"--eps -1", "eps = -1.000000 must be finite and > 0"},
+           {"--sgd-momentum 2", "momentum = 2.000000 must be in [0, 1]"}}) {
+    for (const std::string& in : {st, missing}) {
+      EXPECT_EQ(Run("from-torch " + in + " " + back + " " + option, &out), 2) << option << out;
+      EXPECT_NE(out.find("from-torch options: " + needle), std::string::npos) << option << out;
+      EXPECT_FALSE(fs::exists(back));
+    }
+  }
+  // An existing output: kept without --force, replaced with it.
+  ASSERT_EQ(Run("from-torch " + st + " " + back, &out), 0) << out;
+  SaveCheckpoint(testing::MakeSnapshot(Algorithm::kSGD, {}, 42), ckpt);
+  ASSERT_EQ(Run("to-torch " + ckpt + " " + (dir_ / "sgd.safetensors").string(), &out), 0) << out;
+  EXPECT_EQ(Run("from-torch " + (dir_ / "sgd.safetensors").string() + " " + back, &out), 2) << out;
+  EXPECT_NE(out.find("OUT '" + back + "' exists; pass --force to replace it"), std::string::npos)
+      << out;
+  EXPECT_EQ(LoadCheckpoint(back).algo, Algorithm::kAdamW) << "the existing file was kept";
+  ASSERT_EQ(Run("from-torch " + (dir_ / "sgd.safetensors").string() + " " + back + " --force",
+                &out),
+            0)
+      << out;
+  EXPECT_EQ(LoadCheckpoint(back).algo, Algorithm::kSGD);
 }
 
 // The bytes of a file.

@@ -202,6 +202,38 @@ TEST(ValidateTest, LoadAndVerifyRefuseNaNValues) {
                             "tensor 'layer.1.weight': master_f32[5] is NaN");
 }
 
+// SGD keeps a momentum buffer where the group's momentum is not 0: groups and arrays that
+// disagree are named as such, not as an array of the wrong size.
+TEST(ValidateTest, SgdMomentumBufferAndGroupsDisagree) {
+  auto s = Edited(Algorithm::kSGD, kF32, [](OptimizerSnapshot& s) { s.groups[1].momentum = 0.5; });
+  ExpectInvalid(s, {"tensor 'layer.1.weight': group 1 has SGD momentum 0.5, which keeps a "
+                    "momentum buffer, but the tensor has none (its groups and its momentum "
+                    "arrays disagree)"});
+  s = Edited(Algorithm::kSGD, kBf16Q8, [](OptimizerSnapshot& s) { s.groups[0].momentum = 0; });
+  ExpectInvalid(s, {"tensor 'layer.0.weight': group 0 has SGD momentum 0, which keeps no "
+                    "momentum buffer, but the tensor has one"});
+  // A file whose manifest's groups were edited (every CRC good) says the same at load.
+  auto env = NewMemEnv();
+  SaveCheckpoint(testing::MakeSnapshot(Algorithm::kSGD, kF32, 4, {8, 33, 64}), "good", {},
+                 env.get());
+  testing::WriteAll(env.get(), "bad",
+                    testing::WithManifest(testing::ReadAll(env.get(), "good"), [](nlohmann::json& j) {
+                      j["groups"][1]["momentum"] = 0.5;
+                    }));
+  const std::string needle = "tensor 'layer.1.weight': group 1 has SGD momentum 0.5, which "
+                             "keeps a momentum buffer, but the tensor has none";
+  try {
+    LoadCheckpoint("bad", env.get());
+    ADD_FAILURE() << "loaded; expected " << needle;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCorruption) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+  const VerifyReport r = VerifyCheckpoint("bad", env.get());
+  ASSERT_FALSE(r.problems.empty());
+  EXPECT_NE(r.problems[0].find(needle), std::string::npos) << r.problems[0];
+}
+
 TEST(ValidateTest, VerifyListsEveryProblem) {
   // A duplicate name and a NaN in another tensor: Load reports the first, Verify both.
   std::string bytes = testing::NaNMasterFile();

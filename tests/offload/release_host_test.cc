@@ -220,6 +220,57 @@ TEST(GradRelease, DiscardStepForgetsTheHandedGradients) {
   }
 }
 
+// A Restore between the hand-overs and Step (a checkpoint loaded after backward) keeps
+// the step's released gradients: the caller has freed them, and the engine's copies are
+// all that is left. The Step then steps the restored state with them, as an optimizer
+// restored before backward steps it with the same gradients. A begun step (speculation)
+// refuses the Restore and keeps going.
+TEST(GradRelease, RestoreKeepsTheHandedGradientsForTheStep) {
+  for (double f : {0.0, 0.5, 1.0}) {
+    for (double share : {0.0, 1.0}) {
+      const std::string what = "f=" + std::to_string(f) + " share=" + std::to_string(share);
+      Model m, ref;
+      m.Init(9);
+      ref.Init(9);
+      HybridOptimizer opt(m.Specs(2), Config(f, share, true, false));
+      HybridOptimizer plain(ref.Specs(2), Config(f, share, false, false));
+      for (int t = 1; t <= 2; ++t) {  // both at the state to restore
+        m.FillGrads(t);
+        ref.FillGrads(t);
+        for (size_t i = m.sizes.size(); i-- > 0;) opt.GradReady(i);
+        opt.Step(1e-3);
+        plain.Step(1e-3);
+      }
+      const OptimizerSnapshot saved = opt.Snapshot();
+      m.FillGrads(3);
+      for (size_t i = m.sizes.size(); i-- > 0;) opt.GradReady(i);
+      opt.Step(1e-3);  // moves on; the restore brings it back
+      m.FillGrads(4);
+      for (size_t i = m.sizes.size(); i-- > 0;) {
+        opt.GradReady(i);
+        opt.WaitGradConsumed(i, nullptr);
+        for (uint8_t& b : m.grads[i]) b = 0x7f;  // freed and reused
+      }
+      opt.Restore(saved);
+      ref.FillGrads(4);
+      const StepResult got = opt.Step(1e-3), want = plain.Step(1e-3);
+      EXPECT_TRUE(got.applied) << what;
+      EXPECT_EQ(got.grad_norm, want.grad_norm) << what;
+      EXPECT_EQ(m.params, ref.params) << what;
+      EXPECT_TRUE(opt.Snapshot() == plain.Snapshot()) << what;
+    }
+  }
+  Model m;
+  m.Init(9);
+  HybridOptimizer opt(m.Specs(2), Config(0.5, 0.5, true, true));
+  const OptimizerSnapshot saved = opt.Snapshot();
+  opt.BeginStep(1e-3);
+  m.FillGrads(1);
+  for (size_t i = m.sizes.size(); i-- > 0;) opt.GradReady(i);
+  EXPECT_THROW(opt.Restore(saved), Error);
+  EXPECT_TRUE(opt.Step(1e-3).applied);
+}
+
 TEST(GradRelease, GradConsumedNeedsReleaseAndAValidIndex) {
   Model m;
   m.Init(5);

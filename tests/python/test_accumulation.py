@@ -56,6 +56,8 @@ def test_accumulation_with_early_start_is_bit_identical(fraction, formats, early
     accumulation_warnings = [w for w in caught
                              if w.category is tandem.torch.EarlyStartAccumulationWarning]
     assert len(accumulation_warnings) == (1 if k > 1 else 0)  # once per optimizer
+    for w in accumulation_warnings:
+        assert str(w.message).startswith("early_start: parameter 'g0.p"), str(w.message)
 
 
 @pytest.mark.parametrize("fraction", FRACTIONS)

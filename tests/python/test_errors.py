@@ -1,8 +1,11 @@
 """(e) Clear Python exceptions for what the binding or the engine refuses."""
 
+import os
+
 import pytest
 import torch
 
+import tandem._C
 import tandem.torch
 from helpers import batches, make_mlp, train
 
@@ -144,3 +147,15 @@ def test_zero_grad_keeps_buffers_and_model_zero_grad_is_adopted():
     opt.step()  # copies the new gradients into the engine's buffers
     assert [p.grad.data_ptr() for p in model.parameters()] == ptrs
     assert opt.last_result.applied and opt.last_result.grad_norm > 0
+
+
+@pytest.mark.skipif(not tandem._C.has_checkpoint, reason="built without checkpoint/")
+def test_save_checkpoint_to_a_directory_says_so(tmp_path, monkeypatch):
+    model = make_mlp()
+    opt = tandem.torch.AdamW(model.parameters(), lr=1e-3)
+    monkeypatch.chdir(tmp_path)
+    for path in (".", str(tmp_path)):
+        with pytest.raises(ValueError, match=r"'%s': is a directory; name a file in it"
+                                             % path.replace(".", r"\.")):
+            opt.save_checkpoint(path)
+    assert os.listdir(tmp_path) == []

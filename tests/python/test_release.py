@@ -133,7 +133,9 @@ def test_a_second_gradient_refuses_the_step_and_changes_nothing():
     data = batches(3, seed=23)
     x, y = data[0]
     torch.nn.functional.mse_loss(model(x), y).backward()
-    with pytest.raises(RuntimeError, match=r"second gradient in one step.*accumulating"):
+    with pytest.raises(RuntimeError, match=r"^release_grads: parameter '[^']+' \(shape "
+                                           r"\(.*?\), torch\.\w+\) got a second gradient in "
+                                           r"one step.*accumulating"):
         torch.nn.functional.mse_loss(model(x), y).backward()
     with pytest.raises(RuntimeError, match=r"second gradient.*nothing changed"):
         opt.step()
@@ -206,3 +208,94 @@ def test_released_gradients_are_freed_once_consumed():
     opt.step()
     assert opt._core.held == []  # host mode: consumed by the end of the step
     assert math.isfinite(opt.last_result.grad_norm)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.5, 1.0])
+@pytest.mark.parametrize("how", ["state_dict", "checkpoint"])
+def test_a_load_between_backward_and_step_keeps_the_released_gradients(fraction, how,
+                                                                        tmp_path):
+    """load_state_dict / load_checkpoint after backward: the step steps the loaded state
+    with the gradients released in that backward, as the same loop without release steps
+    it with p.grad."""
+    data = batches(4, seed=31)
+    runs = []
+    for release in (False, True):
+        model, opt = make(fraction, release=release)
+        for x, y in data[:2]:
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+        saved = opt.state_dict()
+        path = str(tmp_path / ("r%d.ckpt" % release))
+        opt.save_checkpoint(path)
+        weights = [p.detach().clone() for p in model.parameters()]
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(data[2][0]), data[2][1]).backward()
+        opt.step()  # moves on; the load brings the state back
+        with torch.no_grad():
+            for p, w in zip(model.parameters(), weights):
+                p.copy_(w)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(data[3][0]), data[3][1]).backward()
+        assert all(p.grad is None for p in model.parameters()) == release
+        if how == "state_dict":
+            opt.load_state_dict(saved)
+        else:
+            opt.load_checkpoint(path)
+        opt.step()
+        assert opt.last_result.stepped_tensors == len(list(model.parameters()))
+        runs.append((params_bits(model), state_bits(opt), opt.last_result.grad_norm))
+    assert runs[1][2] == runs[0][2]
+    assert same_bits(runs[1][0], runs[0][0]), "parameters differ"
+    assert same_bits(runs[1][1], runs[0][1]), "states differ"
+
+
+def test_a_load_between_begin_step_and_step_is_refused_and_changes_nothing():
+    model, opt = make(release=True, speculative=True)
+    ref_model, ref = make()
+    data = batches(3, seed=32)
+    for m, o in ((model, opt), (ref_model, ref)):
+        o.zero_grad()
+        torch.nn.functional.mse_loss(m(data[0][0]), data[0][1]).backward()
+        o.step()
+    saved = opt.state_dict()
+    opt.begin_step()
+    torch.nn.functional.mse_loss(model(data[1][0]), data[1][1]).backward()
+    with pytest.raises(ValueError, match=r"load_state_dict between begin_step\(\) and step\(\).*"
+                                         r"Nothing changed"):
+        opt.load_state_dict(saved)
+    opt.step()
+    ref.zero_grad()
+    torch.nn.functional.mse_loss(ref_model(data[1][0]), data[1][1]).backward()
+    ref.step()
+    assert same_bits(params_bits(model), params_bits(ref_model))
+
+
+def test_a_parameter_shared_with_another_live_optimizer_is_refused():
+    """With release_grads one optimizer takes each gradient and sets p.grad = None: a
+    second live tandem optimizer over the same parameter would step without it. Both
+    refuse to step, naming the parameter; once the other is gone the step goes on, bit
+    for bit as an optimizer that was alone."""
+    import gc
+    model, opt = make(release=True)
+    ref_model, ref = make()
+    other = tandem.torch.AdamW(model[0].parameters(), lr=1e-3)  # overlaps, no release
+    apart = tandem.torch.AdamW(torch.nn.Linear(3, 3).parameters(), release_grads=True)
+    data = batches(3, seed=33)
+    torch.nn.functional.mse_loss(model(data[0][0]), data[0][1]).backward()
+    for o in (opt, other):
+        with pytest.raises(ValueError, match=r"release_grads: parameter '(0\.weight|g0\.p0)' "
+                                             r"\(shape \(37, 13\).*is also stepped by another "
+                                             r"live tandem optimizer.*Nothing was stepped"):
+            o.step()
+    assert opt.step_count == 0 and other.step_count == 0
+    del other, o
+    gc.collect()
+    opt.zero_grad()
+    expect_same_training(model, opt, ref_model, ref, data)
+    # A new optimizer that replaces the old one under the same name is not refused.
+    opt = tandem.torch.AdamW(model.parameters(), lr=1e-3, release_grads=True)
+    opt = tandem.torch.AdamW(model.parameters(), lr=1e-3, release_grads=True)
+    torch.nn.functional.mse_loss(model(data[0][0]), data[0][1]).backward()
+    opt.step()
+    del apart

@@ -12,9 +12,11 @@ import json
 import os
 import pickle
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
+import tracemalloc
 
 import pytest
 
@@ -211,6 +213,34 @@ def test_restricted_unpickler_refuses_other_globals(saved):
         _dcp_metadata.unpickle_metadata(evil)
 
 
+def test_metadata_memory_is_bounded_by_its_size(saved):
+    # A PUT to memo index 2^28 in front of the real pickle: the C unpickler sized its memo
+    # by it (2 GiB, traced by tracemalloc) before anything refused the file. Its opcodes
+    # are now checked against its bytes first (tandem._C.check_pickle_bounds), with the
+    # sidecar vouching for it or without one.
+    with open(os.path.join(saved, ".metadata"), "rb") as f:
+        real = f.read()
+    crafted = real[:2] + b"N" + b"r" + struct.pack("<I", 1 << 28) + b"0" + real[2:]
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="byte 3: memo index 268435456 skips past the 0 "
+                                             "entries defined so far"):
+            _dcp_metadata.unpickle_metadata(crafted)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, "the reader allocated %d bytes for a %d-byte file" % (
+        peak, len(crafted))
+    _write_metadata(saved, crafted)
+    with pytest.raises(CheckpointCorruptError, match=r"\.metadata: it is not a DCP metadata "
+                                                     r"pickle: .*byte 3: memo index 268435456"):
+        tandem.dcp.load(_fresh(), saved)
+    # Every protocol's own memo (BINPUT, MEMOIZE) passes.
+    md = _dcp_metadata.unpickle_metadata(real)
+    for protocol in (2, 3, 4, 5):
+        assert tandem._C.check_pickle_bounds(pickle.dumps(md, protocol=protocol)) > 0
+
+
 def _metadata(path):
     with open(os.path.join(path, ".metadata"), "rb") as f:
         return _dcp_metadata.unpickle_metadata(f.read())
@@ -321,6 +351,23 @@ def test_interrupted_commit_is_named(saved):
     with pytest.raises(CheckpointIncompleteError,
                        match="does not exist.*finished writing but whose move.*interrupted"):
         tandem.dcp.load(_fresh(), saved)
+
+
+def test_save_stopped_after_every_rank_wrote_is_named(saved):
+    # Every rank's data and done record are there, the .metadata is not: the save stopped
+    # between the last rank's data and the commit.
+    staging = saved + ".tandem-partial"
+    shutil.move(saved, staging)
+    os.remove(os.path.join(staging, ".metadata"))
+    with open(os.path.join(staging, ".tandem-save.json"), "w") as f:
+        json.dump({"world_size": 2}, f)
+    for rank in (0, 1):
+        open(os.path.join(staging, f"__{rank}.done.json"), "w").close()
+    with pytest.raises(CheckpointIncompleteError) as e:
+        tandem.dcp.load(_fresh(), saved)
+    assert ("holds its unfinished save by 2 ranks: every rank finished writing its data, "
+            "but the save stopped before its .metadata was written") in str(e.value)
+    assert "none" not in str(e.value)
 
 
 # ---------------------------------------------------------------- gloo

@@ -187,3 +187,59 @@ def test_the_summary_of_a_gpu_run_labels_the_hybrid_columns(tmp_path):
     assert "keeps the" not in text  # the GPU was measured
     assert "fraction 0.5: 12.5 ms = 1.25x the all-GPU step of this run; overlap 0.90" in text
     assert "overlap = the slowest stage's busy time / the step" in text
+
+
+# ---- scripts/setup.sh builds for the machine it runs on ------------------------------------
+
+def gpu_build_args(tmp_path, smi=None, **env_vars):
+    """gpu_build_args (scripts/env.sh) with a PATH of the tools it uses and, when given,
+    an nvidia-smi that runs `smi` (shell); returns (arguments, what it said)."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    for tool in ("tr", "grep", "sort", "paste", "cat"):
+        os.symlink(subprocess.run(["bash", "-c", "command -v " + tool], capture_output=True,
+                                  text=True, check=True).stdout.strip(), d / tool)
+    if smi is not None:
+        (d / "nvidia-smi").write_text("#!/bin/bash\n" + smi + "\n")
+        (d / "nvidia-smi").chmod(0o755)
+    env = {"PATH": str(d), "HOME": str(tmp_path)}
+    env.update(env_vars)
+    p = subprocess.run(["/bin/bash", "-c", 'source scripts/env.sh; gpu_build_args'], cwd=ROOT,
+                       env=env, capture_output=True, text=True, check=True)
+    return p.stdout.split(), p.stderr
+
+
+H200 = 'case "$1" in --query-gpu=compute_cap) printf "9.0\\n9.0\\n";; -L) echo "GPU 0: H200";; esac'
+
+
+@pytest.mark.parametrize("smi, env, args, said", [
+    # No GPU: host mode only, no CUDA code, saying how to ask for it.
+    (None, {}, ["-DTANDEM_CUDA=OFF"], "no GPU found (nvidia-smi): host mode only"),
+    ("exit 9", {}, ["-DTANDEM_CUDA=OFF"], "TANDEM_CUDA=ON scripts/setup.sh builds it too"),
+    # A GPU: its own architecture only (two H200s: one architecture).
+    (H200, {}, ["-DCMAKE_CUDA_ARCHITECTURES=90"], "built for architecture 90 only"),
+    ('case "$1" in --query-gpu=compute_cap) printf "9.0\\n8.0\\n";; esac', {},
+     ["-DCMAKE_CUDA_ARCHITECTURES=80;90"], "architecture 80;90 only"),
+    # A driver without compute_cap: CMake asks the GPUs.
+    ('case "$1" in -L) echo "GPU 0: A100 (UUID: x)";; *) exit 6;; esac', {},
+     ["-DCMAKE_CUDA_ARCHITECTURES=native"], "architecture native only"),
+    # Asked for: TANDEM_CUDA=ON without a GPU builds the default list (or CUDAARCHS);
+    # OFF never builds CUDA; CUDAARCHS chooses where set.
+    (None, {"TANDEM_CUDA": "ON"}, [], "TANDEM_CUDA=ON: the CUDA code is built for the default"),
+    (H200, {"TANDEM_CUDA": "off"}, ["-DTANDEM_CUDA=OFF"], "TANDEM_CUDA=OFF: host mode only"),
+    (H200, {"CUDAARCHS": "89"}, [], "CUDAARCHS=89 chooses"),
+])
+def test_setup_builds_cuda_only_for_the_gpu_present(tmp_path, smi, env, args, said):
+    got, text = gpu_build_args(tmp_path, smi, **env)
+    assert got == args, text
+    assert said in text, text
+
+
+def test_setup_uses_the_machines_choice_and_the_tests_keep_sm_90():
+    setup = open(os.path.join(ROOT, "scripts", "setup.sh")).read()
+    assert "gpu_build_args" in setup and '"${cuda_args[@]}"' in setup
+    test = open(os.path.join(ROOT, "scripts", "test.sh")).read()
+    assert "TANDEM_TEST_CUDA_ARCHITECTURES:-90" in test
+    assert "TANDEM_CUDA=ON scripts/test.sh" in open(os.path.join(ROOT, ".ci", "run")).read()
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    assert "TANDEM_CUDA=ON" in readme and "minutes" in readme

@@ -2,6 +2,7 @@
 input, and write whole files: tandem-bench and tandem-plan run for real (ctest
 tools_python passes their paths; tandem-ckpt's are in tests/checkpoint/tool_test.cc)."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -144,6 +145,77 @@ def test_plan_checks_the_iteration_options():
                      "/tmp/never-written-largest.svg")
     assert rc == 2 and "--svg draws one plan; not with --largest" in out, out
     assert not os.path.exists("/tmp/never-written-largest.svg")
+
+
+def test_plan_refuses_the_sentinels_it_uses():
+    # -1 stood for "not given": given, it was taken as that and the built-in figure used.
+    for extra, needle in ((["--seq", "128", "--train-tflops", "-1"],
+                           "--train-tflops must be a finite number > 0, got -1"),
+                          (["--fraction", "-1"], "--fraction must be in [0, 1], got -1")):
+        rc, out, _ = run(PLAN, *BASE, *extra)
+        assert rc == 2 and needle in out, (extra, out)
+
+
+# Note [Bounded inputs] (planner/bounds.cc): every count and size read is bounded before
+# anything is allocated by it; refused with exit status 2, naming the field and the
+# limit, in well under a second, never an abort.
+def _config(path, **fields):
+    doc = dict(architectures=["LlamaForCausalLM"], hidden_size=4096, intermediate_size=14336,
+               num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+               vocab_size=128256)
+    doc.update(fields)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_plan_inputs_are_bounded(tmp_path):
+    big = ["--gpu-mem", "80GiB", "--host-mem", "512GiB"]
+    tensors = tmp_path / "tensors.json"
+    tensors.write_text(json.dumps([{"name": "t%d" % i, "shape": [4], "dtype": "bf16"}
+                                   for i in range((1 << 17) + 1)]))
+    huge = tmp_path / "huge.json"
+    huge.write_text(json.dumps([{"name": "a", "shape": [1 << 40, 1 << 3], "dtype": "bf16"}]))
+    for args, needle in (
+            (["--config", _config(tmp_path / "deep.json", num_hidden_layers=100000)],
+             "key 'num_hidden_layers' is 100000, more than the planner's limit of 16384"),
+            (["--config", _config(tmp_path / "wide.json", hidden_size=1 << 40)],
+             "key 'hidden_size' is 1099511627776, more than the planner's limit of 16777216"),
+            (["--config", _config(tmp_path / "big.json", hidden_size=1 << 23,
+                                     intermediate_size=1 << 23)],
+             "more than 4398046511104 parameters (2^42), the planner's limit"),
+            (["--config", "/dev/zero"],
+             "/dev/zero: the model config is larger than 16777216 bytes"),
+            (["--params", "1e15"], "--params: 1000000000000000 parameters is more than the "
+                                   "planner's limit of 4398046511104"),
+            (["--params-json", tensors], "more than 131072 tensors, the planner's limit"),
+            (["--params-json", huge], "more than 4398046511104 parameters"),
+            (["--model", "llama3-8b", "--seq", "100000000000"],
+             "--seq 100000000000 is more than the planner's limit of 16777216 tokens"),
+            (["--model", "llama3-8b", "--seq", "4096", "--batch", "100000"],
+             "--batch 100000 is more than the planner's limit of 65536")):
+        rc, out, seconds = run(PLAN, *args, *big)
+        assert rc == 2 and needle in out, (args, out)
+        assert seconds < 1.0, (args, seconds)
+
+
+def test_plan_refuses_headroom_past_the_gpu_and_notes_a_tiny_params():
+    rc, out, _ = run(PLAN, "--model", "llama3-8b", "--gpu-mem", "80GiB", "--host-mem",
+                     "512GiB", "--headroom", "90GiB")
+    assert rc == 2 and "--headroom 90GiB is not less than --gpu-mem 80GiB" in out, out
+    rc, out, _ = run(PLAN, "--params", "8", "--gpu-mem", "80GiB", "--host-mem", "512GiB")
+    assert rc == 0 and "note: --params 8 plans a model of 8 parameters; --params takes the " \
+                       "count itself (8e9 or 8B for 8 billion)" in out, out
+
+
+def test_the_exposed_step_is_never_longer_than_the_step():
+    # With release and no speculation the work handed during backward is the step's own:
+    # what is left after backward cannot take longer than the step after it.
+    rc, out, _ = run(PLAN, "--model", "llama3-8b", "--gpu-mem", "80GiB", "--host-mem",
+                     "512GiB", "--seq", "4096", "--grad-release", "--fraction", "1", "--json")
+    assert rc == 0, out
+    plan = json.loads(out)
+    point = plan["recommended"]
+    assert point["iteration"]["exposed_ms"] <= point["step_ms"]["step"] + 1e-9, point
 
 
 def test_plan_counts_are_whole_numbers():

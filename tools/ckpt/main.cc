@@ -7,10 +7,11 @@
 //   tandem-ckpt from-torch IN OUT ...   a torch-layout file to a checkpoint
 //   tandem-ckpt --version
 // Exit status for every command: 0 success, 1 the checkpoint is damaged, 2 usage or I/O.
-// An output that is the input (the same path, a hard link or a symlink to it) is refused
-// before anything is read or written; every output is written whole or not at all
-// (temporary file, fsync, rename). inspect and verify list the temporaries that
-// interrupted saves left beside the file.
+// Options are checked first, whether or not the input will need them; then the output:
+// one that is the input (the same path, a hard link or a symlink to it) is refused before
+// anything is read or written, and from-torch keeps an existing OUT unless --force; every
+// output is written whole or not at all (temporary file, fsync, rename). inspect and
+// verify list the temporaries that interrupted saves left beside the file.
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
@@ -21,6 +22,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -205,6 +207,21 @@ int FromTorch(const std::string& in, const std::string& out, const tandem::State
   return kOk;
 }
 
+// The hyper-parameter options of from-torch, each by its own rule: the algorithm's when it
+// is given, else every algorithm's that uses it (AdamW's for lr_scale, betas, eps and
+// weight_decay, SGD's for momentum, dampening and nesterov), so that a bad value is
+// refused whatever the file holds. Throws Error(kInvalidArgument) naming the option.
+void CheckHyperOptions(const std::optional<tandem::Algorithm>& algorithm,
+                       const tandem::HyperParams& hp) {
+  const char* where = "from-torch options";
+  if (algorithm) {
+    tandem::ValidateHyperParams(*algorithm, hp, where);
+    return;
+  }
+  tandem::ValidateHyperParams(tandem::Algorithm::kAdamW, hp, where);
+  tandem::ValidateHyperParams(tandem::Algorithm::kSGD, hp, where);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -253,6 +270,8 @@ int main(int argc, char** argv) {
                          "parameter dtype when the file has no tandem_param_dtypes")->capture_default_str();
   from_torch->add_option("--grad-dtype", grad_dtype,
                          "gradient dtype when the file has no tandem_grad_dtypes")->capture_default_str();
+  bool force = false;
+  from_torch->add_flag("--force", force, "replace OUT if it exists");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -263,26 +282,35 @@ int main(int argc, char** argv) {
     if (inspect->parsed() || verify->parsed()) ListStrayTemporaries(file);
     if (inspect->parsed()) return Inspect(file);
     if (verify->parsed()) return Verify(file);
+    tandem::StateFormats to;
+    tandem::tool::TorchDefaults d;
+    if (from_torch->parsed()) {
+      // Every option first, whether or not the file will need it (they apply where the
+      // file has no tandem_algorithm or tandem_groups), then the output, then the input.
+      try {
+        to = {tandem::ParseMasterFormat(master), tandem::ParseMomentFormat(momentum),
+              tandem::ParseMomentFormat(variance)};
+        if (!algorithm.empty()) d.algorithm = tandem::ParseAlgorithm(algorithm);
+        d.param_dtype = tandem::ParseDType(param_dtype);
+        d.grad_dtype = tandem::ParseDType(grad_dtype);
+        CheckHyperOptions(d.algorithm, hp);
+      } catch (const tandem::Error& e) {
+        std::fprintf(stderr, "tandem-ckpt from-torch: %s\n", e.what());
+        return kUsageOrIO;
+      }
+      d.hyper = hp;
+    }
     // Every output is checked before any input is read.
     tandem::tools::CheckOutputFile("OUT", out, {{from_torch->parsed() ? "IN" : "FILE", file}});
     if (exp->parsed()) return Export(file, out);
     if (to_torch->parsed()) return ToTorch(file, out);
-    tandem::StateFormats to;
-    tandem::tool::TorchDefaults d;
-    try {
-      to = {tandem::ParseMasterFormat(master), tandem::ParseMomentFormat(momentum),
-            tandem::ParseMomentFormat(variance)};
-      if (!algorithm.empty()) d.algorithm = tandem::ParseAlgorithm(algorithm);
-      d.param_dtype = tandem::ParseDType(param_dtype);
-      d.grad_dtype = tandem::ParseDType(grad_dtype);
-      // The hyper-parameter options, checked before the file is read when the algorithm
-      // is known (they apply where the file has no tandem_groups).
-      if (d.algorithm) tandem::ValidateHyperParams(*d.algorithm, hp, "from-torch options");
-    } catch (const tandem::Error& e) {
-      std::fprintf(stderr, "tandem-ckpt from-torch: %s\n", e.what());
+    if (!force && std::filesystem::exists(out)) {
+      std::fprintf(stderr,
+                   "tandem-ckpt from-torch: OUT '%s' exists; pass --force to replace it "
+                   "(nothing written)\n",
+                   out.c_str());
       return kUsageOrIO;
     }
-    d.hyper = hp;
     return FromTorch(file, out, to, d);
   } catch (const tandem::Error& e) {
     std::fprintf(stderr, "tandem-ckpt: %s\n", e.what());

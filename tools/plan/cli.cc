@@ -44,7 +44,8 @@ struct Args {
   std::string spec_host, spec_stream, in_place;
   double train_tflops = -1;  // -1: not given
   bool largest = false;
-  double fraction = -1;
+  double fraction = -1;  // -1: choose one
+  bool train_tflops_given = false, fraction_given = false;
   uint32_t gpus_per_node = 1, nodes = 1;
   bool fsdp2 = false;
   uint32_t shard_size = 0, blocks_in_flight = 2;
@@ -88,6 +89,9 @@ void ParseHeadroom(const std::string& text, PlanInputs* in) {
   }
 }
 
+// The largest --batch and --seq the activation estimate takes.
+constexpr uint64_t kMaxBatch = uint64_t{1} << 16, kMaxSeq = uint64_t{1} << 24;
+
 // The numeric options, checked before anything is read or planned, with the messages of
 // the Python binding's options (tandem/_options.py) where it has the same option.
 void CheckNumbers(const Args& a) {
@@ -98,11 +102,18 @@ void CheckNumbers(const Args& a) {
   if (a.stream_slots < 2)
     bad("--stream-slots must be an integer >= 2, got " + std::to_string(a.stream_slots));
   if (a.batch < 1) bad("--batch must be an integer >= 1, got " + std::to_string(a.batch));
+  // The activation estimate's bounds (docs/planner.md, "Limits").
+  if (a.batch > kMaxBatch)
+    bad("--batch " + std::to_string(a.batch) + " is more than the planner's limit of " +
+        std::to_string(kMaxBatch));
+  if (a.seq > kMaxSeq)
+    bad("--seq " + std::to_string(a.seq) + " is more than the planner's limit of " +
+        std::to_string(kMaxSeq) + " tokens");
   if (!(a.momentum >= 0 && a.momentum <= 1))
     bad("--momentum must be in [0, 1], got " + std::to_string(a.momentum));
-  if (a.fraction != -1 && !(a.fraction >= 0 && a.fraction <= 1))
+  if (a.fraction_given && !(a.fraction >= 0 && a.fraction <= 1))
     bad("--fraction must be in [0, 1], got " + std::to_string(a.fraction));
-  if (a.train_tflops != -1 && !(a.train_tflops > 0 && std::isfinite(a.train_tflops)))
+  if (a.train_tflops_given && !(a.train_tflops > 0 && std::isfinite(a.train_tflops)))
     bad("--train-tflops must be a finite number > 0, got " + std::to_string(a.train_tflops));
 }
 
@@ -130,6 +141,10 @@ PlanInputs ToInputs(const Args& a, std::pair<bool, bool> dtypes_given) {
   in.gpu_budget = ParseBytes(a.gpu_mem);
   in.host_budget = ParseBytes(a.host_mem);
   ParseHeadroom(a.headroom, &in);
+  if (in.gpu_headroom_bytes >= in.gpu_budget && in.gpu_headroom_bytes > 0)
+    throw Error(ErrorKind::kInvalidArgument,
+                "--headroom " + a.headroom + " is not less than --gpu-mem " + a.gpu_mem +
+                    ": no GPU memory would be left to plan with");
   in.activation_shape.attention = ParseAttention(a.attention);
   in.activation_model = ParseActivationModel(a.activation_model);
   if (!a.activations.empty()) {
@@ -329,6 +344,14 @@ int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::stri
     return 2;
   }
   const bool has_model = models > 0;
+  a.train_tflops_given = app.count("--train-tflops") > 0;
+  a.fraction_given = app.count("--fraction") > 0;
+  try {
+    CheckNumbers(a);
+  } catch (const tandem::Error& x) {
+    e << "tandem-plan: " << x.what() << "\n";
+    return 2;
+  }
   if (has_model == a.largest) {
     e << "tandem-plan: " << (a.largest ? "--largest searches the model: give no --model, "
                                          "--config, --params or --params-json with it"
@@ -354,7 +377,6 @@ int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::stri
   }
   PlanResult plan;
   try {
-    CheckNumbers(a);
     CheckSvg(a);
     plan = MakePlan(ToInputs(a, {app.count("--param-dtype") > 0, app.count("--grad-dtype") > 0}));
   } catch (const tandem::Error& x) {
