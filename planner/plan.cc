@@ -229,6 +229,7 @@ struct Context {
   std::vector<uint64_t> numels;
   uint64_t shard = 0;
   uint64_t activations = 0;  // ActivationBytes(in)
+  TransformersActivations transformers;  // its phases (zeros unless that model)
   Rates rates;
   TrainingModel training;
   // Whether points need only fit (PlanFits): the compute share auto resolves to, not the
@@ -242,9 +243,27 @@ Context MakeContext(const PlanInputs& in) {
   x.f32_moments = F32MomentTensors(in);
   for (const TensorSpec& t : x.specs) x.numels.push_back(t.numel), x.shard += t.numel;
   x.activations = ActivationBytes(in);
+  if (!in.activation_bytes_given && in.activation_shape.seq_len > 0)
+    x.transformers = TransformersActivationsOf(in);
   x.rates = ResolveRates(in);
   x.training = ResolveTraining(in);
   return x;
+}
+
+// Note [Gradients beside the loss]: with gradient release the gradients in flight exist
+// in backward's layer phases only: the loss's backward, where transformers' fp32 loss
+// buffers make the peak, comes before any parameter's gradient (the output layer's is
+// computed from the loss's gradient once those buffers are freed). So the GPU holds
+// max(loss, final norm, layer backward + gradients in flight), not their sum; the
+// breakdown keeps the gradients apart and counts under activations what the peak adds to
+// them. Without the transformers model's phases (Korthikanti's, a given figure) the sum
+// stays.
+uint64_t ActivationsBesideGradients(const TransformersActivations& t, uint64_t activations,
+                                    uint64_t in_flight) {
+  if (t.peak() == 0) return activations;
+  const uint64_t before = std::max(t.loss, t.final_norm);  // no gradient yet
+  const uint64_t layers = std::max(t.mlp, t.attention);
+  return std::max(layers, before > in_flight ? before - in_flight : 0);
 }
 
 void SetState(const MemoryReport::Bytes& b, MemoryBreakdown* m) {
@@ -385,9 +404,17 @@ FractionPoint EvaluateAt(const PlanInputs& in, const Context& x, double fraction
   if (release) spec.in_place = std::min(spec.streamed, in.in_place_grad_bytes / g);
   p.speculated_host = spec.host;
   p.speculated_streamed = spec.streamed;
-  if (saves)
-    p.gpu.gradients += static_cast<uint64_t>(
-        GradientsWaiting(in, x.rates, x.training, c, release, spec) * static_cast<double>(g));
+  if (saves) {
+    // Note [Gradients in flight] (python/tandem/_grads.py): the hand-over waits for the
+    // link past grads_in_flight_bytes, so no more than that waits behind it.
+    const double waiting =
+        GradientsWaiting(in, x.rates, x.training, c, release, spec) * static_cast<double>(g);
+    p.gpu.gradients +=
+        static_cast<uint64_t>(std::min(waiting, static_cast<double>(in.grads_in_flight_bytes)));
+    p.gpu.activations =
+        ActivationsBesideGradients(x.transformers, x.activations,
+                                   p.gpu.gradients - p.hot_elements * g);
+  }
   SetFits(in, &p);
   p.time = PredictStepTime(in, x.rates, p.hot_elements, p.cold_elements, x.shard, pl.streamed,
                            release);

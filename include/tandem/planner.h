@@ -456,16 +456,20 @@ struct MemoryBreakdown {
 
 // The GPU memory a training process holds beyond the tensors the plan counts
 // (MemoryBreakdown::runtime), so that the plan's GPU figure is what the driver reports at
-// the peak. Estimates, to be calibrated against the driver on an H200
-// (bench/activation_check.py --device cuda prints both):
-// the CUDA context with cuBLAS's workspaces and the loaded kernels, per GPU;
-inline constexpr uint64_t kCudaContextBytes = uint64_t{614} << 20;  // 0.6 GiB
+// the peak, measured on an H200 with torch 2.11 and transformers 5 (bench/fit_matrix.py:
+// the driver's used memory less torch's reserved peak, and torch's reserved less its
+// allocated peak; docs/planner.md "Runtime"):
+// the CUDA context with cuBLAS's workspaces and the loaded kernels, per GPU (1.48 to
+// 1.57 GiB measured);
+inline constexpr uint64_t kCudaContextBytes = uint64_t{1600} << 20;  // 1.56 GiB
 // each tensor the caching allocator hands out rounded up to its 512-byte blocks (the
 // weights and gradients: their tensor count);
 inline constexpr uint64_t kAllocatorRoundBytes = 512;
 // and the blocks cached but not reusable at the peak: a share of the activations, whose
-// sizes change through the iteration while the weights and optimizer state stay put.
-inline constexpr double kAllocatorFragmentation = 0.05;
+// sizes change through the iteration while the weights and optimizer state stay put
+// (reserved less allocated at the peak: 0.90 GiB beside 3.5 GiB of activations at seq
+// 2048, 1.62 beside 6.9 at 4096: Llama-3-8B shapes, fraction 1, gradient release).
+inline constexpr double kAllocatorFragmentation = 0.25;
 
 // The planner's choice between two settings: kOff, kOn, or kAuto (the plan picks, point by
 // point, what fits and runs faster).
@@ -529,8 +533,8 @@ struct PlanInputs {
   // processes, the estimates' error; the CUDA context and the caching allocator are
   // MemoryBreakdown::runtime): the plan fits into
   // gpu_budget * (1 - gpu_headroom_fraction) - gpu_headroom_bytes (UsableGpuBytes).
-  // Default 10%; fraction in [0, 1).
-  double gpu_headroom_fraction = 0.10;
+  // Default 5% (the runtime is counted apart, as measured); fraction in [0, 1).
+  double gpu_headroom_fraction = 0.05;
   uint64_t gpu_headroom_bytes = 0;
   // Activations per GPU: given in bytes when activation_bytes_given, else estimated from
   // `activation_shape` (its hidden/layers/heads/vocab default to the model's when 0) if
@@ -547,6 +551,10 @@ struct PlanInputs {
   uint64_t cuda_context_bytes = kCudaContextBytes;
   uint64_t allocator_round_bytes = kAllocatorRoundBytes;
   double allocator_fragmentation = kAllocatorFragmentation;
+  // With gradient release: the most bytes of handed-over gradients the GPU keeps while
+  // the link takes them down (tandem.torch's grads_in_flight_bytes, Note [Gradients in
+  // flight] in python/tandem/_grads.py): bounds the gradients waiting behind the link.
+  uint64_t grads_in_flight_bytes = uint64_t{1} << 30;
 
   Algorithm algorithm = Algorithm::kAdamW;
   HyperParams hyper;  // only momentum matters (SGD keeps a buffer iff momentum > 0)

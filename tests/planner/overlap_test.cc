@@ -201,11 +201,18 @@ TEST(Overlap, ShortBackwardLeavesGradientsWaiting) {
   PlanInputs in = Run8B();
   in.activation_shape.seq_len = 2;
   in.grad_release = Choice::kOn;
+  in.grads_in_flight_bytes = 64 * kGiB;  // unbounded
   const FractionPoint p = EvaluateFraction(in, 1.0);
   EXPECT_GT(p.iteration.backlog_ms, 0.9 * p.iteration.during_backward_ms);
   in.activation_shape.seq_len = 2048;
   const FractionPoint q = EvaluateFraction(in, 1.0);
   EXPECT_GT(p.gpu.gradients, q.gpu.gradients + kGiB);
+  // tandem.torch's bound (Note [Gradients in flight]): no more than it waits.
+  in.activation_shape.seq_len = 2;
+  in.grads_in_flight_bytes = kGiB;
+  const FractionPoint bounded = EvaluateFraction(in, 1.0);
+  EXPECT_LE(bounded.gpu.gradients, q.gpu.gradients + kGiB);
+  EXPECT_LT(bounded.gpu.gradients, p.gpu.gradients);
 }
 
 TEST(Overlap, ChooseSpeculationStopsAtTheRoomAndTheBackward) {

@@ -300,31 +300,31 @@ TEST(PlanRanks, WhatIfsSayTheyAreNotAvailable) {
   EXPECT_NE(text.find("ZeRO-1 what-if: not available in this version"), std::string::npos);
 }
 
-TEST(PlanHeadroom, TenPercentByDefault) {
+TEST(PlanHeadroom, FivePercentByDefault) {
   PlanInputs in;
-  EXPECT_DOUBLE_EQ(in.gpu_headroom_fraction, 0.10);
+  EXPECT_DOUBLE_EQ(in.gpu_headroom_fraction, 0.05);
   in.model = ModelFromPreset("llama3-8b");
   in.gpu_budget = 40 * kGiB;
   in.host_budget = 512 * kGiB;
-  EXPECT_EQ(UsableGpuBytes(in), 36 * kGiB);
+  EXPECT_EQ(UsableGpuBytes(in), 38 * kGiB);
   const PlanResult with = MakePlan(in);
-  EXPECT_EQ(with.usable_gpu_bytes, 36 * kGiB);
+  EXPECT_EQ(with.usable_gpu_bytes, 38 * kGiB);
   ASSERT_TRUE(with.feasible);
-  EXPECT_LE(with.recommended.gpu.total(), 36 * kGiB);
-  EXPECT_GT(EvaluateFraction(in, with.min_fraction - 1.0 / kFractionSteps).gpu.total(), 36 * kGiB);
+  EXPECT_LE(with.recommended.gpu.total(), 38 * kGiB);
+  EXPECT_GT(EvaluateFraction(in, with.min_fraction - 1.0 / kFractionSteps).gpu.total(), 38 * kGiB);
   bool said = false;
   for (const std::string& m : with.messages)
-    said = said || (m.find("headroom 10%") != std::string::npos &&
-                    m.find("36.00 GiB of 40.00 GiB") != std::string::npos);
+    said = said || (m.find("headroom 5%") != std::string::npos &&
+                    m.find("38.00 GiB of 40.00 GiB") != std::string::npos);
   EXPECT_TRUE(said);
-  EXPECT_NE(PlanToText(with).find("36.00 GiB usable (headroom 10%)"), std::string::npos);
+  EXPECT_NE(PlanToText(with).find("38.00 GiB usable (headroom 5%)"), std::string::npos);
   // Without headroom the same budget needs a smaller fraction.
   in.gpu_headroom_fraction = 0;
   const PlanResult without = MakePlan(in);
   EXPECT_LT(without.min_fraction, with.min_fraction);
   // Bytes instead of a fraction.
-  in.gpu_headroom_bytes = 4 * kGiB;
-  EXPECT_EQ(UsableGpuBytes(in), 36 * kGiB);
+  in.gpu_headroom_bytes = 2 * kGiB;
+  EXPECT_EQ(UsableGpuBytes(in), 38 * kGiB);
   EXPECT_EQ(MakePlan(in).min_fraction, with.min_fraction);
   in.gpu_headroom_bytes = 50 * kGiB;
   EXPECT_EQ(UsableGpuBytes(in), 0u);

@@ -34,10 +34,10 @@ TEST(ReleasePlan, Llama70BOnFourH100sFitsOnlyWithRelease) {
   PlanInputs in = Llama70BOnFourH100();
   const PlanResult without = MakePlan(in);
   EXPECT_FALSE(without.feasible);
-  // The bf16 sharded gradients (32.85 GiB per GPU) stay until Step(): short by about 22
-  // (20 before the activation estimate counted the layer full recomputation rebuilds, 21
-  // before the runtime's 1 GiB: the CUDA context and the allocator's share).
-  EXPECT_NEAR(ToGiB(without.gpu_short_bytes), 22.1, 0.5);
+  // The bf16 sharded gradients (32.85 GiB per GPU) stay until Step(): short by about 21
+  // (the runtime as measured, 2.7 GiB with the allocator's share, within a headroom of
+  // 5%).
+  EXPECT_NEAR(ToGiB(without.gpu_short_bytes), 20.9, 0.5);
   // The verdict names what fits: release, at the fraction the plan below recommends.
   ASSERT_FALSE(without.would_fit.empty());
   EXPECT_EQ(without.would_fit.front().rfind("would fit: gradient release", 0), 0u);

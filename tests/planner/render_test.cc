@@ -178,7 +178,7 @@ TEST(PlanSvg, SaysHeadroomAndAttention) {
   in.host_budget = 512ull << 30;
   in.activation_shape.seq_len = 2048;
   const std::string svg = PlanToSvg(MakePlan(in));
-  EXPECT_NE(svg.find("headroom 10%"), std::string::npos);
+  EXPECT_NE(svg.find("headroom 5%"), std::string::npos);
   EXPECT_NE(svg.find("FlashAttention-style"), std::string::npos);
   in.activation_shape.attention = Attention::kEager;
   EXPECT_NE(PlanToSvg(MakePlan(in)).find("eager attention"), std::string::npos);
@@ -195,8 +195,8 @@ TEST(PlanJson, WrapperFields) {
   EXPECT_EQ(j.at("model").at("architecture"), "deepseek_v3");
   EXPECT_FALSE(j.at("model").at("notes").empty());
   EXPECT_FALSE(j.at("version").get<std::string>().empty());
-  EXPECT_DOUBLE_EQ(j.at("budgets").at("gpu_headroom_fraction").get<double>(), 0.10);
-  EXPECT_EQ(j.at("budgets").at("usable_gpu_bytes").get<uint64_t>(), 126900000000u);
+  EXPECT_DOUBLE_EQ(j.at("budgets").at("gpu_headroom_fraction").get<double>(), 0.05);
+  EXPECT_EQ(j.at("budgets").at("usable_gpu_bytes").get<uint64_t>(), 133950000000u);
   EXPECT_EQ(j.at("activations").at("attention"), "flash");
   EXPECT_EQ(j.at("activations").at("source"), "estimated");
   EXPECT_TRUE(j.at("available").at("grad_release").get<bool>());
@@ -213,7 +213,7 @@ TEST(PlanText, HasTablesAndVerdict) {
   EXPECT_NE(text.find("moments"), std::string::npos);
   EXPECT_NE(text.find("FITS"), std::string::npos);
   EXPECT_NE(text.find("BUILT-IN DEFAULT"), std::string::npos);
-  EXPECT_NE(text.find("36.00 GiB usable (headroom 10%)"), std::string::npos);
+  EXPECT_NE(text.find("38.00 GiB usable (headroom 5%)"), std::string::npos);
   EXPECT_NE(text.find("--fsdp2 for FSDP2 shards"), std::string::npos);
   EXPECT_EQ(text.find("not modelled"), std::string::npos);
 }

@@ -46,7 +46,8 @@ TEST(StreamedPlan, HostModeReproducesThePlanBeforeTheThreeClasses) {
   in.gpu_budget = 40 * kGiB;
   in.host_budget = 256 * kGiB;
   in.offload_compute = ParseOffloadCompute("host");
-  NoRuntime(&in);  // the plan before counted no runtime
+  NoRuntime(&in);                   // the plan before counted no runtime
+  in.gpu_headroom_fraction = 0.10;  // and kept 10% free
   const PlanResult plan = MakePlan(in);
   ASSERT_TRUE(plan.feasible);
   const FractionPoint& r = plan.recommended;

@@ -31,7 +31,7 @@ std::string Canon(std::string s) {
 struct Args {
   std::string params, config, model, params_json;
   bool include_mtp = false;
-  std::string headroom = "10%", attention = "flash", activation_model = "auto";
+  std::string headroom = "5%", attention = "flash", activation_model = "auto";
   uint32_t pieces = 1;
   std::string gpu_mem, host_mem, activations;
   uint64_t batch = 1, seq = 0;
@@ -230,7 +230,7 @@ int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::stri
       ->required();
   app.add_option("--headroom", a.headroom,
                  "GPU memory kept free for what the plan does not count (NCCL, other "
-                 "processes): a percentage of --gpu-mem (10%) or a size (4GiB)")
+                 "processes): a percentage of --gpu-mem (5%) or a size (4GiB)")
       ->capture_default_str();
   app.add_option("--attention", a.attention,
                  "activation estimate: flash (no s x s scores kept) | eager")
