@@ -245,7 +245,7 @@ def run_case(model, name, mode, cap_gib, seq, args, ballast, tokens):
                 opt.zero_grad(set_to_none=True)
                 torch.cuda.synchronize()
                 b = time.perf_counter()
-                losses.append(float(loss))
+                losses.append(loss.item())
                 if i >= args.warmup:
                     times.append((b - a) * 1e3)
                     fb_times.append((fb - a) * 1e3)
@@ -312,16 +312,16 @@ def main(argv):
         cases = [(float(c), int(s), m) for c in args.caps.split(",")
                  for s in args.seqs.split(",") for m in args.modes.split(",")]
     results = []
+    out = dict(benchmark="fit_matrix", command=command_line("fit_matrix.py", argv),
+               commit=git_commit(), date=utc_now(), device=torch.cuda.get_device_name(),
+               model=args.model, params=n_params, cases=results)
     for cap, seq, mode in cases:
         results.append(run_case(model, args.model, mode, cap, seq, args, ballast, tokens))
         print(json.dumps({k: v for k, v in results[-1].items() if k != "plan_text"}),
               file=sys.stderr, flush=True)
-    out = dict(benchmark="fit_matrix", command=command_line("fit_matrix.py", argv),
-               commit=git_commit(), date=utc_now(), device=torch.cuda.get_device_name(),
-               model=args.model, params=n_params, cases=results)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+        if args.json:  # after every case: a run cut short keeps what it measured
+            with open(args.json, "w") as f:
+                json.dump(out, f, indent=1)
     print("%-10s %-8s %5s %5s %-28s %9s %8s %9s %9s %7s"
           % ("model", "mode", "cap", "seq", "result", "iter ms", "tok/s", "peak GiB",
              "plan GiB", "vs plan"))
