@@ -20,7 +20,8 @@ frees it. Modes:
   auto     tandem.torch.AdamW(..., offload_fraction="auto", release_grads=True), q8 state
   f1       fraction 1 with release_grads, by hand; f1cN the same with N MiB stream chunks
   torchao  torchao's CPUOffloadOptimizer(torch.optim.AdamW, offload_gradients=True,
-           fused=True) over the same bf16 parameters
+           fused=True) over the same bf16 parameters; it hooks the parameters for good,
+           so it runs after every Tandem case
 
 Measured: the iteration (median of --iters) and its forward and backward, tokens/s, the
 engine's stage times, the GPU peak at the driver (NVML used memory, sampled every
@@ -311,6 +312,10 @@ def main(argv):
     else:
         cases = [(float(c), int(s), m) for c in args.caps.split(",")
                  for s in args.seqs.split(",") for m in args.modes.split(",")]
+    # torchao's CPUOffloadOptimizer hooks every parameter (post-accumulate-grad: it takes
+    # p.grad to the host) and never unhooks: after it, a Tandem case on the same model
+    # would see no gradient. Peers run after every Tandem case.
+    cases.sort(key=lambda c: c[2] == "torchao")
     results = []
     out = dict(benchmark="fit_matrix", command=command_line("fit_matrix.py", argv),
                commit=git_commit(), date=utc_now(), device=torch.cuda.get_device_name(),
