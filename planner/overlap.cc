@@ -119,11 +119,16 @@ double TailWork(const Costs& k, const PointClasses& c, bool release) {
 TrainingModel ResolveTraining(const PlanInputs& in) {
   TrainingModel tm;
   const Profile::Gpu& gpu = in.profile.gpu;
-  tm.tflops = gpu.train_tflops > 0 ? gpu.train_tflops : kDefaultTrainTflops;
-  tm.tflops_source = gpu.train_tflops > 0
-                         ? "measured"
-                         : "not in the profile: built-in, fitted to Llama-3-8B under FSDP2 on "
-                           "4 x H200 (tandem.calibrate_training measures it)";
+  const bool one_gpu = !in.fsdp2 && in.gpus_per_node * in.nodes == 1;
+  tm.tflops = gpu.train_tflops > 0 ? gpu.train_tflops
+              : one_gpu            ? kDefaultTrainTflopsOneGpu
+                                   : kDefaultTrainTflops;
+  tm.tflops_source = gpu.train_tflops > 0 ? "measured"
+                     : one_gpu ? "not in the profile: built-in, measured with transformers' "
+                                 "Llama-3-8B and Qwen2.5-7B on one H200 "
+                                 "(tandem.calibrate_training measures it)"
+                               : "not in the profile: built-in, fitted to Llama-3-8B under "
+                                 "FSDP2 on 4 x H200 (tandem.calibrate_training measures it)";
   tm.peak = gpu.peak_tflops > 0 ? gpu.peak_tflops : kDefaultPeakTflops;
   tm.peak_source = gpu.peak_tflops > 0 ? "the profile's" : "built-in: H100/H200 SXM dense bf16";
   if (in.activation_shape.seq_len == 0) {

@@ -366,6 +366,11 @@ Profile::Overhead FitStepOverhead(uint64_t few, double few_ms, uint64_t many, do
 // backward, so 387 ms of forward and backward for 131.7 TFLOP of hardware work per GPU
 // (docs/planner.md "Iteration").
 inline constexpr double kDefaultTrainTflops = 340.0;
+// The same on one GPU without FSDP2 (a plain loop): transformers' Llama-3-8B and
+// Qwen2.5-7B shapes on one H200, gradient checkpointing, batch 1, seq 2048 and 4096 with
+// nearly nothing offloaded: 479 to 546 TFLOP/s of hardware work (bench/fit_matrix.py,
+// 2026-11-29; docs/planner.md "Iteration").
+inline constexpr double kDefaultTrainTflopsOneGpu = 510.0;
 // Dense bf16 peak of an H100 or H200 SXM.
 inline constexpr double kDefaultPeakTflops = 989.0;
 // Host DRAM under every GPU's DMA: four ranks streaming on a 4 x H200 host with 64 cores
