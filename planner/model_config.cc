@@ -265,12 +265,12 @@ ModelDescription ModelFromJson(const nlohmann::json& j, std::string_view where,
   else if (arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3")
     m = DenseFromConfig(&r, arch);
   else if (arch == "gemma2" || arch == "gemma3_text" || arch == "gemma3")
-    m = GemmaFromConfig(&r, arch == "gemma2" ? "gemma2" : "gemma3", arch == "gemma3");
+    m = GemmaFromConfig(&r, arch == "gemma2" ? "gemma2" : "gemma3", arch == "gemma3", options);
   else
     m = MoeFromConfig(&r, arch, options);
   // Every family but GPT-2 is modelled as transformers implements it (activations_hf.cc).
   m.transformers_config = arch != "gpt2";
-  r.Finish(&m);
+  r.Finish(&m, options.shape_only);
   if (j.contains("quantization_config"))
     m.notes.push_back(
         "quantization_config ignored: tensors are counted at their full shapes, as training "

@@ -47,8 +47,10 @@ class ConfigReader {
 
   // Refuses the first field (in key order) that was not read, is not on the list of
   // fields known not to change the parameter count, and whose name suggests that it
-  // does; adds a note to `m` naming the other unread fields, which are ignored.
-  void Finish(ModelDescription* m) const;
+  // does; adds a note to `m` naming the other unread fields, which are ignored. With
+  // `shape_only` (the config only gives a tensor list its shape) none is refused: all
+  // are named in the note.
+  void Finish(ModelDescription* m, bool shape_only = false) const;
 
  private:
   const nlohmann::json& j_;
@@ -140,7 +142,8 @@ void ReadSlidingWindow(ConfigReader* r, const std::string& arch, uint64_t layers
 // The Gemma readers (model_gemma.cc): "gemma2", "gemma3" (Gemma3ForCausalLM, model_type
 // gemma3_text) and Gemma3ForConditionalGeneration's text_config ("gemma3" with
 // `multimodal`).
-ModelDescription GemmaFromConfig(ConfigReader* r, const std::string& arch, bool multimodal);
+ModelDescription GemmaFromConfig(ConfigReader* r, const std::string& arch, bool multimodal,
+                                 const ConfigOptions& options);
 
 // The mixture-of-experts readers (model_moe.cc): "mixtral", "qwen2_moe", "qwen3_moe",
 // "deepseek_v2", "deepseek_v3".

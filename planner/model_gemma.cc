@@ -68,13 +68,14 @@ ModelDescription GemmaText(ConfigReader* r, const std::string& arch) {
 
 }  // namespace
 
-ModelDescription GemmaFromConfig(ConfigReader* r, const std::string& arch, bool multimodal) {
+ModelDescription GemmaFromConfig(ConfigReader* r, const std::string& arch, bool multimodal,
+                                 const ConfigOptions& options) {
   if (!multimodal) return GemmaText(r, arch);
   // Gemma3ForConditionalGeneration: its language model is text_config's Gemma 3.
   const std::string where = std::string(r->where()) + ": text_config";
   ConfigReader text(r->Object("text_config"), where);
   ModelDescription m = GemmaText(&text, "gemma3");
-  text.Finish(&m);
+  text.Finish(&m, options.shape_only);
   m.name = std::string(r->where());
   for (const char* k : {"vision_config", "mm_tokens_per_image", "boi_token_index",
                         "eoi_token_index", "image_token_index", "initializer_range",

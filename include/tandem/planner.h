@@ -110,6 +110,10 @@ struct ConfigOptions {
   // extra blocks. Default false: Hugging Face transformers does not build them, and the
   // published 671B excludes them (docs/planner.md "Model descriptions").
   bool include_mtp = false;
+  // The config only gives a tensor list its transformer shape (WithConfigShape; tandem-plan
+  // --config with --params-json): the list counts the parameters, so a field that may
+  // change the count is named in a note instead of refused.
+  bool shape_only = false;
 };
 
 // A Hugging Face config.json, or a model directory holding one (DIR/config.json).
