@@ -21,7 +21,8 @@
 //                      with logit soft-capping): ... + (4 + w [+ w]) a s
 //   gated MLP          gate and up (one output with experts), the activation, the
 //                      product: 4 w i;  routed experts, k of E per token: k (4 w i_e +
-//                      2 w h) + (4 + w) E (the router's fp32 softmax)
+//                      2 w h + 40) + (4 + w) E (each slot's input, output and int64
+//                      routing indices; the router's fp32 softmax)
 //   shared             the rotary cos and sin, 2 w d per table; with recomputation the
 //                      masks a checkpointed layer takes: SDPA's boolean sliding mask, s,
 //                      eager's float masks, w s per layer type (without, they go with
@@ -37,11 +38,14 @@
 //   final norm kept + shared + w V + 24 h: its fp32 input and five fp32 temporaries
 //   MLP        kept + shared + w V + the recomputed layer and the checkpoint's w h (with
 //              recomputation) + the MLP's backward: 2 w i + w h + 8 (Llama), or Gemma's
-//              post-feedforward norm first: 16 h + w h
+//              post-feedforward norm first: 16 h + w h; routed experts the larger of
+//              w h + 7 k w h (their outputs' gradients first) and 2 w k i_e + 2 w h + 8
 //   attention  the same up to the attention's backward, the layer's later part freed:
 //              + w h + w (a d + kv d + kv d_v) (SDPA); eager, its dtype probabilities,
 //              repeated values and output consumed: + w h + w a d_v + 8 a s (the fp32
 //              gradients of the probabilities and of the softmax)
+// With tied embeddings the head's gradient (w V h, once, not per token) waits beside the
+// last three phases for the embedding's, then the two are summed.
 // Measured on CPU with torch 2.11 and transformers 5.23 in bf16 and fp32 for Llama,
 // Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Mixtral and Qwen3-MoE (docs/planner.md
 // "Activations" has the table): exact where a phase's tensors are fixed, a few percent
@@ -150,8 +154,10 @@ TransformersActivations EstimateTransformersActivations(const ModelDescription& 
   }
   const uint64_t k = t.experts_per_token;
   const uint64_t dense_mlp = 4 * w * t.intermediate;
-  const uint64_t moe_mlp = k * (4 * w * t.expert_intermediate + 2 * w * h) + (4 + w) * t.experts +
-                           4 * w * t.shared_intermediate;
+  // Per routed slot: its input and output beside its MLP, and the routing's indices and
+  // sort keys (int64); the router's logits and fp32 softmax.
+  const uint64_t moe_mlp = k * (4 * w * t.expert_intermediate + 2 * w * h + 40) +
+                           (4 + w) * t.experts + 4 * w * t.shared_intermediate;
   const uint64_t pre = norm_in + qk + attn;                      // through the attention
   const uint64_t post = norm_in + (gemma ? 2 * norm_post : 0);  // the norms after it
   const uint64_t layer_dense = pre + post + dense_mlp, layer_moe = pre + post + moe_mlp;
@@ -166,10 +172,11 @@ TransformersActivations EstimateTransformersActivations(const ModelDescription& 
   const uint64_t held = w * V, softcap = t.final_softcap ? w * V : 0;
   const uint64_t one = last + (masked > 0 ? masked_extra : 0);
   const uint64_t one_pre = pre + (masked > 0 ? masked_extra : 0);
-  uint64_t mlp_backward = gemma ? 16 * h + w * h
-                                : 2 * w * (moe ? k * t.expert_intermediate : t.intermediate) +
-                                      w * h + 8;
-  if (moe) mlp_backward += w * h;
+  uint64_t mlp_backward = gemma ? 16 * h + w * h : 2 * w * t.intermediate + w * h + 8;
+  // Routed experts: the routed outputs' gradients (gathered, weighted, in fp32) first,
+  // then the experts' own.
+  if (moe)
+    mlp_backward = std::max(w * h + 7 * k * w * h, 2 * w * k * t.expert_intermediate + 2 * w * h + 8);
   const uint64_t base = kept + shared + held;
   uint64_t attention = base + attn_backward + (full ? one_pre + w * h : 0);
   // Freed by then: the layer's later part (without recomputation: of the last layer's
@@ -178,15 +185,19 @@ TransformersActivations EstimateTransformersActivations(const ModelDescription& 
   attention = attention > freed ? attention - freed : 0;
 
   const uint64_t tokens = x.batch * s;
+  // A tied output head's gradient waits for the embedding's from its own backward to the
+  // end of backward, then the two are summed: a vocabulary x hidden buffer beside the
+  // layers' phases that is not the gradient the plan counts.
+  const uint64_t tied = t.tied_embeddings ? w * V * h : 0;
   TransformersActivations r;
   r.layer = layer_dense * tokens;
   r.kept = kept * tokens;
   r.shared = shared * tokens;
   r.logits = (held + softcap + 12 * V) * tokens;
   r.loss = (base + softcap + norm_in + 12 * V) * tokens;
-  r.final_norm = (base + 24 * h) * tokens;
-  r.mlp = (base + (full ? one + w * h : 0) + mlp_backward) * tokens;
-  r.attention = attention * tokens;
+  r.final_norm = (base + 24 * h) * tokens + tied;
+  r.mlp = (base + (full ? one + w * h : 0) + mlp_backward) * tokens + tied;
+  r.attention = attention * tokens + tied;
   return r;
 }
 

@@ -133,6 +133,9 @@ ModelDescription PresetWithLayers(const std::string& preset, uint64_t layers);
 // Fills name, architecture and the shape fields of the description, its TransformerShape
 // among them (intermediate, kv_heads, head_dim, qk_norm).
 void SetShape(ModelDescription* m, const LlamaShape& s, std::string name, std::string arch);
+// A config's layer_types list: false when it has none; else the layers it marks
+// "sliding_attention" into `sliding`. Fail()s when it does not list `layers` layers.
+bool ReadLayerTypes(ConfigReader* r, uint64_t layers, uint64_t* sliding);
 // The sliding-window attention of a Llama-family config (Mistral's sliding_window; Qwen2's
 // and Qwen3's use_sliding_window from max_window_layers on; or a layer_types list) into
 // `t`, reading those fields.

@@ -56,6 +56,7 @@ struct TransformerShape {
   // computed in fp32 throughout; else Llama's two, upcast to fp32 and back.
   bool gemma_norms = false;
   bool qk_norm = false;          // RMSNorm over head_dim on queries and keys (Qwen3, Gemma 3)
+  bool tied_embeddings = false;  // the output head is the embedding (tie_word_embeddings)
   bool eager_attention = false;  // transformers has no SDPA path for it (Gemma 2)
   bool attention_softcap = false;  // tanh soft-capping of the attention logits
   bool final_softcap = false;      // tanh soft-capping of the output logits (Gemma 2)

@@ -334,7 +334,7 @@ LLAMA70B_ON_FOUR = dict(gpu_mem="80GB", host_mem="512GiB", fsdp2=True, gpus_per_
 def test_gradient_release_and_the_iteration():
     without = tandem.plan("llama3-70b", grad_release=False, **LLAMA70B_ON_FOUR)
     assert not without.feasible and not without.grad_release
-    assert without.args[-1] == "--grad-release=off"
+    assert "--grad-release=off" in without.args
     # The verdict names what would fit: release, at the fraction auto then picks.
     assert without.data["would_fit"][0].startswith("would fit: gradient release")
     # Release is considered by default.
