@@ -76,7 +76,7 @@ TEST(PlanVerdict, ReleaseConsideredAndWhatWouldFitNamed) {
   ASSERT_FALSE(no.feasible);
   ASSERT_FALSE(no.would_fit.empty());
   EXPECT_EQ(no.would_fit.front().rfind(
-                "would fit: gradient release (--grad-release; release_grads=True), at offload "
+                "would fit: gradient release (--grad-release; release_grads=True), from offload "
                 "fraction 0.9",
                 0),
             0u)
@@ -126,6 +126,27 @@ TEST(PlanVerdict, ShorterSequenceSmallerBatchAndRecomputationComputed) {
   t.activation_shape.batch = b + 1;
   EXPECT_FALSE(PlanFits(t));
   EXPECT_TRUE(Said(plan, "would fit: "));
+}
+
+TEST(PlanVerdict, LessHeadroomThatWouldFit) {
+  // The 8B from its config on 24 GiB: short by about 1 GiB with 10% kept free; the verdict
+  // names the most headroom that fits.
+  PlanInputs in = Llama8bOn24GB();
+  in.gpu_budget = 24 * kGiB;
+  in.grad_release = Choice::kAuto;
+  in.activation_model = ActivationModel::kTransformers;
+  const PlanResult plan = MakePlan(in);
+  ASSERT_FALSE(plan.feasible);
+  std::string headroom;
+  for (const std::string& w : plan.would_fit)
+    if (w.find("--headroom ") != std::string::npos) headroom = w;
+  ASSERT_FALSE(headroom.empty());
+  const uint64_t pct = NumberAfter(headroom, "--headroom ");
+  PlanInputs t = in;
+  t.gpu_headroom_fraction = static_cast<double>(pct) / 100;
+  EXPECT_TRUE(PlanFits(t));
+  t.gpu_headroom_fraction = static_cast<double>(pct + 1) / 100;
+  EXPECT_FALSE(PlanFits(t));
 }
 
 TEST(PlanVerdict, HostMemoryThatWouldFit) {
