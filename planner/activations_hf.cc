@@ -133,8 +133,10 @@ TransformersActivations EstimateTransformersActivations(const ModelDescription& 
   const uint64_t masked =
       !eager && t.sliding_window > 0 && s >= t.sliding_window ? t.sliding_layers : 0;
   if (eager) {
+    // The softmax's copy in the dtype (none when that is fp32 already).
+    const uint64_t probs = w == 4 ? 0 : w;
     attn = w * hq + w * (hk + hv) + w * (hq + ho) + w * ho +
-           (4 + w + (t.attention_softcap ? w : 0)) * a * s;
+           (4 + probs + (t.attention_softcap ? w : 0)) * a * s;
     // Its float masks, one per layer type, are added, not kept: gone with forward unless
     // they are checkpointed layers' inputs.
     masks = full ? std::max<uint64_t>(t.layer_types, 1) * w * s : 0;
@@ -143,7 +145,7 @@ TransformersActivations EstimateTransformersActivations(const ModelDescription& 
     attn_backward = w * h + w * ho + 8 * a * s;
     // By the softmax's backward: the probabilities' dtype copy, the values repeated and
     // the output are freed.
-    attn_freed = w * a * s + w * ho + w * ho;
+    attn_freed = probs * a * s + w * ho + w * ho;
   } else {
     attn = w * (hq + hk + hv + ho) + 4 * a;
     masked_extra = w * (hq + ho) + w * s;
@@ -176,7 +178,9 @@ TransformersActivations EstimateTransformersActivations(const ModelDescription& 
   // Routed experts: the routed outputs' gradients (gathered, weighted, in fp32) first,
   // then the experts' own.
   if (moe)
-    mlp_backward = std::max(w * h + 7 * k * w * h, 2 * w * k * t.expert_intermediate + 2 * w * h + 8);
+    mlp_backward = std::max({w * h + 7 * k * w * h,
+                             2 * w * k * t.expert_intermediate + 2 * w * h + 8,
+                             t.intermediate > 0 ? mlp_backward : 0});  // a dense layer's
   const uint64_t base = kept + shared + held;
   uint64_t attention = base + attn_backward + (full ? one_pre + w * h : 0);
   // Freed by then: the layer's later part (without recomputation: of the last layer's
