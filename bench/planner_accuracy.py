@@ -139,7 +139,7 @@ def predict(model, formats, a, profile=None):
     master, m, v = formats.split("/")
     p = tandem.plan(model, gpu_mem=a.gpu_mem, host_mem=a.host_mem,
                     offload_compute=a.offload_compute, profile=profile or a.profile,
-                    master=master, m=m, v=v)
+                    master=master, m=m, v=v, grad_release=False)  # measured without
     return {round(pt["fraction"] * 16): pt for pt in p.data["sweep"]}, p.data["model"]["params"]
 
 

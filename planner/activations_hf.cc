@@ -21,9 +21,12 @@
 //                      with logit soft-capping): ... + (4 + w [+ w]) a s
 //   gated MLP          gate and up (one output with experts), the activation, the
 //                      product: 4 w i;  routed experts, k of E per token: k (4 w i_e +
-//                      2 w h) + (4 + w) E (the router's fp32 softmax)
-//   shared             the rotary cos and sin, 2 w d per table; SDPA's boolean sliding
-//                      mask, s; eager's float masks, w s per layer type
+//                      2 w h + 40) + (4 + w) E (each slot's input, output and int64
+//                      routing indices; the router's fp32 softmax)
+//   shared             the rotary cos and sin, 2 w d per table; with recomputation the
+//                      masks a checkpointed layer takes: SDPA's boolean sliding mask, s,
+//                      eager's float masks, w s per layer type (without, they go with
+//                      forward)
 //
 // A layer keeps the sum (L layers: all of them); with gradient checkpointing each layer
 // keeps its input, w h. The peak is the largest of four phases (parameters and gradients
@@ -32,16 +35,21 @@
 //              object a training loop holds; tanh's too with final soft-capping) + 12 V:
 //              cross-entropy's fp32 log-softmax, and in its backward the fp32 gradient
 //              of the log-probabilities and of the logits (the logits' fp32 copy is gone)
-//   final norm kept + shared + held + 24 h: its fp32 input and five fp32 temporaries
-//   MLP        kept + shared + held + the recomputed layer and the checkpoint's w h (with
+//   final norm kept + shared + w V + 24 h: its fp32 input and five fp32 temporaries
+//   MLP        kept + shared + w V + the recomputed layer and the checkpoint's w h (with
 //              recomputation) + the MLP's backward: 2 w i + w h + 8 (Llama), or Gemma's
-//              post-feedforward norm first: 16 h + w h
+//              post-feedforward norm first: 16 h + w h; routed experts the larger of
+//              w h + 7 k w h (their outputs' gradients first) and 2 w k i_e + 2 w h + 8
 //   attention  the same up to the attention's backward, the layer's later part freed:
-//              w h + w (a d + kv d + kv d_v) (SDPA), w h + (8 - w) a s (eager)
+//              + w h + w (a d + kv d + kv d_v) (SDPA); eager, its dtype probabilities,
+//              repeated values and output consumed: + w h + w a d_v + 8 a s (the fp32
+//              gradients of the probabilities and of the softmax)
+// With tied embeddings the head's gradient (w V h, once, not per token) waits beside the
+// last three phases for the embedding's, then the two are summed.
 // Measured on CPU with torch 2.11 and transformers 5.23 in bf16 and fp32 for Llama,
-// Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Mixtral and Qwen3-MoE: within 0.1% where a
-// phase is exact, at most 4% over where a phase's temporaries vary, never under by more
-// than 0.3% (the table in docs/planner.md).
+// Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3, Mixtral and Qwen3-MoE (docs/planner.md
+// "Activations" has the table): exact where a phase's tensors are fixed, up to 5% over
+// where its temporaries vary, never more than 0.03% under.
 #include <algorithm>
 #include <string>
 
@@ -119,62 +127,81 @@ TransformersActivations EstimateTransformersActivations(const ModelDescription& 
   const uint64_t norm_in = (gemma ? 8 + w : 4 + 2 * w) * h + 4;
   const uint64_t norm_post = 8 * h + 4;
   const uint64_t qk = t.qk_norm ? (gemma ? 8 : 4 + w) * (hq + hk) + 4 * (a + kv) : 0;
-  uint64_t attn = 0, masked_extra = 0, masks = 0, attn_backward = 0;
+  const bool full = recompute == Recompute::kFull;
+  uint64_t attn = 0, masked_extra = 0, masks = 0, attn_backward = 0, attn_freed = 0;
   // Layers that run SDPA with an explicit mask: a sliding window the sequence reaches.
   const uint64_t masked =
       !eager && t.sliding_window > 0 && s >= t.sliding_window ? t.sliding_layers : 0;
   if (eager) {
+    // The softmax's copy in the dtype (none when that is fp32 already).
+    const uint64_t probs = w == 4 ? 0 : w;
     attn = w * hq + w * (hk + hv) + w * (hq + ho) + w * ho +
-           (4 + w + (t.attention_softcap ? w : 0)) * a * s;
-    masks = std::max<uint64_t>(t.layer_types, 1) * w * s;
-    attn_backward = w * h + (8 - std::min<uint64_t>(w, 8)) * a * s;
+           (4 + probs + (t.attention_softcap ? w : 0)) * a * s;
+    // Its float masks, one per layer type, are added, not kept: gone with forward unless
+    // they are checkpointed layers' inputs.
+    masks = full ? std::max<uint64_t>(t.layer_types, 1) * w * s : 0;
+    // The softmax's backward: the fp32 gradient of the probabilities and its own, beside
+    // the gradients of the output and the values.
+    attn_backward = w * h + w * ho + 8 * a * s;
+    // By the softmax's backward: the probabilities' dtype copy, the values repeated and
+    // the output are freed.
+    attn_freed = probs * a * s + w * ho + w * ho;
   } else {
     attn = w * (hq + hk + hv + ho) + 4 * a;
     masked_extra = w * (hq + ho) + w * s;
-    masks = masked > 0 ? s : 0;
+    // The boolean mask is a checkpointed layer's input; without recomputation it goes
+    // with forward.
+    masks = masked > 0 && full ? s : 0;
     attn_backward = w * h + w * (hq + hk + hv);
   }
   const uint64_t k = t.experts_per_token;
   const uint64_t dense_mlp = 4 * w * t.intermediate;
-  const uint64_t moe_mlp = k * (4 * w * t.expert_intermediate + 2 * w * h) + (4 + w) * t.experts +
-                           4 * w * t.shared_intermediate;
+  // Per routed slot: its input and output beside its MLP, and the routing's indices and
+  // sort keys (int64); the router's logits and fp32 softmax.
+  const uint64_t moe_mlp = k * (4 * w * t.expert_intermediate + 2 * w * h + 40) +
+                           (4 + w) * t.experts + 4 * w * t.shared_intermediate;
   const uint64_t pre = norm_in + qk + attn;                      // through the attention
   const uint64_t post = norm_in + (gemma ? 2 * norm_post : 0);  // the norms after it
   const uint64_t layer_dense = pre + post + dense_mlp, layer_moe = pre + post + moe_mlp;
   const uint64_t moe_layers = std::min(t.moe_layers, L);
   const uint64_t last = moe ? layer_moe : layer_dense;  // the layer backward meets first
   const uint64_t last_mlp = moe ? moe_mlp : dense_mlp;
-  const bool full = recompute == Recompute::kFull;
   const uint64_t kept = full ? L * w * h
                              : (L - moe_layers) * layer_dense + moe_layers * layer_moe +
                                    masked * masked_extra;
   const uint64_t shared = 2 * w * d * std::max<uint32_t>(t.rope_tables, 1) + masks;
-  const uint64_t held = w * V * (t.final_softcap ? 2 : 1);
+  // The output's logits; with final soft-capping tanh's output too, until its backward.
+  const uint64_t held = w * V, softcap = t.final_softcap ? w * V : 0;
   const uint64_t one = last + (masked > 0 ? masked_extra : 0);
   const uint64_t one_pre = pre + (masked > 0 ? masked_extra : 0);
-  uint64_t mlp_backward = gemma ? 16 * h + w * h
-                                : 2 * w * (moe ? k * t.expert_intermediate : t.intermediate) +
-                                      w * h + 8;
-  if (moe) mlp_backward += w * h;
+  uint64_t mlp_backward = gemma ? 16 * h + w * h : 2 * w * t.intermediate + w * h + 8;
+  // Routed experts: the routed outputs' gradients (gathered, weighted, in fp32) first,
+  // then the experts' own.
+  if (moe)
+    mlp_backward = std::max({w * h + 7 * k * w * h,
+                             2 * w * k * t.expert_intermediate + 2 * w * h + 8,
+                             t.intermediate > 0 ? mlp_backward : 0});  // a dense layer's
   const uint64_t base = kept + shared + held;
-  uint64_t attention = base + attn_backward;
-  if (full) {
-    attention += one_pre + w * h;
-  } else {
-    const uint64_t freed = post + last_mlp;  // the last layer's later part
-    attention = attention > freed ? attention - freed : 0;
-  }
+  uint64_t attention = base + attn_backward + (full ? one_pre + w * h : 0);
+  // Freed by then: the layer's later part (without recomputation: of the last layer's
+  // set in `kept`), and what the attention's backward consumed first.
+  const uint64_t freed = (full ? 0 : post + last_mlp) + attn_freed;
+  attention = attention > freed ? attention - freed : 0;
 
   const uint64_t tokens = x.batch * s;
+  // A tied output head's gradient waits for the embedding's from its own backward to the
+  // end of backward, then the two are summed: a vocabulary x hidden buffer beside the
+  // layers' phases that is not the gradient the plan counts.
+  const uint64_t tied = t.tied_embeddings ? w * V * h : 0;
   TransformersActivations r;
   r.layer = layer_dense * tokens;
   r.kept = kept * tokens;
   r.shared = shared * tokens;
-  r.logits = (held + 12 * V) * tokens;
-  r.loss = (base + norm_in + 12 * V) * tokens;
-  r.final_norm = (base + 24 * h) * tokens;
-  r.mlp = (base + (full ? one + w * h : 0) + mlp_backward) * tokens;
-  r.attention = attention * tokens;
+  r.logits = (held + softcap + 12 * V) * tokens;
+  r.loss = (base + softcap + norm_in + 12 * V) * tokens;
+  r.final_norm = (base + 24 * h) * tokens + tied;
+  r.mlp = (base + (full ? one + w * h : 0) + mlp_backward) * tokens + tied;
+  r.attention = attention * tokens + tied;
   return r;
 }
 

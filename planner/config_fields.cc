@@ -163,12 +163,12 @@ const nlohmann::json& ConfigReader::Object(const char* key) {
   return j_.at(key);
 }
 
-void ConfigReader::Finish(ModelDescription* m) const {
+void ConfigReader::Finish(ModelDescription* m, bool shape_only) const {
   std::string ignored;
   for (const auto& [key, value] : j_.items()) {
     if (used_.count(key) != 0 || FieldKnownInert(key)) continue;
     const std::string_view hint = FieldSuggestsCount(key);
-    if (!hint.empty())
+    if (!hint.empty() && !shape_only)
       Fail("unknown field '" + key + "' (its name has '" + std::string(hint) +
            "', so it may change the parameter count, which this reader would not count). "
            "If it does not, it belongs on the list of fields known not to change the count "

@@ -128,24 +128,33 @@ void SetShape(ModelDescription* m, const LlamaShape& s, std::string name, std::s
   m->transformer.kv_heads = s.kv_heads;
   m->transformer.head_dim = s.head_dim;
   m->transformer.qk_norm = s.qk_norm;
+  m->transformer.tied_embeddings = s.tied;
+}
+
+bool ReadLayerTypes(ConfigReader* r, uint64_t layers, uint64_t* sliding) {
+  const std::vector<std::string> types = r->TextList("layer_types");
+  if (types.empty()) return false;
+  if (types.size() != layers)
+    r->Fail("layer_types lists " + std::to_string(types.size()) + " layers, num_hidden_layers " +
+            "is " + std::to_string(layers));
+  *sliding = static_cast<uint64_t>(
+      std::count(types.begin(), types.end(), std::string("sliding_attention")));
+  return true;
 }
 
 void ReadSlidingWindow(ConfigReader* r, const std::string& arch, uint64_t layers,
                        TransformerShape* t) {
   const uint64_t window = r->CountOr("sliding_window", 0);
-  const std::vector<std::string> types = r->TextList("layer_types");
-  if (!types.empty()) {
-    if (types.size() != layers)
-      r->Fail("layer_types lists " + std::to_string(types.size()) + " layers, num_hidden_layers " +
-              "is " + std::to_string(layers));
-    t->sliding_layers = static_cast<uint64_t>(
-        std::count(types.begin(), types.end(), std::string("sliding_attention")));
-  } else if (arch == "qwen2" || arch == "qwen3" || arch == "qwen2_moe" || arch == "qwen3_moe") {
-    // transformers: layer i slides when use_sliding_window and i >= max_window_layers.
-    const uint64_t from = r->NaturalOr("max_window_layers", layers);
-    if (r->FlagOr("use_sliding_window", false)) t->sliding_layers = layers - std::min(from, layers);
-  } else if (window > 0) {
-    t->sliding_layers = layers;  // Mistral, Mixtral: every layer
+  const bool qwen = arch == "qwen2" || arch == "qwen3" || arch == "qwen2_moe" || arch == "qwen3_moe";
+  if (!ReadLayerTypes(r, layers, &t->sliding_layers)) {
+    if (qwen) {
+      // transformers: layer i slides when use_sliding_window and i >= max_window_layers.
+      const uint64_t from = r->NaturalOr("max_window_layers", layers);
+      if (r->FlagOr("use_sliding_window", false))
+        t->sliding_layers = layers - std::min(from, layers);
+    } else if (window > 0) {
+      t->sliding_layers = layers;  // Mistral, Mixtral: every layer
+    }
   }
   r->Known("use_sliding_window");
   r->Known("max_window_layers");
@@ -265,12 +274,12 @@ ModelDescription ModelFromJson(const nlohmann::json& j, std::string_view where,
   else if (arch == "llama" || arch == "mistral" || arch == "qwen2" || arch == "qwen3")
     m = DenseFromConfig(&r, arch);
   else if (arch == "gemma2" || arch == "gemma3_text" || arch == "gemma3")
-    m = GemmaFromConfig(&r, arch == "gemma2" ? "gemma2" : "gemma3", arch == "gemma3");
+    m = GemmaFromConfig(&r, arch == "gemma2" ? "gemma2" : "gemma3", arch == "gemma3", options);
   else
     m = MoeFromConfig(&r, arch, options);
   // Every family but GPT-2 is modelled as transformers implements it (activations_hf.cc).
   m.transformers_config = arch != "gpt2";
-  r.Finish(&m);
+  r.Finish(&m, options.shape_only);
   if (j.contains("quantization_config"))
     m.notes.push_back(
         "quantization_config ignored: tensors are counted at their full shapes, as training "

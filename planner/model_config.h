@@ -49,8 +49,10 @@ class ConfigReader {
 
   // Refuses the first field (in key order) that was not read, is not on the list of
   // fields known not to change the parameter count, and whose name suggests that it
-  // does; adds a note to `m` naming the other unread fields, which are ignored.
-  void Finish(ModelDescription* m) const;
+  // does; adds a note to `m` naming the other unread fields, which are ignored. With
+  // `shape_only` (the config only gives a tensor list its shape) none is refused: all
+  // are named in the note.
+  void Finish(ModelDescription* m, bool shape_only = false) const;
 
  private:
   const nlohmann::json& j_;
@@ -149,6 +151,9 @@ ModelDescription PresetWithLayers(const std::string& preset, uint64_t layers);
 // Fills name, architecture and the shape fields of the description, its TransformerShape
 // among them (intermediate, kv_heads, head_dim, qk_norm).
 void SetShape(ModelDescription* m, const LlamaShape& s, std::string name, std::string arch);
+// A config's layer_types list: false when it has none; else the layers it marks
+// "sliding_attention" into `sliding`. Fail()s when it does not list `layers` layers.
+bool ReadLayerTypes(ConfigReader* r, uint64_t layers, uint64_t* sliding);
 // The sliding-window attention of a Llama-family config (Mistral's sliding_window; Qwen2's
 // and Qwen3's use_sliding_window from max_window_layers on; or a layer_types list) into
 // `t`, reading those fields.
@@ -158,7 +163,8 @@ void ReadSlidingWindow(ConfigReader* r, const std::string& arch, uint64_t layers
 // The Gemma readers (model_gemma.cc): "gemma2", "gemma3" (Gemma3ForCausalLM, model_type
 // gemma3_text) and Gemma3ForConditionalGeneration's text_config ("gemma3" with
 // `multimodal`).
-ModelDescription GemmaFromConfig(ConfigReader* r, const std::string& arch, bool multimodal);
+ModelDescription GemmaFromConfig(ConfigReader* r, const std::string& arch, bool multimodal,
+                                 const ConfigOptions& options);
 
 // The mixture-of-experts readers (model_moe.cc): "mixtral", "qwen2_moe", "qwen3_moe",
 // "deepseek_v2", "deepseek_v3".

@@ -3,7 +3,6 @@
 // (input, post-attention, pre- and post-feedforward), a GeGLU MLP, tied embeddings by
 // default, an explicit head_dim, sliding-window layers, and (Gemma 2) tanh soft-capping
 // of the attention and output logits; Gemma 3 adds RMSNorms on queries and keys.
-#include <algorithm>
 #include <string>
 
 #include "planner/model_config.h"
@@ -40,18 +39,9 @@ ModelDescription GemmaText(ConfigReader* r, const std::string& arch) {
   TransformerShape& t = m.transformer;
   t.gemma_norms = true;
   const uint64_t window = r->CountOr("sliding_window", 4096);
-  const std::vector<std::string> types = r->TextList("layer_types");
-  if (!types.empty()) {
-    if (types.size() != s.layers)
-      r->Fail("layer_types lists " + std::to_string(types.size()) + " layers, " +
-              "num_hidden_layers is " + std::to_string(s.layers));
-    t.sliding_layers = static_cast<uint64_t>(
-        std::count(types.begin(), types.end(), std::string("sliding_attention")));
-  } else if (gemma3) {
-    t.sliding_layers = Gemma3SlidingLayers(r, s.layers);
-  } else {
-    t.sliding_layers = (s.layers + 1) / 2;  // Gemma 2: the even layers
-  }
+  if (!ReadLayerTypes(r, s.layers, &t.sliding_layers))
+    t.sliding_layers = gemma3 ? Gemma3SlidingLayers(r, s.layers)
+                              : (s.layers + 1) / 2;  // Gemma 2: the even layers
   r->Known("sliding_window_pattern");
   r->Known("_sliding_window_pattern");
   t.sliding_window = t.sliding_layers > 0 ? window : 0;
@@ -68,13 +58,14 @@ ModelDescription GemmaText(ConfigReader* r, const std::string& arch) {
 
 }  // namespace
 
-ModelDescription GemmaFromConfig(ConfigReader* r, const std::string& arch, bool multimodal) {
+ModelDescription GemmaFromConfig(ConfigReader* r, const std::string& arch, bool multimodal,
+                                 const ConfigOptions& options) {
   if (!multimodal) return GemmaText(r, arch);
   // Gemma3ForConditionalGeneration: its language model is text_config's Gemma 3.
   const std::string where = std::string(r->where()) + ": text_config";
   ConfigReader text(r->Object("text_config"), where);
   ModelDescription m = GemmaText(&text, "gemma3");
-  text.Finish(&m);
+  text.Finish(&m, options.shape_only);
   m.name = std::string(r->where());
   for (const char* k : {"vision_config", "mm_tokens_per_image", "boi_token_index",
                         "eoi_token_index", "image_token_index", "initializer_range",

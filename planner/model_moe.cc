@@ -200,6 +200,7 @@ ModelDescription Deepseek(ConfigReader* r, const std::string& arch, const Config
   // (nope + rope dims) and value (v_head_dim) after kv_b_proj.
   TransformerShape& t = m.transformer;
   t.intermediate = s.inter;
+  t.tied_embeddings = tied;
   t.kv_heads = s.heads;
   t.head_dim = s.nope + s.rope;
   t.v_head_dim = s.v;

@@ -1000,7 +1000,7 @@ PlanResult MakePlan(const PlanInputs& in) {
     std::snprintf(b, sizeof b,
                   "note: runtime %s per GPU counted apart from the headroom: the CUDA context "
                   "%s and the allocator's rounding and fragmentation (%g%% of the activations), "
-                  "estimates (docs/planner.md \"Runtime\")",
+                  "as measured on one H200 (docs/planner.md \"Runtime\")",
                   GiB(r.gpu.runtime).c_str(), GiB(in.cuda_context_bytes).c_str(),
                   in.allocator_fragmentation * 100);
     plan.messages.push_back(b);

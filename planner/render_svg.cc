@@ -238,11 +238,16 @@ std::string PlanToSvg(const PlanResult& plan) {
   if (in.gpu_headroom_bytes > 0)
     headroom += (headroom.empty() ? "" : " + ") + Fmt("%.1f GiB", ToGiB(in.gpu_headroom_bytes));
   if (headroom.empty()) headroom = "none";
-  const std::string act = in.activation_bytes_given          ? "given"
-                          : in.activation_shape.seq_len == 0 ? "none"
-                          : in.activation_shape.attention == Attention::kFlash
-                              ? "estimated, FlashAttention-style"
-                              : "estimated, eager attention";
+  const bool eager = in.activation_shape.attention == Attention::kEager ||
+                     (plan.activation_model == ActivationModel::kTransformers &&
+                      in.model.transformer.eager_attention);
+  const std::string act =
+      in.activation_bytes_given          ? "given"
+      : in.activation_shape.seq_len == 0 ? "none"
+      : std::string(plan.activation_model == ActivationModel::kTransformers
+                        ? "estimated as transformers runs it, "
+                        : "estimated, ") +
+            (eager ? "eager attention" : "FlashAttention-style");
   labels.Place(
       {{kWidth / 2, 42, "middle"}}, 12,
       Fit("GPU " + Fmt("%.1f GiB", ToGiB(in.gpu_budget)) + ", " +

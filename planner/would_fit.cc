@@ -5,7 +5,8 @@
 // guessed: the same inputs with gradient release on (the GPU then holds only the
 // gradients in flight); with full activation recomputation; with the longest sequence and
 // the largest micro-batch that fit (bisection: sequences in multiples of 256, or of 16
-// below 256); and with the host memory that the smallest fraction fitting the GPU needs.
+// below 256); with the largest GPU headroom (a whole percentage) that fits; and with the
+// host memory that the smallest fraction fitting the GPU needs.
 // The searches consider gradient release (auto) unless the inputs ask for it always: a
 // shorter sequence is no answer where release alone is.
 #include <cmath>
@@ -37,7 +38,7 @@ std::vector<std::string> WhatWouldFit(const PlanInputs& in, uint64_t host_short_
   std::vector<std::string> out;
   auto say = [&out](const std::string& what, double fraction) {
     char b[64];
-    std::snprintf(b, sizeof b, ", at offload fraction %.4f", fraction);
+    std::snprintf(b, sizeof b, ", from offload fraction %.4f", fraction);
     out.push_back("would fit: " + what + b);
   };
   PlanInputs base = in;
@@ -86,6 +87,21 @@ std::vector<std::string> WhatWouldFit(const PlanInputs& in, uint64_t host_short_
       t.activation_shape.batch = n;
       say("a micro-batch of " + std::to_string(n) + " (--batch " + std::to_string(n) + ")",
           FitFraction(t));
+    }
+  }
+  // Less headroom: the largest whole percentage below the inputs' that fits (what the plan
+  // does not count, NCCL's buffers and other processes, must then fit in it).
+  const double headroom_pct = in.gpu_headroom_fraction * 100;
+  if (in.gpu_headroom_bytes == 0 && headroom_pct >= 1) {
+    PlanInputs t = base;
+    for (int pct = static_cast<int>(std::ceil(headroom_pct)) - 1; pct >= 0; --pct) {
+      t.gpu_headroom_fraction = pct / 100.0;
+      const double f = FitFraction(t);
+      if (f < 0) continue;
+      say("a GPU headroom of " + std::to_string(pct) + "% (--headroom " + std::to_string(pct) +
+              "%, the most that fits: NCCL's buffers and other processes must fit in it)",
+          f);
+      break;
     }
   }
   if (host_short_bytes > 0) {

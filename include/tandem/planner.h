@@ -56,6 +56,7 @@ struct TransformerShape {
   // computed in fp32 throughout; else Llama's two, upcast to fp32 and back.
   bool gemma_norms = false;
   bool qk_norm = false;          // RMSNorm over head_dim on queries and keys (Qwen3, Gemma 3)
+  bool tied_embeddings = false;  // the output head is the embedding (tie_word_embeddings)
   bool eager_attention = false;  // transformers has no SDPA path for it (Gemma 2)
   bool attention_softcap = false;  // tanh soft-capping of the attention logits
   bool final_softcap = false;      // tanh soft-capping of the output logits (Gemma 2)
@@ -111,6 +112,10 @@ struct ConfigOptions {
   // extra blocks. Default false: Hugging Face transformers does not build them, and the
   // published 671B excludes them (docs/planner.md "Model descriptions").
   bool include_mtp = false;
+  // The config only gives a tensor list its transformer shape (WithConfigShape; tandem-plan
+  // --config with --params-json): the list counts the parameters, so a field that may
+  // change the count is named in a note instead of refused.
+  bool shape_only = false;
 };
 
 // A Hugging Face config.json, or a model directory holding one (DIR/config.json).

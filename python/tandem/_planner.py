@@ -1,6 +1,6 @@
 """tandem.plan: the memory-budget planner (tandem-plan, docs/planner.md) from Python, on a
-live module (as DeepSpeed's ``estimate_zero*_mem_needs_all_live``), a Hugging Face config,
-a preset name or a parameter count.
+live module (as DeepSpeed's ``estimate_zero*_mem_needs_all_live``; a transformers model
+with its own config), a Hugging Face config, a preset name or a parameter count.
 
     import tandem
     p = tandem.plan(model, gpu_mem="80GiB", host_mem="512GiB", seq=4096)
@@ -214,15 +214,21 @@ def _config_dtype(config):
     return _DTYPES.get(text if text.startswith("torch.") else "torch." + text)
 
 
-def _module_reading(module, options):
-    """What plan() reads from a live transformers module beside its parameters: tandem-plan
-    arguments (its config, the dtype it will train in, its attention implementation,
-    gradient checkpointing) and notes for the report. Options the caller gave win.
+# Note [The dtype a module trains in]
+# A module is often built in another dtype than it trains in: on the meta device (its
+# parameters float32 until materialised), or in float32 and cast to its config's bfloat16
+# before training. Planned in the wrong one, its weights, gradients and activations are
+# off by a factor of two. The rule: an explicit param_dtype= wins; else a module whose
+# parameters are all on the meta device is planned in its config's dtype (bf16 when the
+# config names none), with a note; else in the module's own dtype, and where its config
+# names another, the plan says so in one line with how to plan the other.
 
-    The dtype (Note [The dtype a module trains in]): param_dtype= wins; else a module whose
-    parameters are all on the meta device is planned in its config's dtype (bf16 when the
-    config has none); else in its own, and where its config says another, a note says how
-    to plan that one."""
+
+def _module_reading(module, options):
+    """What plan() reads from a live module beside its parameters: tandem-plan arguments
+    (the dtype it will train in, Note [The dtype a module trains in]; a transformers
+    model's attention implementation and gradient checkpointing) and notes for the report.
+    Options the caller gave win."""
     args, notes = [], []
     config = getattr(module, "config", None)
     params = [p for p in module.parameters() if p.requires_grad]
@@ -341,8 +347,11 @@ def plan(model, *, gpu_mem, host_mem, offload_compute="auto", **options):
     m="q8", v="q8", headroom="10%", algo="adamw", speculative_early_start=True, ...``
     (True for a flag). ``offload_compute``: where the offloaded elements are computed,
     as ``OptimizerConfig::offload_compute``: "auto" (the modelled best split), "host",
-    "gpu" or a share in [0, 1]. ``model`` may also be a parameter count as an int, a whole
-    float (8.03e9) or a string ("8B", "7.5e9").
+    "gpu" or a share in [0, 1]. ``grad_release``: "auto" (the default: the plan picks),
+    True / "on", False / "off". ``model`` may be a live module (for a transformers
+    model, its config gives the shape, and its dtype, attention implementation and
+    gradient checkpointing are read: docs/planner.md "From Python"), a config, a preset,
+    or a parameter count as an int, a whole float (8.03e9) or a string ("8B", "7.5e9").
 
     Raises TypeError for an option plan() does not take (naming the ones it does),
     FileNotFoundError for a config path that does not exist, and ValueError with the
@@ -365,7 +374,21 @@ def plan(model, *, gpu_mem, host_mem, offload_compute="auto", **options):
                  _size(host_mem, "host_mem"), "--offload-compute",
                  _offload_compute(offload_compute)]
         args += _option_args(options)
-        text, out = _report_and_json(args)
+        try:
+            text, out = _report_and_json(args)
+        except ValueError as e:
+            # A module of a family the planner does not read is planned from its
+            # parameters alone, as before it read configs; anything else is an error.
+            if "--config" not in args or "--params-json" not in args or not re.search(
+                    r"unknown (architecture|model_type)", str(e)):
+                raise
+            at = args.index("--config")
+            del args[at:at + 2]
+            notes.append("its config is not of a family the planner reads (%s): planned "
+                         "from its parameters alone" % re.search(
+                             r"unknown (?:architecture|model_type) '([^']*)'",
+                             str(e)).group(1))
+            text, out = _report_and_json(args)
         # The temporary file a module or dict was written to is gone after the call: the
         # report, the JSON and the arguments name it <Sequential.params.json>.
         temporary = {a: "<%s>" % os.path.basename(a) for a in args if a.startswith(tmp)}

@@ -20,6 +20,11 @@ bool Said(const PlanResult& p, const std::string& text) {
   return false;
 }
 
+// The number after `flag` in `text` ("--seq 2560, ..." -> 2560).
+uint64_t NumberAfter(const std::string& text, const std::string& flag) {
+  return std::stoull(text.substr(text.find(flag) + flag.size()));
+}
+
 std::string RunIt(const PlanResult& p) {
   for (const std::string& m : p.messages)
     if (m.rfind("run it: ", 0) == 0) return m;
@@ -72,7 +77,7 @@ TEST(PlanVerdict, ReleaseConsideredAndWhatWouldFitNamed) {
   ASSERT_FALSE(no.feasible);
   ASSERT_FALSE(no.would_fit.empty());
   EXPECT_EQ(no.would_fit.front().rfind(
-                "would fit: gradient release (--grad-release; release_grads=True), at offload "
+                "would fit: gradient release (--grad-release; release_grads=True), from offload "
                 "fraction 0.9",
                 0),
             0u)
@@ -108,21 +113,41 @@ TEST(PlanVerdict, ShorterSequenceSmallerBatchAndRecomputationComputed) {
   ASSERT_FALSE(seq.empty());
   ASSERT_FALSE(batch.empty());
   // Each is what the planner finds: the sequence named fits and 256 more does not.
-  const size_t at = seq.find("--seq ") + 6;
-  const uint64_t longest = std::stoull(seq.substr(at));
+  const uint64_t longest = NumberAfter(seq, "--seq ");
   EXPECT_EQ(longest % 256, 0u);
   PlanInputs t = in;
   t.activation_shape.seq_len = longest;
   EXPECT_TRUE(PlanFits(t));
   t.activation_shape.seq_len = longest + 256;
   EXPECT_FALSE(PlanFits(t));
-  const uint64_t b = std::stoull(batch.substr(batch.find("--batch ") + 8));
+  const uint64_t b = NumberAfter(batch, "--batch ");
   t = in;
   t.activation_shape.batch = b;
   EXPECT_TRUE(PlanFits(t));
   t.activation_shape.batch = b + 1;
   EXPECT_FALSE(PlanFits(t));
   EXPECT_TRUE(Said(plan, "would fit: "));
+}
+
+TEST(PlanVerdict, LessHeadroomThatWouldFit) {
+  // The 8B from its config on 24 GiB: short by about 1 GiB with 10% kept free; the verdict
+  // names the most headroom that fits.
+  PlanInputs in = Llama8bOn24GB();
+  in.gpu_budget = 24 * kGiB;
+  in.grad_release = Choice::kAuto;
+  in.activation_model = ActivationModel::kTransformers;
+  const PlanResult plan = MakePlan(in);
+  ASSERT_FALSE(plan.feasible);
+  std::string headroom;
+  for (const std::string& w : plan.would_fit)
+    if (w.find("--headroom ") != std::string::npos) headroom = w;
+  ASSERT_FALSE(headroom.empty());
+  const uint64_t pct = NumberAfter(headroom, "--headroom ");
+  PlanInputs t = in;
+  t.gpu_headroom_fraction = static_cast<double>(pct) / 100;
+  EXPECT_TRUE(PlanFits(t));
+  t.gpu_headroom_fraction = static_cast<double>(pct + 1) / 100;
+  EXPECT_FALSE(PlanFits(t));
 }
 
 TEST(PlanVerdict, HostMemoryThatWouldFit) {
@@ -137,7 +162,7 @@ TEST(PlanVerdict, HostMemoryThatWouldFit) {
   for (const std::string& w : plan.would_fit)
     if (w.find("--host-mem ") != std::string::npos) host = w;
   ASSERT_FALSE(host.empty());
-  const uint64_t gib = std::stoull(host.substr(host.find("--host-mem ") + 11));
+  const uint64_t gib = NumberAfter(host, "--host-mem ");
   PlanInputs t = in;
   t.host_budget = gib * kGiB;
   EXPECT_TRUE(PlanFits(t));

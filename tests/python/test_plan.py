@@ -40,8 +40,10 @@ def test_frozen_and_shared_parameters_are_left_out_once():
 
 def test_a_small_gpu_offloads_and_a_tiny_one_does_not_fit():
     model = llama_like(layers=8, dim=512, hidden=1376, vocab=32000)  # 58M fp32 params
-    # Weights and gradients take 443 MiB; the state at fraction 0 another ~180 MiB.
-    p = tandem.plan(model, gpu_mem="520MiB", host_mem="8GiB", headroom="0%")
+    # Weights and gradients take 443 MiB; the state at fraction 0 another ~180 MiB; the
+    # CUDA context's estimate 614 MiB (the runtime, counted beside them).
+    p = tandem.plan(model, gpu_mem="1134MiB", host_mem="8GiB", headroom="0%")
+    assert p.data["recommended"]["gpu_bytes"]["runtime"] >= 614 << 20
     assert p.feasible and 0.0 < p.fraction <= 1.0
     tiny = tandem.plan(model, gpu_mem="1MiB", host_mem="8GiB")
     assert not tiny.feasible and tiny.fraction is None
@@ -330,10 +332,16 @@ LLAMA70B_ON_FOUR = dict(gpu_mem="80GB", host_mem="512GiB", fsdp2=True, gpus_per_
 
 
 def test_gradient_release_and_the_iteration():
-    without = tandem.plan("llama3-70b", **LLAMA70B_ON_FOUR)
+    without = tandem.plan("llama3-70b", grad_release=False, **LLAMA70B_ON_FOUR)
     assert not without.feasible and not without.grad_release
-    auto = tandem.plan("llama3-70b", grad_release="auto", **LLAMA70B_ON_FOUR)
+    assert "--grad-release=off" in without.args
+    # The verdict names what would fit: release, at the fraction auto then picks.
+    assert without.data["would_fit"][0].startswith("would fit: gradient release")
+    # Release is considered by default.
+    auto = tandem.plan("llama3-70b", **LLAMA70B_ON_FOUR)
     assert auto.feasible and auto.grad_release
+    assert "from offload fraction %.4f" % auto.data["min_fraction"] in without.data["would_fit"][0]
+    assert auto.data == tandem.plan("llama3-70b", grad_release="auto", **LLAMA70B_ON_FOUR).data
     on = tandem.plan("llama3-70b", grad_release=True, **LLAMA70B_ON_FOUR)
     assert on.feasible and on.grad_release
     it = auto.iteration
@@ -385,7 +393,7 @@ TINY_LLAMA = dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden
 
 def test_the_plan_says_how_to_run_it_and_the_optimizer_takes_that():
     model = llama_like(layers=8, dim=512, hidden=1376, vocab=32000)
-    p = tandem.plan(model, gpu_mem="520MiB", host_mem="8GiB", headroom="0%",
+    p = tandem.plan(model, gpu_mem="1134MiB", host_mem="8GiB", headroom="0%",
                     offload_compute="host", speculative_early_start=True, grad_release=True,
                     speculative_host_bytes="64MiB")
     kw = p.optimizer_kwargs
@@ -397,7 +405,8 @@ def test_the_plan_says_how_to_run_it_and_the_optimizer_takes_that():
     assert kw["release_grads"] and kw["speculative_early_start"]
     # The budget the plan speculates within: its host-computed backups, whole chunks.
     assert 0 < kw["speculative_host_bytes"] <= 64 << 20
-    assert "run it: tandem.torch.AdamW(model.parameters(), offload_fraction=" in p.text
+    assert "opt = tandem.torch.AdamW(model.named_parameters(), offload_fraction=" in p.text
+    assert "opt.begin_step() before loss.backward()" in p.text
     # What the plan says runs: the optimizer takes exactly these keyword arguments.
     import tandem.torch as tandem_torch
     opt = tandem_torch.AdamW(model.parameters(), lr=1e-3, **kw)

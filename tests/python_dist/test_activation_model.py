@@ -117,3 +117,16 @@ def test_gemma3_multimodal_config_plans_its_language_model():
     assert p.data["model"]["architecture"] == "gemma3"
     assert p.data["activations"]["model"] == "transformers"
     assert "vision tower" in p.text
+
+
+def test_a_family_the_planner_does_not_read_is_planned_from_its_parameters():
+    config = transformers.GPTNeoXConfig(hidden_size=64, intermediate_size=128,
+                                        num_hidden_layers=2, num_attention_heads=4,
+                                        vocab_size=256)
+    model = transformers.GPTNeoXForCausalLM(config)
+    p = tandem.plan(model, gpu_mem="8GiB", host_mem="16GiB")
+    assert p.feasible
+    assert p.data["model"]["params"] == sum(x.numel() for x in model.parameters())
+    assert "its config is not of a family the planner reads (GPTNeoXForCausalLM)" in p.text \
+        or "(gpt_neox)" in p.text
+    assert "--config" not in p.args

@@ -130,6 +130,7 @@ PlanInputs ToInputs(const Args& a, std::pair<bool, bool> dtypes_given) {
   PlanInputs in;
   ConfigOptions options;
   options.include_mtp = a.include_mtp;
+  options.shape_only = !a.params_json.empty();  // the tensor list counts
   if (a.largest) in.model = ModelFromPreset("llama3-1b");  // FindLargest sets each shape
   if (!a.params.empty()) in.model = ModelFromParamCount(ParseCount(a.params), a.pieces);
   if (!a.config.empty()) in.model = ModelFromConfigFile(a.config, options);
