@@ -27,7 +27,9 @@ mesh. Plain (unsharded) parameters keep the configured formats.
 """
 
 
+import atexit
 import sys
+import time
 
 import torch
 
@@ -146,10 +148,13 @@ def make_combine(group, device):
     backend = str(dist.get_backend(group)).lower()
     on = device if (device.type == "cuda" and "nccl" in backend) else torch.device("cpu")
     words = EXACT_DIGITS + 1
+    # Note [Collectives at exit]: the buffers live as long as the optimizer's engine.
+    mine = torch.zeros(words, dtype=torch.int64, device=on)
+    every = torch.empty(world * words, dtype=torch.int64, device=on)
+    guard_exit()
 
     def combine(digits, nonfinite):
-        mine = torch.tensor(list(digits) + [int(nonfinite)], dtype=torch.int64, device=on)
-        every = torch.empty(world * words, dtype=torch.int64, device=on)
+        mine.copy_(torch.tensor(list(digits) + [int(nonfinite)], dtype=torch.int64))
         dist.all_gather_into_tensor(every, mine, group=group)
         total, bad = 0, 0
         for row in every.view(world, words).tolist():
@@ -160,6 +165,35 @@ def make_combine(group, device):
         return [(total >> (32 * k)) & 0xFFFFFFFF for k in range(EXACT_DIGITS)], bad
 
     return combine
+
+
+# Note [Collectives at exit]: torch's gloo backend runs each collective on a thread of its
+# own, and frees a finished collective (with the tensors it was given) on that thread,
+# sometimes later than the collective's return: a barrier keeps the collectives in flight
+# when it was called (weak references) until it is freed itself. A tensor whose Python
+# object is released there needs the GIL; and the process group's threads outlive
+# destroy_process_group() (DTensor's redistribution plans keep the device mesh, and with
+# it the group, until the interpreter tears its modules down). A thread that takes the
+# GIL while the interpreter finalizes is ended by CPython inside that destructor:
+# "terminate called without an active exception", SIGABRT, after the script's work was
+# done (docs/distributed.md, "The abort at exit"). So Tandem's own collective gathers
+# into buffers that live as long as the engine (never left to a gloo thread to free), and
+# a process that used Tandem's collectives or checkpoints gives the group's threads the
+# GIL for a moment before the interpreter finalizes (atexit runs while other threads may
+# still take it), so that whatever they still free is freed then.
+EXIT_GRACE_S = 0.05
+_exit_guarded = []
+
+
+def guard_exit():
+    """Registers, once per process, the exit pause of Note [Collectives at exit]."""
+    if not _exit_guarded:
+        _exit_guarded.append(True)
+        atexit.register(_release_the_gil_at_exit)
+
+
+def _release_the_gil_at_exit():
+    time.sleep(EXIT_GRACE_S)
 
 
 def group_safe(shape, sharded):

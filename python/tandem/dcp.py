@@ -65,6 +65,7 @@ from torch.futures import Future
 
 from tandem import CheckpointCorruptError
 from tandem import _dcp_commit as _commit
+from tandem import _dist
 from tandem._C import crc32c
 from tandem._dcp_sidecar import (SIDECAR_FORMAT, SIDECAR_VERSION, _item_name,  # noqa: F401
                                  _json_crc, _metadata_name, _region_crc, _sidecar_text,
@@ -146,6 +147,7 @@ class CrcFileSystemWriter(FileSystemWriter):
     """
 
     def __init__(self, path, *args, **kwargs):
+        _dist.guard_exit()  # Note [Collectives at exit] in _dist.py
         super().__init__(path, *args, **kwargs)
         if self.serialization_format != SerializationFormat.TORCH_SAVE:
             raise ValueError(
@@ -328,6 +330,7 @@ class CrcFileSystemReader(FileSystemReader):
     """
 
     def __init__(self, path, require_crc=True, _extension_registry=None):
+        _dist.guard_exit()  # Note [Collectives at exit] in _dist.py
         super().__init__(path, _extension_registry=_extension_registry)
         self.require_crc = require_crc
         self._crcs = None  # (file, offset, length) -> CRC32C; None: not verifying

@@ -45,6 +45,25 @@ class ToolTest : public ::testing::Test {
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
   }
 
+  // to-torch and verify (exit status 1, a damaged file) and LoadCheckpoint (kCorruption)
+  // refuse checkpoint `ckpt` with `message`; to-torch writes no `st`.
+  void ExpectRefusedAlike(const std::string& ckpt, const std::string& st,
+                          const std::string& message) {
+    std::string out;
+    ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 1) << out;
+    EXPECT_NE(out.find(message), std::string::npos) << out;
+    EXPECT_FALSE(fs::exists(st));
+    ASSERT_EQ(Run("verify " + ckpt, &out), 1) << out;
+    EXPECT_NE(out.find(message), std::string::npos) << out;
+    try {
+      LoadCheckpoint(ckpt);
+      ADD_FAILURE() << "LoadCheckpoint accepted it";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kCorruption);
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+
   std::string Write(const std::string& name, const std::string& bytes) {
     const std::string path = (dir_ / name).string();
     std::ofstream(path, std::ios::binary) << bytes;
@@ -251,19 +270,8 @@ TEST_F(ToolTest, VarianceThatCannotBeSteppedIsRefusedAlike) {
                               "': v_scales[0] = 3.38953139e+38 with v_codes[3] = 255 decodes to "
                               "sqrt(v) = 3.38953139e+38, whose square (the variance the step "
                               "uses) is infinite: the state cannot survive one step";
+  ExpectRefusedAlike(ckpt, st, message);
   std::string out;
-  ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 1) << out;  // a damaged file
-  EXPECT_NE(out.find(message), std::string::npos) << out;
-  EXPECT_FALSE(fs::exists(st));
-  ASSERT_EQ(Run("verify " + ckpt, &out), 1) << out;
-  EXPECT_NE(out.find(message), std::string::npos) << out;
-  try {
-    LoadCheckpoint(ckpt);
-    ADD_FAILURE() << "LoadCheckpoint accepted it";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kCorruption);
-    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
-  }
   // One code lower at that scale still squares to infinity; a scale below 2^64 does not.
   s.tensors[1].v_codes[3] = 254;
   EXPECT_THROW(ValidateRestorable(s), Error);
@@ -294,20 +302,8 @@ TEST_F(ToolTest, MomentThatCannotBeSteppedIsRefusedAlike) {
                               "': m_scales[0] = 3.38953139e+38 with m_codes[3] = 127 decodes "
                               "to m = 3.38953139e+38, which the next step divides by sqrt(v) "
                               "+ eps with v = 0 and eps = ";
-  const std::string rest = "the quotient is infinite: the state cannot survive one step";
-  std::string out;
-  ASSERT_EQ(Run("verify " + ckpt, &out), 1) << out;
-  EXPECT_NE(out.find(message), std::string::npos) << out;
-  EXPECT_NE(out.find(rest), std::string::npos) << out;
-  ASSERT_EQ(Run("to-torch " + ckpt + " " + st, &out), 1) << out;
-  EXPECT_FALSE(fs::exists(st));
-  try {
-    LoadCheckpoint(ckpt);
-    ADD_FAILURE() << "LoadCheckpoint accepted it";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kCorruption);
-    EXPECT_NE(std::string(e.what()).find(rest), std::string::npos) << e.what();
-  }
+  ExpectRefusedAlike(ckpt, st, message);
+  ExpectRefusedAlike(ckpt, st, "the quotient is infinite: the state cannot survive one step");
   // f32 moments alike; a moment of 2^64 over the same zero variance is stepped.
   OptimizerSnapshot f = ConvertSnapshot(s, StateFormats{});
   EXPECT_THROW(ValidateRestorable(f), Error);

@@ -100,6 +100,52 @@ TEST(GradReleaseGpu, BitIdenticalAtEveryFractionAndShare) {
   }
 }
 
+// A Restore between the hand-overs and Step keeps the step's released gradients (the
+// producer reuses their memory at once): Step steps the restored state with them, as an
+// optimizer at that state steps the same gradients read at Step
+// (GradRelease.RestoreKeepsTheHandedGradientsForTheStep in host mode).
+TEST(GradReleaseGpu, RestoreKeepsTheHandedGradientsForTheStep) {
+  if (!CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device: GPU-mode test skipped";
+  for (double f : {0.0, 0.5, 1.0}) {
+    for (double share : {0.0, 1.0}) {
+      const std::string what = "f=" + std::to_string(f) + " share=" + std::to_string(share);
+      DeviceModel m(9), ref(9);
+      cudaStream_t producer = nullptr;
+      ASSERT_EQ(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking), cudaSuccess);
+      {
+        HybridOptimizer opt(m.Specs(), GpuConfig(f, share, true, false));
+        HybridOptimizer plain(ref.Specs(), GpuConfig(f, share, false, false));
+        for (int t = 1; t <= 2; ++t) {  // both at the state to restore
+          m.FillGrads(t);
+          ref.FillGrads(t);
+          opt.Step(1e-3);
+          plain.Step(1e-3);
+        }
+        const OptimizerSnapshot saved = opt.Snapshot();
+        m.FillGrads(3);
+        opt.Step(1e-3);  // moves on; the restore brings it back
+        m.host.FillGrads(4);
+        for (size_t i = m.grads.size(); i-- > 0;) {
+          cudaMemcpyAsync(m.grads[i], m.host.grads[i].data(), m.host.grads[i].size(),
+                          cudaMemcpyHostToDevice, producer);
+          opt.GradReady(i, nullptr, producer);
+          opt.WaitGradConsumed(i, producer);
+          cudaMemsetAsync(m.grads[i], 0x7f, m.host.grads[i].size(), producer);  // reused
+        }
+        opt.Restore(saved);
+        ref.FillGrads(4);
+        const StepResult got = opt.Step(1e-3), want = plain.Step(1e-3);
+        cudaDeviceSynchronize();
+        EXPECT_TRUE(got.applied) << what;
+        EXPECT_EQ(got.grad_norm, want.grad_norm) << what;
+        EXPECT_TRUE(opt.Snapshot() == plain.Snapshot()) << what;
+      }
+      EXPECT_EQ(m.ReadParams(), ref.ReadParams()) << what;
+      cudaStreamDestroy(producer);
+    }
+  }
+}
+
 TEST(GradReleaseGpu, GradientsCountedOnTheDeviceAndPredicted) {
   if (!CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device: GPU-mode test skipped";
   DeviceModel m(3);

@@ -1,18 +1,20 @@
 """Runs many two-rank distributed jobs and counts the ranks that do not exit cleanly.
 
     python tests/python_dist/exit_loop.py --jobs 500 --parallel 8 --out DIR [--handler]
+    python tests/python_dist/exit_loop.py --jobs 500 --parallel 1 --backend nccl --out DIR
 
-Each job is what torchrun starts: two fresh interpreters running fsdp_worker.py on CPUs
-with gloo, alternately a CRC save at fraction 1 (steps 0-3, saved after step 2) and a CRC
-load of the save before it (steps 2-3), the configuration in which a rank was seen to
-abort after its work ("terminate called without an active exception"). A job passes when
-both ranks exit with status 0 and print no "terminate called". --handler preloads
+Each job is what torchrun starts: two fresh interpreters running fsdp_worker.py, on CPUs
+with gloo (--backend gloo, the default) or on GPUs 0 and 1 with NCCL (--backend nccl),
+alternately a CRC save at fraction 1 (steps 0-3, saved after step 2) and a CRC load of
+the save before it (steps 2-3), the configuration in which a rank was seen to abort after
+its work ("terminate called without an active exception"). A job passes when both ranks
+exit with status 0 and print no "terminate called". --handler preloads
 terminate_handler.cc (built with g++ into DIR): an aborting rank prints its thread's
 backtrace and has gdb write every thread's stack to DIR/gdb.PID.txt.
 
 Writes DIR/progress.txt as it goes, DIR/failures.txt and the logs of each failed job,
-and prints one line last: "N jobs, F failed, A aborts". Exit status 1 if any job failed.
-docs/distributed.md ("The abort at exit") gives the runs made with it.
+and prints one line last: "N jobs, F failed, A aborts in S s". Exit status 1 if any job
+failed. docs/distributed.md ("The abort at exit") gives the runs made with it.
 """
 
 import argparse
@@ -22,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -44,7 +47,7 @@ def job_args(i, ck):
             "--load-from", slot]
 
 
-def run_job(i, out, env_extra):
+def run_job(i, out, env_extra, device):
     port = str(20000 + random.randrange(20000))
     logs, procs = [], []
     for r in (0, 1):
@@ -55,7 +58,7 @@ def run_job(i, out, env_extra):
         logs.append(log)
         with open(log, "w") as f:
             procs.append(subprocess.Popen(
-                [sys.executable, os.path.join(HERE, "fsdp_worker.py")]
+                [sys.executable, os.path.join(HERE, "fsdp_worker.py"), "--device", device]
                 + job_args(i, os.path.join(out, "ckpt"))
                 + ["--out", os.path.join(out, f"o{i}.pt")],
                 stdout=f, stderr=subprocess.STDOUT, env=env))
@@ -82,11 +85,21 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--handler", action="store_true",
                     help="preload terminate_handler.cc (needs g++ and gdb)")
+    ap.add_argument("--backend", choices=("gloo", "nccl"), default="gloo",
+                    help="gloo on CPUs (default), or NCCL on GPUs 0 and 1")
     a = ap.parse_args()
     if a.jobs < 2 or a.jobs % 2:
         ap.error(f"--jobs must be an even number >= 2 (a save and its load), got {a.jobs}")
     if a.parallel < 1:
         ap.error(f"--parallel must be >= 1, got {a.parallel}")
+    device = "cuda" if a.backend == "nccl" else "cpu"
+    if device == "cuda":
+        import torch
+        if torch.cuda.device_count() < 2:
+            print("exit_loop: --backend nccl needs two GPUs, this machine has %d; nothing run"
+                  % torch.cuda.device_count())
+            return 0
+    start = time.monotonic()
     os.makedirs(a.out, exist_ok=True)
     env_extra = {"TERM_DIR": a.out}
     if a.handler:
@@ -96,7 +109,7 @@ def main():
 
     def run_pair(k):
         for i in (2 * k, 2 * k + 1):
-            ok, aborted, codes = run_job(i, a.out, env_extra)
+            ok, aborted, codes = run_job(i, a.out, env_extra, device)
             with lock:
                 tally["done"] += 1
                 if not ok:
@@ -111,7 +124,8 @@ def main():
 
     with ThreadPoolExecutor(a.parallel) as pool:
         list(pool.map(run_pair, range(a.jobs // 2)))
-    print("%(done)d jobs, %(failed)d failed, %(aborts)d aborts" % tally)
+    print("%(done)d jobs, %(failed)d failed, %(aborts)d aborts" % tally
+          + " in %.0f s (%s)" % (time.monotonic() - start, a.backend))
     return 1 if tally["failed"] else 0
 
 

@@ -74,3 +74,37 @@ def test_exit_is_clean(case):
             # Every thread the engine started (speculation worker, host transport,
             # oneTBB arena) is gone once it is deleted; torch's own may stay.
             assert after < busy, p.stdout
+
+
+# Note [Collectives at exit] (tandem/_dist.py): Tandem's one collective gathers into
+# buffers that live as long as the engine, never left for a gloo thread to free at exit,
+# and a process that used Tandem's collectives or DCP checkpoints gives the process
+# group's threads the GIL before the interpreter finalizes. The two-rank loop that counts
+# aborts is exit_loop.py (docs/distributed.md, "The abort at exit").
+def test_the_collective_keeps_its_buffers_and_the_exit_is_guarded(tmp_path, monkeypatch):
+    import torch.distributed as dist
+    from tandem import _dist
+    dist.init_process_group("gloo", init_method="file://%s" % (tmp_path / "store"), rank=0,
+                           world_size=1)
+    try:
+        seen = []
+        real = dist.all_gather_into_tensor
+
+        def record(out, inp, group=None, async_op=False):
+            seen.append((out, inp))
+            return real(out, inp, group=group, async_op=async_op)
+        monkeypatch.setattr(dist, "all_gather_into_tensor", record)
+        monkeypatch.setattr(_dist, "_exit_guarded", [])
+        registered = []
+        monkeypatch.setattr(_dist.atexit, "register", registered.append)
+        combine = _dist.make_combine(dist.group.WORLD, torch.device("cpu"))
+        assert registered == [_dist._release_the_gil_at_exit]
+        digits = [3] + [0] * (_dist.EXACT_DIGITS - 1)
+        assert combine(digits, 0) == (digits, 0)
+        assert combine([5] + digits[1:], 1) == ([5] + digits[1:], 1)
+        assert seen[0][0] is seen[1][0] and seen[0][1] is seen[1][1]  # the same buffers
+        import tandem.dcp
+        tandem.dcp.CrcFileSystemReader(str(tmp_path))
+        assert registered == [_dist._release_the_gil_at_exit]  # once per process
+    finally:
+        dist.destroy_process_group()
