@@ -14,12 +14,13 @@ speculative update), so the hook cannot hand it over then. Instead it records a 
 copy) and queues the gradient; a thread per optimizer waits for the fences in order and
 hands each gradient over (the front end's ``_hand_over``, under the optimizer's lock)
 once its copy is complete, while backward goes on. At the end of backward (an autograd
-callback queued with the first gradient) and at every ``step``, ``begin_step`` and
-``zero_grad`` the rest is handed over on the caller's thread, fence by fence, so after
-``loss.backward()`` every gradient is handed over (with release_grads, ``p.grad`` is
-None) exactly as without the policy. An error of a hand-over (a second gradient under
-release_grads) is raised there, through backward. The thread holds the optimizer weakly
-and ends with it.
+callback queued with the first gradient), and at ``step`` and ``zero_grad``, the rest is
+handed over on the caller's thread, fence by fence, so after ``loss.backward()`` every
+gradient is handed over (with release_grads, ``p.grad`` is None) as without the policy.
+A gradient of a tensor already handed over in this step (accumulation) is handed over
+at once, behind its own fence, so that a refusal under release_grads is raised from its
+hook, through backward, as without the policy; an error of a deferred hand-over is
+raised at the end of backward. The thread holds the optimizer weakly and ends with it.
 """
 
 import collections

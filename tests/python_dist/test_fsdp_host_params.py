@@ -25,6 +25,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
 from torch.distributed.tensor import Shard, distribute_tensor
 
 import tandem.torch
@@ -240,6 +241,50 @@ def test_hand_overs_wait_for_their_copies(group, options):
         assert not pending
     assert all(torch.equal(x, y) for x, y in zip(bits(a, host), bits(b, ref)))
     assert len(landed) == 3 * len(SHAPES)
+
+
+def policy_linear():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 32)
+    fully_shard(model, mesh=init_device_mesh("cpu", (1,)),
+                offload_policy=CPUOffloadPolicy(pin_memory=False))
+    return model
+
+
+def deferred(opt):
+    """Hand-overs deferred as for host shards of a GPU mesh, behind fences that are done."""
+    opt._copied = CopiedGrads(opt, fence=lambda grad: None)
+    return opt
+
+
+def test_accumulation_under_deferred_hand_overs(group):
+    # Each backward's gradients are handed over before it returns, so a second gradient
+    # in one step finds the first handed over: with release it is refused through
+    # backward, without it the early work is redone, as without deferral.
+    del group
+    x = torch.randn(4, 64)
+    model = policy_linear()
+    opt = deferred(tandem.torch.AdamW(model.named_parameters(), release_grads=True,
+                                      **OPTIONS))
+    model(x).sum().backward()
+    assert opt._core.handed == 2 and all(p.grad is None for p in model.parameters())
+    with pytest.raises(RuntimeError, match="second gradient in one step"):
+        model(x).sum().backward()
+    opt.zero_grad()
+    assert opt.step_count == 0
+    results = []
+    for early in (False, True):
+        model = policy_linear()
+        opt = tandem.torch.AdamW(model.named_parameters(), early_start=early, **OPTIONS)
+        if early:
+            deferred(opt)
+        for _ in range(2):
+            (model(x).sum() * 0.5).backward()
+            (model(x).pow(2).mean()).backward()
+            opt.step()
+            opt.zero_grad()
+        results.append([p.to_local().clone() for p in model.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*results))
 
 
 def test_the_step_collective_runs_where_the_backend_wants_it():
