@@ -55,7 +55,6 @@ import fsdp_worker  # noqa: E402
 from fsdp_worker import Toy, record_path  # noqa: E402
 from release_worker import batch, state_bits  # noqa: E402
 
-import tandem.torch  # noqa: E402
 from tandem import _dist  # noqa: E402
 from tandem._copied_grads import CopiedGrads  # noqa: E402
 

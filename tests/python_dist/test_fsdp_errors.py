@@ -2,11 +2,8 @@
 contract"): each a ValueError naming the parameter and saying what to do. One process,
 a 1-rank gloo group."""
 
-import tempfile
-
 import pytest
 import torch
-import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
@@ -14,14 +11,7 @@ from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 import tandem.torch
 from tandem import _dist
 
-
-@pytest.fixture(scope="module", autouse=True)
-def group():
-    store = tempfile.NamedTemporaryFile(delete=False)
-    dist.init_process_group("gloo", init_method="file://" + store.name, rank=0,
-                            world_size=1)
-    yield
-    dist.destroy_process_group()
+pytestmark = pytest.mark.usefixtures("one_rank_group")
 
 
 def sharded_linear():

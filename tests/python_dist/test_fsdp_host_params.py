@@ -17,7 +17,6 @@ mode, and hand-overs that wait for their copies.
 """
 
 import os
-import tempfile
 import threading
 import time
 
@@ -120,15 +119,6 @@ def test_policy_equals_the_reference_on_gpus(tmp):
 # In one process: CPU shards of a CUDA mesh, as CPUOffloadPolicy leaves them on a GPU run.
 
 
-@pytest.fixture(scope="module")
-def group():
-    store = tempfile.NamedTemporaryFile(delete=False)
-    dist.init_process_group("gloo", init_method="file://" + store.name, rank=0,
-                            world_size=1)
-    yield
-    dist.destroy_process_group()
-
-
 SHAPES = {"w": (16, 64), "v": (64,), "u": (5, 40)}
 
 
@@ -176,8 +166,8 @@ def bits(opt, params):
     return out
 
 
-def test_host_shards_of_a_cuda_mesh_step_in_host_mode(group):
-    del group
+def test_host_shards_of_a_cuda_mesh_step_in_host_mode(one_rank_group):
+    del one_rank_group
     host, ref = cuda_mesh_shards(values(0)), cpu_shards(values(0))
     a = tandem.torch.AdamW(host, **OPTIONS)
     b = tandem.torch.AdamW(ref, **OPTIONS)
@@ -213,11 +203,11 @@ class _LateCopy:
 
 @pytest.mark.parametrize("options", [dict(early_start=True), dict(release_grads=True),
                                      dict(release_grads=True, speculative_early_start=True)])
-def test_hand_overs_wait_for_their_copies(group, options):
+def test_hand_overs_wait_for_their_copies(one_rank_group, options):
     # As FSDP2 does under the policy: the gradient assigned (a pinned host tensor that
     # its copy has not written yet: NaN here) and the post-accumulate-grad hooks run at
     # once. An engine that read it then would see NaN and skip the step.
-    del group
+    del one_rank_group
     host, ref = cuda_mesh_shards(values(0)), cpu_shards(values(0))
     a = tandem.torch.AdamW(host, **OPTIONS, **options)
     b = tandem.torch.AdamW(ref, **OPTIONS)
@@ -257,11 +247,11 @@ def deferred(opt):
     return opt
 
 
-def test_accumulation_under_deferred_hand_overs(group):
+def test_accumulation_under_deferred_hand_overs(one_rank_group):
     # Each backward's gradients are handed over before it returns, so a second gradient
     # in one step finds the first handed over: with release it is refused through
     # backward, without it the early work is redone, as without deferral.
-    del group
+    del one_rank_group
     x = torch.randn(4, 64)
     model = policy_linear()
     opt = deferred(tandem.torch.AdamW(model.named_parameters(), release_grads=True,
