@@ -75,6 +75,7 @@ class CopiedGrads:
         then `also` ((k, grad): a gradient handed over behind a fence recorded now); the
         caller holds the optimizer's lock. Raises the first error of a hand-over since
         the last land() (the others were handed over or, the step refused, dropped)."""
+        self._callback_queued = False  # (a backward that raised ran no callback)
         while True:
             with self._cv:
                 if not self._items:
@@ -99,7 +100,6 @@ class CopiedGrads:
         self._callback_queued = True
 
     def _end_of_backward(self):
-        self._callback_queued = False
         opt = self._ref()
         if opt is not None:
             with opt._lock:
