@@ -599,24 +599,25 @@ def rank_fraction(fractions, rank):
     return fractions[rank % len(fractions)]
 
 
-def mode_memory(option):
-    """A mode's own GPU memory in GiB (``tandem+g48``: --gpu-memory-gib 48), or None."""
-    if not option.startswith("g"):
+def mode_option(option, prefix, parse):
+    """A mode's own value, given as PREFIX followed by it (``f0.5``, ``g48``), parsed;
+    None when `option` is not one."""
+    if not option.startswith(prefix):
         return None
     try:
-        return float(option[1:])
+        return parse(option[len(prefix):])
     except ValueError:
         return None
+
+
+def mode_memory(option):
+    """A mode's own GPU memory in GiB (``tandem+g48``: --gpu-memory-gib 48), or None."""
+    return mode_option(option, "g", float)
 
 
 def mode_fraction(option):
     """A tandem mode's own offload fraction (``tandem+f0.5``), or None."""
-    if not option.startswith("f"):
-        return None
-    try:
-        return parse_fraction(option[1:])
-    except ValueError:
-        return None
+    return mode_option(option, "f", parse_fraction)
 
 
 def gpu_share(result, offload_compute):
@@ -651,7 +652,7 @@ def report(args, results):
         print("each GPU held to %.2f GiB of memory in all (the rest of the card allocated "
               "before the run: a smaller card emulated)" % args.gpu_memory_gib)
     for spec, r in results.items():
-        if r.get("gpu_memory_gib") != args.gpu_memory_gib:
+        if r.get("gpu_memory_gib", args.gpu_memory_gib) != args.gpu_memory_gib:
             print("%s: each GPU held to %.2f GiB" % (spec, r["gpu_memory_gib"]))
     tandems = [spec for spec in results if is_tandem(spec) and not results[spec].get("oom")]
     tan = results[tandems[0]] if tandems else None
@@ -671,11 +672,12 @@ def report(args, results):
     for spec in tandems:
         t = results[spec]
         fractions = t.get("fractions") or [t["fraction"]]
+        compute = t.get("offload_compute", args.offload_compute)  # the mode's (its JSON)
         print("%s: state %s, offload_fraction %s, offload_compute %s (share on the GPU "
               "%.3f), release_grads %s, speculative %s, in place %.1f GiB, clip %g"
               % (spec, args.state, "/".join("%g" % f for f in fractions)
-                 + (" (by local rank)" if len(fractions) > 1 else ""), t["offload_compute"],
-                 gpu_share(t, t["offload_compute"]), t.get("release"), t.get("speculative"),
+                 + (" (by local rank)" if len(fractions) > 1 else ""), compute,
+                 gpu_share(t, compute), t.get("release"), t.get("speculative"),
                  t.get("in_place_grad_bytes", 0) / 2**30, args.clip))
     print("%-26s %6s %11s %11s %9s %8s %9s %7s %9s %15s"
           % ("mode", "layers", "iteration", "fwd+bwd", "exposed", "share", "tok/s/GPU",
