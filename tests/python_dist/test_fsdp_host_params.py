@@ -122,9 +122,9 @@ def test_policy_equals_the_reference_on_gpus(tmp):
 SHAPES = {"w": (16, 64), "v": (64,), "u": (5, 40)}
 
 
-def values(seed):
+def values(seed, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
-    return {name: torch.randn(shape, generator=g) for name, shape in SHAPES.items()}
+    return {name: torch.randn(shape, generator=g).to(dtype) for name, shape in SHAPES.items()}
 
 
 class _Sharded:
@@ -166,15 +166,18 @@ def bits(opt, params):
     return out
 
 
-def test_host_shards_of_a_cuda_mesh_step_in_host_mode(one_rank_group):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_host_shards_of_a_cuda_mesh_step_in_host_mode(one_rank_group, dtype):
+    # Each shard (bf16 or fp32) written in place, as the same shards of a CPU mesh are.
     del one_rank_group
-    host, ref = cuda_mesh_shards(values(0)), cpu_shards(values(0))
+    host, ref = cuda_mesh_shards(values(0, dtype)), cpu_shards(values(0, dtype))
     a = tandem.torch.AdamW(host, **OPTIONS)
     b = tandem.torch.AdamW(ref, **OPTIONS)
     assert a.mode == "host" and _dist.host_shards(a._core.params)
     assert not _dist.host_shards(b._core.params)
+    before = [p.to_local().data_ptr() for _, p in host]
     for step, scale in enumerate((1.0, 100.0, 1.0)):  # the second clips
-        grads = values(10 + step)
+        grads = values(10 + step, dtype)
         for params in (host, ref):
             for name, p in params:
                 p.grad = grad_like(p, grads[name] * scale)
@@ -182,6 +185,8 @@ def test_host_shards_of_a_cuda_mesh_step_in_host_mode(one_rank_group):
         b.step()
         assert a.last_result == b.last_result
     assert all(torch.equal(x, y) for x, y in zip(bits(a, host), bits(b, ref)))
+    assert [p.to_local().data_ptr() for _, p in host] == before
+    assert not torch.equal(host[0][1].to_local(), values(0, dtype)["w"])
 
 
 class _LateCopy:
