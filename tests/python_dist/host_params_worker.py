@@ -199,7 +199,8 @@ def main():
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     args.fraction, args.offload_compute, args.clip, args.hsdp = 1.0, "host", 1.0, False
-    if args.device == "cuda":  # the plain copy's backward on the GPU, as the others'
+    if args.device == "cuda":  # the same kernels give every copy the same gradients
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True, warn_only=True)
 
     world, mesh = fsdp_worker.init(args)
