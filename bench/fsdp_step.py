@@ -15,7 +15,8 @@ max_memory_allocated, which counts the engine's own device memory too (its GPU-r
 state, stream slots, the speculation's holding place come from torch's caching
 allocator: Note [One GPU memory pool] in include/tandem/device_allocator.h). A mode may
 name its own layer count (``none:10``: the model cut to 10 layers, as many as fit
-without offload); a mode that runs out of GPU memory is reported as such. A tandem mode
+without offload) and its own GPU memory (``tandem+g48``: --gpu-memory-gib 48 for that
+mode); a mode that runs out of GPU memory is reported as such. A tandem mode
 may add options of its own to the command's (``tandem+release``, ``tandem+speculative``,
 ``tandem+release+speculative``) and its own offload fraction (``tandem+f0.5``), so that
 variants run against the same ``none``. ``--fraction 1,0.62,0.43,0.54`` gives each local
@@ -29,6 +30,16 @@ Modes (each a fresh `torchrun --nproc_per_node N` job, so GPU peaks do not mix):
   tandem       bf16 sharded parameters, tandem.torch.AdamW with --state formats
                (master/m/v, default bf16+ecc8/q8/q8; f32/f32/f32 for fp32 state) at --fraction (default 1: all optimizer state in pinned host memory), its
                host-resident state computed where --offload-compute says (default auto).
+  tandem_cpu_offload
+               parameters on the host too (docs/distributed.md, "Parameters on the
+               host"): bf16 sharded parameters and their gradients in pinned host memory
+               (CPUOffloadPolicy), tandem.torch.AdamW with --state formats in host mode
+               over them (the state in host memory, the host kernels; offload_compute
+               "host"), with --release and --speculative as tandem's. Its offload
+               fraction (default 1, ``tandem_cpu_offload+f0``) splits the host step:
+               the offloaded part runs through the engine's chunk pipeline, which early
+               start and speculation overlap with backward; the rest is updated in place
+               at step().
 Tandem's gradient hand-over (docs/python.md, "Gradient release"): --release
 (release_grads: each sharded gradient leaves the GPU as the engine takes it, from FSDP2's
 post-accumulate-grad hooks), --speculative (speculative_early_start: begin_step() before
@@ -44,7 +55,8 @@ different window per rank and iteration) and reports the loss; without it every
 iteration sees one random batch. Tokens/s and MFU count seq tokens per GPU per iteration
 and the model FLOPs 6 N + 12 L d s per token (no recompute) against --peak-tflops.
 
-Targets (issue), printed against each figure: tandem >= 10x faster than cpu_offload;
+Targets (issue), printed against each figure: tandem >= 10x faster than cpu_offload
+(tandem_cpu_offload too, and within 1.5x of tandem's iteration);
 against none at the same layer count, Llama-3-8B: iteration within 1.10x (world size 1:
 1.3x), GPU peak <= 30%, step exposed <= 10% of the iteration; with a cut none (none:L):
 tandem's MFU >= 90% of none's.
@@ -118,10 +130,10 @@ def shard(model, mesh, mode, activation_checkpointing):
     if activation_checkpointing:
         checkpoint_blocks(model)
     kwargs = {"mesh": mesh}
-    if mode != "tandem":
+    if mode not in TANDEM_MODES:
         kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
                                                    reduce_dtype=torch.float32)
-    if mode == "cpu_offload":
+    if mode in HOST_PARAM_MODES:
         kwargs["offload_policy"] = CPUOffloadPolicy()
     for layer in model.layers:
         fully_shard(layer, **kwargs)
@@ -209,18 +221,18 @@ def train(args):
     shapes = MODELS[args.model]
     world, rank = dist.get_world_size(), dist.get_rank()
     mesh = init_device_mesh("cuda", (world,))
-    dtype = torch.bfloat16 if args.mode == "tandem" else torch.float32
+    dtype = torch.bfloat16 if args.mode in TANDEM_MODES else torch.float32
     with torch.device("meta"):
         model = Llama(layers=args.layers, **shapes).to(dtype)
     shard(model, mesh, args.mode, args.activation_checkpointing)
-    model.to_empty(device="cpu" if args.mode == "cpu_offload" else "cuda")
+    model.to_empty(device="cpu" if args.mode in HOST_PARAM_MODES else "cuda")
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0, 0.02)
     params = sum(p.numel() for p in model.parameters())
 
     t0 = time.perf_counter()
-    if args.mode == "tandem":
+    if args.mode in TANDEM_MODES:
         import tandem.torch
         master, m, v = args.state.split("/")
         # A node profile (tandem-bench calibrate --ranks N): the rates of one of torchrun's
@@ -234,6 +246,8 @@ def train(args):
             spec["speculative_stream_bytes"] = int(args.speculative_stream_gib * 2**30)
         if args.inplace:
             spec["in_place_grad_bytes"] = int(args.in_place_grad_gib * 2**30)
+        if args.mode == "tandem_cpu_offload":  # host mode over the host shards
+            args.offload_compute, rates = "host", None
         opt = tandem.torch.AdamW(model.named_parameters(), lr=args.lr, weight_decay=0.1,
                                  offload_fraction=rank_fraction(
                                      args.fraction, int(os.environ.get("LOCAL_RANK", rank))),
@@ -248,7 +262,7 @@ def train(args):
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1, fused=True)
     build_s = time.perf_counter() - t0
-    tandem_mode = args.mode == "tandem"
+    tandem_mode = args.mode in TANDEM_MODES
 
     if args.text:
         data = torch.frombuffer(bytearray(text_tokens()), dtype=torch.uint8)
@@ -481,11 +495,15 @@ def main():
         mode, *extra = mode.split("+")
         fraction = [f for f in map(mode_fraction, extra) if f is not None]
         extra = [e for e in extra if mode_fraction(e) is None]
-        if mode not in ("none", "cpu_offload", "tandem") or len(fraction) > 1 or \
-                any(e not in MODE_OPTIONS for e in extra) or \
-                ((extra or fraction) and mode != "tandem"):
-            ap.error("mode %r: a mode is none, cpu_offload or tandem[+%s][+fFRACTION][:layers]"
-                     % (spec, "|+".join(MODE_OPTIONS)))
+        memory = [g for g in map(mode_memory, extra) if g is not None]
+        extra = [e for e in extra if mode_memory(e) is None]
+        if mode not in ("none", "cpu_offload") + TANDEM_MODES or len(fraction) > 1 or \
+                len(memory) > 1 or any(e not in MODE_OPTIONS for e in extra) or \
+                (extra or fraction) and mode not in TANDEM_MODES:
+            ap.error("mode %r: a mode is none[+gGIB], cpu_offload[+gGIB], "
+                     "tandem[+%s][+fFRACTION][+gGIB] or tandem_cpu_offload[+%s][+fFRACTION][+gGIB], "
+                     "each with [:layers]" % (spec, "|+".join(MODE_OPTIONS),
+                                              "|+".join(MODE_OPTIONS)))
         layers = int(layers) if layers else args.layers
         out = tempfile.mktemp(suffix=".json")
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
@@ -501,7 +519,7 @@ def main():
                    ("--in-place-grad-gib", args.in_place_grad_gib))), [])
         for flag in ("speculative_host_gib", "speculative_stream_gib", "profile",
                      "gpu_memory_gib"):
-            value = getattr(args, flag)
+            value = memory[0] if flag == "gpu_memory_gib" and memory else getattr(args, flag)
             if value is not None:
                 cmd += ["--" + flag.replace("_", "-"),
                         os.path.abspath(value) if flag == "profile" else str(value)]
@@ -527,6 +545,8 @@ def main():
 
 
 MODE_OPTIONS = ("release", "speculative", "inplace")
+TANDEM_MODES = ("tandem", "tandem_cpu_offload")
+HOST_PARAM_MODES = ("cpu_offload", "tandem_cpu_offload")  # CPUOffloadPolicy
 
 
 def apply_plan(args):
@@ -579,14 +599,25 @@ def rank_fraction(fractions, rank):
     return fractions[rank % len(fractions)]
 
 
-def mode_fraction(option):
-    """A tandem mode's own offload fraction (``tandem+f0.5``), or None."""
-    if not option.startswith("f"):
+def mode_option(option, prefix, parse):
+    """A mode's own value, given as PREFIX followed by it (``f0.5``, ``g48``), parsed;
+    None when `option` is not one."""
+    if not option.startswith(prefix):
         return None
     try:
-        return parse_fraction(option[1:])
+        return parse(option[len(prefix):])
     except ValueError:
         return None
+
+
+def mode_memory(option):
+    """A mode's own GPU memory in GiB (``tandem+g48``: --gpu-memory-gib 48), or None."""
+    return mode_option(option, "g", float)
+
+
+def mode_fraction(option):
+    """A tandem mode's own offload fraction (``tandem+f0.5``), or None."""
+    return mode_option(option, "f", parse_fraction)
 
 
 def gpu_share(result, offload_compute):
@@ -599,8 +630,13 @@ def gpu_share(result, offload_compute):
     return named[offload_compute] if offload_compute in named else float(offload_compute)
 
 
+def base_mode(spec):
+    """The mode of a spec: "tandem" of "tandem+release+g48:10"."""
+    return spec.partition(":")[0].split("+")[0]
+
+
 def is_tandem(spec):
-    return spec.partition(":")[0].split("+")[0] == "tandem"
+    return base_mode(spec) in TANDEM_MODES
 
 
 def report(args, results):
@@ -615,13 +651,17 @@ def report(args, results):
     if args.gpu_memory_gib:
         print("each GPU held to %.2f GiB of memory in all (the rest of the card allocated "
               "before the run: a smaller card emulated)" % args.gpu_memory_gib)
+    for spec, r in results.items():
+        if r.get("gpu_memory_gib", args.gpu_memory_gib) != args.gpu_memory_gib:
+            print("%s: each GPU held to %.2f GiB" % (spec, r["gpu_memory_gib"]))
     tandems = [spec for spec in results if is_tandem(spec) and not results[spec].get("oom")]
     tan = results[tandems[0]] if tandems else None
+    for spec in tandems:
+        for r, x in enumerate(results[spec].get("ranks", [])):
+            print("%s rank %d: %d host CPUs (%s), %.1f GiB host memory (the optimizer's), "
+                  "RSS %.1f GiB" % (spec, r, len(x["host_cpus"]), _cpu_list(x["host_cpus"]),
+                                    x["host_bytes"] / 2**30, x.get("rss_bytes", 0) / 2**30))
     if tan and "ranks" in tan:
-        for r, x in enumerate(tan["ranks"]):
-            print("tandem rank %d: %d host CPUs (%s), %.1f GiB host memory, RSS %.1f GiB"
-                  % (r, len(x["host_cpus"]), _cpu_list(x["host_cpus"]), x["host_bytes"] / 2**30,
-                     x.get("rss_bytes", 0) / 2**30))
         cpus = [set(x["host_cpus"]) for x in tan["ranks"]]
         disjoint = all(not (a & b) for i, a in enumerate(cpus) for b in cpus[i + 1:])
         total = sum(x["host_bytes"] for x in tan["ranks"])
@@ -632,11 +672,12 @@ def report(args, results):
     for spec in tandems:
         t = results[spec]
         fractions = t.get("fractions") or [t["fraction"]]
+        compute = t.get("offload_compute", args.offload_compute)  # the mode's (its JSON)
         print("%s: state %s, offload_fraction %s, offload_compute %s (share on the GPU "
               "%.3f), release_grads %s, speculative %s, in place %.1f GiB, clip %g"
               % (spec, args.state, "/".join("%g" % f for f in fractions)
-                 + (" (by local rank)" if len(fractions) > 1 else ""), args.offload_compute,
-                 gpu_share(t, args.offload_compute), t.get("release"), t.get("speculative"),
+                 + (" (by local rank)" if len(fractions) > 1 else ""), compute,
+                 gpu_share(t, compute), t.get("release"), t.get("speculative"),
                  t.get("in_place_grad_bytes", 0) / 2**30, args.clip))
     print("%-26s %6s %11s %11s %9s %8s %9s %7s %9s %15s"
           % ("mode", "layers", "iteration", "fwd+bwd", "exposed", "share", "tok/s/GPU",
@@ -659,7 +700,9 @@ def report(args, results):
                      "; speculation rolled back at %d" % rolled
                      if r.get("speculative") else ""))
     checks = []
-    off = results.get("cpu_offload")
+    off = next((r for spec, r in results.items()
+                if base_mode(spec) == "cpu_offload" and not r.get("oom")), None)
+    gpu_params = next((spec for spec in tandems if base_mode(spec) == "tandem"), None)
     none = results.get("none") if not results.get("none", {}).get("oom") else None
     cut = [r for spec, r in results.items() if spec.startswith("none:") and not r.get("oom")]
     for spec in tandems:
@@ -667,14 +710,21 @@ def report(args, results):
         if off:
             checks.append(("%s vs cpu_offload speed-up" % spec,
                            off["iteration_ms"] / tan["iteration_ms"], ">=", 10.0))
-        if none:
+        if base_mode(spec) == "tandem_cpu_offload":
+            if gpu_params:  # parameters on the host against Tandem's GPU-parameter path
+                checks.append(("%s / %s iteration time" % (spec, gpu_params),
+                               tan["iteration_ms"] / results[gpu_params]["iteration_ms"],
+                               "<=", 1.5))
+        elif none:
             checks.append(("%s / none iteration time" % spec,
                            tan["iteration_ms"] / none["iteration_ms"],
                            "<=", 1.10 if args.nproc > 1 else 1.3))
             checks.append(("%s / none GPU peak" % spec,
                            tan["gpu_peak_gib"] / none["gpu_peak_gib"], "<=", 0.30))
-        checks.append(("%s step exposed / iteration" % spec, tan["exposed_share"], "<=", 0.10))
-        if cut:
+        if base_mode(spec) == "tandem":
+            checks.append(("%s step exposed / iteration" % spec, tan["exposed_share"],
+                           "<=", 0.10))
+        if cut and base_mode(spec) == "tandem":
             checks.append(("%s MFU / none (cut) MFU" % spec, tan["mfu"] / cut[0]["mfu"],
                            ">=", 0.90))
         if args.text:

@@ -4,11 +4,16 @@ clipping, a cosine schedule and a DCP save/resume (docs/distributed.md).
     torchrun --nproc_per_node 2 examples/fsdp_train.py                 # CPUs, gloo
     torchrun --nproc_per_node 2 examples/fsdp_train.py --device cuda   # GPUs, NCCL
     torchrun --nproc_per_node 2 examples/fsdp_train.py --resume        # also checks a resume
+    torchrun --nproc_per_node 2 examples/fsdp_train.py --params-on-host --device cuda
 
 With --resume the run saves a DCP checkpoint halfway, then a second model and optimizer
 (fresh, as after a restart) load it and run the second half again; the example prints
 whether the resumed weights equal the uninterrupted ones bit for bit. Any world size
 works for either half (--resume-world is for the test that loads at another one).
+
+With --params-on-host the shards live in host memory (FSDP2's CPUOffloadPolicy) and
+the optimizer steps them there, each shard's update started during backward as its
+gradient lands, speculatively (docs/distributed.md, "Parameters on the host").
 """
 
 import argparse
@@ -24,7 +29,7 @@ import torch.distributed.checkpoint as dcp
 import torch.nn.functional as F
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
 import tandem.torch
 
@@ -103,16 +108,24 @@ class Llama(torch.nn.Module):
 
 def build(args, mesh):
     torch.manual_seed(0)  # the same initial weights on every rank and every run
-    model = Llama().to(args.device)
+    model = Llama()
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16) if args.device == "cuda" else None
     kwargs = {"mesh": mesh, **({"mp_policy": mp} if mp else {})}
+    options = dict(offload_fraction=args.offload_fraction)
+    if args.params_on_host:
+        # The shards stay in (pinned, where there is a GPU) host memory; the optimizer
+        # updates them there during backward.
+        kwargs["offload_policy"] = CPUOffloadPolicy(pin_memory=args.device == "cuda")
+        options = dict(offload_fraction=1.0, offload_compute="host",
+                       speculative_early_start=True, release_grads=True)
+    else:
+        model.to(args.device)
     for layer in model.layers:
         fully_shard(layer, **kwargs)
     fully_shard(model, **kwargs)
     opt = tandem.torch.AdamW(model.named_parameters(), lr=args.lr, betas=(0.9, 0.95),
-                             weight_decay=0.1, offload_fraction=args.offload_fraction,
-                             master_format="bf16+ecc8", momentum_format="q8",
-                             variance_format="q8")
+                             weight_decay=0.1, master_format="bf16+ecc8",
+                             momentum_format="q8", variance_format="q8", **options)
     warmup = 3
 
     def schedule(step):
@@ -136,6 +149,8 @@ def train(model, opt, sched, args, first, last, log):
     t0 = time.perf_counter()
     for step in range(first, last):
         inputs, targets = batch(step, args)
+        if args.params_on_host:  # this step's lr and clip norm, before its backward
+            opt.begin_step(max_grad_norm=args.max_grad_norm)
         logits = model(inputs)
         loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
         loss.backward()
@@ -151,8 +166,14 @@ def train(model, opt, sched, args, first, last, log):
                      sched.get_last_lr()[0], eta), flush=True)
 
 
-def weights(model):
-    return {n: p.full_tensor().float().cpu() for n, p in model.named_parameters()}
+def same_weights(a, b, device):
+    """Whether models a and b hold the same weights on every rank, bit for bit (each rank
+    compares its own shards)."""
+    same = all(torch.equal(p.to_local().cpu(), q.to_local().cpu())
+               for p, q in zip(a.parameters(), b.parameters()))
+    flag = torch.tensor([int(same)], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
 
 
 def main():
@@ -167,6 +188,8 @@ def main():
     ap.add_argument("--resume", action="store_true",
                     help="save halfway with DCP, load into a fresh model and compare")
     ap.add_argument("--checkpoint-dir", default=None)
+    ap.add_argument("--params-on-host", action="store_true",
+                    help="CPUOffloadPolicy: the shards in host memory, stepped there")
     args = ap.parse_args()
 
     dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
@@ -174,8 +197,10 @@ def main():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     mesh = init_device_mesh(args.device, (dist.get_world_size(),))
     if dist.get_rank() == 0:
-        print("FSDP2 + tandem.torch on %d %s rank(s): %d steps, offload fraction %g"
-              % (dist.get_world_size(), args.device, args.steps, args.offload_fraction))
+        print("FSDP2 + tandem.torch on %d %s rank(s): %d steps, %s"
+              % (dist.get_world_size(), args.device, args.steps,
+                 "parameters on the host" if args.params_on_host
+                 else "offload fraction %g" % args.offload_fraction))
 
     model, opt, sched = build(args, mesh)
     half = args.steps // 2
@@ -200,8 +225,7 @@ def main():
         set_state_dict(model2, opt2, model_state_dict=msd, optim_state_dict=osd)
         sched2.load_state_dict(state["sched"])
         train(model2, opt2, sched2, args, half, args.steps, log=False)
-        a, b = weights(model), weights(model2)
-        same = all(torch.equal(a[n], b[n]) for n in a)
+        same = same_weights(model, model2, args.device)
         if dist.get_rank() == 0:
             print("resumed from %s at step %d: weights %s the uninterrupted run's"
                   % (ckpt, half, "equal, bit for bit," if same else "DIFFER from"))

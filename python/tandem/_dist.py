@@ -7,6 +7,18 @@ padded sharded storage, read by the next all-gather), updates it in place and or
 caller's current stream after the update. Supported placements: ``Shard(0)`` on at most
 one mesh dimension and ``Replicate`` on the others (HSDP). Shards may be uneven or empty.
 
+Note [Parameters on the host]: FSDP2's ``CPUOffloadPolicy`` keeps the sharded parameters
+(and their gradients) in pinned host memory while the mesh, the all-gathers and the
+compute are on the GPU: the local shards are CPU tensors of a CUDA mesh. The optimizer
+then runs the engine in host mode over them (the state in host memory, the host kernels,
+the shards written in place, the same bits as any placement), with three things that
+host mode alone does not know: the GPU still copies into and out of the shards, so the
+step first waits for the device (every gradient's copy down and every all-gather's copy
+up of the shards it writes are complete; ``wait_copies``); a gradient handed over
+during backward waits for its own copy (Note [Gradients copied to the host] in
+_copied_grads.py); and the step's collective runs where the shard group's backend
+wants it (NCCL: on the GPU; ``collective_device``).
+
 Note [One collective per step]: the engine's pre-pass computes this rank's exact sum of
 squared gradients (a 512-bit fixed-point integer, Note [Exact sum of squares] in
 engine/exact_sum.h) and whether any is non-finite, on the GPU (host mode: on the host)
@@ -101,13 +113,11 @@ def replicated(p):
 def check_param(p, where):
     """Checks DTensor parameter p (Note [Sharded parameters]); returns its mesh
     signature (mesh, sharded mesh dimension) for check_same_mesh."""
-    if p.device.type == "cpu" and p.device_mesh.device_type != "cpu":
+    if host_shard(p) and p.device_mesh.device_type != "cuda":
         raise ValueError(
-            "%s: this DTensor parameter lives on the CPU while its mesh is on %s: FSDP2's "
-            "CPUOffloadPolicy keeps the sharded parameters in host memory. Tandem offloads "
-            "the optimizer state itself (offload_fraction) and keeps the shards on the "
-            "GPU: drop offload_policy=CPUOffloadPolicy() from fully_shard."
-            % (where, p.device_mesh.device_type))
+            "%s: this DTensor parameter lives on the CPU while its mesh is on %s; "
+            "parameters on the host (FSDP2's CPUOffloadPolicy) are supported on CUDA "
+            "meshes" % (where, p.device_mesh.device_type))
     try:
         dim = shard_dim(p)
     except ValueError as e:
@@ -115,6 +125,36 @@ def check_param(p, where):
     if not local(p).is_contiguous():
         raise ValueError("%s: the local shard is not contiguous" % where)
     return p.device_mesh, dim
+
+
+def host_shard(p):
+    """Whether DTensor p's local shard is in host memory while its mesh is on a device
+    (Note [Parameters on the host])."""
+    return p.device.type == "cpu" and p.device_mesh.device_type != "cpu"
+
+
+def host_shards(params):
+    """Whether `params` (of one mesh) are host shards of a device mesh."""
+    return bool(params) and is_dtensor(params[0]) and host_shard(params[0])
+
+
+def wait_copies(params):
+    """When `params` are host shards of a CUDA mesh (Note [Parameters on the host]), waits
+    until the current GPU has completed what is queued: no copy still writes a gradient
+    the engine reads or reads a shard it writes. Nothing to wait for in a process
+    without a CUDA context. Returns None."""
+    if torch.cuda.is_initialized() and host_shards(params):
+        torch.cuda.synchronize()
+
+
+def rank_device(param_groups):
+    """The device this rank trains on (None: no parameter requires grad): the first
+    such parameter's, or for a host shard (Note [Parameters on the host]) the current
+    GPU of its mesh."""
+    p = next((p for g in param_groups for p in g["params"] if p.requires_grad), None)
+    if p is not None and host_shards([p]) and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return p.device if p is not None else None
 
 
 def check_same_mesh(signatures, labels):
@@ -145,8 +185,7 @@ def make_combine(group, device):
     flag, added up as integers: exact, so every rank gets the bits of an unsharded step."""
     import torch.distributed as dist
     world = dist.get_world_size(group)
-    backend = str(dist.get_backend(group)).lower()
-    on = device if (device.type == "cuda" and "nccl" in backend) else torch.device("cpu")
+    on = collective_device(str(dist.get_backend(group)), device)
     words = EXACT_DIGITS + 1
     # Note [Collectives at exit]: the buffers live as long as the optimizer's engine.
     mine = torch.zeros(words, dtype=torch.int64, device=on)
@@ -194,6 +233,18 @@ def guard_exit():
 
 def _release_the_gil_at_exit():
     time.sleep(EXIT_GRACE_S)
+
+
+def collective_device(backend, device):
+    """Where the step's all-gather runs for a group of `backend` when the parameters are
+    on `device`: on their GPU under NCCL, on the CPU under gloo; host shards of an
+    NCCL-only group (Note [Parameters on the host]) on the current GPU."""
+    backend = backend.lower()
+    if "nccl" in backend and device.type == "cuda":
+        return device
+    if "nccl" in backend and "gloo" not in backend:
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 def group_safe(shape, sharded):

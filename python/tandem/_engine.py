@@ -132,12 +132,14 @@ class Engine(GradientBook):
         """Waits until the engine's last step is final (its state may be read)."""
         if self.cuda:
             torch.cuda.synchronize(self.device)
+        _dist.wait_copies(self.params)  # host shards: Note [Parameters on the host]
 
     def order_after_current(self):
         """Makes the engine's stream wait for the caller's current stream (GPU mode, when
-        they differ); returns that current stream, or None."""
+        they differ; host shards of a GPU mesh: the host for the GPU, _dist.wait_copies);
+        returns that current stream, or None."""
         if not self.cuda:
-            return None
+            return _dist.wait_copies(self.params)
         current = torch.cuda.current_stream(self.device)
         if current.cuda_stream == self.stream:
             return None

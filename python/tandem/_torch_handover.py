@@ -10,6 +10,8 @@ import weakref
 
 import torch
 
+from tandem import _dist
+from tandem._copied_grads import CopiedGrads
 from tandem._dist import local
 from tandem._warnings import EarlyStartAccumulationWarning, warn
 
@@ -20,6 +22,8 @@ _LIVE = weakref.WeakSet()
 
 class HandOver:
     """Gradient hooks, early start and release of TandemOptimizer (module docstring)."""
+
+    _copied = None  # CopiedGrads, where hand-overs wait for device copies
 
     def _on_grad_arriving(self, k):
         # A reallocated parameter (perhaps on another device now) gets autograd's own
@@ -34,34 +38,64 @@ class HandOver:
 
     def _on_grad_accumulated(self, k):
         """Early start: the engine starts on parameter k's gradient now (Note [Early start
-        is checked at step] in _engine.py)."""
+        is checked at step] in _engine.py), or, for a gradient a device copy is still
+        writing, once that copy is complete (Note [Gradients copied to the host] in
+        _copied_grads.py)."""
         if not self.early_start or self._accumulating or self._core.moved(k):
             return  # a reallocated parameter: the next step rebinds, then steps it
-        with self._lock:
-            core = self._core
-            if self._refused is not None or core.early_off:
-                return  # the step is refused, or read at step() (below)
-            if not core.handed and not core.step_begun and self._layout_pending():
-                # The first gradient of a step whose parameters changed: step() rebinds,
-                # which would lose what a release handed over; this step reads them all.
-                core.early_off = True
-                return
-            p = core.params[k]
-            grad = p.grad
-            try:
-                if grad is None or (core.check_grad(k, grad) or not core.adoptable(k, grad)):
-                    return  # the step copies it (another dtype, not contiguous) and starts
-            except ValueError:
-                return      # the step raises for it
-            if self.release_grads:
-                self._release(k, p, grad)
-            elif core.grad_ready(k, grad) and not self._warned_accumulation:
-                self._warned_accumulation = True
-                warn("early_start: %s got a second gradient in one step "
-                     "(gradient accumulation); the engine redoes its early work, so "
-                     "results are exact but the first copies were wasted. Run every "
-                     "micro-batch but the last inside `with opt.accumulating():`."
-                     % self._core.label(k), EarlyStartAccumulationWarning)
+        grad = self._core.params[k].grad
+        if grad is None:
+            return
+        if self._copied is None:
+            with self._lock:
+                self._hand_over(k, grad)
+        elif not self._core.ready[k]:
+            self._copied.defer(k, grad)
+        else:  # a second gradient in this step (accumulation): refused or redone now
+            with self._lock:
+                self._copied.land(also=(k, grad))
+
+    def _follow_copies(self):
+        """The deferred hand-overs where early start meets host shards of a CUDA mesh
+        (Note [Gradients copied to the host]), kept across rebinds; None elsewhere."""
+        if not (self.early_start and _dist.host_shards(self._core.params)):
+            self._copied = None
+        elif self._copied is None:
+            self._copied = CopiedGrads(self)
+
+    def _land_copies(self):
+        """Hands the gradients still waiting for their copies over (the lock held)."""
+        if self._copied is not None:
+            self._copied.land()
+
+    def _hand_over(self, k, grad):
+        """Hands parameter k's gradient `grad` to the engine (the lock held), unless it is
+        no longer p.grad, the step is refused or read at step()."""
+        core = self._core
+        if self._refused is not None or core.early_off:
+            return  # the step is refused, or read at step() (below)
+        if not core.handed and not core.step_begun and self._layout_pending():
+            # The first gradient of a step whose parameters changed: step() rebinds,
+            # which would lose what a release handed over; this step reads them all.
+            core.early_off = True
+            return
+        p = core.params[k]
+        if p.grad is not grad:
+            return  # replaced since its hook (the step reads what p.grad is then)
+        try:
+            if core.check_grad(k, grad) or not core.adoptable(k, grad):
+                return  # the step copies it (another dtype, not contiguous) and starts
+        except ValueError:
+            return      # the step raises for it
+        if self.release_grads:
+            self._release(k, p, grad)
+        elif core.grad_ready(k, grad) and not self._warned_accumulation:
+            self._warned_accumulation = True
+            warn("early_start: %s got a second gradient in one step "
+                 "(gradient accumulation); the engine redoes its early work, so "
+                 "results are exact but the first copies were wasted. Run every "
+                 "micro-batch but the last inside `with opt.accumulating():`."
+                 % self._core.label(k), EarlyStartAccumulationWarning)
 
     def _release(self, k, p, grad):
         """release_grads: hands parameter k's gradient over and drops p.grad (Note
@@ -88,6 +122,10 @@ class HandOver:
         dropped, as torch drops p.grad (the engine forgets them, a speculation is
         undone); a refused step is forgotten with them."""
         core = self._core
+        try:
+            self._land_copies()
+        except Exception:  # noqa: BLE001 -- the step's gradients are dropped, and so
+            pass           # is what their hand-over raised (a refused step, below)
         if core.handed:
             core.discard()
             self._begun = None
@@ -95,8 +133,10 @@ class HandOver:
         core.prune_held()
 
     def _check_release(self):
-        """Refuses a step that cannot be exact under release_grads (the step under way
-        discarded when it had begun)."""
+        """Hands over the gradients still waiting for their copies, then refuses a step
+        that cannot be exact under release_grads (the step under way discarded when it
+        had begun)."""
+        self._land_copies()
         if self._refused is not None:
             raise RuntimeError(self._refused)
         self._check_shared_release()

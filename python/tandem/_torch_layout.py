@@ -66,6 +66,7 @@ class LayoutFollower:
             self._hooks.remove()
         self._hooks = GradHooks(self, self._core.params, self.early_start,
                                 "_on_grad_arriving", "_on_grad_accumulated")
+        self._follow_copies()
         # torch.distributed.checkpoint runs a step with zero gradients to create the state
         # of an optimizer whose `state` is empty; Tandem's state exists from the start.
         for p in list(self.state):

@@ -171,7 +171,7 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
         self._hooks = None
         device = next((p.device for g in self.param_groups for p in g["params"]
                        if p.requires_grad), None)
-        config.host_cpus = _node.host_cpus(host_cpus, device)
+        config.host_cpus = _node.host_cpus(host_cpus, _dist.rank_device(self.param_groups))
         config.pinned_budget_bytes = _node.pinned_budget(pinned_budget)
         self.host_cpus = tuple(config.host_cpus)  # (): unrestricted
         if auto:

@@ -11,6 +11,7 @@ with code 77 before collecting anything, which ctest reports as one skipped test
 """
 
 import sys
+import tempfile
 
 import pytest
 
@@ -49,3 +50,14 @@ def pytest_sessionstart(session):
             "the venv with scripts/make-torch-venv.sh (then configure again: scripts/test.sh "
             "does) or pass -DTANDEM_TORCH_PYTHON=<python with a current torch> to CMake"
             % ((sys.executable, _MISSING) + _MIN_TORCH), returncode=77)
+
+
+@pytest.fixture(scope="module")
+def one_rank_group():
+    """A 1-rank gloo process group for the tests of one module that run in this process."""
+    import torch.distributed as dist
+    store = tempfile.NamedTemporaryFile(delete=False)
+    dist.init_process_group("gloo", init_method="file://" + store.name, rank=0,
+                            world_size=1)
+    yield
+    dist.destroy_process_group()

@@ -2,26 +2,16 @@
 contract"): each a ValueError naming the parameter and saying what to do. One process,
 a 1-rank gloo group."""
 
-import tempfile
-
 import pytest
 import torch
-import torch.distributed as dist
-from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
 import tandem.torch
 from tandem import _dist
 
-
-@pytest.fixture(scope="module", autouse=True)
-def group():
-    store = tempfile.NamedTemporaryFile(delete=False)
-    dist.init_process_group("gloo", init_method="file://" + store.name, rank=0,
-                            world_size=1)
-    yield
-    dist.destroy_process_group()
+pytestmark = pytest.mark.usefixtures("one_rank_group")
 
 
 def sharded_linear():
@@ -74,23 +64,6 @@ def test_replicated_parameters_are_stepped_whole():
     p.grad = distribute_tensor(torch.ones(8, 64), mesh, [Replicate()])
     opt.step()
     assert opt.last_result.applied
-
-
-def test_cpu_offload_policy_is_refused():
-    # What FSDP2's CPUOffloadPolicy leaves: a CPU shard of a CUDA mesh (built without a
-    # GPU: no backend is initialised).
-    mesh = DeviceMesh("cuda", [0], _init_backend=False)
-    cpu = torch.nn.Parameter(torch.randn(8, 64))
-    p = torch.nn.Parameter(_dist.wrap_like(cpu.data, _FakeParam(mesh), (8, 64)))
-    with pytest.raises(ValueError, match="'w': .*CPUOffloadPolicy.*keeps the shards on the "
-                                         "GPU"):
-        tandem.torch.AdamW([("w", p)])
-
-
-class _FakeParam:
-    def __init__(self, mesh):
-        self.device_mesh = mesh
-        self.placements = (Shard(0),)
 
 
 def test_group_rule_follows_the_global_shape():

@@ -41,7 +41,7 @@ def mesh():
 def sharded_on_meta(fsdp_step, mesh, mode, checkpointing):
     from fsdp_train import Llama
 
-    dtype = torch.bfloat16 if mode == "tandem" else torch.float32
+    dtype = torch.bfloat16 if mode in fsdp_step.TANDEM_MODES else torch.float32
     with torch.device("meta"):
         model = Llama(layers=LAYERS).to(dtype)
     return fsdp_step.shard(model, mesh, mode, checkpointing)
@@ -80,7 +80,7 @@ def grads_and_forwards(model, monkeypatch):
     return grads, len(calls)
 
 
-@pytest.mark.parametrize("mode", ["none", "cpu_offload", "tandem"])
+@pytest.mark.parametrize("mode", ["none", "cpu_offload", "tandem", "tandem_cpu_offload"])
 def test_every_block_is_wrapped_in_every_mode(fsdp_step, mesh, mode):
     from fsdp_train import Block
 
@@ -92,6 +92,24 @@ def test_every_block_is_wrapped_in_every_mode(fsdp_step, mesh, mode):
     assert all(isinstance(b, Block) for b in plain.layers)
     # The same parameters, in the same order (named through the wrapper).
     assert [p.shape for p in wrapped.parameters()] == [p.shape for p in plain.parameters()]
+
+
+@pytest.mark.parametrize("mode,policy,mixed", [("none", False, True),
+                                                ("cpu_offload", True, True),
+                                                ("tandem", False, False),
+                                                ("tandem_cpu_offload", True, False)])
+def test_each_mode_shards_with_its_policies(fsdp_step, mesh, mode, policy, mixed,
+                                            monkeypatch):
+    # CPUOffloadPolicy where the parameters live on the host; torch's mixed precision
+    # where they are fp32 (the Tandem modes' shards are bf16).
+    import torch.distributed.fsdp as fsdp
+    seen = []
+    monkeypatch.setattr(fsdp, "fully_shard", lambda module, **kw: seen.append(kw))
+    sharded_on_meta(fsdp_step, mesh, mode, False)
+    assert len(seen) == LAYERS + 1
+    assert all(isinstance(kw.get("offload_policy"), fsdp.CPUOffloadPolicy) == policy
+               for kw in seen)
+    assert all(("mp_policy" in kw) == mixed for kw in seen)
 
 
 @pytest.mark.parametrize("mode", ["none", "tandem"])
@@ -112,6 +130,35 @@ def test_a_tandem_mode_names_its_own_fraction(fsdp_step):
     assert fsdp_step.mode_fraction("f1.5") is None  # outside [0, 1]: not a fraction
     assert fsdp_step.mode_fraction("fast") is None
     assert fsdp_step.mode_fraction("release") is None
+    assert fsdp_step.mode_memory("g48") == 48.0 and fsdp_step.mode_memory("g") is None
+    assert fsdp_step.mode_memory("f0.5") is None
+
+
+def test_the_report_checks_parameters_on_the_host(fsdp_step, capsys):
+    import argparse
+    args = argparse.Namespace(model="llama3-8b", layers=2, seq=16, nproc=1,
+                              activation_checkpointing=True, text=False, clip=0.0,
+                              state="bf16+ecc8/q8/q8", offload_compute="auto", json=None,
+                              gpu_memory_gib=16.0)
+    row = dict(layers=2, params=10, forward_backward_ms=8.0, step_ms=2.0, exposed_share=0.2,
+               tokens_per_s_per_gpu=1.0, mfu=0.1, gpu_peak_gib=1.0, losses=[2.0, 1.0],
+               gpu_memory_gib=16.0)
+    tandem = dict(row, fraction=1.0, compute_split=dict(share=0.0), release=True,
+                  speculative=True, speculated_rolled_back_chunks=[[4, 0]])
+    results = {"cpu_offload": dict(row, iteration_ms=1000.0),
+               "tandem_cpu_offload": dict(tandem, iteration_ms=90.0, offload_compute="host"),
+               "tandem+g48": dict(tandem, iteration_ms=60.0, offload_compute="auto",
+                                  gpu_memory_gib=48.0)}
+    fsdp_step.report(args, results)
+    out = capsys.readouterr().out
+    assert "tandem+g48: each GPU held to 48.00 GiB" in out
+    assert "tandem_cpu_offload: state bf16+ecc8/q8/q8, offload_fraction 1, offload_compute host" in out
+    lines = out.splitlines()
+    speedup = next(x for x in lines if x.startswith("tandem_cpu_offload vs cpu_offload"))
+    assert speedup.endswith("11.111  (target >= 10: met)")
+    ratio = next(x for x in lines if x.startswith("tandem_cpu_offload / tandem+g48 iteration"))
+    assert ratio.endswith("1.500  (target <= 1.5: met)")
+    assert "tandem_cpu_offload step exposed" not in out  # the GPU-parameter mode's target
 
 
 def test_the_report_says_how_often_clipping_triggered(fsdp_step, capsys):
