@@ -66,6 +66,27 @@ TANDEM_SIMD_INLINE typename Ops::F Sqrt(typename Ops::F x) {
     return xsimd::sqrt(x);
 }
 
+// The q8 code values and the momentum compander by IEEE division, the reference's own
+// formulas (q8_codec.h: MomentumCodeValue, VarianceCodeValue, EncodeMomentum's quotient),
+// for Ops without a faster exact form: an Ops struct derives from DivisionCodecs<Ops>.
+template <class Ops>
+struct DivisionCodecs {
+  template <class I>
+  TANDEM_SIMD_INLINE static auto MomentumCodeValue(I q) {
+    const I aq = xsimd::select(q < I(0), -q, q);
+    return Div<Ops>(xsimd::batch_cast<float>(q), xsimd::batch_cast<float>(I(254) - aq));
+  }
+  template <class I>
+  TANDEM_SIMD_INLINE static auto VarianceCodeValue(I q) {
+    return Div<Ops>(xsimd::batch_cast<float>(q), typename Ops::F(255.0f));
+  }
+  // RoundHalfEven((254 a) / (1 + a)).
+  template <class F>
+  TANDEM_SIMD_INLINE static auto RoundedCompander(F a) {
+    return Ops::RoundToInt(Div<Ops>(F(254.0f) * a, F(1.0f) + a));
+  }
+};
+
 // Orders the span's streaming stores (Ops::StreamF32, Ops::StreamLow16) before the caller
 // publishes the result: an sfence on x86-64. The aarch64 Ops stream with ordinary stores,
 // which the caller's join orders (Note [Non-temporal parameter stores], step_kernel.h).

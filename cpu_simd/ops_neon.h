@@ -25,7 +25,8 @@
 
 namespace tandem::cpu::TANDEM_ISA_NS {
 
-struct Ops {
+// Code values and compander: DivisionCodecs (kernel_args.h), through Div below.
+struct Ops : DivisionCodecs<Ops> {
   using Arch = xsimd::neon64;
   using F = xsimd::batch<float, Arch>;
   using I = xsimd::batch<int32_t, Arch>;
@@ -83,19 +84,6 @@ struct Ops {
   // estimates.
   __attribute__((always_inline)) static F Div(F a, F b) { return F(vdivq_f32(a, b)); }
   __attribute__((always_inline)) static F Sqrt(F x) { return F(vsqrtq_f32(x)); }
-
-  // Code values by IEEE division (q8_codec.h: MomentumCodeValue, VarianceCodeValue).
-  __attribute__((always_inline)) static F MomentumCodeValue(I q) {
-    const I aq = xsimd::select(q < I(0), -q, q);
-    return Div(xsimd::batch_cast<float>(q), xsimd::batch_cast<float>(I(254) - aq));
-  }
-  __attribute__((always_inline)) static F VarianceCodeValue(I q) {
-    return Div(xsimd::batch_cast<float>(q), F(255.0f));
-  }
-  // RoundHalfEven((254 a) / (1 + a)), the momentum compander (q8_codec.h: EncodeMomentum).
-  __attribute__((always_inline)) static I RoundedCompander(F a) {
-    return RoundToInt(Div(F(254.0f) * a, F(1.0f) + a));
-  }
 
   __attribute__((always_inline)) static F LoadF16(const uint16_t* p) {
     const uint16x4_t h = vld1_u16(p);

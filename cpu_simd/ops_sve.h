@@ -24,7 +24,8 @@
 
 namespace tandem::cpu::TANDEM_ISA_NS {
 
-struct Ops {
+// Code values and compander: DivisionCodecs (kernel_args.h; xsimd's SVE division is fdiv).
+struct Ops : DivisionCodecs<Ops> {
   using Arch = xsimd::sve;
   using F = xsimd::batch<float, Arch>;
   using I = xsimd::batch<int32_t, Arch>;
@@ -73,19 +74,6 @@ struct Ops {
   }
   // Max over lanes (lanes are non-NaN, so the order of the reduction does not matter).
   __attribute__((always_inline)) static float HMax(F x) { return svmaxv_f32(All(), x); }
-
-  // Code values by IEEE division (q8_codec.h: MomentumCodeValue, VarianceCodeValue).
-  __attribute__((always_inline)) static F MomentumCodeValue(I q) {
-    const I aq = xsimd::select(q < I(0), -q, q);
-    return xsimd::batch_cast<float>(q) / xsimd::batch_cast<float>(I(254) - aq);
-  }
-  __attribute__((always_inline)) static F VarianceCodeValue(I q) {
-    return xsimd::batch_cast<float>(q) / F(255.0f);
-  }
-  // RoundHalfEven((254 a) / (1 + a)), the momentum compander (q8_codec.h: EncodeMomentum).
-  __attribute__((always_inline)) static I RoundedCompander(F a) {
-    return RoundToInt((F(254.0f) * a) / (F(1.0f) + a));
-  }
 
   __attribute__((always_inline)) static F LoadF16(const uint16_t* p) {
     const svuint32_t h = svld1uh_u32(All(), p);
