@@ -18,6 +18,11 @@ if(TANDEM_WERROR)
 endif()
 # TANDEM_HAS_CUDA (1 or 0, TandemCuda.cmake): whether this build has the GPU code.
 target_compile_definitions(tandem_flags INTERFACE TANDEM_HAS_CUDA=${TANDEM_HAS_CUDA})
+# aarch64: GCC notes every by-value std::pair of floats whose passing changed in GCC 10
+# (-Wpsabi); an ABI note about other compilers' objects, not a warning about this code.
+if(TANDEM_ARCH STREQUAL "aarch64")
+  target_compile_options(tandem_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Wno-psabi>)
+endif()
 target_include_directories(tandem_flags INTERFACE
   ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR})
 

@@ -19,7 +19,7 @@ namespace tandem::cpu::TANDEM_ISA_NS {
 template <class Ops>
 TANDEM_SIMD_INLINE typename Ops::I F32ToBf16(typename Ops::F x) {
   using I = typename Ops::I;
-  const I xi = xsimd::bitwise_cast<I>(x);
+  const I xi = BitCast<I>(x);
   const auto nan = (xi & I(0x7FFFFFFF)) > I(0x7F800000);
   const I r = ((xi + I(0x7FFF) + ((xi >> 16) & I(1))) >> 16) & I(0xFFFF);
   return xsimd::select(nan, I(0x7FC0), r);
@@ -27,7 +27,7 @@ TANDEM_SIMD_INLINE typename Ops::I F32ToBf16(typename Ops::F x) {
 
 template <class Ops>
 TANDEM_SIMD_INLINE typename Ops::F FromBits(typename Ops::I x) {
-  return xsimd::bitwise_cast<typename Ops::F>(x);
+  return BitCast<typename Ops::F>(x);
 }
 
 // ---- the master's ecc corrections (master_codec.h) ----
@@ -46,7 +46,7 @@ TANDEM_SIMD_INLINE typename Ops::F DecodeEcc16(typename Ops::I hi, typename Ops:
 template <class Ops>
 TANDEM_SIMD_INLINE typename Ops::I EccDelta(typename Ops::F x, typename Ops::I base) {
   using I = typename Ops::I;
-  const I xi = xsimd::bitwise_cast<I>(x);
+  const I xi = BitCast<I>(x);
   const auto nan = (xi & I(0x7FFFFFFF)) > I(0x7F800000);
   return xsimd::select(nan, I(0), xi - base);
 }

@@ -15,11 +15,17 @@
 
 namespace tandem::cpu {
 
-// Instruction sets the host kernels are built for, lowest first.
+// Instruction sets the host kernels are built for, lowest first on each architecture; a
+// build has the kernels of its own architecture only (x86-64: kSse, kAvx2, kAvx512;
+// aarch64: kNeon, kSve), and IsaSupported is false for the others.
 //   kSse:    SSE4.2 (x86-64-v2), 4 floats per vector; f16 through scalar integer code.
 //   kAvx2:   AVX2 + F16C, 8 floats per vector.
 //   kAvx512: AVX-512 F/CD/BW/DQ/VL, 16 floats per vector (two per quantization group).
-enum class Isa { kSse, kAvx2, kAvx512 };
+//   kNeon:   AArch64 Advanced SIMD, 4 floats per vector (every aarch64 CPU).
+//   kSve:    SVE at the vector length the calling thread runs with: 128, 256 or 512 bits
+//            (4, 8 or 16 floats), one build each (Note [SVE vector lengths],
+//            cpu_simd/kernel_sve.cc); supported where the CPU has SVE at one of them.
+enum class Isa { kSse, kAvx2, kAvx512, kNeon, kSve };
 
 // Note [Two groups per iteration] (cpu_simd/pairing.h): which q8 kernels step two
 // adjacent groups per iteration (AVX-512 only; elsewhere every kernel steps one).
@@ -62,20 +68,27 @@ struct HostKernelOptions {
   bool vbmi_decode = true;
 };
 
-// "sse", "avx2", "avx512".
+// "sse", "avx2", "avx512", "neon", "sve".
 const char* IsaName(Isa isa);
 
-// The ISA named "sse", "avx2" or "avx512"; Error(kInvalidArgument) naming `name` otherwise.
+// The ISA named "sse", "avx2", "avx512", "neon" or "sve"; Error(kInvalidArgument) naming
+// `name` otherwise.
 Isa ParseIsa(const std::string& name);
 
-// Whether this CPU (and OS) can run the kernels built for `isa`.
+// Whether this CPU (and OS) can run the kernels built for `isa` (always false for the
+// other architecture's ISAs).
 bool IsaSupported(Isa isa);
 
 // Whether this CPU has AVX-512 (kAvx512) with AVX512-VBMI: where `vbmi_decode` applies.
 bool VbmiSupported();
 
-// The best ISA this CPU supports.
+// The best ISA this CPU supports: kAvx512, kAvx2 or kSse on x86-64; kSve or kNeon on
+// aarch64.
 Isa BestIsa();
+
+// aarch64: the SVE vector length of the calling thread in bits (prctl PR_SVE_GET_VL), 0
+// without SVE; 0 on x86-64.
+unsigned SveVectorBits();
 
 // `options` as the kernels apply them on this CPU: `isa` set, `prefetch_groups` one of
 // 0, 8, 16, 32, 64, `vbmi_decode` true only where it applies and is on. Throws

@@ -20,6 +20,10 @@
 
 #include <xsimd/xsimd.hpp>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
 #include "tandem/types.h"
@@ -29,6 +33,68 @@
 #define TANDEM_SIMD_INLINE inline __attribute__((always_inline))
 
 namespace tandem::cpu::TANDEM_ISA_NS {
+
+// The same bits reinterpreted as batch type To (an xsimd::batch of the same lane count).
+// xsimd's bitwise_cast names the target batch up to 8.x (Debian 12's, the x86 builds) and
+// its element type from 9.0 on (third_party/xsimd, the aarch64 builds).
+template <class To, class T, class A>
+TANDEM_SIMD_INLINE To BitCast(const xsimd::batch<T, A>& x) {
+#if XSIMD_VERSION_MAJOR >= 9
+  return xsimd::bitwise_cast<typename To::value_type>(x);
+#else
+  return xsimd::bitwise_cast<To>(x);
+#endif
+}
+
+// Note [IEEE division and square root]: the kernels divide and take square roots only
+// through Div and Sqrt, the correctly rounded operations. They are xsimd's operator/ and
+// sqrt, except where the Ops define their own: xsimd (8.1 and 13.2 alike) computes float
+// division and square root on NEON from reciprocal estimates and Newton steps, which
+// differ from IEEE in the last bits, so ops_neon.h calls fdiv and fsqrt itself.
+template <class Ops>
+TANDEM_SIMD_INLINE typename Ops::F Div(typename Ops::F a, typename Ops::F b) {
+  if constexpr (requires { Ops::Div(a, b); })
+    return Ops::Div(a, b);
+  else
+    return a / b;
+}
+template <class Ops>
+TANDEM_SIMD_INLINE typename Ops::F Sqrt(typename Ops::F x) {
+  if constexpr (requires { Ops::Sqrt(x); })
+    return Ops::Sqrt(x);
+  else
+    return xsimd::sqrt(x);
+}
+
+// The q8 code values and the momentum compander by IEEE division, the reference's own
+// formulas (q8_codec.h: MomentumCodeValue, VarianceCodeValue, EncodeMomentum's quotient),
+// for Ops without a faster exact form: an Ops struct derives from DivisionCodecs<Ops>.
+template <class Ops>
+struct DivisionCodecs {
+  template <class I>
+  TANDEM_SIMD_INLINE static auto MomentumCodeValue(I q) {
+    const I aq = xsimd::select(q < I(0), -q, q);
+    return Div<Ops>(xsimd::batch_cast<float>(q), xsimd::batch_cast<float>(I(254) - aq));
+  }
+  template <class I>
+  TANDEM_SIMD_INLINE static auto VarianceCodeValue(I q) {
+    return Div<Ops>(xsimd::batch_cast<float>(q), typename Ops::F(255.0f));
+  }
+  // RoundHalfEven((254 a) / (1 + a)).
+  template <class F>
+  TANDEM_SIMD_INLINE static auto RoundedCompander(F a) {
+    return Ops::RoundToInt(Div<Ops>(F(254.0f) * a, F(1.0f) + a));
+  }
+};
+
+// Orders the span's streaming stores (Ops::StreamF32, Ops::StreamLow16) before the caller
+// publishes the result: an sfence on x86-64. The aarch64 Ops stream with ordinary stores,
+// which the caller's join orders (Note [Non-temporal parameter stores], step_kernel.h).
+TANDEM_SIMD_INLINE void StreamFence() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
+}
 
 static_assert(kQuantGroup == 32, "Note [Group size]: the group routine assumes 32");
 

@@ -17,6 +17,11 @@ void CodeValuesAvx2(float* mom, float* var) {
   avx2::CodeValuesWith<avx2::Ops>(mom, var);
 }
 
+void CompanderCodesAvx2(const float* a, size_t n, int8_t* m_pos, int8_t* m_neg, uint8_t* v) {
+  FpModeGuard fp_mode;
+  avx2::CompanderCodesWith<avx2::Ops>(a, n, m_pos, m_neg, v);
+}
+
 uint64_t CompanderMismatchesAvx2(uint32_t lo_bits, uint32_t hi_bits) {
   FpModeGuard fp_mode;
   return avx2::CompanderMismatchesWith<avx2::Ops>(lo_bits, hi_bits);

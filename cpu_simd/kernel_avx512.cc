@@ -23,6 +23,11 @@ void CodeValuesAvx512(float* mom, float* var) {
   avx512::CodeValuesWith<avx512::Ops>(mom, var);
 }
 
+void CompanderCodesAvx512(const float* a, size_t n, int8_t* m_pos, int8_t* m_neg, uint8_t* v) {
+  FpModeGuard fp_mode;
+  avx512::CompanderCodesWith<avx512::Ops>(a, n, m_pos, m_neg, v);
+}
+
 uint64_t CompanderMismatchesAvx512(uint32_t lo_bits, uint32_t hi_bits) {
   FpModeGuard fp_mode;
   return avx512::CompanderMismatchesWith<avx512::Ops>(lo_bits, hi_bits);

@@ -17,6 +17,11 @@ void CodeValuesSse(float* mom, float* var) {
   sse::CodeValuesWith<sse::Ops>(mom, var);
 }
 
+void CompanderCodesSse(const float* a, size_t n, int8_t* m_pos, int8_t* m_neg, uint8_t* v) {
+  FpModeGuard fp_mode;
+  sse::CompanderCodesWith<sse::Ops>(a, n, m_pos, m_neg, v);
+}
+
 uint64_t CompanderMismatchesSse(uint32_t lo_bits, uint32_t hi_bits) {
   FpModeGuard fp_mode;
   return sse::CompanderMismatchesWith<sse::Ops>(lo_bits, hi_bits);

@@ -4,8 +4,10 @@
 // the caller holds an FpModeGuard.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
+#include "cpu_simd/codecs.h"
 #include "cpu_simd/kernel_args.h"
 
 namespace tandem::cpu::TANDEM_ISA_NS {
@@ -44,6 +46,33 @@ void CodeValuesWith(float* mom, float* var) {
   }
 }
 
+// The q8 codes of every a[i] at 1/scale = 1 by the code paths of the kernels' group encode
+// (EncodeGroupMoments): the momentum code of a[i] and of -a[i], the variance code of a[i].
+// n a multiple of Ops::kWidth.
+template <class Ops>
+void CompanderCodesWith(const float* a, size_t n, int8_t* m_pos, int8_t* m_neg, uint8_t* v) {
+  using F = typename Ops::F;
+  using I = typename Ops::I;
+  constexpr int W = Ops::kWidth;
+  const F one(1.0f);
+  for (size_t i = 0; i < n; i += W) {
+    const F x = F::load_unaligned(a + i);
+    I mp, mn, vc;
+    if constexpr (requires { Ops::kVectorScales; }) {
+      mp = Ops::MomentumCode(x, one);
+      mn = Ops::MomentumCode(-x, one);
+      vc = Ops::VarianceCode(x, one);
+    } else {
+      mp = EncodeMomentum<Ops>(x, one);
+      mn = EncodeMomentum<Ops>(-x, one);
+      vc = EncodeSqrtVariance<Ops>(x, one);
+    }
+    Ops::StoreLow8(m_pos + i, mp);
+    Ops::StoreLow8(m_neg + i, mn);
+    Ops::StoreLow8(v + i, vc);
+  }
+}
+
 template <class Ops>
 uint64_t CompanderMismatchesWith(uint32_t lo_bits, uint32_t hi_bits) {
   using F = typename Ops::F;
@@ -55,9 +84,9 @@ uint64_t CompanderMismatchesWith(uint32_t lo_bits, uint32_t hi_bits) {
   I bad_lanes(0);
   for (uint64_t b = lo_bits; b < hi_bits; b += W) {
     const I bits = I(static_cast<int32_t>(b)) + step;
-    const F a = xsimd::bitwise_cast<F>(bits);
+    const F a = BitCast<F>(bits);
     const I fast = Ops::RoundedCompander(a);
-    const I exact = Ops::RoundToInt((F(254.0f) * a) / (F(1.0f) + a));
+    const I exact = Ops::RoundToInt(Div<Ops>(F(254.0f) * a, F(1.0f) + a));
     const auto differ = (fast != exact) & (bits < I(static_cast<int32_t>(hi_bits)));
     bad_lanes = bad_lanes + xsimd::select(differ, I(1), I(0));
   }

@@ -1,16 +1,15 @@
 // The host step kernel's span loop, written once against xsimd::batch<float, Arch> and
-// the small per-ISA loader/storer layer `Ops` (ops_avx512.h, ops_avx2.h, ops_sse.h): the
-// span's full groups one or two at a time (group_step.h, pairing.h) with the software
-// prefetch ahead of them (prefetch.h), then its partial last group. Relies on those
-// layers for all per-element work and memory access; kernel_dispatch.h maps a span to
-// its instantiation, and kernel_<isa>.cc compiles it per ISA (kernel_args.h says how).
+// the small per-ISA loader/storer layer `Ops` (ops_avx512.h, ops_avx2.h, ops_sse.h,
+// ops_neon.h, ops_sve.h): the span's full groups one or two at a time (group_step.h,
+// pairing.h) with the software prefetch ahead of them (prefetch.h), then its partial last
+// group. Relies on those layers for all per-element work and memory access;
+// kernel_dispatch.h maps a span to its instantiation, and kernel_<isa>.cc compiles it per
+// ISA (kernel_args.h says how).
 //
 // A span's partial last group is copied into zero-padded group buffers, stepped by the
 // same code and copied back (the padding is zero state with a zero gradient: it never
 // changes the group max).
 #pragma once
-
-#include <immintrin.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -29,7 +28,9 @@ namespace tandem::cpu::TANDEM_ISA_NS {
 // element for a bf16 parameter. Streaming stores skip that read. They are used only when
 // the parameter is 64-byte aligned (then every store is aligned), not aliased with the
 // master, and not fp16; an sfence at the end of the span orders them before the caller
-// (or the TBB join) publishes the result.
+// (or the TBB join) publishes the result. The aarch64 Ops (ops_neon.h, ops_sve.h) write
+// this stream with ordinary stores (Arm cores detect a write-only stream themselves: write
+// streaming mode) and need no fence.
 template <class Ops, Algo A, MasterFormat MF, Moment MOM, Moment VAR, GradIo GI = GradIo::kRuntime,
           ParamIo PI = ParamIo::kRuntime>
 void RunSpan(const StepScalars& s, const StepSpan& sp, const SpanTuning& tuning) {
@@ -64,7 +65,7 @@ void RunSpan(const StepScalars& s, const StepSpan& sp, const SpanTuning& tuning)
     StepGroup<Ops, A, MF, MOM, VAR, GI, PI>(c, p);
     Advance<MF, MOM, VAR, GI, PI>(p, c.grad_size, c.param_size);
   }
-  if (c.nt_param) _mm_sfence();
+  if (c.nt_param) StreamFence();
   const size_t len = sp.n - full * kQuantGroup;
   if (len == 0) return;
 

@@ -22,9 +22,9 @@ TANDEM_SIMD_INLINE void UpdateReg(const Ctx<Ops>& c, typename Ops::F g, typename
     m = c.beta1 * m + c.omb1 * g;
     v = c.beta2 * v + c.omb2 * (g * g);
     if (c.decoupled) w = w * c.decay;
-    const F root = xsimd::sqrt(v);
+    const F root = Sqrt<Ops>(v);  // Note [IEEE division and square root] (kernel_args.h)
     const F denom = root * c.inv_sqrt_bc2 + c.eps;
-    w = w - c.step_size * (m / denom);
+    w = w - c.step_size * Div<Ops>(m, denom);
     u = root;
   } else if constexpr (A == Algo::kLion) {
     // LionElement.

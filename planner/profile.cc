@@ -147,6 +147,34 @@ Profile DefaultProfile() {
   return p;
 }
 
+Profile GraceHopperProfile() {
+  Profile p;
+  p.machine = "NVIDIA GH200 Grace Hopper (published figures, not measured)";
+  p.date = "2024";
+  p.source =
+      "built-in: NVIDIA's published GH200 figures (HBM3e 4.9 TB/s, NVLink-C2C 900 GB/s, "
+      "LPDDR5X 512 GB/s, 72 Neoverse V2 cores); peaks, not measurements";
+  p.gpu.name = "NVIDIA GH200 (H100, 144 GB HBM3e)";
+  p.gpu.hbm_copy_gbps = 4900;
+  p.host.threads = 72;
+  p.host.isa = "sve";
+  p.host.copy_gbps = 512;
+  p.host.triad_gbps = 512;
+  p.pcie = {450, 450, 900};
+  return p;
+}
+
+std::optional<Profile> BuiltinProfile(std::string_view name) {
+  if (name == "h200") return DefaultProfile();
+  if (name == "grace-hopper") return GraceHopperProfile();
+  return std::nullopt;
+}
+
+Profile ProfileByNameOrPath(const std::string& name_or_path) {
+  if (auto p = BuiltinProfile(name_or_path)) return *p;
+  return ReadProfile(name_or_path);
+}
+
 Profile ParseProfile(std::string_view text, std::string_view where) {
   json j;
   try {

@@ -46,11 +46,19 @@ TEST(FpBits, Bf16RoundsToNearestEvenOverSweep) {
   EXPECT_EQ(F32ToBf16(FloatOf(0x00018000u)), 0x0002u);  // denormal tie to even (2)
 }
 
+// The compiler's IEEE binary16: _Float16 (GCC 12 has it in C++ on x86-64 only), __fp16 on
+// aarch64 (IEEE format there; its conversions are fcvt, under FPCR's round to nearest).
+#if defined(__aarch64__)
+using Half = __fp16;
+#else
+using Half = _Float16;
+#endif
+
 TEST(FpBits, F16MatchesCompilerConversionOverSweep) {
   uint64_t checked = 0;
   for (uint64_t p = 0; p <= 0xFFFFFFFFull; p += 251) {
     const float x = FloatOf(static_cast<uint32_t>(p));
-    const _Float16 h = static_cast<_Float16>(x);
+    const Half h = static_cast<Half>(x);
     uint16_t hb;
     memcpy(&hb, &h, 2);
     if (std::isnan(x)) {
@@ -65,7 +73,7 @@ TEST(FpBits, F16MatchesCompilerConversionOverSweep) {
 
 TEST(FpBits, F16ToF32IsExactForAllHalves) {
   for (uint32_t h = 0; h <= 0xFFFFu; ++h) {
-    _Float16 hv;
+    Half hv;
     const uint16_t hb = static_cast<uint16_t>(h);
     memcpy(&hv, &hb, 2);
     const float want = static_cast<float>(hv);

@@ -386,6 +386,20 @@ inline constexpr double kDefaultNodeDramGbps = 169.0;
 // 55.5 D2H, 101.7 both; host triad 146 GB/s, 16 threads; no kernel keys), with host DRAM
 // under DMA kDefaultNodeDramGbps.
 Profile DefaultProfile();
+// An NVIDIA GH200 Grace Hopper Superchip node, from NVIDIA's published figures, none
+// measured by Tandem (`machine` and `source` say so; builtin_default false): one Hopper GPU
+// with 144 GB HBM3e at 4900 GB/s (the peak, where DefaultProfile's 4260 is a measured
+// copy); NVLink-C2C in `pcie`: 450 GB/s each way, 900 both; one Grace CPU: 72 Neoverse V2
+// cores (threads 72, isa "sve"), LPDDR5X at 512 GB/s (host copy and triad; no DRAM-under-
+// DMA figure, so the triad stands for it). No kernel rates: the rooflines stand for them.
+// `tandem-bench calibrate` on a Grace host measures what can be measured over it.
+Profile GraceHopperProfile();
+// The built-in profiles by name: "h200" (DefaultProfile) and "grace-hopper"
+// (GraceHopperProfile); std::nullopt for any other name.
+std::optional<Profile> BuiltinProfile(std::string_view name);
+// The built-in profile named `name_or_path`, else the profile file at that path
+// (ReadProfile, and its errors).
+Profile ProfileByNameOrPath(const std::string& name_or_path);
 // Parses / reads a profile; Error(kInvalidArgument) naming `where` (or the file) and the
 // missing or bad field, or a wrong schema; Error(kIO) if the file cannot be read.
 Profile ParseProfile(std::string_view json, std::string_view where);

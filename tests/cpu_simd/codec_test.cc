@@ -1,11 +1,20 @@
 // Exhaustive checks of the code paths of the kernels that may be written otherwise than
 // the reference (Note [Division-free decode] in cpu_simd/ops_avx512.h, and the compander
 // of each ISA): every code value and every compander input of [0, ~1.008] must give the
-// reference's bits, on each ISA.
+// reference's bits, on each ISA (SVE at each vector length the CPU runs).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <sstream>
+#include <string>
 #include <vector>
+
+#include <tbb/parallel_for.h>
 
 #include "cpu_simd/span_kernels.h"
 #include "engine/q8_codec.h"
@@ -21,21 +30,41 @@ struct Hooks {
 
 Hooks HooksFor(Isa isa) {
   switch (isa) {
+#if defined(__aarch64__)
+    case Isa::kNeon:
+      return {&CodeValuesNeon, &CompanderMismatchesNeon};
+    case Isa::kSve:
+      return {&CodeValuesSve, &CompanderMismatchesSve};
+#else
     case Isa::kSse:
       return {&CodeValuesSse, &CompanderMismatchesSse};
     case Isa::kAvx2:
       return {&CodeValuesAvx2, &CompanderMismatchesAvx2};
     case Isa::kAvx512:
       return {&CodeValuesAvx512, &CompanderMismatchesAvx512};
+#endif
+    default:
+      return {};
   }
-  return {};
 }
 
-class Codec : public ::testing::TestWithParam<Isa> {};
+// Each test runs on one thread at the SVE vector length of its target (kSve).
+class Codec : public ::testing::TestWithParam<IsaTarget> {
+ protected:
+  void SetUp() override {
+    if (GetParam().sve_bits != 0) {
+      ASSERT_TRUE(vl_.ok()) << TargetName(GetParam());
+    }
+  }
+  Hooks hooks() const { return HooksFor(GetParam().isa); }
+
+ private:
+  ScopedSveVectorLength vl_{GetParam().sve_bits};
+};
 
 TEST_P(Codec, EveryCodeValueIsTheReferenceQuotient) {
   float mom[256], var[256];
-  HooksFor(GetParam()).code_values(mom, var);
+  hooks().code_values(mom, var);
   for (int c = -127; c <= 127; ++c) {
     const float want = num::MomentumCodeValue(c);
     EXPECT_EQ(0, std::memcmp(&want, &mom[c + 128], 4)) << "momentum code " << c;
@@ -48,10 +77,123 @@ TEST_P(Codec, EveryCodeValueIsTheReferenceQuotient) {
 
 // All 1.07e9 floats from +0 to 1.0078125 (a <= 1 up to a rounding of |m| * (1/s)).
 TEST_P(Codec, CompanderMatchesDivisionForEveryInputUpToOne) {
-  if (GetParam() != Isa::kAvx512) GTEST_SKIP() << "division is used directly on this ISA";
-  EXPECT_EQ(HooksFor(GetParam()).compander_mismatches(0, 0x3F810000u), 0u);
+  if (GetParam().isa != Isa::kAvx512) GTEST_SKIP() << "division is used directly on this ISA";
+  EXPECT_EQ(hooks().compander_mismatches(0, 0x3F810000u), 0u);
 }
 
+// The compander hooks of the ISA of `t` (CompanderCodes, span_kernels.h).
+using CodesHook = void (*)(const float*, size_t, int8_t*, int8_t*, uint8_t*);
+CodesHook CodesHookFor(Isa isa) {
+  switch (isa) {
+#if defined(__aarch64__)
+    case Isa::kNeon:
+      return &CompanderCodesNeon;
+    case Isa::kSve:
+      return &CompanderCodesSve;
+#else
+    case Isa::kSse:
+      return &CompanderCodesSse;
+    case Isa::kAvx2:
+      return &CompanderCodesAvx2;
+    case Isa::kAvx512:
+      return &CompanderCodesAvx512;
+#endif
+    default:
+      return nullptr;
+  }
+}
+
+// Note [Every compander input]: a group's codes take a = |m| * (1/scale) in [0, 1 + 2^-23]
+// (Note [Scales in vector registers], ops_avx512.h). This test gives every such a, as
+// m = a and m = -a at scale 1, to every ISA's momentum and variance encode and compares
+// the codes with q8_codec.h's: the momentum compander over the 1.07e9 floats from +0 up
+// to 1.0078125 (as CompanderMatchesDivisionForEveryInputUpToOne, above), the variance code
+// up to 1 + 2^-23 (past it the AVX-512 code drops a clamp that cannot fire). The negative
+// code is the positive one negated in the reference (EncodeMomentum's sign), so that is
+// what it is compared with. Under emulation (TANDEM_EMULATED set: scripts/test-aarch64.sh),
+// where every input would take hours, and in the sanitizer build, a sample instead: every
+// input within 512 ulps of a rounding tie of either code (t = k + 1/2: where
+// round-half-even and the other roundings differ), every input from 0.99609375 up (the
+// clamps), and every 997th besides.
+constexpr uint32_t kCompanderEnd = 0x3F810000u;  // 1.0078125
+constexpr uint32_t kVarianceEnd = 0x3F800002u;   // past 1 + 2^-23
+
+std::vector<uint32_t> CompanderSample() {
+  std::vector<uint32_t> bits;
+  auto around = [&](double center) {
+    uint32_t c;
+    const float f = static_cast<float>(center);
+    std::memcpy(&c, &f, 4);
+    for (uint32_t b = c - 512; b <= c + 512 && b < kCompanderEnd; ++b) bits.push_back(b);
+  };
+  for (int k = 0; k < 127; ++k) around((k + 0.5) / (253.5 - k));  // 254a / (1 + a) = k + 1/2
+  for (int k = 0; k < 255; ++k) around((k + 0.5) / 255.0);        // 255a = k + 1/2
+  for (uint32_t b = 0x3F7F0000u; b < kCompanderEnd; ++b) bits.push_back(b);
+  for (uint32_t b = 0; b < kCompanderEnd; b += 997) bits.push_back(b);
+  return bits;
+}
+
+// Compares every target's codes of the inputs [start, start + n) of `bits` (or of all
+// floats, when bits is empty) with the reference's; "" or the first difference.
+std::string CheckCompanderBlock(const std::vector<uint32_t>& bits, uint64_t start, size_t n,
+                                const std::vector<IsaTarget>& targets) {
+  constexpr size_t kBlock = 1 << 16;  // a multiple of every ISA's width
+  std::vector<float> a(kBlock);
+  std::vector<int8_t> want_m(kBlock), got_p(kBlock), got_n(kBlock);
+  std::vector<uint8_t> want_v(kBlock), got_v(kBlock);
+  for (size_t i = 0; i < kBlock; ++i) {
+    const uint32_t b = i >= n         ? 0u
+                       : bits.empty() ? static_cast<uint32_t>(start + i)
+                                      : bits[start + i];
+    std::memcpy(&a[i], &b, 4);
+    want_m[i] = num::EncodeMomentum(a[i], 1.0f);
+    want_v[i] = b < kVarianceEnd ? num::EncodeSqrtVariance(a[i], 1.0f) : 0;
+  }
+  for (const IsaTarget& t : targets) {
+    ScopedSveVectorLength vl(t.sve_bits);
+    CodesHookFor(t.isa)(a.data(), kBlock, got_p.data(), got_n.data(), got_v.data());
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t b;
+      std::memcpy(&b, &a[i], 4);
+      const bool v_ok = b >= kVarianceEnd || got_v[i] == want_v[i];
+      if (got_p[i] == want_m[i] && got_n[i] == -want_m[i] && v_ok) continue;
+      std::ostringstream os;
+      os << TargetName(t) << ": a = " << a[i] << " (bits 0x" << std::hex << b << std::dec
+         << "): momentum codes " << +got_p[i] << " / " << +got_n[i] << ", variance code "
+         << +got_v[i] << "; the reference's " << +want_m[i] << " / " << -want_m[i] << ", "
+         << +want_v[i];
+      return os.str();
+    }
+  }
+  return "";
+}
+
+TEST(CodecEveryIsa, CompanderCodesMatchReferenceForEveryInput) {
+  // The sanitizer build looks for memory errors, which the sample finds as well.
+#if defined(__SANITIZE_ADDRESS__)
+  const bool sampled = true;
+#else
+  const bool sampled = std::getenv("TANDEM_EMULATED") != nullptr;
+#endif
+  const std::vector<uint32_t> bits = sampled ? CompanderSample() : std::vector<uint32_t>();
+  const uint64_t total = sampled ? bits.size() : kCompanderEnd;
+  constexpr uint64_t kBlock = 1 << 16;
+  const std::vector<IsaTarget> targets = SupportedTargets();
+  std::mutex mu;
+  std::string first;
+  // Blocks in parallel: each task sets its own thread's SVE vector length.
+  tbb::parallel_for(uint64_t{0}, (total + kBlock - 1) / kBlock, [&](uint64_t k) {
+    const size_t n = static_cast<size_t>(std::min(kBlock, total - k * kBlock));
+    const std::string bad = CheckCompanderBlock(bits, k * kBlock, n, targets);
+    std::lock_guard<std::mutex> lock(mu);
+    if (!bad.empty() && first.empty()) first = bad;
+  });
+  EXPECT_EQ(first, "");
+  std::printf("compander inputs checked on %zu ISA builds: %llu%s\n", targets.size(),
+              static_cast<unsigned long long>(total), sampled ? " (sampled: TANDEM_EMULATED)" : "");
+}
+
+#if defined(__x86_64__)  // the AVX-512 paths
 // Note [Scales in vector registers]: the vector bf16 ceiling and 1/scale equal
 // q8_codec.h's GroupScaleBits and 1.0f / scale for every binade and every kind of lower
 // half (zero, one, the tie 0x8000, all ones: the carry cases), for zero, subnormals,
@@ -114,10 +256,11 @@ TEST(CodecAvx512Vbmi, GroupIoMatchesPerRegisterForms) {
         << "pass " << k;
   }
 }
+#endif
 
-INSTANTIATE_TEST_SUITE_P(SupportedIsas, Codec, ::testing::ValuesIn(SupportedIsas()),
-                         [](const ::testing::TestParamInfo<Isa>& i) {
-                           return std::string(IsaName(i.param));
+INSTANTIATE_TEST_SUITE_P(SupportedIsas, Codec, ::testing::ValuesIn(SupportedTargets()),
+                         [](const ::testing::TestParamInfo<IsaTarget>& i) {
+                           return TargetName(i.param);
                          });
 
 }  // namespace

@@ -1,7 +1,6 @@
 // HostDriver: results independent of thread count and grain, many tiny tensors in one
 // Run, FTZ/DAZ in the caller, and all-or-nothing validation.
 #include <gtest/gtest.h>
-#include <xmmintrin.h>
 
 #include <memory>
 
@@ -68,10 +67,10 @@ void CheckDriver(const AlgoCase& c, const StateFormats& f, const std::vector<siz
     auto wr = Work(ref, &s);
     for (const auto& w : wr) ReferenceStep(s, w.span);
     auto wg = Work(got, &s);
-    const unsigned saved = _mm_getcsr();
-    if (ftz_daz) _mm_setcsr(saved | 0x8040u);
-    driver.Run(wg.data(), wg.size());
-    _mm_setcsr(saved);
+    {
+      ScopedCallerFlushToZero ftz(ftz_daz);
+      driver.Run(wg.data(), wg.size());
+    }
     ExpectSame(ref, got);
     if (::testing::Test::HasFailure()) return;
   }
@@ -111,12 +110,12 @@ TEST(HostDriver, EveryIsa) {
 // for later Runs, and a refused set_options changes nothing.
 TEST(HostDriver, OptionsArePerDriver) {
   const AlgoCase c = AlgoCases()[0];
-  HostKernelOptions slow = OptionsFor(Isa::kSse);
+  HostKernelOptions slow = OptionsFor(BaselineIsa());
   slow.prefetch_groups = 0;
   slow.nt_param_stores = false;
   slow.paired_groups = PairedGroups::kOff;
   HostDriver a(2, 96, {}, slow), b(2, 96);
-  EXPECT_EQ(a.options().isa, Isa::kSse);
+  EXPECT_EQ(a.options().isa, BaselineIsa());
   EXPECT_EQ(a.options().prefetch_groups, 0);
   EXPECT_FALSE(a.options().nt_param_stores);
   EXPECT_EQ(a.options().paired_groups, PairedGroups::kOff);
@@ -206,7 +205,7 @@ TEST(StepSpanHost, BadOptionsThrowAndTouchNothing) {
   HostKernelOptions bad;
   bad.isa = static_cast<Isa>(7);
   EXPECT_THROW(StepSpanHost(s, w[0].span, bad), Error);
-  for (Isa isa : {Isa::kSse, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : kAllIsas) {
     if (IsaSupported(isa)) continue;
     EXPECT_THROW(StepSpanHost(s, w[0].span, OptionsFor(isa)), Error) << IsaName(isa);
   }

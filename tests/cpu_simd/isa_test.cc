@@ -5,8 +5,13 @@
 #include <string>
 #include <utility>
 
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#endif
+
 #include "cpu_simd/host_kernels.h"
 #include "cpu_simd/span_kernels.h"
+#include "engine/reference_step.h"
 #include "tandem/error.h"
 #include "tests/cpu_simd/test_util.h"
 
@@ -17,7 +22,9 @@ TEST(Isa, Names) {
   EXPECT_STREQ(IsaName(Isa::kSse), "sse");
   EXPECT_STREQ(IsaName(Isa::kAvx2), "avx2");
   EXPECT_STREQ(IsaName(Isa::kAvx512), "avx512");
-  for (Isa i : {Isa::kSse, Isa::kAvx2, Isa::kAvx512}) EXPECT_EQ(ParseIsa(IsaName(i)), i);
+  EXPECT_STREQ(IsaName(Isa::kNeon), "neon");
+  EXPECT_STREQ(IsaName(Isa::kSve), "sve");
+  for (Isa i : kAllIsas) EXPECT_EQ(ParseIsa(IsaName(i)), i);
   try {
     ParseIsa("avx1024");
     FAIL() << "ParseIsa accepted an unknown name";
@@ -28,23 +35,54 @@ TEST(Isa, Names) {
 }
 
 TEST(Isa, BaselineSupportedAndBestIsSupported) {
-  EXPECT_TRUE(IsaSupported(Isa::kSse));
+  EXPECT_TRUE(IsaSupported(BaselineIsa()));
   EXPECT_TRUE(IsaSupported(BestIsa()));
   EXPECT_EQ(Resolve({}).isa, BestIsa());
 }
 
+// The kernel entry point of each ISA of this build's architecture.
+SpanKernel KernelOf(Isa isa) {
+  switch (isa) {
+#if defined(__aarch64__)
+    case Isa::kNeon:
+      return &StepSpanNeon;
+    case Isa::kSve:
+      return &StepSpanSve;
+#else
+    case Isa::kSse:
+      return &StepSpanSse;
+    case Isa::kAvx2:
+      return &StepSpanAvx2;
+    case Isa::kAvx512:
+      return &StepSpanAvx512;
+#endif
+    default:
+      return nullptr;
+  }
+}
+
 // Each supported ISA, asked for, is the one whose kernel runs.
 TEST(Isa, ForceEverySupportedIsa) {
-  const SpanKernel want[] = {&StepSpanSse, &StepSpanAvx2, &StepSpanAvx512};
   for (Isa i : SupportedIsas()) {
     EXPECT_EQ(Resolve(OptionsFor(i)).isa, i);
-    EXPECT_EQ(ResolveHostKernel(OptionsFor(i)).run, want[static_cast<int>(i)]) << IsaName(i);
+    EXPECT_EQ(ResolveHostKernel(OptionsFor(i)).run, KernelOf(i)) << IsaName(i);
     EXPECT_EQ(HostDriver(1, 64, {}, OptionsFor(i)).options().isa, i);
   }
 }
 
+// Each build has only its own architecture's kernels.
+TEST(Isa, OtherArchitectureUnsupported) {
+#if defined(__aarch64__)
+  for (Isa i : {Isa::kSse, Isa::kAvx2, Isa::kAvx512}) EXPECT_FALSE(IsaSupported(i)) << IsaName(i);
+  EXPECT_TRUE(BestIsa() == Isa::kSve || BestIsa() == Isa::kNeon);
+#else
+  for (Isa i : {Isa::kNeon, Isa::kSve}) EXPECT_FALSE(IsaSupported(i)) << IsaName(i);
+  EXPECT_EQ(SveVectorBits(), 0u);
+#endif
+}
+
 TEST(Isa, ForcingAnUnsupportedIsaThrowsUnsupported) {
-  for (Isa i : {Isa::kSse, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa i : kAllIsas) {
     if (IsaSupported(i)) continue;
     try {
       Resolve(OptionsFor(i));
@@ -68,8 +106,12 @@ TEST(Isa, ForcingAnUnsupportedIsaThrowsUnsupported) {
 // Note [VBMI momentum decode]: the option can switch the decode off everywhere, and on only
 // where the CPU has AVX-512 with VBMI and the AVX-512 kernels run.
 TEST(Isa, VbmiDecodeOnlyWhereTheCpuHasIt) {
+#if defined(__x86_64__)
   __builtin_cpu_init();
   const bool cpu = IsaSupported(Isa::kAvx512) && __builtin_cpu_supports("avx512vbmi");
+#else
+  const bool cpu = false;
+#endif
   EXPECT_EQ(VbmiSupported(), cpu);
   HostKernelOptions o;
   o.vbmi_decode = false;
@@ -127,6 +169,52 @@ TEST(Isa, DefaultsAndTuningAsGiven) {
     EXPECT_NE(std::string(e.what()).find("paired_groups"), std::string::npos) << e.what();
   }
 }
+
+#if defined(__aarch64__)
+// Note [SVE vector lengths]: SVE is supported, and best, exactly at the vector lengths
+// with a build; StepSpanSve runs the build of the calling thread's length (each is tested
+// byte for byte in parity_test.cc) and the NEON kernels at any other, so a span stepped
+// at an unbuilt length still gets the reference's bytes.
+TEST(Isa, SveOnlyAtBuiltVectorLengths) {
+  if ((getauxval(AT_HWCAP) & HWCAP_SVE) == 0) {
+    EXPECT_FALSE(IsaSupported(Isa::kSve));
+    EXPECT_EQ(SveVectorBits(), 0u);
+    EXPECT_EQ(BestIsa(), Isa::kNeon);
+    GTEST_SKIP() << "no SVE on this CPU";
+  }
+  for (unsigned bits : kSveVectorBits) {
+    ScopedSveVectorLength vl(bits);
+    if (!vl.ok()) continue;
+    EXPECT_EQ(SveVectorBits(), bits);
+    EXPECT_EQ(SveVectorBitsNow(), bits);
+    EXPECT_TRUE(IsaSupported(Isa::kSve)) << bits;
+    EXPECT_EQ(BestIsa(), Isa::kSve) << bits;
+  }
+  ScopedSveVectorLength unbuilt(1024);
+  if (!unbuilt.ok()) GTEST_SKIP() << "this CPU cannot run SVE at 1024 bits";
+  EXPECT_FALSE(IsaSupported(Isa::kSve));
+  EXPECT_EQ(BestIsa(), Isa::kNeon);
+  try {
+    Resolve(OptionsFor(Isa::kSve));
+    FAIL() << "Resolve(sve) accepted a vector length without a build";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("1024 bits"), std::string::npos) << e.what();
+  }
+  const AlgoCase& c = AlgoCases()[0];
+  const StateFormats f{MasterFormat::kBF16Ecc8, MomentFormat::kQ8, MomentFormat::kQ8};
+  std::mt19937 rng(5);
+  const std::vector<float> w0 = RandomWeights(rng, 1000);
+  TensorState ref(c.algo, c.h, f, w0.data(), 1000);
+  TensorState got = ref;
+  const auto grad = RandomGrad(rng, 1000, DType::kBF16);
+  const StepScalars s = ComputeStepScalars(c.algo, c.h, c.lr, 1, 1.0);
+  ReferenceStep(s, ref.Span(0, 1000, grad.data(), DType::kBF16, nullptr, DType::kF32));
+  StepSpanSve(s, got.Span(0, 1000, grad.data(), DType::kBF16, nullptr, DType::kF32),
+              ResolveHostKernel(OptionsFor(Isa::kNeon)).tuning);
+  ExpectSameState(ref, got);
+}
+#endif
 
 }  // namespace
 }  // namespace tandem::cpu::testing

@@ -1,8 +1,8 @@
 // Byte-for-byte parity of StepSpanHost with ReferenceStep: every algorithm x master
 // format x moment formats x gradient dtype x parameter dtype, spans of 0, 1, 31, 32, 33,
-// 77 and 1000 elements, 5 steps (the q8 state evolves), for each ISA this CPU has.
+// 77 and 1000 elements, 5 steps (the q8 state evolves), for each ISA this CPU has (SVE at
+// each vector length it can run at).
 #include <gtest/gtest.h>
-#include <xmmintrin.h>
 
 #include <initializer_list>
 
@@ -42,10 +42,10 @@ void CheckParity(const HostKernelOptions& o, const AlgoCase& c, const StateForma
     void* pr = param_dtype < 0 ? nullptr : (alias ? (void*)ref.master_bf16.data() : p_ref_ptr);
     void* pg = param_dtype < 0 ? nullptr : (alias ? (void*)got.master_bf16.data() : p_got_ptr);
     ReferenceStep(s, ref.Span(0, n, grad.data(), gt, pr, pt));
-    const unsigned saved = _mm_getcsr();
-    if (ftz_daz) _mm_setcsr(saved | 0x8040u);
-    StepSpanHost(s, got.Span(0, n, grad.data(), gt, pg, pt), o);
-    _mm_setcsr(saved);
+    {
+      ScopedCallerFlushToZero ftz(ftz_daz);
+      StepSpanHost(s, got.Span(0, n, grad.data(), gt, pg, pt), o);
+    }
     SCOPED_TRACE("step " + std::to_string(t));
     ExpectSameState(ref, got);
     const size_t pbytes = param_dtype < 0 ? 0 : n * DTypeSize(pt);
@@ -55,14 +55,23 @@ void CheckParity(const HostKernelOptions& o, const AlgoCase& c, const StateForma
   }
 }
 
-class Parity : public ::testing::TestWithParam<Isa> {
+// Each test runs on one thread at the SVE vector length of its target (kSve).
+class Parity : public ::testing::TestWithParam<IsaTarget> {
  protected:
+  void SetUp() override {
+    if (GetParam().sve_bits != 0) {
+      ASSERT_TRUE(vl_.ok()) << TargetName(GetParam());
+    }
+  }
   // The default options with the ISA under test.
   HostKernelOptions Options() const {
     HostKernelOptions o;
-    o.isa = GetParam();
+    o.isa = GetParam().isa;
     return o;
   }
+
+ private:
+  ScopedSveVectorLength vl_{GetParam().sve_bits};
 };
 
 void EveryCombination(const HostKernelOptions& o) {
@@ -152,7 +161,7 @@ TEST_P(Parity, EveryPairingMode) { EveryPairingMode(Options()); }
 // kernels with the VBMI decode (spans with a q8 momentum); here the same spans again with
 // it switched off, i.e. the plain AVX-512 kernels that every other CPU runs.
 TEST_P(Parity, WithoutVbmiDecode) {
-  if (GetParam() != Isa::kAvx512) GTEST_SKIP() << "the VBMI decode is an AVX-512 path";
+  if (GetParam().isa != Isa::kAvx512) GTEST_SKIP() << "the VBMI decode is an AVX-512 path";
   if (!VbmiSupported()) GTEST_SKIP() << "no AVX512-VBMI on this CPU";
   HostKernelOptions o = Options();
   o.vbmi_decode = false;
@@ -174,9 +183,9 @@ TEST_P(Parity, WithSoftwarePrefetch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(SupportedIsas, Parity, ::testing::ValuesIn(SupportedIsas()),
-                         [](const ::testing::TestParamInfo<Isa>& i) {
-                           return std::string(IsaName(i.param));
+INSTANTIATE_TEST_SUITE_P(SupportedIsas, Parity, ::testing::ValuesIn(SupportedTargets()),
+                         [](const ::testing::TestParamInfo<IsaTarget>& i) {
+                           return TargetName(i.param);
                          });
 
 }  // namespace

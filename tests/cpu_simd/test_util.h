@@ -11,7 +11,14 @@
 #include <string>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#elif defined(__aarch64__)
+#include <sys/prctl.h>
+#endif
+
 #include "cpu_simd/host_kernels.h"
+#include "cpu_simd/span_kernels.h"
 #include "engine/fp_bits.h"
 #include "engine/step_scalars.h"
 #include "engine/tensor_state.h"
@@ -130,12 +137,110 @@ inline void ExpectSameState(const TensorState& want, const TensorState& got) {
   ExpectSameBytes(want.v_scales, got.v_scales, "v scales");
 }
 
+// Every ISA of either architecture, lowest first on each.
+inline constexpr Isa kAllIsas[] = {Isa::kSse, Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kSve};
+
 inline std::vector<Isa> SupportedIsas() {
   std::vector<Isa> r;
-  for (Isa i : {Isa::kSse, Isa::kAvx2, Isa::kAvx512})
+  for (Isa i : kAllIsas)
     if (IsaSupported(i)) r.push_back(i);
   return r;
 }
+
+// The ISA that every CPU of this build's architecture has.
+inline Isa BaselineIsa() {
+#if defined(__aarch64__)
+  return Isa::kNeon;
+#else
+  return Isa::kSse;
+#endif
+}
+
+// For its lifetime, the calling thread's SVE vector length is `bits` (prctl
+// PR_SVE_SET_VL; a thread's own setting, inherited by threads it creates later); ok()
+// says whether the CPU runs at that length. Restores the length it found.
+class ScopedSveVectorLength {
+ public:
+  explicit ScopedSveVectorLength(unsigned bits) {
+#if defined(__aarch64__)
+    saved_ = prctl(PR_SVE_GET_VL);
+    if (saved_ < 0 || bits == 0) return;
+    const int r = prctl(PR_SVE_SET_VL, static_cast<unsigned long>(bits / 8));
+    ok_ = r >= 0 && static_cast<unsigned>(r & PR_SVE_VL_LEN_MASK) * 8u == bits;
+#else
+    (void)bits;
+#endif
+  }
+  ~ScopedSveVectorLength() {
+#if defined(__aarch64__)
+    if (saved_ >= 0) prctl(PR_SVE_SET_VL, static_cast<unsigned long>(saved_ & PR_SVE_VL_LEN_MASK));
+#endif
+  }
+  ScopedSveVectorLength(const ScopedSveVectorLength&) = delete;
+  ScopedSveVectorLength& operator=(const ScopedSveVectorLength&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  int saved_ = -1;
+  bool ok_ = false;
+};
+
+// One kernel build to test: an ISA and, for kSve, the vector length (bits) the test thread
+// runs with, which picks the SVE build (Note [SVE vector lengths], kernel_sve.cc).
+struct IsaTarget {
+  Isa isa;
+  unsigned sve_bits = 0;
+};
+
+inline std::string TargetName(const IsaTarget& t) {
+  return std::string(IsaName(t.isa)) + (t.sve_bits ? std::to_string(t.sve_bits) : "");
+}
+inline void PrintTo(const IsaTarget& t, std::ostream* os) { *os << TargetName(t); }
+
+// Every supported ISA; kSve once for every vector length with a build that this CPU can
+// run at (all three under QEMU's -cpu max; only 128 on Grace).
+inline std::vector<IsaTarget> SupportedTargets() {
+  std::vector<IsaTarget> r;
+  for (Isa i : SupportedIsas()) {
+    if (i != Isa::kSve) {
+      r.push_back({i, 0});
+      continue;
+    }
+    for (unsigned bits : kSveVectorBits)
+      if (ScopedSveVectorLength(bits).ok()) r.push_back({i, bits});
+  }
+  return r;
+}
+
+// For its lifetime, the calling thread flushes denormals to zero, the mode a caller may
+// hold that the kernels must not depend on (x86: MXCSR FTZ and DAZ; aarch64: FPCR FZ and
+// FZ16), if `on`. Restores the mode it found.
+class ScopedCallerFlushToZero {
+ public:
+  explicit ScopedCallerFlushToZero(bool on) {
+#if defined(__x86_64__)
+    saved_ = _mm_getcsr();
+    if (on) _mm_setcsr(static_cast<unsigned>(saved_) | 0x8040u);
+#elif defined(__aarch64__)
+    asm volatile("mrs %0, fpcr" : "=r"(saved_));
+    if (on) asm volatile("msr fpcr, %0" : : "r"(saved_ | (1u << 24) | (1u << 19)));
+#else
+    (void)on;
+#endif
+  }
+  ~ScopedCallerFlushToZero() {
+#if defined(__x86_64__)
+    _mm_setcsr(static_cast<unsigned>(saved_));
+#elif defined(__aarch64__)
+    asm volatile("msr fpcr, %0" : : "r"(saved_));
+#endif
+  }
+  ScopedCallerFlushToZero(const ScopedCallerFlushToZero&) = delete;
+  ScopedCallerFlushToZero& operator=(const ScopedCallerFlushToZero&) = delete;
+
+ private:
+  uint64_t saved_ = 0;
+};
 
 // The default host kernel options with `isa`.
 inline HostKernelOptions OptionsFor(Isa isa) {

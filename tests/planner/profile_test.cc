@@ -57,6 +57,40 @@ TEST(Profile, DefaultIsTheDesignReference) {
   EXPECT_NE(d.machine.find("built-in"), std::string::npos);
 }
 
+// The GH200 profile: NVIDIA's published figures, said to be published (not measured) in
+// the machine name the plan prints; NVLink-C2C where the H200 has PCIe.
+TEST(Profile, GraceHopperIsThePublishedGh200) {
+  const Profile g = GraceHopperProfile();
+  EXPECT_FALSE(g.builtin_default);
+  EXPECT_NE(g.machine.find("published figures, not measured"), std::string::npos) << g.machine;
+  EXPECT_NE(g.source.find("published"), std::string::npos) << g.source;
+  EXPECT_EQ(g.gpu.hbm_copy_gbps, 4900);
+  EXPECT_EQ(g.pcie.h2d_gbps, 450);
+  EXPECT_EQ(g.pcie.d2h_gbps, 450);
+  EXPECT_EQ(g.pcie.bidir_gbps, 900);
+  EXPECT_EQ(g.host.threads, 72);
+  EXPECT_EQ(g.host.isa, "sve");
+  EXPECT_EQ(g.host.triad_gbps, 512);
+  EXPECT_EQ(g.host.dram_gbps, 0);
+  EXPECT_TRUE(g.gpu.kernels.empty());
+  EXPECT_TRUE(g.host.kernels.empty());
+  const Profile q = ParseProfile(ProfileToJson(g), "grace-hopper");
+  EXPECT_EQ(ProfileToJson(q), ProfileToJson(g));
+}
+
+TEST(Profile, BuiltinByNameElseFile) {
+  EXPECT_EQ(ProfileToJson(*BuiltinProfile("h200")), ProfileToJson(DefaultProfile()));
+  EXPECT_EQ(ProfileToJson(*BuiltinProfile("grace-hopper")), ProfileToJson(GraceHopperProfile()));
+  EXPECT_FALSE(BuiltinProfile("gh200").has_value());
+  EXPECT_EQ(ProfileByNameOrPath("grace-hopper").host.threads, 72);
+  try {
+    ProfileByNameOrPath("no-such-profile.json");
+    FAIL() << "a missing profile file was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no-such-profile.json"), std::string::npos) << e.what();
+  }
+}
+
 void ExpectBad(const std::string& text, const std::string& needle) {
   try {
     ParseProfile(text, "p.json");

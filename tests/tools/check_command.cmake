@@ -1,10 +1,12 @@
-# Runs CMD (a list), fails unless it exits with RC and its stdout matches REGEX. With JSON,
-# also fails unless that file was written, parses and has "command" and "date"; with
-# FIGURES, unless each of its "figures" has a numeric "spread".
+# Runs CMD (a list; under EMULATOR where the wrapper in the build directory sets one:
+# tests/tools/CMakeLists.txt), fails unless it exits with RC and its stdout matches REGEX.
+# With JSON, also fails unless that file was written, parses and has "command" and "date";
+# with FIGURES, unless each of its "figures" has a numeric "spread".
 if(JSON)
   file(REMOVE ${JSON})
 endif()
-execute_process(COMMAND ${CMD} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+execute_process(COMMAND ${EMULATOR} ${CMD} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err)
 if(NOT rc STREQUAL "${RC}")
   message(FATAL_ERROR "exit status ${rc}, expected ${RC}\nstdout:\n${out}\nstderr:\n${err}")
 endif()

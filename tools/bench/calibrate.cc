@@ -182,6 +182,8 @@ std::string PerRank(const RankFigures& f) {
 
 void CheckCalibrateOptions(const CalibrateOptions& o) {
   auto bad = [](const std::string& m) { throw Error(ErrorKind::kInvalidArgument, m); };
+  if (!o.base.empty() && !planner::BuiltinProfile(o.base))
+    bad("--base must be h200 or grace-hopper, got '" + o.base + "'");
   if (o.repeats < 1) bad("--repeats must be an integer >= 1, got " + std::to_string(o.repeats));
   if (o.reps < 1) bad("--reps must be an integer >= 1, got " + std::to_string(o.reps));
   // Each rank measures on its own share of this process's CPUs (tandem::RankCpus).
@@ -207,6 +209,14 @@ void CheckCalibrateOptions(const CalibrateOptions& o) {
   tools::CheckOutputFile("-o/--out", o.profile_path);
   if (!o.json_path.empty())
     tools::CheckOutputFile("--json", o.json_path, {{"-o/--out", o.profile_path}});
+}
+
+std::string DefaultCalibrationBase() {
+#if defined(__aarch64__)
+  return "grace-hopper";
+#else
+  return "h200";
+#endif
 }
 
 int Calibrate(const CalibrateOptions& o) {
@@ -238,7 +248,8 @@ int Calibrate(const CalibrateOptions& o) {
   tools::Progress bar("calibrate", host_units + gpu_units);
   Report report(o, bar);
 
-  planner::Profile p = planner::DefaultProfile();
+  const std::string base = o.base.empty() ? DefaultCalibrationBase() : o.base;
+  planner::Profile p = *planner::BuiltinProfile(base);
   p.builtin_default = false;
   p.date = UtcNow();
   p.source = "tandem-bench calibrate";
@@ -247,8 +258,9 @@ int Calibrate(const CalibrateOptions& o) {
   cpu::HostDriver probe(o.threads);
   p.host.threads = probe.threads();
   p.host.isa = cpu::IsaName(*probe.options().isa);
-  bar.Print("calibrate: host %s, %d threads, %s; each figure the median of %d repeats\n",
-            CpuName().c_str(), p.host.threads, p.host.isa.c_str(), o.repeats);
+  bar.Print("calibrate: host %s, %d threads, %s; each figure the median of %d repeats; "
+            "what is not measured from the built-in profile %s\n",
+            CpuName().c_str(), p.host.threads, p.host.isa.c_str(), o.repeats, base.c_str());
 
   double triad = 0;
   const Spread copy = report.Measure("host copy", "GB/s", [&] {

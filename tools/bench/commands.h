@@ -29,11 +29,19 @@ struct CalibrateOptions {
   std::string profile_path = "tandem-profile.json";
   std::string json_path;  // the report with spreads; empty: none
   std::string command;    // the command line, recorded in the report
+  // The built-in profile (planner::BuiltinProfile) that supplies the figures not measured
+  // (the GPU and its link with --host-only or without a GPU); empty:
+  // DefaultCalibrationBase().
+  std::string base;
 };
-// Throws Error(kInvalidArgument) naming the first bad option: counts below 1, --threads
-// outside [0, MaxHostThreads()] (the optimizer's limit, with tandem.torch's message), host
-// sizes beyond this machine's memory, a negative --max-spread, and outputs that cannot be
-// written or name the same file.
+// The built-in profile a calibration starts from on this host: "grace-hopper" on aarch64
+// (a Grace host's GPU is linked by NVLink-C2C), "h200" elsewhere.
+std::string DefaultCalibrationBase();
+// Throws Error(kInvalidArgument) naming the first bad option: a --base that is not a
+// built-in profile, counts below 1, --threads outside [0, MaxHostThreads()] (the
+// optimizer's limit, with tandem.torch's message), host sizes beyond this machine's
+// memory, a negative --max-spread, and outputs that cannot be written or name the same
+// file.
 void CheckCalibrateOptions(const CalibrateOptions& o);
 // Checks (CheckCalibrateOptions), measures and writes the profile and the report.
 int Calibrate(const CalibrateOptions& o);

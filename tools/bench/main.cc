@@ -312,6 +312,9 @@ int main(int argc, char** argv) {
   cal->add_option("--max-spread", co.max_spread,
                   "warn when (max - min) / median over the repeats exceeds this (default 0.10)");
   cal->add_flag("--host-only", co.host_only, "measure the host only, even with a GPU");
+  cal->add_option("--base", co.base,
+                  "built-in profile for the figures not measured: h200 or grace-hopper "
+                  "(default: grace-hopper on aarch64, h200 elsewhere)");
   cal->add_option("--ranks", co.ranks,
                   "also measure this many ranks of the node at once, each on its share of "
                   "the CPUs and, with a GPU per rank, its own GPU (the node's figures; 1 to "

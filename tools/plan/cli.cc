@@ -187,7 +187,7 @@ PlanInputs ToInputs(const Args& a, std::pair<bool, bool> dtypes_given) {
   in.offload_compute = ParseOffloadCompute(a.offload_compute);
   in.stream_chunk_bytes = ParseBytes(a.stream_chunk);
   in.stream_slots = a.stream_slots;
-  in.profile = a.profile.empty() ? DefaultProfile() : ReadProfile(a.profile);
+  in.profile = a.profile.empty() ? DefaultProfile() : ProfileByNameOrPath(a.profile);
   if (a.train_tflops > 0) in.profile.gpu.train_tflops = a.train_tflops;
   in.fraction = a.fraction;
   return in;
@@ -308,8 +308,10 @@ int RunPlanCli(const std::vector<std::string>& args, std::string* out, std::stri
       ->check(CLI::Range(1u, 1000u))
       ->needs(fsdp2)
       ->capture_default_str();
-  app.add_option("--profile", a.profile, "calibration profile (tandem-profile/1 JSON)")
-      ->check(CLI::ExistingFile);
+  app.add_option("--profile", a.profile,
+                 "calibration profile (tandem-profile/1 JSON), or a built-in one: h200, "
+                 "grace-hopper (published GH200 figures)")
+      ->check(CLI::IsMember({"h200", "grace-hopper"}) | CLI::ExistingFile);
   app.add_option("--policy", a.policy, "backward_order | forward_order | largest_first")
       ->capture_default_str();
   app.add_option("--chunk-elements", a.chunk, "offload pipeline chunk")->capture_default_str();
