@@ -75,13 +75,23 @@ TEST(ResolveTraining, FromTheProfileOrBuiltIn) {
   EXPECT_FALSE(ResolveTraining(in).modelled);  // no --seq
   in.activation_shape.seq_len = 2048;
   in.recompute = Recompute::kFull;
+  // One GPU without FSDP2: the rate measured on one H200.
   TrainingModel t = ResolveTraining(in);
   ASSERT_TRUE(t.modelled);
-  EXPECT_EQ(t.tflops, kDefaultTrainTflops);
+  EXPECT_EQ(t.tflops, kDefaultTrainTflopsOneGpu);
+  EXPECT_NE(t.tflops_source.find("one H200"), std::string::npos) << t.tflops_source;
+  // Under FSDP2, or on several ranks: the one fitted to FSDP2 on 4 x H200.
+  in.fsdp2 = true;
+  in.gpus_per_node = 4;
+  EXPECT_EQ(ResolveTraining(in).tflops, kDefaultTrainTflops);
+  in.fsdp2 = false;
+  EXPECT_EQ(ResolveTraining(in).tflops, kDefaultTrainTflops);
+  in.gpus_per_node = 1;
+  t = ResolveTraining(in);
   EXPECT_NE(t.tflops_source.find("built-in"), std::string::npos);
   EXPECT_EQ(t.peak, kDefaultPeakTflops);
-  EXPECT_NEAR(t.forward_ms + t.backward_ms, t.flops.hardware() / (kDefaultTrainTflops * 1e9),
-              1e-9);
+  EXPECT_NEAR(t.forward_ms + t.backward_ms,
+              t.flops.hardware() / (kDefaultTrainTflopsOneGpu * 1e9), 1e-9);
   EXPECT_NEAR(t.forward_ms * 3, t.backward_ms, 1e-9);  // full recomputation
   EXPECT_EQ(t.blocks, 32u);
   in.profile.gpu.train_tflops = 680;
