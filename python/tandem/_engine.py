@@ -136,8 +136,7 @@ class Engine(GradientBook):
 
     def order_after_current(self):
         """Makes the engine's stream wait for the caller's current stream (GPU mode, when
-        they differ; host shards of a GPU mesh: the host for the GPU, _dist.wait_copies);
-        returns that current stream, or None."""
+        they differ; host shards of a GPU mesh: _dist.wait_copies); returns it, or None."""
         if not self.cuda:
             return _dist.wait_copies(self.params)
         current = torch.cuda.current_stream(self.device)

@@ -37,12 +37,13 @@ def driver_free(keep_bytes):
         cuda.cuMemFree_v2(ptr)
 
 
-def cast_model(params):
-    """Four Linear layers of `params` elements in all, built in fp32 on the GPU and cast
-    to bf16: what the fp32 copies freed stays in torch's cache (returned too)."""
+def cast_model(params, layers=4):
+    """`layers` Linear layers of `params` elements in all, built in fp32 on the GPU and
+    cast to bf16: what the fp32 copies freed stays in torch's cache (returned too)."""
     torch.manual_seed(0)
-    side = int((params // 4) ** 0.5)
-    model = torch.nn.Sequential(*[torch.nn.Linear(side, side, bias=False) for _ in range(4)])
+    side = int((params // layers) ** 0.5)
+    model = torch.nn.Sequential(*[torch.nn.Linear(side, side, bias=False)
+                                  for _ in range(layers)])
     model = model.cuda().to(torch.bfloat16)
     torch.cuda.synchronize()
     return model, torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
@@ -56,9 +57,15 @@ def host_computed(model, fraction):
 
 def test_the_optimizer_takes_torchs_cached_memory():
     torch.cuda.empty_cache()
-    model, cached = cast_model(64 << 20)
-    # The fraction whose state fits in 80% of the cache, computed on the host (no stream
-    # slots, no rate probe), takes more than the driver will have free.
+    # One layer: its fp32 weight is one 256 MiB segment of torch's cache after the cast
+    # (several layers would leave one segment each, too small for the engine's slab once
+    # the gradients took their halves). The gradients come first, as backward's would.
+    model, _ = cast_model(64 << 20, layers=1)
+    grads = [torch.randn_like(p) for p in model.parameters()]
+    torch.cuda.synchronize()
+    cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+    # The fraction whose state fits in 80% of what is left cached, computed on the host (no
+    # stream slots, no rate probe), takes more than the driver will have free.
     probe = host_computed(model, 1.0)
     specs, cfg = probe._core._specs(), probe._core.engine_config()
     del probe
@@ -70,15 +77,15 @@ def test_the_optimizer_takes_torchs_cached_memory():
         engine = opt.memory()["device"]["total"]
         assert engine > 64 << 20, engine
         assert torch.cuda.memory_allocated() - before >= engine
-        for p in model.parameters():
-            p.grad = torch.randn_like(p)
+        for p, g in zip(model.parameters(), grads):
+            p.grad = g
         opt.step()
         torch.cuda.synchronize()
         assert opt.last_result.applied
         del opt
         torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() == before  # every engine buffer went back
-    del model
+    del model, grads
     torch.cuda.empty_cache()
 
 

@@ -21,7 +21,7 @@ def llama_like(layers=2, dim=256, hidden=688, vocab=1000):
 
 def test_a_live_module():
     model = llama_like()
-    p = tandem.plan(model, gpu_mem="1GiB", host_mem="8GiB")
+    p = tandem.plan(model, gpu_mem="2GiB", host_mem="8GiB")
     assert p.feasible and p.fraction == 0.0
     n = sum(t.numel() for t in model.parameters())
     assert p.data["model"]["params"] == n
@@ -33,7 +33,7 @@ def test_frozen_and_shared_parameters_are_left_out_once():
     model = llama_like()
     model[0].weight.requires_grad_(False)
     model[-1].weight = model[1].weight  # tied: counted once
-    p = tandem.plan(model, gpu_mem="1GiB", host_mem="8GiB")
+    p = tandem.plan(model, gpu_mem="2GiB", host_mem="8GiB")
     trainable = {id(t): t.numel() for t in model.parameters() if t.requires_grad}
     assert p.data["model"]["params"] == sum(trainable.values())
 
@@ -41,9 +41,9 @@ def test_frozen_and_shared_parameters_are_left_out_once():
 def test_a_small_gpu_offloads_and_a_tiny_one_does_not_fit():
     model = llama_like(layers=8, dim=512, hidden=1376, vocab=32000)  # 58M fp32 params
     # Weights and gradients take 443 MiB; the state at fraction 0 another ~180 MiB; the
-    # CUDA context's estimate 614 MiB (the runtime, counted beside them).
-    p = tandem.plan(model, gpu_mem="1134MiB", host_mem="8GiB", headroom="0%")
-    assert p.data["recommended"]["gpu_bytes"]["runtime"] >= 614 << 20
+    # CUDA context 1600 MiB as measured (the runtime, counted beside them).
+    p = tandem.plan(model, gpu_mem="2120MiB", host_mem="8GiB", headroom="0%")
+    assert p.data["recommended"]["gpu_bytes"]["runtime"] >= 1600 << 20
     assert p.feasible and 0.0 < p.fraction <= 1.0
     tiny = tandem.plan(model, gpu_mem="1MiB", host_mem="8GiB")
     assert not tiny.feasible and tiny.fraction is None
@@ -63,9 +63,9 @@ def test_configs_counts_and_fsdp2():
     config = {"model_type": "llama", "hidden_size": 512, "intermediate_size": 1376,
               "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8,
               "vocab_size": 32000, "tie_word_embeddings": False}
-    p = tandem.plan(config, gpu_mem="1GiB", host_mem="8GiB")
+    p = tandem.plan(config, gpu_mem="2GiB", host_mem="8GiB")
     assert p.feasible
-    assert tandem.plan(7_000_000, gpu_mem="1GiB", host_mem="8GiB").feasible
+    assert tandem.plan(7_000_000, gpu_mem="2GiB", host_mem="8GiB").feasible
     sharded = tandem.plan("llama3-70b", gpu_mem="80GiB", host_mem="1TiB", fsdp2=True,
                           gpus_per_node=8, seq=4096, recompute="full")
     assert sharded.data["fsdp2"] is not None
@@ -77,9 +77,9 @@ def test_bad_input_is_a_value_error_with_the_planners_message():
     with pytest.raises(ValueError, match="gpu_mem must be positive"):
         tandem.plan(7_000_000, gpu_mem=0, host_mem="8GiB")
     with pytest.raises(ValueError, match="model must be"):
-        tandem.plan(object(), gpu_mem="1GiB", host_mem="8GiB")
+        tandem.plan(object(), gpu_mem="2GiB", host_mem="8GiB")
     with pytest.raises(ValueError, match="speculative|fsdp2|shard"):
-        tandem.plan(7_000_000, gpu_mem="1GiB", host_mem="8GiB", shard_size=2)
+        tandem.plan(7_000_000, gpu_mem="2GiB", host_mem="8GiB", shard_size=2)
 
 
 def test_offload_compute_passes_through():
@@ -112,9 +112,9 @@ def test_offload_compute_passes_through():
 def test_bad_offload_compute_is_a_value_error():
     for bad in (1.5, -0.1, True, None):
         with pytest.raises(ValueError, match="offload_compute"):
-            tandem.plan(7_000_000, gpu_mem="1GiB", host_mem="8GiB", offload_compute=bad)
+            tandem.plan(7_000_000, gpu_mem="2GiB", host_mem="8GiB", offload_compute=bad)
     with pytest.raises(ValueError, match="offload_compute must be"):
-        tandem.plan(7_000_000, gpu_mem="1GiB", host_mem="8GiB", offload_compute="sometimes")
+        tandem.plan(7_000_000, gpu_mem="2GiB", host_mem="8GiB", offload_compute="sometimes")
 
 
 def test_machine_rates_from_a_profile(tmp_path):
@@ -393,7 +393,7 @@ TINY_LLAMA = dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden
 
 def test_the_plan_says_how_to_run_it_and_the_optimizer_takes_that():
     model = llama_like(layers=8, dim=512, hidden=1376, vocab=32000)
-    p = tandem.plan(model, gpu_mem="1134MiB", host_mem="8GiB", headroom="0%",
+    p = tandem.plan(model, gpu_mem="2120MiB", host_mem="8GiB", headroom="0%",
                     offload_compute="host", speculative_early_start=True, grad_release=True,
                     speculative_host_bytes="64MiB")
     kw = p.optimizer_kwargs
