@@ -134,7 +134,7 @@ class HybridOptimizer::Impl {
   // masters_only, the master's arrays alone are copied (the others keep their sizes and
   // hold zeros in a snapshot read so).
   TensorSnapshot ReadTensorState(size_t t, bool masters_only = false) const;
-  void WriteTensorState(size_t t, TensorSnapshot& ts, bool masters_only = false);
+  void WriteTensorState(size_t t, const TensorSnapshot& ts, bool masters_only = false);
 
   std::vector<TensorSpec> specs_;
   OptimizerConfig cfg_;

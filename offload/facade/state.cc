@@ -3,6 +3,9 @@
 #include <cstring>
 #include <string>
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
 #include "engine/dtype_io.h"
 #include "engine/fp_bits.h"
 #include "engine/master_codec.h"
@@ -38,8 +41,9 @@ namespace {
 // Copies between a whole-tensor snapshot and one part's arrays, in either direction:
 // copy(part pointer, whole-tensor pointer, bytes) for each array both sides have (with
 // masters_only, the master's arrays alone).
-template <typename CopyFn>
-void ForEachArray(const layout::Part& p, TensorSnapshot& ts, CopyFn copy,
+// A const snapshot is only read: copy writes the part from it.
+template <typename Snapshot, typename CopyFn>
+void ForEachArray(const layout::Part& p, Snapshot& ts, CopyFn copy,
                   bool masters_only = false) {
   void* part[kStateArrayCount];
   ForEachStateArray(p.state, [&](StateArray a, auto* ptr) { part[static_cast<int>(a)] = ptr; });
@@ -47,7 +51,7 @@ void ForEachArray(const layout::Part& p, TensorSnapshot& ts, CopyFn copy,
     void* at = part[static_cast<int>(a)];
     if (masters_only && !IsMasterArray(a)) return;
     if (at != nullptr && !vec.empty())
-      copy(at, static_cast<void*>(vec.data() + ArrayIndex(a, p.offset)),
+      copy(at, const_cast<void*>(static_cast<const void*>(vec.data() + ArrayIndex(a, p.offset))),
            ArrayEntries(a, p.count) * sizeof(vec[0]));
   });
 }
@@ -78,7 +82,8 @@ TensorSnapshot HybridOptimizer::Impl::ReadTensorState(size_t t, bool masters_onl
 
 // Writes the state arrays of `ts` (whole tensor) into tensor t's parts; the parameter is
 // not written (an aliased master's bf16 array is the parameter: it gets the same bits).
-void HybridOptimizer::Impl::WriteTensorState(size_t t, TensorSnapshot& ts, bool masters_only) {
+void HybridOptimizer::Impl::WriteTensorState(size_t t, const TensorSnapshot& ts,
+                                             bool masters_only) {
   for (const auto& e : executors_)
     e->VisitParts(t, [&](const layout::Part& part, bool on_device) {
       ForEachArray(
@@ -103,18 +108,20 @@ OptimizerSnapshot HybridOptimizer::Impl::Snapshot() const {
 void HybridOptimizer::Impl::WriteParamsFromMasters(size_t t, const TensorSnapshot& ts) {
   const TensorSpec& s = specs_[t];
   const size_t n = s.numel;
-  std::vector<uint8_t> raw(n * DTypeSize(s.param_dtype));
   const MasterFormat master = formats_[t].master;
-  for (size_t i = 0; i < n; ++i) {
-    const bool bf = master != MasterFormat::kF32;
-    if (bf && s.param_dtype == DType::kBF16) {
-      reinterpret_cast<uint16_t*>(raw.data())[i] = ts.master_bf16[i];
-      continue;
-    }
-    const float w = num::DecodeMaster(master, ts.master_f32.data(), ts.master_bf16.data(),
-                                      ts.ecc8.data(), ts.ecc16.data(), i);
-    num::StoreFromF32(raw.data(), s.param_dtype, i, w);
+  if (master != MasterFormat::kF32 && s.param_dtype == DType::kBF16) {
+    CopyIn(s.param, ts.master_bf16.data(), n * sizeof(uint16_t), gpu());  // its bf16 half
+    return;
   }
+  std::vector<uint8_t> raw(n * DTypeSize(s.param_dtype));
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, size_t{1} << 16),
+                    [&](const tbb::blocked_range<size_t>& r) {
+                      for (size_t i = r.begin(); i < r.end(); ++i)
+                        num::StoreFromF32(raw.data(), s.param_dtype, i,
+                                          num::DecodeMaster(master, ts.master_f32.data(),
+                                                            ts.master_bf16.data(),
+                                                            ts.ecc8.data(), ts.ecc16.data(), i));
+                    });
   CopyIn(s.param, raw.data(), raw.size(), gpu());
 }
 
@@ -164,7 +171,7 @@ void HybridOptimizer::Impl::Restore(const OptimizerSnapshot& snap) {
   Quiesce("(restore: waiting for the step)");
   cfg_.groups = snap.groups;
   for (size_t t = 0; t < specs_.size(); ++t) {
-    TensorSnapshot ts = snap.tensors[t];
+    const TensorSnapshot& ts = snap.tensors[t];
     WriteTensorState(t, ts);
     if (ts.numel > 0) WriteParamsFromMasters(t, ts);
     steps_.tensor[t] = ts.step;
