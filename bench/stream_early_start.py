@@ -5,7 +5,7 @@ through the GPU kernel, without and with speculative early start, in one run.
 
 With speculative_early_start, begin_step() comes before the forward and the streamed
 chunks whose gradients are final are updated during backward, on a PCIe link that is
-otherwise idle then (Note [Speculating streamed chunks], offload/stream_speculation.h).
+otherwise idle then (Note [Speculating streamed chunks], offload/speculation/stream_speculation.h).
 Each --budgets entry (GiB of streamed state that may be speculated; 0: the plain step)
 is one mode. Every mode starts from the same weights and data, so their parameters after
 the last iteration must be bit-identical: the script checks it.

@@ -82,7 +82,7 @@ class StreamLayout {
   // moved from the parameter into `hold` (hold_bytes(c) bytes); copies receives, per
   // piece, the parameter range and its place in `hold`. The spans read an aliased
   // master from `hold`, so `hold` must hold the parameters' current values first
-  // (Note [Speculating streamed chunks], offload/stream_speculation.h).
+  // (Note [Speculating streamed chunks], offload/speculation/stream_speculation.h).
   struct HoldCopy {
     uint8_t* param = nullptr;
     uint8_t* hold = nullptr;

@@ -13,7 +13,7 @@
 // threads that encode them. The bits are those of TensorState's constructor (and of the
 // whole-tensor snapshot this replaces): tests/offload/state_init_test.cc checks them.
 //
-// An aliased master (Note [Master aliases the parameter], offload/state_layout.h) is the
+// An aliased master (Note [Master aliases the parameter], engine/layout/state_layout.h) is the
 // parameter: its array is never written, so it keeps exactly the parameter's bits.
 #pragma once
 

@@ -2,9 +2,10 @@
 // host) and parameters up (host to device), each executing its copies in FIFO order and
 // concurrently with the other and with the caller.
 //
-// Two implementations: CudaTransport (two CUDA streams with events; offload/cuda_transport.h)
-// and HostTransport (two worker threads doing memcpy; offload/host_transport.h), which lets
-// CI exercise the pipeline's ordering, back-pressure and error paths without a GPU.
+// Two implementations: CudaTransport (two CUDA streams with events;
+// offload/transport/cuda_transport.h) and HostTransport (two worker threads doing memcpy;
+// offload/transport/host_transport.h), which lets CI exercise the pipeline's ordering,
+// back-pressure and error paths without a GPU.
 // Each takes an optional FaultPlan (tandem/faults.h) and asks it once per enqueued copy,
 // downloads and uploads alike: a copy it fails is reported as a CUDA copy failure would
 // be, Error(kCuda, "injected failure of ..."), from the enqueue (CudaTransport) or from

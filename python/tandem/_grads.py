@@ -276,7 +276,7 @@ class GradientBook:
         changed through torch ops since (``clip_grad_norm_``, a scaler's unscale: its
         version counter moved), the tensor's early work is redone here: the engine's
         grad_ready called again, with the step's pointer, redoes it exactly (Note [A
-        second GradReady] in offload/optimizer_early.cc). Writes that bypass the version
+        second GradReady] in offload/executors/host_offload.cc). Writes that bypass the version
         counter (``p.grad.data`` in place, raw pointers) after backward cannot be seen."""
         if not self.handed or self.release:
             return  # a released gradient is what the engine took at grad_ready

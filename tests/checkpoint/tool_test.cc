@@ -257,7 +257,7 @@ TEST_F(ToolTest, ToTorchDecodesAndFromTorchEncodes) {
 // A q8 variance that decodes past the fp32 range (the largest finite scale, code 255: the
 // step squares 3.39e38) is refused by to-torch, verify and LoadCheckpoint with one message
 // naming the tensor, the scale and the code (HybridOptimizer::Restore gives it too:
-// tests/offload/restore_validation_test.cc).
+// tests/offload/hybrid_host_test.cc).
 TEST_F(ToolTest, VarianceThatCannotBeSteppedIsRefusedAlike) {
   OptimizerSnapshot s = testing::GoldenSnapshot(Algorithm::kAdamW, snap_.formats);
   s.tensors[1].v_scales[0] = 0x7F7F;

@@ -1,6 +1,6 @@
 // Per-tensor state formats in GPU mode (skipped without a CUDA device): the hot spans of
 // one step run as several plans, one per format set (Note [One plan per format set],
-// offload/plan_groups.h), and every tensor gets the bits an optimizer configured with
+// engine/layout/plan_groups.h), and every tensor gets the bits an optimizer configured with
 // its formats globally gives it, at fractions 0, 0.5 and 1, with clipping, speculative
 // early start and ReloadParams; the memory report equals the prediction; a snapshot
 // restores at another fraction.
