@@ -143,25 +143,6 @@ def as_dtensor(local, p, shape, first_row):
     return _dist.wrap_like(local, p, shape)
 
 
-def array_shape(name, shape):
-    """Global shape of array `name` for a parameter of global `shape` (scales exist for
-    group-safe tensors only when sharded: Note [Shard-safe quantization groups])."""
-    if name in ("m_scales", "v_scales"):
-        if len(shape) >= 2 and shape[-1] % _dist.QUANT_GROUP == 0:
-            return _dist.scales_shape(shape)
-        return ((math.prod(shape) + _dist.QUANT_GROUP - 1) // _dist.QUANT_GROUP,)
-    return tuple(shape)
-
-
-def local_shape(name, p):
-    mine = tuple(_dist.local(p).shape)
-    if name in ("m_scales", "v_scales"):
-        if len(mine) >= 2 and mine[-1] % _dist.QUANT_GROUP == 0:
-            return _dist.scales_shape(mine)
-        return ((math.prod(mine) + _dist.QUANT_GROUP - 1) // _dist.QUANT_GROUP,)
-    return mine
-
-
 # ----------------------------------------------------------------------------------------
 # Saving
 
@@ -188,7 +169,7 @@ def entries(opt, template):
         n = _dist.local(p).numel()
         group = core.hypers[core.group_of[k]]
         for name in _arrays.expected(opt.algorithm, core.formats_of(k), group, n):
-            shape = local_shape(name, p)
+            shape = _dist.array_shape(name, _dist.local(p).shape)
             if t is not None and name in t and n:
                 a = torch.from_numpy(np.ascontiguousarray(t[name])).view(_arrays.BITS[name])
                 if name in _arrays.BF16:
@@ -196,7 +177,7 @@ def entries(opt, template):
                 a = a.reshape(shape)
             else:
                 a = torch.zeros(shape, dtype=_arrays.TORCH[name])
-            entry[name] = as_dtensor(a, p, array_shape(name, tuple(p.shape)), rows[k])
+            entry[name] = as_dtensor(a, p, _dist.array_shape(name, p.shape), rows[k])
         out.append(entry)
     return out, rows
 
@@ -261,7 +242,7 @@ def joined(state, key, p, where):
     for name, a in w.items():
         if name != "step" and name in v and torch.is_tensor(a) and torch.is_tensor(v[name]):
             both = torch.cat([_dist.local(a), _dist.local(v[name])])
-            entry[name] = _dist.wrap_like(both, p, array_shape(name, tuple(p.shape)))
+            entry[name] = _dist.wrap_like(both, p, _dist.array_shape(name, p.shape))
     return entry
 
 
@@ -296,8 +277,9 @@ def local_arrays(opt, k, entry, where):
             raise ValueError("%s is a plain tensor; a sharded parameter's arrays must be "
                              "DTensors placed like it (what state_dict() gave)" % aw)
         mine = _dist.local(a).detach().cpu()
-        if tuple(mine.shape) != local_shape(name, p):
+        expected = _dist.array_shape(name, _dist.local(p).shape)
+        if tuple(mine.shape) != expected:
             raise ValueError("%s has local shape %s, expected %s (this rank's shard of %s)"
-                             % (aw, tuple(mine.shape), local_shape(name, p), core.label(k)))
+                             % (aw, tuple(mine.shape), expected, core.label(k)))
         out[name] = mine
     return out

@@ -17,7 +17,6 @@ shape, of which each rank takes its shard. torch's load-time dtype cast never to
 them (Tandem loads them itself). Every field is checked before anything changes.
 """
 
-import math
 from collections.abc import Mapping
 
 import torch
@@ -30,26 +29,6 @@ from tandem._state_common import (MAX_STEP, common_meta, integer, listing, need,
 
 VERSION = 3
 _DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
-
-
-def _array_shapes(name, shape, numel):
-    """Global shape of snapshot array `name` for a tensor of global `shape`."""
-    if name in ("m_scales", "v_scales"):
-        if len(shape) >= 1 and shape[-1] % _dist.QUANT_GROUP == 0:
-            return _dist.scales_shape(shape)
-        return ((numel + _dist.QUANT_GROUP - 1) // _dist.QUANT_GROUP,)  # unsharded only
-    return tuple(shape)
-
-
-def _local_shape(name, p):
-    mine = tuple(_dist.local(p).shape)
-    if name in ("m_scales", "v_scales"):
-        shape = tuple(p.shape)
-        if len(shape) >= 1 and shape[-1] % _dist.QUANT_GROUP == 0:
-            return _dist.scales_shape(mine) if mine else (0,)
-        n = math.prod(mine)
-        return ((n + _dist.QUANT_GROUP - 1) // _dist.QUANT_GROUP,)
-    return mine
 
 
 def state_dict(opt):
@@ -72,8 +51,8 @@ def state_dict(opt):
                 a = torch.empty(0, dtype=_arrays.BITS[name])
             if name in _arrays.BF16:
                 a = a.view(torch.bfloat16)
-            a = a.reshape(_local_shape(name, p))
-            entry[name] = _dist.wrap_like(a, p, _array_shapes(name, tuple(p.shape), p.numel()))
+            a = a.reshape(_dist.array_shape(name, _dist.local(p).shape))
+            entry[name] = _dist.wrap_like(a, p, _dist.array_shape(name, p.shape))
         state[opt._indices[k]] = entry
     meta = common_meta(opt, snap, VERSION)
     groups = torch_groups(opt)
@@ -91,7 +70,7 @@ def is_sharded_state_dict(sd):
 def _shard_of(a, p, name, where):
     """The local shard (a CPU tensor) of saved array `a` for parameter p: a DTensor of p's
     placements gives its local tensor, a whole tensor its rows for this rank."""
-    global_shape = _array_shapes(name, tuple(p.shape), p.numel())
+    global_shape = _dist.array_shape(name, p.shape)
     if tuple(a.shape) != tuple(global_shape):
         raise ValueError("%s has shape %s, expected %s (the parameter's global shape %s)"
                          % (where, tuple(a.shape), tuple(global_shape), tuple(p.shape)))
