@@ -4,6 +4,12 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 TANDEM_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JOBS=${JOBS:-$(nproc)}
+# The planner's four searches that run the whole plan hundreds of times over models of
+# tens of thousands of tensors: about three quarters of planner_tests' time natively, more
+# under ASan or QEMU. The sanitizer pass and the emulated aarch64 pass leave them out (ctest -E):
+# the Release pass runs them, and the other planner tests take the same code under
+# ASan and on aarch64 (docs/building.md, "CI").
+TANDEM_PLANNER_SEARCHES='^(PlanJson\.WrapperFields|PlanModels\.MixtureOfExpertsConfigPlans|Largest\.FindsTheMostLayersThatFit|PlanSvg\.LabelsDoNotOverlap)$'
 # configure_and_build DIR [cmake args...]; TANDEM_CUDA=AUTO|ON|OFF in the environment
 # becomes -DTANDEM_CUDA (docs/building.md). Only CMake's "Tandem:" status lines are shown
 # (whether the build has GPU support, and why).

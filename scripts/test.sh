@@ -3,7 +3,8 @@
 # prints a one-line summary: how many tests ran, passed and failed, and how many were
 # skipped because they need a GPU (each GPU suite is one ctest test; tests/CMakeLists.txt).
 #   scripts/test.sh              Release build in build/
-#   scripts/test.sh --sanitize   ASan + UBSan build in build-asan/
+#   scripts/test.sh --sanitize   ASan + UBSan build in build-asan/, without the planner's
+#                                four long searches (TANDEM_PLANNER_SEARCHES, scripts/env.sh)
 # Extra arguments after the mode go to CMake (e.g. -DTANDEM_CUDA=OFF for a host-only build).
 # A build dir without CUDA architectures (a new one, or scripts/setup.sh's host-only one)
 # compiles CUDA for sm_90 only (TANDEM_TEST_CUDA_ARCHITECTURES; the tests run on at most
@@ -13,9 +14,11 @@ set -euo pipefail
 source "$(dirname "$0")/env.sh"
 dir="$TANDEM_ROOT/build"
 args=(-DCMAKE_BUILD_TYPE=Release -DTANDEM_BUILD_PYTHON=ON)
+exclude='^$'
 if [ "${1:-}" = "--sanitize" ]; then
   shift
   dir="$TANDEM_ROOT/build-asan"
+  exclude=$TANDEM_PLANNER_SEARCHES  # run by the Release pass (scripts/env.sh)
   args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=ON -DTANDEM_BUILD_BENCH=OFF)
   export ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
@@ -26,6 +29,6 @@ fi
 configure_and_build "$dir" "${args[@]}" "$@"
 log="$dir/ctest-output.log"
 rc=0
-ctest --test-dir "$dir" --output-on-failure -j "$JOBS" 2>&1 | tee "$log" || rc=$?
+ctest --test-dir "$dir" --output-on-failure -j "$JOBS" -E "$exclude" 2>&1 | tee "$log" || rc=$?
 summarize_tests "$dir" "$log"
 exit "$rc"
