@@ -19,7 +19,7 @@ Target (issue): within 10% of the measured step at fractions 0.25, 0.5 and 1 on 
         --json bench/results/planner_accuracy_h200.json
 
 The predicted step includes the fixed per-step cost (Note [Fixed step cost] in
-tandem/planner.h): the engine's part comes from tandem-bench calibrate; the binding's
+tandem/planner/profile.h): the engine's part comes from tandem-bench calibrate; the binding's
 (tandem.torch's step() around the engine) can only be measured from Python, so when the
 profile has none, this script measures it first on the GPU (tandem.calibrate_binding)
 into a copy of the profile that the plans read, saying so (--save-binding: into the

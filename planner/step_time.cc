@@ -273,7 +273,7 @@ ComputeSplitInput SplitInputFor(const PlanInputs& in, const Rates& rates, uint64
   // The host pays tandem::kHostChunkMs per pipeline chunk (Note [Host stage in the
   // pipeline]). It was fitted before the model had a per-step term, on host-computed
   // steps of hundreds of chunks, so a per-step cost of a few ms (Note [Fixed step cost] in
-  // tandem/planner.h) is a few us of it per chunk: within the fit's scatter, and kept as
+  // tandem/planner/profile.h) is a few us of it per chunk: within the fit's scatter, and kept as
   // fitted.
   si.chunk_elements = std::max<uint64_t>(in.chunk_elements, 1);
   if (release) si.stream_grad_bytes = si.grad_bytes;

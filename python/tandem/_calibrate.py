@@ -1,5 +1,5 @@
 """What a calibration profile needs that only Python can measure: the binding's part of the
-fixed step cost (Note [Fixed step cost] in tandem/planner.h) and the GPU's training
+fixed step cost (Note [Fixed step cost] in tandem/planner/profile.h) and the GPU's training
 throughput (gpu.train_tflops, docs/planner.md "Iteration"), each written into the profile.
 
 ``tandem-bench calibrate`` measures the engine's part (HybridOptimizer::Step over tiny

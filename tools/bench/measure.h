@@ -54,7 +54,7 @@ double MeasureStepRate(const KernelCase& c, ExecutionMode mode, uint64_t n, int 
 // (StageTimes::prepass_ms) in GPU mode. Needs CUDA and a device.
 double MeasurePrepassRate(uint64_t n, int reps);
 
-// Note [Fixed step cost] (tandem/planner.h), the engine's part: the median wall time (ms)
+// Note [Fixed step cost] (tandem/planner/profile.h), the engine's part: the median wall time (ms)
 // of HybridOptimizer::Step plus a device synchronisation over `tensors` tiny bf16 tensors
 // (256 elements each, AdamW bf16+ecc8/q8/q8) with every element offloaded and streamed
 // (offload_fraction 1, offload_compute 1): what a step costs beyond its bytes. kGpu needs
