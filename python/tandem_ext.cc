@@ -611,6 +611,19 @@ class PyOptimizer {
     opt_->Restore(s);
   }
 
+  // The state as the engine's own snapshot, held by Python without converting it: what a
+  // move between placements carries (Engine.move_state), copied once out and once in.
+  std::shared_ptr<OptimizerSnapshot> SnapshotHeld() const {
+    py::gil_scoped_release release;
+    return std::make_shared<OptimizerSnapshot>(opt_->Snapshot());
+  }
+
+  void RestoreHeld(const std::shared_ptr<OptimizerSnapshot>& s) {
+    if (!s) throw Error(ErrorKind::kInvalidArgument, "restore_held: no snapshot");
+    py::gil_scoped_release release;
+    opt_->Restore(*s);
+  }
+
   std::string mode() const { return ModeName(opt_->mode()); }
 
   py::dict placement() const {
@@ -843,6 +856,10 @@ PYBIND11_MODULE(_C, m) {
       "offload_compute 'auto' in GPU mode needs machine_rates or the rates a construction "
       "of the same setting measured (ValueError otherwise).");
 
+  py::class_<tandem::OptimizerSnapshot, std::shared_ptr<tandem::OptimizerSnapshot>>(
+      m, "HeldSnapshot",
+      "An engine's state as a C++ snapshot, opaque to Python (HybridOptimizer.snapshot_held; "
+      "restore_held takes it back): placement-independent, as snapshot()'s dict is.");
   py::class_<PyOptimizer>(m, "HybridOptimizer")
       .def(py::init<const py::list&, tandem::OptimizerConfig>(), py::arg("tensors"),
            py::arg("config"),
@@ -924,6 +941,10 @@ PYBIND11_MODULE(_C, m) {
 #endif
       .def("snapshot", &PyOptimizer::Snapshot)
       .def("restore", &PyOptimizer::Restore, py::arg("snapshot"))
+      .def("snapshot_held", &PyOptimizer::SnapshotHeld,
+           "snapshot() without the conversion to Python: a HeldSnapshot")
+      .def("restore_held", &PyOptimizer::RestoreHeld, py::arg("snapshot"),
+           "restore() of a HeldSnapshot")
       .def_property_readonly("mode", &PyOptimizer::mode)
       .def("placement", &PyOptimizer::placement)
       .def("memory", &PyOptimizer::memory)

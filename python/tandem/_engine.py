@@ -340,7 +340,7 @@ class Engine(GradientBook):
             raise RuntimeError("move_state: a step is under way")
         with self.guard():
             self.synchronize()
-            snap = self.engine.snapshot()
+            snap = self.engine.snapshot_held()  # C++'s: no copy into Python
             counts = self.engine.tensor_step_counts()
             unstepped = [(p, local(p).detach().to("cpu", copy=True))
                          for p, n in zip(self.params, counts) if n == 0]
@@ -357,10 +357,10 @@ class Engine(GradientBook):
         self._restore_into(self.engine, snap, unstepped)
 
     def _restore_into(self, engine, snap, values):
-        """Restores `snap` into `engine`, then puts back the (parameter, value) pairs of
-        `values` (the restore writes each parameter from its master)."""
+        """Restores `snap` (a snapshot dict, or move_state's HeldSnapshot) into `engine`,
+        then puts back the (parameter, value) pairs of `values` (each written from its master)."""
         with self.guard():
-            engine.restore(snap)
+            engine.restore(snap) if isinstance(snap, dict) else engine.restore_held(snap)
             self.synchronize()
             for p, value in values:
                 local(p).data.copy_(value)  # .data: the version counter stays
