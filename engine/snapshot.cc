@@ -221,6 +221,9 @@ namespace {
 // scale at the largest finite bf16 with code 127 over a small variance). Moments a run
 // reaches stay within about 1 / sqrt(1 - beta2) of sqrt(v), far from that.
 void CheckAdamQuotient(const OptimizerSnapshot& s, const TensorSnapshot& t) {
+  // A step outside [0, 2^53] is ValidateSnapshot's to refuse, with its own message (a load
+  // may check a tensor before the whole snapshot): its next step is not computed here.
+  if (t.step < 0 || t.step > kMaxSnapshotStep) return;
   const bool mq = t.formats.momentum == MomentFormat::kQ8;
   const bool vq = t.formats.variance == MomentFormat::kQ8;
   const StepScalars sc = GroupStepScalars(s.algo, s.groups[t.group], 0.0, t.step + 1, 1.0);
