@@ -8,6 +8,7 @@
 
 #include "engine/dtype_io.h"
 #include "engine/fp_bits.h"
+#include "engine/grain.h"
 #include "engine/master_codec.h"
 #include "engine/state_arrays.h"
 #include "offload/facade/impl.h"
@@ -114,14 +115,17 @@ void HybridOptimizer::Impl::WriteParamsFromMasters(size_t t, const TensorSnapsho
     return;
   }
   std::vector<uint8_t> raw(n * DTypeSize(s.param_dtype));
-  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, size_t{1} << 16),
-                    [&](const tbb::blocked_range<size_t>& r) {
-                      for (size_t i = r.begin(); i < r.end(); ++i)
-                        num::StoreFromF32(raw.data(), s.param_dtype, i,
-                                          num::DecodeMaster(master, ts.master_f32.data(),
-                                                            ts.master_bf16.data(),
-                                                            ts.ecc8.data(), ts.ecc16.data(), i));
-                    });
+  driver_.Execute([&] {  // on the optimizer's own (pinned) threads, as ReloadParams
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, n, kGrainElements),
+                      [&](const tbb::blocked_range<size_t>& r) {
+                        for (size_t i = r.begin(); i < r.end(); ++i)
+                          num::StoreFromF32(raw.data(), s.param_dtype, i,
+                                            num::DecodeMaster(master, ts.master_f32.data(),
+                                                              ts.master_bf16.data(),
+                                                              ts.ecc8.data(), ts.ecc16.data(),
+                                                              i));
+                      });
+  });
   CopyIn(s.param, raw.data(), raw.size(), gpu());
 }
 
