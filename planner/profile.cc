@@ -22,8 +22,11 @@ using nlohmann::json;
   throw Error(ErrorKind::kInvalidArgument, std::string(where) + ": " + what);
 }
 
-const json& Member(const json& j, const char* key, const std::string& path,
+// The path is a view, not a const std::string&: a reference parameter bound to a temporary
+// makes g++ 13 take the returned reference for a dangling one (-Wdangling-reference).
+const json& Member(const json& j, const char* key, std::string_view path_view,
                    std::string_view where) {
+  const std::string path(path_view);
   if (!j.is_object()) Fail(where, "'" + path + "' must be an object");
   if (!j.contains(key))
     Fail(where, "missing field '" + path + (path.empty() ? "" : ".") + key + "'");
