@@ -400,8 +400,8 @@ int main(int argc, char** argv) {
 
     // Every flat case first, then the model-sized ones: a flat 2^30 case measured right
     // after another kernel's ~100 GB of model-sized buffers were freed read 3-10 points of
-    // copy lower than the same case in a fresh process (H200, 2026-11-21; docs/gpu_kernels.md,
-    // third pass); in this order it runs in a fresh heap.
+    // copy lower than the same case in a fresh process (H200; docs/gpu_kernels.md,
+    // "Benchmark"); in this order it runs in a fresh heap.
     std::vector<KernelCase> cases;
     for (const KernelCase& kc : Cases())
       if (only.empty() || ("," + only + ",").find("," + kc.name + ",") != std::string::npos)
