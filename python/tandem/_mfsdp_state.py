@@ -158,16 +158,11 @@ def entries(opt, template):
     labels = [core.label(k) for k in range(len(core.params))]
     rows = first_rows(core.params, labels)
     engine = EngineState(core, rows)
-    snap = None if template else opt._access.snapshot()
-    out = []
-    for k, p in enumerate(core.params):
-        t = None if snap is None else snap["tensors"][k]
-        entry = {"step": torch.tensor(float(0 if t is None else t["step"]))}
-        for a in engine.arrays(k):
-            values = t.get(a.name) if t is not None and a.entries else None
-            entry[a.name] = as_dtensor(a.local(values), p, a.shape, engine.offset(k, a))
-        out.append(entry)
-    return out, rows
+
+    def tensor(k, a, values):
+        return as_dtensor(a.tensor(values if a.entries else None), core.params[k], a.shape,
+                          engine.offset(k, a))
+    return engine.entries(None if template else opt._access.snapshot(), tensor), rows
 
 
 def split_halves(entry, p, first_row):
@@ -235,20 +230,12 @@ def joined(state, key, p, where):
 
 
 def local_arrays(opt, k, entry, where):
-    """{name: local tensor} of engine tensor k from a loaded entry, each checked (name,
-    dtype, placements and local shape) and given as its bit patterns (bf16 as int16).
-    ValueError naming the first that is wrong."""
+    """{name: snapshot array} of engine tensor k from a loaded entry, each checked: name,
+    dtype, placements and local shape. ValueError naming the first that is wrong."""
     core = opt._core
     p = core.params[k]
-    engine = EngineState(core)
-    arrays = engine.arrays(k)
-    engine.refuse_unkept(k, arrays, [name for name in entry if name != "step"], where)
-    out = {}
-    for a in arrays:
-        aw = "%s[%r]" % (where, a.name)
-        if a.name not in entry:
-            raise ValueError("%s is missing" % aw)
-        got = a.checked(entry[a.name], aw)
+
+    def local(a, got, aw):
         if _dist.is_dtensor(got):
             if not _dist.is_dtensor(p) or tuple(got.placements) != tuple(p.placements):
                 raise ValueError("%s is a DTensor placed %s; the parameter is %s"
@@ -261,5 +248,7 @@ def local_arrays(opt, k, entry, where):
         if tuple(mine.shape) != a.local_shape:
             raise ValueError("%s has local shape %s, expected %s (this rank's shard of %s)"
                              % (aw, tuple(mine.shape), a.local_shape, core.label(k)))
-        out[a.name] = mine.view(a.bits)
-    return out
+        return mine
+
+    return EngineState(core).read(k, entry, where, names=[n for n in entry if n != "step"],
+                                  local=local)

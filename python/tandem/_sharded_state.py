@@ -18,13 +18,14 @@ them (Tandem loads them itself). Every field is checked before anything changes 
 "tandem" entry and the param groups by _state.py, which loads every version).
 """
 
+import functools
 from collections.abc import Mapping
 
 import torch
 
 from tandem import _dist
 from tandem._core.checks import mapping, need, step_value
-from tandem._core.state import COMPONENTS, NAMES, EngineState
+from tandem._core.state import COMPONENTS, EngineState
 
 VERSION = 3
 _DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
@@ -33,16 +34,11 @@ _DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
 def state_dict(opt, snap, meta, groups):
     """TandemOptimizer.state_dict for DTensor parameters (Note [Sharded state dict]) from
     the engine's snapshot `snap`, the "tandem" entry `meta` and the torch param groups."""
-    engine = EngineState(opt._core)
-    state = {}
-    for k, t in enumerate(snap["tensors"]):
-        p = opt._core.params[k]
-        entry = {"step": torch.tensor(float(t["step"]))}
-        # Every rank has every array, an empty shard too (its arrays are empty): DCP
-        # needs the same keys on every rank.
-        for a in engine.arrays(k, snap["groups"][t["group"]]):
-            entry[a.name] = _dist.wrap_like(a.local(t.get(a.name)), p, a.shape)
-        state[opt._indices[k]] = entry
+    # Every rank has every array, an empty shard too (its arrays are empty): DCP needs
+    # the same keys on every rank.
+    entries = EngineState(opt._core).entries(snap, lambda k, a, values: _dist.wrap_like(
+        a.tensor(values), opt._core.params[k], a.shape))
+    state = {opt._indices[k]: entry for k, entry in enumerate(entries)}
     for g in groups:
         g["tandem"] = dict(meta)
     return {"state": state, "param_groups": groups}
@@ -57,7 +53,7 @@ def is_sharded_state_dict(sd):
 def _shard_of(engine, k, array, a, where):
     """The local shard (a CPU tensor) of saved array `a` of tensor k: a DTensor of the
     parameter's placements gives its local tensor, a whole tensor its rows for this
-    rank."""
+    rank. ValueError naming `where` for another shape or other placements."""
     p = engine.core.params[k]
     if tuple(a.shape) != array.shape:
         raise ValueError("%s has shape %s, expected %s (the parameter's global shape %s)"
@@ -94,14 +90,7 @@ def tensors(opt, state, keys, engine_groups, step):
         mine = opt._core.formats_of(k)
         if mine != tuple(opt._core.formats):
             t["formats"] = dict(zip(COMPONENTS, mine))
-        arrays = engine.arrays(k, engine_groups[t["group"]])
-        engine.refuse_unkept(k, arrays, [name for name in NAMES if name in entry], ew)
-        for a in arrays:
-            aw = "%s[%r]" % (ew, a.name)
-            got = _shard_of(engine, k, a, a.checked(need(entry, a.name, ew), aw), aw)
-            if got.numel() != a.entries:
-                raise ValueError("%s has %d local elements, expected %d"
-                                 % (aw, got.numel(), a.entries))
-            t[a.name] = a.engine(got)
+        t.update(engine.read(k, entry, ew, engine_groups[t["group"]],
+                             local=functools.partial(_shard_of, engine, k)))
         out.append(t)
     return out

@@ -24,7 +24,7 @@ import torch
 from tandem import _dist
 from tandem import _sharded_state
 from tandem._core.checks import MAX_STEP, integer, listing, mapping, need, real, step_value
-from tandem._core.state import NAMES, EngineState
+from tandem._core.state import EngineState
 from tandem._torch_state import (apply_groups, check_group_values, engine_groups_from,
                                  from_torch_state, saved_param_groups, torch_groups)
 
@@ -95,14 +95,9 @@ def state_dict(opt):
     }
     if opt._core.sharded:
         return _sharded_state.state_dict(opt, snap, meta, torch_groups(opt))
-    engine = EngineState(opt._core)
-    state = {}
-    for k, t in enumerate(snap["tensors"]):
-        entry = {"step": torch.tensor(float(t["step"]))}
-        for a in engine.arrays(k, snap["groups"][t["group"]]):
-            if a.name in t:
-                entry[a.name] = a.tensor(t[a.name])
-        state[opt._indices[k]] = entry
+    entries = EngineState(opt._core).entries(
+        snap, lambda k, a, values: None if values is None else a.tensor(values).reshape(-1))
+    state = {opt._indices[k]: entry for k, entry in enumerate(entries)}
     meta["tensors"] = [{key: t[key] for key in ("name", "numel", "shape", "param_dtype",
                                                 "grad_dtype", "group")}
                        for t in snap["tensors"]]
@@ -250,15 +245,7 @@ def _tensors(opt, sd, meta, where, version, engine_groups, step):
             t["step"] = step_value(need(entry, "step", ew), ew + "['step']", step)
         else:
             t["step"] = step
-        arrays = engine.arrays(k, engine_groups[t["group"]])
-        engine.refuse_unkept(k, arrays, [name for name in NAMES if name in entry], ew)
-        for a in arrays:
-            aw = "%s[%r]" % (ew, a.name)
-            got = a.checked(need(entry, a.name, ew), aw)
-            if got.numel() != a.entries:
-                raise ValueError("%s has %d elements, expected %d"
-                                 % (aw, got.numel(), a.entries))
-            t[a.name] = a.engine(got)
+        t.update(engine.read(k, entry, ew, engine_groups[t["group"]]))
         tensors.append(t)
     return tensors
 

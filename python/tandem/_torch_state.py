@@ -135,6 +135,11 @@ def apply_groups(opt, groups, ref_group, lr_scales, engine_hyper):
 # torch.optim's state
 
 
+# torch.optim's names of the moments (momentum, variance), by algorithm.
+_MOMENTS = {"adam": ("exp_avg", "exp_avg_sq"), "adamw": ("exp_avg", "exp_avg_sq"),
+            "lion": ("exp_avg",), "sgd": ("momentum_buffer",)}
+
+
 @serialised(sync_before=True)
 def to_torch_state(opt):
     """A state dict of the torch.optim optimizer of the same algorithm.
@@ -220,8 +225,7 @@ def from_torch_state(opt, sd):
                 raise ValueError("%s[%r] has %d elements, parameter %d has %d"
                                  % (ew, key, a.numel(), index, n))
             return a.detach().to("cpu", torch.float32).reshape(-1).numpy().copy()
-        names = {"adam": ("exp_avg", "exp_avg_sq"), "adamw": ("exp_avg", "exp_avg_sq"),
-                 "lion": ("exp_avg",), "sgd": ("momentum_buffer",)}[algorithm]
+        names = _MOMENTS[algorithm]
         values = [moment(key) for key in names]
         missing = [key for key, v in zip(names, values) if v is None]
         if algorithm in ("adam", "adamw") and entry and missing:
@@ -233,13 +237,12 @@ def from_torch_state(opt, sd):
             step = step_value(entry["step"], ew + "['step']", MAX_STEP)
         else:  # SGD and some Lion implementations keep no step
             step = 1 if values[0] is not None else 0
-        keeps = components(algorithm, hyper)
-        if "momentum" in keeps:
-            t[F32["momentum"]] = values[0] if values[0] is not None else np.zeros(n, np.float32)
-        if "variance" in keeps:
-            v = t[F32["variance"]] = values[1] if values[1] is not None else np.zeros(n, np.float32)
-            if np.any(v < 0) or np.any(np.isnan(v)):
-                raise ValueError("%s['exp_avg_sq'] has negative or NaN entries" % ew)
+        for c, value in zip(("momentum", "variance"), values):
+            if c in components(algorithm, hyper):
+                t[F32[c]] = np.zeros(n, np.float32) if value is None else value
+        v = t.get(F32["variance"])
+        if v is not None and (np.any(v < 0) or np.any(np.isnan(v))):
+            raise ValueError("%s['exp_avg_sq'] has negative or NaN entries" % ew)
         t["step"] = step
         tensors.append(t)
     step = max([t["step"] for t in tensors] + [0])

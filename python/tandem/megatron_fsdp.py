@@ -210,7 +210,7 @@ class MegatronFSDPAdam(TandemAdam):
                     step = entry.get("step")
                     if not _torch.is_tensor(step) and not isinstance(step, (int, float)):
                         raise ValueError("%s['step'] must be a number, got %r" % (where, step))
-                    plain = dict(arrays)
+                    plain = {name: _torch.from_numpy(a) for name, a in arrays.items()}
                     plain["step"] = _torch.tensor(float(step))
                     plain_state[k] = plain
                     k += 1

@@ -10,18 +10,16 @@ import torch
 MAX_STEP = 1 << 53  # the largest step a state may hold (exact in a float)
 
 
-def need(mapping, key, where):
-    if not isinstance(mapping, Mapping):
-        raise ValueError("%s must be a dict, got %s" % (where, type(mapping).__name__))
-    if key not in mapping:
-        raise ValueError("%s has no key %r" % (where, key))
-    return mapping[key]
-
-
 def mapping(value, where):
     if not isinstance(value, Mapping):
         raise ValueError("%s must be a dict, got %s" % (where, type(value).__name__))
     return value
+
+
+def need(value, key, where):
+    if key not in mapping(value, where):
+        raise ValueError("%s has no key %r" % (where, key))
+    return value[key]
 
 
 def integer(value, where, lo=None, hi=None):

@@ -4,8 +4,8 @@ Note [State arrays] in engine/state_arrays.h).
 
 ``EngineState(core)`` lists, for each tensor of an engine core (tandem/_engine.py), the
 arrays it keeps (``Array``: name, component, dtypes, entries, global and local shape;
-``EngineState.offset``: where the local shard starts) and converts them between snapshot
-dicts (NumPy) and state dicts (torch). The
+``EngineState.offset``: where the local shard starts), gives them as state-dict tensors
+(``Array.tensor``) and reads them back from a state dict, checked (``read``). The
 re-encodings every front end shares (a snapshot, or one tensor of it, in other formats,
 through tandem::ConvertSnapshot) live here too.
 
@@ -25,6 +25,7 @@ import torch
 
 from tandem import _C
 from tandem import _dist
+from tandem._core.checks import need
 
 _TABLE = {a["name"]: a for a in _C.state_arrays()}
 NAMES = tuple(_TABLE)  # in the table's order
@@ -65,7 +66,6 @@ class Array(NamedTuple):
     not sharded)."""
     name: str
     component: str       # "master", "momentum" or "variance"
-    numpy: np.dtype      # as snapshot dicts hold it (bf16 bit patterns as int16)
     torch: torch.dtype   # as state dicts hold it (bf16 bit patterns as torch.bfloat16)
     bits: torch.dtype    # its bit patterns without bf16 (int16 for bf16)
     entries: int         # entries of the local shard (ArrayEntries)
@@ -73,28 +73,12 @@ class Array(NamedTuple):
     local_shape: tuple   # the local shard's
 
     def tensor(self, values=None):
-        """Snapshot array `values` (NumPy; None: zeros) as a flat tensor of dtype
-        ``torch``, sharing its memory."""
+        """Snapshot array `values` (NumPy; None: zeros) as a tensor of dtype ``torch`` and
+        the local shape, sharing its memory."""
         if values is None:
-            return torch.zeros(self.entries, dtype=self.torch)
-        return torch.from_numpy(np.ascontiguousarray(values)).view(self.bits).view(self.torch)
-
-    def local(self, values=None):
-        """``tensor(values)`` in the local shape."""
-        return self.tensor(values).reshape(self.local_shape)
-
-    def engine(self, tensor):
-        """`tensor` (this array's entries) as snapshot dicts hold it (snapshot_array)."""
-        return snapshot_array(self.name, tensor)
-
-    def checked(self, a, where):
-        """`a` when it is a tensor of this array's state-dict dtype; else ValueError
-        naming `where`."""
-        if not torch.is_tensor(a):
-            raise ValueError("%s must be a tensor, got %s" % (where, type(a).__name__))
-        if a.dtype != self.torch:
-            raise ValueError("%s has dtype %s, expected %s" % (where, a.dtype, self.torch))
-        return a
+            return torch.zeros(self.local_shape, dtype=self.torch)
+        values = torch.from_numpy(np.ascontiguousarray(values)).view(self.bits)
+        return values.view(self.torch).reshape(self.local_shape)
 
 
 def snapshot_array(name, tensor):
@@ -106,14 +90,6 @@ def snapshot_array(name, tensor):
     return a.contiguous().numpy().view(_TABLE[name]["dtype"])
 
 
-def _array(name, entries, shape, local_shape):
-    a = _TABLE[name]
-    return Array(name, a["component"], np.dtype(a["dtype"]),
-                 torch.bfloat16 if a["bf16"] else getattr(torch, a["dtype"]),
-                 getattr(torch, a["dtype"]), int(entries), array_shape(name, shape),
-                 array_shape(name, local_shape))
-
-
 class EngineState:
     """The state arrays of the tensors of one engine core (tandem/_engine.py: its
     ``algorithm``, ``params``, ``group_of``, ``hypers`` and ``formats_of(k)``).
@@ -123,6 +99,39 @@ class EngineState:
     def __init__(self, core, first_rows=None):
         self.core = core
         self._first_rows = first_rows
+
+    def arrays(self, k, hyper=None):
+        """The arrays tensor k keeps, in the table's order: under its group's
+        hyper-parameters, or `hyper` (a state dict's being loaded)."""
+        core = self.core
+        p = core.params[k]
+        mine = _dist.local(p)
+        if hyper is None:
+            hyper = core.hypers[core.group_of[k]]
+        out = []
+        for name, entries in kept(core.algorithm, core.formats_of(k), hyper,
+                                  mine.numel()).items():
+            a = _TABLE[name]
+            out.append(Array(name, a["component"],
+                             torch.bfloat16 if a["bf16"] else getattr(torch, a["dtype"]),
+                             getattr(torch, a["dtype"]), entries, array_shape(name, p.shape),
+                             array_shape(name, mine.shape)))
+        return out
+
+    def entries(self, snap, tensor):
+        """Each tensor's state-dict entry from snapshot `snap` (None: zeros at step 0):
+        "step" (a float tensor) and ``tensor(k, array, values)`` for every array it keeps
+        (values: the snapshot's NumPy array, None where it has none), unless None."""
+        out = []
+        for k in range(len(self.core.params)):
+            t = None if snap is None else snap["tensors"][k]
+            entry = {"step": torch.tensor(float(0 if t is None else t["step"]))}
+            for a in self.arrays(k, None if t is None else snap["groups"][t["group"]]):
+                value = tensor(k, a, None if t is None else t.get(a.name))
+                if value is not None:
+                    entry[a.name] = value
+            out.append(entry)
+        return out
 
     def first_row(self, k):
         """The first global row of tensor k's local shard (0 for a whole tensor)."""
@@ -141,26 +150,34 @@ class EngineState:
         row ranges)."""
         return (self.first_row(k),) + (0,) * (len(array.shape) - 1) if array.shape else ()
 
-    def arrays(self, k, hyper=None):
-        """The arrays tensor k keeps, in the table's order: under its group's
-        hyper-parameters, or `hyper` (a state dict's being loaded)."""
-        core = self.core
-        p = core.params[k]
-        mine = _dist.local(p)
-        if hyper is None:
-            hyper = core.hypers[core.group_of[k]]
-        entries = kept(core.algorithm, core.formats_of(k), hyper, mine.numel())
-        return [_array(n, e, p.shape, mine.shape) for n, e in entries.items()]
-
-    def refuse_unkept(self, k, arrays, names, where):
-        """ValueError naming `where` for the first of `names` (array names of a saved
-        entry) that tensor k does not keep."""
+    def read(self, k, entry, where, hyper=None, names=NAMES, local=None):
+        """{name: snapshot array} of tensor k from the saved state-dict `entry`: every
+        array k keeps (``arrays(k, hyper)``), each a tensor of its dtype and size; of a
+        saved global array, ``local(array, tensor, where)`` takes this rank's part. Every
+        name of `names` in `entry` must be one k keeps. Raises ValueError naming the
+        first that is wrong (``where[name]``)."""
+        arrays = self.arrays(k, hyper)
         keep = {a.name for a in arrays}
         for name in names:
-            if name not in keep:
+            if name in entry and name not in keep:
                 raise ValueError("%s has %r, which %s with master=%s,m=%s,v=%s does not keep"
                                  % ((where, name, self.core.algorithm)
                                     + tuple(self.core.formats_of(k))))
+        out = {}
+        for a in arrays:
+            aw = "%s[%r]" % (where, a.name)
+            got = need(entry, a.name, where)
+            if not torch.is_tensor(got):
+                raise ValueError("%s must be a tensor, got %s" % (aw, type(got).__name__))
+            if got.dtype != a.torch:
+                raise ValueError("%s has dtype %s, expected %s" % (aw, got.dtype, a.torch))
+            if local is not None:
+                got = local(a, got, aw)
+            if got.numel() != a.entries:
+                raise ValueError("%s has %d %selements, expected %d" % (
+                    aw, got.numel(), "" if local is None else "local ", a.entries))
+            out[a.name] = snapshot_array(a.name, got)
+        return out
 
 
 # ----------------------------------------------------------------------------------------
