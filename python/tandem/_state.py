@@ -49,35 +49,6 @@ METADATA_SCHEMA = "tandem.torch.param_groups"
 METADATA_VERSION = 2
 _READABLE_METADATA = (1, 2)
 
-def _saved_bookkeeping(meta, where, hypers):
-    """(engine groups, ref_group) a state dict's 'tandem' entry gives with the param
-    groups' hyper-parameters `hypers`: its engine_groups are checked, and only their
-    lr_scale is used (Note [One source of hyper-parameters])."""
-    n_groups = len(hypers)
-    saved = listing(need(meta, "engine_groups", where), where + "['engine_groups']", n_groups)
-    for g, h in enumerate(saved):
-        hw = "%s['engine_groups'][%d]" % (where, g)
-        mapping(h, hw)
-        for key in ("lr_scale",) + HYPER_FIELDS:
-            need(h, key, hw)
-        unknown = sorted(set(h) - set(("lr_scale",) + HYPER_FIELDS))
-        if unknown:
-            raise ValueError("%s has unknown key %r" % (hw, unknown[0]))
-        for key in ("lr_scale",) + HYPER_FIELDS[:-1]:
-            real(h[key], "%s[%r]" % (hw, key), lo=0.0 if key == "lr_scale" else None)
-        if not isinstance(h["nesterov"], bool):
-            raise ValueError("%s['nesterov'] must be a bool, got %r" % (hw, h["nesterov"]))
-    ref_group = integer(need(meta, "ref_group", where), where + "['ref_group']", 0,
-                        n_groups - 1)
-    if float(saved[ref_group]["lr_scale"]) != 1.0:
-        raise ValueError("%s['ref_group'] is %d, whose lr_scale is %r (the reference "
-                         "group's is 1)" % (where, ref_group, saved[ref_group]["lr_scale"]))
-    return engine_groups_from(hypers, [h["lr_scale"] for h in saved]), ref_group
-
-
-# ----------------------------------------------------------------------------------------
-# State dicts
-
 
 def state_dict(opt):
     """TandemOptimizer.state_dict: see its docstring."""
@@ -201,6 +172,32 @@ def _plan_load(opt, sd):
     lr_scales = [float(h["lr_scale"]) for h in engine_groups]
     engine_hyper = [{f: h[f] for f in HYPER_FIELDS} for h in engine_groups]
     return snap, groups, ref_group, lr_scales, engine_hyper
+
+
+def _saved_bookkeeping(meta, where, hypers):
+    """(engine groups, ref_group) a state dict's 'tandem' entry gives with the param
+    groups' hyper-parameters `hypers`: its engine_groups are checked, and only their
+    lr_scale is used (Note [One source of hyper-parameters])."""
+    n_groups = len(hypers)
+    saved = listing(need(meta, "engine_groups", where), where + "['engine_groups']", n_groups)
+    for g, h in enumerate(saved):
+        hw = "%s['engine_groups'][%d]" % (where, g)
+        mapping(h, hw)
+        for key in ("lr_scale",) + HYPER_FIELDS:
+            need(h, key, hw)
+        unknown = sorted(set(h) - set(("lr_scale",) + HYPER_FIELDS))
+        if unknown:
+            raise ValueError("%s has unknown key %r" % (hw, unknown[0]))
+        for key in ("lr_scale",) + HYPER_FIELDS[:-1]:
+            real(h[key], "%s[%r]" % (hw, key), lo=0.0 if key == "lr_scale" else None)
+        if not isinstance(h["nesterov"], bool):
+            raise ValueError("%s['nesterov'] must be a bool, got %r" % (hw, h["nesterov"]))
+    ref_group = integer(need(meta, "ref_group", where), where + "['ref_group']", 0,
+                        n_groups - 1)
+    if float(saved[ref_group]["lr_scale"]) != 1.0:
+        raise ValueError("%s['ref_group'] is %d, whose lr_scale is %r (the reference "
+                         "group's is 1)" % (where, ref_group, saved[ref_group]["lr_scale"]))
+    return engine_groups_from(hypers, [h["lr_scale"] for h in saved]), ref_group
 
 
 def _tensors(opt, sd, meta, where, version, engine_groups, step):
