@@ -40,7 +40,6 @@ mesh. Plain (unsharded) parameters keep the configured formats.
 
 
 import atexit
-import math
 import sys
 import time
 
@@ -264,31 +263,6 @@ def tensor_formats(formats, shape, sharded):
         return None
     return {"master": master, "momentum": "f32" if momentum == "q8" else momentum,
             "variance": "f32" if variance == "q8" else variance}
-
-
-def scales_shape(shape):
-    """Global shape of a group-safe tensor's q8 scales: shape[:-1] + (ceil(K / 32),)."""
-    if not shape:
-        return (1,)
-    return tuple(shape[:-1]) + ((shape[-1] + QUANT_GROUP - 1) // QUANT_GROUP,)
-
-
-SCALE_ARRAYS = ("m_scales", "v_scales")  # the q8 scales of the snapshot's arrays
-
-
-def array_shape(name, shape):
-    """Shape of snapshot array `name` for a tensor, or a shard, of `shape`: the tensor's own
-    for every array but the q8 scales; those, one per group along the last dimension when
-    it is a whole number of groups (scales_shape: what a shard of rows keeps), else one per
-    32 elements of the flat tensor (such a tensor is not sharded with q8 moments: Note
-    [Shard-safe quantization groups]). The one rule of the FSDP2, DCP and Megatron-FSDP
-    state dicts."""
-    shape = tuple(shape)
-    if name not in SCALE_ARRAYS:
-        return shape
-    if shape and shape[-1] % QUANT_GROUP == 0:
-        return scales_shape(shape)
-    return ((math.prod(shape) + QUANT_GROUP - 1) // QUANT_GROUP,)
 
 
 def wrap_like(local_tensor, p, shape):

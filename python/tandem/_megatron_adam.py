@@ -10,7 +10,7 @@ import torch as _torch
 from tandem import _dist
 from tandem import _engine
 from tandem import _options
-from tandem._megatron_state import StateAccess
+from tandem._megatron_state import StateAccess, delegate
 from tandem._warnings import RebindWarning, SkippedStepWarning, skipped, warn
 
 _SET_HERE = ("algorithm", "groups", "mode", "cuda_stream", "master", "momentum", "variance")
@@ -27,7 +27,7 @@ def _format_from_dtype(what, dtype, argument):
                                             what))
 
 
-class TandemAdam(StateAccess, _torch.optim.AdamW):
+class TandemAdam(_torch.optim.AdamW):
     """TransformerEngine FusedAdam's precision-aware interface over a Tandem engine.
 
     Args (FusedAdam's, as Megatron passes them):
@@ -114,7 +114,7 @@ class TandemAdam(StateAccess, _torch.optim.AdamW):
         self._lock = threading.RLock()
         self._combine = (None, None)  # (group, callable) of the step's collective
         self._core = None
-        self._reset_state_access()
+        self._access = StateAccess(self)  # the state interface below delegates to it
 
     # ------------------------------------------------------------------------------------
     # The engine's tensors: every parameter of param_groups with elements
@@ -162,11 +162,11 @@ class TandemAdam(StateAccess, _torch.optim.AdamW):
         if core is not None and len(params) == len(core.params) and all(
                 a is b for a, b in zip(params, core.params)):
             return True
-        if core is not None and not self._fresh:
+        if core is not None and not self._access.fresh:
             raise ValueError("the parameters of TandemAdam's param_groups changed after its "
                              "state was created (stepped or loaded); build a new optimizer")
         self._core = None  # free its memory before the new one takes its own
-        self._reset_state_access()
+        self._access.reset()
         self.state.clear()
         if not params:
             return False
@@ -179,7 +179,7 @@ class TandemAdam(StateAccess, _torch.optim.AdamW):
         core.bind(entries, hypers, grads=[self._grad_of(p) for p in params])
         self._core = core
         for p in params:
-            self.state[p] = self._state_view(p)
+            self.state[p] = self._access.view(p)
         return True
 
     # ------------------------------------------------------------------------------------
@@ -197,20 +197,20 @@ class TandemAdam(StateAccess, _torch.optim.AdamW):
         with self._lock:
             if not self._ensure_engine():
                 return loss  # this rank owns no element
-            core, was_fresh = self._core, self._fresh
+            core, was_fresh = self._core, self._access.fresh
             grads = [self._grad_of(p) for p in core.params]
             if self._nothing_to_step(grads):
                 return loss  # e.g. Megatron's dummy initialisation step
             lrs, hypers = self._group_values()
-            self._flush()
-            if self._fresh:
+            self._access.flush()
+            if self._access.fresh:
                 core.reload(list(range(len(core.params))))
-                self._fresh = False
+                self._access.fresh = False
             before = core.grad_rebinds
             result = core.step(lrs, hypers, grads, combine=self._combine_fn())
             if core.grad_rebinds != before and not was_fresh:
                 self._rebuilt()
-            self._forget_snapshot()
+            self._access.forget_snapshot()
             self.last_result = result
             applied, grad_norm, step = result[0], result[1], result[2]
             if applied:
@@ -257,9 +257,19 @@ class TandemAdam(StateAccess, _torch.optim.AdamW):
         with self._lock:
             if not self._ensure_engine():
                 return
-            self._flush()
+            self._access.flush()
             self._core.reload(list(range(len(self._core.params))))
-            self._forget_snapshot()
+            self._access.forget_snapshot()
+
+    # ------------------------------------------------------------------------------------
+    # State: TransformerEngine FusedAdam's interface and Megatron's state dicts
+    # (tandem/_megatron_state.py)
+
+    initialize_state = delegate("initialize_state")
+    get_unscaled_state = delegate("get_unscaled_state")
+    set_scaled_state = delegate("set_scaled_state")
+    state_dict = delegate("state_dict")
+    load_state_dict = delegate("load_state_dict")
 
     # ------------------------------------------------------------------------------------
     # Reports

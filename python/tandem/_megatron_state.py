@@ -19,11 +19,13 @@ stepped or had state loaded, re-reads its masters from the parameters before it 
 and before a snapshot, which gives the same behaviour.
 """
 
+import functools
+
 import numpy as np
 import torch
 
-from tandem import _arrays
 from tandem import _dist
+from tandem._core.state import NAMES, decode_f32, encode_f32, snapshot_array
 
 # Megatron's state names -> the snapshot component they live in.
 _STATE_NAMES = ("master_param", "exp_avg", "exp_avg_sq")
@@ -81,22 +83,33 @@ class _StateView:
 
 
 class StateAccess:
-    """The state half of TandemAdam (a mixin: its engine is ``self._core``, built by
-    ``self._ensure_engine()``; its formats ``self._formats``, each tensor's
-    ``self._core.formats_of(k)``)."""
+    """The state half of a TandemAdam (``opt``), which holds it as ``opt._access`` and
+    hands Megatron's state methods to it (``delegate``): its engine is ``opt._core``,
+    built by ``opt._ensure_engine()``; its formats ``opt._formats``, each tensor's
+    ``opt._core.formats_of(k)``."""
 
-    def _reset_state_access(self):
+    def __init__(self, opt):
+        self._opt = opt
+        self.reset()
+
+    @property
+    def _core(self):
+        return self._opt._core
+
+    def reset(self):
+        """Forgets everything (a new engine)."""
         self._issued = None        # (snapshot, {k: entry}) of the last state_dict()
         self._snap = None          # Note [Engine state between steps]
         self._snap_dirty = False   # the cached snapshot differs from the engine
         self._decoded = {}         # k -> {state name: fp32 numpy array}
         self._pending = {}         # k -> {state name: fp32 tensor} from load_state_dict
-        self._fresh = True         # Note [Masters of a fresh engine]
+        self.fresh = True          # Note [Masters of a fresh engine]
 
-    def _state_view(self, p):
-        return _StateView(self, p)
+    def view(self, p):
+        """``optimizer.state[p]``."""
+        return _StateView(self._opt, p)
 
-    def _forget_snapshot(self):
+    def forget_snapshot(self):
         self._snap = None
         self._decoded = {}
 
@@ -112,16 +125,16 @@ class StateAccess:
         from the parameters: Note [Masters of a fresh engine])."""
         if store_param_remainders:
             raise ValueError("store_param_remainders=True is not supported")
-        with self._lock:
-            self._ensure_engine()
+        with self._opt._lock:
+            self._opt._ensure_engine()
             self._k(param)
 
-    def _snapshot(self):
+    def snapshot(self):
         """The engine state with set_scaled_state's writes (Note [Engine state between
         steps]; load_state_dict's placeholders are not in it: _apply_pending); cached
         until the next step."""
         if self._snap is None:
-            if self._fresh:
+            if self.fresh:
                 self._core.reload(list(range(len(self._core.params))))
             self._snap = self._core.snapshot()
             self._snap_dirty = False
@@ -131,12 +144,12 @@ class StateAccess:
         """{state name: fp32 numpy array} of engine tensor k."""
         got = self._decoded.get(k)
         if got is None:
-            snap = self._snapshot()
+            snap = self.snapshot()
             t = snap["tensors"][k]
             if _dist.local(self._core.params[k]).numel() == 0:  # an empty shard
                 got = {name: np.zeros(0, np.float32) for name in _STATE_NAMES}
             else:
-                f32 = _arrays.decode_f32(snap, t, self._core.formats_of(k))
+                f32 = decode_f32(snap, t, self._core.formats_of(k))
                 got = {name: f32[_COMPONENT[name]] for name in _STATE_NAMES}
             self._decoded[k] = got
         return got
@@ -147,8 +160,8 @@ class StateAccess:
         (state_device); for a DTensor parameter, its local shard as a DTensor placed like
         the parameter."""
         _check_state_name(state_name)
-        with self._lock:
-            self._ensure_engine()
+        with self._opt._lock:
+            self._opt._ensure_engine()
             k = self._k(param)
             pending = self._pending.get(k, {}).get(state_name)
             if pending is not None:
@@ -156,7 +169,7 @@ class StateAccess:
             else:
                 out = torch.from_numpy(self._decode(k)[state_name].copy())
             out = out.view(_dist.local(param).shape)
-            if self.state_device == "param" and param.device.type != "cpu":
+            if self._opt.state_device == "param" and param.device.type != "cpu":
                 out = out.to(param.device)
             if _dist.is_dtensor(param):  # this rank's shard, placed as the parameter
                 out = _dist.wrap_like(out, param, tuple(param.shape))
@@ -170,14 +183,14 @@ class StateAccess:
         if state_name == "padding":
             return
         _check_state_name(state_name)
-        with self._lock:
-            self._ensure_engine()
+        with self._opt._lock:
+            self._opt._ensure_engine()
             k = self._k(param)
             value = self._as_values(k, state_name, unscaled_state)
-            self._snapshot()
+            self.snapshot()
             self._encode(k, {state_name: value})
             self._pending.get(k, {}).pop(state_name, None)
-            self._fresh = False
+            self.fresh = False
 
     def _as_values(self, k, state_name, value):
         p = self._core.params[k]
@@ -199,7 +212,7 @@ class StateAccess:
     def _encode(self, k, values):
         """Writes {state name: fp32 numpy array} into tensor k of the cached snapshot in
         the engine's formats (the other components are copied exactly)."""
-        self._snap["tensors"][k] = _arrays.encode_f32(
+        self._snap["tensors"][k] = encode_f32(
             self._snap, self._snap["tensors"][k], self._core.formats_of(k),
             {_COMPONENT[name]: value for name, value in values.items()})
         self._snap_dirty = True
@@ -209,12 +222,12 @@ class StateAccess:
         if not self._pending:
             return
         pending, self._pending = self._pending, {}
-        self._snapshot()
+        self.snapshot()
         for k, values in sorted(pending.items()):
             if values:
                 self._encode(k, {n: self._as_values(k, n, v) for n, v in values.items()})
 
-    def _flush(self):
+    def flush(self):
         """Restores the cached snapshot into the engine if anything was written to it."""
         self._apply_pending()
         if self._snap is not None and self._snap_dirty:
@@ -234,9 +247,9 @@ class StateAccess:
         arrays share memory with the cached snapshot: treat them as read-only. A tensor
         that holds values load_state_dict kept aside (see there) is given in the fp32
         layout instead, those values as they came."""
-        with self._lock:
+        with self._opt._lock:
             groups, index, indices = [], 0, {}
-            for group in self.param_groups:
+            for group in self._opt.param_groups:
                 g = {key: value for key, value in group.items() if key != "params"}
                 g["params"] = list(range(index, index + len(group["params"])))
                 for p in group["params"]:
@@ -250,7 +263,7 @@ class StateAccess:
                 for index in indices.values():
                     state[index] = {"step": torch.tensor(0.0)}
             else:
-                snap = self._snapshot()
+                snap = self.snapshot()
                 for k, p in enumerate(self._core.params):
                     t = snap["tensors"][k]
                     entry = {"step": torch.tensor(float(t["step"]))}
@@ -263,20 +276,19 @@ class StateAccess:
                                 torch.from_numpy(self._decode(k)[name].copy())
                         state[indices[id(p)]] = entry
                         continue
-                    for key in _arrays.NAMES:
+                    for key in NAMES:
                         if key in t:
-                            entry[key] = torch.from_numpy(
-                                np.asarray(t[key]).view(_arrays.NUMPY[key]))
+                            entry[key] = torch.from_numpy(np.asarray(t[key]))
                     state[indices[id(p)]] = entry
                     issued[k] = entry
                 self._issued = (snap, issued)
                 step = int(snap["step"])
                 for g in groups:
                     g["step"] = step
+            master, momentum, variance = self._opt._formats
             return {"state": state, "param_groups": groups,
-                    "tandem": {"version": _STATE_DICT_VERSION, "algorithm": self.algorithm,
-                               "master": self._formats[0], "momentum": self._formats[1],
-                               "variance": self._formats[2]}}
+                    "tandem": {"version": _STATE_DICT_VERSION, "algorithm": self._opt.algorithm,
+                               "master": master, "momentum": momentum, "variance": variance}}
 
     def load_state_dict(self, state_dict):
         """Restores ``param_groups`` (every key but "params") and the state.
@@ -289,19 +301,19 @@ class StateAccess:
         Steps: an entry's "step" in a state dict of ours (with its "tandem" entry), else
         the group's "step" (Megatron's), else the entry's. Raises ValueError naming the
         first mismatch; nothing changes then."""
-        with self._lock:
+        with self._opt._lock:
             groups = state_dict["param_groups"]
             state = state_dict.get("state", {})
             header = state_dict.get("tandem")
-            if len(groups) != len(self.param_groups):
+            if len(groups) != len(self._opt.param_groups):
                 raise ValueError("state dict has %d param groups, optimizer %d"
-                                 % (len(groups), len(self.param_groups)))
-            for g, (saved, group) in enumerate(zip(groups, self.param_groups)):
+                                 % (len(groups), len(self._opt.param_groups)))
+            for g, (saved, group) in enumerate(zip(groups, self._opt.param_groups)):
                 if len(saved["params"]) != len(group["params"]):
                     raise ValueError("param group %d has %d params in the state dict, %d here"
                                      % (g, len(saved["params"]), len(group["params"])))
             if header is not None:
-                mine = (self.algorithm,) + self._formats
+                mine = (self._opt.algorithm,) + self._opt._formats
                 theirs = (header.get("algorithm"), header.get("master"),
                           header.get("momentum"), header.get("variance"))
                 if theirs != mine:
@@ -311,7 +323,7 @@ class StateAccess:
             if not plan:
                 self._load_groups(groups)
                 return
-            snap = self._snapshot()
+            snap = self.snapshot()
             backup = (list(snap["tensors"]), snap["step"], self._snap_dirty,
                       dict(self._decoded))
             try:
@@ -321,11 +333,10 @@ class StateAccess:
                     t = dict(snap["tensors"][k])
                     t["step"] = step
                     if arrays:
-                        for key in _arrays.NAMES:
+                        for key in NAMES:
                             t.pop(key, None)
                         for key, v in arrays.items():
-                            t[key] = v.detach().cpu().contiguous().numpy().view(
-                                _arrays.NUMPY[key]).reshape(-1)
+                            t[key] = snapshot_array(key, v)
                     snap["tensors"][k] = t
                     if unscaled:
                         pending[k] = {n: v.detach() for n, v in unscaled.items()}
@@ -339,26 +350,26 @@ class StateAccess:
                 snap["tensors"], snap["step"], self._snap_dirty, self._decoded = backup
                 raise
             self._load_groups(groups)
-            for g in self.param_groups:
+            for g in self._opt.param_groups:
                 g["step"] = int(snap["step"])
             self._pending.update(pending)
-            self._fresh = False
+            self.fresh = False
 
     def _plan_load(self, groups, state, own):
         """[(k, step, fp32 values, arrays)] for the entries of `state` to load, checked
         before anything changes."""
         plan = []
-        for g, (saved, group) in enumerate(zip(groups, self.param_groups)):
+        for g, (saved, group) in enumerate(zip(groups, self._opt.param_groups)):
             for sid, p in zip(saved["params"], group["params"]):
                 if sid not in state or p.numel() == 0:
                     continue
                 entry = state[sid]
                 step = self._entry_step(entry, saved, own)
                 unscaled = {n: entry[n] for n in _STATE_NAMES if n in entry}
-                arrays = {key: entry[key] for key in _arrays.NAMES if key in entry}
-                if not unscaled and not arrays and step == 0 and self._fresh:
+                arrays = {key: entry[key] for key in NAMES if key in entry}
+                if not unscaled and not arrays and step == 0 and self.fresh:
                     continue  # state_dict() of an optimizer without state yet
-                self._ensure_engine()
+                self._opt._ensure_engine()
                 k = self._k(p)
                 if (self._issued is not None and self._issued[0] is self._snap
                         and self._issued[1].get(k) is entry and not self._snap_dirty
@@ -395,7 +406,17 @@ class StateAccess:
     def _load_groups(self, groups):
         """Every key of the saved groups but "params" (Megatron keeps its scheduler's
         max_lr, min_lr, lr_mult, wd_mult... there)."""
-        for saved, group in zip(groups, self.param_groups):
+        for saved, group in zip(groups, self._opt.param_groups):
             for key, value in saved.items():
                 if key != "params":
                     group[key] = value
+
+
+def delegate(name):
+    """TandemAdam's method `name`: StateAccess's, called on the optimizer's ``_access``."""
+    method = getattr(StateAccess, name)
+
+    @functools.wraps(method)
+    def call(opt, *args, **kwargs):
+        return method(opt._access, *args, **kwargs)
+    return call

@@ -3,10 +3,9 @@ shaped like Megatron-FSDP's parameters, for torch.distributed.checkpoint (DCP) a
 Megatron-Core's ``fsdp_dtensor`` checkpoints. docs/megatron_fsdp.md, "Checkpoints".
 
 Layout: each parameter's entry holds ``step`` (a float tensor, the same on every rank)
-and its engine arrays (the names of ``_arrays.NAMES`` its formats keep) as DTensors with
-the parameter's mesh and placements and *global* shapes (the parameter's shape; q8
-scales ``shape[:-1] + (K // 32,)``, Note [Shard-safe quantization groups] in _dist.py),
-their local tensors on the CPU. The entries of the optimizer carry ``"tandem"``: the
+and the engine arrays its formats keep (``EngineState.arrays``, tandem/_core/state.py)
+as DTensors with the parameter's mesh and placements and *global* shapes (Note [Array
+shapes] in _core/state.py), their local tensors on the CPU. The entries of the optimizer carry ``"tandem"``: the
 layout's name and version, the algorithm and the formats. Codes, scales and corrections
 have their own dtypes (int8, uint8, bf16, int16), so DCP's load never casts them.
 
@@ -35,11 +34,10 @@ import math
 import re
 from collections.abc import Mapping
 
-import numpy as np
 import torch
 
-from tandem import _arrays
 from tandem import _dist
+from tandem._core.state import EngineState, array_shape
 
 LAYOUT = "megatron_fsdp"
 VERSION = 1
@@ -133,12 +131,11 @@ def _attach_chunk(local, offsets):
     local.__create_write_items__ = write_items
 
 
-def as_dtensor(local, p, shape, first_row):
-    """`local` (rows from `first_row` on) as a DTensor of global `shape` like p, with its
-    chunk attached; a plain tensor for a plain (or replicated) parameter."""
+def as_dtensor(local, p, shape, offsets):
+    """`local` (from `offsets` on) as a DTensor of global `shape` like p, with its chunk
+    attached; a plain tensor for a plain (or replicated) parameter."""
     if not _dist.is_dtensor(p):
         return local
-    offsets = (first_row,) + (0,) * (len(shape) - 1) if shape else ()
     _attach_chunk(local, offsets)
     return _dist.wrap_like(local, p, shape)
 
@@ -160,26 +157,12 @@ def entries(opt, template):
     core = opt._core
     labels = [core.label(k) for k in range(len(core.params))]
     rows = first_rows(core.params, labels)
-    snap = None if template else opt._snapshot()
-    out = []
-    for k, p in enumerate(core.params):
-        t = None if snap is None else snap["tensors"][k]
-        step = 0 if t is None else t["step"]
-        entry = {"step": torch.tensor(float(step))}
-        n = _dist.local(p).numel()
-        group = core.hypers[core.group_of[k]]
-        for name in _arrays.expected(opt.algorithm, core.formats_of(k), group, n):
-            shape = _dist.array_shape(name, _dist.local(p).shape)
-            if t is not None and name in t and n:
-                a = torch.from_numpy(np.ascontiguousarray(t[name])).view(_arrays.BITS[name])
-                if name in _arrays.BF16:
-                    a = a.view(torch.bfloat16)
-                a = a.reshape(shape)
-            else:
-                a = torch.zeros(shape, dtype=_arrays.TORCH[name])
-            entry[name] = as_dtensor(a, p, _dist.array_shape(name, p.shape), rows[k])
-        out.append(entry)
-    return out, rows
+    engine = EngineState(core, rows)
+
+    def tensor(k, a, values):
+        return as_dtensor(a.tensor(values if a.entries else None), core.params[k], a.shape,
+                          engine.offset(k, a))
+    return engine.entries(None if template else opt._access.snapshot(), tensor), rows
 
 
 def split_halves(entry, p, first_row):
@@ -198,7 +181,7 @@ def split_halves(entry, p, first_row):
                 continue
             piece = _dist.local(a)[keep]
             shape = (half,) + tuple(a.shape[1:])
-            e[name] = as_dtensor(piece, p, shape, start - shift)
+            e[name] = as_dtensor(piece, p, shape, (start - shift,) + (0,) * (len(shape) - 1))
         out.append(e)
     return out
 
@@ -242,44 +225,30 @@ def joined(state, key, p, where):
     for name, a in w.items():
         if name != "step" and name in v and torch.is_tensor(a) and torch.is_tensor(v[name]):
             both = torch.cat([_dist.local(a), _dist.local(v[name])])
-            entry[name] = _dist.wrap_like(both, p, _dist.array_shape(name, p.shape))
+            entry[name] = _dist.wrap_like(both, p, array_shape(name, p.shape))
     return entry
 
 
 def local_arrays(opt, k, entry, where):
-    """{name: local tensor} of engine tensor k from a loaded entry, each checked: name,
+    """{name: snapshot array} of engine tensor k from a loaded entry, each checked: name,
     dtype, placements and local shape. ValueError naming the first that is wrong."""
     core = opt._core
     p = core.params[k]
-    n = _dist.local(p).numel()
-    expected = _arrays.expected(opt.algorithm, core.formats_of(k),
-                                core.hypers[core.group_of[k]], n)
-    for name in entry:
-        if name != "step" and name not in expected:
-            raise ValueError("%s has %r, which %s with master=%s,m=%s,v=%s does not keep"
-                             % ((where, name, opt.algorithm) + core.formats_of(k)))
-    out = {}
-    for name in expected:
-        aw = "%s[%r]" % (where, name)
-        if name not in entry:
-            raise ValueError("%s is missing" % aw)
-        a = entry[name]
-        if not torch.is_tensor(a):
-            raise ValueError("%s must be a tensor, got %s" % (aw, type(a).__name__))
-        if a.dtype != _arrays.TORCH[name]:
-            raise ValueError("%s has dtype %s, expected %s" % (aw, a.dtype, _arrays.TORCH[name]))
-        if _dist.is_dtensor(a):
-            if not _dist.is_dtensor(p) or tuple(a.placements) != tuple(p.placements):
+
+    def local(a, got, aw):
+        if _dist.is_dtensor(got):
+            if not _dist.is_dtensor(p) or tuple(got.placements) != tuple(p.placements):
                 raise ValueError("%s is a DTensor placed %s; the parameter is %s"
-                                 % (aw, tuple(a.placements),
+                                 % (aw, tuple(got.placements),
                                     tuple(getattr(p, "placements", ())) or "not a DTensor"))
         elif _dist.is_dtensor(p) and _dist.shard_dim(p) is not None:
             raise ValueError("%s is a plain tensor; a sharded parameter's arrays must be "
                              "DTensors placed like it (what state_dict() gave)" % aw)
-        mine = _dist.local(a).detach().cpu()
-        expected = _dist.array_shape(name, _dist.local(p).shape)
-        if tuple(mine.shape) != expected:
+        mine = _dist.local(got).detach().cpu()
+        if tuple(mine.shape) != a.local_shape:
             raise ValueError("%s has local shape %s, expected %s (this rank's shard of %s)"
-                             % (aw, tuple(mine.shape), expected, core.label(k)))
-        out[name] = mine
-    return out
+                             % (aw, tuple(mine.shape), a.local_shape, core.label(k)))
+        return mine
+
+    return EngineState(core).read(k, entry, where, names=[n for n in entry if n != "step"],
+                                  local=local)

@@ -17,22 +17,22 @@ import json
 import math
 import numbers
 import warnings
-from collections.abc import Mapping
 
 import numpy as np
 import torch
 
-from tandem import _arrays
 from tandem import _dist
 from tandem import _sharded_state
-from tandem._state_common import (MAX_STEP, apply_groups, check_group_values, common_meta,
-                                  engine_groups, engine_groups_from, integer, listing, need,
-                                  plan_result, real, restore, saved_bookkeeping,
-                                  saved_param_groups, snapshot, step_value, torch_groups)
-from tandem._torch_state import from_torch_state
+from tandem._core.checks import MAX_STEP, integer, listing, mapping, need, real, step_value
+from tandem._core.state import EngineState
+from tandem._torch_state import (apply_groups, check_group_values, engine_groups_from,
+                                 from_torch_state, saved_param_groups, torch_groups)
 
 STATE_DICT_VERSION = 2
 _READABLE_VERSIONS = (1, 2)
+# Engine hyper-parameter fields (HyperParams in include/tandem/types.h), lr_scale aside.
+HYPER_FIELDS = ("beta1", "beta2", "eps", "weight_decay", "momentum", "dampening",
+                "nesterov")
 
 # Note [Checkpoint metadata]: save_checkpoint stores, in the snapshot's metadata (kept
 # verbatim by the checkpoint file), a JSON object tagged with this schema and version:
@@ -44,7 +44,7 @@ _READABLE_VERSIONS = (1, 2)
 # {"$dict": [[key, value], ...]} and a non-finite float is {"$float": "nan"|"inf"|"-inf"},
 # so that load_checkpoint gives back exactly what was saved (betas stay a tuple).
 # Version 1 also held "engine_hyper", the hyper-parameters last handed to the engine: it
-# is ignored on load (Note [One source of hyper-parameters] in _state_common.py).
+# is ignored on load (Note [One source of hyper-parameters] in _torch_state.py).
 METADATA_SCHEMA = "tandem.torch.param_groups"
 METADATA_VERSION = 2
 _READABLE_METADATA = (1, 2)
@@ -52,20 +52,23 @@ _READABLE_METADATA = (1, 2)
 
 def state_dict(opt):
     """TandemOptimizer.state_dict: see its docstring."""
+    snap = opt._core.snapshot()
+    meta = {
+        "version": _sharded_state.VERSION if opt._core.sharded else STATE_DICT_VERSION,
+        "algorithm": snap["algorithm"],
+        "master": snap["master"],
+        "momentum": snap["momentum"],
+        "variance": snap["variance"],
+        "step": int(snap["step"]),
+        "engine_groups": [dict(h, lr_scale=s)
+                          for h, s in zip(opt._engine_hyper, opt._lr_scales)],
+        "ref_group": opt._ref_group,
+    }
     if opt._core.sharded:
-        return _sharded_state.state_dict(opt)
-    snap = snapshot(opt)
-    state = {}
-    for k, t in enumerate(snap["tensors"]):
-        entry = {"step": torch.tensor(float(t["step"]))}
-        for name in _arrays.NAMES:
-            if name in t:
-                tensor = torch.from_numpy(t[name])
-                if name in _arrays.BF16:
-                    tensor = tensor.view(torch.bfloat16)
-                entry[name] = tensor
-        state[opt._indices[k]] = entry
-    meta = common_meta(opt, snap, STATE_DICT_VERSION)
+        return _sharded_state.state_dict(opt, snap, meta, torch_groups(opt))
+    entries = EngineState(opt._core).entries(
+        snap, lambda k, a, values: None if values is None else a.tensor(values).reshape(-1))
+    state = {opt._indices[k]: entry for k, entry in enumerate(entries)}
     meta["tensors"] = [{key: t[key] for key in ("name", "numel", "shape", "param_dtype",
                                                 "grad_dtype", "group")}
                        for t in snap["tensors"]]
@@ -74,17 +77,12 @@ def state_dict(opt):
 
 def load_state_dict(opt, sd):
     """TandemOptimizer.load_state_dict: see its docstring."""
-    if not isinstance(sd, Mapping):
-        raise ValueError("state dict must be a dict, got %s" % type(sd).__name__)
-    if _sharded_state.is_sharded_state_dict(sd):
-        plan = _sharded_state.plan_load(opt, sd)
-    elif "tandem" not in sd:
+    mapping(sd, "state dict")
+    if not _sharded_state.is_sharded_state_dict(sd) and "tandem" not in sd:
         return from_torch_state(opt, sd)
-    else:
-        plan = _plan_load(opt, sd)
-    snap, groups, ref_group, lr_scales, engine_hyper = plan
+    snap, groups, ref_group, lr_scales, engine_hyper = _plan_load(opt, sd)
     unstepped = [k for k, t in enumerate(snap["tensors"]) if t["step"] == 0]
-    _keeping_unstepped_weights(opt, lambda: restore(opt, snap), unstepped)
+    _keeping_unstepped_weights(opt, lambda: opt._core.restore(snap), unstepped)
     apply_groups(opt, groups, ref_group, lr_scales, engine_hyper)
     return None
 
@@ -123,15 +121,24 @@ def _keeping_unstepped_weights(opt, load, unstepped=None):
 
 
 def _plan_load(opt, sd):
-    """Checks every field of a tandem state dict against the optimizer and returns what
-    loading it sets: (engine snapshot dict, param group values, ref_group, lr_scales,
-    engine_hyper). Raises ValueError naming the first bad field; changes nothing."""
-    meta = need(sd, "tandem", "state dict")
-    version = need(meta, "version", "state dict['tandem']")
-    if isinstance(version, bool) or version not in _READABLE_VERSIONS:
-        raise ValueError("unsupported tandem state dict version %r (this build reads %s)"
-                         % (version, ", ".join(map(str, _READABLE_VERSIONS))))
-    where = "state dict['tandem']"
+    """Checks every field of a tandem state dict (versions 1 to 3) against the optimizer
+    and returns what loading it sets: (engine snapshot dict, param group values,
+    ref_group, lr_scales, engine_hyper). Raises ValueError naming the first bad field;
+    changes nothing."""
+    sharded = _sharded_state.is_sharded_state_dict(sd)
+    if sharded:  # Note [Sharded state dict]
+        saved = listing(need(sd, "param_groups", "state dict"), "state dict['param_groups']",
+                        len(opt.param_groups))
+        meta = need(saved[0], "tandem", "state dict['param_groups'][0]")
+        where, kind, readable = ("state dict['param_groups'][0]['tandem']", "sharded tandem",
+                                 (_sharded_state.VERSION,))
+    else:
+        meta = need(sd, "tandem", "state dict")
+        where, kind, readable = "state dict['tandem']", "tandem", _READABLE_VERSIONS
+    version = need(meta, "version", where)
+    if isinstance(version, bool) or version not in readable:
+        raise ValueError("unsupported %s state dict version %r (this build reads %s)"
+                         % (kind, version, ", ".join(map(str, readable))))
     algorithm = need(meta, "algorithm", where)
     if algorithm != opt._ALGORITHM:
         raise ValueError("state dict algorithm %r but optimizer uses %r"
@@ -141,20 +148,63 @@ def _plan_load(opt, sd):
         raise ValueError("state dict formats master=%s,m=%s,v=%s but optimizer uses "
                          "master=%s,m=%s,v=%s" % (formats + tuple(opt._core.formats)))
     step = integer(need(meta, "step", where), where + "['step']", 0, MAX_STEP)
-
-    n_groups = len(opt.param_groups)
+    keys = []  # torch index -> the saved state key (an int, or a name under DCP)
 
     def check_params(saved, params, gw):
+        if sharded:
+            keys.extend(params)
+            return
         for j, p in enumerate(params):
             integer(p, "%s['params'][%d]" % (gw, j))
 
     groups, hypers = saved_param_groups(opt, sd, check_params)
-    engine_groups, ref_group = saved_bookkeeping(meta, where, hypers)
+    for g in groups:
+        g.pop("tandem", None)
+    engine_groups, ref_group = _saved_bookkeeping(meta, where, hypers)
+    if sharded:
+        state = mapping(need(sd, "state", "state dict"), "state dict['state']")
+        tensors = _sharded_state.tensors(opt, state, keys, engine_groups, step)
+    else:
+        tensors = _tensors(opt, sd, meta, where, version, engine_groups, step)
+    snap = {"algorithm": algorithm, "master": formats[0], "momentum": formats[1],
+            "variance": formats[2], "step": step, "groups": [dict(h) for h in engine_groups],
+            "tensors": tensors, "metadata": ""}
+    lr_scales = [float(h["lr_scale"]) for h in engine_groups]
+    engine_hyper = [{f: h[f] for f in HYPER_FIELDS} for h in engine_groups]
+    return snap, groups, ref_group, lr_scales, engine_hyper
 
+
+def _saved_bookkeeping(meta, where, hypers):
+    """(engine groups, ref_group) a state dict's 'tandem' entry gives with the param
+    groups' hyper-parameters `hypers`: its engine_groups are checked, and only their
+    lr_scale is used (Note [One source of hyper-parameters])."""
+    n_groups = len(hypers)
+    saved = listing(need(meta, "engine_groups", where), where + "['engine_groups']", n_groups)
+    for g, h in enumerate(saved):
+        hw = "%s['engine_groups'][%d]" % (where, g)
+        mapping(h, hw)
+        for key in ("lr_scale",) + HYPER_FIELDS:
+            need(h, key, hw)
+        unknown = sorted(set(h) - set(("lr_scale",) + HYPER_FIELDS))
+        if unknown:
+            raise ValueError("%s has unknown key %r" % (hw, unknown[0]))
+        for key in ("lr_scale",) + HYPER_FIELDS[:-1]:
+            real(h[key], "%s[%r]" % (hw, key), lo=0.0 if key == "lr_scale" else None)
+        if not isinstance(h["nesterov"], bool):
+            raise ValueError("%s['nesterov'] must be a bool, got %r" % (hw, h["nesterov"]))
+    ref_group = integer(need(meta, "ref_group", where), where + "['ref_group']", 0,
+                        n_groups - 1)
+    if float(saved[ref_group]["lr_scale"]) != 1.0:
+        raise ValueError("%s['ref_group'] is %d, whose lr_scale is %r (the reference "
+                         "group's is 1)" % (where, ref_group, saved[ref_group]["lr_scale"]))
+    return engine_groups_from(hypers, [h["lr_scale"] for h in saved]), ref_group
+
+
+def _tensors(opt, sd, meta, where, version, engine_groups, step):
+    """The engine snapshot's tensors of a version 1 or 2 state dict, checked."""
     infos = listing(need(meta, "tensors", where), where + "['tensors']", len(opt._core.params))
-    state = need(sd, "state", "state dict")
-    if not isinstance(state, Mapping):
-        raise ValueError("state dict['state'] must be a dict, got %s" % type(state).__name__)
+    state = mapping(need(sd, "state", "state dict"), "state dict['state']")
+    engine = EngineState(opt._core)
     tensors = []
     for k, info in enumerate(infos):
         tw = "%s['tensors'][%d]" % (where, k)
@@ -164,7 +214,8 @@ def _plan_load(opt, sd):
             "numel": integer(need(info, "numel", tw), tw + "['numel']", 0),
             "param_dtype": need(info, "param_dtype", tw),
             "grad_dtype": need(info, "grad_dtype", tw),
-            "group": integer(need(info, "group", tw), tw + "['group']", 0, n_groups - 1),
+            "group": integer(need(info, "group", tw), tw + "['group']", 0,
+                             len(engine_groups) - 1),
             "shape": [],
         }
         for key in ("name", "param_dtype", "grad_dtype"):
@@ -185,34 +236,15 @@ def _plan_load(opt, sd):
         index = opt._indices[k]
         if index not in state:
             raise ValueError("state dict has no state for parameter %d" % index)
-        entry = state[index]
         ew = "state dict['state'][%d]" % index
-        if not isinstance(entry, Mapping):
-            raise ValueError("%s must be a dict, got %s" % (ew, type(entry).__name__))
+        entry = mapping(state[index], ew)
         if version >= 2:
             t["step"] = step_value(need(entry, "step", ew), ew + "['step']", step)
         else:
             t["step"] = step
-        expected = _arrays.expected(algorithm, formats, engine_groups[t["group"]], n)
-        for name in _arrays.NAMES:
-            if name not in expected:
-                if name in entry:
-                    raise ValueError("%s has %r, which %s with master=%s,m=%s,v=%s does not "
-                                     "keep" % ((ew, name, algorithm) + formats))
-                continue
-            a = need(entry, name, ew)
-            aw = "%s[%r]" % (ew, name)
-            if not torch.is_tensor(a):
-                raise ValueError("%s must be a tensor, got %s" % (aw, type(a).__name__))
-            if a.dtype != _arrays.TORCH[name]:
-                raise ValueError("%s has dtype %s, expected %s"
-                                 % (aw, a.dtype, _arrays.TORCH[name]))
-            if a.numel() != expected[name]:
-                raise ValueError("%s has %d elements, expected %d"
-                                 % (aw, a.numel(), expected[name]))
-            t[name] = _arrays.engine_array(name, a)
+        t.update(engine.read(k, entry, ew, engine_groups[t["group"]]))
         tensors.append(t)
-    return plan_result(algorithm, formats, step, engine_groups, tensors, groups, ref_group)
+    return tensors
 
 
 def _encode(value, where):
@@ -345,7 +377,7 @@ def load_checkpoint(opt, path):
         p = _parse_metadata(opt, metadata, path)
         parsed.append(p)
         if p is None:
-            return engine_groups(opt)
+            return opt._core.engine_groups()
         _groups, _ref_group, lr_scales, hypers = p
         return engine_groups_from(hypers, lr_scales)
 

@@ -3,28 +3,144 @@ safetensors file:
 
 * ``to_torch_state`` / ``from_torch_state``: torch.optim.AdamW/Adam/SGD (and
   Lion-style) state dicts;
-* ``export_masters``: the fp32 master weights, by parameter name.
+* ``export_masters``: the fp32 master weights, by parameter name;
+* what every state load of tandem.torch shares (_state.py too): param_groups in torch's
+  layout, checked with the constructor's checks (Note [One source of hyper-parameters]),
+  with the learning-rate bookkeeping they carry, and ``serialised``, the optimizer's lock
+  around the state functions (TandemOptimizer's methods and those above).
 
-Each takes the optimizer (a ``tandem.torch.TandemOptimizer``) first and runs under its
-lock (_state_common.serialised). docs/python.md, "Moving from and to torch.optim".
+Each takes the optimizer (a ``tandem.torch.TandemOptimizer``) first. docs/python.md,
+"Moving from and to torch.optim".
 """
 
+import functools
 import json
 import os
 import struct
-from collections.abc import Mapping
 
 import numpy as np
 import torch
 
-from tandem import _arrays
 from tandem import _dist
-from tandem import _state_common as common
-from tandem._state_common import (MAX_STEP, apply_groups, bookkeeping, engine_groups_from, need,
-                                  restore, saved_param_groups, snapshot, step_value, torch_groups)
+from tandem import _options
+from tandem._core.checks import MAX_STEP, listing, mapping, need, step_value
+from tandem._core.state import F32, components, convert
+from tandem._torch_layout import reference_values
 
 
-@common.serialised(sync_before=True)
+# Note [One source of hyper-parameters]: a loaded optimizer steps with the
+# hyper-parameters its param_groups show, as a torch.optim optimizer does: every load
+# (state dict, checkpoint file, torch.optim state dict) checks the saved param_groups with
+# the constructor's checks and hands the engine the values they give. The engine's own
+# copies in the saved state (the checkpoint's groups, a state dict's
+# ['tandem']['engine_groups']) are not used; an edit of them cannot make the engine step
+# with other values than param_groups show. Each group's lr_scale and the reference group
+# (the lr ratios LayoutFollower._follow_values keeps, for hyperparam_update="error") are
+# checked and kept as they are.
+
+
+def serialised(sync_before=False, load=False):
+    """fn(opt, ...) under the optimizer's lock, so it falls between two steps (the methods
+    of TandemOptimizer and the state functions called on their own). With sync_before,
+    param_groups and reallocations are followed and parameters written by torch ops
+    since the engine last wrote them reloaded first (the state read is the live
+    weights'); with load, the engine is rebound first for param_groups, reallocations
+    and parameters the loaded state dict has state for, and the parameters' version
+    counters are recorded after the engine wrote them (Note [The parameter is the source
+    of truth] in _engine.py)."""
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(opt, *args, **kwargs):
+            with opt._lock:
+                if load and opt._core.step_begun:
+                    raise ValueError(
+                        "%s between begin_step() and step(): the step under way updates "
+                        "the state this load would replace; load before begin_step(), or "
+                        "call step() (or zero_grad(), which drops the step) first. Nothing "
+                        "changed" % fn.__name__)
+                if sync_before and not opt._core.step_begun:
+                    opt._sync_params()
+                if load:
+                    opt._rebind_for_load(args[0] if args else None)
+                result = fn(opt, *args, **kwargs)
+                if load:
+                    opt._core.record_versions()
+                return result
+        return wrapper
+    return decorate
+
+
+# ----------------------------------------------------------------------------------------
+# Param groups
+
+
+def torch_groups(opt):
+    """param_groups as torch's state_dict writes them: params as indices."""
+    groups = []
+    index = 0
+    for group in opt.param_groups:
+        g = {key: value for key, value in group.items() if key != "params"}
+        g["params"] = list(range(index, index + len(group["params"])))
+        index += len(group["params"])
+        groups.append(g)
+    return groups
+
+
+def saved_param_groups(opt, sd, check):
+    """(values, hypers) of state dict `sd`'s param_groups: the values (all but "params")
+    of one group per optimizer group, each listing as many params as that group has,
+    and the engine hyper-parameters they give. check(saved, params, where) adds the
+    caller's checks of a saved group before its values are checked as the constructor
+    checks them (check_group_values). Raises ValueError naming the field."""
+    saved_groups = listing(need(sd, "param_groups", "state dict"), "state dict['param_groups']",
+                           len(opt.param_groups))
+    groups, hypers = [], []
+    for g, (saved, group) in enumerate(zip(saved_groups, opt.param_groups)):
+        gw = "state dict['param_groups'][%d]" % g
+        params = listing(need(saved, "params", gw), gw + "['params']", len(group["params"]))
+        check(saved, params, gw)
+        hypers.append(check_group_values(opt, saved, gw))
+        groups.append({key: value for key, value in saved.items() if key != "params"})
+    return groups, hypers
+
+
+def check_group_values(opt, group, where):
+    """The engine hyper-parameters of a saved param group, checked with the
+    constructor's checks and messages (Note [One source of hyper-parameters]); every
+    refusal is a ValueError naming the group and the key."""
+    mapping(group, where)
+    try:
+        return _options.group_values(opt._ALGORITHM, opt._hyper, None, group, where)[1]
+    except TypeError as e:
+        raise ValueError(str(e)) from None
+
+
+def engine_groups_from(hypers, lr_scales):
+    return [dict(h, lr_scale=float(s)) for h, s in zip(hypers, lr_scales)]
+
+
+def apply_groups(opt, groups, ref_group, lr_scales, engine_hyper):
+    """Sets the param_groups' values (params kept) and the binding's bookkeeping. Cannot
+    fail: everything was checked before."""
+    for saved, group in zip(groups, opt.param_groups):
+        for key, value in saved.items():
+            if key != "params":
+                group[key] = value
+    opt._ref_group, opt._lr_scales = ref_group, list(lr_scales)
+    opt._engine_hyper = [dict(h) for h in engine_hyper]
+    opt._core.hypers = [dict(h) for h in engine_hyper]
+
+
+# ----------------------------------------------------------------------------------------
+# torch.optim's state
+
+
+# torch.optim's names of the moments (momentum, variance), by algorithm.
+_MOMENTS = {"adam": ("exp_avg", "exp_avg_sq"), "adamw": ("exp_avg", "exp_avg_sq"),
+            "lion": ("exp_avg",), "sgd": ("momentum_buffer",)}
+
+
+@serialised(sync_before=True)
 def to_torch_state(opt):
     """A state dict of the torch.optim optimizer of the same algorithm.
 
@@ -36,8 +152,9 @@ def to_torch_state(opt):
     Quantized moments are decoded exactly (tandem::ConvertSnapshot). The masters are not
     part of it: the parameters hold them (rounded to the parameters' dtype).
     """
-    snap = snapshot(opt)
-    snap = _arrays.convert(snap, snap["master"], "f32", "f32")
+    snap = opt._core.snapshot()
+    snap = convert(snap, snap["master"], "f32", "f32")
+    m, v = F32["momentum"], F32["variance"]
     algorithm = opt._ALGORITHM
     state = {}
     for k, t in enumerate(snap["tensors"]):
@@ -50,17 +167,17 @@ def to_torch_state(opt):
             a = torch.from_numpy(t[name]).contiguous().reshape(_dist.local(p).shape)
             return _dist.wrap_like(a, p, tuple(p.shape)) if opt._core.sharded else a
         if algorithm in ("adam", "adamw"):
-            entry = {"step": torch.tensor(float(step)), "exp_avg": moment("m_f32"),
-                     "exp_avg_sq": moment("v_f32")}
+            entry = {"step": torch.tensor(float(step)), "exp_avg": moment(m),
+                     "exp_avg_sq": moment(v)}
         elif algorithm == "lion":
-            entry = {"step": torch.tensor(float(step)), "exp_avg": moment("m_f32")}
+            entry = {"step": torch.tensor(float(step)), "exp_avg": moment(m)}
         else:
-            entry = {"momentum_buffer": moment("m_f32") if "m_f32" in t else None}
+            entry = {"momentum_buffer": moment(m) if m in t else None}
         state[opt._indices[k]] = entry
     return {"state": state, "param_groups": torch_groups(opt)}
 
 
-@common.serialised(load=True)
+@serialised(load=True)
 def from_torch_state(opt, sd):
     """Loads a torch.optim state dict (AdamW/Adam: exp_avg, exp_avg_sq, step; SGD:
     momentum_buffer; Lion-style: exp_avg) into a Tandem optimizer of any formats.
@@ -71,8 +188,7 @@ def from_torch_state(opt, sd):
     moments). param_groups take the state dict's values. Every field is checked before
     anything changes (ValueError naming it).
     """
-    if not isinstance(sd, Mapping):
-        raise ValueError("state dict must be a dict, got %s" % type(sd).__name__)
+    mapping(sd, "state dict")
     algorithm = opt._ALGORITHM
 
     def check_flags(saved, params, gw):
@@ -81,13 +197,11 @@ def from_torch_state(opt, sd):
                 raise ValueError("%s has %s=True, which tandem does not support" % (gw, key))
 
     groups, _hypers = saved_param_groups(opt, sd, check_flags)
-    ref_group, lr_scales, engine_hyper = bookkeeping(opt, groups)
+    ref_group, lr_scales, engine_hyper = reference_values(*opt._group_values(groups))
     engine_groups = engine_groups_from(engine_hyper, lr_scales)
-    state = need(sd, "state", "state dict")
-    if not isinstance(state, Mapping):
-        raise ValueError("state dict['state'] must be a dict, got %s" % type(state).__name__)
+    state = mapping(need(sd, "state", "state dict"), "state dict['state']")
 
-    live = snapshot(opt)
+    live = opt._core.snapshot()
     tensors = []
     for k, info in enumerate(live["tensors"]):
         p = opt._core.params[k]
@@ -95,12 +209,11 @@ def from_torch_state(opt, sd):
         index = opt._indices[k]
         entry = state.get(index, {})
         ew = "state dict['state'][%d]" % index
-        if not isinstance(entry, Mapping):
-            raise ValueError("%s must be a dict, got %s" % (ew, type(entry).__name__))
+        mapping(entry, ew)
         hyper = engine_groups[info["group"]]
         t = {key: info[key] for key in ("name", "numel", "shape", "param_dtype",
                                         "grad_dtype", "group")}
-        t["master_f32"] = p.detach().to("cpu", torch.float32).reshape(-1).numpy().copy()
+        t[F32["master"]] = p.detach().to("cpu", torch.float32).reshape(-1).numpy().copy()
 
         def moment(key, ew=ew, entry=entry, n=n):
             a = entry.get(key)
@@ -112,8 +225,7 @@ def from_torch_state(opt, sd):
                 raise ValueError("%s[%r] has %d elements, parameter %d has %d"
                                  % (ew, key, a.numel(), index, n))
             return a.detach().to("cpu", torch.float32).reshape(-1).numpy().copy()
-        names = {"adam": ("exp_avg", "exp_avg_sq"), "adamw": ("exp_avg", "exp_avg_sq"),
-                 "lion": ("exp_avg",), "sgd": ("momentum_buffer",)}[algorithm]
+        names = _MOMENTS[algorithm]
         values = [moment(key) for key in names]
         missing = [key for key, v in zip(names, values) if v is None]
         if algorithm in ("adam", "adamw") and entry and missing:
@@ -125,23 +237,22 @@ def from_torch_state(opt, sd):
             step = step_value(entry["step"], ew + "['step']", MAX_STEP)
         else:  # SGD and some Lion implementations keep no step
             step = 1 if values[0] is not None else 0
-        if _arrays.has_momentum(algorithm, hyper):
-            t["m_f32"] = values[0] if values[0] is not None else np.zeros(n, np.float32)
-        if algorithm in ("adam", "adamw"):
-            t["v_f32"] = values[1] if values[1] is not None else np.zeros(n, np.float32)
-            if np.any(t["v_f32"] < 0) or np.any(np.isnan(t["v_f32"])):
-                raise ValueError("%s['exp_avg_sq'] has negative or NaN entries" % ew)
+        for c, value in zip(("momentum", "variance"), values):
+            if c in components(algorithm, hyper):
+                t[F32[c]] = np.zeros(n, np.float32) if value is None else value
+        v = t.get(F32["variance"])
+        if v is not None and (np.any(v < 0) or np.any(np.isnan(v))):
+            raise ValueError("%s['exp_avg_sq'] has negative or NaN entries" % ew)
         t["step"] = step
         tensors.append(t)
     step = max([t["step"] for t in tensors] + [0])
     snap = {"algorithm": algorithm, "master": "f32", "momentum": "f32", "variance": "f32",
             "step": step, "groups": engine_groups, "tensors": tensors, "metadata": ""}
-    snap = _arrays.convert(snap, *opt._core.formats)
-    restore(opt, snap)
+    opt._core.restore(convert(snap, *opt._core.formats))
     apply_groups(opt, groups, ref_group, lr_scales, engine_hyper)
 
 
-@common.serialised(sync_before=True)
+@serialised(sync_before=True)
 def export_masters(opt, path, module=None):
     """Writes the fp32 master weights of the stepped parameters to `path` as safetensors,
     each under its fully qualified name and with its original shape, so that
@@ -154,10 +265,10 @@ def export_masters(opt, path, module=None):
     else with a small writer of the same format; atomically (a temporary file renamed
     over `path`). Raises ValueError for duplicate or missing names.
     """
-    snap = snapshot(opt)
+    snap = opt._core.snapshot()
     metadata = {"format": "pt", "tandem_algorithm": snap["algorithm"],
                 "tandem_master": snap["master"], "tandem_step": str(snap["step"])}
-    snap = _arrays.convert(snap, "f32", snap["momentum"], snap["variance"])
+    snap = convert(snap, "f32", snap["momentum"], snap["variance"])
     by_id = {}
     if module is not None:
         by_id = {id(p): name for name, p in module.named_parameters()}
@@ -176,7 +287,7 @@ def export_masters(opt, path, module=None):
         if name in tensors:
             raise ValueError("two parameters are both named %r" % name)
         shape = list(t["shape"]) or list(p.shape)
-        tensors[name] = (shape, np.ascontiguousarray(t["master_f32"], dtype="<f4"))
+        tensors[name] = (shape, np.ascontiguousarray(t[F32["master"]], dtype="<f4"))
     tmp = str(path) + ".tmp"
     try:
         try:

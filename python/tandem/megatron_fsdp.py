@@ -41,7 +41,6 @@ import types
 
 import torch as _torch
 
-from tandem import _arrays
 from tandem import _dist
 from tandem import _mfsdp_state
 from tandem._megatron_adam import TandemAdam, _parts, build_with, require_megatron_core
@@ -211,8 +210,7 @@ class MegatronFSDPAdam(TandemAdam):
                     step = entry.get("step")
                     if not _torch.is_tensor(step) and not isinstance(step, (int, float)):
                         raise ValueError("%s['step'] must be a number, got %r" % (where, step))
-                    plain = {name: a.view(_arrays.BITS[name])
-                             for name, a in arrays.items()}
+                    plain = {name: _torch.from_numpy(a) for name, a in arrays.items()}
                     plain["step"] = _torch.tensor(float(step))
                     plain_state[k] = plain
                     k += 1

@@ -44,10 +44,9 @@ from tandem import _engine
 from tandem import _node
 from tandem import _options
 from tandem import _state
-from tandem import _state_common as common
 from tandem._torch_handover import HandOver
 from tandem._torch_layout import LayoutFollower
-from tandem._torch_state import export_masters, from_torch_state, to_torch_state
+from tandem._torch_state import export_masters, from_torch_state, serialised, to_torch_state
 from tandem._warnings import (EarlyStartAccumulationWarning, RebindWarning,  # noqa: F401
                               SkippedStepWarning, TandemWarning, skipped, warn)
 
@@ -595,6 +594,6 @@ class SGD(TandemOptimizer):
 for _name, _before, _load in (("state_dict", True, False), ("save_checkpoint", True, False),
                               ("load_state_dict", False, True),
                               ("load_checkpoint", False, True)):
-    setattr(TandemOptimizer, _name, common.serialised(_before, _load)(
+    setattr(TandemOptimizer, _name, serialised(_before, _load)(
         getattr(TandemOptimizer, _name)))
 del _name, _before, _load

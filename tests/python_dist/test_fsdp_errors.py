@@ -10,6 +10,7 @@ from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
 import tandem.torch
 from tandem import _dist
+from tandem._core import state
 
 pytestmark = pytest.mark.usefixtures("one_rank_group")
 
@@ -75,4 +76,4 @@ def test_group_rule_follows_the_global_shape():
     assert _dist.tensor_formats(fmt, (7, 40), True) == f32        # K not a multiple of 32
     assert _dist.tensor_formats(fmt, (4096,), False) is None      # not sharded: as given
     assert _dist.tensor_formats(("f32", "f32", "f32"), (4096,), True) is None
-    assert _dist.scales_shape((7, 96)) == (7, 3)
+    assert state.array_shape("m_scales", (7, 96)) == (7, 3)
