@@ -18,7 +18,6 @@
 #include "offload/facade/impl.h"
 #include "offload/memory/progress_log.h"
 #include "offload/memory/state_init.h"
-#include "offload/transport/host_transport.h"
 #include "tandem/error.h"
 
 namespace tandem {
@@ -75,7 +74,7 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
 HybridOptimizer::Impl::~Impl() {
   // Early start's work first (it writes the pre-pass's partials and the executors'
   // gradient buffers); then, last launched first: the host-offload executor joins its
-  // speculation worker and drains its transport, the stream executor waits for its
+  // speculation worker and drains its device, the stream executor waits for its
   // queues, before anything they use goes. The device memory goes back to its allocator
   // only once nothing queued uses it (tandem/device_allocator.h): the device is waited
   // for first, as cudaFree would (the hot launch and the pre-pass ran on the caller's
@@ -208,11 +207,13 @@ void HybridOptimizer::Impl::BuildExecutors() {
                                                 std::move(device)));
   }
   if (plan.grad_slot_bytes > 0) {  // host-computed elements: the offload pipeline
-    std::unique_ptr<offload::Transport> transport =
-        gpu() ? offload::MakeCudaTransport(cfg_.cuda_stream, cfg_.faults)
-              : std::make_unique<offload::HostTransport>(cfg_.host_cpus, cfg_.faults);
+    std::unique_ptr<offload::StreamDevice> device =
+        gpu() ? offload::MakeCudaStreamDevice(cfg_.cuda_stream, nullptr, offload::kCopyQueues,
+                                              cfg_.faults)
+              : offload::MakeHostStreamDevice(nullptr, cfg_.host_cpus, offload::kCopyQueues,
+                                              cfg_.faults);
     executors_.push_back(offload::MakeHostOffload(
-        {&specs_, &formats_, &plan, &cfg_, gpu(), std::move(transport), &driver_}));
+        {&specs_, &formats_, &plan, &cfg_, gpu(), std::move(device), &driver_}));
   }
   prepass_ = gpu() ? offload::MakeCudaPrepass(cfg_.cuda_stream, specs_, device_memory)
                    : offload::MakeHostPrepass(&driver_, specs_);
