@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "engine/layout/slab_layout.h"
+#include "offload/executors/roles.h"
 #include "offload/memory/slab.h"
 #include "offload/speculation/stream_speculation.h"
 #include "tandem/error.h"
@@ -19,11 +20,18 @@ using Q = StreamDevice::Queue;
 using Kind = StreamDevice::CopyKind;
 constexpr size_t kNone = ~size_t{0};
 
-class GpuStream final : public Executor, public StreamSpeculation::Chunks {
+class GpuStream final : public Executor,
+                        public Speculative,
+                        public Queued,
+                        public StreamOrdered,
+                        public DeviceTimed,
+                        public Joined,
+                        public StreamSpeculation::Chunks {
  public:
   GpuStream(StreamSetup s, std::unique_ptr<StreamDevice> device);
 
   const char* name() const override { return "GPU-stream"; }
+  Roles roles() override { return {this, this, this, this, this}; }
 
   void AddMemory(MemoryReport* r) const override {
     MemoryReport::Bytes& dev = gpu_ ? r->device : r->host;
@@ -73,11 +81,9 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
     // handed over (Note [Reading the handed gradient in place]); its consumed fence then
     // waits for their kernels.
     const uint64_t bytes = specs_[t].numel * DTypeSize(specs_[t].grad_dtype);
-    if (KeepInPlace(bytes)) in_place_ = {t, mark.ready, false};
-    spec_->TensorReady(t, again, ready);
-    const bool read = in_place_.read;
-    in_place_ = {};
-    if (read) {
+    StreamSpeculation::InPlace in_place{t, mark.ready};
+    spec_->TensorReady(t, again, ready, KeepInPlace(bytes) ? &in_place : nullptr);
+    if (in_place.read) {
       device_->Record(grad_run_[t], Q::kRun, At(0, "speculative kernels read the gradient"));
       read_in_place_[t] = 1;
       kept_.push_back({t, bytes});
@@ -172,7 +178,8 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
 
   // StreamSpeculation::Chunks
   void Speculate(size_t c, const std::vector<StepScalars>& scalars,
-                 const std::vector<uint32_t>& scalar_index) override;
+                 const std::vector<uint32_t>& scalar_index,
+                 StreamSpeculation::InPlace* in_place) override;
 
  private:
   struct Chunk {
@@ -249,14 +256,8 @@ class GpuStream final : public Executor, public StreamSpeculation::Chunks {
   std::vector<const void*> grad_;
   std::vector<uint8_t> released_;
   bool any_released_ = false;
-  // Gradient release with speculation: the tensor whose GradReady is speculating chunks
-  // (kNone: none), its ready mark, whether a kernel read its gradient in place; per
-  // tensor, whether one did in this step (grad_run_ marks the last such kernel).
-  struct InPlace {
-    size_t tensor = kNone;
-    const void* mark = nullptr;
-    bool read = false;
-  } in_place_;
+  // Gradient release with speculation: per tensor, whether a speculative kernel read its
+  // gradient in place in this step (grad_run_ marks the last such kernel).
   std::vector<uint8_t> read_in_place_;
   // The budget; the gradients read in place in this step, oldest first, and their bytes
   // (those whose kernels have run are forgotten as new ones come).
@@ -463,7 +464,8 @@ uint64_t GpuStream::LaunchChunks(const StepWork& w, const std::vector<uint8_t>* 
 }
 
 void GpuStream::Speculate(size_t c, const std::vector<StepScalars>& scalars,
-                          const std::vector<uint32_t>& scalar_index) {
+                          const std::vector<uint32_t>& scalar_index,
+                          StreamSpeculation::InPlace* handed) {
   const Chunk& ch = chunks_.at(c);
   if (!ch.speculative())
     throw Error(ErrorKind::kInternal,
@@ -474,7 +476,7 @@ void GpuStream::Speculate(size_t c, const std::vector<StepScalars>& scalars,
   // handed-over tensor's, read in place after its mark); the upload after the last
   // step's downloads.
   const size_t in_place =
-      in_place_.tensor != kNone && ChunkHas(c, in_place_.tensor) ? in_place_.tensor : kNone;
+      handed != nullptr && ChunkHas(c, handed->tensor) ? handed->tensor : kNone;
   if (streamed_before_) device_->Wait(Q::kUp, down_done_, At(c, "speculation"));
   const SlotEvents& ev = slot_ev_[ch.slot_index];
   if (slot_used_[ch.slot_index]) device_->Wait(Q::kUp, ev.down, At(c, "wait for its slot"));
@@ -516,10 +518,10 @@ void GpuStream::Speculate(size_t c, const std::vector<StepScalars>& scalars,
         }
       }
     } again{device_.get(), ch.hold_program, in_place};
-    device_->WaitForeign(Q::kRun, in_place_.mark);
+    device_->WaitForeign(Q::kRun, handed->mark);
     device_->SetProgramGrad(ch.hold_program, in_place, grad_[in_place]);
     device_->Run(Q::kRun, ch.hold_program, scalars, scalar_index, At(c, "speculative kernel"));
-    in_place_.read = true;
+    handed->read = true;
   }
   device_->Record(ev.run, Q::kRun, At(c, "speculative kernel"));
   device_->Wait(Q::kDown, ev.run, At(c, "download waits for kernel"));

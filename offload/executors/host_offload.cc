@@ -8,6 +8,7 @@
 
 #include "cpu_simd/host_kernels.h"
 #include "engine/state_arrays.h"
+#include "offload/executors/roles.h"
 #include "offload/memory/slab.h"
 #include "offload/speculation/speculator.h"
 #include "offload/pipeline/pipeline.h"
@@ -18,11 +19,17 @@ namespace {
 
 using Q = StreamDevice::Queue;
 
-class HostOffload final : public Executor {
+class HostOffload final : public Executor,
+                          public Speculative,
+                          public Queued,
+                          public StreamOrdered {
  public:
   explicit HostOffload(OffloadSetup s);
   ~HostOffload() override;
   const char* name() const override { return "host-offload"; }
+  Roles roles() override {
+    return {.speculative = this, .queued = this, .stream_ordered = this};
+  }
 
   void AddMemory(MemoryReport* r) const override {
     layout_.Report(&r->host);
@@ -38,6 +45,8 @@ class HostOffload final : public Executor {
   void VisitParts(size_t t, const PartVisitor& visit) const override {
     visit(layout_.part(t), false);
   }
+  // The host-computed master is host memory: a copy of the parameter, never the parameter.
+  bool MasterIsParam(size_t) const override { return false; }
   void Quiesce() const override { device_->Drain(); }
 
   void SetGrad(size_t t, const void* grad) override {
@@ -98,6 +107,9 @@ class HostOffload final : public Executor {
   void WaitParam(size_t t, void* stream) const override {
     if (gpu_) device_->StreamWait(stream, last_upload_[t]);
   }
+  // The pipeline waited for each of the step's downloads before it stepped the chunk:
+  // nothing reads the gradients once Step returned.
+  void WaitGradConsumed(size_t, void*) const override {}
 
  private:
   // The early-start gradient buffer: allocated on the first GradReady (and reported as

@@ -86,13 +86,13 @@ HybridOptimizer::Impl::~Impl() {
     } catch (...) {  // a sticky CUDA error: nothing runs any more
     }
   }
-  for (const auto& e : executors_) {
+  for (offload::Queued* e : executors_.queued()) {
     try {
       e->Quiesce();
     } catch (...) {  // its failure was reported when it happened, or nothing runs any more
     }
   }
-  while (!executors_.empty()) executors_.pop_back();
+  executors_.Clear();
 }
 
 void HybridOptimizer::Impl::Validate() const {
@@ -193,18 +193,17 @@ void HybridOptimizer::Impl::BuildExecutors() {
   offload::ResidentSetup resident{cfg_.algorithm,   &specs_,        &formats_,
                                   plan.hot,         cfg_.faults.get(), device_memory,
                                   plan.hot_grad_off, plan.hot_grad_bytes};
-  executors_.push_back(gpu() ? offload::MakeGpuResident(std::move(resident), cfg_.cuda_stream,
-                                                        streams ? offload::kStreamSms : 0)
-                             : offload::MakeHostResident(std::move(resident), &driver_));
+  executors_.Add(gpu() ? offload::MakeGpuResident(std::move(resident), cfg_.cuda_stream,
+                                                  streams ? offload::kStreamSms : 0)
+                       : offload::MakeHostResident(std::move(resident), &driver_));
   if (streams) {
     std::unique_ptr<offload::StreamDevice> device =
         gpu() ? offload::MakeCudaStreamDevice(cfg_.cuda_stream, device_memory)
               : offload::MakeHostStreamDevice(&driver_, cfg_.host_cpus);
-    executors_.push_back(offload::MakeGpuStream({cfg_.algorithm, &specs_, &formats_, &plan,
-                                                 cfg_.stream_slots, gpu(), cfg_.release_grads,
-                                                 cfg_.in_place_grad_bytes, cfg_.faults,
-                                                 device_memory},
-                                                std::move(device)));
+    executors_.Add(offload::MakeGpuStream({cfg_.algorithm, &specs_, &formats_, &plan,
+                                           cfg_.stream_slots, gpu(), cfg_.release_grads,
+                                           cfg_.in_place_grad_bytes, cfg_.faults, device_memory},
+                                          std::move(device)));
   }
   if (plan.grad_slot_bytes > 0) {  // host-computed elements: the offload pipeline
     std::unique_ptr<offload::StreamDevice> device =
@@ -212,7 +211,7 @@ void HybridOptimizer::Impl::BuildExecutors() {
                                               cfg_.faults)
               : offload::MakeHostStreamDevice(nullptr, cfg_.host_cpus, offload::kCopyQueues,
                                               cfg_.faults);
-    executors_.push_back(offload::MakeHostOffload(
+    executors_.Add(offload::MakeHostOffload(
         {&specs_, &formats_, &plan, &cfg_, gpu(), std::move(device), &driver_}));
   }
   prepass_ = gpu() ? offload::MakeCudaPrepass(cfg_.cuda_stream, specs_, device_memory)
@@ -224,7 +223,7 @@ void HybridOptimizer::Impl::BuildExecutors() {
 // in blocks, in parallel on the driver's arena; no whole-tensor copy.
 void HybridOptimizer::Impl::InitState(std::chrono::steady_clock::time_point start) {
   std::vector<offload::InitRegion> regions;
-  for (const auto& e : executors_) e->AddInitRegions(&regions);
+  for (const auto& e : executors_.all()) e->AddInitRegions(&regions);
   offload::InitIo io;
   if (gpu()) {
     io.copy = [this](void* dst, const void* src, size_t bytes) {
@@ -248,7 +247,7 @@ void HybridOptimizer::Impl::InitState(std::chrono::steady_clock::time_point star
 
 MemoryReport HybridOptimizer::Impl::memory() const {
   MemoryReport r;
-  for (const auto& e : executors_) e->AddMemory(&r);
+  for (const auto& e : executors_.all()) e->AddMemory(&r);
   prepass_->AddMemory(&r);
   r.host_budget = cfg_.pinned_budget_bytes;
   return r;
