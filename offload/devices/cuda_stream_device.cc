@@ -31,9 +31,9 @@ class CudaStreamDevice final : public StreamDevice {
     try {
       for (Queue q : queues)
         if (q != Queue::kCaller && streams_[static_cast<int>(q)] == nullptr)
-          TANDEM_CUDA(cudaStreamCreateWithFlags(&streams_[static_cast<int>(q)],
-                                                cudaStreamNonBlocking),
-                      what);
+          TANDEM_CUDA(
+              cudaStreamCreateWithFlags(&streams_[static_cast<int>(q)], cudaStreamNonBlocking),
+              what);
     } catch (...) {
       Release();
       throw;
@@ -125,7 +125,8 @@ class CudaStreamDevice final : public StreamDevice {
                     std::vector<uint32_t> span_tensor, std::vector<uint64_t> grad_offset,
                     std::vector<const void*> slot_grad) override {
     programs_.push_back(std::make_unique<FormatPlans>(memory_, algo, spans, std::move(span_tensor),
-                                                      std::move(grad_offset), std::move(slot_grad)));
+                                                      std::move(grad_offset),
+                                                      std::move(slot_grad)));
     bytes_ += programs_.back()->device_bytes();
     return programs_.size() - 1;
   }

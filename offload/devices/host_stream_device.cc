@@ -215,7 +215,8 @@ size_t HostStreamDevice::AddProgram(Algorithm, const std::vector<StepSpan>& span
                                     std::vector<uint32_t> span_tensor,
                                     std::vector<uint64_t> grad_offset,
                                     std::vector<const void*> slot_grad) {
-  programs_.push_back({spans, std::move(span_tensor), std::move(grad_offset), std::move(slot_grad)});
+  programs_.push_back(
+      {spans, std::move(span_tensor), std::move(grad_offset), std::move(slot_grad)});
   return programs_.size() - 1;
 }
 

@@ -10,8 +10,8 @@
 #include "engine/state_arrays.h"
 #include "offload/executors/roles.h"
 #include "offload/memory/slab.h"
-#include "offload/speculation/speculator.h"
 #include "offload/pipeline/pipeline.h"
+#include "offload/speculation/speculator.h"
 #include "tandem/error.h"
 
 namespace tandem::offload {
@@ -19,17 +19,12 @@ namespace {
 
 using Q = StreamDevice::Queue;
 
-class HostOffload final : public Executor,
-                          public Speculative,
-                          public Queued,
-                          public StreamOrdered {
+class HostOffload final : public Executor, public Speculative, public Queued, public StreamOrdered {
  public:
   explicit HostOffload(OffloadSetup s);
   ~HostOffload() override;
   const char* name() const override { return "host-offload"; }
-  Roles roles() override {
-    return {.speculative = this, .queued = this, .stream_ordered = this};
-  }
+  Roles roles() override { return {.speculative = this, .queued = this, .stream_ordered = this}; }
 
   void AddMemory(MemoryReport* r) const override {
     layout_.Report(&r->host);

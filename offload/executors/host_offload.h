@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "engine/layout/memory_plan.h"
-#include "offload/executors/executor.h"
 #include "offload/devices/stream_device.h"
+#include "offload/executors/executor.h"
 #include "tandem/faults.h"
 
 namespace tandem::cpu {
@@ -29,7 +29,7 @@ struct OffloadSetup {
   // Serving the copy queues (kCopyQueues) with the optimizer's FaultPlan: the CUDA device
   // (GPU mode) or the host device.
   std::unique_ptr<StreamDevice> device;
-  cpu::HostDriver* driver = nullptr;         // the host kernels; outlives the executor
+  cpu::HostDriver* driver = nullptr;  // the host kernels; outlives the executor
 };
 
 std::unique_ptr<Executor> MakeHostOffload(OffloadSetup setup);

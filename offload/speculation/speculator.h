@@ -44,9 +44,9 @@ class Speculator {
   // formats over backup storage of the same shape. hold[c]: where chunk c's parameter is
   // written (nullptr when it uploads from param_source). early_grad[c]: where chunk c's
   // gradient lands. device: the pipeline's device, whose tickets the worker waits for
-  // (StreamDevice::Synchronize, on its own thread). threads: the width of the worker's own task arena (0: one per CPU of
-  // `cpus`, or all cores). cpus: where the worker thread and its arena run (empty:
-  // anywhere; cpu_simd/cpu_pinning.h).
+  // (StreamDevice::Synchronize, on its own thread). threads: the width of the worker's own task
+  // arena (0: one per CPU of `cpus`, or all cores). cpus: where the worker thread and its arena run
+  // (empty: anywhere; cpu_simd/cpu_pinning.h).
   Speculator(const std::vector<OffloadChunk>* chunks, std::vector<StepSpan> backup,
              std::vector<void*> hold, std::vector<const void*> early_grad, StreamDevice* device,
              int threads, std::vector<int> cpus = {});
@@ -58,8 +58,8 @@ class Speculator {
   // worker waits for the upload ticket `previous_upload` (kNoEvent: none) before it
   // writes any state (Note [Uploads read the state] in offload/pipeline/pipeline.h).
   void Begin(const std::vector<StepScalars>& scalars, Event previous_upload);
-  // Queues chunk c, whose gradient arrives with the download of ticket `ticket`. Each chunk at most once
-  // per speculation, or once more after Forget(c). Never blocks on the worker.
+  // Queues chunk c, whose gradient arrives with the download of ticket `ticket`. Each chunk at most
+  // once per speculation, or once more after Forget(c). Never blocks on the worker.
   void Enqueue(size_t c, Event ticket);
   // Blocks until every queued chunk is done or skipped; returns the first error a chunk
   // raised since Begin (null: none). After an error the worker skips the rest.
