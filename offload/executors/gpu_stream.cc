@@ -35,7 +35,13 @@ class GpuStream final : public Executor,
   }
 
   const char* name() const override { return "GPU-stream"; }
-  Roles roles() override { return {speculator_.get(), this, this, this, this}; }
+  Roles roles() override {
+    return {.speculative = speculator_.get(),  // null without speculative chunks
+            .queued = this,
+            .stream_ordered = this,
+            .device_timed = this,
+            .joined = this};
+  }
 
   void AddMemory(MemoryReport* r) const override { chunks_.AddMemory(r); }
   void AddInitRegions(std::vector<InitRegion>* regions) const override {
