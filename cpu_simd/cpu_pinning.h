@@ -74,7 +74,7 @@ class PinnedArena {
 };
 
 // Test hook: when set, called on the thread that runs each piece of the optimizer's host
-// work (HostDriver pieces, speculation pieces, the gradient-norm pieces, HostTransport
+// work (HostDriver pieces, speculation pieces, the gradient-norm pieces, HostStreamDevice
 // copies), so a test can read that thread's affinity. nullptr (the default) disables it.
 using WorkProbe = void (*)();
 void SetWorkProbeForTesting(WorkProbe probe);

@@ -185,7 +185,7 @@ struct OptimizerConfig {
   uint64_t in_place_grad_bytes = 0;
   // Failures to inject, for tests and fault drills (tandem/faults.h); production code
   // leaves it unset (nullptr: nothing is injected). The optimizer shares the plan with the
-  // caller, who may arm it at any time: every copy of the offload pipeline's transport and
+  // caller, who may arm it at any time: every copy of the offload pipeline's device and
   // of the streamed chunks asks it once (FaultPlan::CopyFails), and so does every state
   // allocation (FaultPlan::AllocationFails, in the constructor). An injected failure is
   // reported, and leaves the optimizer, exactly as the real one would ("Failure:" above).

@@ -2,7 +2,7 @@
 //
 // Production code leaves OptimizerConfig::faults unset (nullptr) and nothing is injected.
 // A test creates a plan, hands it to the optimizer (OptimizerConfig::faults) or directly
-// to the part under test (a transport, a pipeline's transport, a state allocation), and
+// to the part under test (a stream device, a pipeline's device, a state allocation), and
 // arms failures on it; only the holders of that plan see them, so a failure armed in one
 // test and never consumed cannot leak into another.
 //
@@ -36,7 +36,7 @@ enum class MemoryKind : uint8_t {
 class FaultPlan {
  public:
   // Arms a copy failure: the nth copy started from now on fails (1-based; 0 disarms).
-  // Copies counted: the downloads and uploads of the offload pipeline's transport and the
+  // Copies counted: the downloads and uploads of the offload pipeline's device and the
   // uploads and downloads of each streamed chunk (offload_compute > 0), in the order the
   // optimizer starts them. Re-arming replaces the count.
   void FailCopy(uint64_t nth) noexcept { copies_left_.store(nth); }

@@ -19,11 +19,19 @@
 // scalars (one StepScalars per (group, tensor step): Note [Scalar index] in
 // engine/step_scalars.h), the executors and the finish. Step launches every executor in
 // the order above (device executors only enqueue; the pipeline runs on the calling
-// thread while the device works), then finishes every one in the same order: a finish
-// orders the caller's stream after the parameters its executor wrote. If a launch throws,
-// the executors launched so far are abandoned (never throws), so the caller's stream is
+// thread while the device works), then finishes those the caller's stream joins (Joined,
+// below): a finish orders the caller's stream after the parameters its executor wrote. If
+// a launch throws, they are abandoned instead (never throws), so the caller's stream is
 // still ordered after whatever was queued. Snapshots, restores, reloads, the state's
 // initialisation and the memory report visit each executor's parts.
+//
+// Note [Executor roles]: Executor below is what every executor does. What only some do is
+// a role of its own (offload/executors/roles.h): speculation during backward (Speculative),
+// queues of its own (Queued), device work a caller's stream can be ordered after
+// (StreamOrdered), device timings (DeviceTimed), work the caller's stream joins after
+// every launch (Joined). An executor names its roles (roles()); the facade asks an
+// ExecutorSet (offload/executors/executor_set.h) for the executors of the role a phase
+// needs.
 //
 // Thread safety: the optimizer's thread only, except the const methods, which the
 // optimizer's const methods may call from several threads at once (each is safe so).
@@ -66,10 +74,26 @@ struct GradMark {
 // arrays); on_device: its arrays are device memory (GPU mode; copy with cudaMemcpy).
 using PartVisitor = std::function<void(const layout::Part& part, bool on_device)>;
 
+class Speculative;
+class Queued;
+class StreamOrdered;
+class DeviceTimed;
+class Joined;
+
+// The roles an executor takes beyond Executor (null: not its): Note [Executor roles].
+struct Roles {
+  Speculative* speculative = nullptr;
+  Queued* queued = nullptr;
+  StreamOrdered* stream_ordered = nullptr;
+  DeviceTimed* device_timed = nullptr;
+  Joined* joined = nullptr;
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
   virtual const char* name() const = 0;
+  virtual Roles roles() = 0;
 
   // ---- Its state
   // Adds what it holds to `r`: its state by class, slots, staging, buffers, kernel tables.
@@ -80,90 +104,27 @@ class Executor {
   virtual void VisitParts(size_t t, const PartVisitor& visit) const = 0;
   // Whether tensor t's master is its parameter over this executor's elements (Note
   // [Master aliases the parameter]).
-  virtual bool MasterIsParam(size_t t) const {
-    (void)t;
-    return false;
-  }
-  // Waits until nothing it queued still reads or writes its state.
-  virtual void Quiesce() const {}
+  virtual bool MasterIsParam(size_t t) const = 0;
 
   // ---- Gradients
   // Points its reads of tensor t's gradient at `grad` (element 0 of the tensor's
   // gradient) from now on (Note [Gradient reads] in tandem/optimizer.h).
   virtual void SetGrad(size_t t, const void* grad) = 0;
-
-  // ---- Early start (GradReady, BeginStep; Note [Speculate, then commit or roll back])
-  // Tensor t's gradient is final after `mark` (ready[t] is set); again: it was final
-  // before in this step and changed since (its early work is redone; never with
-  // release_grads). With release_grads it takes what its step needs of the gradient
-  // (Note [Gradient release] in tandem/optimizer.h) and reads it no more.
+  // GradReady (Note [Speculate, then commit or roll back]): tensor t's gradient is final
+  // after `mark` (ready[t] is set); again: it was final before in this step and changed
+  // since (its early work is redone; never with release_grads). With release_grads it
+  // takes what its step needs of the gradient (Note [Gradient release] in
+  // tandem/optimizer.h) and reads it no more.
   virtual void GradReady(size_t t, bool again, const std::vector<uint8_t>& ready,
-                         const GradMark& mark) {
-    (void)t;
-    (void)again;
-    (void)ready;
-    (void)mark;
-  }
-  // Gradient release: makes `stream` (GPU mode: a cudaStream_t; host mode: null, and the
-  // host waits) wait for the reads of tensor t's gradient it enqueued at GradReady beside
-  // the work stream; GradReadsDone says, never blocking, whether they completed.
-  virtual void WaitGradReads(size_t t, void* stream) const {
-    (void)t;
-    (void)stream;
-  }
-  virtual bool GradReadsDone(size_t t) const {
-    (void)t;
-    return true;
-  }
-  // Speculation: no further chunk is taken in this step (the partials seen so far say the
-  // step will clip or skip); the chunks taken stay for Step's decision.
-  virtual void StopSpeculation() {}
-  // BeginStep: speculates with `scalars` and `scalar_index` (they stay valid until
-  // EndEarlyStart) on every chunk whose tensors are ready.
-  virtual void BeginSpeculation(const std::vector<StepScalars>* scalars,
-                                const std::vector<uint32_t>* scalar_index,
-                                const std::vector<uint8_t>& ready) {
-    (void)scalars;
-    (void)scalar_index;
-    (void)ready;
-  }
-  // Step, after the pre-pass: waits for the speculation; throws its first error.
-  virtual void AwaitSpeculation(StageTimes* times) { (void)times; }
-  // Whether every chunk it speculated on belongs to tensors with active[t] != 0.
-  virtual bool SpeculatedActiveOnly(const std::vector<uint8_t>& active) const {
-    (void)active;
-    return true;
-  }
-  // Keeps the speculation (the step's Launch then only finishes those chunks), or
-  // undoes it (host-computed chunks from their backup; streamed chunks drop their spare).
-  virtual void CommitSpeculation(StageTimes* times) { (void)times; }
-  virtual void RollBackSpeculation(StageTimes* times) { (void)times; }
+                         const GradMark& mark) = 0;
   // Ends the early start of a step (after Step, whichever way it ended, and after
-  // Restore): a speculation not committed is rolled back. Never throws.
-  virtual void EndEarlyStart() noexcept {}
+  // Restore): the gradients it took at GradReady are read where SetGrad says again; a
+  // speculation not committed is rolled back. Never throws.
+  virtual void EndEarlyStart() noexcept = 0;
 
   // ---- The step
   // Starts its part of the step (device executors enqueue and return).
   virtual void Launch(const StepWork& w) = 0;
-  // After every Launch: orders the caller's stream after its parameter writes.
-  virtual void Finish() {}
-  // After a failed Launch (of this executor or a later one): what Finish does, but never
-  // throws.
-  virtual void Abandon() noexcept {}
-  // Makes `stream` wait until tensor t's parameter, as it last wrote it, is final / until
-  // it no longer reads tensor t's gradient of the last step (non-blocking where it can;
-  // nothing for tensors it does not update).
-  virtual void WaitParam(size_t t, void* stream) const {
-    (void)t;
-    (void)stream;
-  }
-  virtual void WaitGradConsumed(size_t t, void* stream) const {
-    (void)t;
-    (void)stream;
-  }
-  // Adds its stage times of the last step to `times` (GPU timings are read here, waiting
-  // for them if needed).
-  virtual void ReadTimes(StageTimes* times) { (void)times; }
 };
 
 }  // namespace tandem::offload

@@ -9,12 +9,13 @@
 
 #include "cuda/cuda_check.h"
 #include "offload/executors/resident.h"
+#include "offload/executors/roles.h"
 #include "offload/gpu/format_plans.h"
 
 namespace tandem::offload {
 namespace {
 
-class GpuResident final : public Executor {
+class GpuResident final : public Executor, public StreamOrdered, public DeviceTimed {
  public:
   GpuResident(ResidentSetup setup, void* stream, int reserve_sms)
       : release_(!setup.grad_off.empty()),
@@ -33,6 +34,7 @@ class GpuResident final : public Executor {
       if (e != nullptr) cudaEventDestroy(e);
   }
   const char* name() const override { return "GPU-resident"; }
+  Roles roles() override { return {.stream_ordered = this, .device_timed = this}; }
 
   void AddMemory(MemoryReport* r) const override {
     state_.AddMemory(r);

@@ -5,9 +5,13 @@
 // chunks and their programs, its events, and the speculation of its chunks during
 // backward (Note [Speculating streamed chunks], offload/speculation/stream_speculation.h).
 //
-// It is written once, over a StreamDevice (offload/devices/stream_device.h): the CUDA
-// device in GPU mode, the host device (threads and memcpy) in host mode, so that CI runs
-// the very order the GPU runs:
+// Its parts: the chunks in their slots with the steps of a chunk's pass
+// (offload/executors/stream_chunks.h), the gradient release
+// (offload/executors/stream_release.h), the speculation
+// (offload/executors/stream_speculator.h), and the executor that puts the step together
+// (gpu_stream.cc). It is written once, over a StreamDevice
+// (offload/devices/stream_device.h): the CUDA device in GPU mode, the host device (threads
+// and memcpy) in host mode, so that CI runs the very order the GPU runs:
 //
 //   upload (queue kUp)      chunk c: host state -> slot c % slots, after that slot's last
 //                           download and the last step's downloads

@@ -8,19 +8,23 @@
 
 #include "cpu_simd/host_kernels.h"
 #include "engine/state_arrays.h"
+#include "offload/executors/roles.h"
 #include "offload/memory/slab.h"
+#include "offload/pipeline/pipeline.h"
 #include "offload/speculation/speculator.h"
-#include "offload/transport/pipeline.h"
 #include "tandem/error.h"
 
 namespace tandem::offload {
 namespace {
 
-class HostOffload final : public Executor {
+using Q = StreamDevice::Queue;
+
+class HostOffload final : public Executor, public Speculative, public Queued, public StreamOrdered {
  public:
   explicit HostOffload(OffloadSetup s);
   ~HostOffload() override;
   const char* name() const override { return "host-offload"; }
+  Roles roles() override { return {.speculative = this, .queued = this, .stream_ordered = this}; }
 
   void AddMemory(MemoryReport* r) const override {
     layout_.Report(&r->host);
@@ -36,7 +40,9 @@ class HostOffload final : public Executor {
   void VisitParts(size_t t, const PartVisitor& visit) const override {
     visit(layout_.part(t), false);
   }
-  void Quiesce() const override { transport_->Drain(); }
+  // The host-computed master is host memory: a copy of the parameter, never the parameter.
+  bool MasterIsParam(size_t) const override { return false; }
+  void Quiesce() const override { device_->Drain(); }
 
   void SetGrad(size_t t, const void* grad) override {
     const size_t gsz = DTypeSize(specs_[t].grad_dtype);
@@ -50,13 +56,12 @@ class HostOffload final : public Executor {
                  const GradMark& mark) override;
   // The tensor's downloads into the early-start buffer: the last one ends them (FIFO).
   void WaitGradReads(size_t t, void* stream) const override {
-    if (grad_ticket_[t] == 0) return;
     if (stream != nullptr)
-      transport_->StreamWaitFor(grad_ticket_[t], stream);
+      device_->StreamWait(stream, grad_ticket_[t]);
     else
-      transport_->Wait(grad_ticket_[t]);
+      device_->Synchronize(grad_ticket_[t]);
   }
-  bool GradReadsDone(size_t t) const override { return transport_->Done(grad_ticket_[t]); }
+  bool GradReadsDone(size_t t) const override { return device_->Query(grad_ticket_[t]); }
   void StopSpeculation() override {
     if (!begun_ || !speculator_) return;
     stopped_ = true;
@@ -95,13 +100,19 @@ class HostOffload final : public Executor {
 
   void Launch(const StepWork& w) override;
   void WaitParam(size_t t, void* stream) const override {
-    if (gpu_ && last_upload_[t] != 0) transport_->StreamWaitFor(last_upload_[t], stream);
+    if (gpu_) device_->StreamWait(stream, last_upload_[t]);
   }
+  // The pipeline waited for each of the step's downloads before it stepped the chunk:
+  // nothing reads the gradients once Step returned.
+  void WaitGradConsumed(size_t, void*) const override {}
 
  private:
   // The early-start gradient buffer: allocated on the first GradReady (and reported as
   // staging from then on), or at construction with speculative_early_start.
   void AllocateEarlyBuffer();
+  StreamDevice::What At(size_t c, uint64_t bytes, const char* what) const {
+    return {c, chunks_.size(), bytes, what, "offload chunk"};
+  }
   const void* EarlyGrad(size_t c) const {
     const size_t t = chunks_[c].tensor;
     return early_.data() + early_off_[t] + chunk_part_off_[c] * DTypeSize(specs_[t].grad_dtype);
@@ -115,16 +126,18 @@ class HostOffload final : public Executor {
   Slab slab_, staging_, early_;
   std::vector<uint64_t> early_off_;  // per tensor: its gradients' offset in early_
   uint64_t early_bytes_ = 0;
-  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<StreamDevice> device_;
+  StreamDevice::Event after_caller_;  // the early downloads wait for the caller's work so far
   std::unique_ptr<Pipeline> pipeline_;
   // The chunks, in backward order: chunks_[chunk_begin_[t] .. chunk_end_[t]) are tensor
   // t's; chunk_part_off_[c] is chunk c's first element within its tensor's part.
   std::vector<OffloadChunk> chunks_;
   std::vector<size_t> chunk_begin_, chunk_end_;
   std::vector<uint64_t> chunk_part_off_;
-  std::vector<Ticket> last_upload_;   // per tensor: its last upload (WaitParam)
-  std::vector<Ticket> chunk_ticket_;  // per chunk: its early download (0: none)
-  std::vector<Ticket> grad_ticket_;   // per tensor: its last early download (0: none)
+  // Tickets (kNoEvent: none): per tensor, its last upload (WaitParam) and its last early
+  // download; per chunk, its early download.
+  std::vector<Event> last_upload_, grad_ticket_;
+  std::vector<Event> chunk_ticket_;
   // Speculative early start: the backup (the layout again) and the holding buffer of
   // parameters that do not upload from their own state.
   layout::StateLayout backup_;
@@ -132,7 +145,7 @@ class HostOffload final : public Executor {
   std::vector<uint8_t> speculative_;  // per chunk: within speculative_host_bytes
   bool begun_ = false, commit_ = false, stopped_ = false;
   // Last: destroyed first, so its worker is joined before the chunks, slabs and the
-  // transport it uses go away.
+  // device it uses go away.
   std::unique_ptr<Speculator> speculator_;
 };
 
@@ -142,7 +155,7 @@ HostOffload::HostOffload(OffloadSetup s)
       faults_(s.config->faults.get()),
       driver_(s.driver),
       layout_(s.plan->cold),
-      transport_(std::move(s.transport)) {
+      device_(std::move(s.device)) {
   const layout::MemoryPlan& plan = *s.plan;
   const OptimizerConfig& cfg = *s.config;
   const MemKind far = gpu_ ? MemKind::kPinned : MemKind::kHost;
@@ -152,7 +165,8 @@ HostOffload::HostOffload(OffloadSetup s)
   std::vector<void*> grad_slots, param_slots;
   for (uint64_t o : plan.grad_slot_off) grad_slots.push_back(staging_.data() + o);
   for (uint64_t o : plan.param_slot_off) param_slots.push_back(staging_.data() + o);
-  pipeline_ = std::make_unique<Pipeline>(transport_.get(), grad_slots, param_slots);
+  pipeline_ = std::make_unique<Pipeline>(device_.get(), grad_slots, param_slots);
+  after_caller_ = device_->NewEvent();
   early_off_ = plan.early_off;
   early_bytes_ = plan.early_bytes;
 
@@ -189,9 +203,9 @@ HostOffload::HostOffload(OffloadSetup s)
     }
     chunk_end_[t] = chunks_.size();
   }
-  last_upload_.assign(specs_.size(), 0);
-  chunk_ticket_.assign(chunks_.size(), 0);
-  grad_ticket_.assign(specs_.size(), 0);
+  last_upload_.assign(specs_.size(), StreamDevice::kNoEvent);
+  chunk_ticket_.assign(chunks_.size(), StreamDevice::kNoEvent);
+  grad_ticket_.assign(specs_.size(), StreamDevice::kNoEvent);
   speculative_.assign(chunks_.size(), 0);
   // Gradient release: every host-computed gradient lands in the early-start buffer, from
   // the first step on (allocated now: the plan reported it).
@@ -232,14 +246,14 @@ HostOffload::HostOffload(OffloadSetup s)
   }
   speculator_ =
       std::make_unique<Speculator>(&chunks_, std::move(backup), std::move(hold), std::move(early),
-                                   transport_.get(), cfg.host_threads, cfg.host_cpus);
+                                   device_.get(), cfg.host_threads, cfg.host_cpus);
 }
 
 HostOffload::~HostOffload() {
   // Mid-speculation: the worker finishes the chunk it is on (its download completes) and
   // drops the rest; nothing it used is freed before it is joined.
   speculator_.reset();
-  transport_->Drain();
+  device_->Drain();
 }
 
 void HostOffload::AllocateEarlyBuffer() {
@@ -268,12 +282,21 @@ void HostOffload::GradReady(size_t t, bool again, const std::vector<uint8_t>&,
     for (size_t c = chunk_begin_[t]; c < chunk_end_[t]; ++c)
       if (speculative_[c] != 0) speculator_->Forget(c);
   }
-  transport_->DownloadsAfter(mark.ready);
+  // The downloads come after the gradient's ready mark (GPU mode), else after the
+  // caller's work so far.
+  if (mark.ready != nullptr) {
+    device_->WaitForeign(Q::kDown, mark.ready);
+  } else {
+    device_->Record(after_caller_, Q::kCaller, At(chunk_begin_[t], 0, "gradient final"));
+    device_->Wait(Q::kDown, after_caller_, At(chunk_begin_[t], 0, "early downloads wait"));
+  }
   for (size_t c = chunk_begin_[t]; c < chunk_end_[t]; ++c) {
-    if (!again && chunk_ticket_[c] != 0) continue;  // a retry after a failed enqueue
+    // A retry after a failed enqueue skips the chunks already downloading.
+    if (!again && chunk_ticket_[c] != StreamDevice::kNoEvent) continue;
     const OffloadChunk& ch = chunks_[c];
-    chunk_ticket_[c] =
-        transport_->Download(const_cast<void*>(EarlyGrad(c)), ch.device_grad, ch.grad_bytes);
+    device_->Copy(Q::kDown, const_cast<void*>(EarlyGrad(c)), ch.device_grad, ch.grad_bytes,
+                  StreamDevice::CopyKind::kDown, At(c, ch.grad_bytes, "early gradient download"));
+    chunk_ticket_[c] = device_->Ticket(Q::kDown);
     grad_ticket_[t] = chunk_ticket_[c];
     if (begun_ && speculator_ && !stopped_ && speculative_[c] != 0)
       speculator_->Enqueue(c, chunk_ticket_[c]);
@@ -288,7 +311,8 @@ void HostOffload::BeginSpeculation(const std::vector<StepScalars>* scalars,
     speculator_->Begin(*scalars, pipeline_->last_upload());
     // Gradients marked ready before BeginStep are speculated on too.
     for (size_t c = 0; c < chunks_.size(); ++c)
-      if (chunk_ticket_[c] != 0 && speculative_[c] != 0) speculator_->Enqueue(c, chunk_ticket_[c]);
+      if (chunk_ticket_[c] != StreamDevice::kNoEvent && speculative_[c] != 0)
+        speculator_->Enqueue(c, chunk_ticket_[c]);
   }
   begun_ = true;
   commit_ = stopped_ = false;
@@ -307,7 +331,7 @@ void HostOffload::EndEarlyStart() noexcept {
   }
   begun_ = commit_ = stopped_ = false;
   for (size_t c = 0; c < chunks_.size(); ++c) {
-    chunk_ticket_[c] = 0;
+    chunk_ticket_[c] = StreamDevice::kNoEvent;
     chunks_[c].stepped = false;
     chunks_[c].host_param = nullptr;
   }
@@ -323,8 +347,8 @@ void HostOffload::Launch(const StepWork& w) {
     c.host_grad = nullptr;
     c.skip = index[c.tensor] == kSkipScalarIndex;
     c.scalar_index = c.skip ? 0 : index[c.tensor];
-    if (!c.skip && !c.stepped && chunk_ticket_[i] != 0) {
-      transport_->Wait(chunk_ticket_[i]);
+    if (!c.skip && !c.stepped && chunk_ticket_[i] != StreamDevice::kNoEvent) {
+      device_->Synchronize(chunk_ticket_[i]);
       c.host_grad = EarlyGrad(i);
     }
   }

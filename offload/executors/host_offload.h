@@ -1,17 +1,17 @@
 // The host-offload executor (Note [Executors] in offload/executors/executor.h): the
 // host-resident state the host computes and everything that steps it: its layout part
-// and slab (pinned in GPU mode), the offload pipeline with its transport and staging
-// slots (offload/transport/pipeline.h), its chunks in backward order, early start's
-// buffer and download tickets (GradReady), and the speculation's worker, backup and
-// holding buffer (offload/speculation/speculator.h).
+// and slab (pinned in GPU mode), the offload pipeline with its device and staging slots
+// (offload/pipeline/pipeline.h), its chunks in backward order, early start's buffer and
+// download tickets (GradReady), and the speculation's worker, backup and holding buffer
+// (offload/speculation/speculator.h).
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "engine/layout/memory_plan.h"
+#include "offload/devices/stream_device.h"
 #include "offload/executors/executor.h"
-#include "offload/transport/transport.h"
 #include "tandem/faults.h"
 
 namespace tandem::cpu {
@@ -26,8 +26,10 @@ struct OffloadSetup {
   const layout::MemoryPlan* plan = nullptr;  // its cold layout, staging, early and hold offsets
   const OptimizerConfig* config = nullptr;   // chunk_elements, speculation, threads, CPUs
   bool gpu = false;                          // state, staging and holding buffer pinned
-  std::unique_ptr<Transport> transport;      // CudaTransport (GPU mode) or HostTransport
-  cpu::HostDriver* driver = nullptr;         // the host kernels; outlives the executor
+  // Serving the copy queues (kCopyQueues) with the optimizer's FaultPlan: the CUDA device
+  // (GPU mode) or the host device.
+  std::unique_ptr<StreamDevice> device;
+  cpu::HostDriver* driver = nullptr;  // the host kernels; outlives the executor
 };
 
 std::unique_ptr<Executor> MakeHostOffload(OffloadSetup setup);

@@ -93,6 +93,7 @@ class HostResident final : public Executor {
         state_(std::move(setup), /*on_device=*/false),
         driver_(driver) {}
   const char* name() const override { return "host-resident"; }
+  Roles roles() override { return {}; }  // the host kernels on the calling thread: none
   void AddMemory(MemoryReport* r) const override { state_.AddMemory(r); }
   void AddInitRegions(std::vector<InitRegion>* regions) const override {
     state_.AddInitRegions(regions);

@@ -18,7 +18,6 @@
 #include "offload/facade/impl.h"
 #include "offload/memory/progress_log.h"
 #include "offload/memory/state_init.h"
-#include "offload/transport/host_transport.h"
 #include "tandem/error.h"
 
 namespace tandem {
@@ -75,7 +74,7 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
 HybridOptimizer::Impl::~Impl() {
   // Early start's work first (it writes the pre-pass's partials and the executors'
   // gradient buffers); then, last launched first: the host-offload executor joins its
-  // speculation worker and drains its transport, the stream executor waits for its
+  // speculation worker and drains its device, the stream executor waits for its
   // queues, before anything they use goes. The device memory goes back to its allocator
   // only once nothing queued uses it (tandem/device_allocator.h): the device is waited
   // for first, as cudaFree would (the hot launch and the pre-pass ran on the caller's
@@ -87,13 +86,13 @@ HybridOptimizer::Impl::~Impl() {
     } catch (...) {  // a sticky CUDA error: nothing runs any more
     }
   }
-  for (const auto& e : executors_) {
+  for (offload::Queued* e : executors_.queued()) {
     try {
       e->Quiesce();
     } catch (...) {  // its failure was reported when it happened, or nothing runs any more
     }
   }
-  while (!executors_.empty()) executors_.pop_back();
+  executors_.Clear();
 }
 
 void HybridOptimizer::Impl::Validate() const {
@@ -194,25 +193,26 @@ void HybridOptimizer::Impl::BuildExecutors() {
   offload::ResidentSetup resident{cfg_.algorithm,   &specs_,        &formats_,
                                   plan.hot,         cfg_.faults.get(), device_memory,
                                   plan.hot_grad_off, plan.hot_grad_bytes};
-  executors_.push_back(gpu() ? offload::MakeGpuResident(std::move(resident), cfg_.cuda_stream,
-                                                        streams ? offload::kStreamSms : 0)
-                             : offload::MakeHostResident(std::move(resident), &driver_));
+  executors_.Add(gpu() ? offload::MakeGpuResident(std::move(resident), cfg_.cuda_stream,
+                                                  streams ? offload::kStreamSms : 0)
+                       : offload::MakeHostResident(std::move(resident), &driver_));
   if (streams) {
     std::unique_ptr<offload::StreamDevice> device =
         gpu() ? offload::MakeCudaStreamDevice(cfg_.cuda_stream, device_memory)
               : offload::MakeHostStreamDevice(&driver_, cfg_.host_cpus);
-    executors_.push_back(offload::MakeGpuStream({cfg_.algorithm, &specs_, &formats_, &plan,
-                                                 cfg_.stream_slots, gpu(), cfg_.release_grads,
-                                                 cfg_.in_place_grad_bytes, cfg_.faults,
-                                                 device_memory},
-                                                std::move(device)));
+    executors_.Add(offload::MakeGpuStream({cfg_.algorithm, &specs_, &formats_, &plan,
+                                           cfg_.stream_slots, gpu(), cfg_.release_grads,
+                                           cfg_.in_place_grad_bytes, cfg_.faults, device_memory},
+                                          std::move(device)));
   }
   if (plan.grad_slot_bytes > 0) {  // host-computed elements: the offload pipeline
-    std::unique_ptr<offload::Transport> transport =
-        gpu() ? offload::MakeCudaTransport(cfg_.cuda_stream, cfg_.faults)
-              : std::make_unique<offload::HostTransport>(cfg_.host_cpus, cfg_.faults);
-    executors_.push_back(offload::MakeHostOffload(
-        {&specs_, &formats_, &plan, &cfg_, gpu(), std::move(transport), &driver_}));
+    std::unique_ptr<offload::StreamDevice> device =
+        gpu() ? offload::MakeCudaStreamDevice(cfg_.cuda_stream, nullptr, offload::kCopyQueues,
+                                              cfg_.faults)
+              : offload::MakeHostStreamDevice(nullptr, cfg_.host_cpus, offload::kCopyQueues,
+                                              cfg_.faults);
+    executors_.Add(offload::MakeHostOffload(
+        {&specs_, &formats_, &plan, &cfg_, gpu(), std::move(device), &driver_}));
   }
   prepass_ = gpu() ? offload::MakeCudaPrepass(cfg_.cuda_stream, specs_, device_memory)
                    : offload::MakeHostPrepass(&driver_, specs_);
@@ -223,7 +223,7 @@ void HybridOptimizer::Impl::BuildExecutors() {
 // in blocks, in parallel on the driver's arena; no whole-tensor copy.
 void HybridOptimizer::Impl::InitState(std::chrono::steady_clock::time_point start) {
   std::vector<offload::InitRegion> regions;
-  for (const auto& e : executors_) e->AddInitRegions(&regions);
+  for (const auto& e : executors_.all()) e->AddInitRegions(&regions);
   offload::InitIo io;
   if (gpu()) {
     io.copy = [this](void* dst, const void* src, size_t bytes) {
@@ -247,7 +247,7 @@ void HybridOptimizer::Impl::InitState(std::chrono::steady_clock::time_point star
 
 MemoryReport HybridOptimizer::Impl::memory() const {
   MemoryReport r;
-  for (const auto& e : executors_) e->AddMemory(&r);
+  for (const auto& e : executors_.all()) e->AddMemory(&r);
   prepass_->AddMemory(&r);
   r.host_budget = cfg_.pinned_budget_bytes;
   return r;

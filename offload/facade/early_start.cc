@@ -61,9 +61,9 @@ void HybridOptimizer::Impl::GradReady(size_t i, const void* grad, void* ready_st
   // more chunks, this tensor's included.
   prepass_->TensorReady(i, mark.work_stream);
   if (begun_.on && !begun_.stopped) StopIfClipOrSkip();
-  for (const auto& e : executors_) e->GradReady(i, again, grads_.ready, mark);
+  for (const auto& e : executors_.all()) e->GradReady(i, again, grads_.ready, mark);
   if (cfg_.release_grads && gpu()) {
-    for (const auto& e : executors_) e->WaitGradReads(i, fences_->join_stream());
+    for (offload::Queued* e : executors_.queued()) e->WaitGradReads(i, fences_->join_stream());
     fences_->RecordConsumed(i);
   }
 }
@@ -75,7 +75,7 @@ void HybridOptimizer::Impl::StopIfClipOrSkip() {
   const double norm = std::sqrt(known.sum_squares) / begun_.loss_scale;
   if (!known.nonfinite && std::isfinite(norm) && !(begun_.clip > 0 && norm > begun_.clip)) return;
   begun_.stopped = true;
-  for (const auto& e : executors_) e->StopSpeculation();
+  for (offload::Speculative* e : executors_.speculative()) e->StopSpeculation();
 }
 
 bool HybridOptimizer::Impl::GradConsumed(size_t i) const {
@@ -87,7 +87,7 @@ bool HybridOptimizer::Impl::GradConsumed(size_t i) const {
                 "GradConsumed needs OptimizerConfig::release_grads (without it the gradient is "
                 "read until Step returns: WaitGradConsumed after Step)");
   if (gpu()) return fences_->Consumed(i);
-  for (const auto& e : executors_)
+  for (const offload::Queued* e : executors_.queued())
     if (!e->GradReadsDone(i)) return false;
   return true;
 }
@@ -112,7 +112,7 @@ void HybridOptimizer::Impl::BeginStep(std::span<const double> group_lrs, const d
   AssignScalars({}, lrs, hyper, 1.0 / opt.loss_scale, &begun_.scalars, &begun_.scalar_index);
   // Chunks whose tensors were marked ready before BeginStep are speculated on now,
   // unless their partials already rule the speculation out.
-  for (const auto& e : executors_)
+  for (offload::Speculative* e : executors_.speculative())
     e->BeginSpeculation(&begun_.scalars, &begun_.scalar_index, grads_.ready);
   begun_.on = true;
   begun_.stopped = false;
@@ -125,7 +125,7 @@ void HybridOptimizer::Impl::BeginStep(std::span<const double> group_lrs, const d
 
 void HybridOptimizer::Impl::EndEarlyStart() noexcept {
   grads_.handover_ms = 0;
-  for (const auto& e : executors_) e->EndEarlyStart();
+  for (const auto& e : executors_.all()) e->EndEarlyStart();
   prepass_->EndStep();
   begun_.on = begun_.stopped = false;
   std::fill(grads_.ready.begin(), grads_.ready.end(), uint8_t{0});

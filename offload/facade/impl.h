@@ -24,7 +24,7 @@
 
 #include "cpu_simd/host_kernels.h"
 #include "engine/step_scalars.h"
-#include "offload/executors/executor.h"
+#include "offload/executors/executor_set.h"
 #include "offload/gpu/gpu_side.h"
 #include "offload/gpu/grad_fences.h"
 #include "offload/prepass/prepass.h"
@@ -151,8 +151,9 @@ class HybridOptimizer::Impl {
   cpu::HostDriver driver_;
   std::unique_ptr<offload::GpuSide> gpu_;  // GPU mode only
   std::unique_ptr<offload::Prepass> prepass_;
-  // Note [Executors]; they use driver_, gpu_ and specs_, declared before them.
-  std::vector<std::unique_ptr<offload::Executor>> executors_;
+  // Note [Executors], with their roles (Note [Executor roles]); they use driver_, gpu_ and
+  // specs_, declared before them.
+  offload::ExecutorSet executors_;
   // GPU mode: the ordering of the gradients handed to GradReady (offload/gpu/
   // grad_fences.h): their ready marks, the work stream, the consumed events.
   std::unique_ptr<offload::GradFences> fences_;

@@ -6,7 +6,6 @@
 #include "offload/gpu/gpu_side.h"
 #include "offload/gpu/grad_fences.h"
 #include "offload/prepass/prepass.h"
-#include "offload/transport/transport.h"
 #include "tandem/error.h"
 
 namespace tandem::offload {
@@ -20,12 +19,14 @@ namespace {
 
 bool GpuSide::Available() noexcept { return false; }
 std::unique_ptr<GpuSide> GpuSide::Create(void*, std::shared_ptr<DeviceAllocator>) { NoCuda(); }
-std::unique_ptr<Transport> MakeCudaTransport(void*, std::shared_ptr<FaultPlan>) { NoCuda(); }
 std::unique_ptr<Prepass> MakeCudaPrepass(void*, const std::vector<TensorSpec>&, DeviceAllocator*) {
   NoCuda();
 }
 std::unique_ptr<Executor> MakeGpuResident(ResidentSetup, void*, int) { NoCuda(); }
-std::unique_ptr<StreamDevice> MakeCudaStreamDevice(void*, DeviceAllocator*) { NoCuda(); }
+std::unique_ptr<StreamDevice> MakeCudaStreamDevice(void*, DeviceAllocator*, const Queues&,
+                                                   std::shared_ptr<FaultPlan>) {
+  NoCuda();
+}
 std::unique_ptr<GradFences> MakeCudaGradFences(void*, size_t) { NoCuda(); }
 
 }  // namespace tandem::offload

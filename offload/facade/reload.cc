@@ -72,7 +72,7 @@ void HybridOptimizer::Impl::ReloadParams(std::span<const size_t> tensors) {
     // compared element by element with the parameter it gives.
     // The streamed elements that follow the prefix alias it the same way.
     bool alias = false;
-    for (const auto& e : executors_) alias = alias || e->MasterIsParam(t);
+    for (const auto& e : executors_.all()) alias = alias || e->MasterIsParam(t);
     const uint64_t aliased =
         alias ? placement_.tensors[t].device_count + placement_.tensors[t].stream_count : 0;
     driver_.Execute([&] {  // on the optimizer's own (pinned) threads

@@ -34,7 +34,7 @@ void HybridOptimizer::Impl::CopyIn(void* dst, const void* src, size_t bytes, boo
 }
 
 void HybridOptimizer::Impl::Quiesce(const char* why) const {
-  for (const auto& e : executors_) e->Quiesce();
+  for (offload::Queued* e : executors_.queued()) e->Quiesce();
   if (gpu()) gpu_->SyncStream(why);
 }
 
@@ -71,7 +71,7 @@ TensorSnapshot HybridOptimizer::Impl::ReadTensorState(size_t t, bool masters_onl
   ts.step = steps_.tensor[t];
   // Sized for the formats, then filled part by part (the parts cover the tensor).
   SizeStateVectors(ts, cfg_.algorithm, cfg_.groups[s.group], formats_[t], s.numel);
-  for (const auto& e : executors_)
+  for (const auto& e : executors_.all())
     e->VisitParts(t, [&](const layout::Part& part, bool on_device) {
       ForEachArray(
           part, ts,
@@ -85,7 +85,7 @@ TensorSnapshot HybridOptimizer::Impl::ReadTensorState(size_t t, bool masters_onl
 // not written (an aliased master's bf16 array is the parameter: it gets the same bits).
 void HybridOptimizer::Impl::WriteTensorState(size_t t, const TensorSnapshot& ts,
                                              bool masters_only) {
-  for (const auto& e : executors_)
+  for (const auto& e : executors_.all())
     e->VisitParts(t, [&](const layout::Part& part, bool on_device) {
       ForEachArray(
           part, ts,

@@ -119,7 +119,7 @@ std::vector<const void*> HybridOptimizer::Impl::StepGrads(
 void HybridOptimizer::Impl::UseGrad(size_t t, const void* grad) {
   if (grads_.used[t] == grad) return;
   prepass_->SetGrad(t, grad);
-  for (const auto& e : executors_) e->SetGrad(t, grad);
+  for (const auto& e : executors_.all()) e->SetGrad(t, grad);
   grads_.used[t] = grad;
   grads_.checked[t] = grad;
 }
@@ -205,7 +205,7 @@ StepResult HybridOptimizer::Impl::Step(std::span<const double> group_lrs, const 
   // pre-pass. A chunk that failed fails the step, which EndOfStep rolls back.
   if (begun_.on) {
     std::exception_ptr failed;
-    for (const auto& e : executors_) {
+    for (offload::Speculative* e : executors_.speculative()) {
       try {
         e->AwaitSpeculation(&times);
       } catch (...) {
@@ -221,7 +221,7 @@ StepResult HybridOptimizer::Impl::Step(std::span<const double> group_lrs, const 
     result.applied = false;
     result.grad_norm = std::numeric_limits<double>::infinity();
     if (begun_.on)
-      for (const auto& e : executors_) e->RollBackSpeculation(&times);
+      for (offload::Speculative* e : executors_.speculative()) e->RollBackSpeculation(&times);
     cfg_.groups = hyper;  // in force once Step returns, applied or skipped
     times.step_ms = MsSince(t0);
     return result;
@@ -233,8 +233,9 @@ StepResult HybridOptimizer::Impl::Step(std::span<const double> group_lrs, const 
     // step leaves out; otherwise the speculation assumed the wrong step: undone, and the
     // executors step every chunk (from the gradients already on the host).
     bool keep = clip == 1.0;
-    for (const auto& e : executors_) keep = keep && e->SpeculatedActiveOnly(active);
-    for (const auto& e : executors_)
+    for (offload::Speculative* e : executors_.speculative())
+      keep = keep && e->SpeculatedActiveOnly(active);
+    for (offload::Speculative* e : executors_.speculative())
       keep ? e->CommitSpeculation(&times) : e->RollBackSpeculation(&times);
   }
   // 2. The scalars (Note [Scalar index]), validated before anything is written.
@@ -243,15 +244,14 @@ StepResult HybridOptimizer::Impl::Step(std::span<const double> group_lrs, const 
   AssignScalars(active, lrs, hyper, grad_mul, &scalars, &scalar_index);
 
   // 3. The executors (Note [Executors], offload/executors/executor.h): every one launched,
-  // then every one finished; on a failure, the one that failed and those before it are
-  // abandoned (their queued work still orders the caller's stream).
+  // then those the caller's stream joins finished; on a failure they are abandoned (what
+  // they queued still orders the caller's stream).
   const offload::StepWork work{&scalars, &scalar_index, &times, prepass_->done_event()};
-  size_t launched = 0;
   try {
-    for (; launched < executors_.size(); ++launched) executors_[launched]->Launch(work);
-    for (const auto& e : executors_) e->Finish();
+    for (const auto& e : executors_.all()) e->Launch(work);
+    for (offload::Joined* e : executors_.joined()) e->Finish();
   } catch (...) {
-    for (size_t i = 0; i <= launched && i < executors_.size(); ++i) executors_[i]->Abandon();
+    for (offload::Joined* e : executors_.joined()) e->Abandon();
     if (gpu()) fences_->StepQueued();
     throw;
   }
@@ -301,7 +301,7 @@ const HyperParams& HybridOptimizer::Impl::hyper_params(size_t g) const {
 StageTimes HybridOptimizer::Impl::last_step_times() const {
   std::lock_guard<std::mutex> lock(times_.mu);
   prepass_->ReadTimes(&times_.last);
-  for (const auto& e : executors_) e->ReadTimes(&times_.last);
+  for (offload::DeviceTimed* e : executors_.device_timed()) e->ReadTimes(&times_.last);
   return times_.last;
 }
 
@@ -310,7 +310,7 @@ void HybridOptimizer::Impl::WaitParam(size_t i, void* stream) const {
     Invalid("WaitParam: tensor index " + std::to_string(i) + " of " +
             std::to_string(specs_.size()));
   if (!gpu()) return;
-  for (const auto& e : executors_) e->WaitParam(i, stream);
+  for (offload::StreamOrdered* e : executors_.stream_ordered()) e->WaitParam(i, stream);
 }
 
 // Note [Gradient reads] (tandem/optimizer.h): once Step returned, the reads of a tensor's
@@ -332,11 +332,11 @@ void HybridOptimizer::Impl::WaitGradConsumed(size_t i, void* stream) const {
     if (gpu())
       fences_->WaitConsumed(i, stream);
     else
-      for (const auto& e : executors_) e->WaitGradReads(i, nullptr);
+      for (offload::Queued* e : executors_.queued()) e->WaitGradReads(i, nullptr);
     return;
   }
   if (!gpu()) return;
-  for (const auto& e : executors_) e->WaitGradConsumed(i, stream);
+  for (offload::StreamOrdered* e : executors_.stream_ordered()) e->WaitGradConsumed(i, stream);
   if (cfg_.release_grads) fences_->WaitConsumed(i, stream);  // a release of the last step
 }
 

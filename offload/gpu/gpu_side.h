@@ -1,8 +1,8 @@
 // GpuSide: the CUDA facts GPU mode needs beside its executors: whether a device is there,
 // checks of the caller's device pointers, synchronous copies, a wait for the caller's
 // stream, and the rate probe of offload_compute = auto. The parts of GPU mode that run
-// kernels and copies (the pre-pass, the GPU-resident executor, the stream device, the
-// transport) have their own factories (Make* in their headers), defined with CUDA; in a
+// kernels and copies (the pre-pass, the GPU-resident executor, the stream device) have
+// their own factories (Make* in their headers), defined with CUDA; in a
 // build without a CUDA toolkit (TANDEM_HAS_CUDA == 0) facade/no_cuda.cc defines every one of
 // them to throw Error(kUnsupported), and host mode is complete.
 //

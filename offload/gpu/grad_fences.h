@@ -3,7 +3,7 @@
 //
 //   ready stream (the producer's)  ... gradient final ── ready mark ──┐
 //   work stream                    (waits for the mark) norm partial, hot gradient copy
-//   other queues                   (wait for the mark) downloads (transport, stream device)
+//   other queues                   (wait for the mark) downloads (the stream devices)
 //   join stream                    (waits for the work stream and each executor's reads of
 //                                   the tensor) ── consumed event of the tensor
 //   caller's stream at Step        (waits for the work stream) pre-pass, kernels

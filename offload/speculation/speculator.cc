@@ -30,18 +30,18 @@ uint64_t PieceCount(uint64_t n) { return (n + kPiece - 1) / kPiece; }
 
 Speculator::Speculator(const std::vector<OffloadChunk>* chunks, std::vector<StepSpan> backup,
                        std::vector<void*> hold, std::vector<const void*> early_grad,
-                       Transport* transport, int threads, std::vector<int> cpus)
+                       StreamDevice* device, int threads, std::vector<int> cpus)
     : chunks_(chunks),
       backup_(std::move(backup)),
       hold_(std::move(hold)),
       early_grad_(std::move(early_grad)),
-      transport_(transport),
+      device_(device),
       arena_(threads, std::move(cpus)) {
   const size_t n = chunks_->size();
   if (backup_.size() != n || hold_.size() != n || early_grad_.size() != n)
     throw Error(ErrorKind::kInternal, "Speculator: per-chunk tables do not match the chunks");
   queue_.assign(n, 0);
-  ticket_.assign(n, 0);
+  ticket_.assign(n, StreamDevice::kNoEvent);
   status_.assign(n, kIdle);
   uint64_t max_pieces = 0;
   for (const OffloadChunk& c : *chunks_) max_pieces = std::max(max_pieces, PieceCount(c.span.n));
@@ -58,7 +58,7 @@ Speculator::~Speculator() {
   worker_.join();  // the chunk in progress (if any) finishes; queued ones are dropped
 }
 
-void Speculator::Begin(const std::vector<StepScalars>& scalars, Ticket previous_upload) {
+void Speculator::Begin(const std::vector<StepScalars>& scalars, Event previous_upload) {
   std::lock_guard<std::mutex> lock(mu_);
   if (head_ != tail_ || running_)
     throw Error(ErrorKind::kInternal, "Speculator::Begin while chunks are still queued");
@@ -69,7 +69,7 @@ void Speculator::Begin(const std::vector<StepScalars>& scalars, Ticket previous_
   head_ = tail_ = 0;
 }
 
-void Speculator::Enqueue(size_t c, Ticket ticket) {
+void Speculator::Enqueue(size_t c, Event ticket) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (c >= status_.size() || status_[c] != kIdle || tail_ >= queue_.size())
@@ -109,8 +109,8 @@ void Speculator::Work() {
       continue;
     }
     running_ = true;
-    const Ticket ticket = ticket_[c];
-    const Ticket previous = std::exchange(previous_upload_, 0);
+    const Event ticket = ticket_[c];
+    const Event previous = std::exchange(previous_upload_, StreamDevice::kNoEvent);
     lock.unlock();
     std::exception_ptr err;
     try {
@@ -126,13 +126,13 @@ void Speculator::Work() {
   }
 }
 
-void Speculator::Run(size_t c, Ticket ticket, Ticket previous_upload) {
+void Speculator::Run(size_t c, Event ticket, Event previous_upload) {
   const OffloadChunk& chunk = (*chunks_)[c];
   const std::string who = "speculative update of tensor " + std::to_string(chunk.tensor) +
                           " chunk " + std::to_string(c);
   try {
-    if (previous_upload != 0) transport_->Wait(previous_upload);
-    if (ticket != 0) transport_->Wait(ticket);
+    device_->Synchronize(previous_upload);  // kNoEvent: nothing to wait for
+    device_->Synchronize(ticket);
   } catch (const Error& e) {
     throw Error(e.kind(), who + ": " + e.message());
   }

@@ -32,8 +32,8 @@
 #include "cpu_simd/host_kernels.h"
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
-#include "offload/transport/pipeline.h"
-#include "offload/transport/transport.h"
+#include "offload/devices/stream_device.h"
+#include "offload/pipeline/pipeline.h"
 
 namespace tandem::offload {
 
@@ -43,23 +43,24 @@ class Speculator {
   // must outlive this object and keep their spans. backup[c]: a span with chunk c's
   // formats over backup storage of the same shape. hold[c]: where chunk c's parameter is
   // written (nullptr when it uploads from param_source). early_grad[c]: where chunk c's
-  // gradient lands. threads: the width of the worker's own task arena (0: one per CPU of
-  // `cpus`, or all cores). cpus: where the worker thread and its arena run (empty:
-  // anywhere; cpu_simd/cpu_pinning.h).
+  // gradient lands. device: the pipeline's device, whose tickets the worker waits for
+  // (StreamDevice::Synchronize, on its own thread). threads: the width of the worker's own task
+  // arena (0: one per CPU of `cpus`, or all cores). cpus: where the worker thread and its arena run
+  // (empty: anywhere; cpu_simd/cpu_pinning.h).
   Speculator(const std::vector<OffloadChunk>* chunks, std::vector<StepSpan> backup,
-             std::vector<void*> hold, std::vector<const void*> early_grad, Transport* transport,
+             std::vector<void*> hold, std::vector<const void*> early_grad, StreamDevice* device,
              int threads, std::vector<int> cpus = {});
   ~Speculator();
   Speculator(const Speculator&) = delete;
   Speculator& operator=(const Speculator&) = delete;
 
   // Starts a speculation with one StepScalars per group (indexed by scalar_index). The
-  // worker waits for `previous_upload` (0: none) before it writes any state
-  // (Note [Uploads read the state] in offload/transport/pipeline.h).
-  void Begin(const std::vector<StepScalars>& scalars, Ticket previous_upload);
-  // Queues chunk c, whose gradient arrives with download `ticket`. Each chunk at most once
-  // per speculation, or once more after Forget(c). Never blocks on the worker.
-  void Enqueue(size_t c, Ticket ticket);
+  // worker waits for the upload ticket `previous_upload` (kNoEvent: none) before it
+  // writes any state (Note [Uploads read the state] in offload/pipeline/pipeline.h).
+  void Begin(const std::vector<StepScalars>& scalars, Event previous_upload);
+  // Queues chunk c, whose gradient arrives with the download of ticket `ticket`. Each chunk at most
+  // once per speculation, or once more after Forget(c). Never blocks on the worker.
+  void Enqueue(size_t c, Event ticket);
   // Blocks until every queued chunk is done or skipped; returns the first error a chunk
   // raised since Begin (null: none). After an error the worker skips the rest.
   std::exception_ptr WaitIdle();
@@ -83,20 +84,20 @@ class Speculator {
  private:
   enum Status : uint8_t { kIdle, kQueued, kBackedUp, kStepped };
   void Work();
-  void Run(size_t c, Ticket ticket, Ticket previous_upload);
+  void Run(size_t c, Event ticket, Event previous_upload);
   void Restore(size_t c);  // copies chunk c's backup back (mu_ held, worker idle)
 
   const std::vector<OffloadChunk>* chunks_;
   std::vector<StepSpan> backup_;
   std::vector<void*> hold_;
   std::vector<const void*> early_grad_;
-  Transport* transport_;
+  StreamDevice* device_;
   cpu::PinnedArena arena_;
 
   std::mutex mu_;
   std::condition_variable work_cv_, idle_cv_;
   std::vector<size_t> queue_;    // chunk indices, capacity chunks->size()
-  std::vector<Ticket> ticket_;   // per chunk: its download
+  std::vector<Event> ticket_;    // per chunk: its download
   std::vector<uint8_t> status_;  // per chunk: Status
   size_t head_ = 0, tail_ = 0;
   bool running_ = false;  // the worker is in Run
@@ -104,7 +105,7 @@ class Speculator {
   bool cancel_ = false;
   std::exception_ptr error_;
   std::vector<StepScalars> scalars_;
-  Ticket previous_upload_ = 0;        // taken by the first chunk the worker runs
+  Event previous_upload_ = StreamDevice::kNoEvent;  // taken by the first chunk it runs
   std::vector<uint8_t> piece_saved_;  // worker-side: pieces of the running chunk backed up
   double busy_ms_ = 0;
   std::thread worker_;  // last: starts after everything above exists

@@ -28,23 +28,24 @@ void StreamSpeculation::Begin(const std::vector<StepScalars>* scalars,
   error_ = nullptr;
   stopped_ = false;
   for (size_t c = 0; c < chunk_tensors_.size(); ++c)
-    if (speculative_[c] != 0) Try(c);
+    if (speculative_[c] != 0) Try(c, nullptr);
 }
 
-void StreamSpeculation::TensorReady(size_t t, bool again, const std::vector<uint8_t>& ready) {
+void StreamSpeculation::TensorReady(size_t t, bool again, const std::vector<uint8_t>& ready,
+                                    InPlace* in_place) {
   if (scalars_ == nullptr) return;  // not begun
   ready_ = &ready;
   if (again)  // done again on the new gradient, into the same spare
     for (uint32_t c : tensor_chunks_[t]) done_[c] = 0;
-  for (uint32_t c : tensor_chunks_[t]) Try(c);
+  for (uint32_t c : tensor_chunks_[t]) Try(c, in_place);
 }
 
-void StreamSpeculation::Try(size_t c) {
+void StreamSpeculation::Try(size_t c, InPlace* in_place) {
   if (done_[c] != 0 || error_ || stopped_) return;
   for (uint32_t t : chunk_tensors_[c])
     if ((*ready_)[t] == 0) return;
   try {
-    exec_->Speculate(c, *scalars_, *scalar_index_);
+    exec_->Speculate(c, *scalars_, *scalar_index_, in_place);
     done_[c] = 1;
   } catch (...) {
     // The host chunk is never written by a speculation: nothing to restore.

@@ -46,14 +46,25 @@ namespace tandem::offload {
 
 class StreamSpeculation {
  public:
+  // A gradient that the kernels of the chunks speculated in one TensorReady may read where
+  // it was handed over (Note [Reading the handed gradient in place] in
+  // offload/executors/gpu_stream.h): tensor `tensor`'s, after its ready mark `mark` (a
+  // cudaEvent_t). `read` is set once a kernel that reads it so was queued.
+  struct InPlace {
+    size_t tensor = 0;
+    const void* mark = nullptr;
+    bool read = false;
+  };
   // What updates the chunks: the stream executor.
   class Chunks {
    public:
     virtual ~Chunks() = default;
     // Updates chunk c speculatively with `scalars`: the new state into its spare, the
-    // parameters into its holding place (queued); the host chunk is only read.
+    // parameters into its holding place (queued); the host chunk is only read. in_place:
+    // a gradient its kernel may read in place when chunk c has spans of that tensor (null:
+    // none).
     virtual void Speculate(size_t c, const std::vector<StepScalars>& scalars,
-                           const std::vector<uint32_t>& scalar_index) = 0;
+                           const std::vector<uint32_t>& scalar_index, InPlace* in_place) = 0;
   };
   // exec: what updates the chunks (outlives this). chunk_tensors[c]: the tensors with spans in
   // streamed chunk c. speculative[c] != 0: chunk c has a spare and a holding place (the
@@ -66,8 +77,10 @@ class StreamSpeculation {
   void Begin(const std::vector<StepScalars>* scalars, const std::vector<uint32_t>* scalar_index,
              const std::vector<uint8_t>& ready);
   // Tensor t's gradient is final (ready[t] already set); `again`: it was final before in
-  // this step and has changed (its speculated chunks are done again).
-  void TensorReady(size_t t, bool again, const std::vector<uint8_t>& ready);
+  // this step and has changed (its speculated chunks are done again). in_place: handed to
+  // each chunk this call speculates (null: none).
+  void TensorReady(size_t t, bool again, const std::vector<uint8_t>& ready,
+                   InPlace* in_place = nullptr);
   // No further chunk is speculated until End (the step will clip or skip).
   void Stop() { stopped_ = true; }
   // The first error a speculation raised since Begin (null: none); after one, no chunk is
@@ -85,7 +98,7 @@ class StreamSpeculation {
   void End();
 
  private:
-  void Try(size_t c);
+  void Try(size_t c, InPlace* in_place);
 
   Chunks* exec_;
   std::vector<std::vector<uint32_t>> chunk_tensors_;

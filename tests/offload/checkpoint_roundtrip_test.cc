@@ -1,7 +1,7 @@
 // Checkpoints of a running HybridOptimizer: save at one offload fraction, load into an
 // optimizer at another (and another policy, chunk size and thread count), and the next
 // steps are bit-identical to those of the optimizer that saved. A damaged file or a
-// mismatched layout is refused and the optimizer in memory is unchanged. Host transport
+// mismatched layout is refused and the optimizer in memory is unchanged. Host mode
 // here; the GPU variant is checkpoint_roundtrip_gpu_test.cc (offload_gpu_tests).
 #include <gtest/gtest.h>
 #include <unistd.h>

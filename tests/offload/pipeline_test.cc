@@ -1,8 +1,8 @@
-// The offload pipeline over HostTransport: results equal the reference, a chunk is stepped
+// The offload pipeline over the host device's copy queues: results equal the reference, a chunk is stepped
 // only after its download landed, at most K downloads run ahead, staging slots are not
 // overwritten before their upload, and a failed copy gives a clear error and leaves the
 // pipeline usable.
-#include "offload/transport/pipeline.h"
+#include "offload/pipeline/pipeline.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #include "engine/fp_bits.h"
 #include "engine/reference_step.h"
 #include "engine/tensor_state.h"
-#include "offload/transport/host_transport.h"
+#include "offload/devices/host_stream_device.h"
 #include "engine/layout/state_layout.h"
 #include "tandem/error.h"
 #include "tandem/faults.h"
@@ -61,7 +61,7 @@ TEST(Pipeline, MatchesReferenceWithOrderingAndBackPressure) {
     ReferenceStep(s, ref.Span(0, Fixture::kN, fx.grad.data(), DType::kF32, ref_param.data(),
                               DType::kBF16));
 
-    HostTransport tr;
+    HostStreamDevice tr(nullptr, {}, kCopyQueues);
     tr.SetDelayUs(200);
     std::vector<std::vector<uint8_t>> gmem(slots, std::vector<uint8_t>(4 * Fixture::kChunk));
     std::vector<std::vector<uint8_t>> pmem(slots, std::vector<uint8_t>(2 * Fixture::kChunk));
@@ -89,7 +89,7 @@ TEST(Pipeline, MatchesReferenceWithOrderingAndBackPressure) {
       ReferenceStep(sc, span);
       ++step_index;
     };
-    std::vector<Ticket> last(1, 0);
+    std::vector<Event> last(1, 0);
     PipelineTimes times;
     pipe.Run(chunks, &s, host_step, &last, &times);
     tr.Drain();
@@ -109,7 +109,7 @@ TEST(Pipeline, FailedCopyIsReportedAndPipelineStaysUsable) {
     Fixture fx;
     TensorState st(Algorithm::kAdamW, fx.h, fx.f, fx.w0.data(), Fixture::kN);
     const auto faults = std::make_shared<FaultPlan>();
-    HostTransport tr({}, faults);
+    HostStreamDevice tr(nullptr, {}, kCopyQueues, faults);
     std::vector<std::vector<uint8_t>> gmem(2, std::vector<uint8_t>(4 * Fixture::kChunk));
     std::vector<std::vector<uint8_t>> pmem(2, std::vector<uint8_t>(2 * Fixture::kChunk));
     Pipeline pipe(&tr, {gmem[0].data(), gmem[1].data()}, {pmem[0].data(), pmem[1].data()});
@@ -146,7 +146,7 @@ TEST(Pipeline, FailedCopyIsReportedAndPipelineStaysUsable) {
 TEST(Pipeline, AnyExceptionFromAHostStepDrainsAndIsReported) {
   Fixture fx;
   TensorState st(Algorithm::kAdamW, fx.h, fx.f, fx.w0.data(), Fixture::kN);
-  HostTransport tr;
+  HostStreamDevice tr(nullptr, {}, kCopyQueues);
   std::vector<std::vector<uint8_t>> gmem(3, std::vector<uint8_t>(4 * Fixture::kChunk));
   std::vector<std::vector<uint8_t>> pmem(3, std::vector<uint8_t>(2 * Fixture::kChunk));
   Pipeline pipe(&tr, {gmem[0].data(), gmem[1].data(), gmem[2].data()},

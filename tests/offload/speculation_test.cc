@@ -1,5 +1,5 @@
 // Speculative early start (BeginStep + GradReady) over host memory: the Speculator alone
-// (over HostTransport, with delays and failed copies), then the whole optimizer, whose
+// (over the host device's copy queues, with delays and failed copies), then the whole optimizer, whose
 // results must be bit-identical to plain steps whatever happens in the step: committed
 // speculation, a non-finite gradient (rollback, skip), clipping (rollback, normal path),
 // gradients marked ready only in part or before BeginStep, a mismatched Step, forbidden
@@ -14,7 +14,7 @@
 
 #include "engine/reference_step.h"
 #include "engine/tensor_state.h"
-#include "offload/transport/host_transport.h"
+#include "offload/devices/host_stream_device.h"
 #include "offload/speculation/speculator.h"
 #include "engine/layout/state_layout.h"
 #include "tandem/error.h"
@@ -57,7 +57,7 @@ struct SpecFixture {
     return cs;
   }
   std::unique_ptr<offload::Speculator> Make(const std::vector<offload::OffloadChunk>& cs,
-                                            TensorState& backup, offload::Transport* tr) {
+                                            TensorState& backup, offload::StreamDevice* tr) {
     std::vector<StepSpan> b;
     std::vector<void*> hp;
     std::vector<const void*> eg;
@@ -70,6 +70,13 @@ struct SpecFixture {
     return std::make_unique<offload::Speculator>(&cs, b, hp, eg, tr, 2);
   }
 };
+
+// Chunk i's gradient down into the early buffer; returns the copy's ticket.
+offload::Event Download(offload::StreamDevice& tr, float* early, const offload::OffloadChunk& c) {
+  tr.Copy(offload::StreamDevice::Queue::kDown, early, c.device_grad, c.grad_bytes,
+          offload::StreamDevice::CopyKind::kDown, {0, 1, c.grad_bytes, "gradient download"});
+  return tr.Ticket(offload::StreamDevice::Queue::kDown);
+}
 
 bool SameState(const TensorState& a, const TensorState& b) {
   return a.master_f32 == b.master_f32 && a.m_codes == b.m_codes && a.m_scales == b.m_scales &&
@@ -88,15 +95,14 @@ TEST(Speculator, StepsLikeTheReferenceAndRollsBackExactly) {
   const StepScalars s2 = ComputeStepScalars(Algorithm::kAdamW, fx.h, 1e-3, 2, 0.5);
   ReferenceStep(s2, ref.Span(0, SpecFixture::kN, fx.grad.data(), DType::kF32, ref_param.data(),
                              DType::kBF16));
-  offload::HostTransport tr;
+  offload::HostStreamDevice tr(nullptr, {}, offload::kCopyQueues);
   tr.SetDelayUs(300);  // chunks are queued long before their gradients land
   std::vector<offload::OffloadChunk> cs = fx.Chunks(st);
   auto spec = fx.Make(cs, backup, &tr);
   for (int round = 0; round < 2; ++round) {  // roll back, then commit
     spec->Begin({s2}, 0);
     for (size_t i = 0; i < cs.size(); ++i)
-      spec->Enqueue(i, tr.Download(fx.early.data() + i * SpecFixture::kChunk, cs[i].device_grad,
-                                   cs[i].grad_bytes));
+      spec->Enqueue(i, Download(tr, fx.early.data() + i * SpecFixture::kChunk, cs[i]));
     EXPECT_EQ(spec->WaitIdle(), nullptr);
     EXPECT_EQ(spec->stepped_count(), cs.size());
     EXPECT_TRUE(SameState(st, ref)) << "round " << round;
@@ -117,14 +123,13 @@ TEST(Speculator, AFailedDownloadIsReportedAndLeavesItsChunkUnwritten) {
     TensorState backup = st;
     const TensorState before = st;
     const auto faults = std::make_shared<FaultPlan>();
-    offload::HostTransport tr({}, faults);
+    offload::HostStreamDevice tr(nullptr, {}, offload::kCopyQueues, faults);
     std::vector<offload::OffloadChunk> cs = fx.Chunks(st);
     auto spec = fx.Make(cs, backup, &tr);
     spec->Begin({ComputeStepScalars(Algorithm::kAdamW, fx.h, 1e-3, 1, 1.0)}, 0);
     faults->FailCopy(fail_at);
     for (size_t i = 0; i < cs.size(); ++i)
-      spec->Enqueue(i, tr.Download(fx.early.data() + i * SpecFixture::kChunk, cs[i].device_grad,
-                                   cs[i].grad_bytes));
+      spec->Enqueue(i, Download(tr, fx.early.data() + i * SpecFixture::kChunk, cs[i]));
     const std::exception_ptr err = spec->WaitIdle();
     ASSERT_NE(err, nullptr) << fail_at;
     try {
@@ -148,15 +153,14 @@ TEST(Speculator, DestroyedWithChunksQueued) {
   SpecFixture fx;
   TensorState st(Algorithm::kAdamW, fx.h, fx.f, fx.w0.data(), SpecFixture::kN);
   TensorState backup = st;
-  offload::HostTransport tr;
+  offload::HostStreamDevice tr(nullptr, {}, offload::kCopyQueues);
   tr.SetDelayUs(2000);
   std::vector<offload::OffloadChunk> cs = fx.Chunks(st);
   {
     auto spec = fx.Make(cs, backup, &tr);
     spec->Begin({ComputeStepScalars(Algorithm::kAdamW, fx.h, 1e-3, 1, 1.0)}, 0);
     for (size_t i = 0; i < cs.size(); ++i)
-      spec->Enqueue(i, tr.Download(fx.early.data() + i * SpecFixture::kChunk, cs[i].device_grad,
-                                   cs[i].grad_bytes));
+      spec->Enqueue(i, Download(tr, fx.early.data() + i * SpecFixture::kChunk, cs[i]));
   }  // joins after at most the chunk in progress
   tr.Drain();
 }

@@ -3,13 +3,19 @@
 // download of chunk i+K-1.., the host update of chunk i and the upload of chunk i-1 run
 // at once. The slowest stage sets the pace; Run() reports each stage's busy time.
 //
-// Ordering contract (tested with HostTransport): chunk i's host update starts only after
+// It runs over a StreamDevice serving the two copy queues
+// (offload/devices/stream_device.h): gradients go down on kDown, parameters up on kUp,
+// each copy with its ticket; the CUDA device in GPU mode, the host device (a thread per
+// queue) in host mode.
+//
+// Ordering contract (tested on the host device): chunk i's host update starts only after
 // its download completed; a gradient slot is reused only after the host update that read
 // it finished; a parameter staging slot is reused only after the upload that read it
 // completed; the first chunk's host update waits for the previous Run's uploads of the
 // same state (Note [Uploads read the state]). A chunk marked `stepped` (updated before
-// Run, by the speculation worker) is only uploaded; a chunk marked `skip` is left alone; those uploads are enqueued first, in
-// reverse chunk order (forward order, so the next forward's first tensors arrive first).
+// Run, by the speculation worker) is only uploaded, and those uploads are enqueued first,
+// in reverse chunk order (forward order, so the next forward's first tensors arrive
+// first); a chunk marked `skip` is left alone.
 //
 // Not thread-safe: one Run at a time.
 #pragma once
@@ -20,9 +26,12 @@
 
 #include "engine/step_scalars.h"
 #include "engine/step_span.h"
-#include "offload/transport/transport.h"
+#include "offload/devices/stream_device.h"
 
 namespace tandem::offload {
+
+// A copy's ticket, or any event of the device.
+using Event = StreamDevice::Event;
 
 struct OffloadChunk {
   size_t tensor = 0;              // index of the tensor, for messages and per-tensor events
@@ -57,27 +66,45 @@ class Pipeline {
  public:
   // slots >= 2. grad_slots / param_slots: `slots` pinned buffers of at least
   // slot_grad_bytes / slot_param_bytes each (param_slots may be empty when every chunk
-  // has a param_source). The buffers stay owned by the caller.
-  Pipeline(Transport* transport, std::vector<void*> grad_slots, std::vector<void*> param_slots);
+  // has a param_source).
+  // The buffers stay owned by the caller; `device` (serving kUp and kDown) outlives the
+  // pipeline.
+  Pipeline(StreamDevice* device, std::vector<void*> grad_slots, std::vector<void*> param_slots);
 
   // Runs every chunk. On a copy failure or a throwing host step, waits for the copies in
   // flight, then throws Error naming the chunk and how many chunks were applied.
   // last_upload[tensor] receives the ticket of each tensor's last upload (for WaitParam).
+  // With `times`, waits for every copy before it returns (their durations are summed).
   void Run(std::vector<OffloadChunk>& chunks, const StepScalars* scalars,
-           const HostStepFn& host_step, std::vector<Ticket>* last_upload, PipelineTimes* times);
+           const HostStepFn& host_step, std::vector<Event>* last_upload, PipelineTimes* times);
+
+  // The ticket of the last upload enqueued by the last Run (kNoEvent: none, or not known
+  // after a failure): a writer of the host state must wait for it first (Note [Uploads
+  // read the state]).
+  Event last_upload() const { return last_run_upload_; }
 
  private:
-  Transport* transport_;
-  std::vector<void*> grad_slots_, param_slots_;
-  std::vector<Ticket> param_slot_ticket_;
-  Ticket last_run_upload_ = 0;
-  std::vector<size_t> work_;   // per Run: the chunks to step (not `stepped`)
-  std::vector<Ticket> down_;   // per Run: download ticket of each entry of work_
+  // Enqueues a copy on q between two tickets (its duration: ElapsedMs between them);
+  // returns the second.
+  Event TimedCopy(StreamDevice::Queue q, void* dst, const void* src, size_t bytes,
+                  const StreamDevice::What& w);
+  // The copies' busy time on q in this Run (once they completed).
+  double BusyMs(StreamDevice::Queue q) const;
 
- public:
-  // The last upload enqueued by the last Run (0: none or not known after a failure): a
-  // writer of the host state must wait for it first (Note [Uploads read the state]).
-  Ticket last_upload() const { return last_run_upload_; }
+  StreamDevice* device_;
+  std::vector<void*> grad_slots_, param_slots_;
+  std::vector<Event> param_slot_ticket_;
+  Event last_run_upload_ = StreamDevice::kNoEvent;
+  // Named events: the downloads wait for the caller's work so far; the caller's stream
+  // waits for the uploads.
+  Event after_caller_, uploads_done_;
+  std::vector<size_t> work_;  // per Run: the chunks to step (not `stepped`)
+  std::vector<Event> down_;   // per Run: download ticket of each entry of work_
+  struct Timed {
+    StreamDevice::Queue queue;
+    Event start, end;
+  };
+  std::vector<Timed> timed_;  // per Run: each copy's tickets
 };
 
 }  // namespace tandem::offload
