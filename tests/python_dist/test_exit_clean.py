@@ -71,7 +71,7 @@ def test_exit_is_clean(case):
         assert "terminate called" not in p.stderr, (case, run, p.stderr[-2000:])
         if case == "deleted":
             busy, after = map(int, p.stdout.split()[-2:])
-            # Every thread the engine started (speculation worker, host transport,
+            # Every thread the engine started (speculation worker, host stream device,
             # oneTBB arena) is gone once it is deleted; torch's own may stay.
             assert after < busy, p.stdout
 
