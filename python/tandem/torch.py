@@ -45,6 +45,7 @@ from tandem import _node
 from tandem import _options
 from tandem import _state
 from tandem import _state_common as common
+from tandem._hooks import GradHooks
 from tandem._torch_handover import HandOver
 from tandem._torch_layout import LayoutFollower
 from tandem._torch_state import export_masters, from_torch_state, to_torch_state
@@ -65,7 +66,13 @@ _SET_HERE = ("algorithm", "groups", "mode", "cuda_stream", "master", "momentum",
              "host_cpus", "pinned_budget_bytes", "device_allocator")
 
 
-class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
+def _forward(member, name):
+    """A property of TandemOptimizer that is attribute `name` of its member `member`."""
+    return property(lambda self: getattr(getattr(self, member), name),
+                    lambda self, value: setattr(getattr(self, member), name, value))
+
+
+class TandemOptimizer(_torch.optim.Optimizer):
     """Base class: a torch optimizer whose step runs in a Tandem HybridOptimizer.
 
     Subclasses set ``_ALGORITHM`` and implement ``_hyper(group, where)``, which maps a
@@ -113,6 +120,11 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
 
     Copies: copy.deepcopy and pickle give an independent optimizer (__reduce_ex__);
     copy.copy raises TypeError.
+
+    Parts: ``_core``, the front-end core (tandem/_engine.py); ``_layout``, its
+    LayoutFollower (_torch_layout.py: param_groups -> the engine's tensors);
+    ``_handover``, its HandOver (_torch_handover.py: early start and release);
+    ``_hooks``, the gradient hooks of the current layout (_hooks.py).
     """
 
     _ALGORITHM = None
@@ -130,8 +142,7 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
         if hyperparam_update not in ("error", "restore"):
             raise ValueError("hyperparam_update must be 'error' or 'restore', got %r"
                              % (hyperparam_update,))
-        self.grads_in_flight_bytes = _options.byte_count(grads_in_flight_bytes,
-                                                         "grads_in_flight_bytes")
+        in_flight = _options.byte_count(grads_in_flight_bytes, "grads_in_flight_bytes")
         auto = _options.auto_fraction(fields)
         formats = (
             _options.pick_format("master", "master_format", master_format, "master", master),
@@ -151,10 +162,9 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
         self._lock = threading.RLock()
         self.max_grad_norm = step_options.max_grad_norm
         self.speculative_early_start = config.speculative_early_start
-        self.release_grads = config.release_grads
-        self.early_start = (bool(early_start) or self.speculative_early_start
-                            or self.release_grads)
-        if self.release_grads:
+        early_start = (bool(early_start) or self.speculative_early_start
+                       or config.release_grads)
+        if config.release_grads:
             # GradScaler then hands its scale to step() (found_inf, grad_scale) instead
             # of unscaling p.grad, which is None: step() refuses it with the reason.
             self._step_supports_amp_scaling = True
@@ -162,12 +172,6 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
         self._begun = None     # (lrs, hypers, max_grad_norm, loss_scale) of begin_step
         self.last_result = None
         self.skipped_steps = 0
-        self.rebinds = 0
-        self._rebind_step = None
-        self._warned_rebind = 0
-        self._accumulating = False
-        self._warned_accumulation = False
-        self._refused = None   # why the step under way cannot be taken (release_grads)
         self._hooks = None
         device = next((p.device for g in self.param_groups for p in g["params"]
                        if p.requires_grad), None)
@@ -176,10 +180,14 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
         self.host_cpus = tuple(config.host_cpus)  # (): unrestricted
         if auto:
             config.offload_fraction = _auto_fraction.starting_fraction(device)
-        self._core = _engine.Engine(self._ALGORITHM, config, early_start=self.early_start)
+        self._core = _engine.Engine(self._ALGORITHM, config, early_start=early_start)
+        self._handover = HandOver(self._core, self._lock, early_start, config.release_grads,
+                                  in_flight)
+        self._layout = LayoutFollower(self._core)
         # Every parameter that requires grad at construction, in param_groups order;
         # frozen ones are left out (no state) until they get a gradient (a rebind).
-        self._bind(lambda p: p.requires_grad, fresh_values=True)
+        self._layout.bind(self.param_groups, lambda p: p.requires_grad, self._group_values,
+                          self._bound, fresh_values=True)
         self._auto = _auto_fraction.AutoFraction(self._core) if auto else _auto_fraction.OFF
         if self.release_grads and _dist.replicated(self._core.params[0]):
             warn("release_grads under HSDP: torch's FSDP2 keeps each group's all-reduced "
@@ -226,9 +234,10 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
         ``step()``; like torch's, it must not run while backward accumulates."""
         with self._lock:
             core = self._core
-            self._drop_handed()
+            self._handover.drop_handed()
             if not set_to_none:  # buffers that fit moved parameters
                 self._rebind_if_needed(added=False, follow=False)
+            book = core.book
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is None:
@@ -236,8 +245,8 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
                     k = core.index_by_id.get(id(p))
                     if set_to_none:
                         p.grad = None
-                    elif k is not None and core.is_own_grad(k, p.grad):
-                        core.grads[k].zero_()
+                    elif k is not None and book.is_own_grad(k, p.grad):
+                        book.grads[k].zero_()
                     else:  # torch.optim.Optimizer.zero_grad's own steps
                         if p.grad.grad_fn is not None:
                             p.grad.detach_()
@@ -251,12 +260,12 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
         it the gradient hooks do not call the engine's grad_ready (early start), so the
         early work runs once, on the last micro-batch's backward outside it. A no-op
         without early start."""
-        previous = self._accumulating
-        self._accumulating = True
+        previous = self._handover.accumulating
+        self._handover.accumulating = True
         try:
             yield self
         finally:
-            self._accumulating = previous
+            self._handover.accumulating = previous
 
     @_torch.no_grad()
     def begin_step(self, *, max_grad_norm=None, loss_scale=1.0):
@@ -276,7 +285,7 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
             # in the backward that follows: rebind now.
             self._rebind_if_needed(anticipate=True)
             lrs, hypers = self._group_values()
-            self._follow_values(lrs, hypers)
+            self._layout.follow_values(lrs, hypers, self.hyperparam_update)
             clip = self.max_grad_norm if max_grad_norm is None else max_grad_norm
             self._core.begin_step(lrs, hypers, clip, loss_scale)
             self._begun = (lrs, hypers, clip, loss_scale)
@@ -308,16 +317,19 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
             with _torch.enable_grad():
                 loss = closure()
         with self._lock:
-            self._check_release()
+            self._handover.check_step()
+            if self.release_grads:
+                self._handover.check_scaler(self.__dict__.pop("found_inf", None),
+                                            self.__dict__.pop("grad_scale", None))
             # (lrs, hypers, clip, loss_scale) of begin_step while the engine's step is
             # begun; the engine's Step ends it whether it succeeds or raises.
             begun = self._begun if self._core.step_begun else None
             self._begun = begun
             # param_groups, unfrozen or reallocated parameters; after a step read at step()
-            # for a layout change (_on_grad_accumulated), every parameter that requires
+            # for a layout change (HandOver.hand_over), every parameter that requires
             # grad, so that the next step hands its gradients over again.
-            self._rebind_if_needed(anticipate=self._core.early_off)
-            self._check_begun()
+            self._rebind_if_needed(anticipate=self._core.book.early_off)
+            self._layout.check_begun(self.param_groups)
             if begun is not None:
                 # The values begin_step announced; a differing clip norm or loss scale
                 # reaches the engine, which undoes the speculation and raises.
@@ -326,7 +338,7 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
                 loss_scale = begun[3] if loss_scale is None else loss_scale
             else:
                 lrs, hypers = self._group_values()
-                self._follow_values(lrs, hypers)
+                self._layout.follow_values(lrs, hypers, self.hyperparam_update)
                 clip = self.max_grad_norm if max_grad_norm is None else max_grad_norm
                 loss_scale = 1.0 if loss_scale is None else loss_scale
             try:
@@ -341,6 +353,7 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
                 skipped(self, self.last_result.grad_norm)
         return loss
 
+    @common.serialised(sync_before=True)
     def state_dict(self):
         """The torch-style state dict with the engine's whole state (docs/python.md,
         "State dict"): ``state[i]`` holds parameter i's snapshot arrays as CPU tensors
@@ -348,6 +361,7 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
         engine groups and per tensor its name, numel, shape, dtypes and group."""
         return _state.state_dict(self)
 
+    @common.serialised(load=True)
     def load_state_dict(self, state_dict):
         """Restores a state dict of a tandem optimizer with the same parameters,
         algorithm and formats (any offload fraction, placement, chunk size or thread
@@ -360,6 +374,7 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
     # ----------------------------------------------------------------------------------
     # Tandem extras
 
+    @common.serialised(sync_before=True)
     def save_checkpoint(self, path, compression="none", sync=True):
         """Writes the engine's whole state and the param_groups to a Tandem checkpoint
         file (atomic, every section CRC-checked; docs/checkpoint_format.md). compression:
@@ -368,6 +383,7 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
         tandem.CheckpointIOError (a RuntimeError) on I/O failures."""
         _state.save_checkpoint(self, path, compression, sync)
 
+    @common.serialised(load=True)
     def load_checkpoint(self, path):
         """Loads and fully verifies a checkpoint file of ``save_checkpoint`` (at any
         offload fraction) and restores it so that training resumes bit-identically.
@@ -454,9 +470,21 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
     # offload_fraction="auto"'s (fraction, why), once chosen; None before and without.
     auto_fraction = property(lambda self: self._auto.chosen)
 
-    # Views of the core that tests and tools read.
+    # The parts' options and counts, as attributes of the optimizer.
+    early_start = _forward("_handover", "early_start")
+    release_grads = _forward("_handover", "release_grads")
+    grads_in_flight_bytes = _forward("_handover", "grads_in_flight_bytes")
+    rebinds = _forward("_layout", "rebinds")
+
+    # Views of the parts that the state modules, tests and tools read.
+    _indices = _forward("_layout", "indices")
+    _ref_group = _forward("_layout", "ref_group")
+    _lr_scales = _forward("_layout", "lr_scales")
+    _engine_hyper = _forward("_layout", "engine_hyper")
+    _accumulating = _forward("_handover", "accumulating")
+    _copied = _forward("_handover", "copied")
     _engine = property(lambda self: self._core.engine)
-    _grads = property(lambda self: self._core.grads)
+    _grads = property(lambda self: self._core.book.grads)
     _formats = property(lambda self: self._core.formats)
     _ptrs = property(lambda self: self._core._ptrs)
     _storages = property(lambda self: self._core._storages)
@@ -472,6 +500,64 @@ class TandemOptimizer(HandOver, LayoutFollower, _torch.optim.Optimizer):
         since the engine last wrote them (Note [The parameter is the source of truth])."""
         self._rebind_if_needed()
         self._core.sync_params()
+
+    # ----------------------------------------------------------------------------------
+    # The parts at work
+
+    def _group_values(self, groups=None):
+        """(lrs, hypers) of every group (default: param_groups), each checked
+        (_options.group_values)."""
+        checked = [_options.group_values(self._ALGORITHM, self._hyper, g, group)
+                   for g, group in enumerate(self.param_groups if groups is None else groups)]
+        return [lr for lr, _ in checked], [h for _, h in checked]
+
+    def _rebind_if_needed(self, anticipate=False, added=True, follow=True):
+        """Hooks the parameters that require grad now, then LayoutFollower's."""
+        self._hooks.hook_pending()
+        self._layout.rebind_if_needed(self.param_groups, self._group_values, self._bound,
+                                      anticipate, added, follow)
+
+    def _rebind_for_load(self, state_dict=None):
+        """Before load_state_dict/load_checkpoint: follows param_groups and reallocations
+        (the restore writes the weights through the engine's pointers), then takes in the
+        parameters outside the engine that `state_dict` holds state for, so that the
+        tensor sets match."""
+        if not self._core.step_begun:
+            self._rebind_if_needed(added=False)
+            self._layout.rebind(self.param_groups, self._group_values, self._bound,
+                                self._layout.stated(self.param_groups, state_dict))
+
+    def _bound(self, before):
+        """After each bind (`before`: the ids of the engine's parameters before it): the
+        gradient hooks, the hand-overs and torch's per-parameter state entries follow."""
+        core = self._core
+        if self._hooks is not None:
+            self._hooks.remove()
+        self._hooks = GradHooks(self, core.params, self.early_start,
+                                lambda opt, k: opt._on_grad_arriving(k),
+                                lambda opt, k: opt._on_grad_accumulated(k))
+        self._handover.follow_layout(self)
+        # torch.distributed.checkpoint runs a step with zero gradients to create the state
+        # of an optimizer whose `state` is empty; Tandem's state exists from the start.
+        for p in list(self.state):
+            if id(p) in before and id(p) not in core.index_by_id:
+                del self.state[p]
+        for p in core.params:
+            self.state.setdefault(p, {})
+
+    # The gradient hooks' calls (looked up at each call, so a wrapper set on the
+    # optimizer sees them: bench/bench_args.py's HookTimer) and CopiedGrads'.
+    def _on_grad_arriving(self, k):
+        self._handover.arriving(k)
+
+    def _on_grad_accumulated(self, k):
+        self._handover.accumulated(k, self._layout_pending)
+
+    def _hand_over(self, k, grad):
+        self._handover.hand_over(k, grad, self._layout_pending)
+
+    def _layout_pending(self):
+        return self._layout.pending(self.param_groups)
 
     # ----------------------------------------------------------------------------------
     # Copies
@@ -590,11 +676,3 @@ class SGD(TandemOptimizer):
                     dampening=_value(group, "dampening", where),
                     nesterov=_options.flag(group["nesterov"], where + ": nesterov"))
 
-
-# The state methods, serialised with step() (thread safety in TandemOptimizer).
-for _name, _before, _load in (("state_dict", True, False), ("save_checkpoint", True, False),
-                              ("load_state_dict", False, True),
-                              ("load_checkpoint", False, True)):
-    setattr(TandemOptimizer, _name, common.serialised(_before, _load)(
-        getattr(TandemOptimizer, _name)))
-del _name, _before, _load
