@@ -40,6 +40,8 @@ class HandOver:
         self._warned_accumulation = False
 
     def arriving(self, k):
+        """Before autograd accumulates parameter k's gradient: installs its buffer, zeroed,
+        as p.grad when p.grad is None."""
         # A reallocated parameter (perhaps on another device now) gets autograd's own
         # gradient; the next step's rebind adopts it into a new buffer. Without a buffer
         # (Note [Gradients read where they are] in _engine.py) autograd's gradient is the
@@ -52,7 +54,7 @@ class HandOver:
 
     def accumulated(self, k, layout_pending):
         """Early start: the engine starts on parameter k's gradient now (Note [Early start
-        is checked at step] in _engine.py), or, for a gradient a device copy is still
+        is checked at step] in _grads.py), or, for a gradient a device copy is still
         writing, once that copy is complete (Note [Gradients copied to the host] in
         _copied_grads.py)."""
         if not self.early_start or self.accumulating or self.core.moved(k):

@@ -20,7 +20,7 @@ from tandem import _state_common as common
 from tandem._hooks import GradHooks
 from tandem._torch_handover import HandOver
 from tandem._torch_layout import LayoutFollower
-from tandem._warnings import TandemWarning, skipped, warn
+from tandem._warnings import TandemWarning, warn, warn_skipped
 
 StepResult = collections.namedtuple("StepResult",
                                     ["applied", "grad_norm", "step", "stepped_tensors"],
@@ -316,7 +316,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
             self.last_result = StepResult(*result)
             self._auto.after_step()
             if not self.last_result.applied:
-                skipped(self, self.last_result.grad_norm)
+                self.skipped_steps += 1
+                warn_skipped(self.last_result.grad_norm, self.skipped_steps)
         return loss
 
     @common.serialised(sync_before=True)

@@ -19,10 +19,11 @@ its own step count, and weights written in place after construction
 (``model.load_state_dict``, ``nn.init``, ``p.copy_``) are picked up by the next step.
 
 This module holds the algorithms (their defaults and hyper-parameters); their base,
-:class:`TandemOptimizer` (tandem/_torch_optimizer.py), is the torch.optim front end over
-the front-end core (tandem/_engine.py), which builds and drives the engine. Weight writes that bypass torch's version counter
-(``p.data.copy_(...)``, raw pointers) need ``opt.reload_params()``. DTensor parameters
-(FSDP2's ``fully_shard``, HSDP) are stepped shard by shard (docs/distributed.md).
+:class:`TandemOptimizer` (tandem/_torch_optimizer.py), is the torch.optim front end
+over the front-end core (tandem/_engine.py), which builds and drives the engine. Weight
+writes that bypass torch's version counter (``p.data.copy_(...)``, raw pointers) need
+``opt.reload_params()``. DTensor parameters (FSDP2's ``fully_shard``, HSDP) are stepped
+shard by shard (docs/distributed.md).
 """
 
 try:
