@@ -47,27 +47,24 @@ class Engine:
     it keeps a gradient buffer per plain tensor, which the front end installs as p.grad
     and which takes the copy of a gradient it cannot read in place (torch's p.grad);
     for DTensor parameters and with ``config.release_grads`` only the copies need one
-    (Note [Gradients read where they are]). early_start: the front end hands gradients
-    over during backward (grad_ready; Note [Released gradients] in _grads.py for
-    release_grads). follow_writes: each step first reloads
-    the masters of parameters torch ops wrote (Note [The parameter is the source of
-    truth]); off for a front end whose framework writes the parameters itself between
-    steps (Megatron's parameter all-gather), which reloads them when it knows.
+    (Note [Gradients read where they are]). follow_writes: each step first reloads the
+    masters of parameters torch ops wrote (Note [The parameter is the source of truth]);
+    off for a front end whose framework writes the parameters itself between steps
+    (Megatron's parameter all-gather), which reloads them when it knows.
 
-    ``book`` is the engine's GradientBook (_grads.py): the gradient buffers, early start
-    and release.
+    ``book`` is the engine's GradientBook (_grads.py): the gradient buffers, and the
+    gradients a front end hands over during backward (``book.grad_ready``: early start;
+    Note [Released gradients] in _grads.py for release_grads).
 
     Not thread-safe: the front end holds its lock around every call.
     """
 
-    def __init__(self, algorithm, config, *, borrow_grads=False, early_start=False,
-                 follow_writes=True):
+    def __init__(self, algorithm, config, *, borrow_grads=False, follow_writes=True):
         self.algorithm = algorithm
         self.follow_writes = follow_writes
         self.config = config
         self.formats = (config.master, config.momentum, config.variance)
         self.borrow_grads = borrow_grads
-        self.early_start = early_start
         self.release = bool(config.release_grads)
         self.book = GradientBook(borrow_grads, self.release)
         self.engine = None

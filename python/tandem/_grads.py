@@ -105,13 +105,6 @@ class GradientBook:
     def label(self, k):
         return _options.label(self.names[k], self.params[k])
 
-    def _guard(self):
-        return device_guard(self.device)
-
-    @property
-    def _cuda(self):
-        return self.device is not None and self.device.type == "cuda"
-
     def grad_dtype(self, k):
         """The dtype of engine tensor k's gradient in its spec: its buffer's, or (no buffer
         yet) its parameter's."""
@@ -275,8 +268,9 @@ class GradientBook:
         tensor's version. Returns whether one was already handed in this step."""
         again = self.ready[k]
         g = local(grad)
-        with self._guard():
-            stream = torch.cuda.current_stream(self.device).cuda_stream if self._cuda else 0
+        with device_guard(self.device):
+            cuda = self.device.type == "cuda"
+            stream = torch.cuda.current_stream(self.device).cuda_stream if cuda else 0
             self.engine.grad_ready(k, g.data_ptr(), stream)
         self.ready[k] = True
         self._ready_at[k] = (g.data_ptr(), g._version)
@@ -304,8 +298,8 @@ class GradientBook:
             total -= t.numel() * t.element_size()
             if self.engine.grad_consumed(k):
                 continue
-            with self._guard():
-                if not self._cuda:
+            with device_guard(self.device):
+                if self.device.type != "cuda":
                     self.engine.wait_grad_consumed(k, 0)  # host mode: the host waits
                     continue
                 if self._waiter is None:
@@ -317,7 +311,7 @@ class GradientBook:
         """Ends the step under way without applying it (the engine's discard_step:
         speculation rolled back, hand-overs forgotten); held gradients stay held."""
         if self.handed or self.engine.step_begun:
-            with self._guard():
+            with device_guard(self.device):
                 self.engine.discard_step()
         self.reset_ready()
 
@@ -354,7 +348,7 @@ class GradientBook:
                 and self._ready_at[k] != (pointers[k], sources[k]._version)]
         if not redo:
             return
-        with self._guard():
+        with device_guard(self.device):
             order_after_current()
             for k in redo:
                 self.engine.grad_ready(k, pointers[k])

@@ -146,7 +146,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
         self.host_cpus = tuple(config.host_cpus)  # (): unrestricted
         if auto:
             config.offload_fraction = _auto_fraction.starting_fraction(device)
-        self._core = _engine.Engine(self._ALGORITHM, config, early_start=early_start)
+        self._core = _engine.Engine(self._ALGORITHM, config)
         self._handover = HandOver(self._core, self._lock, early_start, config.release_grads,
                                   in_flight)
         self._layout = LayoutFollower(self._core)
