@@ -27,7 +27,6 @@ import sys
 
 import torch
 
-from tandem import _C
 from tandem import _device_memory
 
 HEADROOM_FRACTION = 0.05

@@ -43,8 +43,10 @@ def cuda_fence(grad):
 
 
 class CopiedGrads:
-    """The deferred hand-overs of one optimizer (module docstring). `fence(grad)` makes
-    the object whose ``synchronize()`` returns once `grad` is complete (None: it is)."""
+    """The deferred hand-overs of one optimizer, `opt` (module docstring): each is
+    ``opt._hand_over(k, grad)`` under ``opt._lock``; opt is held weakly. `fence(grad)`
+    makes the object whose ``synchronize()`` returns once `grad` is complete (None: it
+    is)."""
 
     def __init__(self, opt, fence=cuda_fence):
         self._ref = weakref.ref(opt)

@@ -29,22 +29,14 @@ from tandem import _C
 from tandem import _device_memory
 from tandem import _dist
 from tandem import _options
-from tandem._grads import GradientBook
+from tandem._grads import GradientBook, device_guard
 
 DTYPE_NAMES = _options.DTYPE_NAMES
 
 local = _dist.local  # a DTensor's local shard, or the tensor itself
 
 
-class _NullContext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-class Engine(GradientBook):
+class Engine:
     """One HybridOptimizer over the tensors a front end binds (see the module docstring).
 
     algorithm: "adamw", "adam", "lion" or "sgd". config: a tandem._C.OptimizerConfig with
@@ -55,39 +47,44 @@ class Engine(GradientBook):
     it keeps a gradient buffer per plain tensor, which the front end installs as p.grad
     and which takes the copy of a gradient it cannot read in place (torch's p.grad);
     for DTensor parameters and with ``config.release_grads`` only the copies need one
-    (Note [Gradients read where they are]). early_start: the front end hands gradients
-    over during backward (grad_ready; Note [Released gradients] in _grads.py for
-    release_grads). follow_writes: each step first reloads
-    the masters of parameters torch ops wrote (Note [The parameter is the source of
-    truth]); off for a front end whose framework writes the parameters itself between
-    steps (Megatron's parameter all-gather), which reloads them when it knows.
+    (Note [Gradients read where they are]). follow_writes: each step first reloads the
+    masters of parameters torch ops wrote (Note [The parameter is the source of truth]);
+    off for a front end whose framework writes the parameters itself between steps
+    (Megatron's parameter all-gather), which reloads them when it knows.
+
+    ``book`` is the engine's GradientBook (_grads.py): the gradient buffers, and the
+    gradients a front end hands over during backward (``book.grad_ready``: early start;
+    Note [Released gradients] in _grads.py for release_grads).
 
     Not thread-safe: the front end holds its lock around every call.
     """
 
-    def __init__(self, algorithm, config, *, borrow_grads=False, early_start=False,
-                 follow_writes=True):
+    def __init__(self, algorithm, config, *, borrow_grads=False, follow_writes=True):
         self.algorithm = algorithm
         self.follow_writes = follow_writes
         self.config = config
         self.formats = (config.master, config.momentum, config.variance)
         self.borrow_grads = borrow_grads
-        self.early_start = early_start
         self.release = bool(config.release_grads)
+        self.book = GradientBook(borrow_grads, self.release)
         self.engine = None
         self.params, self.names, self.group_of = [], [], []
         self.index_by_id = {}
         self.device, self.cuda, self.stream = None, False, 0
         self.sharded, self.combine = False, None
-        self.grads = []          # k -> the tensor the engine reads (own buffer or borrowed)
         self._ptrs, self._storages, self._param_versions = [], [], []
         self.retired = {}        # id(p) -> (p, snapshot entry) of parameters left out
         self.grad_rebinds = 0    # rebinds for borrowed gradients of another dtype
         self.hypers = []         # each group's hyper-parameters the engine has
-        self.ready, self._ready_at = [], []  # early start (reset_ready)
-        self.handed, self.early_off = 0, False
-        self.held = []           # released gradients still read (Note [Released gradients])
-        self._waiter = None      # a stream bound_held waits on (Note [Gradients in flight])
+
+    @property
+    def engine(self):
+        """The HybridOptimizer (None before the first bind); the book's too."""
+        return self._engine
+
+    @engine.setter
+    def engine(self, engine):
+        self._engine = self.book.engine = engine
 
     # ------------------------------------------------------------------------------------
     # Reports
@@ -116,13 +113,18 @@ class Engine(GradientBook):
     def label(self, k):
         return _options.label(self.names[k], self.params[k])
 
+    # The book's that tests and tools read.
+    handed = property(lambda self: self.book.handed)
+    held = property(lambda self: self.book.held)
+
+    def prune_held(self):
+        self.book.prune_held()
+
     # ------------------------------------------------------------------------------------
     # Devices and streams
 
     def guard(self):
-        if self.cuda:
-            return torch.cuda.device(self.device)
-        return _NullContext()
+        return device_guard(self.device)
 
     def engine_stream(self):
         return (torch.cuda.default_stream(self.device) if self.stream == 0
@@ -252,35 +254,19 @@ class Engine(GradientBook):
         self.group_of = [g for _, _, g in entries]
         self.device, self.cuda = device, device.type == "cuda"
         self.index_by_id = {id(p): k for k, p in enumerate(params)}
-        if self.borrow_grads:
-            given = list(grads) if grads is not None else [None] * len(params)
-            missing = [local(p).numel() for p, g in zip(params, given) if g is None]
-            placeholder = (torch.zeros(max(missing), dtype=torch.float32, device=device)
-                           if missing else None)
-            self.grads = [g if g is not None else placeholder for g in given]
-            for k, g in enumerate(given):
-                if g is not None:
-                    self.check_grad(k, g)
-        elif self.sharded or self.release:
-            self.grads = [None] * len(params)  # Note [Gradients read where they are]
-        else:
-            # The engine reads self.grads[k]; p.grad gets a separate alias of it
-            # (alias_of), so nothing done to p.grad can take the buffer away.
-            self.grads = [torch.zeros(local(p).shape, dtype=p.dtype, device=p.device)
-                          for p in params]
+        self.book.lay_out(params, names, self.sharded, device, grads)
         # The engine holds raw pointers: each parameter's storage is kept alive, so that
         # a parameter reallocated behind our back (p.data = ..., model.to()) leaves the
         # old memory readable until a rebind takes the state from it, and no new tensor
         # can get the old address (a changed data_ptr() always means a reallocation).
         self._ptrs = [local(p).data_ptr() for p in params]
         self._storages = [local(p).detach() for p in params]
-        self._seen = [None] * len(params)  # gather's last checked gradient, per tensor
 
     def _specs(self):
         specs = []
         for k, p in enumerate(self.params):
             mine = local(p)
-            g = self.grads[k] if self.grads[k] is not None else mine
+            g = self.book.grads[k] if self.book.grads[k] is not None else mine
             # A 1-D shard may end at any element: the exact norm sums its elements one by
             # one (TensorSpec::norm_unit); other shards end between rows (the default).
             unit = 1 if self.sharded and p.dim() == 1 and _dist.shard_dim(p) is not None else 0
@@ -326,7 +312,7 @@ class Engine(GradientBook):
             self.hypers = [dict(h) for h in hypers]
             self.engine = self._new_engine()
             self.record_versions()
-            self.reset_ready()
+            self.book.reset_ready()
             return list(self.params), []
         return self._rebind(entries, hypers, grads)
 
@@ -336,7 +322,7 @@ class Engine(GradientBook):
         freed first so that its memory serves the new one; when the new one cannot be
         built, the old options are rebuilt with the state and the error raised. Between
         steps only."""
-        if self.engine.step_begun or self.handed:
+        if self.engine.step_begun or self.book.handed:
             raise RuntimeError("move_state: a step is under way")
         with self.guard():
             self.synchronize()
@@ -406,14 +392,15 @@ class Engine(GradientBook):
         here, so the snapshot reads valid memory. Costs a full state copy. Refused (the
         step under way discarded) once gradients of the step were released: the new
         engine could not step them."""
-        if self.release and self.handed:
-            self.discard()
+        book = self.book
+        if self.release and book.handed:
+            book.discard()
             raise RuntimeError(
                 "the optimizer's parameters changed (param_groups, unfreezing, a "
                 "reallocation) after gradients of this step were released (release_grads); "
                 "the step was discarded, nothing changed. Change parameters between a "
                 "step() and the next backward")
-        old = dict(params=self.params, grads=self.grads, versions=self._param_versions)
+        old = dict(params=self.params, grads=book.grads, versions=self._param_versions)
         with self.guard():
             self.synchronize()  # the last step's state is final
             snap = self.engine.snapshot()
@@ -423,8 +410,9 @@ class Engine(GradientBook):
         written = {id(p) for k, p in enumerate(old["params"])
                    if local(p)._version != old["versions"][k]}
         tables = {key: getattr(self, key) for key in (
-            "params", "names", "group_of", "device", "cuda", "index_by_id", "grads", "_ptrs",
+            "params", "names", "group_of", "device", "cuda", "index_by_id", "_ptrs",
             "_storages", "stream", "sharded", "combine", "hypers")}
+        book_layout = book.layout()
         same = (len(entries) == len(old["params"])
                 and all(e[0] is p for e, p in zip(entries, old["params"]))
                 and [(n, g) for _, n, g in entries] == list(zip(self.names, self.group_of)))
@@ -451,12 +439,13 @@ class Engine(GradientBook):
                     state["tensors"] = tensors
                     state["step"], state["metadata"] = snap["step"], snap.get("metadata", "")
                 for k, t in enumerate(state["tensors"]):  # a borrowed gradient's dtype
-                    t["grad_dtype"] = DTYPE_NAMES[self.grad_dtype(k)]  # may have changed
+                    t["grad_dtype"] = DTYPE_NAMES[book.grad_dtype(k)]  # may have changed
                 self._restore_into(engine, state, zip(self.params, values))
                 del values
         except BaseException:
             for key, value in tables.items():  # no state change on a failed call
                 setattr(self, key, value)
+            book.restore_layout(book_layout)
             raise
         for k, p in enumerate(old["params"]):
             if id(p) not in self.index_by_id:
@@ -476,9 +465,9 @@ class Engine(GradientBook):
             if not self.borrow_grads and old["grads"][o] is not None:
                 grad = p.grad
                 if grad is not None and local(grad).data_ptr() == old["grads"][o].data_ptr():
-                    self.own_buffer(k).copy_(old["grads"][o])
-                    p.grad = self.alias_of(k)
-        self.reset_ready()
+                    book.own_buffer(k).copy_(old["grads"][o])
+                    p.grad = book.alias_of(k)
+        book.reset_ready()
         self.engine = engine  # the old one is freed here
         reload = [k for k, p in enumerate(self.params) if id(p) in written] + returning
         if reload:
@@ -544,18 +533,19 @@ class Engine(GradientBook):
         engine's step is begun, lrs, hypers, clip and loss_scale must be begin_step's.
         Returns the engine's (applied, grad_norm, step, stepped_tensors)."""
         options, lrs = self._options(lrs, hypers, clip, loss_scale)
-        released = self.released_grads(grads)  # checked before anything changes
-        active, pointers, sources, rebind = self.gather(grads)
+        book = self.book
+        released = book.released_grads(grads)  # checked before anything changes
+        active, pointers, sources, rebind = book.gather(grads, self._ptrs, self.check_realloc)
         if rebind:  # reallocated parameters (the state follows), a gradient's dtype
             if not self.reallocated():
                 self.grad_rebinds += 1
             self.bind(list(zip(self.params, self.names, self.group_of)), hypers,
-                      grads=([g if g is not None else self.grads[k]
+                      grads=([g if g is not None else book.grads[k]
                               for k, g in enumerate(grads)] if self.borrow_grads else None))
-            active, pointers, sources, _ = self.gather(grads)
+            active, pointers, sources, _ = book.gather(grads, self._ptrs, self.check_realloc)
         if self.follow_writes:
             self.sync_params()
-        self.recheck_early_start(active, pointers, sources)
+        book.recheck_early_start(active, pointers, sources, self.order_after_current)
         if released:  # read from what grad_ready took (pointer 0: grad_ready's)
             active = bytearray(active)
             for k in released:
@@ -571,7 +561,7 @@ class Engine(GradientBook):
                 if current is not None:
                     current.wait_stream(self.engine_stream())
         finally:
-            self.reset_ready()
+            book.reset_ready()
         self.hypers = [dict(h) for h in hypers]
         return result
 
@@ -596,5 +586,5 @@ class Engine(GradientBook):
             self.synchronize()
             self.engine.restore(snap)  # refused while a step is begun
         if not self.release:  # released gradients stay the next step's (Restore)
-            self.reset_ready()
+            self.book.reset_ready()
 

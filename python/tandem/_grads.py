@@ -1,9 +1,9 @@
 """The gradient bookkeeping of the front-end core (tandem/_engine.py): which engine tensors
 have a gradient at a step and where the engine reads it (Note [Which parameters have a
 gradient], Note [Swapped gradients]), early start with its check at the step (Note
-[Early start is checked at step]) and gradient release (Note [Released gradients]). A
-mixin of Engine, whose tables (params, grads: each tensor's own or borrowed gradient
-buffer, or None while it has none, borrow_grads, sharded, release, engine) it reads.
+[Early start is checked at step]) and gradient release (Note [Released gradients]). An
+Engine holds one :class:`GradientBook`, lays it out with its tensors at each bind and
+points it at each HybridOptimizer it builds.
 
 Note [Released gradients]: with release_grads, a front end hands a gradient over as soon
 as it is final (``grad_ready``, from a post-accumulate-grad hook: autograd's, or FSDP2's
@@ -24,6 +24,8 @@ waits on the host for the oldest held gradients' reads to complete and lets them
 Backward's launching thread then runs at the link's pace, and the GPU holds at most the
 bound plus the gradient just handed over."""
 
+import contextlib
+
 import torch
 
 from tandem import _dist
@@ -42,8 +44,66 @@ def storage_ptr(t):
     return storage.data_ptr()
 
 
+def device_guard(device):
+    """torch.cuda.device(device) for a CUDA device, else a context that does nothing."""
+    if device is not None and device.type == "cuda":
+        return torch.cuda.device(device)
+    return contextlib.nullcontext()
+
+
 class GradientBook:
-    """Gradients and early start of an Engine (see the module docstring)."""
+    """The gradients of an Engine's tensors (see the module docstring): ``grads``, each
+    tensor's own or borrowed gradient buffer (None while it has none); ``ready``,
+    ``handed`` and ``early_off``, the early hand-overs of the step under way; ``held``,
+    the released gradients the engine still reads. borrow_grads, release: the Engine's.
+    ``lay_out`` takes the Engine's tensors at each bind; ``engine`` is the HybridOptimizer
+    the gradients go to. Not thread-safe, as the Engine."""
+
+    def __init__(self, borrow_grads, release):
+        self.borrow_grads, self.release = borrow_grads, release
+        self.engine = None
+        self.params, self.names, self.sharded, self.device = [], [], False, None
+        self.grads = []
+        self._seen = []          # gather's last checked gradient, per tensor
+        self.ready, self._ready_at = [], []  # early start (reset_ready)
+        self.handed, self.early_off = 0, False
+        self.held = []           # released gradients still read (Note [Released gradients])
+        self._waiter = None      # a stream bound_held waits on (Note [Gradients in flight])
+
+    def lay_out(self, params, names, sharded, device, grads=None):
+        """Takes the Engine's tensors (parameters, names, whether sharded, their device)
+        and makes each one's gradient buffer (Note [Gradients read where they are] in
+        _engine.py): borrowed, grads[k] (a shared zero placeholder for a gradient that
+        does not exist yet; ValueError for one that cannot be the gradient); own, a new
+        zeroed buffer, or none for DTensor parameters and with release."""
+        self.params, self.names, self.sharded, self.device = params, names, sharded, device
+        if self.borrow_grads:
+            given = list(grads) if grads is not None else [None] * len(params)
+            missing = [local(p).numel() for p, g in zip(params, given) if g is None]
+            placeholder = (torch.zeros(max(missing), dtype=torch.float32, device=device)
+                           if missing else None)
+            self.grads = [g if g is not None else placeholder for g in given]
+            for k, g in enumerate(given):
+                if g is not None:
+                    self.check_grad(k, g)
+        elif self.sharded or self.release:
+            self.grads = [None] * len(params)  # Note [Gradients read where they are]
+        else:
+            # The engine reads self.grads[k]; p.grad gets a separate alias of it
+            # (alias_of), so nothing done to p.grad can take the buffer away.
+            self.grads = [torch.zeros(local(p).shape, dtype=p.dtype, device=p.device)
+                          for p in params]
+        self._seen = [None] * len(params)
+
+    def layout(self):
+        """What lay_out set, for restore_layout (a rebind that failed)."""
+        return self.params, self.names, self.sharded, self.device, self.grads
+
+    def restore_layout(self, layout):
+        self.params, self.names, self.sharded, self.device, self.grads = layout
+
+    def label(self, k):
+        return _options.label(self.names[k], self.params[k])
 
     def grad_dtype(self, k):
         """The dtype of engine tensor k's gradient in its spec: its buffer's, or (no buffer
@@ -113,12 +173,14 @@ class GradientBook:
         return (g.layout == torch.strided and g.is_contiguous()
                 and g.dtype == self.grad_dtype(k) and g.device == self.params[k].device)
 
-    def gather(self, grads):
+    def gather(self, grads, ptrs, check_realloc):
         """(active, pointers, sources, rebind) for a step whose gradients are grads[k] (a
         tensor, or None: no gradient): one flag per engine tensor saying whether it is
         stepped, the gradient pointer the engine reads for it (0 when inactive), the
         tensor that pointer is in, and whether the caller must rebind before stepping (a
-        parameter reallocated, a borrowed gradient of another dtype).
+        parameter reallocated: its data pointer is not ptrs[k], the one the engine was
+        built with, and check_realloc(k) raises for it while the engine's step is begun;
+        a borrowed gradient of another dtype).
 
         Note [Which parameters have a gradient]: as torch.optim, a tensor is stepped when
         it has a gradient at the step, with whatever that gradient holds then. The engine
@@ -142,12 +204,12 @@ class GradientBook:
         # A reallocated parameter rebinds (the caller), except while the engine's step is
         # begun: then it raises.
         begun = self.engine.step_begun
-        seen, params, ptrs = self._seen, self.params, self._ptrs
+        seen, params = self._seen, self.params
         mine = local if self.sharded else _same  # per tensor and step: no call when plain
         for k, grad in enumerate(grads):
             if mine(params[k]).data_ptr() != ptrs[k]:
                 if begun:
-                    self.check_realloc(k)
+                    check_realloc(k)
                 rebind = True
             if grad is None:
                 continue
@@ -206,8 +268,9 @@ class GradientBook:
         tensor's version. Returns whether one was already handed in this step."""
         again = self.ready[k]
         g = local(grad)
-        with self.guard():
-            stream = torch.cuda.current_stream(self.device).cuda_stream if self.cuda else 0
+        with device_guard(self.device):
+            cuda = self.device.type == "cuda"
+            stream = torch.cuda.current_stream(self.device).cuda_stream if cuda else 0
             self.engine.grad_ready(k, g.data_ptr(), stream)
         self.ready[k] = True
         self._ready_at[k] = (g.data_ptr(), g._version)
@@ -235,8 +298,8 @@ class GradientBook:
             total -= t.numel() * t.element_size()
             if self.engine.grad_consumed(k):
                 continue
-            with self.guard():
-                if not self.cuda:
+            with device_guard(self.device):
+                if self.device.type != "cuda":
                     self.engine.wait_grad_consumed(k, 0)  # host mode: the host waits
                     continue
                 if self._waiter is None:
@@ -248,7 +311,7 @@ class GradientBook:
         """Ends the step under way without applying it (the engine's discard_step:
         speculation rolled back, hand-overs forgotten); held gradients stay held."""
         if self.handed or self.engine.step_begun:
-            with self.guard():
+            with device_guard(self.device):
                 self.engine.discard_step()
         self.reset_ready()
 
@@ -268,7 +331,7 @@ class GradientBook:
                     "instead; nothing changed" % self.label(k))
         return released
 
-    def recheck_early_start(self, active, pointers, sources):
+    def recheck_early_start(self, active, pointers, sources, order_after_current):
         """Note [Early start is checked at step]: grad_ready made the engine start on a
         tensor's gradient during backward (its offloaded part copied down, perhaps
         updated speculatively), from the pointer it was handed. When the gradient the
@@ -277,15 +340,16 @@ class GradientBook:
         version counter moved), the tensor's early work is redone here: the engine's
         grad_ready called again, with the step's pointer, redoes it exactly (Note [A
         second GradReady] in offload/executors/host_offload.cc). Writes that bypass the version
-        counter (``p.grad.data`` in place, raw pointers) after backward cannot be seen."""
+        counter (``p.grad.data`` in place, raw pointers) after backward cannot be seen.
+        order_after_current(): orders the engine's stream after the caller's."""
         if not self.handed or self.release:
             return  # a released gradient is what the engine took at grad_ready
         redo = [k for k in range(len(self.params)) if self.ready[k] and active[k]
                 and self._ready_at[k] != (pointers[k], sources[k]._version)]
         if not redo:
             return
-        with self.guard():
-            self.order_after_current()
+        with device_guard(self.device):
+            order_after_current()
             for k in redo:
                 self.engine.grad_ready(k, pointers[k])
                 self._ready_at[k] = (pointers[k], sources[k]._version)

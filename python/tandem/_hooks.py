@@ -16,15 +16,16 @@ import torch
 
 
 class GradHooks:
-    """The hooks of one engine layout. ``arriving(k)`` and ``accumulated(k)`` are the
-    names of the optimizer's methods the hooks call with the engine tensor's index."""
+    """The hooks of one engine layout over `params`, held by `opt` (weakly): the tensor
+    hook of parameter k calls ``arriving(opt, k)``, its post-accumulate hook (with
+    early_start) ``accumulated(opt, k)``, while opt lives."""
 
     def __init__(self, opt, params, early_start, arriving, accumulated):
         self._ref = weakref.ref(opt)
         self._handles = []
         self._accumulators = []
         self._early = early_start
-        self._names = (arriving, accumulated)
+        self._calls = (arriving, accumulated)
         self._pending = []
         for k, p in enumerate(params):
             if p.requires_grad:
@@ -51,7 +52,7 @@ class GradHooks:
         self._finalizer.detach()
 
     def _hook(self, k, p):
-        ref, (arriving, accumulated) = self._ref, self._names
+        ref, (arriving, accumulated) = self._ref, self._calls
         self._handles.append(p.register_hook(
             lambda _grad, k=k: _call(ref, arriving, k)))
         if not self._early:
@@ -69,11 +70,11 @@ class GradHooks:
             self._accumulators.append(acc)  # keeps the node (and hook) alive
 
 
-def _call(ref, method, k):
-    """Calls ref().method(k) while the optimizer lives."""
+def _call(ref, fn, k):
+    """Calls fn(ref(), k) while the optimizer lives."""
     opt = ref()
     if opt is not None:
-        getattr(opt, method)(k)
+        fn(opt, k)
 
 
 def _remove(handles):

@@ -11,7 +11,7 @@ from tandem import _dist
 from tandem import _engine
 from tandem import _options
 from tandem._megatron_state import StateAccess, delegate
-from tandem._warnings import RebindWarning, SkippedStepWarning, skipped, warn
+from tandem._warnings import RebindWarning, warn, warn_skipped
 
 _SET_HERE = ("algorithm", "groups", "mode", "cuda_stream", "master", "momentum", "variance")
 
@@ -217,7 +217,8 @@ class TandemAdam(_torch.optim.AdamW):
                 for group in self.param_groups:
                     group["step"] = int(step)
             else:
-                skipped(self, grad_norm)
+                self.skipped_steps += 1
+                warn_skipped(grad_norm, self.skipped_steps)
         return loss
 
     def _rebuilt(self):

@@ -2,9 +2,10 @@
 engine's gradient buffer installed as p.grad before autograd accumulates into it, early
 start (the engine's grad_ready as each gradient is final: autograd's post-accumulate-grad
 hook for plain parameters, FSDP2's after each reduce-scatter for DTensor ones) and
-gradient release (Note [Released gradients] in _grads.py), with what release refuses. A
-mixin of TandemOptimizer, which owns ``self._core`` (the front-end core), ``self._lock``
-and the early start flags; tandem/_hooks.py registers the hooks."""
+gradient release (Note [Released gradients] in _grads.py), with what release refuses.
+A TandemOptimizer holds one :class:`HandOver`, which its hooks (tandem/_hooks.py) and
+its deferred hand-overs (CopiedGrads) reach through the optimizer's
+``_on_grad_arriving``, ``_on_grad_accumulated`` and ``_hand_over``."""
 
 import weakref
 
@@ -15,124 +16,140 @@ from tandem._copied_grads import CopiedGrads
 from tandem._dist import local
 from tandem._warnings import EarlyStartAccumulationWarning, warn
 
-# Every tandem.torch optimizer alive (registered at each bind), for the release check:
-# two optimizers over one parameter cannot both see its gradient once one releases it.
+# The hand-overs of every tandem.torch optimizer alive (registered at each bind), for the
+# release check: two optimizers over one parameter cannot both see its gradient once one
+# releases it.
 _LIVE = weakref.WeakSet()
 
 
 class HandOver:
-    """Gradient hooks, early start and release of TandemOptimizer (module docstring)."""
+    """Early start and release of one TandemOptimizer (module docstring) over `core`, its
+    front-end core; `lock` is its lock, taken around the hand-overs its hooks make.
+    early_start, release_grads and grads_in_flight_bytes are its options; ``accumulating``
+    is True inside its ``accumulating()``; ``copied`` is the CopiedGrads where hand-overs
+    wait for device copies, or None. Calls that hand a gradient over take
+    ``layout_pending()``: whether the next step rebinds (LayoutFollower.pending)."""
 
-    _copied = None  # CopiedGrads, where hand-overs wait for device copies
+    def __init__(self, core, lock, early_start, release_grads, grads_in_flight_bytes):
+        self.core, self.book, self.lock = core, core.book, lock
+        self.early_start, self.release_grads = early_start, release_grads
+        self.grads_in_flight_bytes = grads_in_flight_bytes
+        self.accumulating = False
+        self.copied = None
+        self._refused = None   # why the step under way cannot be taken (release_grads)
+        self._warned_accumulation = False
 
-    def _on_grad_arriving(self, k):
+    def arriving(self, k):
+        """Before autograd accumulates parameter k's gradient: installs its buffer, zeroed,
+        as p.grad when p.grad is None."""
         # A reallocated parameter (perhaps on another device now) gets autograd's own
         # gradient; the next step's rebind adopts it into a new buffer. Without a buffer
         # (Note [Gradients read where they are] in _engine.py) autograd's gradient is the
         # one read.
-        if self._core.grads[k] is None:
+        if self.book.grads[k] is None:
             return
-        if self._core.params[k].grad is None and not self._core.moved(k):
+        if self.core.params[k].grad is None and not self.core.moved(k):
             with torch.no_grad():
-                self._core.install_zeroed(k)
+                self.book.install_zeroed(k)
 
-    def _on_grad_accumulated(self, k):
+    def accumulated(self, k, layout_pending):
         """Early start: the engine starts on parameter k's gradient now (Note [Early start
-        is checked at step] in _engine.py), or, for a gradient a device copy is still
+        is checked at step] in _grads.py), or, for a gradient a device copy is still
         writing, once that copy is complete (Note [Gradients copied to the host] in
         _copied_grads.py)."""
-        if not self.early_start or self._accumulating or self._core.moved(k):
+        if not self.early_start or self.accumulating or self.core.moved(k):
             return  # a reallocated parameter: the next step rebinds, then steps it
-        grad = self._core.params[k].grad
+        grad = self.core.params[k].grad
         if grad is None:
             return
-        if self._copied is None:
-            with self._lock:
-                self._hand_over(k, grad)
-        elif not self._core.ready[k]:
-            self._copied.defer(k, grad)
+        if self.copied is None:
+            with self.lock:
+                self.hand_over(k, grad, layout_pending)
+        elif not self.book.ready[k]:
+            self.copied.defer(k, grad)
         else:  # a second gradient in this step (accumulation): refused or redone now
-            with self._lock:
-                self._copied.land(also=(k, grad))
+            with self.lock:
+                self.copied.land(also=(k, grad))
 
-    def _follow_copies(self):
-        """The deferred hand-overs where early start meets host shards of a CUDA mesh
-        (Note [Gradients copied to the host]), kept across rebinds; None elsewhere."""
-        if not (self.early_start and _dist.host_shards(self._core.params)):
-            self._copied = None
-        elif self._copied is None:
-            self._copied = CopiedGrads(self)
+    def follow_layout(self, opt):
+        """After each bind of opt's engine: the deferred hand-overs where early start
+        meets host shards of a CUDA mesh (Note [Gradients copied to the host]), kept
+        across rebinds (holding opt weakly); None elsewhere."""
+        if not (self.early_start and _dist.host_shards(self.core.params)):
+            self.copied = None
+        elif self.copied is None:
+            self.copied = CopiedGrads(opt)
+        _LIVE.add(self)
 
     def _land_copies(self):
         """Hands the gradients still waiting for their copies over (the lock held)."""
-        if self._copied is not None:
-            self._copied.land()
+        if self.copied is not None:
+            self.copied.land()
 
-    def _hand_over(self, k, grad):
+    def hand_over(self, k, grad, layout_pending):
         """Hands parameter k's gradient `grad` to the engine (the lock held), unless it is
         no longer p.grad, the step is refused or read at step()."""
-        core = self._core
-        if self._refused is not None or core.early_off:
+        core, book = self.core, self.book
+        if self._refused is not None or book.early_off:
             return  # the step is refused, or read at step() (below)
-        if not core.handed and not core.step_begun and self._layout_pending():
+        if not book.handed and not core.step_begun and layout_pending():
             # The first gradient of a step whose parameters changed: step() rebinds,
             # which would lose what a release handed over; this step reads them all.
-            core.early_off = True
+            book.early_off = True
             return
         p = core.params[k]
         if p.grad is not grad:
             return  # replaced since its hook (the step reads what p.grad is then)
         try:
-            if core.check_grad(k, grad) or not core.adoptable(k, grad):
+            if book.check_grad(k, grad) or not book.adoptable(k, grad):
                 return  # the step copies it (another dtype, not contiguous) and starts
         except ValueError:
             return      # the step raises for it
         if self.release_grads:
             self._release(k, p, grad)
-        elif core.grad_ready(k, grad) and not self._warned_accumulation:
+        elif book.grad_ready(k, grad) and not self._warned_accumulation:
             self._warned_accumulation = True
             warn("early_start: %s got a second gradient in one step "
                  "(gradient accumulation); the engine redoes its early work, so "
                  "results are exact but the first copies were wasted. Run every "
                  "micro-batch but the last inside `with opt.accumulating():`."
-                 % self._core.label(k), EarlyStartAccumulationWarning)
+                 % core.label(k), EarlyStartAccumulationWarning)
 
     def _release(self, k, p, grad):
         """release_grads: hands parameter k's gradient over and drops p.grad (Note
         [Released gradients] in _grads.py); a second gradient in one step refuses the
         step (RuntimeError, raised through backward)."""
-        core = self._core
-        if core.ready[k]:
-            core.discard()
+        book = self.book
+        if book.ready[k]:
+            book.discard()
             self._refused = (
                 "release_grads: %s got a second gradient in one step (gradient "
                 "accumulation) after its first was released; run every micro-batch but the "
                 "last inside `with opt.accumulating():` (or with FSDP2's "
                 "set_requires_gradient_sync(False)). The step was discarded, nothing "
-                "changed; call opt.zero_grad() and run the step again" % core.label(k))
+                "changed; call opt.zero_grad() and run the step again" % book.label(k))
             raise RuntimeError(self._refused)
-        core.grad_ready(k, grad)
-        core.hold(k, local(grad))
+        book.grad_ready(k, grad)
+        book.hold(k, local(grad))
         p.grad = None
-        core.prune_held()
-        core.bound_held(self.grads_in_flight_bytes)
+        book.prune_held()
+        book.bound_held(self.grads_in_flight_bytes)
 
-    def _drop_handed(self):
+    def drop_handed(self):
         """zero_grad: gradients handed over in a backward that is not stepped are
         dropped, as torch drops p.grad (the engine forgets them, a speculation is
         undone); a refused step is forgotten with them."""
-        core = self._core
+        book = self.book
         try:
             self._land_copies()
         except Exception:  # noqa: BLE001 -- the step's gradients are dropped, and so
             pass           # is what their hand-over raised (a refused step, below)
-        if core.handed:
-            core.discard()
-            self._begun = None
+        if book.handed:
+            book.discard()
         self._refused = None
-        core.prune_held()
+        book.prune_held()
 
-    def _check_release(self):
+    def check_step(self):
         """Hands over the gradients still waiting for their copies, then refuses a step
         that cannot be exact under release_grads (the step under way discarded when it
         had begun)."""
@@ -140,12 +157,13 @@ class HandOver:
         if self._refused is not None:
             raise RuntimeError(self._refused)
         self._check_shared_release()
-        if not self.release_grads:
-            return
-        scaler = self.__dict__.pop("found_inf", None), self.__dict__.pop("grad_scale", None)
-        if any(value is not None for value in scaler):
-            self._core.discard()
-            self._begun = None
+
+    def check_scaler(self, found_inf, grad_scale):
+        """release_grads: refuses a step that GradScaler hands its scale to (found_inf,
+        grad_scale: what it set on the optimizer, or None), discarding the step under
+        way."""
+        if found_inf is not None or grad_scale is not None:
+            self.book.discard()
             raise ValueError(
                 "release_grads: GradScaler cannot unscale released gradients (p.grad is "
                 "None after backward); pass loss_scale= to step() (or begin_step()) and "
@@ -158,11 +176,11 @@ class HandOver:
         sets p.grad = None, so the other steps without it (torch's two optimizers would
         both step it). Checked at every step (each optimizer's own), so an optimizer
         replaced by a new one (``opt = AdamW(...)`` again) is gone by then."""
-        mine = self._core.index_by_id
+        mine = self.core.index_by_id
         for other in list(_LIVE):
             if other is self or not (self.release_grads or other.release_grads):
                 continue
-            shared = mine.keys() & other._core.index_by_id.keys()
+            shared = mine.keys() & other.core.index_by_id.keys()
             if not shared:
                 continue
             k = min(mine[i] for i in shared)
@@ -172,4 +190,4 @@ class HandOver:
                 "releases its gradient (p.grad = None after backward), so the other "
                 "cannot step it. Give each parameter to one optimizer, or drop the other "
                 "one (del, then gc.collect() if it is in a reference cycle). Nothing was "
-                "stepped" % (self._core.label(k), owner))
+                "stepped" % (self.core.label(k), owner))

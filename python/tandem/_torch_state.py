@@ -35,7 +35,7 @@ from tandem._torch_layout import reference_values
 # copies in the saved state (the checkpoint's groups, a state dict's
 # ['tandem']['engine_groups']) are not used; an edit of them cannot make the engine step
 # with other values than param_groups show. Each group's lr_scale and the reference group
-# (the lr ratios LayoutFollower._follow_values keeps, for hyperparam_update="error") are
+# (the lr ratios LayoutFollower.follow_values keeps, for hyperparam_update="error") are
 # checked and kept as they are.
 
 

@@ -43,8 +43,9 @@ def warn(message, category):
     warnings.warn(message, category, stacklevel=level)
 
 
-def skipped(opt, grad_norm):
-    """Counts a skipped step in opt.skipped_steps and warns (SkippedStepWarning)."""
-    opt.skipped_steps += 1
+def warn_skipped(grad_norm, count):
+    """Warns (SkippedStepWarning) that a step with gradient norm `grad_norm` was skipped,
+    the count-th so far."""
     warn("tandem: non-finite gradient (norm %r): step skipped, nothing changed (%d skipped "
-         "so far)" % (grad_norm, opt.skipped_steps), SkippedStepWarning)
+         "so far)" % (grad_norm, count), SkippedStepWarning)
+
