@@ -12,6 +12,24 @@ bool MasterAliases(MasterFormat master, DType param_dtype) {
          (master != MasterFormat::kF32 && param_dtype == DType::kBF16);
 }
 
+double MasterBytesPerElement(MasterFormat m) {
+  switch (m) {
+    case MasterFormat::kF32:
+      return 4;
+    case MasterFormat::kBF16:
+      return 2;
+    case MasterFormat::kBF16Ecc8:
+      return 3;
+    case MasterFormat::kBF16Ecc16:
+      return 4;
+  }
+  return 4;
+}
+
+double MomentBytesPerElement(MomentFormat m) {
+  return m == MomentFormat::kQ8 ? 1.0 + 2.0 / kQuantGroup : 4.0;
+}
+
 uint64_t PartBytes(uint64_t count, Algorithm algo, const HyperParams& h, const StateFormats& f,
                    bool alias_param) {
   StateLayout one;

@@ -21,6 +21,12 @@ namespace tandem::layout {
 
 bool MasterAliases(MasterFormat master, DType param_dtype);
 
+// Bytes per element of a master in format `m` (f32 4, bf16 2, bf16+ecc8 3, bf16+ecc16 4)
+// and of a moment in format `m` (f32 4; q8 its code and its group's 2-byte scale, 1 + 2/32),
+// without the slab's alignment.
+double MasterBytesPerElement(MasterFormat m);
+double MomentBytesPerElement(MomentFormat m);
+
 // The arrays of `span` that lie in [lo, hi) move to the same offsets from `to`; the others
 // (an aliased master on the parameter) stay.
 void RelocateArrays(StepSpan* span, const uint8_t* lo, const uint8_t* hi, uint8_t* to);
