@@ -8,6 +8,7 @@
 #include "engine/layout/memory_plan.h"
 #include "engine/layout/stream_layout.h"
 #include "engine/layout/tensor_rules.h"
+#include "engine/resolve_sizes.h"
 #include "tandem/error.h"
 
 namespace tandem {
@@ -63,22 +64,37 @@ PlacementDecision DecidePlacement(const std::vector<TensorSpec>& tensors,
   return r;
 }
 
-ResolvedPlacement ResolvePlacement(const std::vector<TensorSpec>& tensors,
-                                   const OptimizerConfig& config, ExecutionMode mode,
-                                   const MachineRates* rates) {
+namespace {
+
+ResolvedPlacement Resolve(const std::vector<TensorSpec>& tensors, const OptimizerConfig& config,
+                          ExecutionMode mode, const MachineRates* rates, bool sizes_only) {
   PlacementDecision decided = DecidePlacement(tensors, config, mode, rates);
   const bool gpu = mode == ExecutionMode::kGpu;
   const std::vector<StateFormats> formats = layout::TensorFormats(tensors, config);
   ResolvedPlacement r;
   r.placement = std::move(decided.placement);
   r.split = decided.split;
-  auto plan = std::make_shared<layout::MemoryPlan>(
-      layout::PlanMemory(tensors, formats, layout::LayoutParamsOf(config), r.placement, gpu));
+  auto plan = std::make_shared<layout::MemoryPlan>(layout::PlanMemory(
+      tensors, formats, layout::LayoutParamsOf(config), r.placement, gpu, sizes_only));
   r.memory = plan->report;
   r.memory.host_budget = config.pinned_budget_bytes;
   if (gpu) layout::AddPlanMetadata(tensors, formats, r.placement, *plan, &r.memory);
   r.plan = std::move(plan);
   return r;
+}
+
+}  // namespace
+
+ResolvedPlacement ResolvePlacement(const std::vector<TensorSpec>& tensors,
+                                   const OptimizerConfig& config, ExecutionMode mode,
+                                   const MachineRates* rates) {
+  return Resolve(tensors, config, mode, rates, /*sizes_only=*/false);
+}
+
+ResolvedPlacement ResolvePlacementSizes(const std::vector<TensorSpec>& tensors,
+                                        const OptimizerConfig& config, ExecutionMode mode,
+                                        const MachineRates* rates) {
+  return Resolve(tensors, config, mode, rates, /*sizes_only=*/true);
 }
 
 RateCache::Key RateKeyFor(const std::vector<TensorSpec>& tensors, const OptimizerConfig& config) {

@@ -12,6 +12,7 @@
 
 #include "engine/layout/memory_plan.h"
 #include "engine/layout/tensor_rules.h"
+#include "engine/resolve_sizes.h"
 
 #include "tandem/error.h"
 
@@ -267,13 +268,13 @@ double PlannedShare(const PlanInputs& in, const Context& x, double fraction, boo
 }
 
 // The engine's placement and memory for rank 0 (ResolvePlacement, GPU mode, the profile's
-// rates) at `fraction` and compute share `share`, without release and speculation: the
-// plan counts what they add itself.
+// rates, its plan sized without parts: ResolvePlacementSizes) at `fraction` and compute
+// share `share`, without release and speculation: the plan counts what they add itself.
 ResolvedPlacement Resolve(const PlanInputs& in, const Context& x, double fraction,
                           double share) {
   OptimizerConfig cfg = ShardConfig(in, fraction, share);
   cfg.speculative_early_start = false;
-  return ResolvePlacement(x.rank_specs, cfg, ExecutionMode::kGpu, &x.rates.machine);
+  return ResolvePlacementSizes(x.rank_specs, cfg, ExecutionMode::kGpu, &x.rates.machine);
 }
 
 // Note [Gradients beside the loss]: with gradient release the gradients in flight exist
@@ -325,7 +326,8 @@ SpeculationElements AddSpeculation(const PlanInputs& in, const Context& x, const
   layout::LayoutParams all = layout::LayoutParamsOf(cfg);
   all.speculative_early_start = true;
   all.speculative_stream_bytes = ~uint64_t{0};
-  const layout::MemoryPlan full = layout::PlanMemory(x.rank_specs, x.rank_formats, all, pl, true);
+  const layout::MemoryPlan full =
+      layout::PlanMemory(x.rank_specs, x.rank_formats, all, pl, true, /*sizes_only=*/true);
   const double host_state = static_cast<double>(full.cold.bytes() + full.hold_bytes);
   SpeculationRoom room;
   if (c.host > 0) room.host_per_element = host_state / static_cast<double>(c.host);
@@ -361,7 +363,8 @@ SpeculationElements AddSpeculation(const PlanInputs& in, const Context& x, const
   layout::LayoutParams spec = layout::LayoutParamsOf(cfg);
   spec.speculative_early_start = true;
   spec.speculative_stream_bytes = stream_budget;
-  const layout::MemoryPlan lp = layout::PlanMemory(x.rank_specs, x.rank_formats, spec, pl, true);
+  const layout::MemoryPlan lp =
+      layout::PlanMemory(x.rank_specs, x.rank_formats, spec, pl, true, /*sizes_only=*/true);
   const double host_share =
       host_state > 0 ? std::min(1.0, static_cast<double>(host_budget) / host_state) : 0.0;
   const uint64_t host_backup = static_cast<uint64_t>(host_share * host_state);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/layout/memory_plan.h"
+#include "engine/resolve_sizes.h"
 #include "tandem/error.h"
 #include "tests/expect_error.h"
 #include "tandem/rate_cache.h"
@@ -139,6 +140,59 @@ TEST(ResolvePlacement, CarriesTheMemoryPlanItSized) {
   EXPECT_EQ(host.plan->report.host.total(), host.memory.host.total());
   EXPECT_GT(host.plan->stream.chunks().size(), 0u);
   EXPECT_EQ(host.memory.host_budget, 12345u);
+}
+
+void ExpectSameBytes(const MemoryReport::Bytes& a, const MemoryReport::Bytes& b) {
+  EXPECT_EQ(a.master, b.master);
+  EXPECT_EQ(a.correction, b.correction);
+  EXPECT_EQ(a.momentum, b.momentum);
+  EXPECT_EQ(a.variance, b.variance);
+  EXPECT_EQ(a.scales, b.scales);
+  EXPECT_EQ(a.staging, b.staging);
+  EXPECT_EQ(a.metadata, b.metadata);
+  EXPECT_EQ(a.speculation, b.speculation);
+  EXPECT_EQ(a.grads, b.grads);
+  EXPECT_EQ(a.total(), b.total());
+}
+
+// Note [Sizes without parts]: the plan sized without parts has every size of the full one.
+TEST(ResolvePlacement, SizesWithoutPartsAreTheFullPlans) {
+  std::vector<TensorSpec> specs = Specs();
+  specs[1].param_dtype = specs[1].grad_dtype = DType::kBF16;
+  specs[2].formats = StateFormats{MasterFormat::kF32, MomentFormat::kF32, MomentFormat::kF32};
+  const MachineRates rates = Rates(0.1);
+  for (const ExecutionMode mode : {ExecutionMode::kGpu, ExecutionMode::kHost})
+    for (const double fraction : {0.0, 0.3, 0.8, 1.0})
+      for (const double share : {0.0, 0.5, 1.0, kOffloadComputeAuto})
+        for (const int extras : {0, 1, 2, 3}) {
+          OptimizerConfig c = Config(fraction, share);
+          c.chunk_elements = 1024;
+          c.release_grads = (extras & 1) != 0;
+          c.speculative_early_start = (extras & 2) != 0;
+          c.speculative_host_bytes = 20000;
+          c.speculative_stream_bytes = 30000;
+          const ResolvedPlacement full = ResolvePlacement(specs, c, mode, &rates);
+          const ResolvedPlacement sized = ResolvePlacementSizes(specs, c, mode, &rates);
+          ExpectSameBytes(full.memory.device, sized.memory.device);
+          ExpectSameBytes(full.memory.host, sized.memory.host);
+          const layout::MemoryPlan &a = *full.plan, &b = *sized.plan;
+          EXPECT_EQ(a.hot.bytes(), b.hot.bytes());
+          EXPECT_EQ(a.cold.bytes(), b.cold.bytes());
+          EXPECT_EQ(a.cold_backup.bytes(), b.cold_backup.bytes());
+          EXPECT_EQ(a.stream.bytes(), b.stream.bytes());
+          EXPECT_EQ(a.stream_slot_bytes, b.stream_slot_bytes);
+          EXPECT_EQ(a.early_bytes, b.early_bytes);
+          EXPECT_EQ(a.hold_bytes, b.hold_bytes);
+          EXPECT_EQ(a.spec_spare_bytes, b.spec_spare_bytes);
+          EXPECT_EQ(a.spec_hold_bytes, b.spec_hold_bytes);
+          EXPECT_EQ(a.spec_spare_off, b.spec_spare_off);
+          ASSERT_EQ(a.stream.chunks().size(), b.stream.chunks().size());
+          for (size_t k = 0; k < a.stream.chunks().size(); ++k) {
+            EXPECT_EQ(a.stream.chunks()[k].begin, b.stream.chunks()[k].begin);
+            EXPECT_EQ(a.stream.chunks()[k].bytes, b.stream.chunks()[k].bytes);
+          }
+          EXPECT_EQ(b.hot.size(), 0u);  // no parts kept
+        }
 }
 
 TEST(ResolvePlacement, AutoInGpuModeWithoutRatesSaysHowToGetThem) {

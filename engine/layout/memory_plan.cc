@@ -10,11 +10,11 @@ namespace tandem::layout {
 
 MemoryPlan PlanMemory(const std::vector<TensorSpec>& specs,
                       const std::vector<StateFormats>& formats, const LayoutParams& params,
-                      const Placement& placement, bool gpu) {
+                      const Placement& placement, bool gpu, bool sizes_only) {
   MemoryPlan lp;
   const size_t n = specs.size();
-  lp.hot.Reset(n);
-  lp.cold.Reset(n);
+  lp.hot.Reset(n, !sizes_only);
+  lp.cold.Reset(n, !sizes_only);
   for (size_t t = 0; t < n; ++t) {
     const TensorSpec& s = specs[t];
     const HyperParams& h = params.groups[s.group];
@@ -25,7 +25,8 @@ MemoryPlan PlanMemory(const std::vector<TensorSpec>& specs,
     lp.hot.Add(t, 0, dc, params.algorithm, h, f, MasterAliases(f.master, s.param_dtype));
     lp.cold.Add(t, dc + sc, s.numel - dc - sc, params.algorithm, h, f, /*alias_param=*/false);
   }
-  lp.stream.Build(specs, formats, params.algorithm, params.groups, params.stream_chunk_bytes, placement);
+  lp.stream.Build(specs, formats, params.algorithm, params.groups, params.stream_chunk_bytes,
+                  placement, !sizes_only);
   if (!lp.stream.chunks().empty()) {
     lp.slot_grad_off = Aligned(lp.stream.slot_bytes());
     lp.slot_stride =
@@ -62,7 +63,7 @@ MemoryPlan PlanMemory(const std::vector<TensorSpec>& specs,
   }
   lp.early_bytes = early.total();
   // Note [Host speculation budget]: the chunks in the order their gradients arrive.
-  lp.cold_backup.Reset(n);
+  lp.cold_backup.Reset(n, !sizes_only);
   std::vector<uint64_t> covered(n, 0);
   if (params.speculative_early_start) {
     const uint64_t budget = params.speculative_host_bytes;

@@ -63,12 +63,14 @@ struct MemoryPlan {
 //
 // The plan for `specs`, tensor t stepped in formats[t] (layout::TensorFormats), under
 // `params` at `placement`; gpu: GPU mode (the GPU-resident state and the stream slots in
-// device memory), else host mode. Every group index must be in range. Throws
-// Error(kInvalidArgument) when stream_chunk_bytes cannot hold one group of a streamed
-// tensor.
+// device memory), else host mode. sizes_only: the state layouts (hot, cold, stream,
+// cold_backup) keep no parts (Note [Sizes without parts] in engine/layout/state_layout.h):
+// every size, offset and the report are the full plan's, but nothing can be allocated by
+// it. Every group index must be in range. Throws Error(kInvalidArgument) when
+// stream_chunk_bytes cannot hold one group of a streamed tensor.
 MemoryPlan PlanMemory(const std::vector<TensorSpec>& specs,
                       const std::vector<StateFormats>& formats, const LayoutParams& params,
-                      const Placement& placement, bool gpu);
+                      const Placement& placement, bool gpu, bool sizes_only = false);
 
 // GPU mode: the device bytes of the fused step's plans (one per format set of the hot
 // spans, one per format set of every streamed chunk and, for a speculative chunk, its

@@ -42,9 +42,13 @@ struct Part {
   StepSpan state;  // formats and state pointers (valid after Bind); grad/param unset
 };
 
+// Note [Sizes without parts]: a layout reset with keep_parts false only adds up: bytes()
+// and Report() hold what the same Adds would lay out, from the same per-array arithmetic,
+// but no part is kept (part, begin, end, Bind, AliasMaster and Move are not available).
+// Sizing a placement (the planner evaluates hundreds) then costs no per-tensor memory.
 class StateLayout {
  public:
-  void Reset(size_t tensors);
+  void Reset(size_t tensors, bool keep_parts = true);
   void Add(size_t t, uint64_t offset, uint64_t count, Algorithm algo, const HyperParams& h,
            const StateFormats& f, bool alias_param);
   uint64_t bytes() const { return total_; }
@@ -69,7 +73,9 @@ class StateLayout {
   };
   std::vector<Part> parts_;
   std::vector<Entry> entries_;
+  bool keep_parts_ = true;
   uint64_t total_ = 0;
+  MemoryReport::Bytes sums_;  // Report's categories, added up by Add
 };
 
 }  // namespace tandem::layout

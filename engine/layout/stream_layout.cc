@@ -13,7 +13,7 @@ namespace tandem::layout {
 void StreamLayout::Build(const std::vector<TensorSpec>& specs,
                          const std::vector<StateFormats>& formats, Algorithm algorithm,
                          const std::vector<HyperParams>& groups, uint64_t chunk_bytes,
-                         const Placement& placement) {
+                         const Placement& placement, bool keep_parts) {
   pieces_.clear();
   chunks_.clear();
   slot_bytes_ = 0;
@@ -63,7 +63,7 @@ void StreamLayout::Build(const std::vector<TensorSpec>& specs,
     }
   }
   close();
-  state_.Reset(pieces_.size());
+  state_.Reset(pieces_.size(), keep_parts);
   for (const StreamPiece& p : pieces_) {
     const TensorSpec& s = specs[p.tensor];
     state_.Add(&p - pieces_.data(), p.offset, p.count, algorithm, groups[s.group],
@@ -71,9 +71,13 @@ void StreamLayout::Build(const std::vector<TensorSpec>& specs,
   }
   grad_off_.assign(pieces_.size(), 0);
   grad_slot_bytes_ = 0;
+  // Piece i's arrays take piece_bytes[i] (its PartBytes, what state_.Add carved), one
+  // piece after the other.
+  std::vector<uint64_t> piece_begin(pieces_.size() + 1, 0);
+  for (size_t i = 0; i < pieces_.size(); ++i) piece_begin[i + 1] = piece_begin[i] + piece_bytes[i];
   for (StreamChunk& c : chunks_) {
-    c.begin = state_.begin(c.first);
-    c.bytes = state_.end(c.end - 1) - c.begin;
+    c.begin = piece_begin[c.first];
+    c.bytes = piece_begin[c.end] - c.begin;
     slot_bytes_ = std::max(slot_bytes_, c.bytes);
     SlabLayout grads;
     for (uint32_t i = c.first; i < c.end; ++i)

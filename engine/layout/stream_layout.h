@@ -44,11 +44,13 @@ class StreamLayout {
  public:
   // formats[t]: tensor t's effective formats; groups: the state each group keeps
   // (TensorSpec::group indexes it); chunk_bytes: the most bytes one chunk holds
-  // (OptimizerConfig::stream_chunk_bytes). Throws Error(kInvalidArgument) when chunk_bytes
-  // is too small for one group of some tensor.
+  // (OptimizerConfig::stream_chunk_bytes). keep_parts false: the pieces, chunks and sizes
+  // only (Note [Sizes without parts] in engine/layout/state_layout.h; state() adds up but
+  // keeps no part, so Bind and the spans are not available). Throws
+  // Error(kInvalidArgument) when chunk_bytes is too small for one group of some tensor.
   void Build(const std::vector<TensorSpec>& specs, const std::vector<StateFormats>& formats,
              Algorithm algorithm, const std::vector<HyperParams>& groups, uint64_t chunk_bytes,
-             const Placement& placement);
+             const Placement& placement, bool keep_parts = true);
 
   uint64_t bytes() const { return state_.bytes(); }
   uint64_t slot_bytes() const { return slot_bytes_; }  // the largest chunk
