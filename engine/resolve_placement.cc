@@ -1,11 +1,14 @@
 // The one placement decision (tandem/resolve_placement.h).
 #include "tandem/resolve_placement.h"
 
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "engine/layout/memory_plan.h"
 #include "engine/layout/stream_layout.h"
 #include "engine/layout/tensor_rules.h"
+#include "engine/resolve_sizes.h"
 #include "tandem/error.h"
 
 namespace tandem {
@@ -27,20 +30,21 @@ std::vector<uint64_t> Numels(const std::vector<TensorSpec>& tensors) {
 
 }  // namespace
 
-ResolvedPlacement ResolvePlacement(const std::vector<TensorSpec>& tensors,
-                                   const OptimizerConfig& config, ExecutionMode mode,
-                                   const MachineRates* rates) {
+PlacementDecision DecidePlacement(const std::vector<TensorSpec>& tensors,
+                                  const OptimizerConfig& config, ExecutionMode mode,
+                                  const MachineRates* rates) {
   CheckGroups(tensors, config);
   const bool gpu = mode == ExecutionMode::kGpu;
   const std::vector<uint64_t> numels = Numels(tensors);
   const double asked = config.offload_compute;
-  ResolvedPlacement r;
+  PlacementDecision r;
   r.placement = ComputePlacement(numels, config.offload_fraction, config.placement);
-  // Where the host-resident elements are computed (Note [Three placement classes]).
+  // Where the host-resident elements are computed (Note [Three placement classes]), from
+  // Note [The compute share's input] in engine/layout/stream_layout.h.
   double share = 0.0;
   if (r.placement.offloaded > 0 && !(asked == kOffloadComputeAuto && !gpu)) {
-    const ComputeSplitInput in =
-        layout::SplitInput(tensors, layout::TensorFormats(tensors, config), config, r.placement);
+    const ComputeSplitInput in = layout::SplitInput(tensors, layout::TensorFormats(tensors, config),
+                                                    layout::LayoutParamsOf(config), r.placement);
     if (asked == kOffloadComputeAuto) {
       if (rates == nullptr)
         throw Error(ErrorKind::kInvalidArgument,
@@ -57,10 +61,40 @@ ResolvedPlacement ResolvePlacement(const std::vector<TensorSpec>& tensors,
   }
   if (share > 0)
     r.placement = ComputePlacement(numels, config.offload_fraction, config.placement, share);
-  const layout::MemoryPlan plan = layout::PlanMemory(tensors, config, r.placement, gpu);
-  r.memory = plan.report;
-  if (gpu) layout::AddPlanMetadata(tensors, config, r.placement, plan, &r.memory);
   return r;
+}
+
+namespace {
+
+ResolvedPlacement Resolve(const std::vector<TensorSpec>& tensors, const OptimizerConfig& config,
+                          ExecutionMode mode, const MachineRates* rates, bool sizes_only) {
+  PlacementDecision decided = DecidePlacement(tensors, config, mode, rates);
+  const bool gpu = mode == ExecutionMode::kGpu;
+  const std::vector<StateFormats> formats = layout::TensorFormats(tensors, config);
+  ResolvedPlacement r;
+  r.placement = std::move(decided.placement);
+  r.split = decided.split;
+  auto plan = std::make_shared<layout::MemoryPlan>(layout::PlanMemory(
+      tensors, formats, layout::LayoutParamsOf(config), r.placement, gpu, sizes_only));
+  r.memory = plan->report;
+  r.memory.host_budget = config.pinned_budget_bytes;
+  if (gpu) layout::AddPlanMetadata(tensors, formats, r.placement, *plan, &r.memory);
+  r.plan = std::move(plan);
+  return r;
+}
+
+}  // namespace
+
+ResolvedPlacement ResolvePlacement(const std::vector<TensorSpec>& tensors,
+                                   const OptimizerConfig& config, ExecutionMode mode,
+                                   const MachineRates* rates) {
+  return Resolve(tensors, config, mode, rates, /*sizes_only=*/false);
+}
+
+ResolvedPlacement ResolvePlacementSizes(const std::vector<TensorSpec>& tensors,
+                                        const OptimizerConfig& config, ExecutionMode mode,
+                                        const MachineRates* rates) {
+  return Resolve(tensors, config, mode, rates, /*sizes_only=*/true);
 }
 
 RateCache::Key RateKeyFor(const std::vector<TensorSpec>& tensors, const OptimizerConfig& config) {
@@ -79,8 +113,8 @@ RateCache::Key RateKeyFor(const std::vector<TensorSpec>& tensors, const Optimize
   const size_t big = LargestHostTensor(base);
   key.formats = layout::EffectiveFormats(tensors[big], config);
   key.param_dtype = tensors[big].param_dtype;
-  (void)layout::SplitInput(tensors, layout::TensorFormats(tensors, config), config, base,
-                           &key.kernel_bytes);
+  (void)layout::SplitInput(tensors, layout::TensorFormats(tensors, config),
+                           layout::LayoutParamsOf(config), base, &key.kernel_bytes);
   return key;
 }
 

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "engine/layout/memory_plan.h"
+#include "engine/layout/tensor_rules.h"
+#include "engine/resolve_sizes.h"
 
 #include "tandem/error.h"
 
@@ -87,14 +89,6 @@ double Frac(int k) { return static_cast<double>(k) / kFractionSteps; }
 
 uint64_t StreamSlotBytes(const PlanInputs& in) {
   return static_cast<uint64_t>(in.stream_slots) * in.stream_chunk_bytes;
-}
-
-// The compute share offload_compute resolves to at `fraction` for the profile's rates
-// (the planner's model of the machine: ResolveComputeShare).
-double PlannedShare(const PlanInputs& in, const Rates& rates, const std::vector<uint64_t>& numels,
-                    double fraction, bool release) {
-  const Placement base = ComputePlacement(numels, fraction, in.placement);
-  return ResolveComputeShare(in, rates, base.total - base.offloaded, base.offloaded, release);
 }
 
 }  // namespace
@@ -226,7 +220,9 @@ namespace {
 struct Context {
   std::vector<TensorSpec> specs;
   std::vector<bool> f32_moments;
-  std::vector<uint64_t> numels;
+  // RankSpecs(specs, f32_moments, ...): the tensors the engine places, and their formats.
+  std::vector<TensorSpec> rank_specs;
+  std::vector<StateFormats> rank_formats;
   uint64_t shard = 0;
   uint64_t activations = 0;  // ActivationBytes(in)
   TransformersActivations transformers;  // its phases (zeros unless that model)
@@ -241,13 +237,44 @@ Context MakeContext(const PlanInputs& in) {
   Context x;
   x.specs = ShardSpecs(in);
   x.f32_moments = F32MomentTensors(in);
-  for (const TensorSpec& t : x.specs) x.numels.push_back(t.numel), x.shard += t.numel;
+  const OptimizerConfig cfg = ShardConfig(in, 0.0);
+  x.rank_specs = RankSpecs(x.specs, x.f32_moments, cfg);
+  x.rank_formats = layout::TensorFormats(x.rank_specs, cfg);
+  for (const TensorSpec& t : x.specs) x.shard += t.numel;
   x.activations = ActivationBytes(in);
   if (!in.activation_bytes_given && in.activation_shape.seq_len > 0)
     x.transformers = TransformersActivationsOf(in);
   x.rates = ResolveRates(in);
   x.training = ResolveTraining(in);
   return x;
+}
+
+// The engine's decision for rank 0 (DecidePlacement, GPU mode) at `fraction` with
+// offload_compute `share` (kOffloadComputeAuto: the share the profile's rates choose) and
+// gradient release `release`.
+PlacementDecision Decide(const PlanInputs& in, const Context& x, double fraction, double share,
+                         bool release) {
+  OptimizerConfig cfg = ShardConfig(in, fraction, share);
+  cfg.speculative_early_start = false;
+  cfg.release_grads = release;
+  return DecidePlacement(x.rank_specs, cfg, ExecutionMode::kGpu, &x.rates.machine);
+}
+
+// The compute share offload_compute resolves to at `fraction` with `release`: the
+// engine's for the profile's rates (Note [The compute share's input] in
+// engine/layout/stream_layout.h).
+double PlannedShare(const PlanInputs& in, const Context& x, double fraction, bool release) {
+  return Decide(in, x, fraction, in.offload_compute, release).split.share;
+}
+
+// The engine's placement and memory for rank 0 (ResolvePlacement, GPU mode, the profile's
+// rates, its plan sized without parts: ResolvePlacementSizes) at `fraction` and compute
+// share `share`, without release and speculation: the plan counts what they add itself.
+ResolvedPlacement Resolve(const PlanInputs& in, const Context& x, double fraction,
+                          double share) {
+  OptimizerConfig cfg = ShardConfig(in, fraction, share);
+  cfg.speculative_early_start = false;
+  return ResolvePlacementSizes(x.rank_specs, cfg, ExecutionMode::kGpu, &x.rates.machine);
 }
 
 // Note [Gradients beside the loss]: with gradient release the gradients in flight exist
@@ -296,11 +323,11 @@ void SetFits(const PlanInputs& in, FractionPoint* p) {
 SpeculationElements AddSpeculation(const PlanInputs& in, const Context& x, const Placement& pl,
                                    const OptimizerConfig& cfg, const PointClasses& c, bool release,
                                    FractionPoint* p, uint64_t* backup_bytes) {
-  const std::vector<TensorSpec> rank = RankSpecs(x.specs, x.f32_moments, cfg);
-  OptimizerConfig all = cfg;
+  layout::LayoutParams all = layout::LayoutParamsOf(cfg);
   all.speculative_early_start = true;
   all.speculative_stream_bytes = ~uint64_t{0};
-  const layout::MemoryPlan full = layout::PlanMemory(rank, all, pl, true);
+  const layout::MemoryPlan full =
+      layout::PlanMemory(x.rank_specs, x.rank_formats, all, pl, true, /*sizes_only=*/true);
   const double host_state = static_cast<double>(full.cold.bytes() + full.hold_bytes);
   SpeculationRoom room;
   if (c.host > 0) room.host_per_element = host_state / static_cast<double>(c.host);
@@ -333,10 +360,11 @@ SpeculationElements AddSpeculation(const PlanInputs& in, const Context& x, const
                                                   room.stream_spare_per_element)
                           : OptimizerConfig{}.speculative_stream_bytes;
   }
-  OptimizerConfig spec = cfg;
+  layout::LayoutParams spec = layout::LayoutParamsOf(cfg);
   spec.speculative_early_start = true;
   spec.speculative_stream_bytes = stream_budget;
-  const layout::MemoryPlan lp = layout::PlanMemory(rank, spec, pl, true);
+  const layout::MemoryPlan lp =
+      layout::PlanMemory(x.rank_specs, x.rank_formats, spec, pl, true, /*sizes_only=*/true);
   const double host_share =
       host_state > 0 ? std::min(1.0, static_cast<double>(host_budget) / host_state) : 0.0;
   const uint64_t host_backup = static_cast<uint64_t>(host_share * host_state);
@@ -368,8 +396,7 @@ FractionPoint EvaluateAt(const PlanInputs& in, const Context& x, double fraction
                          bool release, const ResolvedPlacement* resolved = nullptr) {
   OptimizerConfig cfg = ShardConfig(in, fraction, share);
   cfg.speculative_early_start = false;
-  const ResolvedPlacement rp =
-      resolved != nullptr ? *resolved : ResolveRankPlacement(x.specs, x.f32_moments, cfg);
+  const ResolvedPlacement rp = resolved != nullptr ? *resolved : Resolve(in, x, fraction, share);
   const Placement& pl = rp.placement;
   const uint64_t g = DTypeSize(in.grad_dtype);
   FractionPoint p;
@@ -468,15 +495,11 @@ FractionPoint BestAt(const PlanInputs& in, const Context& x, double fraction) {
   std::map<double, ResolvedPlacement> placed;  // by share: release does not change it
   auto evaluate = [&](double share, bool release) {
     auto it = placed.find(share);
-    if (it == placed.end()) {
-      OptimizerConfig cfg = ShardConfig(in, fraction, share);
-      cfg.speculative_early_start = false;
-      it = placed.emplace(share, ResolveRankPlacement(x.specs, x.f32_moments, cfg)).first;
-    }
+    if (it == placed.end()) it = placed.emplace(share, Resolve(in, x, fraction, share)).first;
     return EvaluateAt(in, x, fraction, share, release, &it->second);
   };
   for (bool release : ReleaseChoices(in)) {
-    const double planned = PlannedShare(in, x.rates, x.numels, fraction, release);
+    const double planned = PlannedShare(in, x, fraction, release);
     std::vector<double> shares = {planned};
     if (in.offload_compute == kOffloadComputeAuto && x.training.modelled && !x.fit_only)
       for (double s : {0.0, 0.5, 1.0})
@@ -549,11 +572,8 @@ FractionPoint FastestStep(const PlanInputs& in, const Context& x, int kmin, int 
       kstream = streams(from) ? from : streams(khmax) ? Bisect(from, khmax, streams) : khmax + 1;
     }
     for (int k = from; k <= khmax; ++k) {
-      const Placement base = ComputePlacement(x.numels, Frac(k), in.placement);
       const Placement pl =
-          k < kstream ? base
-                      : ComputePlacement(x.numels, Frac(k), in.placement,
-                                         PlannedShare(in, x.rates, x.numels, Frac(k), release));
+          Decide(in, x, Frac(k), k < kstream ? 0.0 : in.offload_compute, release).placement;
       const double ms = PredictStepTime(in, x.rates, pl.total - pl.offloaded, pl.offloaded, x.shard,
                                         pl.streamed, release)
                             .step_ms;

@@ -7,28 +7,14 @@
 #include <sstream>
 
 #include "engine/layout/state_layout.h"
+#include "engine/layout/stream_layout.h"
 #include "tandem/error.h"
 
 namespace tandem::planner {
 namespace {
 
-double MasterBytes(MasterFormat m) {
-  switch (m) {
-    case MasterFormat::kF32:
-      return 4;
-    case MasterFormat::kBF16:
-      return 2;
-    case MasterFormat::kBF16Ecc8:
-      return 3;
-    case MasterFormat::kBF16Ecc16:
-      return 4;
-  }
-  return 4;
-}
-
-double MomentBytes(MomentFormat m) {
-  return m == MomentFormat::kQ8 ? 1.0 + 2.0 / kQuantGroup : 4.0;
-}
+using layout::MasterBytesPerElement;
+using layout::MomentBytesPerElement;
 
 // Rate of the kernel for `bytes` per element on a side with bandwidth `gbps`: measured if
 // the profile has `key`, else the roofline at the efficiency of the measured kernel whose
@@ -69,10 +55,10 @@ double SideRate(const std::map<std::string, KernelRate>& kernels, const std::str
 
 double KernelBytesPerElement(Algorithm algo, const HyperParams& hyper, const StateFormats& f,
                              DType param_dtype, DType grad_dtype) {
-  double b = static_cast<double>(DTypeSize(grad_dtype)) + 2 * MasterBytes(f.master);
+  double b = static_cast<double>(DTypeSize(grad_dtype)) + 2 * MasterBytesPerElement(f.master);
   if (!layout::MasterAliases(f.master, param_dtype)) b += static_cast<double>(DTypeSize(param_dtype));
-  if (HasMomentum(algo, hyper)) b += 2 * MomentBytes(f.momentum);
-  if (HasVariance(algo)) b += 2 * MomentBytes(f.variance);
+  if (HasMomentum(algo, hyper)) b += 2 * MomentBytesPerElement(f.momentum);
+  if (HasVariance(algo)) b += 2 * MomentBytesPerElement(f.variance);
   return b;
 }
 
@@ -121,15 +107,6 @@ void PcieRates(const Profile& p, DType grad_dtype, DType param_dtype, MachineRat
 }
 
 }  // namespace
-
-double StreamBytesPerElement(Algorithm algo, const HyperParams& hyper, const StateFormats& f,
-                             DType param_dtype) {
-  double b = MasterBytes(f.master);
-  if (layout::MasterAliases(f.master, param_dtype)) b -= f.master == MasterFormat::kF32 ? 4 : 2;
-  if (HasMomentum(algo, hyper)) b += MomentBytes(f.momentum);
-  if (HasVariance(algo)) b += MomentBytes(f.variance);
-  return b;
-}
 
 Rates ResolveRates(const PlanInputs& in) {
   Rates r;
@@ -209,7 +186,7 @@ Rates ResolveRates(const PlanInputs& in) {
     r.host_dma_source = buf;
   }
   r.stream_bytes_per_element =
-      StreamBytesPerElement(in.algorithm, in.hyper, in.formats, in.param_dtype);
+      layout::StreamBytesPerElement(in.algorithm, in.hyper, in.formats, in.param_dtype);
   // The pre-pass: measured, else kDefaultPrepassBytesPerElement at the HBM copy rate.
   if (in.profile.gpu.prepass_gparams_per_s > 0) {
     r.prepass_gparams_per_s = in.profile.gpu.prepass_gparams_per_s;
@@ -253,13 +230,6 @@ MachineRates MachineRatesFor(const Profile& profile, Algorithm algo, const State
   in.hyper.momentum = algo == Algorithm::kSGD ? 0.9 : 0.0;
   in.gpus_per_node = ranks;
   return ResolveRates(in).machine;
-}
-
-double ResolveComputeShare(const PlanInputs& in, const Rates& rates, uint64_t hot, uint64_t cold,
-                           bool release) {
-  if (in.offload_compute != kOffloadComputeAuto) return in.offload_compute;
-  if (cold == 0) return 0.0;
-  return ChooseSplit(SplitInputFor(in, rates, hot, cold, release), rates.machine).share;
 }
 
 ComputeSplitInput SplitInputFor(const PlanInputs& in, const Rates& rates, uint64_t hot,

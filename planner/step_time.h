@@ -12,13 +12,6 @@ namespace tandem::planner {
 double KernelBytesPerElement(Algorithm algo, const HyperParams& hyper, const StateFormats& f,
                              DType param_dtype, DType grad_dtype);
 
-// Host-resident state bytes of one streamed element, each way: the master less the part
-// that aliases the parameter (the GPU kernel writes the parameter in place), plus the
-// moments with their q8 scales. AdamW bf16+ecc8/q8/q8 with bf16 parameters: 1 + 2 x
-// (1 + 2/32) = 3.125; all-fp32 AdamW with fp32 parameters: 8.
-double StreamBytesPerElement(Algorithm algo, const HyperParams& hyper, const StateFormats& f,
-                             DType param_dtype);
-
 // The compute-split model's input for a rank with `hot` GPU-resident and `cold`
 // host-resident elements under `in` (its chunk, dtypes) and `rates` (stream bytes);
 // `release`: gradient release (streamed chunks take their gradient up again).

@@ -31,7 +31,6 @@
 
 #if TANDEM_PY_HAS_CHECKPOINT
 #include "checkpoint/crc.h"
-#include "tools/plan/cli.h"
 #include "tandem/checkpoint.h"
 #endif
 #include "engine/state_arrays.h"
@@ -40,6 +39,7 @@
 #include "python/ext/device_allocator.h"
 #include "python/ext/errors.h"
 #include "python/ext/pickle_bounds.h"
+#include "python/ext/planner.h"
 #include "tandem/error.h"
 #include "tandem/node.h"
 #include "tandem/optimizer.h"
@@ -751,20 +751,7 @@ PYBIND11_MODULE(_C, m) {
 #endif
   m.def("cuda_device_available", &tandem::CudaDeviceAvailable,
         "Whether this process can use a CUDA device (never raises).");
-  m.def(
-      "plan_cli",
-      [](const std::vector<std::string>& args) {
-        std::string out, err;
-        int rc = 0;
-        {
-          py::gil_scoped_release release;
-          rc = tandem::planner::RunPlanCli(args, &out, &err);
-        }
-        return py::make_tuple(rc, out, err);
-      },
-      py::arg("args"),
-      "Runs tandem-plan with `args` (no program name); returns (exit status, stdout, stderr). "
-      "Python's entry point is tandem.plan.");
+  tandem::python::BindPlanner(m);  // plan_options, make_plan, find_largest, plan_cli, ...
   m.def(
       "check_hyper_params",
       [](const std::string& algorithm, const py::dict& hyper, const std::string& where) {
@@ -954,27 +941,4 @@ PYBIND11_MODULE(_C, m) {
            "(zeros without rates).")
       .def_property_readonly("step_count", &PyOptimizer::step_count)
       .def_property_readonly("tensor_count", &PyOptimizer::tensor_count);
-
-  // The planner's calibration profile as the compute-split model's rates
-  // (tandem::planner::MachineRatesFor); Python's entry point is tandem.machine_rates.
-  m.def(
-      "machine_rates_for",
-      [](const std::string& profile, const std::string& algorithm, const std::string& master,
-         const std::string& momentum, const std::string& variance, const std::string& grad_dtype,
-         const std::string& param_dtype, uint32_t ranks) {
-        const tandem::planner::Profile p = profile.empty()
-                                               ? tandem::planner::DefaultProfile()
-                                               : tandem::planner::ReadProfile(profile);
-        const tandem::StateFormats f{tandem::ParseMasterFormat(master),
-                                     tandem::ParseMomentFormat(momentum),
-                                     tandem::ParseMomentFormat(variance)};
-        return tandem::python::RatesTo(tandem::planner::MachineRatesFor(
-            p, tandem::ParseAlgorithm(algorithm), f, tandem::ParseDType(grad_dtype),
-            tandem::ParseDType(param_dtype), ranks));
-      },
-      py::arg("profile"), py::arg("algorithm"), py::arg("master"), py::arg("momentum"),
-      py::arg("variance"), py::arg("grad_dtype"), py::arg("param_dtype"), py::arg("ranks") = 1,
-      "MachineRatesFor on a tandem-profile/1 file ('' : the built-in H200 reference) for one "
-      "of `ranks` ranks of a node stepping at once: a dict {h2d_gbps, d2h_gbps, host_gparams, "
-      "gpu_gparams} (tandem::MachineRates).");
 }

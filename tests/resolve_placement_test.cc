@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/layout/memory_plan.h"
+#include "engine/resolve_sizes.h"
 #include "tandem/error.h"
 #include "tests/expect_error.h"
 #include "tandem/rate_cache.h"
@@ -84,6 +86,113 @@ TEST(ResolvePlacement, AutoChoosesTheModelsShareInGpuModeAndNothingOnTheHost) {
   EXPECT_EQ(ResolvePlacement(specs, Config(0.0, kOffloadComputeAuto), ExecutionMode::kGpu, nullptr)
                 .placement.offloaded,
             0u);
+}
+
+// Note [The compute share's input] (engine/layout/stream_layout.h): auto's share is
+// ChooseSplit's over the share-0 placement with the per-element bytes of the state
+// (3.125 for bf16+ecc8/q8/q8 with bf16 parameters, no slab alignment), the gradient and
+// the parameter, and with release_grads the gradient again on the way up: the rule the
+// planner's sweep used before it asked the engine, so plans did not change.
+TEST(ResolvePlacement, AutoSharesTheRuleOfThePlannersSweep) {
+  std::vector<TensorSpec> specs = Specs();
+  for (TensorSpec& s : specs) s.param_dtype = s.grad_dtype = DType::kBF16;
+  std::vector<uint64_t> numels;
+  for (const TensorSpec& s : specs) numels.push_back(s.numel);
+  for (const double host_gparams : {0.02, 0.05, 0.2, 1.0}) {
+    for (const bool release : {false, true}) {
+      OptimizerConfig c = Config(0.7, kOffloadComputeAuto);
+      c.release_grads = release;
+      const MachineRates rates = Rates(host_gparams);
+      const Placement base = ComputePlacement(numels, 0.7, c.placement);
+      ComputeSplitInput in;
+      in.hot = base.total - base.offloaded;
+      in.offloaded = base.offloaded;
+      in.stream_bytes = 1 + 2 * (1 + 2.0 / 32);
+      in.grad_bytes = in.param_bytes = 2;
+      in.chunk_elements = c.chunk_elements;
+      if (release) in.stream_grad_bytes = 2;
+      const ComputeSplit want = ChooseSplit(in, rates);
+      const ResolvedPlacement got = ResolvePlacement(specs, c, ExecutionMode::kGpu, &rates);
+      EXPECT_EQ(got.split.share, want.share) << host_gparams << " " << release;
+      EXPECT_EQ(got.split.step_ms, want.step_ms);
+      EXPECT_EQ(got.placement.streamed,
+                ComputePlacement(numels, 0.7, c.placement, want.share).streamed);
+      // DecidePlacement is the same decision without the memory.
+      const PlacementDecision decided = DecidePlacement(specs, c, ExecutionMode::kGpu, &rates);
+      EXPECT_EQ(decided.split.share, got.split.share);
+      EXPECT_EQ(decided.placement.streamed, got.placement.streamed);
+      EXPECT_EQ(decided.placement.offloaded, got.placement.offloaded);
+    }
+  }
+}
+
+TEST(ResolvePlacement, CarriesTheMemoryPlanItSized) {
+  const MachineRates rates = Rates(0.1);
+  const ResolvedPlacement r = ResolvePlacement(Specs(), Config(0.6, kOffloadComputeAuto),
+                                               ExecutionMode::kGpu, &rates);
+  ASSERT_NE(r.plan, nullptr);
+  const ResolvedPlacement copy = r;  // shared, not planned again
+  EXPECT_EQ(copy.plan.get(), r.plan.get());
+  // What the plan adds up to is the memory reported (GPU mode adds the plans' tables).
+  OptimizerConfig budget = Config(0.6, 0.5);
+  budget.pinned_budget_bytes = 12345;
+  const ResolvedPlacement host = ResolvePlacement(Specs(), budget, ExecutionMode::kHost, nullptr);
+  EXPECT_EQ(host.plan->report.host.total(), host.memory.host.total());
+  EXPECT_GT(host.plan->stream.chunks().size(), 0u);
+  EXPECT_EQ(host.memory.host_budget, 12345u);
+}
+
+void ExpectSameBytes(const MemoryReport::Bytes& a, const MemoryReport::Bytes& b) {
+  EXPECT_EQ(a.master, b.master);
+  EXPECT_EQ(a.correction, b.correction);
+  EXPECT_EQ(a.momentum, b.momentum);
+  EXPECT_EQ(a.variance, b.variance);
+  EXPECT_EQ(a.scales, b.scales);
+  EXPECT_EQ(a.staging, b.staging);
+  EXPECT_EQ(a.metadata, b.metadata);
+  EXPECT_EQ(a.speculation, b.speculation);
+  EXPECT_EQ(a.grads, b.grads);
+  EXPECT_EQ(a.total(), b.total());
+}
+
+// Note [Sizes without parts]: the plan sized without parts has every size of the full one.
+TEST(ResolvePlacement, SizesWithoutPartsAreTheFullPlans) {
+  std::vector<TensorSpec> specs = Specs();
+  specs[1].param_dtype = specs[1].grad_dtype = DType::kBF16;
+  specs[2].formats = StateFormats{MasterFormat::kF32, MomentFormat::kF32, MomentFormat::kF32};
+  const MachineRates rates = Rates(0.1);
+  for (const ExecutionMode mode : {ExecutionMode::kGpu, ExecutionMode::kHost})
+    for (const double fraction : {0.0, 0.3, 0.8, 1.0})
+      for (const double share : {0.0, 0.5, 1.0, kOffloadComputeAuto})
+        for (const int extras : {0, 1, 2, 3}) {
+          OptimizerConfig c = Config(fraction, share);
+          c.chunk_elements = 1024;
+          c.release_grads = (extras & 1) != 0;
+          c.speculative_early_start = (extras & 2) != 0;
+          c.speculative_host_bytes = 20000;
+          c.speculative_stream_bytes = 30000;
+          const ResolvedPlacement full = ResolvePlacement(specs, c, mode, &rates);
+          const ResolvedPlacement sized = ResolvePlacementSizes(specs, c, mode, &rates);
+          ExpectSameBytes(full.memory.device, sized.memory.device);
+          ExpectSameBytes(full.memory.host, sized.memory.host);
+          const layout::MemoryPlan &a = *full.plan, &b = *sized.plan;
+          EXPECT_EQ(a.hot.bytes(), b.hot.bytes());
+          EXPECT_EQ(a.cold.bytes(), b.cold.bytes());
+          EXPECT_EQ(a.cold_backup.bytes(), b.cold_backup.bytes());
+          EXPECT_EQ(a.stream.bytes(), b.stream.bytes());
+          EXPECT_EQ(a.stream_slot_bytes, b.stream_slot_bytes);
+          EXPECT_EQ(a.early_bytes, b.early_bytes);
+          EXPECT_EQ(a.hold_bytes, b.hold_bytes);
+          EXPECT_EQ(a.spec_spare_bytes, b.spec_spare_bytes);
+          EXPECT_EQ(a.spec_hold_bytes, b.spec_hold_bytes);
+          EXPECT_EQ(a.spec_spare_off, b.spec_spare_off);
+          ASSERT_EQ(a.stream.chunks().size(), b.stream.chunks().size());
+          for (size_t k = 0; k < a.stream.chunks().size(); ++k) {
+            EXPECT_EQ(a.stream.chunks()[k].begin, b.stream.chunks()[k].begin);
+            EXPECT_EQ(a.stream.chunks()[k].bytes, b.stream.chunks()[k].bytes);
+          }
+          EXPECT_EQ(b.hot.size(), 0u);  // no parts kept
+        }
 }
 
 TEST(ResolvePlacement, AutoInGpuModeWithoutRatesSaysHowToGetThem) {

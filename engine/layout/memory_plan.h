@@ -1,9 +1,9 @@
-// MemoryPlan: everything about the optimizer's memory that follows from the tensors, the
-// configuration and the placement alone: the layout of each placement class's state, the
+// MemoryPlan: everything about the optimizer's memory that follows from the tensors, their
+// formats, the layout's parameters (LayoutParams) and the placement alone: the layout of each placement class's state, the
 // slots and staging of the executors, the early-start and speculation buffers, and the
-// report they add up to. The optimizer allocates what its plan says and ResolvePlacement
-// reports the same plan, so the memory predicted (and checked against the host budget)
-// is the memory built.
+// report they add up to. ResolvePlacement plans once and hands the plan with the placement
+// (ResolvedPlacement::plan); the optimizer allocates what that plan says, so the memory
+// predicted (and checked against the host budget) is the memory built.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 
 #include "engine/layout/slab_layout.h"
 #include "engine/layout/state_layout.h"
+#include "engine/layout/layout_params.h"
 #include "engine/layout/stream_layout.h"
 #include "tandem/config.h"
 #include "tandem/placement.h"
@@ -48,7 +49,7 @@ struct MemoryPlan {
   std::vector<uint64_t> spec_spare_off, spec_hold_off;
   uint64_t spec_spare_bytes = 0, spec_hold_bytes = 0;
   // What the above adds up to; the GPU plans' tables (device.metadata) are not in it
-  // (PlanMetadata).
+  // (AddPlanMetadata), nor is host_budget (the configuration's, not the layout's).
   MemoryReport report;
 };
 
@@ -56,21 +57,27 @@ struct MemoryPlan {
 // their gradients arrive (tensors from the last registered, each tensor's chunks of
 // chunk_elements from its part's start), and taken while the sum of their state bytes
 // (PartBytes of the chunk) and held parameter bytes stays within
-// OptimizerConfig::speculative_host_bytes (0: every chunk); the first that does not fit
+// LayoutParams::speculative_host_bytes (0: every chunk); the first that does not fit
 // ends the list. So each tensor's speculated chunks are a prefix of its part, and the
 // backup carved per tensor (alignment per part, not per chunk) takes at most the budget.
 //
-// The plan for `specs` under `cfg` at `placement`; gpu: GPU mode (the GPU-resident state
-// and the stream slots in device memory), else host mode. Throws Error(kInvalidArgument)
-// when stream_chunk_bytes cannot hold one group of a streamed tensor.
-MemoryPlan PlanMemory(const std::vector<TensorSpec>& specs, const OptimizerConfig& cfg,
-                      const Placement& placement, bool gpu);
+// The plan for `specs`, tensor t stepped in formats[t] (layout::TensorFormats), under
+// `params` at `placement`; gpu: GPU mode (the GPU-resident state and the stream slots in
+// device memory), else host mode. sizes_only: the state layouts (hot, cold, stream,
+// cold_backup) keep no parts (Note [Sizes without parts] in engine/layout/state_layout.h):
+// every size, offset and the report are the full plan's, but nothing can be allocated by
+// it. Every group index must be in range. Throws Error(kInvalidArgument) when
+// stream_chunk_bytes cannot hold one group of a streamed tensor.
+MemoryPlan PlanMemory(const std::vector<TensorSpec>& specs,
+                      const std::vector<StateFormats>& formats, const LayoutParams& params,
+                      const Placement& placement, bool gpu, bool sizes_only = false);
 
 // GPU mode: the device bytes of the fused step's plans (one per format set of the hot
 // spans, one per format set of every streamed chunk and, for a speculative chunk, its
 // hold spans: Note [One plan per format set]) and of the pre-pass's plan, and the pinned
 // bytes of the pre-pass's result, added to `report`'s metadata.
-void AddPlanMetadata(const std::vector<TensorSpec>& specs, const OptimizerConfig& cfg,
-                     const Placement& placement, const MemoryPlan& plan, MemoryReport* report);
+void AddPlanMetadata(const std::vector<TensorSpec>& specs,
+                     const std::vector<StateFormats>& formats, const Placement& placement,
+                     const MemoryPlan& plan, MemoryReport* report);
 
 }  // namespace tandem::layout

@@ -12,23 +12,44 @@ bool MasterAliases(MasterFormat master, DType param_dtype) {
          (master != MasterFormat::kF32 && param_dtype == DType::kBF16);
 }
 
+double MasterBytesPerElement(MasterFormat m) {
+  switch (m) {
+    case MasterFormat::kF32:
+      return 4;
+    case MasterFormat::kBF16:
+      return 2;
+    case MasterFormat::kBF16Ecc8:
+      return 3;
+    case MasterFormat::kBF16Ecc16:
+      return 4;
+  }
+  return 4;
+}
+
+double MomentBytesPerElement(MomentFormat m) {
+  return m == MomentFormat::kQ8 ? 1.0 + 2.0 / kQuantGroup : 4.0;
+}
+
 uint64_t PartBytes(uint64_t count, Algorithm algo, const HyperParams& h, const StateFormats& f,
                    bool alias_param) {
   StateLayout one;
-  one.Reset(1);
+  one.Reset(1, /*keep_parts=*/false);
   one.Add(0, 0, count, algo, h, f, alias_param);
   return one.bytes();
 }
 
-void StateLayout::Reset(size_t tensors) {
-  parts_.assign(tensors, Part{});
-  entries_.assign(tensors, Entry{});
+void StateLayout::Reset(size_t tensors, bool keep_parts) {
+  keep_parts_ = keep_parts;
+  parts_.assign(keep_parts ? tensors : 0, Part{});
+  entries_.assign(keep_parts ? tensors : 0, Entry{});
   total_ = 0;
+  sums_ = {};
 }
 
 void StateLayout::Add(size_t t, uint64_t offset, uint64_t count, Algorithm algo,
                       const HyperParams& h, const StateFormats& f, bool alias_param) {
-  Entry& e = entries_[t];
+  Entry scratch;
+  Entry& e = keep_parts_ ? entries_[t] : scratch;
   e.part.offset = offset;
   e.part.count = count;
   e.part.alias_param = alias_param && count > 0;
@@ -49,7 +70,18 @@ void StateLayout::Add(size_t t, uint64_t offset, uint64_t count, Algorithm algo,
   e.begin = total_;
   total_ += l.total();
   e.end = total_;
-  parts_[t] = e.part;
+  // Report's categories: every kept array at its aligned size.
+  auto sz = [&](StateArray a) {
+    const uint64_t n = e.size[static_cast<int>(a)];
+    return n > 0 ? Aligned(n) : 0;
+  };
+  using A = StateArray;
+  sums_.master += sz(A::kMasterF32) + sz(A::kMasterBf16);
+  sums_.correction += sz(A::kEcc8) + sz(A::kEcc16);
+  sums_.momentum += sz(A::kMF32) + sz(A::kMCodes);
+  sums_.variance += sz(A::kVF32) + sz(A::kVCodes);
+  sums_.scales += sz(A::kMScales) + sz(A::kVScales);
+  if (keep_parts_) parts_[t] = e.part;
 }
 
 void StateLayout::Bind(uint8_t* base) {
@@ -87,18 +119,11 @@ void StateLayout::Move(size_t t, const uint8_t* lo, const uint8_t* hi, uint8_t* 
 }
 
 void StateLayout::Report(MemoryReport::Bytes* b) const {
-  for (const Entry& e : entries_) {
-    auto sz = [&](StateArray a) {
-      const uint64_t n = e.size[static_cast<int>(a)];
-      return n > 0 ? Aligned(n) : 0;
-    };
-    using A = StateArray;
-    b->master += sz(A::kMasterF32) + sz(A::kMasterBf16);
-    b->correction += sz(A::kEcc8) + sz(A::kEcc16);
-    b->momentum += sz(A::kMF32) + sz(A::kMCodes);
-    b->variance += sz(A::kVF32) + sz(A::kVCodes);
-    b->scales += sz(A::kMScales) + sz(A::kVScales);
-  }
+  b->master += sums_.master;
+  b->correction += sums_.correction;
+  b->momentum += sums_.momentum;
+  b->variance += sums_.variance;
+  b->scales += sums_.scales;
 }
 
 

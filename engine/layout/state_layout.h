@@ -21,6 +21,12 @@ namespace tandem::layout {
 
 bool MasterAliases(MasterFormat master, DType param_dtype);
 
+// Bytes per element of a master in format `m` (f32 4, bf16 2, bf16+ecc8 3, bf16+ecc16 4)
+// and of a moment in format `m` (f32 4; q8 its code and its group's 2-byte scale, 1 + 2/32),
+// without the slab's alignment.
+double MasterBytesPerElement(MasterFormat m);
+double MomentBytesPerElement(MomentFormat m);
+
 // The arrays of `span` that lie in [lo, hi) move to the same offsets from `to`; the others
 // (an aliased master on the parameter) stay.
 void RelocateArrays(StepSpan* span, const uint8_t* lo, const uint8_t* hi, uint8_t* to);
@@ -36,9 +42,13 @@ struct Part {
   StepSpan state;  // formats and state pointers (valid after Bind); grad/param unset
 };
 
+// Note [Sizes without parts]: a layout reset with keep_parts false only adds up: bytes()
+// and Report() hold what the same Adds would lay out, from the same per-array arithmetic,
+// but no part is kept (part, begin, end, Bind, AliasMaster and Move are not available).
+// Sizing a placement (the planner evaluates hundreds) then costs no per-tensor memory.
 class StateLayout {
  public:
-  void Reset(size_t tensors);
+  void Reset(size_t tensors, bool keep_parts = true);
   void Add(size_t t, uint64_t offset, uint64_t count, Algorithm algo, const HyperParams& h,
            const StateFormats& f, bool alias_param);
   uint64_t bytes() const { return total_; }
@@ -63,7 +73,9 @@ class StateLayout {
   };
   std::vector<Part> parts_;
   std::vector<Entry> entries_;
+  bool keep_parts_ = true;
   uint64_t total_ = 0;
+  MemoryReport::Bytes sums_;  // Report's categories, added up by Add
 };
 
 }  // namespace tandem::layout

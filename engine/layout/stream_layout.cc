@@ -11,12 +11,13 @@
 
 namespace tandem::layout {
 void StreamLayout::Build(const std::vector<TensorSpec>& specs,
-                         const std::vector<StateFormats>& formats, const OptimizerConfig& cfg,
-                         const Placement& placement) {
+                         const std::vector<StateFormats>& formats, Algorithm algorithm,
+                         const std::vector<HyperParams>& groups, uint64_t chunk_bytes,
+                         const Placement& placement, bool keep_parts) {
   pieces_.clear();
   chunks_.clear();
   slot_bytes_ = 0;
-  const uint64_t limit = cfg.stream_chunk_bytes;
+  const uint64_t limit = chunk_bytes;
   const uint64_t g = kQuantGroup;
   // Pieces and chunk boundaries first (sizes only), then the layout in that order.
   std::vector<uint64_t> piece_bytes;
@@ -32,9 +33,9 @@ void StreamLayout::Build(const std::vector<TensorSpec>& specs,
   for (size_t t = 0; t < specs.size(); ++t) {
     const uint64_t sc = placement.tensors[t].stream_count;
     if (sc == 0) continue;
-    const HyperParams& h = cfg.groups[specs[t].group];
+    const HyperParams& h = groups[specs[t].group];
     const bool alias = MasterAliases(formats[t].master, specs[t].param_dtype);
-    auto bytes_of = [&](uint64_t n) { return PartBytes(n, cfg.algorithm, h, formats[t], alias); };
+    auto bytes_of = [&](uint64_t n) { return PartBytes(n, algorithm, h, formats[t], alias); };
     if (bytes_of(std::min(sc, g)) > limit)
       throw Error(ErrorKind::kInvalidArgument,
                   "stream_chunk_bytes = " + std::to_string(limit) +
@@ -62,17 +63,21 @@ void StreamLayout::Build(const std::vector<TensorSpec>& specs,
     }
   }
   close();
-  state_.Reset(pieces_.size());
+  state_.Reset(pieces_.size(), keep_parts);
   for (const StreamPiece& p : pieces_) {
     const TensorSpec& s = specs[p.tensor];
-    state_.Add(&p - pieces_.data(), p.offset, p.count, cfg.algorithm, cfg.groups[s.group],
+    state_.Add(&p - pieces_.data(), p.offset, p.count, algorithm, groups[s.group],
                formats[p.tensor], MasterAliases(formats[p.tensor].master, s.param_dtype));
   }
   grad_off_.assign(pieces_.size(), 0);
   grad_slot_bytes_ = 0;
+  // Piece i's arrays take piece_bytes[i] (its PartBytes, what state_.Add carved), one
+  // piece after the other.
+  std::vector<uint64_t> piece_begin(pieces_.size() + 1, 0);
+  for (size_t i = 0; i < pieces_.size(); ++i) piece_begin[i + 1] = piece_begin[i] + piece_bytes[i];
   for (StreamChunk& c : chunks_) {
-    c.begin = state_.begin(c.first);
-    c.bytes = state_.end(c.end - 1) - c.begin;
+    c.begin = piece_begin[c.first];
+    c.bytes = piece_begin[c.end] - c.begin;
     slot_bytes_ = std::max(slot_bytes_, c.bytes);
     SlabLayout grads;
     for (uint32_t i = c.first; i < c.end; ++i)
@@ -160,11 +165,20 @@ std::vector<StepSpan> StreamLayout::HoldSpans(size_t c, std::vector<StepSpan> sp
   return spans;
 }
 
+double StreamBytesPerElement(Algorithm algo, const HyperParams& h, const StateFormats& f,
+                             DType param_dtype) {
+  double b = MasterBytesPerElement(f.master);
+  if (MasterAliases(f.master, param_dtype)) b -= f.master == MasterFormat::kF32 ? 4 : 2;
+  if (HasMomentum(algo, h)) b += MomentBytesPerElement(f.momentum);
+  if (HasVariance(algo)) b += MomentBytesPerElement(f.variance);
+  return b;
+}
+
 ComputeSplitInput SplitInput(const std::vector<TensorSpec>& specs,
-                             const std::vector<StateFormats>& formats, const OptimizerConfig& cfg,
+                             const std::vector<StateFormats>& formats, const LayoutParams& params,
                              const Placement& placement, double* kernel_bytes) {
   ComputeSplitInput in;
-  in.chunk_elements = cfg.chunk_elements;
+  in.chunk_elements = std::max<uint64_t>(params.chunk_elements, 1);
   in.offloaded = placement.offloaded;
   in.hot = placement.total - placement.offloaded;
   double stream = 0, grad = 0, param = 0, kernel = 0;
@@ -172,21 +186,23 @@ ComputeSplitInput SplitInput(const std::vector<TensorSpec>& specs,
     const uint64_t n = placement.tensors[t].host_count();
     if (n == 0) continue;
     const TensorSpec& s = specs[t];
-    const HyperParams& h = cfg.groups[s.group];
+    const HyperParams& h = params.groups[s.group];
     const bool alias = MasterAliases(formats[t].master, s.param_dtype);
     const double dn = static_cast<double>(n);
-    stream += static_cast<double>(PartBytes(n, cfg.algorithm, h, formats[t], alias));
+    stream += dn * StreamBytesPerElement(params.algorithm, h, formats[t], s.param_dtype);
     grad += dn * static_cast<double>(DTypeSize(s.grad_dtype));
     param += dn * static_cast<double>(DTypeSize(s.param_dtype));
+    if (kernel_bytes == nullptr) continue;
     // HBM: the gradient, the whole state read and written, the parameter if separate.
     kernel += dn * static_cast<double>(DTypeSize(s.grad_dtype) + (alias ? 0 : DTypeSize(s.param_dtype))) +
-              2.0 * static_cast<double>(PartBytes(n, cfg.algorithm, h, formats[t], false));
+              2.0 * static_cast<double>(PartBytes(n, params.algorithm, h, formats[t], false));
   }
   if (in.offloaded > 0) {
     const double total = static_cast<double>(in.offloaded);
     in.stream_bytes = stream / total;
     in.grad_bytes = grad / total;
     in.param_bytes = param / total;
+    if (params.release_grads) in.stream_grad_bytes = in.grad_bytes;
     kernel /= total;
   }
   if (kernel_bytes != nullptr) *kernel_bytes = kernel;

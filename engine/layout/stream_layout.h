@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/layout/layout_params.h"
 #include "engine/layout/state_layout.h"
 #include "tandem/compute_split.h"
 #include "tandem/config.h"
@@ -41,10 +42,15 @@ struct StreamChunk {
 
 class StreamLayout {
  public:
-  // formats[t]: tensor t's effective formats. Throws Error(kInvalidArgument) when
-  // chunk_bytes is too small for one group of some tensor.
+  // formats[t]: tensor t's effective formats; groups: the state each group keeps
+  // (TensorSpec::group indexes it); chunk_bytes: the most bytes one chunk holds
+  // (OptimizerConfig::stream_chunk_bytes). keep_parts false: the pieces, chunks and sizes
+  // only (Note [Sizes without parts] in engine/layout/state_layout.h; state() adds up but
+  // keeps no part, so Bind and the spans are not available). Throws
+  // Error(kInvalidArgument) when chunk_bytes is too small for one group of some tensor.
   void Build(const std::vector<TensorSpec>& specs, const std::vector<StateFormats>& formats,
-             const OptimizerConfig& cfg, const Placement& placement);
+             Algorithm algorithm, const std::vector<HyperParams>& groups, uint64_t chunk_bytes,
+             const Placement& placement, bool keep_parts = true);
 
   uint64_t bytes() const { return state_.bytes(); }
   uint64_t slot_bytes() const { return slot_bytes_; }  // the largest chunk
@@ -101,12 +107,27 @@ class StreamLayout {
   std::vector<uint8_t*> chunk_at_;  // per chunk: where its bytes are
 };
 
-// The compute-split model's input (tandem/compute_split.h) for `placement`: per-element
-// bytes of the two host-resident classes, averaged over the host-resident elements of
-// every tensor. kernel_bytes (optional) receives the fused kernel's HBM bytes per element,
-// averaged the same way.
+// Host-resident state bytes of one streamed element of a tensor in formats `f`, each way,
+// without the slab's alignment: the master less the part that aliases a parameter of
+// `param_dtype` (the fused kernel writes the parameter in place), plus the moments `h`
+// keeps with their q8 scales (2 bytes per kQuantGroup elements). AdamW bf16+ecc8/q8/q8
+// with bf16 parameters: 1 + 2 x (1 + 2/32) = 3.125; all-fp32 AdamW with fp32 parameters: 8.
+double StreamBytesPerElement(Algorithm algo, const HyperParams& h, const StateFormats& f,
+                             DType param_dtype);
+
+// Note [The compute share's input]: the compute-split model's input (tandem/
+// compute_split.h) for `placement`, the share-0 placement of an offload fraction: the
+// GPU-resident and host-resident elements; per host-resident element, averaged over those
+// of every tensor (formats[t], params.groups), the state a streamed element moves each
+// way (StreamBytesPerElement, no alignment), its gradient down and its parameter up; with
+// params.release_grads, its gradient up again beside its state (it waits in pinned host
+// memory); and the offload pipeline's chunk (params.chunk_elements, at least 1). The
+// planner's sweep and the optimizer's offload_compute auto both choose the share from it.
+// kernel_bytes (optional) receives the fused kernel's HBM bytes per element (the whole
+// state, slab alignment included, read and written; the gradient; the parameter where the
+// master does not alias it), averaged the same way.
 ComputeSplitInput SplitInput(const std::vector<TensorSpec>& specs,
-                             const std::vector<StateFormats>& formats, const OptimizerConfig& cfg,
+                             const std::vector<StateFormats>& formats, const LayoutParams& params,
                              const Placement& placement, double* kernel_bytes = nullptr);
 
 }  // namespace tandem::layout

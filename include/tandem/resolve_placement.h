@@ -12,6 +12,7 @@
 // thread-safe).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -21,6 +22,10 @@
 #include "tandem/rate_cache.h"
 
 namespace tandem {
+
+namespace layout {
+struct MemoryPlan;  // engine/layout/memory_plan.h: the engine's own, opaque here
+}
 
 struct ResolvedPlacement {
   // The cut of every tensor; placement.stream_share is the compute share resolved.
@@ -32,12 +37,19 @@ struct ResolvedPlacement {
   // and configuration in this mode (before GradReady allocates the early-start buffer:
   // docs/user_guide.md, "Memory").
   MemoryReport memory;
+  // The layout `memory` adds up (every executor's slabs, slots and buffers at
+  // `placement`): what the optimizer built from this resolution allocates, so it is
+  // planned once. Never null after ResolvePlacement; immutable, shared by copies.
+  std::shared_ptr<const layout::MemoryPlan> plan;
 };
 
 // The placement of `tensors` under `config` in `mode` (kGpu or kHost; kAuto is taken as
 // kHost here: the caller resolves it). The share: config.offload_compute when it is a
 // share; 0 for auto in host mode or with nothing offloaded; auto in GPU mode:
-// ChooseSplit's for `rates`. `rates` (may be null) also gives `split` for an explicit
+// ChooseSplit's for `rates`, over the share-0 placement's host-resident elements (their
+// state's bytes per element, gradient, parameter, and with release_grads the gradient
+// again beside the streamed state: Note [The compute share's input] in
+// engine/layout/stream_layout.h). `rates` (may be null) also gives `split` for an explicit
 // share. The tensors' pointers are ignored. Throws Error(kInvalidArgument) for a tensor
 // whose group is out of range, a fraction or share out of [0, 1], invalid rates, a
 // stream_chunk_bytes too small for one group, or auto in GPU mode without rates (naming
@@ -45,6 +57,18 @@ struct ResolvedPlacement {
 ResolvedPlacement ResolvePlacement(const std::vector<TensorSpec>& tensors,
                                    const OptimizerConfig& config, ExecutionMode mode,
                                    const MachineRates* rates);
+
+// ResolvePlacement's decision without sizing its memory: the same placement and split,
+// at the cost of a pass over the tensors (no layout is built). For callers that scan many
+// fractions for the placement alone (the planner's step-time search). Throws as
+// ResolvePlacement, except for a stream_chunk_bytes too small (only sizing finds that).
+struct PlacementDecision {
+  Placement placement;
+  ComputeSplit split;
+};
+PlacementDecision DecidePlacement(const std::vector<TensorSpec>& tensors,
+                                  const OptimizerConfig& config, ExecutionMode mode,
+                                  const MachineRates* rates);
 
 // The key an optimizer built from `tensors` and `config` looks its measured rates up
 // with (RateCache::Key). Error(kInvalidArgument) for a group out of range.

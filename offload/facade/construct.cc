@@ -63,7 +63,7 @@ HybridOptimizer::Impl::Impl(std::vector<TensorSpec> specs, OptimizerConfig cfg)
   placement_ = resolved.placement;
   split_ = resolved.split;
   CheckHostBudget(resolved.memory);  // before any state is allocated
-  BuildExecutors();
+  BuildExecutors(*resolved.plan);
   driver_.Execute([&] { InitState(start); });  // on the optimizer's own (pinned) threads
   steps_.tensor.assign(specs_.size(), 0);
   grads_.ready.assign(specs_.size(), 0);
@@ -185,8 +185,7 @@ void HybridOptimizer::Impl::CheckHostBudget(const MemoryReport& resolved) const 
                     "state formats");
 }
 
-void HybridOptimizer::Impl::BuildExecutors() {
-  const layout::MemoryPlan plan = layout::PlanMemory(specs_, cfg_, placement_, gpu());
+void HybridOptimizer::Impl::BuildExecutors(const layout::MemoryPlan& plan) {
   const bool streams = !plan.stream.chunks().empty();
   // State allocations in executor order: resident, streamed, host-computed.
   DeviceAllocator* const device_memory = gpu() ? gpu_->memory() : nullptr;

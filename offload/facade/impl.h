@@ -74,9 +74,9 @@ class HybridOptimizer::Impl {
   // Throws Error(kOutOfMemory) naming both figures when the host state of the resolved
   // placement would exceed OptimizerConfig::pinned_budget_bytes (before any allocation).
   void CheckHostBudget(const MemoryReport& resolved) const;
-  // The executors over the placement's memory plan, in launch order (Note [Executors]),
-  // and the pre-pass.
-  void BuildExecutors();
+  // The executors over the placement's memory plan (ResolvedPlacement::plan), in launch
+  // order (Note [Executors]), and the pre-pass.
+  void BuildExecutors(const layout::MemoryPlan& plan);
   // The initial state from the parameters, every executor's regions (Note [Block-wise
   // initialisation], offload/memory/state_init.h): blocks of kInitBlockElements;
   // progress lines to info_log once the construction has run kInitQuietSeconds (since

@@ -12,7 +12,8 @@ with its own config), a Hugging Face config, a preset name or a parameter count.
     tandem.largest(gpu_mem="80GB", host_mem="512GiB", fsdp2=True, gpus_per_node=4, seq=4096)
     tandem.machine_rates("tandem-profile.json")  # the rates offload_compute="auto" uses
 
-It runs tandem-plan's own code (tandem._C.plan_cli), in this process; it needs no torch
+It runs tandem-plan's own code in this process: tandem._C.make_plan takes tandem-plan's
+options as a dict and returns the plan as a dict (python/ext/planner.h). It needs no torch
 unless given a module.
 """
 
@@ -130,23 +131,21 @@ _COUNT = re.compile(r"^\s*[0-9]*\.?[0-9]+([eE][+-]?[0-9]+)?\s*[kKmMbBgGtT]?\s*$"
 
 
 @functools.lru_cache(maxsize=None)
-def _cli_help():
-    """tandem-plan's --help text (the one list of its options and presets)."""
-    _, out, _ = _C.plan_cli(["--help"])
-    return out
+def _plan_options():
+    """The planner's options, flags and presets (tandem._C.plan_options)."""
+    return _C.plan_options()
 
 
 @functools.lru_cache(maxsize=None)
 def _cli_options():
     """tandem-plan's long options, without the dashes: {"gpu-mem", "seq", ...}."""
-    return frozenset(re.findall(r"^\s+(?:-\w+,)?--([a-z0-9][a-z0-9-]*)", _cli_help(), re.M))
+    return frozenset([n.replace("_", "-") for n in _plan_options()["names"]] +
+                     ["json", "svg", "help", "version"])
 
 
-@functools.lru_cache(maxsize=None)
 def _presets():
     """The preset names tandem-plan's --model takes."""
-    m = re.search(r"--model\b.*?preset:\s*([^\n]*)", _cli_help())
-    return tuple(re.findall(r"[a-z0-9][a-z0-9.-]*", m.group(1))) if m else ()
+    return tuple(_plan_options()["presets"])
 
 
 # Options set through plan()'s own arguments, and those it does not take.
@@ -188,7 +187,7 @@ def _count(model):
         raise ValueError("model: a parameter count must be a whole number, got %r" % (model,))
     if n <= 0:
         raise ValueError("model: a parameter count must be positive, got %r" % (model,))
-    return ["--params", str(n)]
+    return {"params": str(n)}
 
 
 _DTYPE_NAMES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
@@ -225,20 +224,20 @@ def _config_dtype(config):
 
 
 def _module_reading(module, options):
-    """What plan() reads from a live module beside its parameters: tandem-plan arguments
-    (the dtype it will train in, Note [The dtype a module trains in]; a transformers
-    model's attention implementation and gradient checkpointing) and notes for the report.
-    Options the caller gave win."""
-    args, notes = [], []
+    """What plan() reads from a live module beside its parameters: planner options (the
+    dtype it will train in, Note [The dtype a module trains in]; a transformers model's
+    attention implementation and gradient checkpointing) and notes for the report. Options
+    the caller gave win."""
+    read, notes = {}, []
     config = getattr(module, "config", None)
     params = [p for p in module.parameters() if p.requires_grad]
     if "param_dtype" not in options and params:
         wanted = _config_dtype(config) if config is not None else None
         if all(p.device.type == "meta" for p in params):
             dtype = wanted or "bf16"
-            args += ["--param-dtype", dtype]
+            read["param_dtype"] = dtype
             if "grad_dtype" not in options:
-                args += ["--grad-dtype", dtype]
+                read["grad_dtype"] = dtype
             notes.append("the module is on the meta device: planned in %s, %s; pass "
                          "param_dtype= for another" % (
                              _DTYPE_NAMES[dtype], "its config's dtype" if wanted
@@ -254,18 +253,20 @@ def _module_reading(module, options):
     if config is not None:
         impl = getattr(config, "_attn_implementation", None)
         if impl == "eager" and "attention" not in options:
-            args += ["--attention", "eager"]
+            read["attention"] = "eager"
         # transformers 5 names it is_activation_checkpointing (deprecating the other).
         checkpointing = getattr(module, "is_activation_checkpointing", None)
         if checkpointing is None:
             checkpointing = getattr(module, "is_gradient_checkpointing", False)
         if (checkpointing and "recompute" not in options
                 and options.get("seq") and not options.get("activations")):
-            args += ["--recompute", "full"]
-    return args, notes
+            read["recompute"] = "full"
+    return read, notes
 
 
-def _model_args(model, tmp):
+def _model_options(model, tmp):
+    """The planner's model options for `model` (a module or a dict is written to a file in
+    `tmp`)."""
     if isinstance(model, bool):
         raise ValueError("model must be a module, a config, a preset name or a count")
     if isinstance(model, numbers.Real):
@@ -274,15 +275,15 @@ def _model_args(model, tmp):
         path = os.path.join(tmp, "config.json")
         with open(path, "w") as f:
             json.dump(model, f)
-        return ["--config", path]
+        return {"config": path}
     if isinstance(model, (str, os.PathLike)):
         text = os.fspath(model)
         if os.path.exists(text):
-            return ["--config", text]
+            return {"config": text}
         if isinstance(model, str) and _COUNT.match(text):
-            return ["--params", text.strip()]  # "8B", "7.5e9"
+            return {"params": text.strip()}  # "8B", "7.5e9"
         if isinstance(model, str) and text in _presets():
-            return ["--model", text]
+            return {"model": text}
         what = ("a preset (%s), a parameter count such as '8B' or 8.03e9, a config dict, or "
                 "an existing config.json or model directory" % ", ".join(_presets()))
         if not isinstance(model, str) or os.sep in text or "/" in text or \
@@ -294,7 +295,7 @@ def _model_args(model, tmp):
         path = os.path.join(tmp, "%s.params.json" % type(model).__name__)
         with open(path, "w") as f:
             json.dump(_module_tensors(model), f)
-        args = ["--params-json", path]
+        found = {"params_json": path}
         config = _config_dict(getattr(model, "config", None))
         if config is not None:  # a transformers model: its shape from its own config
             if not config.get("architectures"):
@@ -302,11 +303,11 @@ def _model_args(model, tmp):
             path = os.path.join(tmp, "%s.config.json" % type(model).__name__)
             with open(path, "w") as f:
                 json.dump(config, f, default=str)
-            args += ["--config", path]
-        return args
+            found["config"] = path
+        return found
     config = getattr(model, "to_dict", None)  # a transformers PretrainedConfig
     if callable(config):
-        return _model_args(config(), tmp)
+        return _model_options(config(), tmp)
     raise ValueError("model must be a torch module, a config (dict, PretrainedConfig, "
                      "config.json or model directory), a preset name or a parameter count, "
                      "got %s" % type(model).__name__)
@@ -323,19 +324,38 @@ def _offload_compute(value):
     return str(value)
 
 
-def _option_args(options):
-    """tandem-plan arguments for keyword options (True: a flag; grad_release: True, False
-    or "on", "off", "auto", as --grad-release=VALUE)."""
+def _given(options):
+    """The keyword options the planner is given: None and False leave an option out (True
+    sets a flag); grad_release True or False is "on" or "off"."""
+    given = {}
+    for key, value in options.items():
+        if key == "grad_release" and isinstance(value, bool):
+            value = "on" if value else "off"
+        if value is not None and value is not False:
+            given[key] = value
+    return given
+
+
+def _args(options):
+    """The tandem-plan arguments that give the planner `options` (_given's; True: a flag;
+    grad_release as --grad-release=VALUE)."""
     args = []
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
-        if key == "grad_release" and value is not None:
-            if isinstance(value, bool):
-                value = "on" if value else "off"
+        if key == "grad_release":
             args.append("%s=%s" % (flag, value))
-        elif value is not None and value is not False:
+        else:
             args += [flag] if value is True else [flag, str(value)]
     return args
+
+
+def _renamed(data, path, name):
+    """The plan's JSON `data` with every `path` in its texts written `name`."""
+    if isinstance(data, dict):
+        return {k: _renamed(v, path, name) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_renamed(v, path, name) for v in data]
+    return data.replace(path, name) if isinstance(data, str) else data
 
 
 def plan(model, *, gpu_mem, host_mem, offload_compute="auto", **options):
@@ -365,52 +385,50 @@ def plan(model, *, gpu_mem, host_mem, offload_compute="auto", **options):
             raise TypeError("plan() got an unexpected keyword argument %r; its options are "
                             "%s" % (key, ", ".join(_options())))
     with tempfile.TemporaryDirectory(prefix="tandem-plan-") as tmp:
-        args = _model_args(model, tmp)
+        given = _model_options(model, tmp)
         notes = []
         if hasattr(model, "named_parameters"):
             read, notes = _module_reading(model, options)
-            args += read
-        args += ["--gpu-mem", _size(gpu_mem, "gpu_mem"), "--host-mem",
-                 _size(host_mem, "host_mem"), "--offload-compute",
-                 _offload_compute(offload_compute)]
-        args += _option_args(options)
+            given.update(read)
+        given.update(gpu_mem=_size(gpu_mem, "gpu_mem"), host_mem=_size(host_mem, "host_mem"),
+                      offload_compute=_offload_compute(offload_compute))
+        given.update(_given(options))
         try:
-            text, out = _report_and_json(args)
+            text, data = _answer(_C.make_plan, given)
         except ValueError as e:
             # A module of a family the planner does not read is planned from its
             # parameters alone, as before it read configs; anything else is an error.
-            if "--config" not in args or "--params-json" not in args or not re.search(
+            if "config" not in given or "params_json" not in given or not re.search(
                     r"unknown (architecture|model_type)", str(e)):
                 raise
-            at = args.index("--config")
-            del args[at:at + 2]
+            del given["config"]
             notes.append("its config is not of a family the planner reads (%s): planned "
                          "from its parameters alone" % re.search(
                              r"unknown (?:architecture|model_type) '([^']*)'",
                              str(e)).group(1))
-            text, out = _report_and_json(args)
+            text, data = _answer(_C.make_plan, given)
         # The temporary file a module or dict was written to is gone after the call: the
         # report, the JSON and the arguments name it <Sequential.params.json>.
+        args = _args(given)
         temporary = {a: "<%s>" % os.path.basename(a) for a in args if a.startswith(tmp)}
         for path, name in temporary.items():
-            text, out = text.replace(path, name), out.replace(json.dumps(path)[1:-1], name)
-        data = json.loads(out)
+            text, data = text.replace(path, name), _renamed(data, path, name)
         for note in notes:  # what plan() read from the module, after the planner's notes
             text += "note: %s\n" % note
             data["messages"].append("note: " + note)
         return Plan(text, data, [temporary.get(a, a) for a in args])
 
 
-def _report_and_json(args):
-    """tandem-plan's text report and its --json output for `args`; status 1 (does not
-    fit) is an answer, any other failure a ValueError with the planner's message."""
-    rc, text, err = _C.plan_cli(args)
-    if rc not in (0, 1):
-        raise ValueError(_pythonic(err or text) or "the planner failed (status %d)" % rc)
-    rc, out, err = _C.plan_cli(args + ["--json"])
-    if rc not in (0, 1):
-        raise ValueError(_pythonic(err) or "the planner failed (status %d)" % rc)
-    return text, out
+def _answer(run, options):
+    """The planner's text report and JSON plan (a dict) from `run` (tandem._C.make_plan or
+    find_largest) on `options`; status 1 (does not fit) is an answer, any other a
+    ValueError with the planner's message."""
+    answer = run(options)
+    status = answer["status"]
+    if status not in (0, 1):
+        raise ValueError(_pythonic(answer.get("error", "")) or
+                         "the planner failed (status %d)" % status)
+    return answer["text"], answer["data"]
 
 
 class Largest(_Answer):
@@ -445,10 +463,10 @@ def largest(*, gpu_mem, host_mem, **options):
                                          or key not in _options()):
             raise TypeError("largest() got an unexpected keyword argument %r; its options "
                             "are %s" % (key, ", ".join(_options() + ["offload_compute"])))
-    args = ["--largest", "--gpu-mem", _size(gpu_mem, "gpu_mem"), "--host-mem",
-            _size(host_mem, "host_mem")] + _option_args(options)
-    text, out = _report_and_json(args)
-    return Largest(text, json.loads(out), args)
+    given = {"gpu_mem": _size(gpu_mem, "gpu_mem"), "host_mem": _size(host_mem, "host_mem")}
+    given.update(_given(options))
+    text, data = _answer(_C.find_largest, given)
+    return Largest(text, data, ["--largest"] + _args(given))
 
 
 def machine_rates(profile=None, *, algorithm="adamw", master="bf16+ecc8", m="q8", v="q8",

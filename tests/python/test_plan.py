@@ -2,6 +2,7 @@
 the same plan as tandem-plan's for the same tensors; errors as ValueError."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -415,3 +416,26 @@ def test_the_plan_says_how_to_run_it_and_the_optimizer_takes_that():
     opt.step()
     assert all(not torch.equal(a, t) for a, t in zip(before, model.parameters()))
     assert tandem.plan(model, gpu_mem="1MiB", host_mem="8GiB").optimizer_kwargs is None
+
+
+def test_the_bindings_options_are_the_command_lines():
+    # tandem.plan hands the planner a dict (tandem._C.make_plan); its options, flags and
+    # presets are tandem-plan's (tools/plan/options.h holds both).
+    _, help_text, _ = tandem._C.plan_cli(["--help"])
+    cli = set(re.findall(r"^\s+(?:-\w+,)?--([a-z0-9][a-z0-9-]*)", help_text, re.M))
+    options = tandem._C.plan_options()
+    assert cli - {"help", "version", "json", "svg"} == {
+        n.replace("_", "-") for n in options["names"]}
+    for flag in options["flags"]:
+        assert re.search(r"^\s+--%s\s{2,}" % flag.replace("_", "-"), help_text, re.M), flag
+    assert "preset: %s\n" % ", ".join(options["presets"]) in help_text
+    # One run of the planner answers with the report and the JSON plan.
+    answer = tandem._C.make_plan({"model": "llama3-8b", "gpu_mem": "40GiB",
+                                  "host_mem": "512GiB", "seq": 2048, "recompute": "full"})
+    rc, text, _ = tandem._C.plan_cli(["--model", "llama3-8b", "--gpu-mem", "40GiB",
+                                      "--host-mem", "512GiB", "--seq", "2048", "--recompute",
+                                      "full"])
+    assert (answer["status"], answer["text"]) == (rc, text)
+    bad = tandem._C.make_plan({"model": "llama3-8b", "gpu_mem": "40GiB", "host_mem": "1TiB",
+                               "shard_size": 2})
+    assert bad == {"status": 2, "error": "--shard-size requires --fsdp2"}

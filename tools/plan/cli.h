@@ -1,5 +1,6 @@
-// tandem-plan's command line (docs/planner.md) as a function, shared by the executable and
-// the Python entry point tandem.plan (python/tandem/_planner.py).
+// tandem-plan's command line (docs/planner.md) as a function: the executable runs it, and
+// tandem._C.plan_cli exposes it. It parses into tools/plan/options.h's PlanOptions, which
+// tandem.plan fills from a dict instead (python/ext/planner.h).
 #pragma once
 
 #include <string>

@@ -187,13 +187,13 @@ struct PlanInputs {
   uint64_t chunk_elements = 1 << 21;  // as OptimizerConfig
   int pipeline_slots = 4;             // as OptimizerConfig
   // Where the host-resident elements are computed, as OptimizerConfig::offload_compute:
-  // kOffloadComputeAuto (default: the share tandem::ChooseSplit picks for the profile's
-  // rates, MachineRatesFor, at each fraction), 0 (host: the plan of versions before the
+  // kOffloadComputeAuto (default: the share tandem::ResolvePlacement picks for the
+  // profile's rates, MachineRatesFor, at each fraction), 0 (host: the plan of versions before the
   // three classes, figure for figure), 1 (gpu) or a share in between; text forms through
   // tandem::ParseOffloadCompute. Streamed elements keep their state in host memory less
   // the master's part that aliases the parameter; the GPU then holds stream_slots slots
   // of up to stream_chunk_bytes (MemoryBreakdown::staging on the GPU side). Memory comes
-  // from tandem::PredictMemory with offload_compute set to the resolved share.
+  // from tandem::ResolvePlacement with offload_compute set to the resolved share.
   double offload_compute = kOffloadComputeAuto;
   uint64_t stream_chunk_bytes = uint64_t{32} << 20;  // as OptimizerConfig; >= 4096
   int stream_slots = 3;                              // as OptimizerConfig; >= 2
@@ -370,10 +370,6 @@ FractionPoint EvaluateFraction(const PlanInputs& inputs, double fraction);
 // `release` (gradient release) the streamed chunks take their gradients up again.
 StepTime PredictStepTime(const PlanInputs& inputs, const Rates& rates, uint64_t hot, uint64_t cold,
                          uint64_t shard_elements, uint64_t streamed = 0, bool release = false);
-// The compute share inputs.offload_compute asks for with `hot` and `cold` elements: the
-// share itself, or (auto) tandem::ChooseSplit's for rates.machine.
-double ResolveComputeShare(const PlanInputs& inputs, const Rates& rates, uint64_t hot,
-                           uint64_t cold, bool release = false);
 // Kernel rates for `inputs` from its profile: measured keys, else rooflines.
 Rates ResolveRates(const PlanInputs& inputs);
 
