@@ -23,6 +23,15 @@ set(ENV{PKG_CONFIG_LIBDIR}
     "${TANDEM_AARCH64_PREFIX}/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig")
 set(ENV{PKG_CONFIG_PATH} "")
 
+# The Python extension (TANDEM_BUILD_PYTHON, python/CMakeLists.txt) is built against
+# Debian's arm64 Python 3.11, unpacked into the same prefix: installing
+# libpython3.11-dev:arm64 through multiarch would move the build machine's own Python
+# packages to that version. The headers, the include root that pyconfig.h's per-
+# architecture dispatch needs, and the suffix the arm64 interpreter imports.
+set(TANDEM_CROSS_PYTHON_INCLUDE_DIRS
+    ${TANDEM_AARCH64_PREFIX}/usr/include/python3.11 ${TANDEM_AARCH64_PREFIX}/usr/include)
+set(TANDEM_CROSS_PYTHON_EXT_SUFFIX .cpython-311-aarch64-linux-gnu.so)
+
 find_program(TANDEM_QEMU_AARCH64 NAMES qemu-aarch64 qemu-aarch64-static)
 if(TANDEM_QEMU_AARCH64)
   set(CMAKE_CROSSCOMPILING_EMULATOR ${TANDEM_QEMU_AARCH64})

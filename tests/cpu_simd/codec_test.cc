@@ -168,6 +168,33 @@ std::string CheckCompanderBlock(const std::vector<uint32_t>& bits, uint64_t star
   return "";
 }
 
+// A part of the compander check, for running it in pieces (several processes or machines;
+// docs/building.md, "The exhaustive compander check in shards"). TANDEM_EXHAUSTIVE_SHARD=i/n
+// (0 <= i < n) checks the blocks k with k % n == i, so that the n shards together check
+// every input once; TANDEM_EXHAUSTIVE_TARGET=NAME (TargetName: neon, sve128, sve256, ...)
+// checks only that kernel build, which must be supported. Unset: every block, every target.
+struct CompanderShard {
+  uint64_t index = 0, count = 1;
+  std::string target;  // "" for every supported target
+  std::string error;   // why the variables cannot be used; "" when they can
+};
+
+CompanderShard CompanderShardFromEnv() {
+  CompanderShard s;
+  if (const char* v = std::getenv("TANDEM_EXHAUSTIVE_SHARD")) {
+    unsigned long long i = 0, n = 0;
+    char end = 0;
+    if (std::sscanf(v, "%llu/%llu%c", &i, &n, &end) != 2 || n == 0 || i >= n) {
+      s.error = std::string("TANDEM_EXHAUSTIVE_SHARD='") + v + "' is not i/n with 0 <= i < n";
+      return s;
+    }
+    s.index = i;
+    s.count = n;
+  }
+  if (const char* v = std::getenv("TANDEM_EXHAUSTIVE_TARGET")) s.target = v;
+  return s;
+}
+
 TEST(CodecEveryIsa, CompanderCodesMatchReferenceForEveryInput) {
   // The sanitizer build looks for memory errors, which the sample finds as well.
 #if defined(__SANITIZE_ADDRESS__)
@@ -175,22 +202,48 @@ TEST(CodecEveryIsa, CompanderCodesMatchReferenceForEveryInput) {
 #else
   const bool sampled = std::getenv("TANDEM_EMULATED") != nullptr;
 #endif
+  const CompanderShard shard = CompanderShardFromEnv();
+  ASSERT_EQ(shard.error, "");
+  std::vector<IsaTarget> targets = SupportedTargets();
+  if (!shard.target.empty()) {
+    std::vector<IsaTarget> named;
+    for (const IsaTarget& t : targets)
+      if (TargetName(t) == shard.target) named.push_back(t);
+    ASSERT_EQ(named.size(), 1u) << "TANDEM_EXHAUSTIVE_TARGET=" << shard.target
+                                << " is not a kernel build this CPU runs";
+    targets = named;
+  }
   const std::vector<uint32_t> bits = sampled ? CompanderSample() : std::vector<uint32_t>();
   const uint64_t total = sampled ? bits.size() : kCompanderEnd;
   constexpr uint64_t kBlock = 1 << 16;
-  const std::vector<IsaTarget> targets = SupportedTargets();
+  const uint64_t blocks = (total + kBlock - 1) / kBlock;
+  // This shard's blocks: shard.index, shard.index + shard.count, ...
+  const uint64_t mine = blocks / shard.count + (shard.index < blocks % shard.count ? 1 : 0);
   std::mutex mu;
   std::string first;
+  uint64_t checked = 0;
   // Blocks in parallel: each task sets its own thread's SVE vector length.
-  tbb::parallel_for(uint64_t{0}, (total + kBlock - 1) / kBlock, [&](uint64_t k) {
+  tbb::parallel_for(uint64_t{0}, mine, [&](uint64_t j) {
+    const uint64_t k = shard.index + j * shard.count;
     const size_t n = static_cast<size_t>(std::min(kBlock, total - k * kBlock));
     const std::string bad = CheckCompanderBlock(bits, k * kBlock, n, targets);
     std::lock_guard<std::mutex> lock(mu);
+    checked += n;
     if (!bad.empty() && first.empty()) first = bad;
   });
   EXPECT_EQ(first, "");
-  std::printf("compander inputs checked on %zu ISA builds: %llu%s\n", targets.size(),
+  std::string names;
+  for (const IsaTarget& t : targets) {
+    if (!names.empty()) names += ' ';
+    names += TargetName(t);
+  }
+  std::printf("compander inputs checked on %zu ISA builds (%s): %llu of %llu%s", targets.size(),
+              names.c_str(), static_cast<unsigned long long>(checked),
               static_cast<unsigned long long>(total), sampled ? " (sampled: TANDEM_EMULATED)" : "");
+  if (shard.count > 1)
+    std::printf(" (shard %llu/%llu)", static_cast<unsigned long long>(shard.index),
+                static_cast<unsigned long long>(shard.count));
+  std::printf("\n");
 }
 
 #if defined(__x86_64__)  // the AVX-512 paths
