@@ -93,7 +93,7 @@ void ParseHeadroom(const std::string& text, PlanInputs* in) {
 constexpr uint64_t kMaxBatch = uint64_t{1} << 16, kMaxSeq = uint64_t{1} << 24;
 
 // The numeric options, checked before anything is read or planned, with the messages of
-// the Python binding's options (tandem/_options.py) where it has the same option.
+// the Python binding's options (tandem/_core/options.py) where it has the same option.
 void CheckNumbers(const Args& a) {
   auto bad = [](const std::string& m) { throw Error(ErrorKind::kInvalidArgument, m); };
   if (a.chunk < 32 || a.chunk % 32 != 0)

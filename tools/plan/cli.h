@@ -1,5 +1,5 @@
 // tandem-plan's command line (docs/planner.md) as a function, shared by the executable and
-// the Python entry point tandem.plan (python/tandem/_planner.py).
+// the Python entry point tandem.plan (python/tandem/planner/_plan.py).
 #pragma once
 
 #include <string>

@@ -9,7 +9,7 @@ One optimizer, :class:`MegatronFSDPAdam`, three ways in:
   builds Megatron's own DistributedOptimizer with MegatronFSDPAdam inside and installs
   three hooks on that instance (:func:`install`): no zero-gradient "dummy" step before a
   checkpoint load, ``reload_model_params`` re-reads the masters, and the
-  ``fsdp_dtensor`` state dict holds Tandem's arrays (tandem/_mfsdp_state.py).
+  ``fsdp_dtensor`` state dict holds Tandem's arrays (_fsdp_state.py).
 * the standalone megatron-fsdp package, v1: ``fully_shard_model(...)``, then
   ``model._replace_param_with_distributed_if_needed()``, then
   ``fully_shard_optimizer(MegatronFSDPAdam(model.parameters(), ...))`` of this module.
@@ -31,7 +31,7 @@ gradient norm and clipping; the engine steps with clipping off.
 
 Note [Every rank steps]: each step() runs the engine on every rank, with every empty shard
 counted as stepped, so that the engine's one collective per step (the non-finite check,
-Note [One collective per step] in _dist.py) is reached by every rank even where a rank
+Note [One collective per step] in _core/dist.py) is reached by every rank even where a rank
 holds no element, and every shard of a parameter, on every rank, carries the same step
 count (a checkpoint stores one per parameter).
 """
@@ -41,9 +41,9 @@ import types
 
 import torch as _torch
 
-from tandem import _dist
-from tandem import _mfsdp_state
-from tandem._megatron_adam import TandemAdam, _parts, build_with, require_megatron_core
+from tandem._core import dist as _dist
+from tandem.megatron import _fsdp_state
+from tandem.megatron._adam import TandemAdam, _parts, build_with, require_megatron_core
 
 __all__ = ["MegatronFSDPAdam", "fully_shard_optimizer", "install", "tandem_optimizers"]
 
@@ -68,7 +68,7 @@ class MegatronFSDPAdam(TandemAdam):
       supported), their local shards uneven or empty; param_groups cannot change after
       construction (``add_param_group`` raises).
     * ``state_dict()`` / ``load_state_dict()``: the arrays as DTensors for
-      torch.distributed.checkpoint (tandem/_mfsdp_state.py); ``load_state_dict`` also
+      torch.distributed.checkpoint (_fsdp_state.py); ``load_state_dict`` also
       takes the ``fsdp_dtensor`` form that Megatron-Core's DistributedOptimizer hands it.
 
     Not thread-safe beyond what Megatron needs: one thread steps and checkpoints.
@@ -125,12 +125,12 @@ class MegatronFSDPAdam(TandemAdam):
         return False
 
     # ------------------------------------------------------------------------------------
-    # State dicts (tandem/_mfsdp_state.py)
+    # State dicts (_fsdp_state.py)
 
     def state_dict(self):
         """torch-style, for torch.distributed.checkpoint: ``state[i]`` (parameter i, over
         param_groups) holds "step" and the engine's arrays as DTensors placed like the
-        parameter (Note [Uneven shards in DCP] in _mfsdp_state.py); "tandem" the layout
+        parameter (Note [Uneven shards in DCP] in _fsdp_state.py); "tandem" the layout
         and formats. The same keys on every rank. The arrays share memory with a cached
         engine snapshot: treat them as read-only."""
         return self._torch_style(template=False)
@@ -151,11 +151,11 @@ class MegatronFSDPAdam(TandemAdam):
                 groups.append(g)
             state = {}
             if self._ensure_engine():
-                entries, _ = _mfsdp_state.entries(self, template=template)
+                entries, _ = _fsdp_state.entries(self, template=template)
                 state = dict(enumerate(entries))
-            version = _mfsdp_state.NOT_LOADED if template else _mfsdp_state.VERSION
+            version = _fsdp_state.NOT_LOADED if template else _fsdp_state.VERSION
             return {"state": state, "param_groups": groups,
-                    "tandem": _mfsdp_state.header(self, version)}
+                    "tandem": _fsdp_state.header(self, version)}
 
     def fsdp_dtensor_state(self, is_loading=False):
         """The "state" of Megatron-Core's fsdp_dtensor state dict: {parameter name:
@@ -164,17 +164,17 @@ class MegatronFSDPAdam(TandemAdam):
         with self._lock:
             if not self._ensure_engine():
                 return {}
-            entries, rows = _mfsdp_state.entries(self, template=is_loading)
+            entries, rows = _fsdp_state.entries(self, template=is_loading)
             state = {}
             for k, p in enumerate(self._core.params):
                 name = self.param_names.get(id(p))
                 if name is None:
                     raise ValueError("%s has no name for the fsdp_dtensor state dict (set by "
                                      "tandem.megatron_fsdp.install)" % self._core.label(k))
-                if self.swiglu and _mfsdp_state.is_swiglu_name(name) and p.shape[0] % 2 == 0:
-                    w, v = _mfsdp_state.split_halves(entries[k], p, rows[k])
-                    state[name + _mfsdp_state.HALVES[0]] = w
-                    state[name + _mfsdp_state.HALVES[1]] = v
+                if self.swiglu and _fsdp_state.is_swiglu_name(name) and p.shape[0] % 2 == 0:
+                    w, v = _fsdp_state.split_halves(entries[k], p, rows[k])
+                    state[name + _fsdp_state.HALVES[0]] = w
+                    state[name + _fsdp_state.HALVES[1]] = v
                 else:
                     state[name] = entries[k]
             return state
@@ -187,7 +187,7 @@ class MegatronFSDPAdam(TandemAdam):
         the number of ranks may differ. Raises ValueError naming the first wrong entry;
         nothing changes then."""
         with self._lock:
-            _mfsdp_state.check_header(state_dict.get("tandem"), self)
+            _fsdp_state.check_header(state_dict.get("tandem"), self)
             groups = state_dict.get("param_groups")
             state = state_dict.get("state")
             if not isinstance(groups, (list, tuple)) or len(groups) != len(self.param_groups):
@@ -204,9 +204,9 @@ class MegatronFSDPAdam(TandemAdam):
                                      % (g, len(keys), len(group["params"])))
                 first = k
                 for key, p in zip(keys, group["params"]):
-                    entry = _mfsdp_state.joined(state, key, p, "state dict['state']")
+                    entry = _fsdp_state.joined(state, key, p, "state dict['state']")
                     where = "state dict['state'][%r]" % (key,)
-                    arrays = _mfsdp_state.local_arrays(self, k, entry, where)
+                    arrays = _fsdp_state.local_arrays(self, k, entry, where)
                     step = entry.get("step")
                     if not _torch.is_tensor(step) and not isinstance(step, (int, float)):
                         raise ValueError("%s['step'] must be a number, got %r" % (where, step))
@@ -346,7 +346,7 @@ def install(megatron_optimizer):
     ``param_names`` its parameter names, and ``swiglu`` whether the model's MLP is gated.
     Returns the MegatronFSDPAdam instances. Raises RuntimeError for a megatron-core
     release whose DistributedOptimizer lacks one of these hooks (Note [Megatron-Core
-    versions] in _megatron_adam.py)."""
+    versions] in _adam.py)."""
     require_megatron_core()
     found = []
     for o in _parts(megatron_optimizer):
@@ -375,9 +375,9 @@ def _reload_model_params(inner, state_dict=None):
 
 def _fsdp_dtensor(distributed_optimizer, inner, is_loading=False):
     meta = distributed_optimizer._param_groups_to_param2group_meta(inner.param_groups)
-    version = _mfsdp_state.NOT_LOADED if is_loading else _mfsdp_state.VERSION
+    version = _fsdp_state.NOT_LOADED if is_loading else _fsdp_state.VERSION
     return {"state": inner.fsdp_dtensor_state(is_loading), "param_to_group_meta": meta,
-            "tandem": _mfsdp_state.header(inner, version)}
+            "tandem": _fsdp_state.header(inner, version)}
 
 
 # ----------------------------------------------------------------------------------------
