@@ -63,7 +63,7 @@ class HookTimer:
     the engine's hand-over under it), summed since the last ``take()``: they run on the
     thread that launches backward's kernels, so this is what they take from backward.
     Wraps the two methods the hooks call, looked up on the optimizer at each call
-    (TandemOptimizer._bound in tandem/_torch_optimizer.py). The wrappers hold
+    (TandemOptimizer._bound in tandem/torch/_optimizer.py). The wrappers hold
     the optimizer weakly: a bound method would make a cycle (optimizer -> wrapper ->
     optimizer) that keeps a dropped optimizer, its pinned memory and device memory alive
     until a garbage collection frees them, at some later point of the run (cudaFreeHost

@@ -432,7 +432,7 @@ FractionPoint EvaluateAt(const PlanInputs& in, const Context& x, double fraction
   p.speculated_host = spec.host;
   p.speculated_streamed = spec.streamed;
   if (saves) {
-    // Note [Gradients in flight] (python/tandem/_grads.py): the hand-over waits for the
+    // Note [Gradients in flight] (python/tandem/_core/grads.py): the hand-over waits for the
     // link past grads_in_flight_bytes, so no more than that waits behind it.
     const double waiting =
         GradientsWaiting(in, x.rates, x.training, c, release, spec) * static_cast<double>(g);

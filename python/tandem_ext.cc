@@ -3,7 +3,7 @@
 // The extension never links libtorch. Tensors cross the boundary as raw data pointers
 // (Python ints from `Tensor.data_ptr()`) plus a dtype name and an element count; CUDA
 // streams cross as integer handles (`torch.cuda.current_stream().cuda_stream`, 0 = the
-// legacy default stream). The Python layer (tandem/torch.py) validates tensors and owns
+// legacy default stream). The Python layer (tandem/torch/) validates tensors and owns
 // the buffers; this file only converts values and errors.
 //
 // Errors: tandem::Error becomes the class of its kind (python/ext/errors.h), each also the

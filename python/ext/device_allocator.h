@@ -1,7 +1,7 @@
 // tandem._C.DeviceAllocator: a tandem::DeviceAllocator over two Python callables
 // (Note [One GPU memory pool] in tandem/device_allocator.h), so that tandem.torch hands
 // the engine's device buffers to PyTorch's caching allocator without the extension
-// linking libtorch (tandem/_device_memory.py).
+// linking libtorch (tandem/_core/device_memory.py).
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -1,5 +1,5 @@
 // A pickle's opcodes checked against its own length before it is unpickled, so that what
-// the unpickler allocates is bounded by the bytes (tandem/_dcp_metadata.py: DCP's
+// the unpickler allocates is bounded by the bytes (tandem/dcp/_metadata.py: DCP's
 // .metadata). Exported as tandem._C.check_pickle_bounds(data).
 #pragma once
 

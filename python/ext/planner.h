@@ -1,5 +1,5 @@
 // tandem._C's planner: tandem-plan's options as a dict in, the plan as a dict out
-// (python/tandem/_planner.py is its Python face, tandem.plan), and the calibration
+// (python/tandem/planner/_plan.py is its Python face, tandem.plan), and the calibration
 // profile's machine rates.
 #pragma once
 

@@ -13,9 +13,9 @@ from tandem._C import __version__, cuda_device_available  # noqa: F401
 from tandem._C import (CheckpointCorruptError, CheckpointIOError, CudaError,  # noqa: F401
                        Error, InternalError, InvalidArgumentError, OutOfMemoryError,
                        UnsupportedError)
-from tandem._calibrate import (calibrate_binding, calibrate_training,  # noqa: F401
-                               measure_binding_overhead, measure_training_throughput)
-from tandem._planner import Largest, Plan, largest, machine_rates, plan  # noqa: F401
+from tandem.planner._calibrate import (calibrate_binding, calibrate_training,  # noqa: F401
+                                       measure_binding_overhead, measure_training_throughput)
+from tandem.planner._plan import Largest, Plan, largest, machine_rates, plan  # noqa: F401
 
 __all__ = ["cuda_device_available", "plan", "Plan", "largest", "Largest", "machine_rates",
            "calibrate_binding", "measure_binding_overhead", "calibrate_training",

@@ -155,7 +155,7 @@ def test_foreign_metadata_keeps_live_groups(tmp_path):
 
 
 def _metadata_of(opt):
-    return json.loads(tandem._state._metadata(opt))
+    return json.loads(tandem.torch._state._metadata(opt))
 
 
 @pytest.mark.parametrize("corrupt,match", [

@@ -11,7 +11,8 @@ import torch
 import tandem
 import tandem._C as C
 import tandem.torch
-from tandem import _auto_fraction, _device_memory
+from tandem._core import auto_fraction as _auto_fraction
+from tandem._core import device_memory as _device_memory
 from helpers import batches, make_mlp, params_bits, same_bits
 from test_release import state_bits, train as release_train
 

@@ -13,7 +13,7 @@ import torch
 
 import tandem
 import tandem.torch
-from tandem import _device_memory
+from tandem._core import device_memory as _device_memory
 from helpers import params_bits, same_bits
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -1,5 +1,5 @@
 """torch.optim's per-group flags (Note [torch.optim's flags in a param group] in
-tandem/_options.py). maximize, amsgrad and differentiable set True on any path that
+tandem/_core/options.py). maximize, amsgrad and differentiable set True on any path that
 carries a group's values (a group dict at construction, add_param_group, an edit of
 param_groups[i] after construction, a loaded state dict) are refused naming the group
 and the key, with nothing changed; foreach, fused and capturable are how torch runs the

@@ -185,8 +185,8 @@ def test_load_torch_state_dict_refuses_what_the_constructor_refuses(key, value, 
                          ids=["%s=%r" % (k, v) for k, v, _ in BAD_VALUES])
 def test_load_checkpoint_refuses_what_the_constructor_refuses(tmp_path, key, value, match):
     model, opt = trained(0.5)
-    meta = json.loads(tandem._state._metadata(opt))
-    encoded = tandem._state._encode(value, "test") if value is not None else None
+    meta = json.loads(tandem.torch._state._metadata(opt))
+    encoded = tandem.torch._state._encode(value, "test") if value is not None else None
     meta["param_groups"][1][key] = encoded
     path = tmp_path / "bad.tckpt"
     opt._engine.save_checkpoint(str(path), "none", True, json.dumps(meta))

@@ -1,9 +1,9 @@
 """Loading state never rounds the weight of a parameter that has not been stepped yet:
-Note [A never-stepped parameter keeps its weight] in python/tandem/_state.py. Accelerate's
-prepare round-trips the optimizer's own state dict before training; with a master
-coarser than the weight (fp32 weights, bf16 or bf16+ecc8 masters) the load used to
-write the rounded masters into the weights, so training drifted from the same loop
-without the round trip."""
+Note [A never-stepped parameter keeps its weight] in python/tandem/torch/_state.py.
+Accelerate's prepare round-trips the optimizer's own state dict before training; with a
+master coarser than the weight (fp32 weights, bf16 or bf16+ecc8 masters) the load used to
+write the rounded masters into the weights, so training drifted from the same loop without
+the round trip."""
 
 import pytest
 import torch

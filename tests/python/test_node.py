@@ -121,7 +121,7 @@ class _Props:
 
 
 def test_gpu_bus_ids_follow_the_torchrun_layout(monkeypatch):
-    from tandem import _node
+    from tandem._core import node as _node
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: _Props(0x17 + i))
     assert _node.gpu_bus_ids(torch.device("cuda", 1), 1, 2) == ["0000:17:00.0", "0000:18:00.0"]

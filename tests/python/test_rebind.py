@@ -1,9 +1,9 @@
-"""Rebinding (Note [Rebinding] in tandem/torch.py): a parameter frozen when the optimizer
-is built and unfrozen later is stepped from then on, as torch.optim does (progressive
-unfreezing), and parameters reallocated after construction (p.data = ..., model.to())
-keep their state; the engine is rebuilt over the current parameters with the state
-carried over bit for bit. Host mode at offload fractions 0, 0.5 and 1; the GPU variants
-at the end skip without a CUDA device."""
+"""Rebinding (Note [Rebinding] in python/tandem/_core/engine.py): a parameter frozen when
+the optimizer is built and unfrozen later is stepped from then on, as torch.optim does
+(progressive unfreezing), and parameters reallocated after construction (p.data = ...,
+model.to()) keep their state; the engine is rebuilt over the current parameters with the
+state carried over bit for bit. Host mode at offload fractions 0, 0.5 and 1; the GPU
+variants at the end skip without a CUDA device."""
 
 import copy
 import warnings

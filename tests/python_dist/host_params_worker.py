@@ -19,7 +19,7 @@ On CPUs the policy's copies are no copies (the mesh is the CPU's), so --late-cop
 every gradient of `early` arrive as late as a device copy may: a hook registered before
 the optimizer's takes the gradient FSDP2 assigned and fills it with NaN, and the fence
 the optimizer waits on before handing it over (Note [Gradients copied to the host] in
-tandem/_copied_grads.py) writes it back, a little later, on the thread that waits. An
+tandem/_core/copied_grads.py) writes it back, a little later, on the thread that waits. An
 engine that read a gradient before its fence would see the NaN and skip the step.
 
 Steps in --clip-steps scale the loss up, so clipping triggers: at step 1 by 1e4 (the
@@ -55,8 +55,8 @@ import fsdp_worker  # noqa: E402
 from fsdp_worker import Toy, record_path  # noqa: E402
 from release_worker import batch, state_bits  # noqa: E402
 
-from tandem import _dist  # noqa: E402
-from tandem._copied_grads import CopiedGrads  # noqa: E402
+from tandem._core import dist as _dist  # noqa: E402
+from tandem._core.copied_grads import CopiedGrads  # noqa: E402
 
 COPIES = ("plain", "policy", "early")
 

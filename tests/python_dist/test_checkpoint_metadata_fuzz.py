@@ -1,6 +1,6 @@
 """A mutation run over the metadata JSON of checkpoint files (the manifest's metadata
 string, where tandem.torch keeps param_groups: Note [Checkpoint metadata] in
-python/tandem/_state.py), through the real load path: a file is written with the mutated
+python/tandem/torch/_state.py), through the real load path: a file is written with the mutated
 metadata (valid CRCs, so the mutation reaches the parser) and loaded.
 
 Mutations: one bit of every byte flipped in turn (where the result is still UTF-8, as
@@ -17,7 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import tandem._C  # noqa: E402
 import tandem.torch  # noqa: E402
-from tandem import _state  # noqa: E402
+from tandem.torch import _state  # noqa: E402
 
 if not tandem._C.has_checkpoint:
     pytest.skip("tandem._C built without the checkpoint library", allow_module_level=True)

@@ -38,7 +38,7 @@ import dcp_crc_worker as W  # noqa: E402
 import dcp_integrity_worker as IW  # noqa: E402
 import tandem  # noqa: E402
 import tandem.dcp  # noqa: E402
-from tandem import _dcp_metadata  # noqa: E402
+from tandem.dcp import _metadata as _dcp_metadata  # noqa: E402
 from tandem.dcp import (  # noqa: E402
     CheckpointCorruptError,
     CheckpointIncompleteError,

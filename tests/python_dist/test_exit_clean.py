@@ -76,14 +76,14 @@ def test_exit_is_clean(case):
             assert after < busy, p.stdout
 
 
-# Note [Collectives at exit] (tandem/_dist.py): Tandem's one collective gathers into
+# Note [Collectives at exit] (tandem/_core/dist.py): Tandem's one collective gathers into
 # buffers that live as long as the engine, never left for a gloo thread to free at exit,
 # and a process that used Tandem's collectives or DCP checkpoints gives the process
 # group's threads the GIL before the interpreter finalizes. The two-rank loop that counts
 # aborts is exit_loop.py (docs/distributed.md, "The abort at exit").
 def test_the_collective_keeps_its_buffers_and_the_exit_is_guarded(tmp_path, monkeypatch):
     import torch.distributed as dist
-    from tandem import _dist
+    from tandem._core import dist as _dist
     dist.init_process_group("gloo", init_method="file://%s" % (tmp_path / "store"), rank=0,
                            world_size=1)
     try:

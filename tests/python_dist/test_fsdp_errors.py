@@ -9,7 +9,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
 import tandem.torch
-from tandem import _dist
+from tandem._core import dist as _dist
 from tandem._core import state
 
 pytestmark = pytest.mark.usefixtures("one_rank_group")

@@ -28,8 +28,8 @@ from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
 from torch.distributed.tensor import Shard, distribute_tensor
 
 import tandem.torch
-from tandem import _dist
-from tandem._copied_grads import CopiedGrads
+from tandem._core import dist as _dist
+from tandem._core.copied_grads import CopiedGrads
 
 from workers import run_worker
 

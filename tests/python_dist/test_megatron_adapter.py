@@ -462,7 +462,7 @@ def test_megatron_core_versions(monkeypatch):
     import megatron.core
     from megatron.core.optimizer import OptimizerConfig
     from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
-    from tandem import _megatron_adam
+    from tandem.megatron import _adam as _megatron_adam
     assert _megatron_adam.require_megatron_core() >= _megatron_adam.OLDEST_MEGATRON_CORE
     for text, parsed in (("0.16.1", (0, 16, 1)), ("0.19.2rc1", (0, 19, 2)),
                          ("0.20.0.dev0+abc", (0, 20, 0)), ("1.0", (1, 0, 0))):

@@ -47,7 +47,7 @@ def test_every_install_hint_names_tandem_optim():
 
 
 def test_the_import_error_without_torch_names_tandem_optim():
-    hint = open(os.path.join(ROOT, "python", "tandem", "torch.py")).read()
+    hint = open(os.path.join(ROOT, "python", "tandem", "torch", "__init__.py")).read()
     assert "tandem-optim" in hint and "pip install '.[torch]'" in hint
 
 

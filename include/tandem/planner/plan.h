@@ -146,7 +146,7 @@ struct PlanInputs {
   double allocator_fragmentation = kAllocatorFragmentation;
   // With gradient release: the most bytes of handed-over gradients the GPU keeps while
   // the link takes them down (tandem.torch's grads_in_flight_bytes, Note [Gradients in
-  // flight] in python/tandem/_grads.py): bounds the gradients waiting behind the link.
+  // flight] in python/tandem/_core/grads.py): bounds the gradients waiting behind the link.
   uint64_t grads_in_flight_bytes = uint64_t{1} << 30;
 
   Algorithm algorithm = Algorithm::kAdamW;

@@ -2,7 +2,7 @@
 C++ table (``tandem._C.state_arrays()`` and ``_C.array_entries``, python/ext/arrays.h;
 Note [State arrays] in engine/state_arrays.h).
 
-``EngineState(core)`` lists, for each tensor of an engine core (tandem/_engine.py), the
+``EngineState(core)`` lists, for each tensor of an engine core (engine.py), the
 arrays it keeps (``Array``: name, component, dtypes, entries, global and local shape;
 ``EngineState.offset``: where the local shard starts), gives them as state-dict tensors
 (``Array.tensor``) and reads them back from a state dict, checked (``read``). The
@@ -12,7 +12,7 @@ through tandem::ConvertSnapshot) live here too.
 Note [Array shapes]: the arrays of a tensor, or of a shard, of shape S have shape S,
 except the per-group arrays (the q8 scales): one per group along the last dimension when
 it is a whole number of groups, S[:-1] + (K // 32,), which is what a shard of rows keeps
-(Note [Shard-safe quantization groups] in _dist.py); else one per 32 elements of the
+(Note [Shard-safe quantization groups] in dist.py); else one per 32 elements of the
 flat tensor (such a tensor is never sharded with q8 moments). The one shape rule of the
 FSDP2, DCP and Megatron-FSDP state dicts.
 """
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from tandem import _C
-from tandem import _dist
+from tandem._core import dist as _dist
 from tandem._core.checks import need
 
 _TABLE = {a["name"]: a for a in _C.state_arrays()}
@@ -91,7 +91,7 @@ def snapshot_array(name, tensor):
 
 
 class EngineState:
-    """The state arrays of the tensors of one engine core (tandem/_engine.py: its
+    """The state arrays of the tensors of one engine core (engine.py: its
     ``algorithm``, ``params``, ``group_of``, ``hypers`` and ``formats_of(k)``).
     ``first_rows``: each tensor's first global row on this rank where the front end
     places its shards itself (Megatron-FSDP's uneven shards); else DTensor's."""
@@ -182,6 +182,13 @@ class EngineState:
 
 # ----------------------------------------------------------------------------------------
 # Re-encodings (tandem::ConvertSnapshot)
+
+
+def require_checkpoint():
+    """Raises RuntimeError when the extension was built without the checkpoint/ library."""
+    if not _C.has_checkpoint:
+        raise RuntimeError("this build of tandem has no checkpoint support "
+                           "(built without the checkpoint/ library)")
 
 
 def convert(snap, master, momentum, variance):

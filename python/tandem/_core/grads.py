@@ -1,4 +1,4 @@
-"""The gradient bookkeeping of the front-end core (tandem/_engine.py): which engine tensors
+"""The gradient bookkeeping of the front-end core (engine.py): which engine tensors
 have a gradient at a step and where the engine reads it (Note [Which parameters have a
 gradient], Note [Swapped gradients]), early start with its check at the step (Note
 [Early start is checked at step]) and gradient release (Note [Released gradients]). An
@@ -28,8 +28,8 @@ import contextlib
 
 import torch
 
-from tandem import _dist
-from tandem import _options
+from tandem._core import dist as _dist
+from tandem._core import options as _options
 
 local = _dist.local
 
@@ -73,7 +73,7 @@ class GradientBook:
     def lay_out(self, params, names, sharded, device, grads=None):
         """Takes the Engine's tensors (parameters, names, whether sharded, their device)
         and makes each one's gradient buffer (Note [Gradients read where they are] in
-        _engine.py): borrowed, grads[k] (a shared zero placeholder for a gradient that
+        engine.py): borrowed, grads[k] (a shared zero placeholder for a gradient that
         does not exist yet; ValueError for one that cannot be the gradient); own, a new
         zeroed buffer, or none for DTensor parameters and with release."""
         self.params, self.names, self.sharded, self.device = params, names, sharded, device
@@ -113,7 +113,7 @@ class GradientBook:
 
     def own_buffer(self, k):
         """Gradient buffer k, allocated on first use (Note [Gradients read where they
-        are] in _engine.py)."""
+        are] in engine.py)."""
         if self.grads[k] is None:
             p = self.params[k]
             self.grads[k] = torch.zeros(local(p).shape, dtype=p.dtype, device=p.device)

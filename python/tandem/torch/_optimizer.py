@@ -1,7 +1,7 @@
-"""TandemOptimizer, the base of tandem.torch's optimizers (tandem/torch.py): torch.optim's
-interface over the front-end core (tandem/_engine.py), with its parts as members: the
-LayoutFollower (_torch_layout.py), the HandOver (_torch_handover.py) and the gradient
-hooks (_hooks.py)."""
+"""TandemOptimizer, the base of tandem.torch's optimizers (__init__.py):
+torch.optim's interface over the front-end core (_core/engine.py), with its parts as
+members: the LayoutFollower (_layout.py), the HandOver (_handover.py) and the gradient
+hooks (_core/hooks.py)."""
 
 import collections
 import contextlib
@@ -9,18 +9,17 @@ import threading
 
 import torch as _torch
 
-from tandem import _C
-from tandem import _auto_fraction
-from tandem import _dist
-from tandem import _engine
-from tandem import _node
-from tandem import _options
-from tandem import _state
-from tandem._torch_state import serialised
-from tandem._hooks import GradHooks
-from tandem._torch_handover import HandOver
-from tandem._torch_layout import LayoutFollower
-from tandem._warnings import TandemWarning, warn, warn_skipped
+from tandem._core import auto_fraction as _auto_fraction
+from tandem._core import dist as _dist
+from tandem._core import engine as _engine
+from tandem._core import node as _node
+from tandem._core import options as _options
+from tandem._core.hooks import GradHooks
+from tandem._core.warnings import TandemWarning, warn, warn_skipped
+from tandem.torch import _state
+from tandem.torch._handover import HandOver
+from tandem.torch._layout import LayoutFollower
+from tandem.torch._optim_state import serialised
 
 StepResult = collections.namedtuple("StepResult",
                                     ["applied", "grad_norm", "step", "stepped_tensors"],
@@ -65,7 +64,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
       max_grad_norm: > 0 clips the global gradient norm at each step (StepOptions).
       module: a module whose ``named_parameters()`` names plain parameters.
       host_cpus, pinned_budget: this rank's host CPUs and host-memory budget; "auto"
-        (default) takes the rank's share of the node under torchrun (tandem/_node.py).
+        (default) takes the rank's share of the node under torchrun (_core/node.py).
       early_start: call the engine's GradReady from a post-accumulate-grad hook as each
         gradient is final (default False): autograd's for plain parameters, FSDP2's
         after each reduce-scatter for DTensor ones. speculative_early_start and
@@ -77,7 +76,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
         ``accumulating()``, GradScaler, a p.grad set after the release.
       hyperparam_update: "restore" (default) hands changed per-group hyper-parameters to
         the engine; "error" raises ValueError instead.
-      offload_fraction="auto" (_auto_fraction.py), grads_in_flight_bytes (_grads.py).
+      offload_fraction="auto" (_core/auto_fraction.py), grads_in_flight_bytes
+        (_core/grads.py).
 
     Thread safety: step, begin_step, zero_grad, reload_params, state_dict,
     load_state_dict, save_checkpoint and load_checkpoint hold one lock, so a state dict
@@ -87,10 +87,10 @@ class TandemOptimizer(_torch.optim.Optimizer):
     Copies: copy.deepcopy and pickle give an independent optimizer (__reduce_ex__);
     copy.copy raises TypeError.
 
-    Parts: ``_core``, the front-end core (tandem/_engine.py); ``_layout``, its
-    LayoutFollower (_torch_layout.py: param_groups -> the engine's tensors);
-    ``_handover``, its HandOver (_torch_handover.py: early start and release);
-    ``_hooks``, the gradient hooks of the current layout (_hooks.py).
+    Parts: ``_core``, the front-end core (_core/engine.py); ``_layout``, its
+    LayoutFollower (_layout.py: param_groups -> the engine's tensors);
+    ``_handover``, its HandOver (_handover.py: early start and release);
+    ``_hooks``, the gradient hooks of the current layout (_core/hooks.py).
     """
 
     _ALGORITHM = None
@@ -117,8 +117,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
             _options.pick_format("variance", "variance_format", variance_format, "variance",
                                  variance))
         config = _options.config(formats, fields, _SET_HERE)
-        step_options = (_C.StepOptions() if max_grad_norm is None
-                        else _C.StepOptions(max_grad_norm=max_grad_norm))
+        clip = _options.max_grad_norm(max_grad_norm)
         groups = _options.normalize_params(params, module)
         self._building = True
         super().__init__(groups, defaults)
@@ -126,7 +125,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
         self._tandem_options = options
         self._group_values()  # every group's lr and hyper-parameters, checked
         self._lock = threading.RLock()
-        self.max_grad_norm = step_options.max_grad_norm
+        self.max_grad_norm = clip
         self.speculative_early_start = config.speculative_early_start
         early_start = (bool(early_start) or self.speculative_early_start
                        or config.release_grads)
@@ -456,12 +455,6 @@ class TandemOptimizer(_torch.optim.Optimizer):
     _ptrs = property(lambda self: self._core._ptrs)
     _storages = property(lambda self: self._core._storages)
 
-    @staticmethod
-    def _require_checkpoint():
-        if not _C.has_checkpoint:
-            raise RuntimeError("this build of tandem has no checkpoint support "
-                               "(built without the checkpoint/ library)")
-
     def _sync_params(self):
         """Follows param_groups and reallocations, then reloads the parameters written
         since the engine last wrote them (Note [The parameter is the source of truth])."""
@@ -562,3 +555,4 @@ def _rebuilt(cls, groups, defaults, options, state_dict):
     return opt
 
 
+_rebuilt.__module__ = "tandem.torch"  # pickles name tandem.torch._rebuilt, which stays

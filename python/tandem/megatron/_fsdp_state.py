@@ -3,7 +3,7 @@ shaped like Megatron-FSDP's parameters, for torch.distributed.checkpoint (DCP) a
 Megatron-Core's ``fsdp_dtensor`` checkpoints. docs/megatron_fsdp.md, "Checkpoints".
 
 Layout: each parameter's entry holds ``step`` (a float tensor, the same on every rank)
-and the engine arrays its formats keep (``EngineState.arrays``, tandem/_core/state.py)
+and the engine arrays its formats keep (``EngineState.arrays``, _core/state.py)
 as DTensors with the parameter's mesh and placements and *global* shapes (Note [Array
 shapes] in _core/state.py), their local tensors on the CPU. The entries of the optimizer carry ``"tandem"``: the
 layout's name and version, the algorithm and the formats. Codes, scales and corrections
@@ -36,7 +36,7 @@ from collections.abc import Mapping
 
 import torch
 
-from tandem import _dist
+from tandem._core import dist as _dist
 from tandem._core.state import EngineState, array_shape
 
 LAYOUT = "megatron_fsdp"

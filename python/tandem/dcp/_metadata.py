@@ -33,7 +33,7 @@ import torch
 import torch.distributed.checkpoint.filesystem as _fs
 import torch.distributed.checkpoint.metadata as _md
 
-from tandem import _C
+from tandem._core.file_checks import check_pickle_bounds
 
 # Globals by (module, name) that a DCP metadata pickle may name, besides the metadata
 # module's dataclasses and enums and torch's dtypes (checked in find_class).
@@ -89,7 +89,7 @@ def unpickle_metadata(data):
     """The object pickled in ``data`` (bytes), through the restricted unpickler. Raises
     ValueError (naming the refused global, or pickle's complaint) when it is not one."""
     try:
-        _C.check_pickle_bounds(bytes(data))
+        check_pickle_bounds(bytes(data))
         return _MetadataUnpickler(io.BytesIO(data)).load()
     except RecursionError as e:  # nesting deeper than the interpreter allows
         raise ValueError("it is not a DCP metadata pickle: nested too deeply") from e

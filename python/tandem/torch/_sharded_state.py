@@ -5,7 +5,7 @@ Note [Sharded state dict]: DCP's ``get_optimizer_state_dict`` keeps only "state"
 "param_groups" of an optimizer's state dict (keyed by fully qualified parameter names),
 so everything Tandem needs besides the arrays rides in each param group under "tandem".
 ``state[i]`` holds the tensor's step (a plain float tensor, the same on every rank) and
-its snapshot arrays (``EngineState.arrays``, tandem/_core/state.py) as DTensors with the
+its snapshot arrays (``EngineState.arrays``, _core/state.py) as DTensors with the
 parameter's mesh and placements and *global* shapes (Note [Array shapes] in
 _core/state.py), so that DCP reshards codes, scales and corrections exactly at another
 world size. The local shards are CPU tensors (a copy of the engine's state), never moved
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 import torch
 
-from tandem import _dist
+from tandem._core import dist as _dist
 from tandem._core.checks import mapping, need, step_value
 from tandem._core.state import COMPONENTS, EngineState
 

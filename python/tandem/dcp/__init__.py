@@ -27,7 +27,7 @@ The sidecar holds the ``save_id`` of the metadata it belongs to, the length and 
 of the metadata file, one record per stored item (file, byte offset, length, CRC32C,
 and the item's name for people) and a CRC32C of all of it. A save with collectives is
 written into a staging directory and moved under the checkpoint's name only once
-complete (``tandem._dcp_commit``); a load of an unfinished save raises
+complete (``tandem.dcp._commit``); a load of an unfinished save raises
 :class:`CheckpointIncompleteError`, which says what is missing.
 
 Where the CRCs come from: each rank computes the CRCs of the items it wrote, by reading
@@ -64,13 +64,13 @@ from torch.distributed.checkpoint.metadata import StorageMeta
 from torch.futures import Future
 
 from tandem import CheckpointCorruptError
-from tandem import _dcp_commit as _commit
-from tandem import _dist
-from tandem._C import crc32c
-from tandem._dcp_sidecar import (SIDECAR_FORMAT, SIDECAR_VERSION, _item_name,  # noqa: F401
+from tandem._core import dist as _dist
+from tandem._core.file_checks import crc32c
+from tandem.dcp import _commit
+from tandem.dcp._metadata import DataFileError, check_metadata, unpickle_metadata
+from tandem.dcp._sidecar import (SIDECAR_FORMAT, SIDECAR_VERSION, _item_name,  # noqa: F401
                                  _json_crc, _metadata_name, _region_crc, _sidecar_text,
                                  sidecar_name)
-from tandem._dcp_metadata import DataFileError, check_metadata, unpickle_metadata
 
 __all__ = [
     "CheckpointCorruptError",
@@ -147,7 +147,7 @@ class CrcFileSystemWriter(FileSystemWriter):
     """
 
     def __init__(self, path, *args, **kwargs):
-        _dist.guard_exit()  # Note [Collectives at exit] in _dist.py
+        _dist.guard_exit()  # Note [Collectives at exit] in _core/dist.py
         super().__init__(path, *args, **kwargs)
         if self.serialization_format != SerializationFormat.TORCH_SAVE:
             raise ValueError(
@@ -311,7 +311,7 @@ class CrcFileSystemReader(FileSystemReader):
     DCP's files must be visible to every rank anyway): the metadata file's length and
     CRC32C are checked against the sidecar before it is unpickled, it is unpickled by a
     restricted unpickler, and what it asks for is bounded by the files present
-    (``tandem._dcp_metadata``). A missing metadata file is reported as an unfinished
+    (``tandem.dcp._metadata``). A missing metadata file is reported as an unfinished
     save (:class:`CheckpointIncompleteError`) where the directory or its staging
     directory shows one. Each rank then verifies the items of its own load plan: all of
     them in ``prepare_local_plan``, which DCP runs on every rank before any rank reads
@@ -330,7 +330,7 @@ class CrcFileSystemReader(FileSystemReader):
     """
 
     def __init__(self, path, require_crc=True, _extension_registry=None):
-        _dist.guard_exit()  # Note [Collectives at exit] in _dist.py
+        _dist.guard_exit()  # Note [Collectives at exit] in _core/dist.py
         super().__init__(path, _extension_registry=_extension_registry)
         self.require_crc = require_crc
         self._crcs = None  # (file, offset, length) -> CRC32C; None: not verifying

@@ -2,8 +2,8 @@
 engine's gradient buffer installed as p.grad before autograd accumulates into it, early
 start (the engine's grad_ready as each gradient is final: autograd's post-accumulate-grad
 hook for plain parameters, FSDP2's after each reduce-scatter for DTensor ones) and
-gradient release (Note [Released gradients] in _grads.py), with what release refuses.
-A TandemOptimizer holds one :class:`HandOver`, which its hooks (tandem/_hooks.py) and
+gradient release (Note [Released gradients] in _core/grads.py), with what release refuses.
+A TandemOptimizer holds one :class:`HandOver`, which its hooks (_core/hooks.py) and
 its deferred hand-overs (CopiedGrads) reach through the optimizer's
 ``_on_grad_arriving``, ``_on_grad_accumulated`` and ``_hand_over``."""
 
@@ -11,10 +11,10 @@ import weakref
 
 import torch
 
-from tandem import _dist
-from tandem._copied_grads import CopiedGrads
-from tandem._dist import local
-from tandem._warnings import EarlyStartAccumulationWarning, warn
+from tandem._core import dist as _dist
+from tandem._core.copied_grads import CopiedGrads
+from tandem._core.dist import local
+from tandem._core.warnings import EarlyStartAccumulationWarning, warn
 
 # The hand-overs of every tandem.torch optimizer alive (registered at each bind), for the
 # release check: two optimizers over one parameter cannot both see its gradient once one
@@ -44,7 +44,7 @@ class HandOver:
         as p.grad when p.grad is None."""
         # A reallocated parameter (perhaps on another device now) gets autograd's own
         # gradient; the next step's rebind adopts it into a new buffer. Without a buffer
-        # (Note [Gradients read where they are] in _engine.py) autograd's gradient is the
+        # (Note [Gradients read where they are] in _core/engine.py) autograd's gradient is the
         # one read.
         if self.book.grads[k] is None:
             return
@@ -54,9 +54,9 @@ class HandOver:
 
     def accumulated(self, k, layout_pending):
         """Early start: the engine starts on parameter k's gradient now (Note [Early start
-        is checked at step] in _grads.py), or, for a gradient a device copy is still
+        is checked at step] in _core/grads.py), or, for a gradient a device copy is still
         writing, once that copy is complete (Note [Gradients copied to the host] in
-        _copied_grads.py)."""
+        _core/copied_grads.py)."""
         if not self.early_start or self.accumulating or self.core.moved(k):
             return  # a reallocated parameter: the next step rebinds, then steps it
         grad = self.core.params[k].grad
@@ -117,7 +117,7 @@ class HandOver:
 
     def _release(self, k, p, grad):
         """release_grads: hands parameter k's gradient over and drops p.grad (Note
-        [Released gradients] in _grads.py); a second gradient in one step refuses the
+        [Released gradients] in _core/grads.py); a second gradient in one step refuses the
         step (RuntimeError, raised through backward)."""
         book = self.book
         if book.ready[k]:

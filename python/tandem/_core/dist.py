@@ -16,7 +16,7 @@ host mode alone does not know: the GPU still copies into and out of the shards, 
 step first waits for the device (every gradient's copy down and every all-gather's copy
 up of the shards it writes are complete; ``wait_copies``); a gradient handed over
 during backward waits for its own copy (Note [Gradients copied to the host] in
-_copied_grads.py); and the step's collective runs where the shard group's backend
+copied_grads.py); and the step's collective runs where the shard group's backend
 wants it (NCCL: on the GPU; ``collective_device``).
 
 Note [One collective per step]: the engine's pre-pass computes this rank's exact sum of

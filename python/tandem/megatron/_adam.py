@@ -7,11 +7,11 @@ import threading
 
 import torch as _torch
 
-from tandem import _dist
-from tandem import _engine
-from tandem import _options
-from tandem._megatron_state import StateAccess, delegate
-from tandem._warnings import RebindWarning, warn, warn_skipped
+from tandem._core import dist as _dist
+from tandem._core import engine as _engine
+from tandem._core import options as _options
+from tandem._core.warnings import RebindWarning, warn, warn_skipped
+from tandem.megatron._state import StateAccess, delegate
 
 _SET_HERE = ("algorithm", "groups", "mode", "cuda_stream", "master", "momentum", "variance")
 
@@ -264,7 +264,7 @@ class TandemAdam(_torch.optim.AdamW):
 
     # ------------------------------------------------------------------------------------
     # State: TransformerEngine FusedAdam's interface and Megatron's state dicts
-    # (tandem/_megatron_state.py)
+    # (_state.py)
 
     initialize_state = delegate("initialize_state")
     get_unscaled_state = delegate("get_unscaled_state")

@@ -1,6 +1,6 @@
 """Early start for gradients that a device copy is still writing when their hook runs:
 the sharded gradients of FSDP2's CPUOffloadPolicy (Note [Parameters on the host] in
-_dist.py).
+dist.py).
 
 Note [Gradients copied to the host]: under CPUOffloadPolicy FSDP2 copies each
 reduce-scattered gradient from the GPU into pinned host memory with a non-blocking copy

@@ -7,11 +7,11 @@ so is the Megatron-FSDP one to come. A front end decides which tensors the engin
 hyper-parameters and gradients; the core does the rest:
 
 * layout: the engine's tensor specs from the parameters (local shards of DTensors, Note
-  [Sharded parameters] in _dist.py), per-tensor formats, the gradient buffers;
+  [Sharded parameters] in dist.py), per-tensor formats, the gradient buffers;
 * stream ordering: the engine runs on the CUDA stream current when it was built; work
   on other streams is ordered before and after it (``order_after_current``);
 * gradient bookkeeping: which tensors have a gradient and where the engine reads it
-  (Note [Which parameters have a gradient] in _grads.py), early start and its check at
+  (Note [Which parameters have a gradient] in grads.py), early start and its check at
   the step;
 * the parameter as the source of truth (Note [The parameter is the source of truth]);
 * each group's learning rate and hyper-parameters, handed over at every step (Note
@@ -20,16 +20,16 @@ hyper-parameters and gradients; the core does the rest:
   snapshots, restores and checkpoint files.
 
 The core holds no lock and raises no warning: the front end serialises calls and speaks
-to the user (tandem/_warnings.py). docs/architecture.md, "Python", has the picture.
+to the user (warnings.py). docs/architecture.md, "Python", has the picture.
 """
 
 import torch
 
 from tandem import _C
-from tandem import _device_memory
-from tandem import _dist
-from tandem import _options
-from tandem._grads import GradientBook, device_guard
+from tandem._core import device_memory as _device_memory
+from tandem._core import dist as _dist
+from tandem._core import options as _options
+from tandem._core.grads import GradientBook, device_guard
 
 DTYPE_NAMES = _options.DTYPE_NAMES
 
@@ -52,9 +52,9 @@ class Engine:
     off for a front end whose framework writes the parameters itself between steps
     (Megatron's parameter all-gather), which reloads them when it knows.
 
-    ``book`` is the engine's GradientBook (_grads.py): the gradient buffers, and the
+    ``book`` is the engine's GradientBook (grads.py): the gradient buffers, and the
     gradients a front end hands over during backward (``book.grad_ready``: early start;
-    Note [Released gradients] in _grads.py for release_grads).
+    Note [Released gradients] in grads.py for release_grads).
 
     Not thread-safe: the front end holds its lock around every call.
     """
@@ -190,7 +190,7 @@ class Engine:
         return p.device if device is None else device
 
     def _layout_shards(self, params, names):
-        """Note [Sharded parameters] (_dist.py): every parameter is a DTensor on one mesh,
+        """Note [Sharded parameters] (dist.py): every parameter is a DTensor on one mesh,
         or none is. Sets sharded and combine (the step's collective; None when nothing is
         sharded or the shard group has one rank)."""
         labels = ["'%s'" % n for n in names]
@@ -212,7 +212,7 @@ class Engine:
 
     def tensor_formats(self, k):
         """Engine tensor k's formats override (Note [Shard-safe quantization groups] in
-        _dist.py), or None for the configured formats."""
+        dist.py), or None for the configured formats."""
         p = self.params[k]
         sharded = self.sharded and _dist.shard_dim(p) is not None
         return _dist.tensor_formats(self.formats, tuple(p.shape), sharded)
@@ -230,7 +230,7 @@ class Engine:
         placeholder for a borrowed gradient that does not exist yet).
 
         Note [Gradients read where they are]: the engine reads each step's gradients by
-        their pointers (Note [Which parameters have a gradient] in _grads.py), so a
+        their pointers (Note [Which parameters have a gradient] in grads.py), so a
         gradient buffer of its own is needed only as p.grad for backward to accumulate
         into (plain parameters), or for a gradient that must be copied (another dtype,
         not contiguous). FSDP2 assigns the sharded gradients itself (a new tensor every

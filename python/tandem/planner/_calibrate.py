@@ -229,7 +229,7 @@ def measure_training_throughput(model="llama3-8b", layers=2, seq=2048, batch=1,
     available, else the CPU; `dtype`: None: bf16 on CUDA, f32 on the CPU."""
     import torch
     import torch.nn.functional as F
-    from tandem._planner import plan
+    from tandem.planner._plan import plan
 
     if not (hasattr(torch.nn, "RMSNorm") and hasattr(F, "scaled_dot_product_attention")):
         raise RuntimeError("calibrate_training needs torch >= 2.5 (torch.nn.RMSNorm, "

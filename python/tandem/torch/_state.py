@@ -3,7 +3,7 @@
 * ``state_dict`` / ``load_state_dict``: the torch-shaped state dict with the engine's
   whole state (version 2; version 1 still loads; DTensor parameters: version 3,
   _sharded_state.py). ``load_state_dict`` checks every field before it changes anything,
-  and takes a torch.optim state dict through ``from_torch_state`` (_torch_state.py).
+  and takes a torch.optim state dict through ``from_torch_state`` (_optim_state.py).
 * ``save_checkpoint`` / ``load_checkpoint``: Tandem checkpoint files that also carry the
   torch ``param_groups`` and the learning-rate bookkeeping, as JSON in the snapshot's
   metadata (Note [Checkpoint metadata]), so a resumed run is bit-identical.
@@ -21,12 +21,12 @@ import warnings
 import numpy as np
 import torch
 
-from tandem import _dist
-from tandem import _sharded_state
+from tandem._core import dist as _dist
 from tandem._core.checks import MAX_STEP, integer, listing, mapping, need, real, step_value
-from tandem._core.state import EngineState
-from tandem._torch_state import (apply_groups, check_group_values, engine_groups_from,
-                                 from_torch_state, saved_param_groups, torch_groups)
+from tandem._core.state import EngineState, require_checkpoint
+from tandem.torch import _sharded_state
+from tandem.torch._optim_state import (apply_groups, check_group_values, engine_groups_from,
+                                       from_torch_state, saved_param_groups, torch_groups)
 
 STATE_DICT_VERSION = 2
 _READABLE_VERSIONS = (1, 2)
@@ -44,7 +44,7 @@ HYPER_FIELDS = ("beta1", "beta2", "eps", "weight_decay", "momentum", "dampening"
 # {"$dict": [[key, value], ...]} and a non-finite float is {"$float": "nan"|"inf"|"-inf"},
 # so that load_checkpoint gives back exactly what was saved (betas stay a tuple).
 # Version 1 also held "engine_hyper", the hyper-parameters last handed to the engine: it
-# is ignored on load (Note [One source of hyper-parameters] in _torch_state.py).
+# is ignored on load (Note [One source of hyper-parameters] in _optim_state.py).
 METADATA_SCHEMA = "tandem.torch.param_groups"
 METADATA_VERSION = 2
 _READABLE_METADATA = (1, 2)
@@ -356,7 +356,7 @@ def _parse_metadata(opt, text, path):
 
 def save_checkpoint(opt, path, compression="none", sync=True):
     """TandemOptimizer.save_checkpoint: see its docstring."""
-    opt._require_checkpoint()
+    require_checkpoint()
     metadata = _metadata(opt)  # before any I/O: a value JSON cannot hold raises here
     with opt._core.guard():
         if opt._core.cuda:
@@ -366,7 +366,7 @@ def save_checkpoint(opt, path, compression="none", sync=True):
 
 def load_checkpoint(opt, path):
     """TandemOptimizer.load_checkpoint: see its docstring."""
-    opt._require_checkpoint()
+    require_checkpoint()
     parsed = []
 
     def groups_for(metadata):

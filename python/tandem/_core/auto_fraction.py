@@ -27,7 +27,7 @@ import sys
 
 import torch
 
-from tandem import _device_memory
+from tandem._core import device_memory as _device_memory
 
 HEADROOM_FRACTION = 0.05
 HEADROOM_BYTES = 256 << 20
@@ -64,7 +64,7 @@ def choose(specs, config, capacity, others, current):
 
 class AutoFraction:
     """The re-plan of an optimizer built with offload_fraction="auto" (module docstring),
-    over its front-end core (tandem/_engine.py)."""
+    over its front-end core (engine.py)."""
 
     def __init__(self, core, log=None):
         self.core = core

@@ -13,7 +13,7 @@ inner optimizer the bf16 shard views of the parameters (slices of its parameter 
 and the fp32 gradient shards as ``param.decoupled_grad`` (views of its gradient buffer),
 and keeps no fp32 copy of the parameters itself: the inner optimizer owns the masters.
 TransformerEngine's FusedAdam is that inner optimizer normally; :class:`TandemAdam` takes
-its place with the same interface, a front end over the front-end core (tandem/_engine.py)
+its place with the same interface, a front end over the front-end core (_core/engine.py)
 whose parameters are the bf16 shards and whose gradients are the ``decoupled_grad``
 buffers, read in place, so the only masters and moments are the engine's, in its formats,
 on the GPU and (``offload_fraction``) in host memory.
@@ -22,13 +22,13 @@ Megatron owns everything around the update: gradient reduce-scatter, loss scalin
 unscaling, the gradient norm and clipping (it scales the gradients before ``step()``),
 the parameter all-gather, the learning-rate schedule (written into ``param_groups``
 before each step) and checkpoint layout; the engine steps with clipping off and a loss
-scale of 1. Its FusedAdam-facing state access lives in tandem/_megatron_state.py.
+scale of 1. Its FusedAdam-facing state access lives in _state.py.
 """
 
 import torch as _torch
 
-from tandem._megatron_adam import TandemAdam, _parts, build_with, require_megatron_core
-from tandem._warnings import SkippedStepWarning
+from tandem._core.warnings import SkippedStepWarning
+from tandem.megatron._adam import TandemAdam, _parts, build_with, require_megatron_core
 
 __all__ = ["TandemAdam", "get_megatron_optimizer", "tandem_optimizers",
            "SkippedStepWarning"]
@@ -104,9 +104,8 @@ def get_megatron_optimizer(config, model_chunks, config_overrides=None,
         if value is not None}
     megatron_kwargs["use_gloo_process_groups"] = use_gloo_process_groups
     if getattr(getattr(model_chunks[0], "ddp_config", None), "use_megatron_fsdp", False):
-        from tandem import megatron_fsdp
-        return megatron_fsdp.get_megatron_optimizer(config, model_chunks, megatron_kwargs,
-                                                    options)
+        from tandem.megatron import fsdp
+        return fsdp.get_megatron_optimizer(config, model_chunks, megatron_kwargs, options)
     _refuse(config, model_chunks)
     cfg = copy.copy(config)  # not dataclasses.replace: __post_init__ would want TE
     cfg.use_precision_aware_optimizer = True

@@ -21,11 +21,10 @@ import struct
 import numpy as np
 import torch
 
-from tandem import _dist
-from tandem import _options
+from tandem._core import dist as _dist
+from tandem._core import options as _options
 from tandem._core.checks import MAX_STEP, listing, mapping, need, step_value
 from tandem._core.state import F32, components, convert
-from tandem._torch_layout import reference_values
 
 
 # Note [One source of hyper-parameters]: a loaded optimizer steps with the
@@ -47,7 +46,7 @@ def serialised(sync_before=False, load=False):
     weights'); with load, the engine is rebound first for param_groups, reallocations
     and parameters the loaded state dict has state for, and the parameters' version
     counters are recorded after the engine wrote them (Note [The parameter is the source
-    of truth] in _engine.py)."""
+    of truth] in _core/engine.py)."""
     def decorate(fn):
         @functools.wraps(fn)
         def wrapper(opt, *args, **kwargs):
@@ -322,3 +321,11 @@ def _write_safetensors(path, tensors, metadata):
             f.write(a.tobytes())
         f.flush()
         os.fsync(f.fileno())
+
+
+def reference_values(lrs, hypers):
+    """(ref_group, lr_scales, hypers): the group with the largest lr, each group's lr
+    ratio to it, and the hyper-parameters (LayoutFollower.follow_values)."""
+    ref_group = max(range(len(lrs)), key=lambda i: lrs[i])
+    ref = lrs[ref_group]
+    return ref_group, [(lr / ref if ref > 0 else 1.0) for lr in lrs], [dict(h) for h in hypers]

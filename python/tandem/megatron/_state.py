@@ -1,7 +1,7 @@
 """tandem.megatron.TandemAdam's state access: TransformerEngine FusedAdam's
 precision-aware interface (``optimizer.state[p]``, ``get_unscaled_state``,
 ``set_scaled_state``, ``initialize_state``) and Megatron's state dicts, over the
-front-end core's snapshots (tandem/_engine.py).
+front-end core's snapshots (_core/engine.py).
 
 Note [Engine state between steps]: Megatron's checkpoint code reads and writes the
 state one tensor at a time (``get_unscaled_state`` / ``set_scaled_state``, fp32 values).
@@ -24,7 +24,7 @@ import functools
 import numpy as np
 import torch
 
-from tandem import _dist
+from tandem._core import dist as _dist
 from tandem._core.state import NAMES, decode_f32, encode_f32, snapshot_array
 
 # Megatron's state names -> the snapshot component they live in.

@@ -9,7 +9,7 @@ these options). Every refusal is a ValueError naming the option or the variable.
 import os
 
 from tandem import _C
-from tandem._options import is_int
+from tandem._core.options import is_int
 
 
 def local_ranks():

@@ -3,7 +3,7 @@ parameters the engine steps (those that require grad, as at construction, and th
 left out that get a gradient later), under which names and groups, and the rebinds that
 follow changes (parameters appended or removed, add_param_group, reallocations,
 unfreezing), each keeping the state of the others bit for bit (Note [Rebinding] in
-_engine.py) and warned (RebindWarning).
+_core/engine.py) and warned (RebindWarning).
 
 The optimizer hands each call its param_groups; a call that may bind also takes
 ``group_values()``, the groups' (lrs, hypers), checked, and ``bound(before)``, what the
@@ -12,9 +12,10 @@ it)."""
 
 import math
 
-from tandem import _engine
-from tandem import _options
-from tandem._warnings import RebindWarning, warn
+from tandem._core import engine as _engine
+from tandem._core import options as _options
+from tandem._core.warnings import RebindWarning, warn
+from tandem.torch._optim_state import reference_values
 
 
 class LayoutFollower:
@@ -36,7 +37,7 @@ class LayoutFollower:
         """Keeps the groups' reference values (_ref_group, _lr_scales, _engine_hyper: the
         lr ratios to the group with the largest lr, and the other hyper-parameters) up to
         date with a step's; the engine takes every group's values at each step anyway
-        (Note [Each group's values every step] in _engine.py), so these only say what
+        (Note [Each group's values every step] in _core/engine.py), so these only say what
         changed: with hyperparam_update="error" a change raises ValueError naming it, and
         state dicts and checkpoint files record them for their readers."""
         ref = lrs[self.ref_group]
@@ -57,7 +58,7 @@ class LayoutFollower:
     def bind(self, groups, include, group_values, bound, fresh_values=False):
         """Binds the engine to the parameters of param_groups `groups` for which
         include(p) holds (the core carries the state by identity: Note [Rebinding] in
-        _engine.py), then the tables that follow the layout: torch indices, the
+        _core/engine.py), then the tables that follow the layout: torch indices, the
         parameters left out, param_groups' shape; then bound(before)."""
         entries, indices, left_out = _options.layout(groups, include)
         if not entries:
@@ -189,11 +190,3 @@ class LayoutFollower:
                     "parameter %s (shape %s, %s) was unfrozen between begin_step() and "
                     "step(), so it has no optimizer state in this step; unfreeze it before "
                     "begin_step()" % (where, tuple(p.shape), p.dtype))
-
-
-def reference_values(lrs, hypers):
-    """(ref_group, lr_scales, hypers): the group with the largest lr, each group's lr
-    ratio to it, and the hyper-parameters (LayoutFollower.follow_values)."""
-    ref_group = max(range(len(lrs)), key=lambda i: lrs[i])
-    ref = lrs[ref_group]
-    return ref_group, [(lr / ref if ref > 0 else 1.0) for lr in lrs], [dict(h) for h in hypers]

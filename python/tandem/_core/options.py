@@ -11,7 +11,7 @@ import numbers
 import torch as _torch
 
 from tandem import _C
-from tandem import _dist
+from tandem._core import dist as _dist
 
 
 # The parameter and gradient dtypes the engine steps, by their engine names.
@@ -238,7 +238,7 @@ def layout(param_groups, include):
     (parameter, engine name, group) of every parameter for which include(p) holds, in
     param_groups order; indices: each one's torch state_dict index (its position over all
     groups); left_out: (label, parameter) of the others. An unnamed parameter is named
-    "g<group>.p<index>" (Note [Rebinding] in _engine.py: the index follows
+    "g<group>.p<index>" (Note [Rebinding] in engine.py: the index follows
     param_groups)."""
     entries, indices, left_out = [], [], []
     index = 0
@@ -318,6 +318,12 @@ def group_values(algorithm, hyper, g, group, where=None):
         raise ValueError("%s has no key %r" % (where, e.args[0])) from None
     _C.check_hyper_params(algorithm, dict(values, lr_scale=1.0), where)
     return lr, values
+
+
+def max_grad_norm(value):
+    """`value` as the engine's StepOptions takes it (checked there; None: 0, no clipping)."""
+    options = _C.StepOptions() if value is None else _C.StepOptions(max_grad_norm=value)
+    return options.max_grad_norm
 
 
 def config(formats, fields, front_end):

@@ -3,7 +3,7 @@ CRC32C of its JSON and of a file region, and its exact text."""
 
 import json
 
-from tandem._C import crc32c
+from tandem._core.file_checks import crc32c
 
 # The sidecar's format name and version (docs/dcp_integrity.md). Bump the version on any
 # change a reader of the previous version would misread. Version 1 (no CRC of the

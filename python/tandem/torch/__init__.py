@@ -19,8 +19,8 @@ its own step count, and weights written in place after construction
 (``model.load_state_dict``, ``nn.init``, ``p.copy_``) are picked up by the next step.
 
 This module holds the algorithms (their defaults and hyper-parameters); their base,
-:class:`TandemOptimizer` (tandem/_torch_optimizer.py), is the torch.optim front end
-over the front-end core (tandem/_engine.py), which builds and drives the engine. Weight
+:class:`TandemOptimizer` (_optimizer.py), is the torch.optim front end
+over the front-end core (_core/engine.py), which builds and drives the engine. Weight
 writes that bypass torch's version counter (``p.data.copy_(...)``, raw pointers) need
 ``opt.reload_params()``. DTensor parameters (FSDP2's ``fully_shard``, HSDP) are stepped
 shard by shard (docs/distributed.md).
@@ -35,12 +35,12 @@ except ImportError as _e:  # depends on the machine
         "torch extra from its source tree: pip install '.[torch]' (the distribution is "
         "tandem-optim; 'tandem' on PyPI is another project)." % (_e,)) from _e
 
-from tandem import _options
-from tandem._torch_optimizer import StepResult, TandemOptimizer
-from tandem._torch_optimizer import _rebuilt  # noqa: F401 -- pickles made where it lived
-from tandem._torch_state import export_masters, from_torch_state, to_torch_state
-from tandem._warnings import (EarlyStartAccumulationWarning, RebindWarning,  # noqa: F401
-                              SkippedStepWarning, TandemWarning)
+from tandem._core import options as _options
+from tandem._core.warnings import (EarlyStartAccumulationWarning, RebindWarning,  # noqa: F401
+                                   SkippedStepWarning, TandemWarning)
+from tandem.torch._optim_state import export_masters, from_torch_state, to_torch_state
+from tandem.torch._optimizer import StepResult, TandemOptimizer
+from tandem.torch._optimizer import _rebuilt  # noqa: F401 -- the name pickles hold
 
 __all__ = ["AdamW", "Adam", "Lion", "SGD", "StepResult", "TandemOptimizer", "TandemWarning",
            "SkippedStepWarning", "EarlyStartAccumulationWarning", "RebindWarning",

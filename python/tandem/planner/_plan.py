@@ -315,7 +315,7 @@ def _model_options(model, tmp):
 
 def _offload_compute(value):
     """offload_compute as tandem-plan's text; tandem::ParseOffloadCompute checks it (this
-    module imports no torch, so not tandem._options)."""
+    module imports no torch, so not tandem._core.options)."""
     if isinstance(value, bool) or value is None:
         raise ValueError('offload_compute must be "auto", "host", "gpu" or a share in '
                          '[0, 1], got %r' % (value,))
