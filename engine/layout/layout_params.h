@@ -1,7 +1,8 @@
 // LayoutParams: what the optimizer's memory layout reads of its configuration, and
 // nothing else: the state each group keeps and the sizes of the executors' chunks, slots
-// and speculation budgets. Each field is OptimizerConfig's of the same name, with its
-// default and its requirements (tandem/config.h); LayoutParamsOf copies them.
+// and speculation budgets. Each field is OptimizerConfig's of the same name (its default
+// and requirements are there, tandem/config.h); LayoutParamsOf copies them, so the values
+// are only ever the configuration's.
 #pragma once
 
 #include <cstdint>
@@ -12,17 +13,17 @@
 namespace tandem::layout {
 
 struct LayoutParams {
-  Algorithm algorithm = Algorithm::kAdamW;
+  Algorithm algorithm{};
   // Per group, whether it keeps a momentum buffer (HasMomentum); TensorSpec::group indexes it.
   std::vector<HyperParams> groups;
-  uint64_t chunk_elements = 1 << 21;                   // the offload pipeline's chunk
-  int pipeline_slots = 4;                              // its gradient (and parameter) slots
-  uint64_t stream_chunk_bytes = uint64_t{32} << 20;    // the most bytes a streamed chunk holds
-  int stream_slots = 3;                                // device slots chunks stream through
-  bool release_grads = false;                          // gradient release's buffers
-  bool speculative_early_start = false;                // speculation's backups and spares
-  uint64_t speculative_host_bytes = 0;                 // Note [Host speculation budget]
-  uint64_t speculative_stream_bytes = uint64_t{1} << 30;
+  uint64_t chunk_elements = 0;            // the offload pipeline's chunk
+  int pipeline_slots = 0;                 // its gradient (and parameter) slots
+  uint64_t stream_chunk_bytes = 0;        // the most bytes a streamed chunk holds
+  int stream_slots = 0;                   // device slots chunks stream through
+  bool release_grads = false;             // gradient release's buffers
+  bool speculative_early_start = false;   // speculation's backups and spares
+  uint64_t speculative_host_bytes = 0;    // Note [Host speculation budget]
+  uint64_t speculative_stream_bytes = 0;
 };
 
 inline LayoutParams LayoutParamsOf(const OptimizerConfig& cfg) {
