@@ -28,12 +28,11 @@ std::vector<uint64_t> Numels(const std::vector<TensorSpec>& tensors) {
   return numels;
 }
 
-}  // namespace
-
-PlacementDecision DecidePlacement(const std::vector<TensorSpec>& tensors,
-                                  const OptimizerConfig& config, ExecutionMode mode,
-                                  const MachineRates* rates) {
-  CheckGroups(tensors, config);
+// DecidePlacement with the tensors' effective formats (layout::TensorFormats) given, so
+// that Resolve computes them once for the decision and the plan.
+PlacementDecision Decide(const std::vector<TensorSpec>& tensors,
+                         const std::vector<StateFormats>& formats, const OptimizerConfig& config,
+                         ExecutionMode mode, const MachineRates* rates) {
   const bool gpu = mode == ExecutionMode::kGpu;
   const std::vector<uint64_t> numels = Numels(tensors);
   const double asked = config.offload_compute;
@@ -43,8 +42,8 @@ PlacementDecision DecidePlacement(const std::vector<TensorSpec>& tensors,
   // Note [The compute share's input] in engine/layout/stream_layout.h.
   double share = 0.0;
   if (r.placement.offloaded > 0 && !(asked == kOffloadComputeAuto && !gpu)) {
-    const ComputeSplitInput in = layout::SplitInput(tensors, layout::TensorFormats(tensors, config),
-                                                    layout::LayoutParamsOf(config), r.placement);
+    const ComputeSplitInput in =
+        layout::SplitInput(tensors, formats, layout::LayoutParamsOf(config), r.placement);
     if (asked == kOffloadComputeAuto) {
       if (rates == nullptr)
         throw Error(ErrorKind::kInvalidArgument,
@@ -64,13 +63,12 @@ PlacementDecision DecidePlacement(const std::vector<TensorSpec>& tensors,
   return r;
 }
 
-namespace {
-
 ResolvedPlacement Resolve(const std::vector<TensorSpec>& tensors, const OptimizerConfig& config,
                           ExecutionMode mode, const MachineRates* rates, bool sizes_only) {
-  PlacementDecision decided = DecidePlacement(tensors, config, mode, rates);
-  const bool gpu = mode == ExecutionMode::kGpu;
+  CheckGroups(tensors, config);
   const std::vector<StateFormats> formats = layout::TensorFormats(tensors, config);
+  PlacementDecision decided = Decide(tensors, formats, config, mode, rates);
+  const bool gpu = mode == ExecutionMode::kGpu;
   ResolvedPlacement r;
   r.placement = std::move(decided.placement);
   r.split = decided.split;
@@ -84,6 +82,13 @@ ResolvedPlacement Resolve(const std::vector<TensorSpec>& tensors, const Optimize
 }
 
 }  // namespace
+
+PlacementDecision DecidePlacement(const std::vector<TensorSpec>& tensors,
+                                  const OptimizerConfig& config, ExecutionMode mode,
+                                  const MachineRates* rates) {
+  CheckGroups(tensors, config);
+  return Decide(tensors, layout::TensorFormats(tensors, config), config, mode, rates);
+}
 
 ResolvedPlacement ResolvePlacement(const std::vector<TensorSpec>& tensors,
                                    const OptimizerConfig& config, ExecutionMode mode,
