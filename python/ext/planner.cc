@@ -92,7 +92,8 @@ void BindPlanner(py::module_& m) {
       "plan_options",
       []() {
         std::vector<std::string> names, flags;
-        for (const std::string& n : planner::PlanOptionNames()) {
+        for (const planner::PlanOptionSpec& s : planner::PlanOptionSpecs()) {
+          const std::string n = s.name;
           std::string key = n;
           for (char& c : key)
             if (c == '-') c = '_';

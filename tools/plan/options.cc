@@ -6,6 +6,8 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "tandem/error.h"
@@ -98,79 +100,135 @@ std::vector<std::string> PlanPresetNames() {
   return {"llama3-1b", "llama3-3b", "llama3-8b", "llama3-70b"};
 }
 
-std::vector<std::string> PlanOptionNames() {
-  return {"params", "config", "model", "params-json", "largest", "include-mtp", "pieces",
-          "gpu-mem", "headroom", "attention", "activation-model", "host-mem", "activations",
-          "batch", "seq", "recompute", "algo", "master", "m", "v", "param-dtype", "grad-dtype",
-          "momentum", "grad-release", "zero1", "speculative-early-start",
-          "speculative-host-bytes", "speculative-stream-bytes", "in-place-grad-bytes",
-          "fraction", "train-tflops", "gpus-per-node", "nodes", "fsdp2", "shard-size",
-          "blocks-in-flight", "profile", "policy", "chunk-elements", "slots",
-          "offload-compute", "stream-chunk", "stream-slots"};
+const std::vector<PlanOptionSpec>& PlanOptionSpecs() {
+  using K = PlanOptionSpec::Kind;
+  using P = PlanOptions;
+  static const std::vector<PlanOptionSpec> specs = [] {
+    std::string presets;
+    for (const std::string& p : PlanPresetNames()) presets += (presets.empty() ? "" : ", ") + p;
+    return std::vector<PlanOptionSpec>{
+        {"params", &P::params, K::kModel, "parameter count, e.g. 8e9 or 7.5B (one flat tensor)"},
+        {"config", &P::config, K::kModel,
+         "Hugging Face config.json or a model directory holding one (Llama, Mistral, Qwen2, "
+         "Qwen3, Gemma 2, Gemma 3, Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V2/V3, GPT-2); with "
+         "--params-json, the tensor list's shape"},
+        {"model", &P::model, K::kModel, "preset: " + presets},
+        {"params-json", &P::params_json, K::kModel,
+         "tensor list: JSON [{\"name\", \"shape\", \"dtype\"}, ...] (with --config for its "
+         "transformer shape)"},
+        {"largest", &P::largest, K::kFlag,
+         "instead of a model: the largest Llama-3-shaped model that fits, per width "
+         "(docs/planner.md \"The largest model\")"},
+        {"include-mtp", &P::include_mtp, K::kFlag,
+         "DeepSeek-V3: count the multi-token-prediction modules"},
+        {"pieces", &P::pieces, K::kOption, "with --params: split into this many equal tensors"},
+        {"gpu-mem", &P::gpu_mem, K::kRequired,
+         "GPU memory budget per GPU with a unit (80GiB, 141GB, ...)"},
+        {"headroom", &P::headroom, K::kShowDefault,
+         "GPU memory kept free for what the plan does not count (NCCL, other processes): a "
+         "percentage of --gpu-mem (5%) or a size (4GiB)"},
+        {"attention", &P::attention, K::kShowDefault,
+         "activation estimate: flash (no s x s scores kept) | eager"},
+        {"activation-model", &P::activation_model, K::kShowDefault,
+         "activation estimate: transformers (Hugging Face transformers' implementation, "
+         "measured) | megatron (Korthikanti's formula) | auto (transformers for a --config "
+         "model, megatron otherwise)"},
+        {"host-mem", &P::host_mem, K::kRequired, "host memory budget per node (512GiB, ...)"},
+        {"activations", &P::activations, K::kOption, "activation memory per GPU (20GiB)"},
+        {"batch", &P::batch, K::kOption, "micro-batch per GPU for the estimate"},
+        {"seq", &P::seq, K::kOption, "sequence length for the activation estimate"},
+        {"recompute", &P::recompute, K::kOption, "none | selective | full"},
+        {"algo", &P::algo, K::kShowDefault, "adamw | adam | lion | sgd"},
+        {"master", &P::master, K::kShowDefault, "f32 | bf16 | bf16+ecc8 | bf16+ecc16"},
+        {"m", &P::m, K::kShowDefault, "first moment: f32 | q8"},
+        {"v", &P::v, K::kShowDefault, "second moment: f32 | q8"},
+        {"param-dtype", &P::param_dtype, K::kShowDefault, "f32 | bf16 | f16"},
+        {"grad-dtype", &P::grad_dtype, K::kShowDefault, "f32 | bf16 | f16"},
+        {"momentum", &P::momentum, K::kShowDefault, "SGD momentum (0: no buffer)"},
+        {"grad-release", &P::grad_release, K::kFlagOn,
+         "gradient release (release_grads=True): each gradient leaves the GPU as the engine "
+         "takes it in backward; --grad-release=off: never; default auto: the plan picks where "
+         "it fits or runs faster"},
+        // Not available in this version: accepted only to say so (exit status 2).
+        {"zero1", &P::zero1, K::kFlag, "not available in this version (--fsdp2 shards the state)"},
+        {"speculative-early-start", &P::speculative_early_start, K::kFlag,
+         "the optimizer speculates during backward (BeginStep): adds its host backups and, for "
+         "streamed chunks, GPU room for their parameters"},
+        {"speculative-host-bytes", &P::speculative_host_bytes, K::kOption,
+         "speculation budget per rank: host-computed state backed up (default: what fits and "
+         "backward covers, or all without --seq; 0: all, as the engine reads it)"},
+        {"speculative-stream-bytes", &P::speculative_stream_bytes, K::kOption,
+         "speculation budget per rank: streamed state backed up (default: what fits and "
+         "backward covers, or 1GiB without --seq)"},
+        {"in-place-grad-bytes", &P::in_place_grad_bytes, K::kOption,
+         "with --grad-release: handed-over gradient bytes kept on the GPU for the speculative "
+         "kernels to read in place (in_place_grad_bytes; default 0)"},
+        {"fraction", &P::fraction, K::kOption,
+         "plan at this offload fraction (a run's own) instead of choosing one"},
+        {"train-tflops", &P::train_tflops, K::kOption,
+         "training throughput of forward + backward, TFLOP/s of hardware work (default: the "
+         "profile's, else built-in)"},
+        {"gpus-per-node", &P::gpus_per_node, K::kShowDefault, "data-parallel GPUs per node"},
+        {"nodes", &P::nodes, K::kShowDefault, "nodes"},
+        {"fsdp2", &P::fsdp2, K::kFlag,
+         "FSDP2: weights, gradients and optimizer state sharded over the ranks (per-rank "
+         "figures; docs/planner.md \"FSDP2\")"},
+        {"shard-size", &P::shard_size, K::kOption,
+         "with --fsdp2: ranks each tensor is sharded over (HSDP; a divisor of the ranks; "
+         "default all ranks)"},
+        {"blocks-in-flight", &P::blocks_in_flight, K::kShowDefault,
+         "with --fsdp2: blocks whose parameters and gradients are unsharded at once"},
+        {"profile", &P::profile, K::kOption,
+         "calibration profile (tandem-profile/1 JSON), or a built-in one: h200, grace-hopper "
+         "(published GH200 figures)"},
+        {"policy", &P::policy, K::kShowDefault, "backward_order | forward_order | largest_first"},
+        {"chunk-elements", &P::chunk_elements, K::kShowDefault, "offload pipeline chunk"},
+        {"slots", &P::slots, K::kShowDefault, "pinned pipeline slots"},
+        {"offload-compute", &P::offload_compute, K::kShowDefault,
+         "where the offloaded elements are computed: auto (the modelled best split), host, gpu "
+         "(state streamed to the GPU), or a share in [0, 1]"},
+        {"stream-chunk", &P::stream_chunk, K::kShowDefault,
+         "streaming: the most state bytes one chunk moves each way"},
+        {"stream-slots", &P::stream_slots, K::kShowDefault,
+         "streaming: GPU slots chunks rotate through"}};
+  }();
+  return specs;
+}
+
+const PlanOptionSpec* FindPlanOption(const std::string& name) {
+  for (const PlanOptionSpec& s : PlanOptionSpecs())
+    if (name == s.name) return &s;
+  return nullptr;
 }
 
 bool IsPlanFlag(const std::string& name) {
-  return name == "largest" || name == "include-mtp" || name == "zero1" ||
-         name == "speculative-early-start" || name == "fsdp2";
+  const PlanOptionSpec* s = FindPlanOption(name);
+  return s != nullptr && s->kind == PlanOptionSpec::Kind::kFlag;
 }
 
 void SetPlanOption(PlanOptions* o, const std::string& name, const std::string& text) {
-  if (IsPlanFlag(name)) {
+  const PlanOptionSpec* spec = FindPlanOption(name);
+  if (spec == nullptr) Bad("tandem-plan has no option --" + name);
+  if (spec->kind == PlanOptionSpec::Kind::kFlag) {
     bool on = false;
     if (text == "true") {
       on = true;
     } else if (text != "false") {
       Bad("--" + name + " is a flag: it takes true or false, got " + text);
     }
-    if (name == "largest") o->largest = on;
-    if (name == "include-mtp") o->include_mtp = on;
-    if (name == "zero1") o->zero1 = on;
-    if (name == "speculative-early-start") o->speculative_early_start = on;
-    if (name == "fsdp2") o->fsdp2 = on;
+    o->*std::get<bool PlanOptions::*>(spec->field) = on;
     if (on) o->given.insert(name);
     return;
   }
-  std::string* text_field = nullptr;
-  if (name == "params") text_field = &o->params;
-  else if (name == "config") text_field = &o->config;
-  else if (name == "model") text_field = &o->model;
-  else if (name == "params-json") text_field = &o->params_json;
-  else if (name == "gpu-mem") text_field = &o->gpu_mem;
-  else if (name == "host-mem") text_field = &o->host_mem;
-  else if (name == "headroom") text_field = &o->headroom;
-  else if (name == "attention") text_field = &o->attention;
-  else if (name == "activation-model") text_field = &o->activation_model;
-  else if (name == "activations") text_field = &o->activations;
-  else if (name == "recompute") text_field = &o->recompute;
-  else if (name == "algo") text_field = &o->algo;
-  else if (name == "master") text_field = &o->master;
-  else if (name == "m") text_field = &o->m;
-  else if (name == "v") text_field = &o->v;
-  else if (name == "param-dtype") text_field = &o->param_dtype;
-  else if (name == "grad-dtype") text_field = &o->grad_dtype;
-  else if (name == "grad-release") text_field = &o->grad_release;
-  else if (name == "speculative-host-bytes") text_field = &o->speculative_host_bytes;
-  else if (name == "speculative-stream-bytes") text_field = &o->speculative_stream_bytes;
-  else if (name == "in-place-grad-bytes") text_field = &o->in_place_grad_bytes;
-  else if (name == "profile") text_field = &o->profile;
-  else if (name == "policy") text_field = &o->policy;
-  else if (name == "offload-compute") text_field = &o->offload_compute;
-  else if (name == "stream-chunk") text_field = &o->stream_chunk;
-  if (text_field != nullptr) *text_field = text;
-  else if (name == "pieces") Convert(name, text, &o->pieces);
-  else if (name == "batch") Convert(name, text, &o->batch);
-  else if (name == "seq") Convert(name, text, &o->seq);
-  else if (name == "momentum") Convert(name, text, &o->momentum);
-  else if (name == "fraction") Convert(name, text, &o->fraction);
-  else if (name == "train-tflops") Convert(name, text, &o->train_tflops);
-  else if (name == "gpus-per-node") Convert(name, text, &o->gpus_per_node);
-  else if (name == "nodes") Convert(name, text, &o->nodes);
-  else if (name == "shard-size") Convert(name, text, &o->shard_size);
-  else if (name == "blocks-in-flight") Convert(name, text, &o->blocks_in_flight);
-  else if (name == "chunk-elements") Convert(name, text, &o->chunk_elements);
-  else if (name == "slots") Convert(name, text, &o->slots);
-  else if (name == "stream-slots") Convert(name, text, &o->stream_slots);
-  else Bad("tandem-plan has no option --" + name);
+  std::visit(
+      [&](auto field) {
+        using T = std::remove_reference_t<decltype(o->*field)>;
+        if constexpr (std::is_same_v<T, std::string>)
+          o->*field = text;
+        else
+          Convert(name, text, &(o->*field));
+      },
+      spec->field);
   o->given.insert(name);
 }
 
@@ -221,11 +279,7 @@ void CheckPlanOptionRules(const PlanOptions& o) {
   for (const OptionRange& r : PlanOptionRanges()) {
     if (!Given(o, r.option)) continue;
     const std::string name = r.option;
-    const uint32_t v = name == "pieces"          ? o.pieces
-                       : name == "gpus-per-node" ? o.gpus_per_node
-                       : name == "nodes"         ? o.nodes
-                       : name == "shard-size"    ? o.shard_size
-                                                 : o.blocks_in_flight;
+    const uint32_t v = o.*std::get<uint32_t PlanOptions::*>(FindPlanOption(name)->field);
     if (v < r.lo || v > r.hi)
       Bad("--" + name + ": Value " + std::to_string(v) + " not in range " +
           std::to_string(r.lo) + " to " + std::to_string(r.hi));
@@ -233,10 +287,7 @@ void CheckPlanOptionRules(const PlanOptions& o) {
   for (const OptionChoices& c : PlanOptionChoices()) {
     if (!Given(o, c.option)) continue;
     const std::string name = c.option;
-    const std::string& v = name == "attention"          ? o.attention
-                           : name == "activation-model" ? o.activation_model
-                           : name == "recompute"        ? o.recompute
-                                                        : o.profile;
+    const std::string& v = o.*std::get<std::string PlanOptions::*>(FindPlanOption(name)->field);
     bool member = false;
     std::string set;
     for (const std::string& choice : c.choices) {

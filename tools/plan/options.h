@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "tandem/planner.h"
@@ -52,9 +53,31 @@ struct PlanOptions {
 // The presets --model takes.
 std::vector<std::string> PlanPresetNames();
 
-// The long options of PlanOptions that SetPlanOption takes (without "--"), in the command
-// line's order; flags are the bool fields.
-std::vector<std::string> PlanOptionNames();
+// One long option of tandem-plan: its name (without "--"), the PlanOptions field it sets,
+// how the command line registers it and its help line. PlanOptionSpecs() is the one list
+// of the options, in the command line's order: cli.cc builds its parser from it,
+// SetPlanOption sets fields through it and the binding lists its names.
+using PlanField = std::variant<std::string PlanOptions::*, bool PlanOptions::*,
+                               uint32_t PlanOptions::*, uint64_t PlanOptions::*,
+                               int PlanOptions::*, double PlanOptions::*>;
+struct PlanOptionSpec {
+  enum class Kind : uint8_t {
+    kOption,       // takes a value
+    kShowDefault,  // takes a value; --help shows its default
+    kRequired,     // takes a value and must be given
+    kModel,        // one of the model options (exactly one; --config may join --params-json)
+    kFlag,         // a bool field: the option's presence
+    kFlagOn,       // a text field that a bare --NAME sets to "on" (--grad-release)
+  };
+  const char* name;
+  PlanField field;
+  Kind kind;
+  std::string help;
+};
+const std::vector<PlanOptionSpec>& PlanOptionSpecs();
+// The option called `name` (without "--"), or nullptr.
+const PlanOptionSpec* FindPlanOption(const std::string& name);
+// True for the kFlag options (the bool fields).
 bool IsPlanFlag(const std::string& name);
 
 // Sets option `name` (a long option without "--") from `text` as the command line
