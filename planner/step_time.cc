@@ -13,8 +13,7 @@
 namespace tandem::planner {
 namespace {
 
-using layout::MasterBytesPerElement;
-using layout::MomentBytesPerElement;
+using layout::StateBytesPerElement;
 
 // Rate of the kernel for `bytes` per element on a side with bandwidth `gbps`: measured if
 // the profile has `key`, else the roofline at the efficiency of the measured kernel whose
@@ -55,10 +54,11 @@ double SideRate(const std::map<std::string, KernelRate>& kernels, const std::str
 
 double KernelBytesPerElement(Algorithm algo, const HyperParams& hyper, const StateFormats& f,
                              DType param_dtype, DType grad_dtype) {
-  double b = static_cast<double>(DTypeSize(grad_dtype)) + 2 * MasterBytesPerElement(f.master);
+  // The gradient read, the state read and written, the parameter written (unless the
+  // master is the parameter).
+  double b = static_cast<double>(DTypeSize(grad_dtype)) +
+             2 * StateBytesPerElement(algo, hyper, f, /*alias_master=*/false);
   if (!layout::MasterAliases(f.master, param_dtype)) b += static_cast<double>(DTypeSize(param_dtype));
-  if (HasMomentum(algo, hyper)) b += 2 * MomentBytesPerElement(f.momentum);
-  if (HasVariance(algo)) b += 2 * MomentBytesPerElement(f.variance);
   return b;
 }
 

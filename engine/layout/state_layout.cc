@@ -12,22 +12,16 @@ bool MasterAliases(MasterFormat master, DType param_dtype) {
          (master != MasterFormat::kF32 && param_dtype == DType::kBF16);
 }
 
-double MasterBytesPerElement(MasterFormat m) {
-  switch (m) {
-    case MasterFormat::kF32:
-      return 4;
-    case MasterFormat::kBF16:
-      return 2;
-    case MasterFormat::kBF16Ecc8:
-      return 3;
-    case MasterFormat::kBF16Ecc16:
-      return 4;
+double StateBytesPerElement(Algorithm algo, const HyperParams& h, const StateFormats& f,
+                            bool alias_master) {
+  // One quantization group's entries: a per-group array's entry counts 1/kQuantGroup.
+  uint64_t bytes = 0;
+  for (const StateArrayInfo& info : kStateArrays) {
+    const bool aliased = alias_master && (info.array == StateArray::kMasterF32 ||
+                                          info.array == StateArray::kMasterBf16);
+    if (!aliased) bytes += ArrayEntries(info.array, algo, h, f, kQuantGroup) * info.entry_bytes;
   }
-  return 4;
-}
-
-double MomentBytesPerElement(MomentFormat m) {
-  return m == MomentFormat::kQ8 ? 1.0 + 2.0 / kQuantGroup : 4.0;
+  return static_cast<double>(bytes) / kQuantGroup;
 }
 
 uint64_t PartBytes(uint64_t count, Algorithm algo, const HyperParams& h, const StateFormats& f,

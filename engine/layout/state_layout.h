@@ -21,11 +21,11 @@ namespace tandem::layout {
 
 bool MasterAliases(MasterFormat master, DType param_dtype);
 
-// Bytes per element of a master in format `m` (f32 4, bf16 2, bf16+ecc8 3, bf16+ecc16 4)
-// and of a moment in format `m` (f32 4; q8 its code and its group's 2-byte scale, 1 + 2/32),
-// without the slab's alignment.
-double MasterBytesPerElement(MasterFormat m);
-double MomentBytesPerElement(MomentFormat m);
+// Bytes per element of every state array `f` keeps under `algo` and `h` (engine/
+// state_arrays.h; a per-group scale counts 1/kQuantGroup: q8 is 1 + 2/32), without the
+// slab's alignment; with `alias_master`, without the master array the parameter is.
+double StateBytesPerElement(Algorithm algo, const HyperParams& h, const StateFormats& f,
+                            bool alias_master);
 
 // The arrays of `span` that lie in [lo, hi) move to the same offsets from `to`; the others
 // (an aliased master on the parameter) stay.

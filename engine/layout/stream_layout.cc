@@ -167,11 +167,7 @@ std::vector<StepSpan> StreamLayout::HoldSpans(size_t c, std::vector<StepSpan> sp
 
 double StreamBytesPerElement(Algorithm algo, const HyperParams& h, const StateFormats& f,
                              DType param_dtype) {
-  double b = MasterBytesPerElement(f.master);
-  if (MasterAliases(f.master, param_dtype)) b -= f.master == MasterFormat::kF32 ? 4 : 2;
-  if (HasMomentum(algo, h)) b += MomentBytesPerElement(f.momentum);
-  if (HasVariance(algo)) b += MomentBytesPerElement(f.variance);
-  return b;
+  return StateBytesPerElement(algo, h, f, MasterAliases(f.master, param_dtype));
 }
 
 ComputeSplitInput SplitInput(const std::vector<TensorSpec>& specs,
