@@ -1,5 +1,5 @@
 """The sidecar of tandem.dcp (docs/dcp_integrity.md): its format, file names, the
-CRC32C of its JSON and of a file region, and its exact text."""
+CRC32C of its JSON and of a file region, its exact text, and items' names in messages."""
 
 import json
 
