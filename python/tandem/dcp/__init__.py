@@ -6,21 +6,9 @@ every item it writes in a JSON sidecar, ``.metadata.crc32c`` (``tandem.dcp._side
 and commits a save with collectives atomically (``tandem.dcp._commit``).
 :class:`CrcFileSystemReader` verifies ``.metadata`` before unpickling it
 (``tandem.dcp._metadata``) and every item a load reads before any byte reaches the
-caller's tensors. Usage::
-
-    import torch.distributed.checkpoint as dcp
-    from tandem.dcp import CrcFileSystemReader, CrcFileSystemWriter
-
-    dcp.save(state_dict, storage_writer=CrcFileSystemWriter(path))
-    dcp.load(state_dict, storage_reader=CrcFileSystemReader(path))
-
-(or :func:`save` / :func:`load` here, which raise :class:`CheckpointCorruptError` itself
-instead of DCP's ``CheckpointException``).
-
-Each rank computes the CRCs of the items it wrote by reading its file regions back after
-DCP's writer closed them (docs/dcp_integrity.md, "Where the CRCs are computed"); they
-reach the coordinator in DCP's ``WriteResult``\\ s as ``_CrcStorageInfo``, and its
-``finish()`` hands DCP plain ``_StorageInfo``\\ s, so ``.metadata`` is the plain writer's.
+caller's tensors. Pass them to ``dcp.save`` and ``dcp.load`` as ``storage_writer=`` and
+``storage_reader=``, or call :func:`save` and :func:`load` here, which raise
+:class:`CheckpointCorruptError` itself instead of DCP's ``CheckpointException``.
 
 Thread safety: a writer or reader serves one save or load at a time, as in DCP.
 """
@@ -33,12 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch.distributed.checkpoint as _dcp
 from torch.distributed.checkpoint.api import CheckpointException
-from torch.distributed.checkpoint.filesystem import (
-    FileSystemReader,
-    FileSystemWriter,
-    SerializationFormat,
-    _StorageInfo,
-)
+from torch.distributed.checkpoint.filesystem import (FileSystemReader, FileSystemWriter,
+                                                     SerializationFormat, _StorageInfo)
 from torch.distributed.checkpoint.metadata import StorageMeta
 from torch.futures import Future
 
@@ -64,7 +48,9 @@ class CheckpointIncompleteError(CheckpointCorruptError):
 
 @dataclasses.dataclass
 class _CrcStorageInfo(_StorageInfo):
-    """A ``_StorageInfo`` carrying the CRC32C of its stored bytes (writer side only)."""
+    """A ``_StorageInfo`` carrying the CRC32C of its stored bytes from the rank that wrote
+    (and read back) them to the coordinator, in DCP's ``WriteResult``; ``finish`` hands
+    DCP plain ``_StorageInfo`` objects, so ``.metadata`` is the plain writer's."""
 
     crc32c: int = 0
 
@@ -81,9 +67,6 @@ class _UnreadableMetadata:
 
     def __init__(self, error):
         object.__setattr__(self, "_error", error)
-
-    def __bool__(self):
-        return True
 
     def raise_error(self):
         e = object.__getattribute__(self, "_error")
@@ -161,8 +144,8 @@ class CrcFileSystemWriter(FileSystemWriter):
                     crc = _region_crc(f, info.offset, info.length)
                     if crc is None:
                         raise OSError(f"CrcFileSystemWriter: {path} ends before the "
-                                      f"{info.length} bytes at offset {info.offset} DCP wrote for "
-                                      f"{_item_name(results[i].index)}")
+                                      f"{info.length} bytes at offset {info.offset} DCP "
+                                      f"wrote for {_item_name(results[i].index)}")
                     results[i] = dataclasses.replace(
                         results[i], storage_data=_CrcStorageInfo(**_storage_fields(info),
                                                                  crc32c=crc))
@@ -206,13 +189,9 @@ class CrcFileSystemWriter(FileSystemWriter):
         meta_name = _metadata_name(rank)
         with open(self.fs.concat_path(self.path, meta_name), "rb") as f:
             data = f.read()
-        doc = {
-            "format": SIDECAR_FORMAT,
-            "version": SIDECAR_VERSION,
-            "save_id": self.save_id,
-            "metadata": {"file": meta_name, "length": len(data), "crc32c": crc32c(data)},
-            "records": records,
-        }
+        doc = {"format": SIDECAR_FORMAT, "version": SIDECAR_VERSION, "save_id": self.save_id,
+               "metadata": {"file": meta_name, "length": len(data), "crc32c": crc32c(data)},
+               "records": records}
         doc["crc32c"] = _json_crc(doc)
         name = sidecar_name(rank)
         tmp = self.fs.concat_path(self.path, name + ".tmp")
@@ -235,15 +214,13 @@ class CrcFileSystemReader(FileSystemReader):
 
     Args:
         path: the checkpoint directory.
-        require_crc: what a checkpoint without a CRC record means. ``True`` (the
-            default): it is an error (:class:`CheckpointCorruptError`), so a checkpoint
-            from the plain FileSystemWriter, or a directory the plain writer overwrote
-            (its sidecar then names another save), does not load unverified.
-            ``False``: such a checkpoint loads unverified, with a warning (its metadata
-            still through the restricted unpickler and the bounds). A sidecar that is
-            present but unreadable, a metadata file that does not match its sidecar, or
-            a sidecar that lacks a record for an item the load reads, is an error
-            either way.
+        require_crc: whether a checkpoint without a CRC record (no sidecar, or one of
+            another save: written or overwritten by the plain FileSystemWriter) is an
+            error (:class:`CheckpointCorruptError`; ``True``, the default) or loads
+            unverified with a warning (``False``; its metadata still unpickled
+            restrictedly and bounded). A sidecar that is unreadable, a metadata file that
+            does not match its sidecar, or a missing record for an item the load reads is
+            an error either way.
         _extension_registry: passed to FileSystemReader (CRCs cover the stored bytes,
             so stream transforms need nothing more here).
 

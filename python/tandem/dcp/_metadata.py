@@ -62,9 +62,8 @@ class _MetadataUnpickler(pickle.Unpickler):
             return getattr(torch, name)
         if module == _md.__name__ and not name.startswith("__"):
             obj = getattr(_md, name, None)
-            if isinstance(obj, type) and (
-                dataclasses.is_dataclass(obj) or issubclass(obj, enum.Enum)
-            ):
+            if isinstance(obj, type) and (dataclasses.is_dataclass(obj)
+                                          or issubclass(obj, enum.Enum)):
                 return obj
         raise pickle.UnpicklingError(f"global {module}.{name} is not allowed in DCP metadata")
 
@@ -86,9 +85,8 @@ def unpickle_metadata(data):
 
 def _ints(value, what, length=None):
     """``value`` as a tuple of ints >= 0 (a torch.Size or a tuple/list of ints)."""
-    if not isinstance(value, (torch.Size, tuple, list)) or not all(
-        type(v) is int and v >= 0 for v in value
-    ):
+    if not isinstance(value, (torch.Size, tuple, list)) or not all(type(v) is int and v >= 0
+                                                                   for v in value):
         raise ValueError(f"{what} is {value!r}, not a list of integers >= 0")
     if length is not None and len(value) != length:
         raise ValueError(f"{what} has {len(value)} dimensions, expected {length}")

@@ -82,11 +82,10 @@ def measure_binding_overhead(device=None, tensors=TENSORS, steps=50):
 
 
 def calibrate_binding(profile, device=None, tensors=TENSORS, steps=50):
-    """Measures the binding's fixed step cost (measure_binding_overhead) and writes it
-    into the calibration profile file `profile` as ``step_overhead.binding`` (replacing
-    one already there; every other field kept; the file replaced atomically). Returns
-    the figures. Raises ValueError naming the file when it is not a profile's JSON
-    object, OSError when it cannot be read or written."""
+    """Writes measure_binding_overhead's figures into the calibration profile file
+    `profile` as ``step_overhead.binding`` (every other field kept; the file replaced
+    atomically) and returns them. Raises ValueError naming the file when it is not a
+    profile's JSON object, OSError when it cannot be read or written."""
     path = os.fspath(profile)
     data = _read_profile(path)
     figures = measure_binding_overhead(device, tensors, steps)
@@ -150,10 +149,9 @@ def llama_config(model):
 
 
 def _decoder(config, layers):
-    """A Llama decoder of `config`'s shape with `layers` layers (RMSNorm, grouped-query
-    causal attention through SDPA, SwiGLU), each layer wrapped in torch's non-reentrant
-    checkpoint when asked: what a training step computes, for timing only (no rotary
-    embedding: it costs no matmul)."""
+    """A Llama decoder of `config`'s shape with `layers` layers, each checkpointed when
+    forward is asked to recompute: what a training step computes, for timing only (no
+    rotary embedding: it costs no matmul)."""
     import torch
     import torch.nn.functional as F
     from torch.utils.checkpoint import checkpoint
@@ -259,13 +257,11 @@ def measure_training_throughput(model="llama3-8b", layers=2, seq=2048, batch=1,
 
 def calibrate_training(profile, model="llama3-8b", layers=2, seq=2048, batch=1,
                        recompute="full", steps=5, device=None, peak_tflops=None):
-    """Measures measure_training_throughput and writes ``gpu.train_tflops`` (and, given,
-    ``gpu.peak_tflops``: the GPU's dense bf16 peak for the plan's MFU) into the calibration
-    profile file `profile` (every other field kept; the file replaced atomically). Use the
-    shapes of the model you will train: wider layers and longer sequences run closer to the
-    peak. Returns the measurement. Raises ValueError naming the file when it is not a
-    profile's JSON object, OSError when it cannot be read or written, RuntimeError with a
-    torch older than 2.5; the file is unchanged on any error."""
+    """Writes measure_training_throughput's ``train_tflops`` (and, given, `peak_tflops`:
+    the GPU's dense bf16 peak for the plan's MFU) into the calibration profile file
+    `profile` under ``gpu`` (every other field kept; the file replaced atomically) and
+    returns the measurement. Raises ValueError and OSError as calibrate_binding, and
+    RuntimeError with a torch older than 2.5; the file is unchanged on any error."""
     path = os.fspath(profile)
     data = _read_profile(path)
     if peak_tflops is not None and (isinstance(peak_tflops, bool) or not (

@@ -34,9 +34,7 @@ class _Answer:
 
 
 class Plan(_Answer):
-    """A plan: ``text`` (the report), ``data`` (the JSON plan as a dict), ``feasible``,
-    ``fraction`` (the recommended offload fraction, None when it does not fit) and
-    ``args`` (the tandem-plan arguments that reproduce it)."""
+    """tandem.plan's answer, and the figures of its recommended point."""
 
     @property
     def feasible(self):
@@ -44,6 +42,7 @@ class Plan(_Answer):
 
     @property
     def fraction(self):
+        """The recommended offload fraction; None when the plan does not fit."""
         return self.data["recommended"]["fraction"] if self.feasible else None
 
     @property
@@ -66,11 +65,10 @@ class Plan(_Answer):
 
     @property
     def optimizer_kwargs(self):
-        """The keyword arguments of tandem.torch's optimizer (``optimizer_class``) that
-        run the recommended point: offload_fraction, offload_compute, the state formats,
-        release_grads and the speculation's budgets, as a dict to pass beside your own
-        hyper-parameters (``tandem.torch.AdamW(params, lr=3e-4, **plan.optimizer_kwargs)``);
-        None when the plan does not fit."""
+        """The keyword arguments of tandem.torch's ``optimizer_class`` that run the
+        recommended point, to pass beside your own hyper-parameters
+        (``tandem.torch.AdamW(params, lr=3e-4, **plan.optimizer_kwargs)``); None when the
+        plan does not fit."""
         kwargs = self.data.get("optimizer_kwargs")
         return dict(kwargs) if kwargs is not None else None
 
@@ -152,12 +150,10 @@ def _pythonic(message):
 def _count(model):
     """A number of parameters given as a number: an int, or a float that is whole
     (8.03e9); ValueError naming the value otherwise."""
-    if isinstance(model, numbers.Integral):
-        n = int(model)
-    elif isinstance(model, numbers.Real) and math.isfinite(model) and float(model).is_integer():
-        n = int(model)
-    else:
+    if not (isinstance(model, numbers.Integral) or isinstance(model, numbers.Real)
+            and math.isfinite(model) and float(model).is_integer()):
         raise ValueError("model: a parameter count must be a whole number, got %r" % (model,))
+    n = int(model)
     if n <= 0:
         raise ValueError("model: a parameter count must be positive, got %r" % (model,))
     return {"params": str(n)}
@@ -250,17 +246,17 @@ def _model_options(model, tmp):
             json.dump(model, f)
         return {"config": path}
     if isinstance(model, (str, os.PathLike)):
-        text = os.fspath(model)
+        text, presets = os.fspath(model), _plan_options()["presets"]
         if os.path.exists(text):
             return {"config": text}
         if isinstance(model, str) and _COUNT.match(text):
             return {"params": text.strip()}  # "8B", "7.5e9"
-        if isinstance(model, str) and text in _plan_options()["presets"]:
+        if isinstance(model, str) and text in presets:
             return {"model": text}
         what = ("a preset (%s), a parameter count such as '8B' or 8.03e9, a config dict, or "
-                "an existing config.json or model directory" % ", ".join(_plan_options()["presets"]))
-        if not isinstance(model, str) or os.sep in text or "/" in text or \
-                text.endswith(".json"):
+                "an existing config.json or model directory" % ", ".join(presets))
+        if (not isinstance(model, str) or os.sep in text or "/" in text
+                or text.endswith(".json")):
             raise FileNotFoundError("model %r: no such file or directory (model is %s)"
                                     % (text, what))
         raise ValueError("model %r is not %s" % (text, what))
@@ -403,9 +399,8 @@ def _answer(run, options):
 
 
 class Largest(_Answer):
-    """tandem.largest's answer: ``text`` (the report), ``data`` (tandem-plan --largest
-    --json as a dict), ``best`` (the row of the largest model that fits, None when none
-    does) and ``plan`` (its plan as JSON, None when none fits)."""
+    """tandem.largest's answer: ``best`` (the row of the largest model that fits) and
+    ``plan`` (its plan as JSON), each None when none fits."""
 
     @property
     def best(self):
