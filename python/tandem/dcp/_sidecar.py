@@ -17,7 +17,7 @@ _READ_CHUNK = 8 << 20
 
 def sidecar_name(rank=None):
     """The sidecar's file name: ``.metadata.crc32c``, or ``__<rank>.metadata.crc32c``."""
-    return ".metadata.crc32c" if rank is None else f"__{rank}.metadata.crc32c"
+    return _metadata_name(rank) + ".crc32c"
 
 
 def _metadata_name(rank=None):
