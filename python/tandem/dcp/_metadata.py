@@ -122,9 +122,8 @@ def _check_storage(storage, directory):
             try:
                 sizes[name] = os.stat(file).st_size
             except OSError as e:
-                raise DataFileError(
-                    f"{file}: cannot open the file holding {_item_name(index)}: {e}"
-                ) from e
+                raise DataFileError(f"{file}: cannot open the file holding "
+                                    f"{_item_name(index)}: {e}") from e
         if info.offset + info.length > sizes[name]:
             raise DataFileError(f"{file}: item {_item_name(index)}, bytes [{info.offset}, "
                                 f"{info.offset + info.length}): the file ends at byte "
