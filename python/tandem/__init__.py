@@ -6,13 +6,10 @@ torch.distributed.checkpoint files. :mod:`tandem._C` is the pointer-level extens
 are built on; it does not link libtorch.
 """
 
-from tandem._C import __version__, cuda_device_available  # noqa: F401
-# One class per kind of engine error, each also the built-in ValueError, RuntimeError or
-# MemoryError that kind raised before (python/ext/errors.h). CheckpointCorruptError (a
-# ValueError) is also what tandem.dcp raises for a damaged checkpoint.
+# The error classes: one per kind of engine error (python/ext/errors.h: which built-ins).
 from tandem._C import (CheckpointCorruptError, CheckpointIOError, CudaError,  # noqa: F401
                        Error, InternalError, InvalidArgumentError, OutOfMemoryError,
-                       UnsupportedError)
+                       UnsupportedError, __version__, cuda_device_available)
 from tandem.planner._calibrate import (calibrate_binding, calibrate_training,  # noqa: F401
                                        measure_binding_overhead, measure_training_throughput)
 from tandem.planner._plan import Largest, Plan, largest, machine_rates, plan  # noqa: F401

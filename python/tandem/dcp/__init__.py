@@ -1,47 +1,14 @@
-"""CRC32C integrity for torch.distributed.checkpoint (DCP) directories.
+"""CRC32C integrity for torch.distributed.checkpoint (DCP) directories
+(docs/dcp_integrity.md: the layout, what is checked and when, what each damage reports).
 
-DCP's :class:`~torch.distributed.checkpoint.FileSystemWriter` stores no content hash: a
-flipped byte in a ``.distcp`` file loads silently (or fails deep inside ``torch.load``),
-and one in ``.metadata`` (a pickle) can make every rank allocate gigabytes.
-:class:`CrcFileSystemWriter` records a CRC32C (Castagnoli, ISA-L through
-:func:`tandem._C.crc32c`) of ``.metadata`` and of the stored bytes of every item it
-writes, and :class:`CrcFileSystemReader` verifies ``.metadata`` before unpickling it
-(then unpickles it with a restricted unpickler and bounds what it asks for) and every
-item a load reads before any byte reaches the caller's tensors. Usage::
-
-    import torch.distributed.checkpoint as dcp
-    from tandem.dcp import CrcFileSystemReader, CrcFileSystemWriter
-
-    dcp.save(state_dict, storage_writer=CrcFileSystemWriter(path))
-    dcp.load(state_dict, storage_reader=CrcFileSystemReader(path))
-
-(or :func:`save` / :func:`load` here, which do the same and raise
-:class:`CheckpointCorruptError` itself instead of DCP's ``CheckpointException``).
-
-On-disk layout (docs/dcp_integrity.md): the checkpoint directory is exactly what the
-plain writer produces (the ``.metadata`` file holds plain ``_StorageInfo`` objects, so
-the plain :class:`~torch.distributed.checkpoint.FileSystemReader` loads it), plus one
-JSON sidecar next to the metadata file, ``.metadata.crc32c`` (``__<rank>.metadata.crc32c``
-where each rank writes its own ``__<rank>.metadata``, i.e. DCP without collectives).
-The sidecar holds the ``save_id`` of the metadata it belongs to, the length and CRC32C
-of the metadata file, one record per stored item (file, byte offset, length, CRC32C,
-and the item's name for people) and a CRC32C of all of it. A save with collectives is
-written into a staging directory and moved under the checkpoint's name only once
-complete (``tandem.dcp._commit``); a load of an unfinished save raises
-:class:`CheckpointIncompleteError`, which says what is missing.
-
-Where the CRCs come from: each rank computes the CRCs of the items it wrote, by reading
-its own file regions back right after DCP's writer closed (and, with ``sync_files``,
-fsynced) them; the reads normally hit the page cache. They are not computed from memory
-because DCP serializes each item (``torch.save`` of the tensor, plus any stream
-transform extensions) straight into the file stream inside private helpers: the stored
-bytes never exist as one buffer the writer could see, and hooking the stream would tie
-this module to the order of DCP's private ``tell``/``write`` calls. Reading back also
-covers exactly the bytes that reached the file. The CRCs travel to the coordinator in
-the ``WriteResult``\\ s that DCP gathers (as ``_CrcStorageInfo``, a ``_StorageInfo`` with
-a ``crc32c`` field); the coordinator's ``finish()`` hands plain ``_StorageInfo``\\ s to
-DCP's ``finish()``, which writes ``.metadata``, then reads it back for its CRC and
-writes the sidecar.
+:class:`CrcFileSystemWriter` records a CRC32C of ``.metadata`` and of the stored bytes of
+every item it writes in a JSON sidecar, ``.metadata.crc32c`` (``tandem.dcp._sidecar``),
+and commits a save with collectives atomically (``tandem.dcp._commit``).
+:class:`CrcFileSystemReader` verifies ``.metadata`` before unpickling it
+(``tandem.dcp._metadata``) and every item a load reads before any byte reaches the
+caller's tensors. Pass them to ``dcp.save`` and ``dcp.load`` as ``storage_writer=`` and
+``storage_reader=``, or call :func:`save` and :func:`load` here, which raise
+:class:`CheckpointCorruptError` itself instead of DCP's ``CheckpointException``.
 
 Thread safety: a writer or reader serves one save or load at a time, as in DCP.
 """
@@ -54,12 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch.distributed.checkpoint as _dcp
 from torch.distributed.checkpoint.api import CheckpointException
-from torch.distributed.checkpoint.filesystem import (
-    FileSystemReader,
-    FileSystemWriter,
-    SerializationFormat,
-    _StorageInfo,
-)
+from torch.distributed.checkpoint.filesystem import (FileSystemReader, FileSystemWriter,
+                                                     SerializationFormat, _StorageInfo)
 from torch.distributed.checkpoint.metadata import StorageMeta
 from torch.futures import Future
 
@@ -72,17 +35,10 @@ from tandem.dcp._sidecar import (SIDECAR_FORMAT, SIDECAR_VERSION, _item_name,  #
                                  _json_crc, _metadata_name, _region_crc, _sidecar_text,
                                  sidecar_name)
 
-__all__ = [
-    "CheckpointCorruptError",
-    "CheckpointIncompleteError",
-    "CrcFileSystemReader",
-    "CrcFileSystemWriter",
-    "crc32c",
-    "find_corrupt_error",
-    "load",
-    "save",
-    "sidecar_name",
-]
+__all__ = ["CheckpointCorruptError", "CheckpointIncompleteError", "CrcFileSystemReader",
+           "CrcFileSystemWriter", "crc32c", "find_corrupt_error", "load", "save",
+           "sidecar_name"]
+
 
 class CheckpointIncompleteError(CheckpointCorruptError):
     """A DCP checkpoint whose save did not finish: no metadata file, or a staging
@@ -92,30 +48,25 @@ class CheckpointIncompleteError(CheckpointCorruptError):
 
 @dataclasses.dataclass
 class _CrcStorageInfo(_StorageInfo):
-    """A ``_StorageInfo`` carrying the CRC32C of its stored bytes (writer side only)."""
+    """A ``_StorageInfo`` carrying the CRC32C of its stored bytes from the rank that wrote
+    (and read back) them to the coordinator, in DCP's ``WriteResult``; ``finish`` hands
+    DCP plain ``_StorageInfo`` objects, so ``.metadata`` is the plain writer's."""
 
     crc32c: int = 0
 
-    def plain(self):
-        return _StorageInfo(
-            self.relative_path,
-            self.offset,
-            self.length,
-            transform_descriptors=self.transform_descriptors,
-        )
+
+def _storage_fields(info):
+    """The ``_StorageInfo`` fields of ``info`` as keyword arguments."""
+    return {f.name: getattr(info, f.name) for f in dataclasses.fields(_StorageInfo)}
 
 
 class _UnreadableMetadata:
-    """Stands in for a Metadata that ``read_metadata`` could not read. DCP's load
-    swallows read_metadata's exceptions (it then tries rank-local metadata, then fails
-    with "metadata is None"), so the reader's fallback returns this object, whose first
+    """Stands in for a Metadata that ``read_metadata`` could not read: DCP's load swallows
+    read_metadata's exceptions, so the reader's fallback returns this object, whose first
     use (``set_up_storage_reader``, or any attribute) raises the error on every rank."""
 
     def __init__(self, error):
         object.__setattr__(self, "_error", error)
-
-    def __bool__(self):
-        return True
 
     def raise_error(self):
         e = object.__getattribute__(self, "_error")
@@ -126,34 +77,29 @@ class _UnreadableMetadata:
 
 
 class CrcFileSystemWriter(FileSystemWriter):
-    """:class:`~torch.distributed.checkpoint.FileSystemWriter` that also records a
-    CRC32C of the metadata file and of every stored item in a sidecar file, and commits
-    a save with collectives atomically (see the module's docstring).
+    """:class:`~torch.distributed.checkpoint.FileSystemWriter` that also records the
+    CRC32Cs of the metadata file and of every stored item in the sidecar, and commits a
+    save with collectives atomically.
 
-    Takes FileSystemWriter's arguments, all of them with their meaning there
-    (``single_file_per_rank``, ``thread_count``, ``sync_files``, ``overwrite``, ...).
-    Only ``serialization_format=SerializationFormat.TORCH_SAVE`` (the default) is
-    accepted: with SAFETENSORS the storage offsets DCP records do not locate the
-    items. Raises ValueError for other formats.
+    Takes FileSystemWriter's arguments with their meaning there (``single_file_per_rank``,
+    ``thread_count``, ``sync_files``, ``overwrite``, ...). Raises ValueError for a
+    ``serialization_format`` other than ``SerializationFormat.TORCH_SAVE`` (the default):
+    with SAFETENSORS the storage offsets DCP records do not locate the items.
 
-    With collectives (the default), every rank writes into ``<path>.tandem-partial``
-    and the coordinator's ``finish`` moves it to ``path`` once complete (DCP runs it
-    after every rank's ``write_data`` returned); an earlier checkpoint in ``path`` is
-    replaced (its DCP files removed, other files kept). Without collectives each rank
-    writes its files and ``__<rank>.metadata`` in ``path`` itself, as DCP does.
-    ``write_data`` computes the CRCs on the writing rank (``thread_count`` files at a
-    time); ``finish`` writes ``.metadata`` (DCP's), then the sidecar (a ``.tmp`` file
-    renamed, fsynced when ``sync_files``).
+    With collectives (the default) every rank writes into ``<path>.tandem-partial`` and
+    the coordinator's ``finish`` moves it to ``path`` once complete, replacing an earlier
+    checkpoint there (its DCP files removed, other files kept); without, each rank writes
+    its files and ``__<rank>.metadata`` in ``path`` itself, as DCP does. ``write_data``
+    reads ``thread_count`` files back at a time for their CRCs.
     """
 
     def __init__(self, path, *args, **kwargs):
         _dist.guard_exit()  # Note [Collectives at exit] in _core/dist.py
         super().__init__(path, *args, **kwargs)
         if self.serialization_format != SerializationFormat.TORCH_SAVE:
-            raise ValueError(
-                f"CrcFileSystemWriter: serialization_format {self.serialization_format} "
-                "is not supported (only SerializationFormat.TORCH_SAVE)"
-            )
+            raise ValueError(f"CrcFileSystemWriter: serialization_format "
+                             f"{self.serialization_format} is not supported (only "
+                             "SerializationFormat.TORCH_SAVE)")
         self._target = self.path  # the checkpoint's directory; self.path: where to write
 
     @property
@@ -185,50 +131,32 @@ class CrcFileSystemWriter(FileSystemWriter):
         return plans
 
     def write_data(self, plan, planner):
-        results = super().write_data(plan, planner).wait()
+        results = list(super().write_data(plan, planner).wait())
         by_file = {}
         for i, wr in enumerate(results):
             by_file.setdefault(wr.storage_data.relative_path, []).append(i)
 
-        def crcs_of_file(relative_path):
+        def add_crcs_of_file(relative_path):  # each file's results[i] to one thread
             path = self.fs.concat_path(self.path, relative_path)
-            out = []
             with open(path, "rb") as f:
                 for i in by_file[relative_path]:
                     info = results[i].storage_data
                     crc = _region_crc(f, info.offset, info.length)
                     if crc is None:
-                        raise OSError(
-                            f"CrcFileSystemWriter: {path} ends before the "
-                            f"{info.length} bytes at offset {info.offset} DCP wrote for "
-                            f"{_item_name(results[i].index)}"
-                        )
-                    out.append((i, crc))
-            return out
+                        raise OSError(f"CrcFileSystemWriter: {path} ends before the "
+                                      f"{info.length} bytes at offset {info.offset} DCP "
+                                      f"wrote for {_item_name(results[i].index)}")
+                    results[i] = dataclasses.replace(
+                        results[i], storage_data=_CrcStorageInfo(**_storage_fields(info),
+                                                                 crc32c=crc))
 
         workers = max(1, min(self.thread_count, len(by_file)))
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            per_file = list(pool.map(crcs_of_file, by_file))
-
-        with_crc = list(results)
-        for pairs in per_file:
-            for i, crc in pairs:
-                wr = results[i]
-                info = wr.storage_data
-                with_crc[i] = dataclasses.replace(
-                    wr,
-                    storage_data=_CrcStorageInfo(
-                        info.relative_path,
-                        info.offset,
-                        info.length,
-                        transform_descriptors=info.transform_descriptors,
-                        crc32c=crc,
-                    ),
-                )
+            list(pool.map(add_crcs_of_file, by_file))
         if self.use_collectives:
             _commit.rank_done(self.path, self.rank or 0, by_file)
         fut = Future()
-        fut.set_result(with_crc)
+        fut.set_result(results)
         return fut
 
     def finish(self, metadata, results):
@@ -238,22 +166,16 @@ class CrcFileSystemWriter(FileSystemWriter):
             for wr in wr_list:
                 info = wr.storage_data
                 if not isinstance(info, _CrcStorageInfo):
-                    raise RuntimeError(
-                        f"CrcFileSystemWriter.finish: the write result of "
-                        f"{_item_name(wr.index)} carries no CRC32C (was it written by "
-                        "another storage writer?)"
-                    )
-                records.append(
-                    {
-                        "file": info.relative_path,
-                        "offset": info.offset,
-                        "length": info.length,
-                        "crc32c": info.crc32c,
-                        "fqn": wr.index.fqn,
-                        "chunk_offsets": None if wr.index.offset is None else list(wr.index.offset),
-                    }
-                )
-                plain.append(dataclasses.replace(wr, storage_data=info.plain()))
+                    raise RuntimeError(f"CrcFileSystemWriter.finish: the write result of "
+                                       f"{_item_name(wr.index)} carries no CRC32C (was it "
+                                       "written by another storage writer?)")
+                offsets = wr.index.offset
+                records.append({"file": info.relative_path, "offset": info.offset,
+                                "length": info.length, "crc32c": info.crc32c,
+                                "fqn": wr.index.fqn,
+                                "chunk_offsets": None if offsets is None else list(offsets)})
+                plain.append(dataclasses.replace(
+                    wr, storage_data=_StorageInfo(**_storage_fields(info))))
             plain_results.append(plain)
         records.sort(key=lambda r: (r["file"], r["offset"]))
         super().finish(metadata, plain_results)
@@ -267,13 +189,9 @@ class CrcFileSystemWriter(FileSystemWriter):
         meta_name = _metadata_name(rank)
         with open(self.fs.concat_path(self.path, meta_name), "rb") as f:
             data = f.read()
-        doc = {
-            "format": SIDECAR_FORMAT,
-            "version": SIDECAR_VERSION,
-            "save_id": self.save_id,
-            "metadata": {"file": meta_name, "length": len(data), "crc32c": crc32c(data)},
-            "records": records,
-        }
+        doc = {"format": SIDECAR_FORMAT, "version": SIDECAR_VERSION, "save_id": self.save_id,
+               "metadata": {"file": meta_name, "length": len(data), "crc32c": crc32c(data)},
+               "records": records}
         doc["crc32c"] = _json_crc(doc)
         name = sidecar_name(rank)
         tmp = self.fs.concat_path(self.path, name + ".tmp")
@@ -291,42 +209,31 @@ class CrcFileSystemWriter(FileSystemWriter):
 class CrcFileSystemReader(FileSystemReader):
     """:class:`~torch.distributed.checkpoint.FileSystemReader` that verifies the metadata
     file before unpickling it and the CRC32C of every item a load reads before DCP reads
-    any of them into the caller's tensors.
+    any of them into the caller's tensors (docs/dcp_integrity.md, "What is checked, and
+    when").
 
     Args:
         path: the checkpoint directory.
-        require_crc: what a checkpoint without a CRC record means. ``True`` (the
-            default): it is an error (:class:`CheckpointCorruptError`), so a checkpoint
-            from the plain FileSystemWriter, or a directory the plain writer overwrote
-            (its sidecar then names another save), does not load unverified.
-            ``False``: such a checkpoint loads unverified, with a warning (its metadata
-            still through the restricted unpickler and the bounds). A sidecar that is
-            present but unreadable, a metadata file that does not match its sidecar, or
-            a sidecar that lacks a record for an item the load reads, is an error
-            either way.
+        require_crc: whether a checkpoint without a CRC record (no sidecar, or one of
+            another save: written or overwritten by the plain FileSystemWriter) is an
+            error (:class:`CheckpointCorruptError`; ``True``, the default) or loads
+            unverified with a warning (``False``; its metadata still unpickled
+            restrictedly and bounded). A sidecar that is unreadable, a metadata file that
+            does not match its sidecar, or a missing record for an item the load reads is
+            an error either way.
         _extension_registry: passed to FileSystemReader (CRCs cover the stored bytes,
             so stream transforms need nothing more here).
 
-    Each rank reads the sidecar and the metadata file itself (in ``read_metadata``;
-    DCP's files must be visible to every rank anyway): the metadata file's length and
-    CRC32C are checked against the sidecar before it is unpickled, it is unpickled by a
-    restricted unpickler, and what it asks for is bounded by the files present
-    (``tandem.dcp._metadata``). A missing metadata file is reported as an unfinished
-    save (:class:`CheckpointIncompleteError`) where the directory or its staging
-    directory shows one. Each rank then verifies the items of its own load plan: all of
-    them in ``prepare_local_plan``, which DCP runs on every rank before any rank reads
+    Each rank checks the metadata file in ``read_metadata`` and the items of its own load
+    plan in ``prepare_local_plan``, which DCP runs on every rank before any rank reads
     data, so a corrupt item on one rank stops the load on all ranks before any tensor is
-    written; ``read_data`` verifies whatever the final plan reads that was not verified
-    then. The CRC covers a whole stored item, so an item of which the load needs only
-    some rows is verified whole; items the load does not read are not read at all, so
-    damage there does not stop it. Verifying reads each item once more than the plain
-    reader (the second read normally hits the page cache).
+    written; ``read_data`` verifies what the final plan reads that was not verified then.
 
-    Errors: :class:`CheckpointCorruptError` (or its subclass
-    :class:`CheckpointIncompleteError`), which DCP wraps in its ``CheckpointException``
-    (:func:`find_corrupt_error`). ``read_metadata()`` called directly raises it; DCP's
-    load swallows that exception and calls ``read_metadata(rank=...)`` for rank-local
-    metadata, which therefore returns a stand-in that raises the error at its first use.
+    Errors: :class:`CheckpointCorruptError` (:class:`CheckpointIncompleteError` for a
+    save that did not finish), which DCP wraps in its ``CheckpointException``
+    (:func:`find_corrupt_error`). ``read_metadata()`` called directly raises it; called
+    with ``rank=`` (DCP's fallback to rank-local metadata) it returns a stand-in that
+    raises it at its first use.
     """
 
     def __init__(self, path, require_crc=True, _extension_registry=None):
@@ -364,12 +271,10 @@ class CrcFileSystemReader(FileSystemReader):
         if not os.path.exists(path):
             why = _commit.describe_missing(self.path, name)
             if why is None:
-                raise FileNotFoundError(
-                    f"checkpoint {self.path} has no {name}: there is no DCP checkpoint there"
-                )
-            raise CheckpointIncompleteError(
-                f"{why}; the save did not finish: load the previous checkpoint"
-            )
+                raise FileNotFoundError(f"checkpoint {self.path} has no {name}: there is no "
+                                        "DCP checkpoint there")
+            raise CheckpointIncompleteError(f"{why}; the save did not finish: load the "
+                                            "previous checkpoint")
         sidecar = self._read_sidecar(rank)
         try:
             with open(path, "rb") as f:
@@ -389,10 +294,10 @@ class CrcFileSystemReader(FileSystemReader):
             metadata.storage_meta = StorageMeta()
         save_id = metadata.storage_meta.save_id
         if sidecar is not None and sidecar["save_id"] != save_id:
-            sidecar = self._no_record(
-                f"{sidecar['path']} belongs to save {sidecar['save_id']!r}, but {name} to "
-                f"save {save_id!r} (the directory was overwritten by another writer?)"
-            )
+            sidecar = self._no_record(f"{sidecar['path']} belongs to save "
+                                      f"{sidecar['save_id']!r}, but {name} to save "
+                                      f"{save_id!r} (the directory was overwritten by "
+                                      "another writer?)")
         self._crcs = None if sidecar is None else sidecar["crcs"]
         metadata.storage_meta.load_id = self.load_id
         return metadata
@@ -405,15 +310,14 @@ class CrcFileSystemReader(FileSystemReader):
             return sidecar
         sid = sidecar["save_id"]
         if isinstance(sid, str) and sid and sid.encode() not in data:
-            return self._no_record(
-                f"{sidecar['path']} belongs to save {sid!r}, which {path} does not name "
-                "(the directory was overwritten by another writer?)"
-            )
-        raise CheckpointCorruptError(
-            f"{path}: {len(data)} bytes with CRC32C 0x{actual:08x}, but its CRC record "
-            f"{sidecar['path']} says {want['length']} bytes with CRC32C "
-            f"0x{want['crc32c']:08x}: the file is damaged (it was not unpickled)"
-        )
+            return self._no_record(f"{sidecar['path']} belongs to save {sid!r}, which {path} "
+                                   "does not name (the directory was overwritten by another "
+                                   "writer?)")
+        raise CheckpointCorruptError(f"{path}: {len(data)} bytes with CRC32C 0x{actual:08x}, "
+                                     f"but its CRC record {sidecar['path']} says "
+                                     f"{want['length']} bytes with CRC32C "
+                                     f"0x{want['crc32c']:08x}: the file is damaged (it was "
+                                     "not unpickled)")
 
     def set_up_storage_reader(self, metadata, is_coordinator, *args, **kwargs):
         if isinstance(metadata, _UnreadableMetadata):
@@ -427,9 +331,8 @@ class CrcFileSystemReader(FileSystemReader):
         where there is none and require_crc is False."""
         path = self.fs.concat_path(self.path, sidecar_name(rank))
         if not os.path.exists(path):
-            return self._no_record(
-                f"{path} does not exist (written by the plain FileSystemWriter?)"
-            )
+            return self._no_record(f"{path} does not exist (written by the plain "
+                                   "FileSystemWriter?)")
         try:
             with open(path, "rb") as f:
                 text = f.read().decode()
@@ -462,10 +365,9 @@ class CrcFileSystemReader(FileSystemReader):
 
     def _no_record(self, why):
         if self.require_crc:
-            raise CheckpointCorruptError(
-                f"checkpoint {self.path} has no CRC record to verify against: {why}; "
-                "pass require_crc=False to CrcFileSystemReader to load it unverified"
-            )
+            raise CheckpointCorruptError(f"checkpoint {self.path} has no CRC record to verify "
+                                         f"against: {why}; pass require_crc=False to "
+                                         "CrcFileSystemReader to load it unverified")
         warnings.warn(f"checkpoint {self.path} loads unverified: {why}", stacklevel=4)
         return None
 
@@ -478,10 +380,8 @@ class CrcFileSystemReader(FileSystemReader):
         for item in items:
             info = self.storage_data.get(item.storage_index)
             if info is None:  # check_metadata makes this impossible; never a KeyError
-                raise CheckpointCorruptError(
-                    f"{self.path}: the metadata has no storage entry for "
-                    f"{_item_name(item.storage_index)}"
-                )
+                raise CheckpointCorruptError(f"{self.path}: the metadata has no storage entry for "
+                                             f"{_item_name(item.storage_index)}")
             key = (info.relative_path, info.offset, info.length)
             if key in self._verified:
                 continue
@@ -508,10 +408,9 @@ class CrcFileSystemReader(FileSystemReader):
                         size = os.fstat(f.fileno()).st_size
                         raise CheckpointCorruptError(f"{where}: the file ends at byte {size}")
                     if actual != expected:
-                        raise CheckpointCorruptError(
-                            f"{where}: CRC32C mismatch (stored 0x{expected:08x}, "
-                            f"computed 0x{actual:08x})"
-                        )
+                        raise CheckpointCorruptError(f"{where}: CRC32C mismatch (stored "
+                                                     f"0x{expected:08x}, computed "
+                                                     f"0x{actual:08x})")
                     self._verified.add(key)
 
     def prepare_local_plan(self, plan):
@@ -540,12 +439,8 @@ def save(state_dict, checkpoint_id, process_group=None, use_collectives=True, **
     """``dcp.save`` through a :class:`CrcFileSystemWriter` on ``checkpoint_id``
     (``writer_kwargs`` go to the writer). Returns dcp.save's Metadata."""
     writer = CrcFileSystemWriter(checkpoint_id, **writer_kwargs)
-    return _dcp.save(
-        state_dict,
-        storage_writer=writer,
-        process_group=process_group,
-        use_collectives=use_collectives,
-    )
+    return _dcp.save(state_dict, storage_writer=writer, process_group=process_group,
+                     use_collectives=use_collectives)
 
 
 def load(state_dict, checkpoint_id, process_group=None, require_crc=True, planner=None):

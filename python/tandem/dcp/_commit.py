@@ -2,17 +2,11 @@
 (docs/dcp_integrity.md, "Layout of a save").
 
 A save with collectives writes into ``<checkpoint>.tandem-partial`` (the staging
-directory, next to the checkpoint), and the coordinator moves it under the checkpoint's
-name once every rank has written its files and the metadata is complete: with one
-rename where the name is free (or an empty directory), else file by file with
-``.metadata`` last, after removing the earlier checkpoint's ``.metadata`` first. So a
-directory under the checkpoint's name either holds a finished save or has no
-``.metadata``, and a save cut short leaves only the staging directory.
-
-While a save runs, the staging directory also holds progress records for the report of
-an unfinished save: ``.tandem-save.json`` (the coordinator's, written once the plan is
-made: the world size) and ``__<rank>.done.json`` (each rank's, written once its data
-files are complete). The commit removes them.
+directory) with progress records for the report of an unfinished save:
+``.tandem-save.json`` (the coordinator's, once the plan is made: the world size) and
+``__<rank>.done.json`` (each rank's, once its data files are complete). The commit removes
+them and moves the directory under the checkpoint's name, ``.metadata`` last, so a
+directory under that name either holds a finished save or has no ``.metadata``.
 
 Not thread-safe for one directory (one save at a time, as in DCP).
 """
@@ -33,10 +27,6 @@ _RANK_METADATA = re.compile(r"__\d+\.metadata$")
 def staging_path(target):
     """The staging directory of checkpoint directory ``target`` (a ``pathlib.Path``)."""
     return target.with_name(target.name + STAGING_SUFFIX)
-
-
-def done_record(rank):
-    return f"__{rank}.done.json"
 
 
 def _write_json(path, doc):
@@ -66,12 +56,15 @@ def start(staging, world_size):
 
 def rank_done(staging, rank, files):
     """Records that ``rank`` finished writing its data ``files``."""
-    _write_json(os.path.join(staging, done_record(rank)), {"rank": rank, "files": sorted(files)})
+    _write_json(os.path.join(staging, f"__{rank}.done.json"),
+                {"rank": rank, "files": sorted(files)})
 
 
 def commit(staging, target, sync):
-    """Moves the finished save in ``staging`` to ``target`` (see the module's docstring);
-    with ``sync``, fsyncs the directories involved."""
+    """Moves the finished save in ``staging`` to ``target``: with one rename where
+    ``target`` is missing or empty, else file by file with ``.metadata`` last, after
+    removing the earlier checkpoint's ``.metadata`` first. With ``sync``, fsyncs the
+    directories involved."""
     for name in os.listdir(staging):
         if name == PLAN_RECORD or _DONE_RECORD.match(name):
             os.unlink(os.path.join(staging, name))

@@ -1,24 +1,14 @@
-"""Reading DCP's ``.metadata`` (a pickle) without trusting it (docs/dcp_integrity.md).
+"""Reading DCP's ``.metadata`` (a pickle) without trusting it (docs/dcp_integrity.md,
+"What is checked, and when").
 
-:func:`unpickle_metadata` unpickles with a restricted unpickler: only the classes and
-callables a DCP metadata file uses (the dataclasses and enums of
-``torch.distributed.checkpoint.metadata``, ``_StorageInfo``, ``torch.Size``, torch's
-dtypes and layouts, ``pathlib`` paths, and ``getattr`` on those enums alone). Any other
-global is refused, so a crafted or damaged file cannot call arbitrary code. Before it
-runs, tandem._C.check_pickle_bounds walks the opcodes against the bytes: every argument
-inside them, every memo index one the pickle defined (the C unpickler sizes its memo by
-a PUT's index: a 1 KiB file could ask for 2 GiB). So what unpickling allocates (strings,
-containers, the memo) is bounded by the file's size.
+:func:`unpickle_metadata` refuses every global but those a DCP metadata file uses, after
+tandem._C.check_pickle_bounds checked every argument and memo index against the bytes
+(the C unpickler sizes its memo by a PUT's index: a 1 KiB file could ask for 2 GiB), so
+unpickling calls no other code and allocates no more than the file's size.
+:func:`check_metadata` bounds what the unpickled object asks for by the files present.
 
-:func:`check_metadata` bounds what the unpickled object may ask for before DCP uses it:
-types, tensor sizes and chunks, and every stored item's byte range against the sizes of
-the files present, so that the tensors a load may allocate from the metadata add up to
-no more than the bytes of the data files (unless items carry stream transforms, e.g.
-compression, whose output size the metadata does not bound).
-
-Both raise ``ValueError`` with a message that says what is wrong; the caller names the
-metadata file, except for :class:`DataFileError` (a data file missing or too short),
-whose message names the data file. Thread-safe (no shared state).
+Both raise ``ValueError`` saying what is wrong; the caller names the metadata file, except
+for :class:`DataFileError`, whose message names the data file. Thread-safe.
 """
 
 import dataclasses
@@ -34,19 +24,16 @@ import torch.distributed.checkpoint.filesystem as _fs
 import torch.distributed.checkpoint.metadata as _md
 
 from tandem._core.file_checks import check_pickle_bounds
+from tandem.dcp._sidecar import _item_name
 
 # Globals by (module, name) that a DCP metadata pickle may name, besides the metadata
 # module's dataclasses and enums and torch's dtypes (checked in find_class).
+_PATHS = ("Path", "PosixPath", "WindowsPath", "PurePath", "PurePosixPath", "PureWindowsPath")
 _PLAIN_GLOBALS = {
     ("torch", "Size"): torch.Size,
     ("torch.serialization", "_get_layout"): torch.serialization._get_layout,
     ("torch.distributed.checkpoint.filesystem", "_StorageInfo"): _fs._StorageInfo,
-    ("pathlib", "Path"): pathlib.Path,
-    ("pathlib", "PosixPath"): pathlib.PosixPath,
-    ("pathlib", "WindowsPath"): pathlib.WindowsPath,
-    ("pathlib", "PurePath"): pathlib.PurePath,
-    ("pathlib", "PurePosixPath"): pathlib.PurePosixPath,
-    ("pathlib", "PureWindowsPath"): pathlib.PureWindowsPath,
+    **{("pathlib", name): getattr(pathlib, name) for name in _PATHS},
 }
 
 
@@ -75,9 +62,8 @@ class _MetadataUnpickler(pickle.Unpickler):
             return getattr(torch, name)
         if module == _md.__name__ and not name.startswith("__"):
             obj = getattr(_md, name, None)
-            if isinstance(obj, type) and (
-                dataclasses.is_dataclass(obj) or issubclass(obj, enum.Enum)
-            ):
+            if isinstance(obj, type) and (dataclasses.is_dataclass(obj)
+                                          or issubclass(obj, enum.Enum)):
                 return obj
         raise pickle.UnpicklingError(f"global {module}.{name} is not allowed in DCP metadata")
 
@@ -99,20 +85,12 @@ def unpickle_metadata(data):
 
 def _ints(value, what, length=None):
     """``value`` as a tuple of ints >= 0 (a torch.Size or a tuple/list of ints)."""
-    if not isinstance(value, (torch.Size, tuple, list)) or not all(
-        type(v) is int and v >= 0 for v in value
-    ):
+    if not isinstance(value, (torch.Size, tuple, list)) or not all(type(v) is int and v >= 0
+                                                                   for v in value):
         raise ValueError(f"{what} is {value!r}, not a list of integers >= 0")
     if length is not None and len(value) != length:
         raise ValueError(f"{what} has {len(value)} dimensions, expected {length}")
     return tuple(value)
-
-
-def _item(index):
-    """``fqn``, or ``fqn (chunk offsets [...])``, of a MetadataIndex, for messages."""
-    if index.offset is None:
-        return index.fqn
-    return f"{index.fqn} (chunk offsets {list(index.offset)})"
 
 
 def _relative_file(name):
@@ -136,23 +114,20 @@ def _check_storage(storage, directory):
         name = info.relative_path
         if not _relative_file(name):
             raise ValueError(f"item {index.fqn!r} names file {name!r}, not a relative path")
-        if type(info.offset) is not int or type(info.length) is not int or info.offset < 0 or info.length < 0:
-            raise ValueError(
-                f"item {index.fqn!r} has offset {info.offset!r} and length {info.length!r}"
-            )
+        if not all(type(n) is int and n >= 0 for n in (info.offset, info.length)):
+            raise ValueError(f"item {index.fqn!r} has offset {info.offset!r} and length "
+                             f"{info.length!r}")
         file = os.path.join(directory, name)
         if name not in sizes:
             try:
                 sizes[name] = os.stat(file).st_size
             except OSError as e:
-                raise DataFileError(
-                    f"{file}: cannot open the file holding {_item(index)}: {e}"
-                ) from e
+                raise DataFileError(f"{file}: cannot open the file holding "
+                                    f"{_item_name(index)}: {e}") from e
         if info.offset + info.length > sizes[name]:
-            raise DataFileError(
-                f"{file}: item {_item(index)}, bytes [{info.offset}, "
-                f"{info.offset + info.length}): the file ends at byte {sizes[name]}"
-            )
+            raise DataFileError(f"{file}: item {_item_name(index)}, bytes [{info.offset}, "
+                                f"{info.offset + info.length}): the file ends at byte "
+                                f"{sizes[name]}")
         ranges.setdefault(name, []).append((info.offset, info.length, index.fqn))
         transformed |= bool(info.transform_descriptors)
     for name, spans in ranges.items():
@@ -209,11 +184,8 @@ def check_metadata(md, directory):
             if stored is None:
                 raise ValueError(f"{where} has no storage entry")
             if not transformed and math.prod(sizes) * item > stored:
-                raise ValueError(
-                    f"{where} holds {math.prod(sizes) * item} bytes, its stored item {stored}"
-                )
+                raise ValueError(f"{where} holds {math.prod(sizes) * item} bytes, its stored "
+                                 f"item {stored}")
     if not transformed and tensor_bytes > file_bytes:
-        raise ValueError(
-            f"its tensors hold {tensor_bytes} bytes, more than the {file_bytes} bytes of "
-            "its data files"
-        )
+        raise ValueError(f"its tensors hold {tensor_bytes} bytes, more than the {file_bytes} "
+                         "bytes of its data files")

@@ -1,5 +1,5 @@
 """The sidecar of tandem.dcp (docs/dcp_integrity.md): its format, file names, the
-CRC32C of its JSON and of a file region, and its exact text."""
+CRC32C of its JSON and of a file region, its exact text, and items' names in messages."""
 
 import json
 
@@ -17,7 +17,7 @@ _READ_CHUNK = 8 << 20
 
 def sidecar_name(rank=None):
     """The sidecar's file name: ``.metadata.crc32c``, or ``__<rank>.metadata.crc32c``."""
-    return ".metadata.crc32c" if rank is None else f"__{rank}.metadata.crc32c"
+    return _metadata_name(rank) + ".crc32c"
 
 
 def _metadata_name(rank=None):

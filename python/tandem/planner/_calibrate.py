@@ -1,20 +1,12 @@
-"""What a calibration profile needs that only Python can measure: the binding's part of the
-fixed step cost (Note [Fixed step cost] in tandem/planner/profile.h) and the GPU's training
-throughput (gpu.train_tflops, docs/planner.md "Iteration"), each written into the profile.
-
-``tandem-bench calibrate`` measures the engine's part (HybridOptimizer::Step over tiny
-tensors) from C++; what tandem.torch's ``step()`` adds around it (per tensor: the
-gradient checks, ``data_ptr`` and version counters; per step: the lr and hyper-parameter
-checks, stream ordering) can only be measured from Python, so this module does it and
-adds ``step_overhead.binding`` to the profile, where tandem-plan and tandem.plan read it.
-The training throughput is a forward and backward of the model's layers timed on the GPU
-(measure_training_throughput), against the FLOPs the planner counts for them::
+"""What a calibration profile needs that only Python can measure, each written into the
+profile: the binding's part of the fixed step cost (``step_overhead.binding``: what
+tandem.torch's ``step()`` adds around the engine's Step; Note [Fixed step cost] in
+tandem/planner/profile.h) and the GPU's training throughput (``gpu.train_tflops``,
+docs/planner.md "Iteration")::
 
     import tandem
     tandem.calibrate_binding("profile.json")   # on the machine that trains
     tandem.calibrate_training("profile.json", model="llama3-70b", layers=2, seq=4096)
-
-bench/planner_accuracy.py runs the first when its profile has no binding figures.
 """
 
 import json
@@ -29,6 +21,14 @@ __all__ = ["measure_binding_overhead", "calibrate_binding", "measure_training_th
 # elements, AdamW bf16+ecc8/q8/q8, every element offloaded and streamed.
 _NUMEL = 256
 TENSORS = (16, 512)
+
+
+def _device(device):
+    """torch.device(device); None: CUDA when available, else the CPU."""
+    import torch
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(device)
 
 
 def _step_ms(n, device, steps):
@@ -70,10 +70,7 @@ def measure_binding_overhead(device=None, tensors=TENSORS, steps=50):
     """The binding's fixed step cost on `device` (None: CUDA when available, else the
     CPU): ``{"per_step_ms", "per_tensor_us"}``, the line through the median costs at the
     two tensor counts (negative parts clamp to 0, as tandem-bench calibrate's)."""
-    import torch
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(device)
+    device = _device(device)
     few, many = tensors
     if not 0 < few < many:
         raise ValueError("tensors must be two counts, fewer first, got %r" % (tensors,))
@@ -85,19 +82,16 @@ def measure_binding_overhead(device=None, tensors=TENSORS, steps=50):
 
 
 def calibrate_binding(profile, device=None, tensors=TENSORS, steps=50):
-    """Measures the binding's fixed step cost (measure_binding_overhead) and writes it
-    into the calibration profile file `profile` as ``step_overhead.binding`` (replacing
-    one already there; every other field kept; the file replaced atomically). Returns
-    the figures. Raises ValueError naming the file when it is not a profile's JSON
-    object, OSError when it cannot be read or written."""
+    """Writes measure_binding_overhead's figures into the calibration profile file
+    `profile` as ``step_overhead.binding`` (every other field kept; the file replaced
+    atomically) and returns them. Raises ValueError naming the file when it is not a
+    profile's JSON object, OSError when it cannot be read or written."""
     path = os.fspath(profile)
     data = _read_profile(path)
     figures = measure_binding_overhead(device, tensors, steps)
-    overhead = data.get("step_overhead")
-    if not isinstance(overhead, dict):
-        overhead = {}
-    overhead["binding"] = figures
-    data["step_overhead"] = overhead
+    if not isinstance(data.get("step_overhead"), dict):
+        data["step_overhead"] = {}
+    data["step_overhead"]["binding"] = figures
     _write_profile(path, data)
     return figures
 
@@ -126,23 +120,17 @@ def _write_profile(path, data):
 # ---------------------------------------------------------------------------------------
 # Training throughput (gpu.train_tflops): docs/planner.md "Iteration".
 
-# The Llama-3 shapes of tandem-plan's presets, as Hugging Face config fields
-# (tests/python/test_plan.py checks that they plan to the presets' parameter counts).
+# The Llama-3 shapes of tandem-plan's presets, as Hugging Face config fields.
 LLAMA3 = {
-    "llama3-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
-                      num_attention_heads=32, tie_word_embeddings=True),
-    "llama3-3b": dict(hidden_size=3072, intermediate_size=8192, num_hidden_layers=28,
-                      num_attention_heads=24, tie_word_embeddings=True),
-    "llama3-8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                      num_attention_heads=32, tie_word_embeddings=False),
-    "llama3-70b": dict(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
-                       num_attention_heads=64, tie_word_embeddings=False),
-    "llama3-405b": dict(hidden_size=16384, intermediate_size=53248, num_hidden_layers=126,
-                        num_attention_heads=128, tie_word_embeddings=False),
+    name: dict(hidden_size=h, intermediate_size=inter, num_hidden_layers=layers,
+               num_attention_heads=heads, tie_word_embeddings=tied,
+               architectures=["LlamaForCausalLM"], model_type="llama", vocab_size=128256,
+               num_key_value_heads=8)
+    for name, h, inter, layers, heads, tied in (
+        ("llama3-1b", 2048, 8192, 16, 32, True), ("llama3-3b", 3072, 8192, 28, 24, True),
+        ("llama3-8b", 4096, 14336, 32, 32, False), ("llama3-70b", 8192, 28672, 80, 64, False),
+        ("llama3-405b", 16384, 53248, 126, 128, False))
 }
-for _c in LLAMA3.values():
-    _c.update(architectures=["LlamaForCausalLM"], model_type="llama", vocab_size=128256,
-              num_key_value_heads=8)
 
 
 def llama_config(model):
@@ -161,10 +149,9 @@ def llama_config(model):
 
 
 def _decoder(config, layers):
-    """A Llama decoder of `config`'s shape with `layers` layers (RMSNorm, grouped-query
-    causal attention through SDPA, SwiGLU), each layer wrapped in torch's non-reentrant
-    checkpoint when asked: what a training step computes, for timing only (no rotary
-    embedding: it costs no matmul)."""
+    """A Llama decoder of `config`'s shape with `layers` layers, each checkpointed when
+    forward is asked to recompute: what a training step computes, for timing only (no
+    rotary embedding: it costs no matmul)."""
     import torch
     import torch.nn.functional as F
     from torch.utils.checkpoint import checkpoint
@@ -237,19 +224,15 @@ def measure_training_throughput(model="llama3-8b", layers=2, seq=2048, batch=1,
                            % torch.__version__)
     if recompute not in ("full", "none"):
         raise ValueError('recompute must be "full" or "none", got %r' % (recompute,))
-    if not (isinstance(layers, int) and layers >= 1 and isinstance(seq, int) and seq >= 1
-            and isinstance(batch, int) and batch >= 1 and isinstance(steps, int)
-            and steps >= 1):
+    if not all(isinstance(n, int) and n >= 1 for n in (layers, seq, batch, steps)):
         raise ValueError("layers, seq, batch and steps must be integers >= 1, got %r"
                          % ((layers, seq, batch, steps),))
     config = llama_config(model)
     config["num_hidden_layers"] = layers
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(device)
-    if dtype is None:
-        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    device = _device(device)
     cuda = device.type == "cuda"
+    if dtype is None:
+        dtype = torch.bfloat16 if cuda else torch.float32
     flops = plan(config, gpu_mem="1000TB", host_mem="1000TB", seq=seq, batch=batch,
                  recompute=recompute).data["training"]["hardware_flops"]
     torch.manual_seed(0)
@@ -261,9 +244,7 @@ def measure_training_throughput(model="llama3-8b", layers=2, seq=2048, batch=1,
             torch.cuda.synchronize(device)
         t0 = time.perf_counter()
         logits = net(ids[:, :-1], recompute == "full")
-        loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1),
-                                                 ids[:, 1:].flatten())
-        loss.backward()
+        F.cross_entropy(logits.float().flatten(0, 1), ids[:, 1:].flatten()).backward()
         if cuda:
             torch.cuda.synchronize(device)
         if i > 0:
@@ -276,13 +257,11 @@ def measure_training_throughput(model="llama3-8b", layers=2, seq=2048, batch=1,
 
 def calibrate_training(profile, model="llama3-8b", layers=2, seq=2048, batch=1,
                        recompute="full", steps=5, device=None, peak_tflops=None):
-    """Measures measure_training_throughput and writes ``gpu.train_tflops`` (and, given,
-    ``gpu.peak_tflops``: the GPU's dense bf16 peak for the plan's MFU) into the calibration
-    profile file `profile` (every other field kept; the file replaced atomically). Use the
-    shapes of the model you will train: wider layers and longer sequences run closer to the
-    peak. Returns the measurement. Raises ValueError naming the file when it is not a
-    profile's JSON object, OSError when it cannot be read or written, RuntimeError with a
-    torch older than 2.5; the file is unchanged on any error."""
+    """Writes measure_training_throughput's ``train_tflops`` (and, given, `peak_tflops`:
+    the GPU's dense bf16 peak for the plan's MFU) into the calibration profile file
+    `profile` under ``gpu`` (every other field kept; the file replaced atomically) and
+    returns the measurement. Raises ValueError and OSError as calibrate_binding, and
+    RuntimeError with a torch older than 2.5; the file is unchanged on any error."""
     path = os.fspath(profile)
     data = _read_profile(path)
     if peak_tflops is not None and (isinstance(peak_tflops, bool) or not (

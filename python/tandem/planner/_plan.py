@@ -1,20 +1,8 @@
-"""tandem.plan: the memory-budget planner (tandem-plan, docs/planner.md) from Python, on a
-live module (as DeepSpeed's ``estimate_zero*_mem_needs_all_live``; a transformers model
-with its own config), a Hugging Face config, a preset name or a parameter count.
-
-    import tandem
-    p = tandem.plan(model, gpu_mem="80GiB", host_mem="512GiB", seq=4096)
-    print(p)                       # the same report tandem-plan prints
-    p.feasible, p.fraction         # fits? at which offload fraction
-    p.data                         # the JSON plan as a dict (tandem-plan --json)
-    p.compute_share                # of the offloaded elements, computed on the GPU
-    p.iteration                    # with seq=: forward, backward, the step exposed after
-    tandem.largest(gpu_mem="80GB", host_mem="512GiB", fsdp2=True, gpus_per_node=4, seq=4096)
-    tandem.machine_rates("tandem-profile.json")  # the rates offload_compute="auto" uses
-
-It runs tandem-plan's own code in this process: tandem._C.make_plan takes tandem-plan's
-options as a dict and returns the plan as a dict (python/ext/planner.h). It needs no torch
-unless given a module.
+"""tandem.plan, tandem.largest and tandem.machine_rates: the memory-budget planner
+(tandem-plan) from Python, on a live module, a config, a preset name or a parameter count
+(docs/planner.md "From Python"). It runs tandem-plan's own code in this process:
+tandem._C.make_plan and find_largest take its options as a dict and return the plan as a
+dict (python/ext/planner.h). It needs no torch unless given a module.
 """
 
 import functools
@@ -46,9 +34,7 @@ class _Answer:
 
 
 class Plan(_Answer):
-    """A plan: ``text`` (the report), ``data`` (the JSON plan as a dict), ``feasible``,
-    ``fraction`` (the recommended offload fraction, None when it does not fit) and
-    ``args`` (the tandem-plan arguments that reproduce it)."""
+    """tandem.plan's answer, and the figures of its recommended point."""
 
     @property
     def feasible(self):
@@ -56,9 +42,8 @@ class Plan(_Answer):
 
     @property
     def fraction(self):
-        if not self.feasible:
-            return None
-        return self.data["recommended"]["fraction"]
+        """The recommended offload fraction; None when the plan does not fit."""
+        return self.data["recommended"]["fraction"] if self.feasible else None
 
     @property
     def grad_release(self):
@@ -80,11 +65,10 @@ class Plan(_Answer):
 
     @property
     def optimizer_kwargs(self):
-        """The keyword arguments of tandem.torch's optimizer (``optimizer_class``) that
-        run the recommended point: offload_fraction, offload_compute, the state formats,
-        release_grads and the speculation's budgets, as a dict to pass beside your own
-        hyper-parameters (``tandem.torch.AdamW(params, lr=3e-4, **plan.optimizer_kwargs)``);
-        None when the plan does not fit."""
+        """The keyword arguments of tandem.torch's ``optimizer_class`` that run the
+        recommended point, to pass beside your own hyper-parameters
+        (``tandem.torch.AdamW(params, lr=3e-4, **plan.optimizer_kwargs)``); None when the
+        plan does not fit."""
         kwargs = self.data.get("optimizer_kwargs")
         return dict(kwargs) if kwargs is not None else None
 
@@ -132,31 +116,20 @@ _COUNT = re.compile(r"^\s*[0-9]*\.?[0-9]+([eE][+-]?[0-9]+)?\s*[kKmMbBgGtT]?\s*$"
 
 @functools.lru_cache(maxsize=None)
 def _plan_options():
-    """The planner's options, flags and presets (tandem._C.plan_options)."""
+    """The planner's option names (with underscores), flags and presets
+    (tandem._C.plan_options)."""
     return _C.plan_options()
 
 
-@functools.lru_cache(maxsize=None)
-def _cli_options():
-    """tandem-plan's long options, without the dashes: {"gpu-mem", "seq", ...}."""
-    return frozenset([n.replace("_", "-") for n in _plan_options()["names"]] +
-                     ["json", "svg", "help", "version"])
-
-
-def _presets():
-    """The preset names tandem-plan's --model takes."""
-    return tuple(_plan_options()["presets"])
-
-
-# Options set through plan()'s own arguments, and those it does not take.
-_MODEL_FLAGS = ("params", "config", "model", "params-json")
-_OWN = {"gpu-mem": "gpu_mem", "host-mem": "host_mem", "offload-compute": "offload_compute"}
-_NOT_OPTIONS = set(_MODEL_FLAGS) | set(_OWN) | {"json", "svg", "help", "version", "largest"}
+# The planner's options that plan()'s `model` sets, and those set by its own arguments or
+# not taken.
+_MODEL_OPTIONS = {"params", "config", "model", "params_json"}
+_NOT_OPTIONS = _MODEL_OPTIONS | {"gpu_mem", "host_mem", "offload_compute", "largest"}
 
 
 def _options():
-    """The keyword options plan() takes: tandem-plan's options with underscores."""
-    return sorted(o.replace("-", "_") for o in _cli_options() - _NOT_OPTIONS)
+    """The keyword options plan() takes."""
+    return sorted(set(_plan_options()["names"]) - _NOT_OPTIONS)
 
 
 def _pythonic(message):
@@ -164,33 +137,29 @@ def _pythonic(message):
     word of a command line (--help) that Python does not have."""
     message = re.sub(r"\s*Run with --help for more information\.?", "", message).strip()
     message = re.sub(r"^tandem-plan:\s*", "", message)
-    known = _cli_options()
+    known = set(_plan_options()["names"]) | {"json", "svg", "help", "version"}
 
     def name(m):
-        flag = m.group(1)
-        if flag in _MODEL_FLAGS:
+        key = m.group(1).replace("-", "_")
+        if key in _MODEL_OPTIONS:
             return "model"
-        if flag in known:
-            return _OWN.get(flag, flag.replace("-", "_"))
-        return m.group(0)
+        return key if key in known else m.group(0)
     return re.sub(r"--([a-z0-9][a-z0-9-]*)", name, message)
 
 
 def _count(model):
     """A number of parameters given as a number: an int, or a float that is whole
     (8.03e9); ValueError naming the value otherwise."""
-    if isinstance(model, numbers.Integral):
-        n = int(model)
-    elif isinstance(model, numbers.Real) and math.isfinite(model) and float(model).is_integer():
-        n = int(model)
-    else:
+    if not (isinstance(model, numbers.Integral) or isinstance(model, numbers.Real)
+            and math.isfinite(model) and float(model).is_integer()):
         raise ValueError("model: a parameter count must be a whole number, got %r" % (model,))
+    n = int(model)
     if n <= 0:
         raise ValueError("model: a parameter count must be positive, got %r" % (model,))
     return {"params": str(n)}
 
 
-_DTYPE_NAMES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}
+_DTYPE_NAMES = {short: name[len("torch."):] for name, short in _DTYPES.items()}
 
 
 def _config_dict(config):
@@ -277,17 +246,17 @@ def _model_options(model, tmp):
             json.dump(model, f)
         return {"config": path}
     if isinstance(model, (str, os.PathLike)):
-        text = os.fspath(model)
+        text, presets = os.fspath(model), _plan_options()["presets"]
         if os.path.exists(text):
             return {"config": text}
         if isinstance(model, str) and _COUNT.match(text):
             return {"params": text.strip()}  # "8B", "7.5e9"
-        if isinstance(model, str) and text in _presets():
+        if isinstance(model, str) and text in presets:
             return {"model": text}
         what = ("a preset (%s), a parameter count such as '8B' or 8.03e9, a config dict, or "
-                "an existing config.json or model directory" % ", ".join(_presets()))
-        if not isinstance(model, str) or os.sep in text or "/" in text or \
-                text.endswith(".json"):
+                "an existing config.json or model directory" % ", ".join(presets))
+        if (not isinstance(model, str) or os.sep in text or "/" in text
+                or text.endswith(".json")):
             raise FileNotFoundError("model %r: no such file or directory (model is %s)"
                                     % (text, what))
         raise ValueError("model %r is not %s" % (text, what))
@@ -381,7 +350,7 @@ def plan(model, *, gpu_mem, host_mem, offload_compute="auto", **options):
         if key in ("json", "svg"):
             raise TypeError("plan() takes no %s option: a Plan has the JSON (.data) and the "
                             "text (str(plan)); tandem-plan --svg FILE writes the chart" % key)
-        if key.replace("_", "-") in _NOT_OPTIONS or key not in _options():
+        if key not in _options():
             raise TypeError("plan() got an unexpected keyword argument %r; its options are "
                             "%s" % (key, ", ".join(_options())))
     with tempfile.TemporaryDirectory(prefix="tandem-plan-") as tmp:
@@ -397,15 +366,13 @@ def plan(model, *, gpu_mem, host_mem, offload_compute="auto", **options):
             text, data = _answer(_C.make_plan, given)
         except ValueError as e:
             # A module of a family the planner does not read is planned from its
-            # parameters alone, as before it read configs; anything else is an error.
-            if "config" not in given or "params_json" not in given or not re.search(
-                    r"unknown (architecture|model_type)", str(e)):
+            # parameters alone; anything else is an error.
+            unknown = re.search(r"unknown (?:architecture|model_type) '([^']*)'", str(e))
+            if "config" not in given or "params_json" not in given or not unknown:
                 raise
             del given["config"]
             notes.append("its config is not of a family the planner reads (%s): planned "
-                         "from its parameters alone" % re.search(
-                             r"unknown (?:architecture|model_type) '([^']*)'",
-                             str(e)).group(1))
+                         "from its parameters alone" % unknown.group(1))
             text, data = _answer(_C.make_plan, given)
         # The temporary file a module or dict was written to is gone after the call: the
         # report, the JSON and the arguments name it <Sequential.params.json>.
@@ -432,9 +399,8 @@ def _answer(run, options):
 
 
 class Largest(_Answer):
-    """tandem.largest's answer: ``text`` (the report), ``data`` (tandem-plan --largest
-    --json as a dict), ``best`` (the row of the largest model that fits, None when none
-    does) and ``plan`` (its plan as JSON, None when none fits)."""
+    """tandem.largest's answer: ``best`` (the row of the largest model that fits) and
+    ``plan`` (its plan as JSON), each None when none fits."""
 
     @property
     def best(self):
@@ -459,8 +425,7 @@ def largest(*, gpu_mem, host_mem, **options):
     TypeError for an option it does not take and ValueError with the planner's message for
     bad values."""
     for key in options:
-        if key != "offload_compute" and (key.replace("_", "-") in _NOT_OPTIONS
-                                         or key not in _options()):
+        if key != "offload_compute" and key not in _options():
             raise TypeError("largest() got an unexpected keyword argument %r; its options "
                             "are %s" % (key, ", ".join(_options() + ["offload_compute"])))
     given = {"gpu_mem": _size(gpu_mem, "gpu_mem"), "host_mem": _size(host_mem, "host_mem")}
