@@ -3,11 +3,12 @@ shaped like Megatron-FSDP's parameters, for torch.distributed.checkpoint (DCP) a
 Megatron-Core's ``fsdp_dtensor`` checkpoints. docs/megatron_fsdp.md, "Checkpoints".
 
 Layout: each parameter's entry holds ``step`` (a float tensor, the same on every rank)
-and the engine arrays its formats keep (``EngineState.arrays``, _core/state.py)
-as DTensors with the parameter's mesh and placements and *global* shapes (Note [Array
-shapes] in _core/state.py), their local tensors on the CPU. The entries of the optimizer carry ``"tandem"``: the
-layout's name and version, the algorithm and the formats. Codes, scales and corrections
-have their own dtypes (int8, uint8, bf16, int16), so DCP's load never casts them.
+and the engine arrays its formats keep (``EngineState.arrays``, _core/state.py) as
+DTensors with the parameter's mesh and placements and *global* shapes (Note [Array
+shapes] in _core/state.py), their local tensors on the CPU. The state dict's
+``"tandem"`` entry holds the layout's name and version, the algorithm and the formats.
+Codes, scales and corrections have their own dtypes (int8, uint8, bf16, int16), so
+DCP's load never casts them.
 
 Note [Uneven shards in DCP]: Megatron-FSDP's shards are row ranges of very different
 sizes, often empty, never torch.chunk's; DTensor's own chunk metadata assumes
@@ -37,34 +38,25 @@ from collections.abc import Mapping
 import torch
 
 from tandem._core import dist as _dist
-from tandem._core.state import EngineState, array_shape
+from tandem._core.state import COMPONENTS, EngineState, array_shape
 
 LAYOUT = "megatron_fsdp"
 VERSION = 1
 NOT_LOADED = 0  # the version of a load template's header until DCP fills it
 
-# Megatron-LM's SwiGLU parameter names (handle_swiglu_in_state_dict).
-_SWIGLU = [re.compile(p) for p in (
-    r"(.*)\.mlp\.linear_fc1\.weight$", r"(.*)\.mlp\.linear_fc1\.bias$",
-    r"(.*)\.mlp\.experts\.linear_fc1\.weight(\d+)$",
-    r"(.*)\.mlp\.experts\.linear_fc1\.bias(\d+)$",
-    r"(.*)\.mlp\.experts\.local_experts\.(\d+)\.linear_fc1\.weight$",
-    r"(.*)\.mlp\.experts\.local_experts\.(\d+)\.linear_fc1\.bias$",
-    r"(.*)\.mlp\.shared_experts\.linear_fc1\.weight$",
-    r"(.*)\.mlp\.shared_experts\.linear_fc1\.bias$")]
+# Megatron-LM's SwiGLU parameter names (handle_swiglu_in_state_dict's patterns).
+_SWIGLU = re.compile(r"\.mlp\.(linear_fc1\.(weight|bias)|experts\.linear_fc1\.(weight|bias)\d+"
+                     r"|experts\.local_experts\.\d+\.linear_fc1\.(weight|bias)"
+                     r"|shared_experts\.linear_fc1\.(weight|bias))$")
 HALVES = ("_w", "_v")
 
 
 def is_swiglu_name(name):
-    return any(p.search(name) for p in _SWIGLU)
+    return _SWIGLU.search(name) is not None
 
 
 # ----------------------------------------------------------------------------------------
 # Where each shard starts (Note [Uneven shards in DCP])
-
-
-def _row_size(shape):
-    return math.prod(shape[1:]) if len(shape) > 1 else 1
 
 
 def first_rows(params, labels):
@@ -80,7 +72,7 @@ def first_rows(params, labels):
             rows.append(None)
             missing.append(k)
             continue
-        size = _row_size(tuple(p.shape))
+        size = math.prod(tuple(p.shape)[1:])
         if where.stop - where.start != mine.numel() or where.start % size:
             raise ValueError("%s: megatron_fsdp_slice %s does not hold its local shard of "
                              "shape %s in whole rows of %d elements"
@@ -144,10 +136,10 @@ def as_dtensor(local, p, shape, offsets):
 # Saving
 
 
-def header(opt, version=VERSION):
-    return {"layout": LAYOUT, "version": version, "algorithm": opt.algorithm,
-            "master": opt._formats[0], "momentum": opt._formats[1],
-            "variance": opt._formats[2]}
+def header(opt, template=False):
+    """The "tandem" entry of opt's state dicts; a load template's is unfilled."""
+    return dict(layout=LAYOUT, version=NOT_LOADED if template else VERSION,
+                algorithm=opt.algorithm, **dict(zip(COMPONENTS, opt._formats)))
 
 
 def entries(opt, template):
@@ -162,13 +154,12 @@ def entries(opt, template):
     def tensor(k, a, values):
         return as_dtensor(a.tensor(values if a.entries else None), core.params[k], a.shape,
                           engine.offset(k, a))
-    return engine.entries(None if template else opt._access.snapshot(), tensor), rows
+    return engine.entries(None if template else opt._snapshot(), tensor), rows
 
 
 def split_halves(entry, p, first_row):
     """Note [SwiGLU halves]: (w entry, v entry) of a [w; v] parameter's entry."""
-    rows = int(p.shape[0])
-    half = rows // 2
+    half = int(p.shape[0]) // 2
     mine = int(_dist.local(p).shape[0]) if _dist.local(p).dim() else 0
     lo, hi = first_row, first_row + mine
     w_rows = max(0, min(hi, half) - lo)
@@ -205,7 +196,7 @@ def check_header(got, opt):
         raise ValueError("tandem.megatron_fsdp state dict version %r; this build reads %d"
                          % (got.get("version"), VERSION))
     mine = header(opt)
-    for key in ("algorithm", "master", "momentum", "variance"):
+    for key in ("algorithm",) + COMPONENTS:
         if got.get(key) != mine[key]:
             raise ValueError("the state dict has %s=%r, this optimizer %s=%r; load it into "
                              "an optimizer with the same algorithm and formats"
