@@ -1,19 +1,16 @@
-"""Megatron-Core's distributed optimizer stepping through Tandem's engine (docs/megatron.md).
-
-:class:`TandemAdam` takes TransformerEngine FusedAdam's place as the inner optimizer of
-Megatron's DistributedOptimizer in its precision-aware mode: its parameters are the bf16
-shards, its gradients the ``decoupled_grad`` fp32 shards (read in place), and the only
-masters and moments are the engine's. Megatron keeps everything around the update
-(gradient reduce-scatter, loss scaling, gradient norm and clipping, parameter all-gather,
-learning-rate schedule, checkpoint layout); the engine steps with clipping off and a
-loss scale of 1.
+"""Megatron-Core's distributed optimizer stepping through Tandem's engine (docs/megatron.md):
+:class:`TandemAdam` takes TransformerEngine FusedAdam's place inside Megatron's
+DistributedOptimizer in its precision-aware mode, over the bf16 shards and their
+``decoupled_grad`` fp32 gradients (read in place); the only masters and moments are the
+engine's. Megatron keeps everything around the update; the engine steps with clipping off
+and a loss scale of 1.
 """
 
 import torch as _torch
 
 from tandem._core.warnings import SkippedStepWarning
-from tandem.megatron._adam import (TandemAdam, build_with, inner_optimizers, refuse_config,
-                                   require_megatron_core)
+from tandem.megatron._adam import (PRECISION_AWARE, TandemAdam, build_with, inner_optimizers,
+                                   refuse_config, require_megatron_core)
 
 __all__ = ["TandemAdam", "get_megatron_optimizer", "tandem_optimizers",
            "SkippedStepWarning"]
@@ -50,21 +47,16 @@ def get_megatron_optimizer(config, model_chunks, config_overrides=None,
                            use_gloo_process_groups=True, pg_collection=None,
                            dump_param_to_param_group_map=None, **options):
     """megatron.core.optimizer.get_megatron_optimizer with TandemAdam as the inner optimizer,
-    built by Megatron's own function from a copy of ``config`` with the precision-aware
-    settings switched on (``config`` is not changed; TransformerEngine need not be
-    installed). ``options``: TandemAdam's Tandem options. Every TandemAdam's
-    ``grad_stats_group`` is its DistributedOptimizer's gradient-statistics group, so a
-    non-finite gradient anywhere skips the step everywhere. Model chunks wrapped in
-    Megatron-FSDP (``ddp_config.use_megatron_fsdp``) get tandem.megatron_fsdp's optimizer
-    instead (docs/megatron_fsdp.md).
+    built by Megatron's own function from a copy of ``config`` (not changed) with the
+    precision-aware settings on; TransformerEngine need not be installed. ``options``:
+    TandemAdam's Tandem options. Every TandemAdam's ``grad_stats_group`` is its
+    DistributedOptimizer's, so a non-finite gradient anywhere skips the step everywhere.
+    Model chunks wrapped in Megatron-FSDP (``ddp_config.use_megatron_fsdp``) get
+    tandem.megatron_fsdp's optimizer instead (docs/megatron_fsdp.md).
 
-    Raises ValueError for what is not supported (see docs/megatron.md): other optimizers
-    than Adam, no distributed optimizer, fp8 parameters, Megatron's own CPU offload, fp32
-    models; RuntimeError for a megatron-core release that is not supported (docs/megatron.md,
-    "Versions").
+    Raises ValueError for what is not supported (docs/megatron.md, "What is supported"),
+    RuntimeError for a megatron-core release that is not (docs/megatron.md, "Versions").
     """
-    import copy
-
     if not model_chunks:
         raise ValueError("model_chunks is empty")
     require_megatron_core()
@@ -77,20 +69,16 @@ def get_megatron_optimizer(config, model_chunks, config_overrides=None,
         from tandem.megatron import fsdp
         return fsdp.get_megatron_optimizer(config, model_chunks, megatron_kwargs, options)
     _refuse(config, model_chunks)
-    cfg = copy.copy(config)  # not dataclasses.replace: __post_init__ would want TE
-    cfg.use_precision_aware_optimizer = True
-    cfg.use_precision_aware_optimizer_no_fp8_or_ds_fp8 = True
-    cfg.main_params_dtype = _torch.float32
-    cfg.exp_avg_dtype = _torch.float32      # placeholders Megatron allocates at load
-    cfg.exp_avg_sq_dtype = _torch.float32
-    cfg.store_param_remainders = False
 
     def make_adam(params, **kwargs):
         for key in ("exp_avg_dtype", "exp_avg_sq_dtype", "master_weight_dtype"):
-            kwargs.pop(key, None)  # placeholders of cfg; the formats come from options
+            kwargs.pop(key, None)  # placeholders; the formats come from options
         return TandemAdam(params, **kwargs, **options)
 
-    optimizer = build_with(make_adam, cfg, model_chunks, megatron_kwargs)
+    optimizer = build_with(make_adam, config, model_chunks, megatron_kwargs, **PRECISION_AWARE,
+                           main_params_dtype=_torch.float32, store_param_remainders=False,
+                           # placeholders Megatron allocates at load:
+                           exp_avg_dtype=_torch.float32, exp_avg_sq_dtype=_torch.float32)
     for o, inner in inner_optimizers(optimizer, TandemAdam):
         if hasattr(o, "get_grad_stats_parallel_group"):
             inner.grad_stats_group = o.get_grad_stats_parallel_group()

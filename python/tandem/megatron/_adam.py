@@ -3,7 +3,9 @@ Megatron-Core's optimizers around it: what tandem.megatron (the distributed opti
 and tandem.megatron_fsdp (Megatron-FSDP) share. docs/megatron.md.
 """
 
+import copy
 import threading
+from unittest import mock
 
 import torch as _torch
 
@@ -28,22 +30,16 @@ def _format_from_dtype(what, dtype, argument):
 
 
 class TandemAdam(FusedAdamState, _torch.optim.AdamW):
-    """TransformerEngine FusedAdam's precision-aware interface over a Tandem engine; its
-    state methods are FusedAdamState's (_state.py).
-
-    Takes FusedAdam's arguments as Megatron passes them, and Tandem's options keyword-only
-    (docs/megatron.md, "Options"): master_format, momentum_format, variance_format (else
-    the dtypes choose: float32 -> "f32", uint8 moments -> "q8"), state_device ("param" or
-    "cpu": where ``get_unscaled_state`` puts its fp32 copies) and every engine option of
-    ``tandem._C.OptimizerConfig``. Gradients are read from ``param.decoupled_grad``
-    (``use_decoupled_grad=False``: ``param.grad``); param groups keep Megatron's extra
-    keys, and get "step". Raises ValueError for the FusedAdam options the engine has no
-    equivalent for.
+    """TransformerEngine FusedAdam's precision-aware interface over a Tandem engine (its
+    state methods: FusedAdamState, _state.py). Takes FusedAdam's arguments as Megatron
+    passes them and Tandem's options, keyword-only (docs/megatron.md, "Options"); raises
+    ValueError for the FusedAdam options the engine has no equivalent for. Gradients are
+    read from ``param.decoupled_grad`` (``use_decoupled_grad=False``: ``param.grad``);
+    param groups keep Megatron's extra keys, and get "step".
 
     A parameter whose gradient is None at a step is not stepped. The engine skips a step in
-    which any gradient is non-finite (on any rank of ``grad_stats_group`` when set:
-    tandem.megatron.get_megatron_optimizer sets it), and counts it in ``skipped_steps``
-    with a SkippedStepWarning.
+    which any gradient is non-finite (on any rank of ``grad_stats_group`` when set), and
+    counts it in ``skipped_steps`` with a SkippedStepWarning.
 
     Not thread-safe beyond what Megatron needs: one thread steps and checkpoints.
     """
@@ -106,21 +102,6 @@ class TandemAdam(FusedAdamState, _torch.optim.AdamW):
         self._core = None
         self._reset_state()
 
-    # ------------------------------------------------------------------------------------
-    # The engine's tensors: every parameter of param_groups with elements
-
-    def _layout_params(self):
-        """(params, group_of) of the current param_groups: every parameter with elements
-        (a data-parallel rank may own no element of a group, or of any group); every
-        parameter with _every_rank_steps."""
-        params, group_of = [], []
-        for g, group in enumerate(self.param_groups):
-            for p in group["params"]:
-                if self._every_rank_steps or p.numel() > 0:
-                    params.append(p)
-                    group_of.append(g)
-        return params, group_of
-
     def _grad_of(self, p):
         if self.use_decoupled_grad:
             return getattr(p, "decoupled_grad", None)
@@ -139,11 +120,15 @@ class TandemAdam(FusedAdamState, _torch.optim.AdamW):
         return [lr for lr, _ in checked], [h for _, h in checked]
 
     def _ensure_engine(self):
-        """Builds the engine when there is none, or anew when param_groups hold other
-        tensors than it was built over (Megatron replaces its params with the shard views
-        after construction): allowed only while its state is fresh. Returns False,
-        building nothing, when no parameter has an element (nothing to step)."""
-        params, group_of = self._layout_params()
+        """Builds the engine over every parameter of param_groups with elements (a
+        data-parallel rank may own no element of a group, or of any group; with
+        _every_rank_steps over every parameter) when there is none, or anew when they are
+        other tensors than it was built over (Megatron replaces its params with the shard
+        views after construction): allowed only while its state is fresh. Returns False,
+        building nothing, when there is no such parameter (nothing to step)."""
+        placed = [(p, g) for g, group in enumerate(self.param_groups) for p in group["params"]
+                  if self._every_rank_steps or p.numel() > 0]
+        params = [p for p, _ in placed]
         core = self._core
         if core is not None and len(params) == len(core.params) and all(
                 a is b for a, b in zip(params, core.params)):
@@ -161,15 +146,12 @@ class TandemAdam(FusedAdamState, _torch.optim.AdamW):
         core = _engine.Engine(self.algorithm, self._config, borrow_grads=True,
                               follow_writes=False)
         lrs, hypers = self._group_values()
-        entries = [(p, "t%d" % k, g) for k, (p, g) in enumerate(zip(params, group_of))]
+        entries = [(p, "t%d" % k, g) for k, (p, g) in enumerate(placed)]
         core.bind(entries, hypers, grads=[self._grad_of(p) for p in params])
         self._core = core
         for p in params:
             self.state[p] = StateView(self, p)
         return True
-
-    # ------------------------------------------------------------------------------------
-    # Step
 
     @_torch.no_grad()
     def step(self, closure=None):
@@ -217,11 +199,9 @@ class TandemAdam(FusedAdamState, _torch.optim.AdamW):
         all-gather), so that every rank skips a step with a non-finite gradient."""
         group = self.grad_stats_group
         if self._combine[0] is not group:
-            fn = None
-            if group is not None:
-                import torch.distributed as dist
-                if dist.get_world_size(group) > 1:
-                    fn = _dist.make_combine(group, self._core.device)
+            import torch.distributed as dist
+            fn = (_dist.make_combine(group, self._core.device)
+                  if group is not None and dist.get_world_size(group) > 1 else None)
             self._combine = (group, fn)
         return self._combine[1]
 
@@ -244,9 +224,6 @@ class TandemAdam(FusedAdamState, _torch.optim.AdamW):
             self._core.reload(list(range(len(self._core.params))))
             self._forget_snapshot()
 
-    # ------------------------------------------------------------------------------------
-    # Reports
-
     def memory(self):
         """The engine's memory report (tandem._C), or None before the state exists."""
         return None if self._core is None else self._core.engine.memory()
@@ -262,13 +239,10 @@ class TandemAdam(FusedAdamState, _torch.optim.AdamW):
 # ----------------------------------------------------------------------------------------
 # Megatron-Core versions
 #
-# Note [Megatron-Core versions]: tandem.megatron and tandem.megatron_fsdp build Megatron's
-# optimizer with Megatron's own function, replacing three attributes of its module
-# (build_with), and set methods on its DistributedOptimizer instances (megatron_fsdp.
-# install). Releases older than OLDEST_MEGATRON_CORE are refused; newer ones are taken
-# while they still have every attribute and method used, and refused naming the first
-# one they lack (a hook Megatron no longer calls would otherwise be skipped silently).
-# docs/megatron.md, "Versions", lists the releases the tests run with.
+# Note [Megatron-Core versions]: the front ends replace attributes of Megatron's optimizer
+# module (build_with) and set methods on its DistributedOptimizer instances (install):
+# releases older than OLDEST_MEGATRON_CORE, or without one of those, are refused rather
+# than a hook skipped silently (docs/megatron.md, "Versions").
 
 OLDEST_MEGATRON_CORE = (0, 16, 1)
 
@@ -341,20 +315,25 @@ def refuse_config(config):
                          % (config.fp8_recipe,))
 
 
-def build_with(make_adam, cfg, model_chunks, megatron_kwargs):
-    """megatron.core.optimizer.get_megatron_optimizer(cfg, model_chunks, **megatron_kwargs)
-    with ``make_adam(params, **FusedAdam's keyword arguments)`` where it would build
-    FusedAdam (its module-level ``Adam``), whether TransformerEngine is installed or not."""
+# What OptimizerConfig.__post_init__ sets with use_precision_aware_optimizer and no fp8
+# parameters (refuse_config): the inner optimizer's gradients are param.decoupled_grad,
+# and Megatron's gradient norm reads them there.
+PRECISION_AWARE = dict(use_precision_aware_optimizer=True,
+                       use_precision_aware_optimizer_no_fp8_or_ds_fp8=True)
+
+
+def build_with(make_adam, config, model_chunks, megatron_kwargs, **changes):
+    """megatron.core.optimizer.get_megatron_optimizer(config with `changes`, model_chunks,
+    **megatron_kwargs) with ``make_adam(params, **FusedAdam's keyword arguments)`` where it
+    would build FusedAdam (its module-level ``Adam``), whether TransformerEngine is
+    installed or not. `config` itself is not changed."""
     import megatron.core.optimizer as mco
 
-    names = ("Adam", "USING_PYTORCH_OPTIMIZER", "is_te_min_version")
-    with _BUILD_LOCK:
-        saved = {n: getattr(mco, n) for n in names}
-        try:
-            mco.Adam = make_adam
-            mco.USING_PYTORCH_OPTIMIZER = False      # FusedAdam's keyword arguments
-            mco.is_te_min_version = lambda *a, **k: False  # no store_param_remainders
-            return mco.get_megatron_optimizer(cfg, model_chunks, **megatron_kwargs)
-        finally:
-            for n, v in saved.items():
-                setattr(mco, n, v)
+    cfg = copy.copy(config)  # not dataclasses.replace: __post_init__ would want TE
+    for name, value in changes.items():
+        setattr(cfg, name, value)
+    with _BUILD_LOCK, mock.patch.multiple(
+            mco, Adam=make_adam,
+            USING_PYTORCH_OPTIMIZER=False,                # FusedAdam's keyword arguments
+            is_te_min_version=lambda *a, **k: False):     # no store_param_remainders
+        return mco.get_megatron_optimizer(cfg, model_chunks, **megatron_kwargs)

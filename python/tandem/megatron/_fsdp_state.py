@@ -1,34 +1,25 @@
 """The state dicts of tandem.megatron_fsdp.MegatronFSDPAdam: Tandem's arrays as DTensors
 shaped like Megatron-FSDP's parameters, for torch.distributed.checkpoint (DCP) and
-Megatron-Core's ``fsdp_dtensor`` checkpoints. docs/megatron_fsdp.md, "Checkpoints".
-
-Layout: each parameter's entry holds ``step`` (a float tensor, the same on every rank)
-and the engine arrays its formats keep (``EngineState.arrays``, _core/state.py) as
-DTensors with the parameter's mesh and placements and *global* shapes (Note [Array
-shapes] in _core/state.py), their local tensors on the CPU. The state dict's
-``"tandem"`` entry holds the layout's name and version, the algorithm and the formats.
-Codes, scales and corrections have their own dtypes (int8, uint8, bf16, int16), so
-DCP's load never casts them.
+Megatron-Core's ``fsdp_dtensor`` checkpoints. docs/megatron_fsdp.md, "Checkpoints", has
+the layout: per parameter ``step`` and the engine's arrays (``EngineState.arrays``,
+_core/state.py) with *global* shapes (Note [Array shapes] in _core/state.py), local
+tensors on the CPU, each in its own dtype; "tandem": the layout, version and formats.
 
 Note [Uneven shards in DCP]: Megatron-FSDP's shards are row ranges of very different
-sizes, often empty, never torch.chunk's; DTensor's own chunk metadata assumes
-torch.chunk's sizes (and DTensor.full_tensor() hangs on these shards). Every array here
-carries its chunk on its local tensor (``__create_chunk_list__`` and
-``__create_write_items__``, as Megatron-FSDP's ``preprocess_state_dict_for_uneven_dtensor``
-attaches): its first row is the shard's, from ``megatron_fsdp_slice`` (Megatron-FSDP v1:
-its start over the row size), without a collective, or else from one all-gather of every
-shard's row count (Megatron-FSDP v2 attaches no slice). Megatron-LM's save runs its own
-preprocessing over the same DTensors again, one collective per DTensor in key order:
-every rank holds the same keys in the same order, empty shards included, so those
-collectives pair up and a save cannot hang.
+sizes, often empty, never torch.chunk's, which DTensor's chunk metadata assumes (and
+DTensor.full_tensor() hangs on them). Every array here carries its chunk on its local
+tensor (``__create_chunk_list__``, ``__create_write_items__``, as Megatron-FSDP's
+``preprocess_state_dict_for_uneven_dtensor`` attaches), its first row from
+``megatron_fsdp_slice`` (Megatron-FSDP v1) without a collective, or else from one
+all-gather of every shard's row count (v2 attaches no slice). Megatron-LM's save runs one
+collective per DTensor in key order: every rank holds the same keys in the same order,
+empty shards included, so those collectives pair up.
 
 Note [SwiGLU halves]: Megatron-LM's fsdp_dtensor checkpoints split a gated MLP's
-``linear_fc1`` (``[w; v]`` by rows) into ``<name>_w`` and ``<name>_v`` so that they reshard
-across tensor parallelism (``handle_swiglu_in_state_dict``), splitting the optimizer
-entries' ``exp_avg`` and ``exp_avg_sq``, which Tandem's entries do not have. Tandem splits
-those entries itself, every array by rows (scales included), before Megatron's handler
-runs; the names then end in ``_w`` / ``_v``, which its patterns do not match. A load
-joins the halves again.
+``linear_fc1`` (``[w; v]`` by rows) into ``<name>_w`` and ``<name>_v``
+(``handle_swiglu_in_state_dict``), splitting only ``exp_avg`` and ``exp_avg_sq``. Tandem
+splits its entries itself, every array by rows (scales included), into names its
+patterns do not match; a load joins the halves again.
 """
 
 import math
@@ -45,24 +36,20 @@ VERSION = 1
 NOT_LOADED = 0  # the version of a load template's header until DCP fills it
 
 # Megatron-LM's SwiGLU parameter names (handle_swiglu_in_state_dict's patterns).
-_SWIGLU = re.compile(r"\.mlp\.(linear_fc1\.(weight|bias)|experts\.linear_fc1\.(weight|bias)\d+"
+SWIGLU = re.compile(r"\.mlp\.(linear_fc1\.(weight|bias)|experts\.linear_fc1\.(weight|bias)\d+"
                      r"|experts\.local_experts\.\d+\.linear_fc1\.(weight|bias)"
                      r"|shared_experts\.linear_fc1\.(weight|bias))$")
 HALVES = ("_w", "_v")
-
-
-def is_swiglu_name(name):
-    return _SWIGLU.search(name) is not None
 
 
 # ----------------------------------------------------------------------------------------
 # Where each shard starts (Note [Uneven shards in DCP])
 
 
-def first_rows(params, labels):
-    """Each parameter's first global row held by this rank (0 for a whole tensor)."""
+def first_rows(core):
+    """Each engine tensor's first global row held by this rank (0 for a whole tensor)."""
     rows, missing = [], []
-    for k, (p, label) in enumerate(zip(params, labels)):
+    for k, p in enumerate(core.params):
         mine = _dist.local(p)
         if not _dist.is_dtensor(p) or _dist.shard_dim(p) is None:
             rows.append(0)
@@ -76,10 +63,10 @@ def first_rows(params, labels):
         if where.stop - where.start != mine.numel() or where.start % size:
             raise ValueError("%s: megatron_fsdp_slice %s does not hold its local shard of "
                              "shape %s in whole rows of %d elements"
-                             % (label, where, tuple(mine.shape), size))
+                             % (core.label(k), where, tuple(mine.shape), size))
         rows.append(where.start // size)
     if missing:
-        _gather_first_rows(params, missing, rows)
+        _gather_first_rows(core.params, missing, rows)
     return rows
 
 
@@ -147,8 +134,7 @@ def entries(opt, template):
     template: zeroed arrays and step 0, for DCP to load into (no snapshot taken);
     otherwise the engine's state, sharing memory with the cached snapshot (read-only)."""
     core = opt._core
-    labels = [core.label(k) for k in range(len(core.params))]
-    rows = first_rows(core.params, labels)
+    rows = first_rows(core)
     engine = EngineState(core, rows)
 
     def tensor(k, a, values):
@@ -168,11 +154,10 @@ def split_halves(entry, p, first_row):
                                (slice(w_rows, mine), max(lo, half), half)):
         e = {"step": entry["step"].clone()}
         for name, a in entry.items():
-            if name == "step":
-                continue
-            piece = _dist.local(a)[keep]
-            shape = (half,) + tuple(a.shape[1:])
-            e[name] = as_dtensor(piece, p, shape, (start - shift,) + (0,) * (len(shape) - 1))
+            if name != "step":
+                shape = (half,) + tuple(a.shape[1:])
+                e[name] = as_dtensor(_dist.local(a)[keep], p, shape,
+                                     (start - shift,) + (0,) * (len(shape) - 1))
         out.append(e)
     return out
 

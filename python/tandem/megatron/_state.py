@@ -3,20 +3,16 @@ interface (``optimizer.state[p]``, ``get_unscaled_state``, ``set_scaled_state``,
 ``initialize_state``) and Megatron's state dicts, over the front-end core's snapshots
 (_core/engine.py).
 
-Note [Engine state between steps]: Megatron's checkpoint code reads and writes the
-state one tensor at a time (``get_unscaled_state`` / ``set_scaled_state``, fp32 values).
-The adapter takes one engine snapshot when the first such call comes after a step and
-keeps it until the next step; reads decode that tensor's arrays (one tensor's
-tandem::ConvertSnapshot: O(tensor)); writes encode into the cached snapshot, which is
-restored into the engine once, before the next step. A checkpoint thus costs one host
-copy of the encoded state, not a snapshot per tensor.
+Note [Engine state between steps]: Megatron's checkpoint code reads and writes the state
+one tensor at a time, in fp32. One engine snapshot, taken at the first such call after a
+step, serves them until the next step: a read decodes one tensor's arrays, a write
+encodes into the snapshot, which is restored into the engine once, before the next step
+(docs/megatron.md, "Checkpoints").
 
-Note [Masters of a fresh engine]: TransformerEngine creates its master weights at the
-first step (or initialize_state), from the parameters as they are then, so weights
-loaded into the model after the optimizer was built are picked up. The engine is built
-when first needed (its masters are taken from the parameters then) and, until it has
-stepped or had state loaded, re-reads its masters from the parameters before it steps
-and before a snapshot, which gives the same behaviour.
+Note [Masters of a fresh engine]: as TransformerEngine creates its masters at the first
+step, the engine, until it has stepped or had state loaded, re-reads its masters from
+the parameters before it steps and before a snapshot (docs/megatron.md, "When the state
+is created").
 """
 
 import numpy as np
@@ -246,9 +242,6 @@ class FusedAdamState:
             self._core.restore(self._snap)
             self._snap_dirty = False
 
-    # ------------------------------------------------------------------------------------
-    # State dicts
-
     def state_dict(self):
         """torch-style: ``param_groups`` (their keys, "params" as indices, and "step") and
         ``state[i]`` for parameter i (numbering over param_groups, parameters with no
@@ -289,10 +282,9 @@ class FusedAdamState:
                 step = int(snap["step"])
                 for g in groups:
                     g["step"] = step
-            master, momentum, variance = self._formats
             return {"state": state, "param_groups": groups,
-                    "tandem": {"version": _STATE_DICT_VERSION, "algorithm": self.algorithm,
-                               "master": master, "momentum": momentum, "variance": variance}}
+                    "tandem": dict(version=_STATE_DICT_VERSION, algorithm=self.algorithm,
+                                   **dict(zip(COMPONENTS, self._formats)))}
 
     def load_state_dict(self, state_dict):
         """Restores ``param_groups`` (every key but "params") and the state.
@@ -327,13 +319,10 @@ class FusedAdamState:
                 pending = {}
                 snap["step"] = max(int(snap["step"]), max(step for _, step, _, _ in plan))
                 for k, step, unscaled, arrays in plan:
-                    t = dict(snap["tensors"][k])
-                    t["step"] = step
-                    if arrays:
-                        for key in NAMES:
-                            t.pop(key, None)
-                        for key, v in arrays.items():
-                            t[key] = snapshot_array(key, v)
+                    t = dict(snap["tensors"][k], step=step)
+                    if arrays:  # the saved arrays replace the engine's
+                        t = {key: v for key, v in t.items() if key not in NAMES}
+                        t.update((key, snapshot_array(key, v)) for key, v in arrays.items())
                     snap["tensors"][k] = t
                     if unscaled:
                         pending[k] = {n: v.detach() for n, v in unscaled.items()}

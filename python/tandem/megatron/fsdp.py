@@ -1,22 +1,18 @@
-"""Megatron-FSDP's optimizer step in Tandem's engine: :class:`MegatronFSDPAdam`, the
-offloaded, quantized optimizer of Megatron-FSDP's main-weight shards, with checkpoints that
-save, load and reshard. docs/megatron_fsdp.md has its three ways in: Megatron-Core
-(tandem.megatron.get_megatron_optimizer, which calls :func:`install`), and the standalone
-megatron-fsdp package's v1 (:func:`fully_shard_optimizer`) and v2 (its own
-``fully_shard_optimizer(..., precision_aware=True)``).
+"""Megatron-FSDP's optimizer step in Tandem's engine: :class:`MegatronFSDPAdam` over its
+main-weight shards, with checkpoints that save, load and reshard. Its three ways in
+(Megatron-Core through :func:`install`, megatron-fsdp v1 through
+:func:`fully_shard_optimizer`, and v2) are in docs/megatron_fsdp.md.
 
 Note [Megatron-FSDP shards]: Megatron-FSDP hands the optimizer ``nn.Parameter(DTensor)``
-views of its main-weight buffer (fp32 by default, or bf16): row ranges of each parameter,
-``Shard(0)``, uneven and often empty, the same DTensor objects the module holds between
-steps. Its gradients arrive after its reduce-scatter as ``param.decoupled_grad`` (a view
-of its main-gradient buffer, in that buffer's dtype) or ``param.grad`` (that view, cast to
-the main-weight dtype when they differ), None on an empty shard. The engine steps every
-parameter's local shard in place, empty ones included (0 elements), reads whichever
-gradient is there by its pointer each step, and Megatron-FSDP then copies the main weights
-into its compute weights and all-gathers them. An fp32 master over fp32 main weights, and
-the bf16 part of a ``bf16+ecc`` master over bf16 main weights, *is* the main weight: no
-second copy of the weights exists in Tandem's GPU-resident part. Megatron keeps the
-gradient norm and clipping; the engine steps with clipping off.
+views of its main-weight buffer (fp32, or bf16): ``Shard(0)`` row ranges of each
+parameter, uneven and often empty, the objects the module holds between steps. Their
+gradients arrive after its reduce-scatter as ``param.decoupled_grad`` (a view of its
+main-gradient buffer) or ``param.grad`` (that view, cast to the main-weight dtype when
+they differ), None on an empty shard. The engine steps every local shard in place, empty
+ones included, reading whichever gradient is there by its pointer; Megatron-FSDP then
+copies the main weights into its compute weights and all-gathers them. An fp32 master
+over fp32 main weights, and the bf16 part of a ``bf16+ecc`` master over bf16 ones, *is*
+the main weight: no second copy of the weights exists in Tandem's GPU-resident part.
 
 Note [Every rank steps]: each step() runs the engine on every rank, with every empty shard
 counted as stepped, so that the engine's one collective per step (the non-finite check,
@@ -26,14 +22,13 @@ count (a checkpoint stores one per parameter).
 """
 
 import functools
-import types
 
 import torch as _torch
 
 from tandem._core import dist as _dist
 from tandem.megatron import _fsdp_state
-from tandem.megatron._adam import (TandemAdam, build_with, inner_optimizers, refuse_config,
-                                   require_megatron_core)
+from tandem.megatron._adam import (PRECISION_AWARE, TandemAdam, build_with, inner_optimizers,
+                                   refuse_config, require_megatron_core)
 from tandem.megatron._state import check_groups, numbered_groups
 
 __all__ = ["MegatronFSDPAdam", "fully_shard_optimizer", "install", "tandem_optimizers"]
@@ -96,9 +91,6 @@ class MegatronFSDPAdam(TandemAdam):
             grad = p.grad
         return None if grad is None else _dist.local(grad)
 
-    # ------------------------------------------------------------------------------------
-    # State dicts (_fsdp_state.py)
-
     def state_dict(self):
         """torch-style, for torch.distributed.checkpoint: ``state[i]`` (parameter i, over
         param_groups) holds "step" and the engine's arrays as DTensors placed like the
@@ -136,10 +128,9 @@ class MegatronFSDPAdam(TandemAdam):
                 if name is None:
                     raise ValueError("%s has no name for the fsdp_dtensor state dict (set by "
                                      "tandem.megatron_fsdp.install)" % self._core.label(k))
-                if self.swiglu and _fsdp_state.is_swiglu_name(name) and p.shape[0] % 2 == 0:
-                    w, v = _fsdp_state.split_halves(entries[k], p, rows[k])
-                    state[name + _fsdp_state.HALVES[0]] = w
-                    state[name + _fsdp_state.HALVES[1]] = v
+                if self.swiglu and _fsdp_state.SWIGLU.search(name) and p.shape[0] % 2 == 0:
+                    halves = _fsdp_state.split_halves(entries[k], p, rows[k])
+                    state.update((name + h, e) for h, e in zip(_fsdp_state.HALVES, halves))
                 else:
                     state[name] = entries[k]
             return state
@@ -248,40 +239,31 @@ def get_megatron_optimizer(config, model_chunks, megatron_kwargs, options):
     Megatron's own function builds its DistributedOptimizer(s) with MegatronFSDPAdam
     inside, from a copy of ``config`` (_offload_options, _reads_decoupled_grad), and
     :func:`install` sets them up. ``options``: Tandem's keyword arguments."""
-    import copy
-
     ddp = model_chunks[0].ddp_config
     _refuse(config, ddp, getattr(model_chunks[0], "config", None))
     decoupled = _reads_decoupled_grad(config, ddp)
     options = _offload_options(config, options)
-    cfg = copy.copy(config)  # not dataclasses.replace: __post_init__ would want TE
-    cfg.optimizer_cpu_offload = False
-    if decoupled:
-        # What OptimizerConfig.__post_init__ sets with use_precision_aware_optimizer and
-        # no fp8 parameters (_refuse): Megatron's norm then reads decoupled_grad.
-        cfg.use_precision_aware_optimizer = True
-        cfg.use_precision_aware_optimizer_no_fp8_or_ds_fp8 = True
 
     def make_adam(params, **kwargs):
         return MegatronFSDPAdam(params, **kwargs, **options)
 
-    optimizer = build_with(make_adam, cfg, model_chunks, megatron_kwargs)
+    aware = PRECISION_AWARE if decoupled else {}
+    optimizer = build_with(make_adam, config, model_chunks, megatron_kwargs,
+                           optimizer_cpu_offload=False, **aware)
     install(optimizer)
     return optimizer
 
 
 def install(megatron_optimizer):
-    """Sets up every DistributedOptimizer around a MegatronFSDPAdam in
-    ``megatron_optimizer`` (a ChainedOptimizer or one), with attributes of those instances
-    only (docs/megatron_fsdp.md, "Megatron-Core", says why):
-    ``_init_optimizer_states_with_dummy_values`` does nothing, ``reload_model_params()``
-    re-reads every master from its parameter, and ``sharded_param_state_fsdp_dtensor``
-    gives {"state": MegatronFSDPAdam.fsdp_dtensor_state(), "param_to_group_meta":
-    Megatron's, "tandem": header}. The inner optimizer gets the DistributedOptimizer's
-    ``grad_stats_group``, its parameter names (``param_names``) and whether the model's MLP
-    is gated (``swiglu``). Returns the MegatronFSDPAdam instances. Raises RuntimeError for
-    a megatron-core release whose DistributedOptimizer lacks one of these hooks (Note
-    [Megatron-Core versions] in _adam.py)."""
+    """Sets three hooks on every DistributedOptimizer around a MegatronFSDPAdam in
+    ``megatron_optimizer`` (a ChainedOptimizer or one), on those instances only
+    (docs/megatron_fsdp.md, "Megatron-Core"): ``_init_optimizer_states_with_dummy_values``
+    does nothing, ``reload_model_params()`` re-reads the masters, and
+    ``sharded_param_state_fsdp_dtensor`` gives MegatronFSDPAdam.fsdp_dtensor_state(). The
+    inner optimizer gets the DistributedOptimizer's ``grad_stats_group``, its parameter
+    names (``param_names``) and whether the model's MLP is gated (``swiglu``). Returns the
+    MegatronFSDPAdam instances; RuntimeError for a megatron-core release without these
+    hooks (Note [Megatron-Core versions] in _adam.py)."""
     require_megatron_core()
     found = []
     for o, inner in inner_optimizers(megatron_optimizer, MegatronFSDPAdam):
@@ -330,17 +312,17 @@ def fully_shard_optimizer(optimizer):
                         "got %s" % type(optimizer).__name__)
     from megatron_fsdp import fully_shard_optimizer as wrap
 
-    def no_initial_step(self, *args, **kwargs):
-        del self, args, kwargs
+    def no_initial_step(*args, **kwargs):
+        del args, kwargs
 
-    optimizer.step = types.MethodType(no_initial_step, optimizer)
+    optimizer.step = no_initial_step
     try:
         wrap(optimizer, preproc_state_dict_for_dcp_ckpt=False)
     except BaseException:
         for name in ("step", "zero_grad"):
             optimizer.__dict__.pop(name, None)
         raise
-    if getattr(optimizer.step, "__func__", None) is no_initial_step:
+    if optimizer.step is no_initial_step:
         del optimizer.step
         raise RuntimeError("megatron_fsdp.fully_shard_optimizer did not wrap optimizer.step: "
                            "this megatron_fsdp version is not supported by "
