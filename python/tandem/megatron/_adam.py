@@ -149,8 +149,7 @@ class TandemAdam(FusedAdamState, _torch.optim.AdamW):
         entries = [(p, "t%d" % k, g) for k, (p, g) in enumerate(placed)]
         core.bind(entries, hypers, grads=[self._grad_of(p) for p in params])
         self._core = core
-        for p in params:
-            self.state[p] = StateView(self, p)
+        self.state.update((p, StateView(self, p)) for p in params)
         return True
 
     @_torch.no_grad()

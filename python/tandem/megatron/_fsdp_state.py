@@ -17,9 +17,9 @@ empty shards included, so those collectives pair up.
 
 Note [SwiGLU halves]: Megatron-LM's fsdp_dtensor checkpoints split a gated MLP's
 ``linear_fc1`` (``[w; v]`` by rows) into ``<name>_w`` and ``<name>_v``
-(``handle_swiglu_in_state_dict``), splitting only ``exp_avg`` and ``exp_avg_sq``. Tandem
-splits its entries itself, every array by rows (scales included), into names its
-patterns do not match; a load joins the halves again.
+(``handle_swiglu_in_state_dict``), splitting the entries' ``exp_avg`` and ``exp_avg_sq``,
+which Tandem's do not have. Tandem splits its entries itself, every array by rows (scales
+included), into names those patterns do not match; a load joins the halves again.
 """
 
 import math
@@ -47,7 +47,10 @@ HALVES = ("_w", "_v")
 
 
 def first_rows(core):
-    """Each engine tensor's first global row held by this rank (0 for a whole tensor)."""
+    """Each engine tensor's first global row held by this rank (0 for a whole tensor): from
+    its megatron_fsdp_slice, or else from one all-gather of every rank's local row counts
+    over the shard group (shards follow the ranks' order: flat buffers cut in rank
+    order)."""
     rows, missing = [], []
     for k, p in enumerate(core.params):
         mine = _dist.local(p)
@@ -66,24 +69,17 @@ def first_rows(core):
                              % (core.label(k), where, tuple(mine.shape), size))
         rows.append(where.start // size)
     if missing:
-        _gather_first_rows(core.params, missing, rows)
+        import torch.distributed as dist
+        p0 = core.params[missing[0]]
+        group = p0.device_mesh.get_group(mesh_dim=_dist.shard_dim(p0))
+        shards = [_dist.local(core.params[k]) for k in missing]
+        mine = [int(t.shape[0]) if t.dim() else 0 for t in shards]
+        every = [None] * dist.get_world_size(group)
+        dist.all_gather_object(every, mine, group=group)
+        rank = dist.get_rank(group)
+        for j, k in enumerate(missing):
+            rows[k] = sum(counts[j] for counts in every[:rank])
     return rows
-
-
-def _gather_first_rows(params, indices, rows):
-    """Fills rows[k] for `indices` from one all-gather of every rank's local row counts
-    over the shard group (shards follow the ranks' order: flat buffers cut in rank
-    order)."""
-    import torch.distributed as dist
-    p0 = params[indices[0]]
-    group = p0.device_mesh.get_group(mesh_dim=_dist.shard_dim(p0))
-    mine = [int(_dist.local(params[k]).shape[0]) if _dist.local(params[k]).dim() else 0
-            for k in indices]
-    every = [None] * dist.get_world_size(group)
-    dist.all_gather_object(every, mine, group=group)
-    rank = dist.get_rank(group)
-    for j, k in enumerate(indices):
-        rows[k] = sum(counts[j] for counts in every[:rank])
 
 
 # ----------------------------------------------------------------------------------------

@@ -140,7 +140,7 @@ class FusedAdamState:
 
     def _snapshot(self):
         """The engine state with set_scaled_state's writes (Note [Engine state between
-        steps]; load_state_dict's placeholders are not in it: _apply_pending); cached
+        steps]; load_state_dict's placeholders are not in it: _flush_state); cached
         until the next step."""
         if self._snap is None:
             if self._fresh:
@@ -154,11 +154,10 @@ class FusedAdamState:
         got = self._decoded.get(k)
         if got is None:
             snap = self._snapshot()
-            t = snap["tensors"][k]
             if _dist.local(self._core.params[k]).numel() == 0:  # an empty shard
                 got = {name: np.zeros(0, np.float32) for name in _STATE_NAMES}
             else:
-                f32 = decode_f32(snap, t, self._core.formats_of(k))
+                f32 = decode_f32(snap, snap["tensors"][k], self._core.formats_of(k))
                 got = {name: f32[_COMPONENT[name]] for name in _STATE_NAMES}
             self._decoded[k] = got
         return got
@@ -225,18 +224,15 @@ class FusedAdamState:
         self._snap_dirty = True
         self._decoded.pop(k, None)
 
-    def _apply_pending(self):
-        if not self._pending:
-            return
-        pending, self._pending = self._pending, {}
-        self._snapshot()
-        for k, values in sorted(pending.items()):
-            if values:
-                self._encode(k, {n: self._as_values(k, n, v) for n, v in values.items()})
-
     def _flush_state(self):
-        """Restores the cached snapshot into the engine if anything was written to it."""
-        self._apply_pending()
+        """Encodes the values load_state_dict kept aside into the cached snapshot, and
+        restores it into the engine if anything was written to it."""
+        if self._pending:
+            pending, self._pending = self._pending, {}
+            self._snapshot()
+            for k, values in sorted(pending.items()):
+                if values:
+                    self._encode(k, {n: self._as_values(k, n, v) for n, v in values.items()})
         if self._snap is not None and self._snap_dirty:
             self._snap["groups"] = self._core.engine_groups()
             self._core.restore(self._snap)
@@ -273,9 +269,8 @@ class FusedAdamState:
                             entry[name] = pending[name] if name in pending else \
                                 torch.from_numpy(self._decode(k)[name].copy())
                     else:
-                        for key in NAMES:
-                            if key in t:
-                                entry[key] = torch.from_numpy(np.asarray(t[key]))
+                        entry.update((key, torch.from_numpy(np.asarray(t[key])))
+                                     for key in NAMES if key in t)
                         issued[k] = entry
                     state[indices[id(p)]] = entry
                 self._issued = (snap, issued)
@@ -373,12 +368,10 @@ class FusedAdamState:
 
     @staticmethod
     def _entry_step(entry, group, own):
-        """The step a state entry loads with. Our own state dicts (with their "tandem"
-        header) keep each parameter's step in its entry. Megatron's DistributedOptimizer
-        passes the checkpoint's step in the groups (TE FusedAdam keeps it there) and
-        hands back entries of an earlier state_dict() whose "step" is stale when TE is
-        installed (without TE it writes the same step into the entries): the group's
-        wins."""
+        """The step a state entry loads with: the entry's in our own state dicts (with their
+        "tandem" header), else the group's (Megatron's DistributedOptimizer passes the
+        checkpoint's step there, as TE FusedAdam keeps it, and may hand back entries of an
+        earlier state_dict() with a stale "step"), else the entry's."""
         step = entry.get("step") if own else None
         if step is None:
             step = group.get("step")
@@ -392,6 +385,4 @@ class FusedAdamState:
         """Every key of the saved groups but "params" (Megatron keeps its scheduler's
         max_lr, min_lr, lr_mult, wd_mult... there)."""
         for saved, group in zip(groups, self.param_groups):
-            for key, value in saved.items():
-                if key != "params":
-                    group[key] = value
+            group.update((key, value) for key, value in saved.items() if key != "params")

@@ -9,10 +9,9 @@ parameter, uneven and often empty, the objects the module holds between steps. T
 gradients arrive after its reduce-scatter as ``param.decoupled_grad`` (a view of its
 main-gradient buffer) or ``param.grad`` (that view, cast to the main-weight dtype when
 they differ), None on an empty shard. The engine steps every local shard in place, empty
-ones included, reading whichever gradient is there by its pointer; Megatron-FSDP then
-copies the main weights into its compute weights and all-gathers them. An fp32 master
-over fp32 main weights, and the bf16 part of a ``bf16+ecc`` master over bf16 ones, *is*
-the main weight: no second copy of the weights exists in Tandem's GPU-resident part.
+ones included, reading whichever gradient is there by its pointer. An fp32 master over
+fp32 main weights, and the bf16 part of a ``bf16+ecc`` master over bf16 ones, *is* the
+main weight: no second copy of the weights exists in Tandem's GPU-resident part.
 
 Note [Every rank steps]: each step() runs the engine on every rank, with every empty shard
 counted as stepped, so that the engine's one collective per step (the non-finite check,
@@ -46,9 +45,7 @@ class MegatronFSDPAdam(TandemAdam):
       are Megatron-FSDP's.
     * Parameters: DTensors of one mesh with ``Shard(0)``, their local shards uneven or
       empty; param_groups cannot change after construction (``add_param_group`` raises).
-    * ``state_dict()`` / ``load_state_dict()``: the arrays as DTensors for
-      torch.distributed.checkpoint (_fsdp_state.py); ``load_state_dict`` also takes the
-      ``fsdp_dtensor`` form that Megatron-Core's DistributedOptimizer hands it.
+    * State dicts: DTensors for torch.distributed.checkpoint (_fsdp_state.py).
 
     Not thread-safe beyond what Megatron needs: one thread steps and checkpoints.
     """
@@ -107,10 +104,8 @@ class MegatronFSDPAdam(TandemAdam):
 
     def _torch_style(self, template):
         with self._lock:
-            state = {}
-            if self._ensure_engine():
-                entries, _ = _fsdp_state.entries(self, template=template)
-                state = dict(enumerate(entries))
+            state = (dict(enumerate(_fsdp_state.entries(self, template)[0]))
+                     if self._ensure_engine() else {})
             return {"state": state, "param_groups": numbered_groups(self.param_groups),
                     "tandem": _fsdp_state.header(self, template)}
 
