@@ -63,8 +63,8 @@ def get_megatron_optimizer(config, model_chunks, config_overrides=None,
     # Only what is given: Megatron's defaults for the rest.
     given = dict(config_overrides=config_overrides, pg_collection=pg_collection,
                  dump_param_to_param_group_map=dump_param_to_param_group_map)
-    megatron_kwargs = {key: value for key, value in given.items() if value is not None}
-    megatron_kwargs["use_gloo_process_groups"] = use_gloo_process_groups
+    megatron_kwargs = dict({key: value for key, value in given.items() if value is not None},
+                           use_gloo_process_groups=use_gloo_process_groups)
     if getattr(getattr(model_chunks[0], "ddp_config", None), "use_megatron_fsdp", False):
         from tandem.megatron import fsdp
         return fsdp.get_megatron_optimizer(config, model_chunks, megatron_kwargs, options)

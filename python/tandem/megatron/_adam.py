@@ -120,12 +120,11 @@ class TandemAdam(FusedAdamState, _torch.optim.AdamW):
         return [lr for lr, _ in checked], [h for _, h in checked]
 
     def _ensure_engine(self):
-        """Builds the engine over every parameter of param_groups with elements (a
-        data-parallel rank may own no element of a group, or of any group; with
-        _every_rank_steps over every parameter) when there is none, or anew when they are
-        other tensors than it was built over (Megatron replaces its params with the shard
-        views after construction): allowed only while its state is fresh. Returns False,
-        building nothing, when there is no such parameter (nothing to step)."""
+        """Builds the engine over the parameters with elements (a data-parallel rank may own
+        none of a group, or of any; _every_rank_steps: over every parameter) when there is
+        none, or anew when they changed (Megatron swaps in the shard views after
+        construction), which only a fresh state allows. Returns False, building nothing,
+        when there is no such parameter."""
         placed = [(p, g) for g, group in enumerate(self.param_groups) for p in group["params"]
                   if self._every_rank_steps or p.numel() > 0]
         params = [p for p, _ in placed]

@@ -42,15 +42,11 @@ SWIGLU = re.compile(r"\.mlp\.(linear_fc1\.(weight|bias)|experts\.linear_fc1\.(we
 HALVES = ("_w", "_v")
 
 
-# ----------------------------------------------------------------------------------------
-# Where each shard starts (Note [Uneven shards in DCP])
-
-
 def first_rows(core):
     """Each engine tensor's first global row held by this rank (0 for a whole tensor): from
     its megatron_fsdp_slice, or else from one all-gather of every rank's local row counts
     over the shard group (shards follow the ranks' order: flat buffers cut in rank
-    order)."""
+    order). Note [Uneven shards in DCP]."""
     rows, missing = [], []
     for k, p in enumerate(core.params):
         mine = _dist.local(p)
@@ -80,10 +76,6 @@ def first_rows(core):
         for j, k in enumerate(missing):
             rows[k] = sum(counts[j] for counts in every[:rank])
     return rows
-
-
-# ----------------------------------------------------------------------------------------
-# DTensors with their own chunk
 
 
 def _attach_chunk(local, offsets):

@@ -58,9 +58,8 @@ def check_groups(groups, param_groups):
 
 
 class StateView:
-    """``optimizer.state[p]``: the three state names of one engine tensor. Reading one
-    returns a decoded fp32 copy (``get_unscaled_state``); assigning one encodes it
-    (``set_scaled_state``)."""
+    """``optimizer.state[p]``: the three state names of one engine tensor, read as decoded
+    fp32 copies (``get_unscaled_state``) and encoded when assigned (``set_scaled_state``)."""
 
     __slots__ = ("_opt", "_param")
 
@@ -102,9 +101,8 @@ class StateView:
 
 
 class FusedAdamState:
-    """TandemAdam's state methods (a base class of it). They use its ``_lock``, its engine
-    ``_core`` (built by ``_ensure_engine()``; each tensor's formats
-    ``_core.formats_of(k)``), ``_formats``, ``algorithm``, ``state_device`` and
+    """TandemAdam's state methods (a base class of it), over its ``_lock``, ``_core`` (built
+    by ``_ensure_engine()``), ``_formats``, ``algorithm``, ``state_device`` and
     ``param_groups``."""
 
     def _reset_state(self):
@@ -274,9 +272,8 @@ class FusedAdamState:
                         issued[k] = entry
                     state[indices[id(p)]] = entry
                 self._issued = (snap, issued)
-                step = int(snap["step"])
                 for g in groups:
-                    g["step"] = step
+                    g["step"] = int(snap["step"])
             return {"state": state, "param_groups": groups,
                     "tandem": dict(version=_STATE_DICT_VERSION, algorithm=self.algorithm,
                                    **dict(zip(COMPONENTS, self._formats)))}

@@ -209,13 +209,11 @@ def _offload_options(config, options):
 
 
 def _reads_decoupled_grad(config, ddp):
-    """Whether Megatron's gradient norm and clipping must read ``param.decoupled_grad``:
-    True when the DDP config installs Megatron-FSDP's gradients there
-    (``megatron_fsdp_use_decoupled_grad``; megatron-core 0.16.1 has no such field and sets
-    ``param.grad``). Megatron-Core's norm reads it exactly when
-    ``config.use_precision_aware_optimizer``; were they to disagree, the norm would be 0
-    and clipping silently off: ValueError when ``config`` asks for precision-aware mode
-    and the gradients are installed as ``grad``."""
+    """Whether Megatron's gradient norm must read ``param.decoupled_grad``: True when the DDP
+    config installs Megatron-FSDP's gradients there (megatron_fsdp_use_decoupled_grad;
+    megatron-core 0.16.1 has none and sets ``param.grad``). ValueError when ``config`` asks
+    for precision-aware mode, in which Megatron-Core's norm reads ``decoupled_grad``, and
+    the gradients are installed as ``grad``: the norm would be 0 and clipping silently off."""
     installs = getattr(ddp, "megatron_fsdp_use_decoupled_grad", None)
     if installs is None:
         return False  # megatron-core 0.16: the norm reads param.grad, where they are
@@ -293,15 +291,11 @@ def _fsdp_dtensor(distributed_optimizer, inner, is_loading=False):
 
 
 def fully_shard_optimizer(optimizer):
-    """megatron_fsdp.fully_shard_optimizer for a MegatronFSDPAdam, without its
-    zero-gradient initial step (which would move the weights by weight decay and count a
-    step): ``optimizer.step()`` then finishes Megatron-FSDP's gradient reduction first
-    (unless its model_auto_sync does) and installs the updated weights after, and
-    ``optimizer.zero_grad()`` zeroes its gradient buffer too, as there. Returns the
-    optimizer.
-
-    Raises TypeError for another optimizer, and RuntimeError if megatron_fsdp's function
-    no longer wraps the optimizer the way this relies on (then nothing was stepped)."""
+    """megatron_fsdp.fully_shard_optimizer for a MegatronFSDPAdam (``step`` and
+    ``zero_grad`` wrapped as there), without its zero-gradient initial step, which would
+    move the weights by weight decay and count a step. Returns the optimizer. Raises
+    TypeError for another optimizer, and RuntimeError if megatron_fsdp's function no longer
+    wraps the optimizer the way this relies on (then nothing was stepped)."""
     if not isinstance(optimizer, MegatronFSDPAdam):
         raise TypeError("tandem.megatron_fsdp.fully_shard_optimizer takes a MegatronFSDPAdam, "
                         "got %s" % type(optimizer).__name__)
