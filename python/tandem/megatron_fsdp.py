@@ -1,7 +1,4 @@
 """Megatron-FSDP's optimizer under its documented name: tandem.megatron.fsdp's public
-names (docs/megatron_fsdp.md)."""
+names, its ``__all__`` (docs/megatron_fsdp.md)."""
 
-from tandem.megatron.fsdp import (MegatronFSDPAdam, fully_shard_optimizer, install,
-                                  tandem_optimizers)
-
-__all__ = ["MegatronFSDPAdam", "fully_shard_optimizer", "install", "tandem_optimizers"]
+from tandem.megatron.fsdp import *  # noqa: F401,F403

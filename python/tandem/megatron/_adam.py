@@ -3,7 +3,9 @@ Megatron-Core's optimizers around it: what tandem.megatron (the distributed opti
 and tandem.megatron_fsdp (Megatron-FSDP) share. docs/megatron.md.
 """
 
+import copy
 import threading
+from unittest import mock
 
 import torch as _torch
 
@@ -11,7 +13,7 @@ from tandem._core import dist as _dist
 from tandem._core import engine as _engine
 from tandem._core import options as _options
 from tandem._core.warnings import RebindWarning, warn, warn_skipped
-from tandem.megatron._state import StateAccess, delegate
+from tandem.megatron._state import FusedAdamState, StateView
 
 _SET_HERE = ("algorithm", "groups", "mode", "cuda_stream", "master", "momentum", "variance")
 
@@ -27,37 +29,24 @@ def _format_from_dtype(what, dtype, argument):
                                             what))
 
 
-class TandemAdam(_torch.optim.AdamW):
-    """TransformerEngine FusedAdam's precision-aware interface over a Tandem engine.
+class TandemAdam(FusedAdamState, _torch.optim.AdamW):
+    """TransformerEngine FusedAdam's precision-aware interface over a Tandem engine (its
+    state methods: FusedAdamState, _state.py). Takes FusedAdam's arguments as Megatron
+    passes them and Tandem's options, keyword-only (docs/megatron.md, "Options"); raises
+    ValueError for the FusedAdam options the engine has no equivalent for. Gradients are
+    read from ``param.decoupled_grad`` (``use_decoupled_grad=False``: ``param.grad``);
+    param groups keep Megatron's extra keys, and get "step".
 
-    Args (FusedAdam's, as Megatron passes them):
-      params: parameters or param groups (Megatron's groups keep their extra keys:
-        wd_mult, lr_mult, max_lr, ...; the adapter adds "step").
-      lr, betas, eps, weight_decay: per group, read at every step (schedulers write them).
-      bias_correction: must be True. amsgrad, capturable: must be False.
-      adam_w_mode: True (default) for AdamW, False for Adam with L2 weight decay.
-      master_weights: must be True (the engine always keeps masters; pick their format
-        with master_format). set_grad_none: accepted, zero_grad always sets None.
-      master_weight_dtype, exp_avg_dtype, exp_avg_sq_dtype: the state formats when the
-        Tandem formats below are not given: float32 -> "f32", uint8 -> "q8" (moments).
-      use_decoupled_grad: True (default): gradients are read from
-        ``param.decoupled_grad`` (Megatron's fp32 grad-buffer shards); False: ``p.grad``.
-      store_param_remainders: accepted when False (use master_format="bf16+ecc16" for
-        the same memory).
-
-    Tandem options (keyword-only): master_format, momentum_format, variance_format, and
-    every engine option of ``tandem._C.OptimizerConfig`` (offload_fraction, placement,
-    host_threads, chunk_elements, pipeline_slots, offload_compute, ...: their defaults
-    and checks live there); state_device: where ``get_unscaled_state`` puts its fp32
-    copies: "param" (default: the parameter's device, as FusedAdam) or "cpu".
-
-    A parameter whose gradient (``decoupled_grad``) is None at a step is not stepped.
-    The engine skips a step in which any gradient is non-finite (on any rank of
-    ``grad_stats_group`` when set: tandem.megatron.get_megatron_optimizer sets it), and
+    A parameter whose gradient is None at a step is not stepped. The engine skips a step in
+    which any gradient is non-finite (on any rank of ``grad_stats_group`` when set), and
     counts it in ``skipped_steps`` with a SkippedStepWarning.
 
     Not thread-safe beyond what Megatron needs: one thread steps and checkpoints.
     """
+
+    # Note [Every rank steps] in fsdp.py: a subclass that sets this steps every parameter,
+    # empty shards included, at every step.
+    _every_rank_steps = False
 
     def __init__(self, params, lr=1e-3, bias_correction=True, betas=(0.9, 0.999), eps=1e-8,
                  weight_decay=0.0, amsgrad=False, *, adam_w_mode=True, set_grad_none=True,
@@ -66,21 +55,18 @@ class TandemAdam(_torch.optim.AdamW):
                  use_decoupled_grad=True, store_param_remainders=False, master_format=None,
                  momentum_format=None, variance_format=None, state_device="param",
                  **fields):
-        if not bias_correction:
-            raise ValueError("bias_correction=False is not supported by tandem")
-        if amsgrad:
-            raise ValueError("amsgrad is not supported by tandem")
-        if capturable:
-            raise ValueError("capturable=True (CUDA graphs) is not supported by tandem")
-        if not master_weights:
-            raise ValueError("master_weights=False is not supported: the engine always keeps "
-                             "masters; use master_format='bf16' for bf16-only masters")
-        if store_param_remainders:
-            raise ValueError("store_param_remainders=True is not supported; "
-                             "master_format='bf16+ecc16' keeps 16 extra bits per parameter "
-                             "the same way")
-        if state_device not in ("cpu", "param"):
-            raise ValueError("state_device must be 'cpu' or 'param', got %r" % (state_device,))
+        for refused, why in (
+                (not bias_correction, "bias_correction=False is not supported by tandem"),
+                (amsgrad, "amsgrad is not supported by tandem"),
+                (capturable, "capturable=True (CUDA graphs) is not supported by tandem"),
+                (not master_weights, "master_weights=False is not supported: the engine "
+                 "always keeps masters; use master_format='bf16' for bf16-only masters"),
+                (store_param_remainders, "store_param_remainders=True is not supported; "
+                 "master_format='bf16+ecc16' keeps 16 extra bits per parameter the same way"),
+                (state_device not in ("cpu", "param"),
+                 "state_device must be 'cpu' or 'param', got %r" % (state_device,))):
+            if refused:
+                raise ValueError(why)
         formats = (
             master_format or _format_from_dtype("master", master_weight_dtype,
                                                 "master_weight_dtype"),
@@ -114,31 +100,12 @@ class TandemAdam(_torch.optim.AdamW):
         self._lock = threading.RLock()
         self._combine = (None, None)  # (group, callable) of the step's collective
         self._core = None
-        self._access = StateAccess(self)  # the state interface below delegates to it
-
-    # ------------------------------------------------------------------------------------
-    # The engine's tensors: every parameter of param_groups with elements
-
-    def _layout_params(self):
-        """(params, group_of) of the current param_groups: every parameter with elements
-        (a data-parallel rank may own no element of a group, or of any group)."""
-        params, group_of = [], []
-        for g, group in enumerate(self.param_groups):
-            for p in group["params"]:
-                if p.numel() > 0:
-                    params.append(p)
-                    group_of.append(g)
-        return params, group_of
+        self._reset_state()
 
     def _grad_of(self, p):
         if self.use_decoupled_grad:
             return getattr(p, "decoupled_grad", None)
         return p.grad
-
-    def _nothing_to_step(self, grads):
-        """Whether a step with these gradients (one per engine tensor) changes nothing
-        and is left out: when no parameter has one."""
-        return all(g is None for g in grads)
 
     def _hyper(self, group, where):
         b1, b2 = _options.pair(group["betas"], where + ": betas")
@@ -153,20 +120,23 @@ class TandemAdam(_torch.optim.AdamW):
         return [lr for lr, _ in checked], [h for _, h in checked]
 
     def _ensure_engine(self):
-        """Builds the engine when there is none, or anew when param_groups hold other
-        tensors than it was built over (Megatron replaces its params with the shard views
-        after construction): allowed only while its state is fresh. Returns False,
-        building nothing, when no parameter has an element (nothing to step)."""
-        params, group_of = self._layout_params()
+        """Builds the engine over the parameters with elements (a data-parallel rank may own
+        none of a group, or of any; _every_rank_steps: over every parameter) when there is
+        none, or anew when they changed (Megatron swaps in the shard views after
+        construction), which only a fresh state allows. Returns False, building nothing,
+        when there is no such parameter."""
+        placed = [(p, g) for g, group in enumerate(self.param_groups) for p in group["params"]
+                  if self._every_rank_steps or p.numel() > 0]
+        params = [p for p, _ in placed]
         core = self._core
         if core is not None and len(params) == len(core.params) and all(
                 a is b for a, b in zip(params, core.params)):
             return True
-        if core is not None and not self._access.fresh:
+        if core is not None and not self._fresh:
             raise ValueError("the parameters of TandemAdam's param_groups changed after its "
                              "state was created (stepped or loaded); build a new optimizer")
         self._core = None  # free its memory before the new one takes its own
-        self._access.reset()
+        self._reset_state()
         self.state.clear()
         if not params:
             return False
@@ -175,15 +145,11 @@ class TandemAdam(_torch.optim.AdamW):
         core = _engine.Engine(self.algorithm, self._config, borrow_grads=True,
                               follow_writes=False)
         lrs, hypers = self._group_values()
-        entries = [(p, "t%d" % k, g) for k, (p, g) in enumerate(zip(params, group_of))]
+        entries = [(p, "t%d" % k, g) for k, (p, g) in enumerate(placed)]
         core.bind(entries, hypers, grads=[self._grad_of(p) for p in params])
         self._core = core
-        for p in params:
-            self.state[p] = self._access.view(p)
+        self.state.update((p, StateView(self, p)) for p in params)
         return True
-
-    # ------------------------------------------------------------------------------------
-    # Step
 
     @_torch.no_grad()
     def step(self, closure=None):
@@ -197,20 +163,25 @@ class TandemAdam(_torch.optim.AdamW):
         with self._lock:
             if not self._ensure_engine():
                 return loss  # this rank owns no element
-            core, was_fresh = self._core, self._access.fresh
+            core, was_fresh = self._core, self._fresh
             grads = [self._grad_of(p) for p in core.params]
-            if self._nothing_to_step(grads):
-                return loss  # e.g. Megatron's dummy initialisation step
+            if not self._every_rank_steps and all(g is None for g in grads):
+                return loss  # nothing to step: e.g. Megatron's dummy initialisation step
             lrs, hypers = self._group_values()
-            self._access.flush()
-            if self._access.fresh:
+            self._flush_state()
+            if self._fresh:
                 core.reload(list(range(len(core.params))))
-                self._access.fresh = False
+                self._fresh = False
             before = core.grad_rebinds
             result = core.step(lrs, hypers, grads, combine=self._combine_fn())
             if core.grad_rebinds != before and not was_fresh:
-                self._rebuilt()
-            self._access.forget_snapshot()
+                self.rebuilds += 1
+                if self.rebuilds == 2:
+                    warn("tandem: the gradient buffers moved again since the last step; each "
+                         "move rebuilds the engine with a copy of its whole state. Keep "
+                         "decoupled_grad in the same memory from step to step (Megatron's "
+                         "gradient buffer does)", RebindWarning)
+            self._forget_snapshot()
             self.last_result = result
             applied, grad_norm, step = result[0], result[1], result[2]
             if applied:
@@ -221,24 +192,14 @@ class TandemAdam(_torch.optim.AdamW):
                 warn_skipped(grad_norm, self.skipped_steps)
         return loss
 
-    def _rebuilt(self):
-        self.rebuilds += 1
-        if self.rebuilds == 2:
-            warn("tandem: the gradient buffers moved again since the last step; each move "
-                 "rebuilds the engine with a copy of its whole state. Keep decoupled_grad "
-                 "in the same memory from step to step (Megatron's gradient buffer does)",
-                 RebindWarning)
-
     def _combine_fn(self):
         """The step's gradient-statistics collective over grad_stats_group (one small
         all-gather), so that every rank skips a step with a non-finite gradient."""
         group = self.grad_stats_group
         if self._combine[0] is not group:
-            fn = None
-            if group is not None:
-                import torch.distributed as dist
-                if dist.get_world_size(group) > 1:
-                    fn = _dist.make_combine(group, self._core.device)
+            import torch.distributed as dist
+            fn = (_dist.make_combine(group, self._core.device)
+                  if group is not None and dist.get_world_size(group) > 1 else None)
             self._combine = (group, fn)
         return self._combine[1]
 
@@ -249,8 +210,7 @@ class TandemAdam(_torch.optim.AdamW):
             for p in group["params"]:
                 if getattr(p, "decoupled_grad", None) is not None:
                     p.decoupled_grad = None
-                if p.grad is not None:
-                    p.grad = None
+                p.grad = None
 
     def reload_params(self):
         """Re-reads every master from its parameter (weights written into the model after
@@ -258,22 +218,9 @@ class TandemAdam(_torch.optim.AdamW):
         with self._lock:
             if not self._ensure_engine():
                 return
-            self._access.flush()
+            self._flush_state()
             self._core.reload(list(range(len(self._core.params))))
-            self._access.forget_snapshot()
-
-    # ------------------------------------------------------------------------------------
-    # State: TransformerEngine FusedAdam's interface and Megatron's state dicts
-    # (_state.py)
-
-    initialize_state = delegate("initialize_state")
-    get_unscaled_state = delegate("get_unscaled_state")
-    set_scaled_state = delegate("set_scaled_state")
-    state_dict = delegate("state_dict")
-    load_state_dict = delegate("load_state_dict")
-
-    # ------------------------------------------------------------------------------------
-    # Reports
+            self._forget_snapshot()
 
     def memory(self):
         """The engine's memory report (tandem._C), or None before the state exists."""
@@ -290,13 +237,10 @@ class TandemAdam(_torch.optim.AdamW):
 # ----------------------------------------------------------------------------------------
 # Megatron-Core versions
 #
-# Note [Megatron-Core versions]: tandem.megatron and tandem.megatron_fsdp build Megatron's
-# optimizer with Megatron's own function, replacing three attributes of its module
-# (build_with), and set methods on its DistributedOptimizer instances (megatron_fsdp.
-# install). Releases older than OLDEST_MEGATRON_CORE are refused; newer ones are taken
-# while they still have every attribute and method used, and refused naming the first
-# one they lack (a hook Megatron no longer calls would otherwise be skipped silently).
-# docs/megatron.md, "Versions", lists the releases the tests run with.
+# Note [Megatron-Core versions]: the front ends replace attributes of Megatron's optimizer
+# module (build_with) and set methods on its DistributedOptimizer instances (install):
+# releases older than OLDEST_MEGATRON_CORE, or without one of those, are refused rather
+# than a hook skipped silently (docs/megatron.md, "Versions").
 
 OLDEST_MEGATRON_CORE = (0, 16, 1)
 
@@ -350,26 +294,44 @@ def require_megatron_core():
 _BUILD_LOCK = threading.Lock()
 
 
-def _parts(megatron_optimizer):
-    """The optimizers of a Megatron optimizer: those of a ChainedOptimizer, or itself."""
+def inner_optimizers(megatron_optimizer, cls):
+    """[(optimizer, its inner optimizer)] of the optimizers of a Megatron optimizer (those of
+    a ChainedOptimizer, or itself) whose inner optimizer is a `cls`."""
     chained = getattr(megatron_optimizer, "chained_optimizers", None)
-    return list(chained) if chained is not None else [megatron_optimizer]
+    parts = list(chained) if chained is not None else [megatron_optimizer]
+    return [(o, o.optimizer) for o in parts if isinstance(getattr(o, "optimizer", None), cls)]
 
 
-def build_with(make_adam, cfg, model_chunks, megatron_kwargs):
-    """megatron.core.optimizer.get_megatron_optimizer(cfg, model_chunks, **megatron_kwargs)
-    with ``make_adam(params, **FusedAdam's keyword arguments)`` where it would build
-    FusedAdam (its module-level ``Adam``), whether TransformerEngine is installed or not."""
+def refuse_config(config):
+    """ValueError for the optimizer configurations neither front end supports."""
+    if config.optimizer != "adam":
+        raise ValueError("tandem.megatron supports config.optimizer='adam' only (got %r)"
+                         % (config.optimizer,))
+    if getattr(config, "fp8_recipe", None) is not None:
+        raise ValueError("fp8 parameters (config.fp8_recipe=%r) are not supported: their "
+                         "casts live in TransformerEngine's optimizer kernels"
+                         % (config.fp8_recipe,))
+
+
+# What OptimizerConfig.__post_init__ sets with use_precision_aware_optimizer and no fp8
+# parameters (refuse_config): the inner optimizer's gradients are param.decoupled_grad,
+# and Megatron's gradient norm reads them there.
+PRECISION_AWARE = dict(use_precision_aware_optimizer=True,
+                       use_precision_aware_optimizer_no_fp8_or_ds_fp8=True)
+
+
+def build_with(make_adam, config, model_chunks, megatron_kwargs, **changes):
+    """megatron.core.optimizer.get_megatron_optimizer(config with `changes`, model_chunks,
+    **megatron_kwargs) with ``make_adam(params, **FusedAdam's keyword arguments)`` where it
+    would build FusedAdam (its module-level ``Adam``), whether TransformerEngine is
+    installed or not. `config` itself is not changed."""
     import megatron.core.optimizer as mco
 
-    names = ("Adam", "USING_PYTORCH_OPTIMIZER", "is_te_min_version")
-    with _BUILD_LOCK:
-        saved = {n: getattr(mco, n) for n in names}
-        try:
-            mco.Adam = make_adam
-            mco.USING_PYTORCH_OPTIMIZER = False      # FusedAdam's keyword arguments
-            mco.is_te_min_version = lambda *a, **k: False  # no store_param_remainders
-            return mco.get_megatron_optimizer(cfg, model_chunks, **megatron_kwargs)
-        finally:
-            for n, v in saved.items():
-                setattr(mco, n, v)
+    cfg = copy.copy(config)  # not dataclasses.replace: __post_init__ would want TE
+    for name, value in changes.items():
+        setattr(cfg, name, value)
+    with _BUILD_LOCK, mock.patch.multiple(
+            mco, Adam=make_adam,
+            USING_PYTORCH_OPTIMIZER=False,                # FusedAdam's keyword arguments
+            is_te_min_version=lambda *a, **k: False):     # no store_param_remainders
+        return mco.get_megatron_optimizer(cfg, model_chunks, **megatron_kwargs)

@@ -1,33 +1,25 @@
 """The state dicts of tandem.megatron_fsdp.MegatronFSDPAdam: Tandem's arrays as DTensors
 shaped like Megatron-FSDP's parameters, for torch.distributed.checkpoint (DCP) and
-Megatron-Core's ``fsdp_dtensor`` checkpoints. docs/megatron_fsdp.md, "Checkpoints".
-
-Layout: each parameter's entry holds ``step`` (a float tensor, the same on every rank)
-and the engine arrays its formats keep (``EngineState.arrays``, _core/state.py)
-as DTensors with the parameter's mesh and placements and *global* shapes (Note [Array
-shapes] in _core/state.py), their local tensors on the CPU. The entries of the optimizer carry ``"tandem"``: the
-layout's name and version, the algorithm and the formats. Codes, scales and corrections
-have their own dtypes (int8, uint8, bf16, int16), so DCP's load never casts them.
+Megatron-Core's ``fsdp_dtensor`` checkpoints. docs/megatron_fsdp.md, "Checkpoints", has
+the layout: per parameter ``step`` and the engine's arrays (``EngineState.arrays``,
+_core/state.py) with *global* shapes (Note [Array shapes] in _core/state.py), local
+tensors on the CPU, each in its own dtype; "tandem": the layout, version and formats.
 
 Note [Uneven shards in DCP]: Megatron-FSDP's shards are row ranges of very different
-sizes, often empty, never torch.chunk's; DTensor's own chunk metadata assumes
-torch.chunk's sizes (and DTensor.full_tensor() hangs on these shards). Every array here
-carries its chunk on its local tensor (``__create_chunk_list__`` and
-``__create_write_items__``, as Megatron-FSDP's ``preprocess_state_dict_for_uneven_dtensor``
-attaches): its first row is the shard's, from ``megatron_fsdp_slice`` (Megatron-FSDP v1:
-its start over the row size), without a collective, or else from one all-gather of every
-shard's row count (Megatron-FSDP v2 attaches no slice). Megatron-LM's save runs its own
-preprocessing over the same DTensors again, one collective per DTensor in key order:
-every rank holds the same keys in the same order, empty shards included, so those
-collectives pair up and a save cannot hang.
+sizes, often empty, never torch.chunk's, which DTensor's chunk metadata assumes (and
+DTensor.full_tensor() hangs on them). Every array here carries its chunk on its local
+tensor (``__create_chunk_list__``, ``__create_write_items__``, as Megatron-FSDP's
+``preprocess_state_dict_for_uneven_dtensor`` attaches), its first row from
+``megatron_fsdp_slice`` (Megatron-FSDP v1) without a collective, or else from one
+all-gather of every shard's row count (v2 attaches no slice). Megatron-LM's save runs one
+collective per DTensor in key order: every rank holds the same keys in the same order,
+empty shards included, so those collectives pair up.
 
 Note [SwiGLU halves]: Megatron-LM's fsdp_dtensor checkpoints split a gated MLP's
-``linear_fc1`` (``[w; v]`` by rows) into ``<name>_w`` and ``<name>_v`` so that they reshard
-across tensor parallelism (``handle_swiglu_in_state_dict``), splitting the optimizer
-entries' ``exp_avg`` and ``exp_avg_sq``, which Tandem's entries do not have. Tandem splits
-those entries itself, every array by rows (scales included), before Megatron's handler
-runs; the names then end in ``_w`` / ``_v``, which its patterns do not match. A load
-joins the halves again.
+``linear_fc1`` (``[w; v]`` by rows) into ``<name>_w`` and ``<name>_v``
+(``handle_swiglu_in_state_dict``), splitting the entries' ``exp_avg`` and ``exp_avg_sq``,
+which Tandem's do not have. Tandem splits its entries itself, every array by rows (scales
+included), into names those patterns do not match; a load joins the halves again.
 """
 
 import math
@@ -37,40 +29,26 @@ from collections.abc import Mapping
 import torch
 
 from tandem._core import dist as _dist
-from tandem._core.state import EngineState, array_shape
+from tandem._core.state import COMPONENTS, EngineState, array_shape
 
 LAYOUT = "megatron_fsdp"
 VERSION = 1
 NOT_LOADED = 0  # the version of a load template's header until DCP fills it
 
-# Megatron-LM's SwiGLU parameter names (handle_swiglu_in_state_dict).
-_SWIGLU = [re.compile(p) for p in (
-    r"(.*)\.mlp\.linear_fc1\.weight$", r"(.*)\.mlp\.linear_fc1\.bias$",
-    r"(.*)\.mlp\.experts\.linear_fc1\.weight(\d+)$",
-    r"(.*)\.mlp\.experts\.linear_fc1\.bias(\d+)$",
-    r"(.*)\.mlp\.experts\.local_experts\.(\d+)\.linear_fc1\.weight$",
-    r"(.*)\.mlp\.experts\.local_experts\.(\d+)\.linear_fc1\.bias$",
-    r"(.*)\.mlp\.shared_experts\.linear_fc1\.weight$",
-    r"(.*)\.mlp\.shared_experts\.linear_fc1\.bias$")]
+# Megatron-LM's SwiGLU parameter names (handle_swiglu_in_state_dict's patterns).
+SWIGLU = re.compile(r"\.mlp\.(linear_fc1\.(weight|bias)|experts\.linear_fc1\.(weight|bias)\d+"
+                     r"|experts\.local_experts\.\d+\.linear_fc1\.(weight|bias)"
+                     r"|shared_experts\.linear_fc1\.(weight|bias))$")
 HALVES = ("_w", "_v")
 
 
-def is_swiglu_name(name):
-    return any(p.search(name) for p in _SWIGLU)
-
-
-# ----------------------------------------------------------------------------------------
-# Where each shard starts (Note [Uneven shards in DCP])
-
-
-def _row_size(shape):
-    return math.prod(shape[1:]) if len(shape) > 1 else 1
-
-
-def first_rows(params, labels):
-    """Each parameter's first global row held by this rank (0 for a whole tensor)."""
+def first_rows(core):
+    """Each engine tensor's first global row held by this rank (0 for a whole tensor): from
+    its megatron_fsdp_slice, or else from one all-gather of every rank's local row counts
+    over the shard group (shards follow the ranks' order: flat buffers cut in rank
+    order). Note [Uneven shards in DCP]."""
     rows, missing = [], []
-    for k, (p, label) in enumerate(zip(params, labels)):
+    for k, p in enumerate(core.params):
         mine = _dist.local(p)
         if not _dist.is_dtensor(p) or _dist.shard_dim(p) is None:
             rows.append(0)
@@ -80,35 +58,24 @@ def first_rows(params, labels):
             rows.append(None)
             missing.append(k)
             continue
-        size = _row_size(tuple(p.shape))
+        size = math.prod(tuple(p.shape)[1:])
         if where.stop - where.start != mine.numel() or where.start % size:
             raise ValueError("%s: megatron_fsdp_slice %s does not hold its local shard of "
                              "shape %s in whole rows of %d elements"
-                             % (label, where, tuple(mine.shape), size))
+                             % (core.label(k), where, tuple(mine.shape), size))
         rows.append(where.start // size)
     if missing:
-        _gather_first_rows(params, missing, rows)
+        import torch.distributed as dist
+        p0 = core.params[missing[0]]
+        group = p0.device_mesh.get_group(mesh_dim=_dist.shard_dim(p0))
+        shards = [_dist.local(core.params[k]) for k in missing]
+        mine = [int(t.shape[0]) if t.dim() else 0 for t in shards]
+        every = [None] * dist.get_world_size(group)
+        dist.all_gather_object(every, mine, group=group)
+        rank = dist.get_rank(group)
+        for j, k in enumerate(missing):
+            rows[k] = sum(counts[j] for counts in every[:rank])
     return rows
-
-
-def _gather_first_rows(params, indices, rows):
-    """Fills rows[k] for `indices` from one all-gather of every rank's local row counts
-    over the shard group (shards follow the ranks' order: flat buffers cut in rank
-    order)."""
-    import torch.distributed as dist
-    p0 = params[indices[0]]
-    group = p0.device_mesh.get_group(mesh_dim=_dist.shard_dim(p0))
-    mine = [int(_dist.local(params[k]).shape[0]) if _dist.local(params[k]).dim() else 0
-            for k in indices]
-    every = [None] * dist.get_world_size(group)
-    dist.all_gather_object(every, mine, group=group)
-    rank = dist.get_rank(group)
-    for j, k in enumerate(indices):
-        rows[k] = sum(counts[j] for counts in every[:rank])
-
-
-# ----------------------------------------------------------------------------------------
-# DTensors with their own chunk
 
 
 def _attach_chunk(local, offsets):
@@ -144,10 +111,10 @@ def as_dtensor(local, p, shape, offsets):
 # Saving
 
 
-def header(opt, version=VERSION):
-    return {"layout": LAYOUT, "version": version, "algorithm": opt.algorithm,
-            "master": opt._formats[0], "momentum": opt._formats[1],
-            "variance": opt._formats[2]}
+def header(opt, template=False):
+    """The "tandem" entry of opt's state dicts; a load template's is unfilled."""
+    return dict(layout=LAYOUT, version=NOT_LOADED if template else VERSION,
+                algorithm=opt.algorithm, **dict(zip(COMPONENTS, opt._formats)))
 
 
 def entries(opt, template):
@@ -155,20 +122,18 @@ def entries(opt, template):
     template: zeroed arrays and step 0, for DCP to load into (no snapshot taken);
     otherwise the engine's state, sharing memory with the cached snapshot (read-only)."""
     core = opt._core
-    labels = [core.label(k) for k in range(len(core.params))]
-    rows = first_rows(core.params, labels)
+    rows = first_rows(core)
     engine = EngineState(core, rows)
 
     def tensor(k, a, values):
         return as_dtensor(a.tensor(values if a.entries else None), core.params[k], a.shape,
                           engine.offset(k, a))
-    return engine.entries(None if template else opt._access.snapshot(), tensor), rows
+    return engine.entries(None if template else opt._snapshot(), tensor), rows
 
 
 def split_halves(entry, p, first_row):
     """Note [SwiGLU halves]: (w entry, v entry) of a [w; v] parameter's entry."""
-    rows = int(p.shape[0])
-    half = rows // 2
+    half = int(p.shape[0]) // 2
     mine = int(_dist.local(p).shape[0]) if _dist.local(p).dim() else 0
     lo, hi = first_row, first_row + mine
     w_rows = max(0, min(hi, half) - lo)
@@ -177,11 +142,10 @@ def split_halves(entry, p, first_row):
                                (slice(w_rows, mine), max(lo, half), half)):
         e = {"step": entry["step"].clone()}
         for name, a in entry.items():
-            if name == "step":
-                continue
-            piece = _dist.local(a)[keep]
-            shape = (half,) + tuple(a.shape[1:])
-            e[name] = as_dtensor(piece, p, shape, (start - shift,) + (0,) * (len(shape) - 1))
+            if name != "step":
+                shape = (half,) + tuple(a.shape[1:])
+                e[name] = as_dtensor(_dist.local(a)[keep], p, shape,
+                                     (start - shift,) + (0,) * (len(shape) - 1))
         out.append(e)
     return out
 
@@ -205,7 +169,7 @@ def check_header(got, opt):
         raise ValueError("tandem.megatron_fsdp state dict version %r; this build reads %d"
                          % (got.get("version"), VERSION))
     mine = header(opt)
-    for key in ("algorithm", "master", "momentum", "variance"):
+    for key in ("algorithm",) + COMPONENTS:
         if got.get(key) != mine[key]:
             raise ValueError("the state dict has %s=%r, this optimizer %s=%r; load it into "
                              "an optimizer with the same algorithm and formats"

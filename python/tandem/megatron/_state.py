@@ -1,31 +1,25 @@
-"""tandem.megatron.TandemAdam's state access: TransformerEngine FusedAdam's
-precision-aware interface (``optimizer.state[p]``, ``get_unscaled_state``,
-``set_scaled_state``, ``initialize_state``) and Megatron's state dicts, over the
-front-end core's snapshots (_core/engine.py).
+"""tandem.megatron.TandemAdam's state half: TransformerEngine FusedAdam's precision-aware
+interface (``optimizer.state[p]``, ``get_unscaled_state``, ``set_scaled_state``,
+``initialize_state``) and Megatron's state dicts, over the front-end core's snapshots
+(_core/engine.py).
 
-Note [Engine state between steps]: Megatron's checkpoint code reads and writes the
-state one tensor at a time (``get_unscaled_state`` / ``set_scaled_state``, fp32 values).
-The adapter takes one engine snapshot when the first such call comes after a step and
-keeps it until the next step; reads decode that tensor's arrays (one tensor's
-tandem::ConvertSnapshot: O(tensor)); writes encode into the cached snapshot, which is
-restored into the engine once, before the next step. A checkpoint thus costs one host
-copy of the encoded state, not a snapshot per tensor.
+Note [Engine state between steps]: Megatron's checkpoint code reads and writes the state
+one tensor at a time, in fp32. One engine snapshot, taken at the first such call after a
+step, serves them until the next step: a read decodes one tensor's arrays, a write
+encodes into the snapshot, which is restored into the engine once, before the next step
+(docs/megatron.md, "Checkpoints").
 
-Note [Masters of a fresh engine]: TransformerEngine creates its master weights at the
-first step (or initialize_state), from the parameters as they are then, so weights
-loaded into the model after the optimizer was built are picked up. The engine is built
-when first needed (its masters are taken from the parameters then) and, until it has
-stepped or had state loaded, re-reads its masters from the parameters before it steps
-and before a snapshot, which gives the same behaviour.
+Note [Masters of a fresh engine]: as TransformerEngine creates its masters at the first
+step, the engine, until it has stepped or had state loaded, re-reads its masters from
+the parameters before it steps and before a snapshot (docs/megatron.md, "When the state
+is created").
 """
-
-import functools
 
 import numpy as np
 import torch
 
 from tandem._core import dist as _dist
-from tandem._core.state import NAMES, decode_f32, encode_f32, snapshot_array
+from tandem._core.state import COMPONENTS, NAMES, decode_f32, encode_f32, snapshot_array
 
 # Megatron's state names -> the snapshot component they live in.
 _STATE_NAMES = ("master_param", "exp_avg", "exp_avg_sq")
@@ -38,10 +32,34 @@ def _check_state_name(state_name):
         raise KeyError("unknown state %r (master_param, exp_avg, exp_avg_sq)" % (state_name,))
 
 
-class _StateView:
-    """``optimizer.state[p]``: the three state names of one engine tensor. Reading one
-    returns a decoded fp32 copy (``get_unscaled_state``); assigning one encodes it
-    (``set_scaled_state``)."""
+def numbered_groups(param_groups):
+    """torch's state-dict form of param_groups: every key, "params" as indices numbered
+    over all groups."""
+    groups, index = [], 0
+    for group in param_groups:
+        n = len(group["params"])
+        groups.append(dict({key: value for key, value in group.items() if key != "params"},
+                           params=list(range(index, index + n))))
+        index += n
+    return groups
+
+
+def check_groups(groups, param_groups):
+    """ValueError unless the saved `groups` (a list) are as many as param_groups and each
+    holds as many params as its counterpart."""
+    if not isinstance(groups, (list, tuple)) or len(groups) != len(param_groups):
+        raise ValueError("state dict has %s param groups, optimizer %d" % (
+            len(groups) if isinstance(groups, (list, tuple)) else "no", len(param_groups)))
+    for g, (saved, group) in enumerate(zip(groups, param_groups)):
+        keys = saved.get("params", [])
+        if len(keys) != len(group["params"]):
+            raise ValueError("param group %d has %d params in the state dict, %d here"
+                             % (g, len(keys), len(group["params"])))
+
+
+class StateView:
+    """``optimizer.state[p]``: the three state names of one engine tensor, read as decoded
+    fp32 copies (``get_unscaled_state``) and encoded when assigned (``set_scaled_state``)."""
 
     __slots__ = ("_opt", "_param")
 
@@ -82,38 +100,28 @@ class _StateView:
         return "TandemAdam state view (%s)" % ", ".join(_STATE_NAMES)
 
 
-class StateAccess:
-    """The state half of a TandemAdam (``opt``), which holds it as ``opt._access`` and
-    hands Megatron's state methods to it (``delegate``): its engine is ``opt._core``,
-    built by ``opt._ensure_engine()``; its formats ``opt._formats``, each tensor's
-    ``opt._core.formats_of(k)``."""
+class FusedAdamState:
+    """TandemAdam's state methods (a base class of it), over its ``_lock``, ``_core`` (built
+    by ``_ensure_engine()``), ``_formats``, ``algorithm``, ``state_device`` and
+    ``param_groups``."""
 
-    def __init__(self, opt):
-        self._opt = opt
-        self.reset()
-
-    @property
-    def _core(self):
-        return self._opt._core
-
-    def reset(self):
+    def _reset_state(self):
         """Forgets everything (a new engine)."""
         self._issued = None        # (snapshot, {k: entry}) of the last state_dict()
         self._snap = None          # Note [Engine state between steps]
         self._snap_dirty = False   # the cached snapshot differs from the engine
         self._decoded = {}         # k -> {state name: fp32 numpy array}
         self._pending = {}         # k -> {state name: fp32 tensor} from load_state_dict
-        self.fresh = True          # Note [Masters of a fresh engine]
+        self._fresh = True         # Note [Masters of a fresh engine]
 
-    def view(self, p):
-        """``optimizer.state[p]``."""
-        return _StateView(self._opt, p)
-
-    def forget_snapshot(self):
+    def _forget_snapshot(self):
         self._snap = None
         self._decoded = {}
 
-    def _k(self, param):
+    def _engine_index(self, param):
+        """The engine's index of `param`, the engine built first when there is none (call
+        with ``_lock`` held); KeyError for a tensor that is not a parameter."""
+        self._ensure_engine()
         k = self._core.index_by_id.get(id(param)) if self._core is not None else None
         if k is None or self._core.params[k] is not param:
             raise KeyError("tensor of shape %s is not a parameter of this TandemAdam"
@@ -125,16 +133,15 @@ class StateAccess:
         from the parameters: Note [Masters of a fresh engine])."""
         if store_param_remainders:
             raise ValueError("store_param_remainders=True is not supported")
-        with self._opt._lock:
-            self._opt._ensure_engine()
-            self._k(param)
+        with self._lock:
+            self._engine_index(param)
 
-    def snapshot(self):
+    def _snapshot(self):
         """The engine state with set_scaled_state's writes (Note [Engine state between
-        steps]; load_state_dict's placeholders are not in it: _apply_pending); cached
+        steps]; load_state_dict's placeholders are not in it: _flush_state); cached
         until the next step."""
         if self._snap is None:
-            if self.fresh:
+            if self._fresh:
                 self._core.reload(list(range(len(self._core.params))))
             self._snap = self._core.snapshot()
             self._snap_dirty = False
@@ -144,12 +151,11 @@ class StateAccess:
         """{state name: fp32 numpy array} of engine tensor k."""
         got = self._decoded.get(k)
         if got is None:
-            snap = self.snapshot()
-            t = snap["tensors"][k]
+            snap = self._snapshot()
             if _dist.local(self._core.params[k]).numel() == 0:  # an empty shard
                 got = {name: np.zeros(0, np.float32) for name in _STATE_NAMES}
             else:
-                f32 = decode_f32(snap, t, self._core.formats_of(k))
+                f32 = decode_f32(snap, snap["tensors"][k], self._core.formats_of(k))
                 got = {name: f32[_COMPONENT[name]] for name in _STATE_NAMES}
             self._decoded[k] = got
         return got
@@ -160,16 +166,15 @@ class StateAccess:
         (state_device); for a DTensor parameter, its local shard as a DTensor placed like
         the parameter."""
         _check_state_name(state_name)
-        with self._opt._lock:
-            self._opt._ensure_engine()
-            k = self._k(param)
+        with self._lock:
+            k = self._engine_index(param)
             pending = self._pending.get(k, {}).get(state_name)
             if pending is not None:
                 out = pending.detach().to(device="cpu", dtype=torch.float32, copy=True)
             else:
                 out = torch.from_numpy(self._decode(k)[state_name].copy())
             out = out.view(_dist.local(param).shape)
-            if self._opt.state_device == "param" and param.device.type != "cpu":
+            if self.state_device == "param" and param.device.type != "cpu":
                 out = out.to(param.device)
             if _dist.is_dtensor(param):  # this rank's shard, placed as the parameter
                 out = _dist.wrap_like(out, param, tuple(param.shape))
@@ -183,14 +188,13 @@ class StateAccess:
         if state_name == "padding":
             return
         _check_state_name(state_name)
-        with self._opt._lock:
-            self._opt._ensure_engine()
-            k = self._k(param)
+        with self._lock:
+            k = self._engine_index(param)
             value = self._as_values(k, state_name, unscaled_state)
-            self.snapshot()
+            self._snapshot()
             self._encode(k, {state_name: value})
             self._pending.get(k, {}).pop(state_name, None)
-            self.fresh = False
+            self._fresh = False
 
     def _as_values(self, k, state_name, value):
         p = self._core.params[k]
@@ -218,25 +222,19 @@ class StateAccess:
         self._snap_dirty = True
         self._decoded.pop(k, None)
 
-    def _apply_pending(self):
-        if not self._pending:
-            return
-        pending, self._pending = self._pending, {}
-        self.snapshot()
-        for k, values in sorted(pending.items()):
-            if values:
-                self._encode(k, {n: self._as_values(k, n, v) for n, v in values.items()})
-
-    def flush(self):
-        """Restores the cached snapshot into the engine if anything was written to it."""
-        self._apply_pending()
+    def _flush_state(self):
+        """Encodes the values load_state_dict kept aside into the cached snapshot, and
+        restores it into the engine if anything was written to it."""
+        if self._pending:
+            pending, self._pending = self._pending, {}
+            self._snapshot()
+            for k, values in sorted(pending.items()):
+                if values:
+                    self._encode(k, {n: self._as_values(k, n, v) for n, v in values.items()})
         if self._snap is not None and self._snap_dirty:
             self._snap["groups"] = self._core.engine_groups()
             self._core.restore(self._snap)
             self._snap_dirty = False
-
-    # ------------------------------------------------------------------------------------
-    # State dicts
 
     def state_dict(self):
         """torch-style: ``param_groups`` (their keys, "params" as indices, and "step") and
@@ -247,23 +245,17 @@ class StateAccess:
         arrays share memory with the cached snapshot: treat them as read-only. A tensor
         that holds values load_state_dict kept aside (see there) is given in the fp32
         layout instead, those values as they came."""
-        with self._opt._lock:
-            groups, index, indices = [], 0, {}
-            for group in self._opt.param_groups:
-                g = {key: value for key, value in group.items() if key != "params"}
-                g["params"] = list(range(index, index + len(group["params"])))
-                for p in group["params"]:
-                    indices[id(p)] = index
-                    index += 1
-                groups.append(g)
+        with self._lock:
+            groups = numbered_groups(self.param_groups)
             state, issued = {}, {}
             if self._core is None:
                 # No state yet (it is created at the first step): each parameter's step
                 # is 0 (Megatron's DistributedOptimizer.state_dict reads one per entry).
-                for index in indices.values():
-                    state[index] = {"step": torch.tensor(0.0)}
+                state = {i: {"step": torch.tensor(0.0)} for g in groups for i in g["params"]}
             else:
-                snap = self.snapshot()
+                indices = {id(p): i for i, p in enumerate(
+                    p for group in self.param_groups for p in group["params"])}
+                snap = self._snapshot()
                 for k, p in enumerate(self._core.params):
                     t = snap["tensors"][k]
                     entry = {"step": torch.tensor(float(t["step"]))}
@@ -274,21 +266,17 @@ class StateAccess:
                         for name in _STATE_NAMES:
                             entry[name] = pending[name] if name in pending else \
                                 torch.from_numpy(self._decode(k)[name].copy())
-                        state[indices[id(p)]] = entry
-                        continue
-                    for key in NAMES:
-                        if key in t:
-                            entry[key] = torch.from_numpy(np.asarray(t[key]))
+                    else:
+                        entry.update((key, torch.from_numpy(np.asarray(t[key])))
+                                     for key in NAMES if key in t)
+                        issued[k] = entry
                     state[indices[id(p)]] = entry
-                    issued[k] = entry
                 self._issued = (snap, issued)
-                step = int(snap["step"])
                 for g in groups:
-                    g["step"] = step
-            master, momentum, variance = self._opt._formats
+                    g["step"] = int(snap["step"])
             return {"state": state, "param_groups": groups,
-                    "tandem": {"version": _STATE_DICT_VERSION, "algorithm": self._opt.algorithm,
-                               "master": master, "momentum": momentum, "variance": variance}}
+                    "tandem": dict(version=_STATE_DICT_VERSION, algorithm=self.algorithm,
+                                   **dict(zip(COMPONENTS, self._formats)))}
 
     def load_state_dict(self, state_dict):
         """Restores ``param_groups`` (every key but "params") and the state.
@@ -301,21 +289,14 @@ class StateAccess:
         Steps: an entry's "step" in a state dict of ours (with its "tandem" entry), else
         the group's "step" (Megatron's), else the entry's. Raises ValueError naming the
         first mismatch; nothing changes then."""
-        with self._opt._lock:
+        with self._lock:
             groups = state_dict["param_groups"]
             state = state_dict.get("state", {})
             header = state_dict.get("tandem")
-            if len(groups) != len(self._opt.param_groups):
-                raise ValueError("state dict has %d param groups, optimizer %d"
-                                 % (len(groups), len(self._opt.param_groups)))
-            for g, (saved, group) in enumerate(zip(groups, self._opt.param_groups)):
-                if len(saved["params"]) != len(group["params"]):
-                    raise ValueError("param group %d has %d params in the state dict, %d here"
-                                     % (g, len(saved["params"]), len(group["params"])))
+            check_groups(groups, self.param_groups)
             if header is not None:
-                mine = (self._opt.algorithm,) + self._opt._formats
-                theirs = (header.get("algorithm"), header.get("master"),
-                          header.get("momentum"), header.get("variance"))
+                mine = (self.algorithm,) + self._formats
+                theirs = tuple(header.get(key) for key in ("algorithm",) + COMPONENTS)
                 if theirs != mine:
                     raise ValueError("state dict has algorithm and formats %s, optimizer %s"
                                      % (theirs, mine))
@@ -323,20 +304,17 @@ class StateAccess:
             if not plan:
                 self._load_groups(groups)
                 return
-            snap = self.snapshot()
+            snap = self._snapshot()
             backup = (list(snap["tensors"]), snap["step"], self._snap_dirty,
                       dict(self._decoded))
             try:
                 pending = {}
                 snap["step"] = max(int(snap["step"]), max(step for _, step, _, _ in plan))
                 for k, step, unscaled, arrays in plan:
-                    t = dict(snap["tensors"][k])
-                    t["step"] = step
-                    if arrays:
-                        for key in NAMES:
-                            t.pop(key, None)
-                        for key, v in arrays.items():
-                            t[key] = snapshot_array(key, v)
+                    t = dict(snap["tensors"][k], step=step)
+                    if arrays:  # the saved arrays replace the engine's
+                        t = {key: v for key, v in t.items() if key not in NAMES}
+                        t.update((key, snapshot_array(key, v)) for key, v in arrays.items())
                     snap["tensors"][k] = t
                     if unscaled:
                         pending[k] = {n: v.detach() for n, v in unscaled.items()}
@@ -350,16 +328,16 @@ class StateAccess:
                 snap["tensors"], snap["step"], self._snap_dirty, self._decoded = backup
                 raise
             self._load_groups(groups)
-            for g in self._opt.param_groups:
+            for g in self.param_groups:
                 g["step"] = int(snap["step"])
             self._pending.update(pending)
-            self.fresh = False
+            self._fresh = False
 
     def _plan_load(self, groups, state, own):
         """[(k, step, fp32 values, arrays)] for the entries of `state` to load, checked
         before anything changes."""
         plan = []
-        for g, (saved, group) in enumerate(zip(groups, self._opt.param_groups)):
+        for g, (saved, group) in enumerate(zip(groups, self.param_groups)):
             for sid, p in zip(saved["params"], group["params"]):
                 if sid not in state or p.numel() == 0:
                     continue
@@ -367,10 +345,9 @@ class StateAccess:
                 step = self._entry_step(entry, saved, own)
                 unscaled = {n: entry[n] for n in _STATE_NAMES if n in entry}
                 arrays = {key: entry[key] for key in NAMES if key in entry}
-                if not unscaled and not arrays and step == 0 and self.fresh:
+                if not unscaled and not arrays and step == 0 and self._fresh:
                     continue  # state_dict() of an optimizer without state yet
-                self._opt._ensure_engine()
-                k = self._k(p)
+                k = self._engine_index(p)
                 if (self._issued is not None and self._issued[0] is self._snap
                         and self._issued[1].get(k) is entry and not self._snap_dirty
                         and k not in self._pending
@@ -388,12 +365,10 @@ class StateAccess:
 
     @staticmethod
     def _entry_step(entry, group, own):
-        """The step a state entry loads with. Our own state dicts (with their "tandem"
-        header) keep each parameter's step in its entry. Megatron's DistributedOptimizer
-        passes the checkpoint's step in the groups (TE FusedAdam keeps it there) and
-        hands back entries of an earlier state_dict() whose "step" is stale when TE is
-        installed (without TE it writes the same step into the entries): the group's
-        wins."""
+        """The step a state entry loads with: the entry's in our own state dicts (with their
+        "tandem" header), else the group's (Megatron's DistributedOptimizer passes the
+        checkpoint's step there, as TE FusedAdam keeps it, and may hand back entries of an
+        earlier state_dict() with a stale "step"), else the entry's."""
         step = entry.get("step") if own else None
         if step is None:
             step = group.get("step")
@@ -406,17 +381,5 @@ class StateAccess:
     def _load_groups(self, groups):
         """Every key of the saved groups but "params" (Megatron keeps its scheduler's
         max_lr, min_lr, lr_mult, wd_mult... there)."""
-        for saved, group in zip(groups, self._opt.param_groups):
-            for key, value in saved.items():
-                if key != "params":
-                    group[key] = value
-
-
-def delegate(name):
-    """TandemAdam's method `name`: StateAccess's, called on the optimizer's ``_access``."""
-    method = getattr(StateAccess, name)
-
-    @functools.wraps(method)
-    def call(opt, *args, **kwargs):
-        return method(opt._access, *args, **kwargs)
-    return call
+        for saved, group in zip(groups, self.param_groups):
+            group.update((key, value) for key, value in saved.items() if key != "params")
