@@ -106,14 +106,15 @@ def engine_groups_from(hypers, lr_scales):
     return [dict(h, lr_scale=float(s)) for h, s in zip(hypers, lr_scales)]
 
 
-def apply_groups(opt, groups, ref_group, lr_scales, engine_hyper):
-    """Sets the param_groups' values (params kept) and the layout's reference values;
-    everything was checked before."""
+def apply_groups(opt, groups, ref_group, engine_groups):
+    """Sets the param_groups' values (params kept) and the layout's reference values
+    (ref_group and those of `engine_groups`); everything was checked before."""
     for saved, group in zip(groups, opt.param_groups):
         group.update(_values(saved))
-    opt._layout.ref_group, opt._layout.lr_scales = ref_group, list(lr_scales)
-    opt._layout.engine_hyper = [dict(h) for h in engine_hyper]
-    opt._core.hypers = [dict(h) for h in engine_hyper]
+    hypers = [{k: v for k, v in h.items() if k != "lr_scale"} for h in engine_groups]
+    opt._layout.ref_group, opt._layout.engine_hyper = ref_group, hypers
+    opt._layout.lr_scales = [h["lr_scale"] for h in engine_groups]
+    opt._core.hypers = [dict(h) for h in hypers]
 
 
 # ----------------------------------------------------------------------------------------
@@ -222,7 +223,7 @@ def from_torch_state(opt, sd):
     snap = {"algorithm": algorithm, "master": "f32", "momentum": "f32", "variance": "f32",
             "step": step, "groups": engine_groups, "tensors": tensors, "metadata": ""}
     opt._core.restore(convert(snap, *opt._core.formats))
-    apply_groups(opt, groups, ref_group, lr_scales, engine_hyper)
+    apply_groups(opt, groups, ref_group, engine_groups)
 
 
 @serialised(sync_before=True)

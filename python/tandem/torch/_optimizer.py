@@ -51,20 +51,18 @@ class TandemOptimizer(_torch.optim.Optimizer):
     value, naming the group and the key).
 
     Tandem options (keyword-only; docs/python.md, "Options", has every one):
-      the engine's (``tandem._C.OptimizerConfig.fields()`` lists them, with their
-        defaults and checks): offload_fraction, offload_compute, machine_rates,
-        placement, host_threads, chunk_elements, pipeline_slots, stream_chunk_bytes,
-        stream_slots, speculative_early_start, speculative_stream_bytes,
-        speculative_host_bytes, release_grads, in_place_grad_bytes.
+      the engine's: offload_fraction, offload_compute, machine_rates, placement,
+        host_threads, chunk_elements, pipeline_slots, stream_chunk_bytes, stream_slots,
+        speculative_early_start, speculative_stream_bytes, speculative_host_bytes,
+        release_grads, in_place_grad_bytes (``tandem._C.OptimizerConfig.fields()``).
       master_format, momentum_format, variance_format (or master, momentum except for
         SGD, variance): the state formats; both spellings of one raise ValueError.
       max_grad_norm: > 0 clips the global gradient norm at each step (StepOptions).
       module: a module whose ``named_parameters()`` names plain parameters.
       host_cpus, pinned_budget: this rank's host CPUs and host-memory budget; "auto"
         (default) takes the rank's share of the node under torchrun (_core/node.py).
-      early_start: call the engine's GradReady from a post-accumulate-grad hook as each
-        gradient is final (default False; FSDP2's after each reduce-scatter for DTensor
-        parameters). speculative_early_start and release_grads imply it.
+      early_start: call the engine's GradReady as each gradient is final (default
+        False); speculative_early_start and release_grads imply it.
       release_grads: hand each gradient to the engine as soon as it is final and set
         ``p.grad = None`` (docs/python.md, "Gradient release"); refused: a second
         gradient of a parameter in one step outside ``accumulating()``, GradScaler, a
@@ -287,15 +285,14 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 warn_skipped(self.last_result.grad_norm, self.skipped_steps)
         return loss
 
-    # The state in state dicts and checkpoint files (_state.py has their docstrings).
+    # The state in state dicts and checkpoint files (_state.py, with their docstrings).
     state_dict = _state.state_dict
     load_state_dict = _state.load_state_dict
+    save_checkpoint = _state.save_checkpoint
+    load_checkpoint = _state.load_checkpoint
 
     # ----------------------------------------------------------------------------------
     # Tandem extras
-
-    save_checkpoint = _state.save_checkpoint
-    load_checkpoint = _state.load_checkpoint
 
     def wait_param(self, p, stream=None):
         """Makes ``stream`` (default: the current CUDA stream) wait until parameter p's
@@ -324,13 +321,10 @@ class TandemOptimizer(_torch.optim.Optimizer):
         raw pointers)."""
         with self._lock:
             self._rebind_if_needed()
-            if params is None:
-                indices = list(range(len(self._core.params)))
-            else:
-                if isinstance(params, _torch.Tensor):
-                    params = [params]
-                indices = [self._core.index_of(p) for p in params]
-            self._core.reload(indices)
+            if isinstance(params, _torch.Tensor):
+                params = [params]
+            self._core.reload(list(range(len(self._core.params))) if params is None
+                              else [self._core.index_of(p) for p in params])
 
     def tensor_step_counts(self):
         """Each engine parameter's own step count, in the engine's order (``param_names``)."""

@@ -76,10 +76,10 @@ def load_state_dict(opt, state_dict):
     sd = mapping(state_dict, "state dict")
     if not _sharded_state.is_sharded_state_dict(sd) and "tandem" not in sd:
         return from_torch_state(opt, sd)
-    snap, groups, ref_group, lr_scales, engine_hyper = _plan_load(opt, sd)
+    snap, groups, ref_group = _plan_load(opt, sd)
     unstepped = [k for k, t in enumerate(snap["tensors"]) if t["step"] == 0]
     _keeping_unstepped_weights(opt, lambda: opt._core.restore(snap), unstepped)
-    apply_groups(opt, groups, ref_group, lr_scales, engine_hyper)
+    apply_groups(opt, groups, ref_group, snap["groups"])
     return None
 
 
@@ -114,8 +114,7 @@ def _keeping_unstepped_weights(opt, load, unstepped=None):
 def _plan_load(opt, sd):
     """Checks every field of a tandem state dict (versions 1 to 3) against the optimizer
     and returns what loading it sets: (engine snapshot dict, param group values,
-    ref_group, lr_scales, engine_hyper). Raises ValueError naming the first bad field;
-    changes nothing."""
+    ref_group). Raises ValueError naming the first bad field; changes nothing."""
     sharded = _sharded_state.is_sharded_state_dict(sd)
     if sharded:  # Note [Sharded state dict]
         saved = listing(need(sd, "param_groups", "state dict"), "state dict['param_groups']",
@@ -155,9 +154,7 @@ def _plan_load(opt, sd):
     snap = {"algorithm": algorithm, "master": formats[0], "momentum": formats[1],
             "variance": formats[2], "step": step, "groups": [dict(h) for h in engine_groups],
             "tensors": tensors, "metadata": ""}
-    lr_scales = [float(h["lr_scale"]) for h in engine_groups]
-    engine_hyper = [{f: h[f] for f in HYPER_FIELDS} for h in engine_groups]
-    return snap, groups, ref_group, lr_scales, engine_hyper
+    return snap, groups, ref_group
 
 
 def _check_saved(opt, version, readable, meta, where, unsupported, saved):
@@ -265,10 +262,9 @@ def _encode(value, where):
     if isinstance(value, dict):
         return {"$dict": [[_encode(k, where + " key"), _encode(v, "%s[%r]" % (where, k))]
                           for k, v in value.items()]}
-    if torch.is_tensor(value) and value.dim() == 0 and not value.is_complex():
-        return _encode(value.item(), where)  # a 0-d tensor: its value, exactly
-    if isinstance(value, np.generic) and not isinstance(value, np.complexfloating):
-        return _encode(value.item(), where)
+    if ((torch.is_tensor(value) and value.dim() == 0 and not value.is_complex())
+            or (isinstance(value, np.generic) and not isinstance(value, np.complexfloating))):
+        return _encode(value.item(), where)  # a 0-d tensor or numpy scalar: its value
     if isinstance(value, numbers.Real):
         return _encode(float(value), where)
     raise ValueError("%s: a %s cannot be stored in the checkpoint's metadata (JSON holds "
@@ -310,8 +306,8 @@ def _metadata(opt):
 
 
 def _parse_metadata(opt, text, path):
-    """(groups, ref_group, lr_scales, engine_hyper) from a checkpoint's metadata, or None
-    for a file without tandem.torch metadata. Raises ValueError when it does not fit."""
+    """(groups, ref_group, engine groups) from a checkpoint's metadata, or None for a
+    file without tandem.torch metadata. Raises ValueError when it does not fit."""
     if not text:
         return None
     try:
@@ -341,8 +337,7 @@ def _parse_metadata(opt, text, path):
     lr_scales = [real(s, "%s['lr_scales'][%d]" % (where, g), lo=0.0) for g, s in
                  enumerate(listing(need(doc, "lr_scales", where), where + "['lr_scales']",
                                  n_groups))]
-    # Version 1's "engine_hyper" is not read (Note [One source of hyper-parameters]).
-    return groups, _ref_group(doc, where, lr_scales), lr_scales, hypers
+    return groups, _ref_group(doc, where, lr_scales), engine_groups_from(hypers, lr_scales)
 
 
 @serialised(sync_before=True)
@@ -372,12 +367,8 @@ def load_checkpoint(opt, path):
     def groups_for(metadata):
         # Runs after the file is verified and before anything changes: raising refuses it
         # (Note [One source of hyper-parameters]).
-        p = _parse_metadata(opt, metadata, path)
-        parsed.append(p)
-        if p is None:
-            return opt._core.engine_groups()
-        _groups, _ref_group, lr_scales, hypers = p
-        return engine_groups_from(hypers, lr_scales)
+        parsed.append(_parse_metadata(opt, metadata, path))
+        return opt._core.engine_groups() if parsed[0] is None else parsed[0][2]
 
     def load():
         with opt._core.guard():
