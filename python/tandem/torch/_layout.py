@@ -78,9 +78,8 @@ class LayoutFollower:
 
     def pending(self, groups):
         """Whether the next step rebinds (HandOver.hand_over asks)."""
-        if self._structure_changed(groups) or self._joining(anticipate=True):
-            return True
-        return any(self.core.moved(k) for k in range(len(self.core.params)))
+        return (self._structure_changed(groups) or bool(self._joining(anticipate=True))
+                or any(self.core.moved(k) for k in range(len(self.core.params))))
 
     def _joining(self, anticipate):
         """The ids of the parameters left out that require grad and have a gradient (with
@@ -111,12 +110,9 @@ class LayoutFollower:
         if structure:
             _options.check_structure(groups)
 
-            def include(p):
-                return (id(p) in core.index_by_id or id(p) in new_ids or id(p) in core.retired
-                        or p.requires_grad)
-        else:
-            def include(p):
-                return id(p) in core.index_by_id or id(p) in new_ids
+        def include(p):
+            return (id(p) in core.index_by_id or id(p) in new_ids
+                    or (structure and (id(p) in core.retired or p.requires_grad)))
         added, moved = self.bind(groups, include, group_values, bound, fresh_values=structure)
         self.rebinds += 1
         self._warn_rebind(len(added), len(moved), structure)

@@ -19,14 +19,11 @@ from tandem._core.state import F32, components, convert
 
 
 # Note [One source of hyper-parameters]: a loaded optimizer steps with the
-# hyper-parameters its param_groups show, as a torch.optim optimizer does: every load
-# (state dict, checkpoint file, torch.optim state dict) checks the saved param_groups with
-# the constructor's checks and hands the engine the values they give. The engine's own
-# copies in the saved state (the checkpoint's groups, a state dict's
-# ['tandem']['engine_groups']) are not used; an edit of them cannot make the engine step
-# with other values than param_groups show. Each group's lr_scale and the reference group
-# (the lr ratios LayoutFollower.follow_values keeps, for hyperparam_update="error") are
-# checked and kept as they are.
+# hyper-parameters its param_groups show, as torch.optim does: every load checks the
+# saved param_groups with the constructor's checks and hands the engine their values,
+# never the engine's own copies in the saved state (the checkpoint's groups,
+# ['tandem']['engine_groups']), of which only each group's lr_scale and the reference
+# group are kept (LayoutFollower.follow_values).
 
 
 def serialised(sync_before=False, load=False):
@@ -207,17 +204,15 @@ def from_torch_state(opt, sd):
         if entry.get("max_exp_avg_sq") is not None:
             raise ValueError("%s has max_exp_avg_sq (amsgrad), which tandem does not "
                              "support" % ew)
-        if "step" in entry:
-            step = step_value(entry["step"], ew + "['step']", MAX_STEP)
-        else:  # SGD and some Lion implementations keep no step
-            step = 1 if values[0] is not None else 0
+        # SGD and some Lion implementations keep no step.
+        t["step"] = (step_value(entry["step"], ew + "['step']", MAX_STEP) if "step" in entry
+                     else 1 if values[0] is not None else 0)
         for c, value in zip(("momentum", "variance"), values):
             if c in components(algorithm, hyper):
                 t[F32[c]] = np.zeros(n, np.float32) if value is None else value
         v = t.get(F32["variance"])
         if v is not None and (np.any(v < 0) or np.any(np.isnan(v))):
             raise ValueError("%s['exp_avg_sq'] has negative or NaN entries" % ew)
-        t["step"] = step
         tensors.append(t)
     step = max([t["step"] for t in tensors] + [0])
     snap = {"algorithm": algorithm, "master": "f32", "momentum": "f32", "variance": "f32",

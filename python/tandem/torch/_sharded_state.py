@@ -1,15 +1,12 @@
 """The state dict of an optimizer over DTensor parameters (version 3), the layout
-torch.distributed.checkpoint (DCP) saves, reshards and loads. docs/distributed.md.
+torch.distributed.checkpoint (DCP) saves, reshards and loads (docs/distributed.md).
 
-Note [Sharded state dict]: DCP's ``get_optimizer_state_dict`` keeps only "state" and
-"param_groups" of an optimizer's state dict (keyed by fully qualified parameter names),
-so everything Tandem needs besides the arrays rides in each param group under "tandem".
-``state[i]`` holds the tensor's step (a plain float tensor, the same on every rank) and
-its snapshot arrays as DTensors with the parameter's mesh and placements and *global*
-shapes (Note [Array shapes] in _core/state.py), so that DCP reshards them exactly at
-another world size; their local shards are CPU tensors. Loading takes the arrays as
-DTensors of this optimizer's placements or as whole tensors of the global shape, of
-which each rank takes its shard.
+Note [Sharded state dict]: DCP keeps only "state" and "param_groups" of an optimizer's
+state dict (keyed by fully qualified parameter names), so everything Tandem needs besides
+the arrays rides in each param group under "tandem". ``state[i]`` holds the tensor's step
+(the same on every rank) and its arrays as DTensors with the parameter's mesh and
+placements and *global* shapes (Note [Array shapes] in _core/state.py), so that DCP
+reshards them exactly; their local shards are CPU tensors.
 """
 
 import functools

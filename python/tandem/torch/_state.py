@@ -46,16 +46,11 @@ def state_dict(opt):
     """The torch-style state dict with the engine's whole state (docs/python.md,
     "State dict")."""
     snap = opt._core.snapshot()
-    meta = {
-        "version": _sharded_state.VERSION if opt._core.sharded else STATE_DICT_VERSION,
-        "algorithm": snap["algorithm"],
-        "master": snap["master"],
-        "momentum": snap["momentum"],
-        "variance": snap["variance"],
-        "step": int(snap["step"]),
-        "engine_groups": engine_groups_from(opt._layout.engine_hyper, opt._layout.lr_scales),
-        "ref_group": opt._layout.ref_group,
-    }
+    meta = {"version": _sharded_state.VERSION if opt._core.sharded else STATE_DICT_VERSION,
+            **{key: snap[key] for key in ("algorithm", "master", "momentum", "variance")},
+            "step": int(snap["step"]),
+            "engine_groups": engine_groups_from(opt._layout.engine_hyper, opt._layout.lr_scales),
+            "ref_group": opt._layout.ref_group}
     if opt._core.sharded:
         return _sharded_state.state_dict(opt, snap, meta, torch_groups(opt))
     entries = EngineState(opt._core).entries(
@@ -80,7 +75,6 @@ def load_state_dict(opt, state_dict):
     unstepped = [k for k, t in enumerate(snap["tensors"]) if t["step"] == 0]
     _keeping_unstepped_weights(opt, lambda: opt._core.restore(snap), unstepped)
     apply_groups(opt, groups, ref_group, snap["groups"])
-    return None
 
 
 def _keeping_unstepped_weights(opt, load, unstepped=None):
