@@ -1,20 +1,8 @@
-"""PyTorch optimizers backed by Tandem's HybridOptimizer.
-
-Usage::
-
-    import tandem.torch
-    opt = tandem.torch.AdamW(model.named_parameters(), lr=3e-4, weight_decay=0.1,
-                             offload_fraction=0.5, master_format="bf16+ecc8",
-                             momentum_format="q8", variance_format="q8")
-    for batch in data:
-        loss = model(batch).mean(); loss.backward()
-        opt.step(); opt.zero_grad()
-
-The optimizers subclass :class:`torch.optim.Optimizer` and follow torch.optim's
-semantics (docs/python.md, "Semantics"). This module holds the algorithms (their
-defaults and hyper-parameters); their base, :class:`TandemOptimizer` (_optimizer.py),
-the rest. DTensor parameters (FSDP2's ``fully_shard``, HSDP): docs/distributed.md.
-"""
+"""PyTorch optimizers backed by Tandem's HybridOptimizer (docs/python.md, with an example):
+AdamW, Adam, Lion and SGD subclass :class:`torch.optim.Optimizer` and follow torch.optim's
+semantics. This module holds the algorithms (their defaults and hyper-parameters); their
+base, :class:`TandemOptimizer` (_optimizer.py), the rest. DTensor parameters (FSDP2's
+``fully_shard``, HSDP): docs/distributed.md."""
 
 try:
     import torch as _torch  # noqa: F401

@@ -254,10 +254,9 @@ class TandemOptimizer(_torch.optim.Optimizer):
             if self.release_grads:
                 self._handover.check_scaler(self.__dict__.pop("found_inf", None),
                                             self.__dict__.pop("grad_scale", None))
-            # (lrs, hypers, clip, loss_scale) of begin_step while the engine's step is
-            # begun; the engine's Step ends it whether it succeeds or raises.
+            # begin_step's values, read only while the engine's step is begun (the
+            # engine's Step ends it whether it succeeds or raises).
             begun = self._begun if self._core.step_begun else None
-            self._begun = begun
             # param_groups, unfrozen or reallocated parameters; after a step read at step()
             # for a layout change (HandOver.hand_over), every parameter that requires
             # grad, so that the next step hands its gradients over again.

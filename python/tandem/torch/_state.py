@@ -287,15 +287,10 @@ def _metadata(opt):
     groups = [{key: _encode(value, "param_groups[%d][%r]" % (g, key))
                for key, value in group.items() if key != "params"}
               for g, group in enumerate(opt.param_groups)]
-    doc = {
-        "schema": METADATA_SCHEMA,
-        "version": METADATA_VERSION,
-        "algorithm": opt._ALGORITHM,
-        "param_groups": groups,
-        "group_sizes": [len(group["params"]) for group in opt.param_groups],
-        "ref_group": opt._layout.ref_group,
-        "lr_scales": list(opt._layout.lr_scales),
-    }
+    doc = {"schema": METADATA_SCHEMA, "version": METADATA_VERSION, "algorithm": opt._ALGORITHM,
+           "param_groups": groups,
+           "group_sizes": [len(group["params"]) for group in opt.param_groups],
+           "ref_group": opt._layout.ref_group, "lr_scales": list(opt._layout.lr_scales)}
     return json.dumps(doc, allow_nan=False, sort_keys=True)
 
 
