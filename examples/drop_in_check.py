@@ -207,7 +207,7 @@ def findings(device):
     ok, msg = raises(lambda: tt.AdamW(m.parameters(), lr=math.inf).step(), ValueError, "lr")
     row("lr=inf names the lr", None, "-", msg, ok)
     sgd = tt.SGD(m.parameters(), lr=1e-2, momentum=0.9, momentum_format="q8")
-    row("SGD with q8 momentum", None, "-", sgd._formats[1] if hasattr(sgd, "_formats") else "q8",
+    row("SGD with q8 momentum", None, "-", sgd._core.formats[1],
         True)
 
     # A replaced gradient of another shape is refused, not read from freed memory.

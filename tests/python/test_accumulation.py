@@ -74,6 +74,6 @@ def test_accumulating_context_restores_the_flag():
     opt = tandem.torch.AdamW(make_mlp().parameters(), early_start=True)
     with pytest.raises(KeyError):
         with opt.accumulating():
-            assert opt._accumulating
+            assert opt._handover.accumulating
             raise KeyError("x")
-    assert not opt._accumulating
+    assert not opt._handover.accumulating

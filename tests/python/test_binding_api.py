@@ -147,7 +147,7 @@ def test_state_arrays_come_from_one_table():
     opt = tandem.torch.AdamW(model.parameters(), master_format="bf16+ecc8",
                              momentum_format="q8", variance_format="q8")
     train(model, opt, batches(1))
-    snapshot = opt._engine.snapshot()["tensors"][0]
+    snapshot = opt._core.engine.snapshot()["tensors"][0]
     by_name = {a["name"]: a for a in table}
     arrays = [k for k in snapshot if k in by_name]
     assert sorted(arrays) == sorted(["master_bf16", "ecc8", "m_codes", "m_scales",

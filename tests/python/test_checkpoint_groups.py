@@ -101,10 +101,11 @@ def test_param_groups_restored_exactly(tmp_path):
             else:
                 assert got[key] == value and type(got[key]) is type(value), (g, key)
     assert type(opt_b.param_groups[0]["betas"]) is tuple
-    assert opt_b._ref_group == opt._ref_group and opt_b._lr_scales == opt._lr_scales
+    assert (opt_b._layout.ref_group == opt._layout.ref_group
+            and opt_b._layout.lr_scales == opt._layout.lr_scales)
     # The engine takes the hyper-parameters the loaded param_groups show (betas (0.85,
     # 0.99) for group 1), as opt's engine will at its next step.
-    assert opt_b._engine_hyper == [opt._hyper(g) for g in opt.param_groups]
+    assert opt_b._layout.engine_hyper == [opt._hyper(g) for g in opt.param_groups]
     # Both continue alike (opt's 0-d tensor lr is a float in opt_b: same value).
     data = batches(3, seed=5)
     assert train(model, opt, data) == train(model_b, opt_b, data)
@@ -131,7 +132,7 @@ def test_old_file_without_metadata_keeps_live_groups(tmp_path):
     opt_a = tandem.torch.AdamW(model_a.parameters(), lr=1e-2)
     train(model_a, opt_a, batches(3))
     path = tmp_path / "old.tckpt"
-    opt_a._engine.save_checkpoint(str(path), "none", True)  # what older tandem wrote
+    opt_a._core.engine.save_checkpoint(str(path), "none", True)  # what older tandem wrote
 
     model_b = make_mlp(seed=2)
     opt_b = tandem.torch.AdamW(model_b.parameters(), lr=1e-2)
@@ -147,7 +148,7 @@ def test_foreign_metadata_keeps_live_groups(tmp_path):
     model = make_mlp()
     opt = tandem.torch.AdamW(model.parameters(), lr=1e-2)
     path = tmp_path / "foreign.tckpt"
-    opt._engine.save_checkpoint(str(path), "none", True, "written by a C++ trainer")
+    opt._core.engine.save_checkpoint(str(path), "none", True, "written by a C++ trainer")
     opt.param_groups[0]["lr"] = 2e-3
     with pytest.warns(UserWarning):
         opt.load_checkpoint(path)
@@ -179,7 +180,7 @@ def test_bad_metadata_is_refused_and_changes_nothing(tmp_path, corrupt, match):
     meta = _metadata_of(opt)
     corrupt(meta)
     path = tmp_path / "bad.tckpt"
-    opt._engine.save_checkpoint(str(path), "none", True, json.dumps(meta))
+    opt._core.engine.save_checkpoint(str(path), "none", True, json.dumps(meta))
     train(model, opt, batches(1, seed=3))
     before, params = opt.state_dict(), params_bits(model)
     groups = [dict(g) for g in opt.param_groups]
@@ -214,7 +215,7 @@ def test_version_1_metadata_loads_and_its_engine_copy_is_not_used(tmp_path):
         meta["engine_hyper"] = [dict(opt._hyper(g), **(engine_hyper or {}))
                                 for g in opt.param_groups]
         path = tmp_path / "v1.tckpt"
-        opt._engine.save_checkpoint(str(path), "none", True, json.dumps(meta))
+        opt._core.engine.save_checkpoint(str(path), "none", True, json.dumps(meta))
         other = make_mlp(seed=2)
         other_opt = tandem.torch.AdamW(two_groups(other, 1e-2), lr=1e-2)
         other_opt.load_checkpoint(path)

@@ -163,7 +163,7 @@ def test_gpu_replaced_gradient_is_copied_or_refused():
 def test_gpu_names_and_shapes_reach_the_engine():
     model = make_mlp().cuda()
     opt = tandem.torch.AdamW(model.named_parameters(), offload_fraction=0.5)
-    tensors = opt._engine.snapshot()["tensors"]
+    tensors = opt._core.engine.snapshot()["tensors"]
     assert [t["name"] for t in tensors] == [n for n, _ in model.named_parameters()]
     assert [list(t["shape"]) for t in tensors] == [list(p.shape) for p in model.parameters()]
 

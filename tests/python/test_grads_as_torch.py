@@ -267,10 +267,10 @@ def test_an_assigned_gradient_is_read_where_it_is():
     grads = random_grads(model, 3)
     for p, g in zip(model.parameters(), grads):
         p.grad = g
-    buffers = [b.clone() for b in opt._grads]
+    buffers = [b.clone() for b in opt._core.book.grads]
     opt.step()
     assert all(p.grad is g for p, g in zip(model.parameters(), grads))
-    assert all(torch.equal(b, c) for b, c in zip(opt._grads, buffers))
+    assert all(torch.equal(b, c) for b, c in zip(opt._core.book.grads, buffers))
     assert opt.last_result.stepped_tensors == 6
 
 

@@ -189,7 +189,7 @@ def test_load_checkpoint_refuses_what_the_constructor_refuses(tmp_path, key, val
     encoded = tandem.torch._state._encode(value, "test") if value is not None else None
     meta["param_groups"][1][key] = encoded
     path = tmp_path / "bad.tckpt"
-    opt._engine.save_checkpoint(str(path), "none", True, json.dumps(meta))
+    opt._core.engine.save_checkpoint(str(path), "none", True, json.dumps(meta))
     check = unchanged(model, opt)
     with pytest.raises(ValueError, match=r"metadata\['param_groups'\]\[1\].*" + match):
         opt.load_checkpoint(path)

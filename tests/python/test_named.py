@@ -13,7 +13,7 @@ NAMES = ["0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias"]
 
 
 def engine_tensors(opt):
-    return opt._engine.snapshot()["tensors"]
+    return opt._core.engine.snapshot()["tensors"]
 
 
 @pytest.mark.parametrize("fraction", [0.0, 0.5, 1.0])

@@ -259,8 +259,8 @@ def test_checkpoint_engine_copy_is_not_a_second_source(tmp_path, algo):
     train_both([(model, opt)], batches(2))
     good, edited = tmp_path / "good.tckpt", tmp_path / "edited.tckpt"
     opt.save_checkpoint(good)
-    opt._engine.set_groups([dict(h, lr_scale=s, **EDITED[algo])
-                            for h, s in zip(opt._engine_hyper, opt._lr_scales)])
+    opt._core.engine.set_groups([dict(h, lr_scale=s, **EDITED[algo]) for h, s in
+                                 zip(opt._layout.engine_hyper, opt._layout.lr_scales)])
     opt.save_checkpoint(edited)  # param_groups unchanged: the two copies disagree
     results = []
     for path in (good, edited):

@@ -47,7 +47,7 @@ def train(model, opt, data, between=None):
 
 def snapshot_of(opt):
     """The engine's per-tensor state by name: step and arrays (as NumPy arrays)."""
-    return {t["name"]: t for t in opt._engine.snapshot()["tensors"]}
+    return {t["name"]: t for t in opt._core.engine.snapshot()["tensors"]}
 
 
 def same_state(a, b):
@@ -360,7 +360,7 @@ def test_state_dict_after_reallocation_rebinds_first():
             assert torch.equal(value, sd["state"][i][key]), (i, key)
     # The old storage is no longer referenced by the optimizer.
     assert all(s.data_ptr() == p.data_ptr()
-               for s, p in zip(opt_moved._storages, moved.parameters()))
+               for s, p in zip(opt_moved._core._storages, moved.parameters()))
 
 
 def test_reallocated_and_unfrozen_in_one_rebind():
@@ -407,7 +407,7 @@ def test_resume_after_unfreezing_from_a_state_dict(formats):
     train(resumed, opt_resumed, data[4:])
     assert same_bits(params_bits(model), params_bits(resumed))
     # Hooked once it required grad: backward writes into the engine's buffer again.
-    assert resumed[0].weight.grad.data_ptr() == opt_resumed._grads[0].data_ptr()
+    assert resumed[0].weight.grad.data_ptr() == opt_resumed._core.book.grads[0].data_ptr()
 
 
 def test_load_state_dict_after_reallocation_writes_the_new_weights():
@@ -431,7 +431,7 @@ def test_failed_rebind_changes_nothing():
     extra = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64), requires_grad=False)
     opt = adamw([{"params": list(model.parameters())}, {"params": [extra]}])
     train(model, opt, batches(1))
-    engine = opt._engine
+    engine = opt._core.engine
     extra.requires_grad_(True)
     extra.grad = torch.ones(3, dtype=torch.float64)
     opt.zero_grad()
@@ -439,7 +439,7 @@ def test_failed_rebind_changes_nothing():
     extra.grad = torch.ones(3, dtype=torch.float64)
     with pytest.raises(ValueError, match="unsupported dtype"):
         opt.step()
-    assert opt._engine is engine and opt.rebinds == 0
+    assert opt._core.engine is engine and opt.rebinds == 0
     extra.grad = None
     extra.requires_grad_(False)
     opt.step()

@@ -86,7 +86,7 @@ def test_dropped_optimizer_is_freed_and_its_hooks_removed():
     x, y = batches(1)[0]
     torch.nn.functional.mse_loss(model(x), y).backward()
     assert [p.grad.data_ptr() for p in model.parameters()] == [b.data_ptr()
-                                                              for b in opt._grads]
+                                                              for b in opt._core.book.grads]
     opt.step()
     assert opt.last_result.stepped_tensors == 6
 

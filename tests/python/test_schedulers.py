@@ -114,4 +114,4 @@ def test_resume_with_changing_betas_and_ratio_is_bit_identical(tmp_path, via):
     train(model_b, opt_b, data[8:], sched_b)
     for a, b in zip(model_a.parameters(), model_b.parameters()):
         assert torch.equal(a, b)
-    assert opt_b._ref_group == opt_a._ref_group
+    assert opt_b._layout.ref_group == opt_a._layout.ref_group

@@ -254,21 +254,21 @@ def test_state_calls_hold_the_optimizers_lock(tmp_path):
 def test_engine_snapshot_dict_errors_name_the_key(mutate, match):
     """The binding's own snapshot dicts: ValueError naming the key, not KeyError."""
     _, opt = trained()
-    snap = opt._engine.snapshot()
+    snap = opt._core.engine.snapshot()
     before = opt.state_dict()
     mutate(snap)
     with pytest.raises(ValueError, match=match):
-        opt._engine.restore(snap)
+        opt._core.engine.restore(snap)
     assert bits_equal(opt.state_dict(), before)
 
 
 def test_engine_snapshot_dict_carries_steps_shapes_and_metadata():
     model, opt = trained()
-    snap = opt._engine.snapshot()
+    snap = opt._core.engine.snapshot()
     assert snap["metadata"] == "" and snap["step"] == 3
     for t, p in zip(snap["tensors"], model.parameters()):
         assert t["step"] == 3 and t["numel"] == p.numel()
         assert t["shape"] in ([], list(p.shape))  # [] where the spec gave no shape
     snap["tensors"][1]["step"] = 2
-    opt._engine.restore(snap)
-    assert opt._engine.snapshot()["tensors"][1]["step"] == 2
+    opt._core.engine.restore(snap)
+    assert opt._core.engine.snapshot()["tensors"][1]["step"] == 2

@@ -124,7 +124,8 @@ def test_round_trip_through_torch_is_exact_for_f32():
             assert bits_equal(after["state"][k][key], entry[key]), (k, key)
         assert after["state"][k]["step"] == entry["step"]
     assert after["param_groups"] == before["param_groups"]
-    assert other._lr_scales == opt._lr_scales and other._ref_group == opt._ref_group
+    assert (other._layout.lr_scales == opt._layout.lr_scales
+            and other._layout.ref_group == opt._layout.ref_group)
 
 
 def test_to_torch_state_layout():
@@ -334,7 +335,7 @@ def test_convert_snapshot_binding():
     model = make_mlp()
     opt = tandem.torch.AdamW(model.parameters(), lr=1e-2, master="bf16+ecc16")
     train(model, opt, batches(2))
-    snap = opt._engine.snapshot()
+    snap = opt._core.engine.snapshot()
     snap["metadata"] = "kept \udcff verbatim"  # not UTF-8: crosses as a surrogate escape
     q8 = tandem._C.convert_snapshot(snap, "bf16+ecc16", "q8", "q8")
     assert (q8["master"], q8["momentum"], q8["variance"]) == ("bf16+ecc16", "q8", "q8")

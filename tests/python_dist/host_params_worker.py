@@ -130,7 +130,7 @@ def make_optimizer(args, model, copy):
                        early_start=args.early == "plain")
     opt = fsdp_worker.make_optimizer(args, model, **options)
     if late is not None:
-        opt._copied = CopiedGrads(opt, fence=late.fence)
+        opt._handover.copied = CopiedGrads(opt, fence=late.fence)
     return opt
 
 

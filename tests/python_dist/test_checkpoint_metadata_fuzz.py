@@ -99,7 +99,7 @@ def test_mutated_metadata_json_loads_or_is_refused_cleanly(tmp_path):
     outcomes = {"loaded": 0, "refused": 0}
     bad = []
     for m in mutants:
-        source._engine.save_checkpoint(str(path), "none", False, m)
+        source._core.engine.save_checkpoint(str(path), "none", False, m)
         before = _snapshot(target, params)
         try:
             with warnings.catch_warnings():

@@ -216,9 +216,9 @@ def test_hand_overs_wait_for_their_copies(one_rank_group, options):
     host, ref = cuda_mesh_shards(values(0)), cpu_shards(values(0))
     a = tandem.torch.AdamW(host, **OPTIONS, **options)
     b = tandem.torch.AdamW(ref, **OPTIONS)
-    assert isinstance(a._copied, CopiedGrads) and b._copied is None
+    assert isinstance(a._handover.copied, CopiedGrads) and b._handover.copied is None
     landed, pending = [], {}
-    a._copied._fence = lambda grad: pending.pop(id(grad))
+    a._handover.copied._fence = lambda grad: pending.pop(id(grad))
     for step, scale in enumerate((1.0, 100.0, 1.0)):
         grads = values(10 + step)
         if "speculative_early_start" in options:
@@ -248,7 +248,7 @@ def policy_linear():
 
 def deferred(opt):
     """Hand-overs deferred as for host shards of a GPU mesh, behind fences that are done."""
-    opt._copied = CopiedGrads(opt, fence=lambda grad: None)
+    opt._handover.copied = CopiedGrads(opt, fence=lambda grad: None)
     return opt
 
 

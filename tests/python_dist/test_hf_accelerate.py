@@ -177,7 +177,7 @@ def test_model_moved_by_prepare_after_the_optimizer_was_built(order, formats, en
     assert len(rebind_warnings) == 1
     assert "4 parameter(s) were reallocated" in str(rebind_warnings[0].message)
     # The engine holds the final storage: nothing keeps the old one.
-    assert opt._ptrs == [p.data_ptr() for p in model.parameters()]
+    assert opt._core._ptrs == [p.data_ptr() for p in model.parameters()]
     assert same_weights(plain, model)
     assert same_state(plain_opt, opt)
 

@@ -152,7 +152,7 @@ def test_optimizers_hook_matches_torch_adamw(runs):
 
 def test_quantized_state_follows_torch_adamw_loosely(runs):
     ours, ref = runs["tandem_cls_q"], runs["torch_cls"]
-    assert tandem_of(ours)._formats == ("bf16+ecc8", "q8", "q8")
+    assert tandem_of(ours)._core.formats == ("bf16+ecc8", "q8", "q8")
     # bf16+ecc8 masters (~16 significant bits) and q8 moments: close, not equal.
     diff = rel_loss_diff(ours.losses, ref.losses)
     assert 0 < diff < 1e-2
@@ -172,7 +172,7 @@ def test_resume_from_checkpoint_continues_identically(runs, name, quantized):
     else:
         resumed = run(out, tandem.torch.AdamW, dict(ADAM, **QUANTIZED), resume=str(checkpoint))
     opt = tandem_of(resumed)
-    assert opt._formats == (("bf16+ecc8", "q8", "q8") if quantized else ("f32", "f32", "f32"))
+    assert opt._core.formats == (("bf16+ecc8", "q8", "q8") if quantized else ("f32", "f32", "f32"))
     # Steps SAVE_AT+1 .. STEPS: the same losses and weights, bit for bit.
     assert resumed.losses == uninterrupted.losses[SAVE_AT:]
     assert all(torch.equal(a, b) for a, b in zip(weights(resumed), weights(uninterrupted)))

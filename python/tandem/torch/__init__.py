@@ -1,30 +1,8 @@
-"""PyTorch optimizers backed by Tandem's HybridOptimizer.
-
-Usage::
-
-    import tandem.torch
-    opt = tandem.torch.AdamW(model.named_parameters(), lr=3e-4, weight_decay=0.1,
-                             offload_fraction=0.5, master_format="bf16+ecc8",
-                             momentum_format="q8", variance_format="q8")
-    for batch in data:
-        loss = model(batch).mean(); loss.backward()
-        opt.step(); opt.zero_grad()
-
-The optimizers subclass :class:`torch.optim.Optimizer` and follow torch.optim's
-semantics (docs/python.md, "Semantics"): ``param_groups`` carry the per-group
-hyper-parameters and may change (add_param_group, parameters appended or removed),
-schedulers work unchanged, ``zero_grad()`` sets ``p.grad = None``, exactly the
-parameters whose ``p.grad`` is not None at ``step()`` are stepped, each parameter keeps
-its own step count, and weights written in place after construction
-(``model.load_state_dict``, ``nn.init``, ``p.copy_``) are picked up by the next step.
-
-This module holds the algorithms (their defaults and hyper-parameters); their base,
-:class:`TandemOptimizer` (_optimizer.py), is the torch.optim front end
-over the front-end core (_core/engine.py), which builds and drives the engine. Weight
-writes that bypass torch's version counter (``p.data.copy_(...)``, raw pointers) need
-``opt.reload_params()``. DTensor parameters (FSDP2's ``fully_shard``, HSDP) are stepped
-shard by shard (docs/distributed.md).
-"""
+"""PyTorch optimizers backed by Tandem's HybridOptimizer (docs/python.md, with an example):
+AdamW, Adam, Lion and SGD subclass :class:`torch.optim.Optimizer` and follow torch.optim's
+semantics. This module holds the algorithms (their defaults and hyper-parameters); their
+base, :class:`TandemOptimizer` (_optimizer.py), the rest. DTensor parameters (FSDP2's
+``fully_shard``, HSDP): docs/distributed.md."""
 
 try:
     import torch as _torch  # noqa: F401
@@ -61,10 +39,9 @@ class AdamW(TandemOptimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=None,
                  *, amsgrad=False, maximize=False, **options):
-        if amsgrad:
-            raise ValueError("amsgrad is not supported by tandem")
-        if maximize:
-            raise ValueError("maximize is not supported by tandem")
+        for name, on in (("amsgrad", amsgrad), ("maximize", maximize)):
+            if on:
+                raise ValueError("%s is not supported by tandem" % name)
         if weight_decay is None:
             weight_decay = self._DEFAULT_WEIGHT_DECAY
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)

@@ -1,11 +1,8 @@
-"""The gradients a tandem.torch optimizer's hooks hand over during backward: the
-engine's gradient buffer installed as p.grad before autograd accumulates into it, early
-start (the engine's grad_ready as each gradient is final: autograd's post-accumulate-grad
-hook for plain parameters, FSDP2's after each reduce-scatter for DTensor ones) and
-gradient release (Note [Released gradients] in _core/grads.py), with what release refuses.
-A TandemOptimizer holds one :class:`HandOver`, which its hooks (_core/hooks.py) and
-its deferred hand-overs (CopiedGrads) reach through the optimizer's
-``_on_grad_arriving``, ``_on_grad_accumulated`` and ``_hand_over``."""
+"""What a tandem.torch optimizer's gradient hooks (_core/hooks.py) do during backward:
+install the engine's gradient buffer as p.grad, early start (the engine's grad_ready as
+each gradient is final) and gradient release (Note [Released gradients] in
+_core/grads.py), with what release refuses. They reach the optimizer's HandOver through
+its ``_on_grad_arriving``, ``_on_grad_accumulated`` and ``_hand_over``."""
 
 import weakref
 
@@ -13,7 +10,6 @@ import torch
 
 from tandem._core import dist as _dist
 from tandem._core.copied_grads import CopiedGrads
-from tandem._core.dist import local
 from tandem._core.warnings import EarlyStartAccumulationWarning, warn
 
 # The hand-overs of every tandem.torch optimizer alive (registered at each bind), for the
@@ -23,12 +19,11 @@ _LIVE = weakref.WeakSet()
 
 
 class HandOver:
-    """Early start and release of one TandemOptimizer (module docstring) over `core`, its
-    front-end core; `lock` is its lock, taken around the hand-overs its hooks make.
-    early_start, release_grads and grads_in_flight_bytes are its options; ``accumulating``
-    is True inside its ``accumulating()``; ``copied`` is the CopiedGrads where hand-overs
-    wait for device copies, or None. Calls that hand a gradient over take
-    ``layout_pending()``: whether the next step rebinds (LayoutFollower.pending)."""
+    """Early start and release of one TandemOptimizer over `core`, its front-end core;
+    `lock` is its lock, taken around the hooks' hand-overs. ``accumulating`` is True
+    inside ``accumulating()``; ``copied`` is the CopiedGrads where hand-overs wait for
+    device copies, or None. Calls that hand a gradient over take ``layout_pending()``
+    (LayoutFollower.pending)."""
 
     def __init__(self, core, lock, early_start, release_grads, grads_in_flight_bytes):
         self.core, self.book, self.lock = core, core.book, lock
@@ -41,21 +36,16 @@ class HandOver:
 
     def arriving(self, k):
         """Before autograd accumulates parameter k's gradient: installs its buffer, zeroed,
-        as p.grad when p.grad is None."""
-        # A reallocated parameter (perhaps on another device now) gets autograd's own
-        # gradient; the next step's rebind adopts it into a new buffer. Without a buffer
-        # (Note [Gradients read where they are] in _core/engine.py) autograd's gradient is the
-        # one read.
-        if self.book.grads[k] is None:
-            return
-        if self.core.params[k].grad is None and not self.core.moved(k):
+        as p.grad when p.grad is None, unless it has none (Note [Gradients read where
+        they are] in _core/engine.py) or p was reallocated (the next step rebinds)."""
+        if (self.book.grads[k] is not None and self.core.params[k].grad is None
+                and not self.core.moved(k)):
             with torch.no_grad():
                 self.book.install_zeroed(k)
 
     def accumulated(self, k, layout_pending):
-        """Early start: the engine starts on parameter k's gradient now (Note [Early start
-        is checked at step] in _core/grads.py), or, for a gradient a device copy is still
-        writing, once that copy is complete (Note [Gradients copied to the host] in
+        """Early start: hands parameter k's gradient over now, or once the device copy
+        writing it is complete (Note [Gradients copied to the host] in
         _core/copied_grads.py)."""
         if not self.early_start or self.accumulating or self.core.moved(k):
             return  # a reallocated parameter: the next step rebinds, then steps it
@@ -72,9 +62,8 @@ class HandOver:
                 self.copied.land(also=(k, grad))
 
     def follow_layout(self, opt):
-        """After each bind of opt's engine: the deferred hand-overs where early start
-        meets host shards of a CUDA mesh (Note [Gradients copied to the host]), kept
-        across rebinds (holding opt weakly); None elsewhere."""
+        """After each bind of opt's engine: CopiedGrads where early start meets host shards
+        of a CUDA mesh, kept across rebinds; None elsewhere."""
         if not (self.early_start and _dist.host_shards(self.core.params)):
             self.copied = None
         elif self.copied is None:
@@ -88,7 +77,7 @@ class HandOver:
 
     def hand_over(self, k, grad, layout_pending):
         """Hands parameter k's gradient `grad` to the engine (the lock held), unless it is
-        no longer p.grad, the step is refused or read at step()."""
+        no longer p.grad or the step is refused or read at step()."""
         core, book = self.core, self.book
         if self._refused is not None or book.early_off:
             return  # the step is refused, or read at step() (below)
@@ -116,9 +105,8 @@ class HandOver:
                  % core.label(k), EarlyStartAccumulationWarning)
 
     def _release(self, k, p, grad):
-        """release_grads: hands parameter k's gradient over and drops p.grad (Note
-        [Released gradients] in _core/grads.py); a second gradient in one step refuses the
-        step (RuntimeError, raised through backward)."""
+        """release_grads: hands parameter k's gradient over and drops p.grad; a second
+        gradient in one step refuses the step (RuntimeError, raised through backward)."""
         book = self.book
         if book.ready[k]:
             book.discard()
@@ -130,15 +118,14 @@ class HandOver:
                 "changed; call opt.zero_grad() and run the step again" % book.label(k))
             raise RuntimeError(self._refused)
         book.grad_ready(k, grad)
-        book.hold(k, local(grad))
+        book.hold(k, _dist.local(grad))
         p.grad = None
         book.prune_held()
         book.bound_held(self.grads_in_flight_bytes)
 
     def drop_handed(self):
-        """zero_grad: gradients handed over in a backward that is not stepped are
-        dropped, as torch drops p.grad (the engine forgets them, a speculation is
-        undone); a refused step is forgotten with them."""
+        """zero_grad: the engine forgets the gradients handed over (a speculation is
+        undone), and a refused step."""
         book = self.book
         try:
             self._land_copies()
@@ -151,8 +138,7 @@ class HandOver:
 
     def check_step(self):
         """Hands over the gradients still waiting for their copies, then refuses a step
-        that cannot be exact under release_grads (the step under way discarded when it
-        had begun)."""
+        that cannot be exact under release_grads."""
         self._land_copies()
         if self._refused is not None:
             raise RuntimeError(self._refused)
@@ -160,8 +146,7 @@ class HandOver:
 
     def check_scaler(self, found_inf, grad_scale):
         """release_grads: refuses a step that GradScaler hands its scale to (found_inf,
-        grad_scale: what it set on the optimizer, or None), discarding the step under
-        way."""
+        grad_scale: what it set on the optimizer, or None)."""
         if found_inf is not None or grad_scale is not None:
             self.book.discard()
             raise ValueError(
@@ -172,10 +157,8 @@ class HandOver:
 
     def _check_shared_release(self):
         """Refuses a step over a parameter that another live tandem.torch optimizer steps
-        too when either releases gradients: the one that releases takes the gradient and
-        sets p.grad = None, so the other steps without it (torch's two optimizers would
-        both step it). Checked at every step (each optimizer's own), so an optimizer
-        replaced by a new one (``opt = AdamW(...)`` again) is gone by then."""
+        too when either releases gradients (the other would step without it). Checked at
+        every step, so an optimizer replaced by a new one is gone by then."""
         mine = self.core.index_by_id
         for other in list(_LIVE):
             if other is self or not (self.release_grads or other.release_grads):

@@ -1,14 +1,11 @@
-"""The engine's tensors of a tandem.torch optimizer follow its param_groups: which
-parameters the engine steps (those that require grad, as at construction, and those
-left out that get a gradient later), under which names and groups, and the rebinds that
-follow changes (parameters appended or removed, add_param_group, reallocations,
-unfreezing), each keeping the state of the others bit for bit (Note [Rebinding] in
-_core/engine.py) and warned (RebindWarning).
+"""The engine's tensors of a tandem.torch optimizer follow its param_groups: the
+parameters that require grad, under their names and groups, rebound when param_groups
+change, a parameter is reallocated or one left out gets a gradient (Note [Rebinding] in
+_core/engine.py; RebindWarning).
 
-The optimizer hands each call its param_groups; a call that may bind also takes
-``group_values()``, the groups' (lrs, hypers), checked, and ``bound(before)``, what the
-optimizer does after each bind (``before``: the ids of the engine's parameters before
-it)."""
+Each call takes the optimizer's param_groups; a call that may bind also takes
+``group_values()``, the groups' checked (lrs, hypers), and ``bound(before)``, what the
+optimizer does after each bind (TandemOptimizer._bound)."""
 
 import math
 
@@ -19,11 +16,10 @@ from tandem.torch._optim_state import reference_values
 
 
 class LayoutFollower:
-    """param_groups -> the engine's layout (see the module docstring), over `core` (the
-    optimizer's front-end core). It keeps ``indices`` (each engine tensor's torch
-    state_dict index), ``frozen`` ((label, parameter) of those left out), the groups'
-    reference values ``ref_group``, ``lr_scales`` and ``engine_hyper`` (follow_values)
-    and ``rebinds``, how many rebinds there were."""
+    """param_groups -> the layout of `core`, the optimizer's front-end core. It keeps
+    ``indices`` (each engine tensor's torch state_dict index), ``frozen`` ((label,
+    parameter) of those left out), the reference values ``ref_group``, ``lr_scales``
+    and ``engine_hyper`` (follow_values) and the count of ``rebinds``."""
 
     def __init__(self, core):
         self.core = core
@@ -34,12 +30,10 @@ class LayoutFollower:
         self._warned_rebind = 0
 
     def follow_values(self, lrs, hypers, hyperparam_update):
-        """Keeps the groups' reference values (_ref_group, _lr_scales, _engine_hyper: the
-        lr ratios to the group with the largest lr, and the other hyper-parameters) up to
-        date with a step's; the engine takes every group's values at each step anyway
-        (Note [Each group's values every step] in _core/engine.py), so these only say what
-        changed: with hyperparam_update="error" a change raises ValueError naming it, and
-        state dicts and checkpoint files record them for their readers."""
+        """Keeps the reference values (the lr ratios to the group with the largest lr, and
+        the other hyper-parameters) up to date with a step's. They only say what changed
+        (the engine takes every group's values at each step): with
+        hyperparam_update="error" a change raises ValueError naming it."""
         ref = lrs[self.ref_group]
         ratios_hold = all(math.isclose(lr, ref * s, rel_tol=1e-9, abs_tol=0.0)
                           for lr, s in zip(lrs, self.lr_scales))
@@ -56,10 +50,8 @@ class LayoutFollower:
         self.ref_group, self.lr_scales, self.engine_hyper = reference_values(lrs, hypers)
 
     def bind(self, groups, include, group_values, bound, fresh_values=False):
-        """Binds the engine to the parameters of param_groups `groups` for which
-        include(p) holds (the core carries the state by identity: Note [Rebinding] in
-        _core/engine.py), then the tables that follow the layout: torch indices, the
-        parameters left out, param_groups' shape; then bound(before)."""
+        """Binds the engine to the parameters of `groups` for which include(p) holds, then
+        follows them; returns the core's (added, moved)."""
         entries, indices, left_out = _options.layout(groups, include)
         if not entries:
             raise _options.no_steppable_parameter(left_out, _engine.DTYPE_NAMES)
@@ -74,40 +66,33 @@ class LayoutFollower:
         return added, moved
 
     def _structure_changed(self, groups):
-        """Whether param_groups hold other parameters (or groups) than the engine's layout
-        follows."""
+        """Whether param_groups hold other parameters (or groups) than the layout's."""
         if len(groups) != len(self._structure):
             return True
         for group, known in zip(groups, self._structure):
             params = group.get("params") if isinstance(group, dict) else None
-            if not isinstance(params, (list, tuple)) or len(params) != len(known):
-                return True
-            if any(a is not b for a, b in zip(params, known)):
+            if (not isinstance(params, (list, tuple)) or len(params) != len(known)
+                    or any(a is not b for a, b in zip(params, known))):
                 return True
         return False
 
     def pending(self, groups):
-        """Whether the next step rebinds (param_groups changed, a parameter left out
-        requires grad, an engine parameter was reallocated): checked at the first
-        gradient a step hands over early."""
-        if self._structure_changed(groups) or self._joining(anticipate=True):
-            return True
-        return any(self.core.moved(k) for k in range(len(self.core.params)))
+        """Whether the next step rebinds (HandOver.hand_over asks)."""
+        return (self._structure_changed(groups) or bool(self._joining(anticipate=True))
+                or any(self.core.moved(k) for k in range(len(self.core.params))))
 
     def _joining(self, anticipate):
-        """The ids of the parameters left out that the next rebind takes in: those that
-        require grad and have a gradient (with ``anticipate``: that require grad)."""
+        """The ids of the parameters left out that require grad and have a gradient (with
+        ``anticipate``: that require grad)."""
         return {id(p) for _where, p in self.frozen
                 if p.requires_grad and (anticipate or p.grad is not None)}
 
     def rebind_if_needed(self, groups, group_values, bound, anticipate=False, added=True,
                          follow=True):
-        """Rebinds the engine when param_groups changed (with ``follow``: parameters added
-        or removed, add_param_group), a parameter left out now has a gradient (with
-        ``added``: unfrozen after construction; with ``anticipate``, from begin_step, one
-        that requires grad: its gradient comes in the backward that follows) or an engine
-        parameter was reallocated (same shape and dtype). A no-op while the engine's step
-        is begun. Nothing changes when it raises."""
+        """Rebinds the engine when param_groups changed (with ``follow``), a parameter
+        left out now has a gradient (with ``added``; with ``anticipate``: requires grad)
+        or an engine parameter was reallocated. A no-op while the engine's step is
+        begun; nothing changes when it raises."""
         if self.core.step_begun:
             return
         structure = follow and self._structure_changed(groups)
@@ -116,38 +101,31 @@ class LayoutFollower:
 
     def rebind(self, groups, group_values, bound, new_ids, structure=False):
         """Rebinds for new_ids (parameters to take in), a param_groups change or a
-        reallocation, when there is one; warns (RebindWarning). After a param_groups
-        change every parameter that requires grad is in the engine, as at construction,
-        and the groups' reference values start again (follow_values)."""
+        reallocation, when there is one. After a param_groups change every parameter
+        that requires grad is in the engine, as at construction."""
         core = self.core
         moved = core.reallocated()
         if not new_ids and not moved and not structure:
             return
         if structure:
             _options.check_structure(groups)
-        if structure:
-            def include(p):
-                return (id(p) in core.index_by_id or id(p) in new_ids or id(p) in core.retired
-                        or p.requires_grad)
-        else:
-            def include(p):
-                return id(p) in core.index_by_id or id(p) in new_ids
+
+        def include(p):
+            return (id(p) in core.index_by_id or id(p) in new_ids
+                    or (structure and (id(p) in core.retired or p.requires_grad)))
         added, moved = self.bind(groups, include, group_values, bound, fresh_values=structure)
         self.rebinds += 1
         self._warn_rebind(len(added), len(moved), structure)
 
     def stated(self, groups, state_dict):
-        """The ids of the parameters outside the engine that state dict `state_dict` holds
-        state for (written after they were unfrozen: resuming progressive unfreezing)."""
+        """The ids of the parameters outside the engine that `state_dict` holds state for
+        (resuming progressive unfreezing)."""
         state = state_dict.get("state") if isinstance(state_dict, dict) else None
-        new = set()
-        if isinstance(state, dict):
-            params = [p for group in groups for p in group["params"]]
-            for i in state:
-                if (isinstance(i, int) and 0 <= i < len(params)
-                        and id(params[i]) not in self.core.index_by_id):
-                    new.add(id(params[i]))
-        return new
+        if not isinstance(state, dict):
+            return set()
+        params = [p for group in groups for p in group["params"]]
+        return {id(params[i]) for i in state if isinstance(i, int) and 0 <= i < len(params)
+                and id(params[i]) not in self.core.index_by_id}
 
     def _warn_rebind(self, added, moved, structure):
         """Warns at the first rebind, and once more if rebinds come at consecutive steps
@@ -175,9 +153,8 @@ class LayoutFollower:
                                           if repeated else ""), RebindWarning)
 
     def check_begun(self, groups):
-        """Reached with the engine's step begun (otherwise rebind_if_needed has followed
-        param_groups): refuse to silently skip or step a parameter torch.optim would
-        treat otherwise."""
+        """With the engine's step begun: refuses param_groups changed or a parameter
+        unfrozen since begin_step."""
         if not self.core.step_begun:
             return
         if self._structure_changed(groups):

@@ -1,17 +1,8 @@
-"""tandem.torch optimizers and torch.optim's state, both ways, and the masters as a
-safetensors file:
-
-* ``to_torch_state`` / ``from_torch_state``: torch.optim.AdamW/Adam/SGD (and
-  Lion-style) state dicts;
-* ``export_masters``: the fp32 master weights, by parameter name;
-* what every state load of tandem.torch shares (_state.py too): param_groups in torch's
-  layout, checked with the constructor's checks (Note [One source of hyper-parameters]),
-  with the learning-rate bookkeeping they carry, and ``serialised``, the optimizer's lock
-  around the state functions (TandemOptimizer's methods and those above).
-
-Each takes the optimizer (a ``tandem.torch.TandemOptimizer``) first. docs/python.md,
-"Moving from and to torch.optim".
-"""
+"""``to_torch_state`` / ``from_torch_state`` (torch.optim's AdamW, Adam, SGD and
+Lion-style state dicts) and ``export_masters`` (docs/python.md, "Moving from and to
+torch.optim"), each taking the optimizer first; and what every state load of
+tandem.torch shares: param_groups checked with the constructor's checks, and
+``serialised``."""
 
 import functools
 import json
@@ -28,25 +19,19 @@ from tandem._core.state import F32, components, convert
 
 
 # Note [One source of hyper-parameters]: a loaded optimizer steps with the
-# hyper-parameters its param_groups show, as a torch.optim optimizer does: every load
-# (state dict, checkpoint file, torch.optim state dict) checks the saved param_groups with
-# the constructor's checks and hands the engine the values they give. The engine's own
-# copies in the saved state (the checkpoint's groups, a state dict's
-# ['tandem']['engine_groups']) are not used; an edit of them cannot make the engine step
-# with other values than param_groups show. Each group's lr_scale and the reference group
-# (the lr ratios LayoutFollower.follow_values keeps, for hyperparam_update="error") are
-# checked and kept as they are.
+# hyper-parameters its param_groups show, as torch.optim does: every load checks the
+# saved param_groups with the constructor's checks and hands the engine their values,
+# never the engine's own copies in the saved state (the checkpoint's groups,
+# ['tandem']['engine_groups']), of which only each group's lr_scale and the reference
+# group are kept (LayoutFollower.follow_values).
 
 
 def serialised(sync_before=False, load=False):
-    """fn(opt, ...) under the optimizer's lock, so it falls between two steps (the methods
-    of TandemOptimizer and the state functions called on their own). With sync_before,
-    param_groups and reallocations are followed and parameters written by torch ops
-    since the engine last wrote them reloaded first (the state read is the live
-    weights'); with load, the engine is rebound first for param_groups, reallocations
-    and parameters the loaded state dict has state for, and the parameters' version
-    counters are recorded after the engine wrote them (Note [The parameter is the source
-    of truth] in _core/engine.py)."""
+    """fn(opt, ...) under the optimizer's lock, so it falls between two steps. With
+    sync_before, the live weights are read first (TandemOptimizer._sync_params); with
+    load, the engine is rebound first (_rebind_for_load) and the parameters' version
+    counters recorded after (Note [The parameter is the source of truth] in
+    _core/engine.py)."""
     def decorate(fn):
         @functools.wraps(fn)
         def wrapper(opt, *args, **kwargs):
@@ -75,22 +60,23 @@ def serialised(sync_before=False, load=False):
 
 def torch_groups(opt):
     """param_groups as torch's state_dict writes them: params as indices."""
-    groups = []
-    index = 0
+    groups, index = [], 0
     for group in opt.param_groups:
-        g = {key: value for key, value in group.items() if key != "params"}
-        g["params"] = list(range(index, index + len(group["params"])))
-        index += len(group["params"])
-        groups.append(g)
+        n = len(group["params"])
+        groups.append(dict(_values(group), params=list(range(index, index + n))))
+        index += n
     return groups
 
 
+def _values(group):
+    """A param group's values: every key but "params"."""
+    return {key: value for key, value in group.items() if key != "params"}
+
+
 def saved_param_groups(opt, sd, check):
-    """(values, hypers) of state dict `sd`'s param_groups: the values (all but "params")
-    of one group per optimizer group, each listing as many params as that group has,
-    and the engine hyper-parameters they give. check(saved, params, where) adds the
-    caller's checks of a saved group before its values are checked as the constructor
-    checks them (check_group_values). Raises ValueError naming the field."""
+    """(values, hypers) of state dict `sd`'s param_groups, one per optimizer group, each
+    listing as many params as that group has; check(saved, params, where) adds the
+    caller's checks. Raises ValueError naming the field."""
     saved_groups = listing(need(sd, "param_groups", "state dict"), "state dict['param_groups']",
                            len(opt.param_groups))
     groups, hypers = [], []
@@ -99,14 +85,13 @@ def saved_param_groups(opt, sd, check):
         params = listing(need(saved, "params", gw), gw + "['params']", len(group["params"]))
         check(saved, params, gw)
         hypers.append(check_group_values(opt, saved, gw))
-        groups.append({key: value for key, value in saved.items() if key != "params"})
+        groups.append(_values(saved))
     return groups, hypers
 
 
 def check_group_values(opt, group, where):
     """The engine hyper-parameters of a saved param group, checked with the
-    constructor's checks and messages (Note [One source of hyper-parameters]); every
-    refusal is a ValueError naming the group and the key."""
+    constructor's checks and messages, as ValueErrors."""
     mapping(group, where)
     try:
         return _options.group_values(opt._ALGORITHM, opt._hyper, None, group, where)[1]
@@ -118,16 +103,15 @@ def engine_groups_from(hypers, lr_scales):
     return [dict(h, lr_scale=float(s)) for h, s in zip(hypers, lr_scales)]
 
 
-def apply_groups(opt, groups, ref_group, lr_scales, engine_hyper):
-    """Sets the param_groups' values (params kept) and the binding's bookkeeping. Cannot
-    fail: everything was checked before."""
+def apply_groups(opt, groups, ref_group, engine_groups):
+    """Sets the param_groups' values (params kept) and the layout's reference values
+    (ref_group and those of `engine_groups`); everything was checked before."""
     for saved, group in zip(groups, opt.param_groups):
-        for key, value in saved.items():
-            if key != "params":
-                group[key] = value
-    opt._ref_group, opt._lr_scales = ref_group, list(lr_scales)
-    opt._engine_hyper = [dict(h) for h in engine_hyper]
-    opt._core.hypers = [dict(h) for h in engine_hyper]
+        group.update(_values(saved))
+    hypers = [{k: v for k, v in h.items() if k != "lr_scale"} for h in engine_groups]
+    opt._layout.ref_group, opt._layout.engine_hyper = ref_group, hypers
+    opt._layout.lr_scales = [h["lr_scale"] for h in engine_groups]
+    opt._core.hypers = [dict(h) for h in hypers]
 
 
 # ----------------------------------------------------------------------------------------
@@ -141,16 +125,11 @@ _MOMENTS = {"adam": ("exp_avg", "exp_avg_sq"), "adamw": ("exp_avg", "exp_avg_sq"
 
 @serialised(sync_before=True)
 def to_torch_state(opt):
-    """A state dict of the torch.optim optimizer of the same algorithm.
-
-    AdamW/Adam: ``state[i] = {"step": float tensor, "exp_avg", "exp_avg_sq"}`` (fp32, the
-    parameter's shape), as torch.optim.AdamW/Adam keep them; SGD: ``{"momentum_buffer"}``
-    (None without momentum); Lion: ``{"exp_avg", "step"}`` (the layout of common Lion
-    implementations). Parameters not yet stepped have no state (torch creates it at
-    their first step). ``param_groups`` are the optimizer's, with params as indices.
-    Quantized moments are decoded exactly (tandem::ConvertSnapshot). The masters are not
-    part of it: the parameters hold them (rounded to the parameters' dtype).
-    """
+    """A state dict of the torch.optim optimizer of the same algorithm: AdamW/Adam:
+    ``state[i] = {"step": float tensor, "exp_avg", "exp_avg_sq"}`` (fp32, the parameter's
+    shape); SGD: ``{"momentum_buffer"}`` (None without momentum); Lion: ``{"exp_avg",
+    "step"}``. Parameters not yet stepped have no state; the masters are not part of
+    it."""
     snap = opt._core.snapshot()
     snap = convert(snap, snap["master"], "f32", "f32")
     m, v = F32["momentum"], F32["variance"]
@@ -165,28 +144,21 @@ def to_torch_state(opt):
         def moment(name, t=t, p=p):
             a = torch.from_numpy(t[name]).contiguous().reshape(_dist.local(p).shape)
             return _dist.wrap_like(a, p, tuple(p.shape)) if opt._core.sharded else a
-        if algorithm in ("adam", "adamw"):
-            entry = {"step": torch.tensor(float(step)), "exp_avg": moment(m),
-                     "exp_avg_sq": moment(v)}
-        elif algorithm == "lion":
-            entry = {"step": torch.tensor(float(step)), "exp_avg": moment(m)}
-        else:
+        if algorithm == "sgd":
             entry = {"momentum_buffer": moment(m) if m in t else None}
-        state[opt._indices[k]] = entry
+        else:
+            entry = {"step": torch.tensor(float(step))}
+            entry.update((key, moment(a)) for key, a in zip(_MOMENTS[algorithm], (m, v)))
+        state[opt._layout.indices[k]] = entry
     return {"state": state, "param_groups": torch_groups(opt)}
 
 
 @serialised(load=True)
 def from_torch_state(opt, sd):
     """Loads a torch.optim state dict (AdamW/Adam: exp_avg, exp_avg_sq, step; SGD:
-    momentum_buffer; Lion-style: exp_avg) into a Tandem optimizer of any formats.
-
-    The masters are taken from the parameters (the torch optimizer keeps none), the
-    moments from the state dict, encoded into the optimizer's formats
-    (tandem::ConvertSnapshot); a parameter without state starts fresh (step 0, zero
-    moments). param_groups take the state dict's values. Every field is checked before
-    anything changes (ValueError naming it).
-    """
+    momentum_buffer; Lion-style: exp_avg) into a Tandem optimizer of any formats, the
+    masters from the parameters; a parameter without state starts fresh. Every field
+    is checked before anything changes (ValueError naming it)."""
     mapping(sd, "state dict")
     algorithm = opt._ALGORITHM
 
@@ -205,7 +177,7 @@ def from_torch_state(opt, sd):
     for k, info in enumerate(live["tensors"]):
         p = opt._core.params[k]
         n = p.numel()
-        index = opt._indices[k]
+        index = opt._layout.indices[k]
         entry = state.get(index, {})
         ew = "state dict['state'][%d]" % index
         mapping(entry, ew)
@@ -232,38 +204,29 @@ def from_torch_state(opt, sd):
         if entry.get("max_exp_avg_sq") is not None:
             raise ValueError("%s has max_exp_avg_sq (amsgrad), which tandem does not "
                              "support" % ew)
-        if "step" in entry:
-            step = step_value(entry["step"], ew + "['step']", MAX_STEP)
-        else:  # SGD and some Lion implementations keep no step
-            step = 1 if values[0] is not None else 0
+        # SGD and some Lion implementations keep no step.
+        t["step"] = (step_value(entry["step"], ew + "['step']", MAX_STEP) if "step" in entry
+                     else 1 if values[0] is not None else 0)
         for c, value in zip(("momentum", "variance"), values):
             if c in components(algorithm, hyper):
                 t[F32[c]] = np.zeros(n, np.float32) if value is None else value
         v = t.get(F32["variance"])
         if v is not None and (np.any(v < 0) or np.any(np.isnan(v))):
             raise ValueError("%s['exp_avg_sq'] has negative or NaN entries" % ew)
-        t["step"] = step
         tensors.append(t)
     step = max([t["step"] for t in tensors] + [0])
     snap = {"algorithm": algorithm, "master": "f32", "momentum": "f32", "variance": "f32",
             "step": step, "groups": engine_groups, "tensors": tensors, "metadata": ""}
     opt._core.restore(convert(snap, *opt._core.formats))
-    apply_groups(opt, groups, ref_group, lr_scales, engine_hyper)
+    apply_groups(opt, groups, ref_group, engine_groups)
 
 
 @serialised(sync_before=True)
 def export_masters(opt, path, module=None):
-    """Writes the fp32 master weights of the stepped parameters to `path` as safetensors,
-    each under its fully qualified name and with its original shape, so that
-    ``model.load_state_dict(safetensors.torch.load_file(path), strict=False)`` (strict
-    when every parameter is stepped and the model has no buffers) loads them.
-
-    Names come from `module` (``module.named_parameters()``) when given, else from the
-    param groups' ``param_names`` (optimizers built from ``named_parameters()``), else
-    the engine's tensor names. Writes with the ``safetensors`` package when importable,
-    else with a small writer of the same format; atomically (a temporary file renamed
-    over `path`). Raises ValueError for duplicate or missing names.
-    """
+    """Writes the fp32 master weights of the stepped parameters to `path` as safetensors
+    (atomically), each under its name and with its shape: the names of `module`
+    (``module.named_parameters()``) when given, else the param groups' ``param_names``,
+    else the engine's tensor names. Raises ValueError for duplicate or missing names."""
     snap = opt._core.snapshot()
     metadata = {"format": "pt", "tandem_algorithm": snap["algorithm"],
                 "tandem_master": snap["master"], "tandem_step": str(snap["step"])}
@@ -282,7 +245,7 @@ def export_masters(opt, path, module=None):
         name = by_id.get(id(p), t["name"] if module is None else None)
         if name is None:
             raise ValueError("parameter %d (shape %s) is not a parameter of the given "
-                             "module" % (opt._indices[k], tuple(p.shape)))
+                             "module" % (opt._layout.indices[k], tuple(p.shape)))
         if name in tensors:
             raise ValueError("two parameters are both named %r" % name)
         shape = list(t["shape"]) or list(p.shape)

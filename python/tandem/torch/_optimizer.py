@@ -19,7 +19,6 @@ from tandem._core.warnings import TandemWarning, warn, warn_skipped
 from tandem.torch import _state
 from tandem.torch._handover import HandOver
 from tandem.torch._layout import LayoutFollower
-from tandem.torch._optim_state import serialised
 
 StepResult = collections.namedtuple("StepResult",
                                     ["applied", "grad_norm", "step", "stepped_tensors"],
@@ -40,40 +39,34 @@ def _forward(member, name):
 class TandemOptimizer(_torch.optim.Optimizer):
     """Base class: a torch optimizer whose step runs in a Tandem HybridOptimizer.
 
-    Subclasses set ``_ALGORITHM`` and implement ``_hyper(group, where)``, which maps a
-    param group to the engine's hyper-parameter fields.
+    Subclasses set ``_ALGORITHM`` and implement ``_hyper(group, where)``.
 
     params: parameters, ``(name, parameter)`` pairs (``model.named_parameters()``), or
     param groups whose "params" hold either (a list or tuple: a set raises TypeError);
     names are stored as "param_names" in ``param_groups`` (as torch >= 2.4 does) and
-    name the engine's tensors (errors, checkpoints). The same tensor twice raises
-    ValueError, as does a parameter that requires grad with a dtype other than float32,
-    bfloat16 or float16. Every group's hyper-parameters are checked here, at
-    add_param_group, at each step and at every load, with the same messages (TypeError
-    for a type, ValueError for a value, naming the group and the key).
+    name the engine's tensors. The same tensor twice raises ValueError, as does a
+    parameter that requires grad with a dtype other than float32, bfloat16 or float16.
+    Every group's hyper-parameters are checked here, at add_param_group, at each step
+    and at every load, with the same messages (TypeError for a type, ValueError for a
+    value, naming the group and the key).
 
     Tandem options (keyword-only; docs/python.md, "Options", has every one):
-      the engine's (``tandem._C.OptimizerConfig``; their defaults and checks live there,
-        ``tandem._C.OptimizerConfig.fields()`` lists them): offload_fraction,
-        offload_compute, machine_rates, placement, host_threads, chunk_elements,
-        pipeline_slots, stream_chunk_bytes, stream_slots, speculative_early_start,
-        speculative_stream_bytes, speculative_host_bytes, release_grads,
-        in_place_grad_bytes.
+      the engine's: offload_fraction, offload_compute, machine_rates, placement,
+        host_threads, chunk_elements, pipeline_slots, stream_chunk_bytes, stream_slots,
+        speculative_early_start, speculative_stream_bytes, speculative_host_bytes,
+        release_grads, in_place_grad_bytes (``tandem._C.OptimizerConfig.fields()``).
       master_format, momentum_format, variance_format (or master, momentum except for
         SGD, variance): the state formats; both spellings of one raise ValueError.
       max_grad_norm: > 0 clips the global gradient norm at each step (StepOptions).
       module: a module whose ``named_parameters()`` names plain parameters.
       host_cpus, pinned_budget: this rank's host CPUs and host-memory budget; "auto"
         (default) takes the rank's share of the node under torchrun (_core/node.py).
-      early_start: call the engine's GradReady from a post-accumulate-grad hook as each
-        gradient is final (default False): autograd's for plain parameters, FSDP2's
-        after each reduce-scatter for DTensor ones. speculative_early_start and
-        release_grads imply it.
+      early_start: call the engine's GradReady as each gradient is final (default
+        False); speculative_early_start and release_grads imply it.
       release_grads: hand each gradient to the engine as soon as it is final and set
-        ``p.grad = None``, so the GPU holds only the gradients in flight (docs/python.md,
-        "Gradient release"): exact with max_grad_norm, loss_scale and the non-finite
-        skip; refused: a second gradient of a parameter in one step outside
-        ``accumulating()``, GradScaler, a p.grad set after the release.
+        ``p.grad = None`` (docs/python.md, "Gradient release"); refused: a second
+        gradient of a parameter in one step outside ``accumulating()``, GradScaler, a
+        p.grad set after the release.
       hyperparam_update: "restore" (default) hands changed per-group hyper-parameters to
         the engine; "error" raises ValueError instead.
       offload_fraction="auto" (_core/auto_fraction.py), grads_in_flight_bytes
@@ -81,16 +74,11 @@ class TandemOptimizer(_torch.optim.Optimizer):
 
     Thread safety: step, begin_step, zero_grad, reload_params, state_dict,
     load_state_dict, save_checkpoint and load_checkpoint hold one lock, so a state dict
-    taken from another thread sees the state between two steps and a zero_grad lands
-    between two steps. As with torch.optim, nothing may write p.grad while backward runs.
+    taken from another thread sees the state between two steps. As with torch.optim,
+    nothing may write p.grad while backward runs.
 
     Copies: copy.deepcopy and pickle give an independent optimizer (__reduce_ex__);
     copy.copy raises TypeError.
-
-    Parts: ``_core``, the front-end core (_core/engine.py); ``_layout``, its
-    LayoutFollower (_layout.py: param_groups -> the engine's tensors);
-    ``_handover``, its HandOver (_handover.py: early start and release);
-    ``_hooks``, the gradient hooks of the current layout (_core/hooks.py).
     """
 
     _ALGORITHM = None
@@ -110,12 +98,9 @@ class TandemOptimizer(_torch.optim.Optimizer):
                              % (hyperparam_update,))
         in_flight = _options.byte_count(grads_in_flight_bytes, "grads_in_flight_bytes")
         auto = _options.auto_fraction(fields)
-        formats = (
-            _options.pick_format("master", "master_format", master_format, "master", master),
-            _options.pick_format("momentum", "momentum_format", momentum_format, "momentum",
-                                 momentum),
-            _options.pick_format("variance", "variance_format", variance_format, "variance",
-                                 variance))
+        formats = tuple(_options.pick_format(c, c + "_format", new, c, old) for c, new, old in (
+            ("master", master_format, master), ("momentum", momentum_format, momentum),
+            ("variance", variance_format, variance)))
         config = _options.config(formats, fields, _SET_HERE)
         clip = _options.max_grad_norm(max_grad_norm)
         groups = _options.normalize_params(params, module)
@@ -163,13 +148,9 @@ class TandemOptimizer(_torch.optim.Optimizer):
     # torch.optim.Optimizer interface
 
     def add_param_group(self, param_group):
-        """Adds a param group, as torch.optim does (fine-tuning recipes that unfreeze a
-        backbone: Lightning's BackboneFinetuning, fastai). Missing keys take the
-        defaults; the group's values and parameters are checked now (TypeError or
-        ValueError naming them, nothing changed). The engine takes the new parameters in
-        at the next step (or state_dict, save_checkpoint, ...): a rebind that keeps every
-        other parameter's state bit for bit. Parameters that do not require grad join
-        when they first have a gradient, as at construction."""
+        """As torch.optim's; the group is checked now (TypeError or ValueError naming it,
+        nothing changed). The engine takes its parameters in at the next step (or state
+        load or save): a rebind that keeps every other parameter's state bit for bit."""
         if getattr(self, "_building", False):
             super().add_param_group(param_group)
             return
@@ -190,13 +171,9 @@ class TandemOptimizer(_torch.optim.Optimizer):
 
     @_torch.no_grad()
     def zero_grad(self, set_to_none=True):
-        """As torch.optim: ``set_to_none=True`` (the default) sets every ``p.grad`` to
-        None, so a parameter that gets no gradient before the next step is not stepped;
-        ``False`` zeroes the gradients in place (the parameters are then stepped with
-        zero gradients, as torch does). The engine's gradient buffers stay allocated
-        either way and are installed again as ``p.grad`` when backward next produces a
-        gradient. Holds the optimizer's lock, so it never lands in the middle of a
-        ``step()``; like torch's, it must not run while backward accumulates."""
+        """As torch.optim's; the engine's gradient buffers stay allocated either way and
+        become ``p.grad`` again in the next backward. Like torch's, it must not run
+        while backward accumulates."""
         with self._lock:
             core = self._core
             self._handover.drop_handed()
@@ -222,9 +199,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
     @contextlib.contextmanager
     def accumulating(self):
         """Context for the micro-batches of gradient accumulation but the last: inside
-        it the gradient hooks do not call the engine's grad_ready (early start), so the
-        early work runs once, on the last micro-batch's backward outside it. A no-op
-        without early start."""
+        it early start hands nothing over. A no-op without early start."""
         previous = self._handover.accumulating
         self._handover.accumulating = True
         try:
@@ -234,12 +209,10 @@ class TandemOptimizer(_torch.optim.Optimizer):
 
     @_torch.no_grad()
     def begin_step(self, *, max_grad_norm=None, loss_scale=1.0):
-        """Announces the next step before its backward (speculative early start): takes
-        the learning rates from the param groups now (schedulers step before this) and
-        the clipping norm and loss scale the next ``step()`` will use. The next
-        ``step()`` takes no closure; passing it a different ``max_grad_norm`` or
-        ``loss_scale`` raises ValueError after undoing the speculation. Requires
-        ``speculative_early_start=True``."""
+        """Announces the next step before its backward (speculative early start, which
+        it requires): the param groups' values now and the clipping norm and loss scale
+        the next ``step()`` uses. That step takes no closure; passing it another
+        ``max_grad_norm`` or ``loss_scale`` raises ValueError, the speculation undone."""
         if not self.speculative_early_start:
             raise ValueError("begin_step needs the optimizer built with "
                              "speculative_early_start=True")
@@ -257,21 +230,16 @@ class TandemOptimizer(_torch.optim.Optimizer):
 
     @_torch.no_grad()
     def step(self, closure=None, *, max_grad_norm=None, loss_scale=None):
-        """One optimizer step, as torch.optim's: every parameter of ``param_groups`` whose
-        ``p.grad`` is not None now is stepped with the tensor that is its ``p.grad`` now,
-        whatever wrote it (a second ``step()`` with the same gradients steps again); one
-        whose ``p.grad`` is None keeps its weight, state and step count. Parameters added
-        to or removed from ``param_groups`` are followed; parameters written since the
-        last step are reloaded first (``reload_params``). Every group and gradient is
-        checked before anything changes.
+        """One optimizer step, as torch.optim's: the parameters whose ``p.grad`` is not
+        None now are stepped with it (docs/python.md, "Semantics"). Every group and
+        gradient is checked before anything changes.
 
         Args: closure (re-evaluates the model, returns the loss), max_grad_norm
         (overrides the constructor's for this step), loss_scale (gradients are divided by
         it; default 1, or begin_step's). Returns the closure's loss (or None).
-        ``self.last_result`` is the engine's StepResult(applied, grad_norm, step,
-        stepped_tensors); ``applied`` is False when a non-finite gradient made the engine
-        skip the step (nothing changed; ``skipped_steps`` counts those, with a
-        SkippedStepWarning)."""
+        ``self.last_result`` is the engine's StepResult; ``applied`` is False when a
+        non-finite gradient made the engine skip the step (nothing changed;
+        ``skipped_steps`` counts those, with a SkippedStepWarning)."""
         loss = None
         if closure is not None:
             if self._core.step_begun:
@@ -286,26 +254,23 @@ class TandemOptimizer(_torch.optim.Optimizer):
             if self.release_grads:
                 self._handover.check_scaler(self.__dict__.pop("found_inf", None),
                                             self.__dict__.pop("grad_scale", None))
-            # (lrs, hypers, clip, loss_scale) of begin_step while the engine's step is
-            # begun; the engine's Step ends it whether it succeeds or raises.
+            # begin_step's values, read only while the engine's step is begun (the
+            # engine's Step ends it whether it succeeds or raises).
             begun = self._begun if self._core.step_begun else None
-            self._begun = begun
             # param_groups, unfrozen or reallocated parameters; after a step read at step()
             # for a layout change (HandOver.hand_over), every parameter that requires
             # grad, so that the next step hands its gradients over again.
             self._rebind_if_needed(anticipate=self._core.book.early_off)
             self._layout.check_begun(self.param_groups)
-            if begun is not None:
-                # The values begin_step announced; a differing clip norm or loss scale
-                # reaches the engine, which undoes the speculation and raises.
-                lrs, hypers = begun[0], begun[1]
-                clip = begun[2] if max_grad_norm is None else max_grad_norm
-                loss_scale = begun[3] if loss_scale is None else loss_scale
-            else:
+            if begun is None:
                 lrs, hypers = self._group_values()
                 self._layout.follow_values(lrs, hypers, self.hyperparam_update)
-                clip = self.max_grad_norm if max_grad_norm is None else max_grad_norm
-                loss_scale = 1.0 if loss_scale is None else loss_scale
+                begun = (lrs, hypers, self.max_grad_norm, 1.0)
+            # A clip norm or loss scale other than begin_step's reaches the engine, which
+            # undoes the speculation and raises.
+            lrs, hypers, clip, scale = begun
+            clip = clip if max_grad_norm is None else max_grad_norm
+            loss_scale = scale if loss_scale is None else loss_scale
             try:
                 result = self._core.step(lrs, hypers, [p.grad for p in self._core.params],
                                          clip, loss_scale)
@@ -319,44 +284,14 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 warn_skipped(self.last_result.grad_norm, self.skipped_steps)
         return loss
 
-    @serialised(sync_before=True)
-    def state_dict(self):
-        """The torch-style state dict with the engine's whole state (docs/python.md,
-        "State dict"): ``state[i]`` holds parameter i's snapshot arrays as CPU tensors
-        and its ``step``; the ``tandem`` entry the version, algorithm, formats, steps,
-        engine groups and per tensor its name, numel, shape, dtypes and group."""
-        return _state.state_dict(self)
-
-    @serialised(load=True)
-    def load_state_dict(self, state_dict):
-        """Restores a state dict of a tandem optimizer with the same parameters,
-        algorithm and formats (any offload fraction, placement, chunk size or thread
-        count; versions 1 to 3), or a torch.optim state dict of the same algorithm
-        (``tandem.torch.from_torch_state``). Every field is checked first, the
-        hyper-parameters with the constructor's checks: ValueError naming the first bad
-        one, nothing changed. The engine steps with the loaded param_groups' values."""
-        _state.load_state_dict(self, state_dict)
+    # The state in state dicts and checkpoint files (_state.py, with their docstrings).
+    state_dict = _state.state_dict
+    load_state_dict = _state.load_state_dict
+    save_checkpoint = _state.save_checkpoint
+    load_checkpoint = _state.load_checkpoint
 
     # ----------------------------------------------------------------------------------
     # Tandem extras
-
-    @serialised(sync_before=True)
-    def save_checkpoint(self, path, compression="none", sync=True):
-        """Writes the engine's whole state and the param_groups to a Tandem checkpoint
-        file (atomic, every section CRC-checked; docs/checkpoint_format.md). compression:
-        "none" (default), "auto" or "all"; sync=False skips the fsyncs. Raises ValueError
-        (nothing written) for a param_group value JSON cannot hold, naming it, and
-        tandem.CheckpointIOError (a RuntimeError) on I/O failures."""
-        _state.save_checkpoint(self, path, compression, sync)
-
-    @serialised(load=True)
-    def load_checkpoint(self, path):
-        """Loads and fully verifies a checkpoint file of ``save_checkpoint`` (at any
-        offload fraction) and restores it so that training resumes bit-identically.
-        Raises tandem.CheckpointCorruptError for a damaged file, CheckpointIOError for an
-        unreadable one and ValueError for one that does not match this optimizer;
-        nothing changes then."""
-        _state.load_checkpoint(self, path)
 
     def wait_param(self, p, stream=None):
         """Makes ``stream`` (default: the current CUDA stream) wait until parameter p's
@@ -365,8 +300,7 @@ class TandemOptimizer(_torch.optim.Optimizer):
 
     def register_forward_waits(self, module):
         """A forward pre-hook on every submodule of ``module`` that owns parameters of
-        this optimizer, calling ``wait_param`` for them on the current stream before the
-        submodule runs. Returns the hook handles."""
+        this optimizer, calling ``wait_param`` for them. Returns the hook handles."""
         owned = {id(p) for group in self.param_groups for p in group["params"]}
         handles = []
         for sub in module.modules():
@@ -382,22 +316,17 @@ class TandemOptimizer(_torch.optim.Optimizer):
     @_torch.no_grad()
     def reload_params(self, params=None):
         """Re-reads the master weights of ``params`` (default: every parameter) from the
-        parameters' current values, for writes the optimizer cannot see (``p.data.copy_``,
-        raw pointers: NCCL, custom kernels); writes through torch ops are reloaded by the
-        next step without this call."""
+        parameters, for writes that bypass torch's version counter (``p.data.copy_``,
+        raw pointers)."""
         with self._lock:
             self._rebind_if_needed()
-            if params is None:
-                indices = list(range(len(self._core.params)))
-            else:
-                if isinstance(params, _torch.Tensor):
-                    params = [params]
-                indices = [self._core.index_of(p) for p in params]
-            self._core.reload(indices)
+            if isinstance(params, _torch.Tensor):
+                params = [params]
+            self._core.reload(list(range(len(self._core.params))) if params is None
+                              else [self._core.index_of(p) for p in params])
 
     def tensor_step_counts(self):
-        """Each engine parameter's own step count, in the engine's order (``param_names``);
-        torch.optim keeps the same per parameter (``state[p]["step"]``)."""
+        """Each engine parameter's own step count, in the engine's order (``param_names``)."""
         return self._core.tensor_step_counts()
 
     @property
@@ -442,19 +371,6 @@ class TandemOptimizer(_torch.optim.Optimizer):
     grads_in_flight_bytes = _forward("_handover", "grads_in_flight_bytes")
     rebinds = _forward("_layout", "rebinds")
 
-    # Views of the parts that the state modules, tests and tools read.
-    _indices = _forward("_layout", "indices")
-    _ref_group = _forward("_layout", "ref_group")
-    _lr_scales = _forward("_layout", "lr_scales")
-    _engine_hyper = _forward("_layout", "engine_hyper")
-    _accumulating = _forward("_handover", "accumulating")
-    _copied = _forward("_handover", "copied")
-    _engine = property(lambda self: self._core.engine)
-    _grads = property(lambda self: self._core.book.grads)
-    _formats = property(lambda self: self._core.formats)
-    _ptrs = property(lambda self: self._core._ptrs)
-    _storages = property(lambda self: self._core._storages)
-
     def _sync_params(self):
         """Follows param_groups and reallocations, then reloads the parameters written
         since the engine last wrote them (Note [The parameter is the source of truth])."""
@@ -478,10 +394,8 @@ class TandemOptimizer(_torch.optim.Optimizer):
                                       anticipate, added, follow)
 
     def _rebind_for_load(self, state_dict=None):
-        """Before load_state_dict/load_checkpoint: follows param_groups and reallocations
-        (the restore writes the weights through the engine's pointers), then takes in the
-        parameters outside the engine that `state_dict` holds state for, so that the
-        tensor sets match."""
+        """Before a load: follows param_groups and reallocations, then takes in the
+        parameters outside the engine that `state_dict` holds state for."""
         if not self._core.step_begun:
             self._rebind_if_needed(added=False)
             self._layout.rebind(self.param_groups, self._group_values, self._bound,
@@ -519,16 +433,11 @@ class TandemOptimizer(_torch.optim.Optimizer):
     def _layout_pending(self):
         return self._layout.pending(self.param_groups)
 
-    # ----------------------------------------------------------------------------------
-    # Copies
-
     def __reduce_ex__(self, protocol):
-        """copy.deepcopy and pickle: the optimizer is rebuilt over (copies of) its
-        param_groups with the same options and loaded with its state_dict(), so a copy
-        steps on its own, bit-identically to the original given the same gradients, as a
-        deepcopy of a torch.optim optimizer does. Deep-copy or pickle the model and the
-        optimizer together (``copy.deepcopy((model, opt))``) to get a copy whose
-        parameters are the copied model's."""
+        """copy.deepcopy and pickle: the optimizer rebuilt over (copies of) its
+        param_groups with the same options and loaded with its state_dict(). Copy the
+        model and the optimizer together (``copy.deepcopy((model, opt))``) to get one
+        whose parameters are the copied model's."""
         del protocol
         with self._lock:
             groups = [dict(group, params=list(group["params"]))

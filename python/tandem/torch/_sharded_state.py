@@ -1,21 +1,12 @@
 """The state dict of an optimizer over DTensor parameters (version 3), the layout
-torch.distributed.checkpoint (DCP) saves, reshards and loads. docs/distributed.md.
+torch.distributed.checkpoint (DCP) saves, reshards and loads (docs/distributed.md).
 
-Note [Sharded state dict]: DCP's ``get_optimizer_state_dict`` keeps only "state" and
-"param_groups" of an optimizer's state dict (keyed by fully qualified parameter names),
-so everything Tandem needs besides the arrays rides in each param group under "tandem".
-``state[i]`` holds the tensor's step (a plain float tensor, the same on every rank) and
-its snapshot arrays (``EngineState.arrays``, _core/state.py) as DTensors with the
-parameter's mesh and placements and *global* shapes (Note [Array shapes] in
-_core/state.py), so that DCP reshards codes, scales and corrections exactly at another
-world size. The local shards are CPU tensors (a copy of the engine's state), never moved
-to the GPU.
-
-Loading takes the arrays as DTensors of this optimizer's placements (what DCP fills in
-place of the templates ``state_dict()`` gave it), or as whole tensors of the global
-shape, of which each rank takes its shard. torch's load-time dtype cast never touches
-them (Tandem loads them itself). Every field is checked before anything changes (the
-"tandem" entry and the param groups by _state.py, which loads every version).
+Note [Sharded state dict]: DCP keeps only "state" and "param_groups" of an optimizer's
+state dict (keyed by fully qualified parameter names), so everything Tandem needs besides
+the arrays rides in each param group under "tandem". ``state[i]`` holds the tensor's step
+(the same on every rank) and its arrays as DTensors with the parameter's mesh and
+placements and *global* shapes (Note [Array shapes] in _core/state.py), so that DCP
+reshards them exactly; their local shards are CPU tensors.
 """
 
 import functools
@@ -32,13 +23,12 @@ _DTYPES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16"}
 
 
 def state_dict(opt, snap, meta, groups):
-    """TandemOptimizer.state_dict for DTensor parameters (Note [Sharded state dict]) from
-    the engine's snapshot `snap`, the "tandem" entry `meta` and the torch param groups."""
-    # Every rank has every array, an empty shard too (its arrays are empty): DCP needs
-    # the same keys on every rank.
+    """TandemOptimizer.state_dict for DTensor parameters from the engine's snapshot
+    `snap`, the "tandem" entry `meta` and the torch param groups. Every rank has every
+    array, an empty shard too: DCP needs the same keys on every rank."""
     entries = EngineState(opt._core).entries(snap, lambda k, a, values: _dist.wrap_like(
         a.tensor(values), opt._core.params[k], a.shape))
-    state = {opt._indices[k]: entry for k, entry in enumerate(entries)}
+    state = {opt._layout.indices[k]: entry for k, entry in enumerate(entries)}
     for g in groups:
         g["tandem"] = dict(meta)
     return {"state": state, "param_groups": groups}
@@ -51,9 +41,9 @@ def is_sharded_state_dict(sd):
 
 
 def _shard_of(engine, k, array, a, where):
-    """The local shard (a CPU tensor) of saved array `a` of tensor k: a DTensor of the
-    parameter's placements gives its local tensor, a whole tensor its rows for this
-    rank. ValueError naming `where` for another shape or other placements."""
+    """The local shard (a CPU tensor) of saved array `a` (a DTensor of the parameter's
+    placements, or a whole tensor) of tensor k. ValueError naming `where` for another
+    shape or other placements."""
     p = engine.core.params[k]
     if tuple(a.shape) != array.shape:
         raise ValueError("%s has shape %s, expected %s (the parameter's global shape %s)"
@@ -72,12 +62,12 @@ def _shard_of(engine, k, array, a, where):
 
 def tensors(opt, state, keys, engine_groups, step):
     """The engine snapshot's tensors from the entries `state` of a version-3 state dict
-    (keys: each parameter's saved state key, by torch index), checked against the
-    optimizer. Raises ValueError naming the first bad field; changes nothing."""
+    (keys: each parameter's saved state key, by torch index), checked. Raises
+    ValueError naming the first bad field."""
     engine = EngineState(opt._core)
     out = []
     for k, p in enumerate(opt._core.params):
-        key = keys[opt._indices[k]]
+        key = keys[opt._layout.indices[k]]
         ew = "state dict['state'][%r]" % (key,)
         if key not in state:
             raise ValueError("state dict has no state for parameter %r" % (key,))

@@ -1,17 +1,7 @@
-"""The state of a tandem.torch optimizer in state dicts and checkpoint files.
-
-* ``state_dict`` / ``load_state_dict``: the torch-shaped state dict with the engine's
-  whole state (version 2; version 1 still loads; DTensor parameters: version 3,
-  _sharded_state.py). ``load_state_dict`` checks every field before it changes anything,
-  and takes a torch.optim state dict through ``from_torch_state`` (_optim_state.py).
-* ``save_checkpoint`` / ``load_checkpoint``: Tandem checkpoint files that also carry the
-  torch ``param_groups`` and the learning-rate bookkeeping, as JSON in the snapshot's
-  metadata (Note [Checkpoint metadata]), so a resumed run is bit-identical.
-
-Every function takes the optimizer (a ``tandem.torch.TandemOptimizer``) first; the
-methods of that class delegate here. docs/python.md, "State and checkpoints", describes
-them.
-"""
+"""TandemOptimizer's state_dict, load_state_dict, save_checkpoint and load_checkpoint
+(docs/python.md, "State and checkpoints"); each takes the optimizer first. State dicts
+are version 2 (1 still loads; DTensor parameters: version 3, _sharded_state.py);
+checkpoint files carry the param_groups in their metadata (Note [Checkpoint metadata])."""
 
 import json
 import math
@@ -26,7 +16,8 @@ from tandem._core.checks import MAX_STEP, integer, listing, mapping, need, real,
 from tandem._core.state import EngineState, require_checkpoint
 from tandem.torch import _sharded_state
 from tandem.torch._optim_state import (apply_groups, check_group_values, engine_groups_from,
-                                       from_torch_state, saved_param_groups, torch_groups)
+                                       from_torch_state, saved_param_groups, serialised,
+                                       torch_groups)
 
 STATE_DICT_VERSION = 2
 _READABLE_VERSIONS = (1, 2)
@@ -50,61 +41,55 @@ METADATA_VERSION = 2
 _READABLE_METADATA = (1, 2)
 
 
+@serialised(sync_before=True)
 def state_dict(opt):
-    """TandemOptimizer.state_dict: see its docstring."""
+    """The torch-style state dict with the engine's whole state (docs/python.md,
+    "State dict")."""
     snap = opt._core.snapshot()
-    meta = {
-        "version": _sharded_state.VERSION if opt._core.sharded else STATE_DICT_VERSION,
-        "algorithm": snap["algorithm"],
-        "master": snap["master"],
-        "momentum": snap["momentum"],
-        "variance": snap["variance"],
-        "step": int(snap["step"]),
-        "engine_groups": [dict(h, lr_scale=s)
-                          for h, s in zip(opt._engine_hyper, opt._lr_scales)],
-        "ref_group": opt._ref_group,
-    }
+    meta = {"version": _sharded_state.VERSION if opt._core.sharded else STATE_DICT_VERSION,
+            **{key: snap[key] for key in ("algorithm", "master", "momentum", "variance")},
+            "step": int(snap["step"]),
+            "engine_groups": engine_groups_from(opt._layout.engine_hyper, opt._layout.lr_scales),
+            "ref_group": opt._layout.ref_group}
     if opt._core.sharded:
         return _sharded_state.state_dict(opt, snap, meta, torch_groups(opt))
     entries = EngineState(opt._core).entries(
         snap, lambda k, a, values: None if values is None else a.tensor(values).reshape(-1))
-    state = {opt._indices[k]: entry for k, entry in enumerate(entries)}
+    state = {opt._layout.indices[k]: entry for k, entry in enumerate(entries)}
     meta["tensors"] = [{key: t[key] for key in ("name", "numel", "shape", "param_dtype",
                                                 "grad_dtype", "group")}
                        for t in snap["tensors"]]
     return {"state": state, "param_groups": torch_groups(opt), "tandem": meta}
 
 
-def load_state_dict(opt, sd):
-    """TandemOptimizer.load_state_dict: see its docstring."""
-    mapping(sd, "state dict")
+@serialised(load=True)
+def load_state_dict(opt, state_dict):
+    """Restores a state dict of a tandem optimizer with the same parameters, algorithm
+    and formats (versions 1 to 3), or a torch.optim state dict of the same algorithm
+    (``tandem.torch.from_torch_state``). Every field is checked first: ValueError naming
+    the first bad one, nothing changed."""
+    sd = mapping(state_dict, "state dict")
     if not _sharded_state.is_sharded_state_dict(sd) and "tandem" not in sd:
         return from_torch_state(opt, sd)
-    snap, groups, ref_group, lr_scales, engine_hyper = _plan_load(opt, sd)
+    snap, groups, ref_group = _plan_load(opt, sd)
     unstepped = [k for k, t in enumerate(snap["tensors"]) if t["step"] == 0]
     _keeping_unstepped_weights(opt, lambda: opt._core.restore(snap), unstepped)
-    apply_groups(opt, groups, ref_group, lr_scales, engine_hyper)
-    return None
+    apply_groups(opt, groups, ref_group, snap["groups"])
 
 
 def _keeping_unstepped_weights(opt, load, unstepped=None):
     """Runs load() (a restore, which writes every master to its parameter), then puts
     back the weights of the parameters that have never been stepped and re-reads their
     masters from them. ``unstepped``: the engine tensors the load leaves at step 0, when
-    known before it (a state dict); otherwise every weight is kept aside (a checkpoint
-    file, whose steps are read with it). The weights are kept in host memory: on a GPU
-    a second copy of the model may not fit.
+    known before it; otherwise every weight is kept aside (in host memory).
 
     Note [A never-stepped parameter keeps its weight]: until its first step a parameter
     holds the truth and its master is only its encoding, which can be coarser (an fp32
-    weight under a bf16 or bf16+ecc8 master). Loading the optimizer's own state back
-    must not round such weights: Accelerate's prepare does exactly that
-    (AcceleratedOptimizer round-trips state_dict/load_state_dict before training), so
-    the first forward would run on rounded weights and training would drift from the
-    same loop without Accelerate (tests/python_dist/test_hf_accelerate.py). torch.optim
-    never writes weights on load; neither do we before a parameter's first step. An
-    fp32 master encodes every supported dtype exactly: nothing to do then."""
-    if opt._core.formats[0] == "f32":
+    weight under a bf16 master). Loading the optimizer's own state back must not round
+    such weights, as torch.optim never writes weights on load: Accelerate's prepare
+    round-trips state_dict/load_state_dict before training
+    (tests/python_dist/test_hf_accelerate.py)."""
+    if opt._core.formats[0] == "f32":  # encodes every parameter dtype exactly
         return load()
     kept = range(len(opt._core.params)) if unstepped is None else unstepped
     before = {k: _dist.local(opt._core.params[k]).detach().to("cpu", copy=True) for k in kept}
@@ -123,8 +108,7 @@ def _keeping_unstepped_weights(opt, load, unstepped=None):
 def _plan_load(opt, sd):
     """Checks every field of a tandem state dict (versions 1 to 3) against the optimizer
     and returns what loading it sets: (engine snapshot dict, param group values,
-    ref_group, lr_scales, engine_hyper). Raises ValueError naming the first bad field;
-    changes nothing."""
+    ref_group). Raises ValueError naming the first bad field; changes nothing."""
     sharded = _sharded_state.is_sharded_state_dict(sd)
     if sharded:  # Note [Sharded state dict]
         saved = listing(need(sd, "param_groups", "state dict"), "state dict['param_groups']",
@@ -136,13 +120,8 @@ def _plan_load(opt, sd):
         meta = need(sd, "tandem", "state dict")
         where, kind, readable = "state dict['tandem']", "tandem", _READABLE_VERSIONS
     version = need(meta, "version", where)
-    if isinstance(version, bool) or version not in readable:
-        raise ValueError("unsupported %s state dict version %r (this build reads %s)"
-                         % (kind, version, ", ".join(map(str, readable))))
-    algorithm = need(meta, "algorithm", where)
-    if algorithm != opt._ALGORITHM:
-        raise ValueError("state dict algorithm %r but optimizer uses %r"
-                         % (algorithm, opt._ALGORITHM))
+    algorithm = _check_saved(opt, version, readable, meta, where,
+                             "unsupported %s state dict" % kind, "state dict")
     formats = tuple(need(meta, key, where) for key in ("master", "momentum", "variance"))
     if formats != tuple(opt._core.formats):
         raise ValueError("state dict formats master=%s,m=%s,v=%s but optimizer uses "
@@ -169,9 +148,30 @@ def _plan_load(opt, sd):
     snap = {"algorithm": algorithm, "master": formats[0], "momentum": formats[1],
             "variance": formats[2], "step": step, "groups": [dict(h) for h in engine_groups],
             "tensors": tensors, "metadata": ""}
-    lr_scales = [float(h["lr_scale"]) for h in engine_groups]
-    engine_hyper = [{f: h[f] for f in HYPER_FIELDS} for h in engine_groups]
-    return snap, groups, ref_group, lr_scales, engine_hyper
+    return snap, groups, ref_group
+
+
+def _check_saved(opt, version, readable, meta, where, unsupported, saved):
+    """`meta`'s algorithm, once `version` is one of `readable` and the algorithm the
+    optimizer's; the ValueErrors begin with `unsupported` and `saved`."""
+    if isinstance(version, bool) or version not in readable:
+        raise ValueError("%s version %r (this build reads %s)"
+                         % (unsupported, version, ", ".join(map(str, readable))))
+    algorithm = need(meta, "algorithm", where)
+    if algorithm != opt._ALGORITHM:
+        raise ValueError("%s algorithm %r but optimizer uses %r"
+                         % (saved, algorithm, opt._ALGORITHM))
+    return algorithm
+
+
+def _ref_group(meta, where, lr_scales):
+    """`meta`'s ref_group, checked: a group whose lr_scale is 1."""
+    ref_group = integer(need(meta, "ref_group", where), where + "['ref_group']", 0,
+                        len(lr_scales) - 1)
+    if float(lr_scales[ref_group]) != 1.0:
+        raise ValueError("%s['ref_group'] is %d, whose lr_scale is %r (the reference "
+                         "group's is 1)" % (where, ref_group, lr_scales[ref_group]))
+    return ref_group
 
 
 def _saved_bookkeeping(meta, where, hypers):
@@ -192,12 +192,8 @@ def _saved_bookkeeping(meta, where, hypers):
             real(h[key], "%s[%r]" % (hw, key), lo=0.0 if key == "lr_scale" else None)
         if not isinstance(h["nesterov"], bool):
             raise ValueError("%s['nesterov'] must be a bool, got %r" % (hw, h["nesterov"]))
-    ref_group = integer(need(meta, "ref_group", where), where + "['ref_group']", 0,
-                        n_groups - 1)
-    if float(saved[ref_group]["lr_scale"]) != 1.0:
-        raise ValueError("%s['ref_group'] is %d, whose lr_scale is %r (the reference "
-                         "group's is 1)" % (where, ref_group, saved[ref_group]["lr_scale"]))
-    return engine_groups_from(hypers, [h["lr_scale"] for h in saved]), ref_group
+    lr_scales = [h["lr_scale"] for h in saved]
+    return engine_groups_from(hypers, lr_scales), _ref_group(meta, where, lr_scales)
 
 
 def _tensors(opt, sd, meta, where, version, engine_groups, step):
@@ -224,7 +220,7 @@ def _tensors(opt, sd, meta, where, version, engine_groups, step):
         n = t["numel"]
         if n != p.numel():
             raise ValueError("%s: %d elements in the state dict, parameter %d has %d"
-                             % (tw, n, opt._indices[k], p.numel()))
+                             % (tw, n, opt._layout.indices[k], p.numel()))
         if version >= 2:
             shape = listing(need(info, "shape", tw), tw + "['shape']")
             dims = [integer(d, "%s['shape'][%d]" % (tw, i), 0) for i, d in enumerate(shape)]
@@ -232,16 +228,13 @@ def _tensors(opt, sd, meta, where, version, engine_groups, step):
                 raise ValueError("%s['shape'] is %s, whose product is not numel %d"
                                  % (tw, dims, n))
             t["shape"] = dims
-
-        index = opt._indices[k]
+        index = opt._layout.indices[k]
         if index not in state:
             raise ValueError("state dict has no state for parameter %d" % index)
         ew = "state dict['state'][%d]" % index
         entry = mapping(state[index], ew)
-        if version >= 2:
-            t["step"] = step_value(need(entry, "step", ew), ew + "['step']", step)
-        else:
-            t["step"] = step
+        t["step"] = (step_value(need(entry, "step", ew), ew + "['step']", step)
+                     if version >= 2 else step)
         t.update(engine.read(k, entry, ew, engine_groups[t["group"]]))
         tensors.append(t)
     return tensors
@@ -263,10 +256,9 @@ def _encode(value, where):
     if isinstance(value, dict):
         return {"$dict": [[_encode(k, where + " key"), _encode(v, "%s[%r]" % (where, k))]
                           for k, v in value.items()]}
-    if torch.is_tensor(value) and value.dim() == 0 and not value.is_complex():
-        return _encode(value.item(), where)  # a 0-d tensor: its value, exactly
-    if isinstance(value, np.generic) and not isinstance(value, np.complexfloating):
-        return _encode(value.item(), where)
+    if ((torch.is_tensor(value) and value.dim() == 0 and not value.is_complex())
+            or (isinstance(value, np.generic) and not isinstance(value, np.complexfloating))):
+        return _encode(value.item(), where)  # a 0-d tensor or numpy scalar: its value
     if isinstance(value, numbers.Real):
         return _encode(float(value), where)
     raise ValueError("%s: a %s cannot be stored in the checkpoint's metadata (JSON holds "
@@ -292,25 +284,19 @@ def _decode(value, where):
 
 def _metadata(opt):
     """The JSON metadata save_checkpoint stores (Note [Checkpoint metadata])."""
-    groups = []
-    for g, group in enumerate(opt.param_groups):
-        groups.append({key: _encode(value, "param_groups[%d][%r]" % (g, key))
-                       for key, value in group.items() if key != "params"})
-    doc = {
-        "schema": METADATA_SCHEMA,
-        "version": METADATA_VERSION,
-        "algorithm": opt._ALGORITHM,
-        "param_groups": groups,
-        "group_sizes": [len(group["params"]) for group in opt.param_groups],
-        "ref_group": opt._ref_group,
-        "lr_scales": list(opt._lr_scales),
-    }
+    groups = [{key: _encode(value, "param_groups[%d][%r]" % (g, key))
+               for key, value in group.items() if key != "params"}
+              for g, group in enumerate(opt.param_groups)]
+    doc = {"schema": METADATA_SCHEMA, "version": METADATA_VERSION, "algorithm": opt._ALGORITHM,
+           "param_groups": groups,
+           "group_sizes": [len(group["params"]) for group in opt.param_groups],
+           "ref_group": opt._layout.ref_group, "lr_scales": list(opt._layout.lr_scales)}
     return json.dumps(doc, allow_nan=False, sort_keys=True)
 
 
 def _parse_metadata(opt, text, path):
-    """(groups, ref_group, lr_scales, engine_hyper) from a checkpoint's metadata, or None
-    for a file without tandem.torch metadata. Raises ValueError when it does not fit."""
+    """(groups, ref_group, engine groups) from a checkpoint's metadata, or None for a
+    file without tandem.torch metadata. Raises ValueError when it does not fit."""
     if not text:
         return None
     try:
@@ -320,14 +306,8 @@ def _parse_metadata(opt, text, path):
     if not isinstance(doc, dict) or doc.get("schema") != METADATA_SCHEMA:
         return None
     where = "checkpoint '%s' metadata" % path
-    version = doc.get("version")
-    if isinstance(version, bool) or version not in _READABLE_METADATA:
-        raise ValueError("%s: unsupported version %r (this build reads %s)"
-                         % (where, version, ", ".join(map(str, _READABLE_METADATA))))
-    algorithm = need(doc, "algorithm", where)
-    if algorithm != opt._ALGORITHM:
-        raise ValueError("%s: algorithm %r but optimizer uses %r"
-                         % (where, algorithm, opt._ALGORITHM))
+    _check_saved(opt, doc.get("version"), _READABLE_METADATA, doc, where,
+                 where + ": unsupported", where + ":")
     n_groups = len(opt.param_groups)
     sizes = listing(need(doc, "group_sizes", where), where + "['group_sizes']", n_groups)
     for g, (size, group) in enumerate(zip(sizes, opt.param_groups)):
@@ -343,19 +323,19 @@ def _parse_metadata(opt, text, path):
         group = {key: _decode(value, "%s[%r]" % (gw, key)) for key, value in saved.items()}
         hypers.append(check_group_values(opt, group, gw))
         groups.append(group)
-    ref_group = integer(need(doc, "ref_group", where), where + "['ref_group']", 0, n_groups - 1)
     lr_scales = [real(s, "%s['lr_scales'][%d]" % (where, g), lo=0.0) for g, s in
                  enumerate(listing(need(doc, "lr_scales", where), where + "['lr_scales']",
                                  n_groups))]
-    if lr_scales[ref_group] != 1.0:
-        raise ValueError("%s['ref_group'] is %d, whose lr_scale is %r (the reference "
-                         "group's is 1)" % (where, ref_group, lr_scales[ref_group]))
-    # Version 1's "engine_hyper" is not read (Note [One source of hyper-parameters]).
-    return groups, ref_group, lr_scales, hypers
+    return groups, _ref_group(doc, where, lr_scales), engine_groups_from(hypers, lr_scales)
 
 
+@serialised(sync_before=True)
 def save_checkpoint(opt, path, compression="none", sync=True):
-    """TandemOptimizer.save_checkpoint: see its docstring."""
+    """Writes the engine's whole state and the param_groups to a Tandem checkpoint file
+    (docs/checkpoint_format.md). compression: "none" (default), "auto" or "all";
+    sync=False skips the fsyncs. Raises ValueError (nothing written) for a param_group
+    value JSON cannot hold, naming it, and tandem.CheckpointIOError (a RuntimeError) on
+    I/O failures."""
     require_checkpoint()
     metadata = _metadata(opt)  # before any I/O: a value JSON cannot hold raises here
     with opt._core.guard():
@@ -364,22 +344,20 @@ def save_checkpoint(opt, path, compression="none", sync=True):
         opt._core.engine.save_checkpoint(str(path), compression, bool(sync), metadata)
 
 
+@serialised(load=True)
 def load_checkpoint(opt, path):
-    """TandemOptimizer.load_checkpoint: see its docstring."""
+    """Loads and fully verifies a checkpoint file of ``save_checkpoint``. Raises
+    tandem.CheckpointCorruptError for a damaged file, CheckpointIOError for an
+    unreadable one and ValueError for one that does not match this optimizer; nothing
+    changes then."""
     require_checkpoint()
     parsed = []
 
     def groups_for(metadata):
-        # Runs after the file is verified and before anything changes: raising refuses it.
-        # The engine takes the hyper-parameters of the file's param_groups (or, in a file
-        # without them, this optimizer's), never the file's own copy of the engine's
+        # Runs after the file is verified and before anything changes: raising refuses it
         # (Note [One source of hyper-parameters]).
-        p = _parse_metadata(opt, metadata, path)
-        parsed.append(p)
-        if p is None:
-            return opt._core.engine_groups()
-        _groups, _ref_group, lr_scales, hypers = p
-        return engine_groups_from(hypers, lr_scales)
+        parsed.append(_parse_metadata(opt, metadata, path))
+        return opt._core.engine_groups() if parsed[0] is None else parsed[0][2]
 
     def load():
         with opt._core.guard():
@@ -391,6 +369,6 @@ def load_checkpoint(opt, path):
     if parsed[0] is None:
         warnings.warn("checkpoint '%s' holds no tandem.torch param_groups (written by an "
                       "older tandem or another program): the optimizer keeps its own "
-                      "param_groups and hyper-parameters" % (path,), stacklevel=4)
+                      "param_groups and hyper-parameters" % (path,), stacklevel=3)
     else:
         apply_groups(opt, *parsed[0])
