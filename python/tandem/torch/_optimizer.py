@@ -19,6 +19,7 @@ from tandem._core.warnings import TandemWarning, warn, warn_skipped
 from tandem.torch import _state
 from tandem.torch._handover import HandOver
 from tandem.torch._layout import LayoutFollower
+from tandem.torch._optim_state import serialised
 
 StepResult = collections.namedtuple("StepResult",
                                     ["applied", "grad_norm", "step", "stepped_tensors"],
@@ -284,14 +285,39 @@ class TandemOptimizer(_torch.optim.Optimizer):
                 warn_skipped(self.last_result.grad_norm, self.skipped_steps)
         return loss
 
-    # The state in state dicts and checkpoint files (_state.py, with their docstrings).
-    state_dict = _state.state_dict
-    load_state_dict = _state.load_state_dict
-    save_checkpoint = _state.save_checkpoint
-    load_checkpoint = _state.load_checkpoint
+    @serialised(sync_before=True)
+    def state_dict(self):
+        """The torch-style state dict with the engine's whole state (docs/python.md,
+        "State dict")."""
+        return _state.state_dict(self)
+
+    @serialised(load=True)
+    def load_state_dict(self, state_dict):
+        """Restores a state dict of a tandem optimizer with the same parameters,
+        algorithm and formats (versions 1 to 3), or a torch.optim state dict of the same
+        algorithm (``tandem.torch.from_torch_state``). Every field is checked first:
+        ValueError naming the first bad one, nothing changed."""
+        _state.load_state_dict(self, state_dict)
 
     # ----------------------------------------------------------------------------------
     # Tandem extras
+
+    @serialised(sync_before=True)
+    def save_checkpoint(self, path, compression="none", sync=True):
+        """Writes the engine's whole state and the param_groups to a Tandem checkpoint
+        file (docs/checkpoint_format.md). compression: "none" (default), "auto" or "all";
+        sync=False skips the fsyncs. Raises ValueError (nothing written) for a
+        param_group value JSON cannot hold, naming it, and tandem.CheckpointIOError (a
+        RuntimeError) on I/O failures."""
+        _state.save_checkpoint(self, path, compression, sync)
+
+    @serialised(load=True)
+    def load_checkpoint(self, path):
+        """Loads and fully verifies a checkpoint file of ``save_checkpoint``. Raises
+        tandem.CheckpointCorruptError for a damaged file, CheckpointIOError for an
+        unreadable one and ValueError for one that does not match this optimizer;
+        nothing changes then."""
+        _state.load_checkpoint(self, path)
 
     def wait_param(self, p, stream=None):
         """Makes ``stream`` (default: the current CUDA stream) wait until parameter p's

@@ -16,8 +16,7 @@ from tandem._core.checks import MAX_STEP, integer, listing, mapping, need, real,
 from tandem._core.state import EngineState, require_checkpoint
 from tandem.torch import _sharded_state
 from tandem.torch._optim_state import (apply_groups, check_group_values, engine_groups_from,
-                                       from_torch_state, saved_param_groups, serialised,
-                                       torch_groups)
+                                       from_torch_state, saved_param_groups, torch_groups)
 
 STATE_DICT_VERSION = 2
 _READABLE_VERSIONS = (1, 2)
@@ -41,10 +40,8 @@ METADATA_VERSION = 2
 _READABLE_METADATA = (1, 2)
 
 
-@serialised(sync_before=True)
 def state_dict(opt):
-    """The torch-style state dict with the engine's whole state (docs/python.md,
-    "State dict")."""
+    """TandemOptimizer.state_dict: see its docstring."""
     snap = opt._core.snapshot()
     meta = {"version": _sharded_state.VERSION if opt._core.sharded else STATE_DICT_VERSION,
             **{key: snap[key] for key in ("algorithm", "master", "momentum", "variance")},
@@ -62,13 +59,9 @@ def state_dict(opt):
     return {"state": state, "param_groups": torch_groups(opt), "tandem": meta}
 
 
-@serialised(load=True)
-def load_state_dict(opt, state_dict):
-    """Restores a state dict of a tandem optimizer with the same parameters, algorithm
-    and formats (versions 1 to 3), or a torch.optim state dict of the same algorithm
-    (``tandem.torch.from_torch_state``). Every field is checked first: ValueError naming
-    the first bad one, nothing changed."""
-    sd = mapping(state_dict, "state dict")
+def load_state_dict(opt, sd):
+    """TandemOptimizer.load_state_dict: see its docstring."""
+    mapping(sd, "state dict")
     if not _sharded_state.is_sharded_state_dict(sd) and "tandem" not in sd:
         return from_torch_state(opt, sd)
     snap, groups, ref_group = _plan_load(opt, sd)
@@ -329,13 +322,8 @@ def _parse_metadata(opt, text, path):
     return groups, _ref_group(doc, where, lr_scales), engine_groups_from(hypers, lr_scales)
 
 
-@serialised(sync_before=True)
 def save_checkpoint(opt, path, compression="none", sync=True):
-    """Writes the engine's whole state and the param_groups to a Tandem checkpoint file
-    (docs/checkpoint_format.md). compression: "none" (default), "auto" or "all";
-    sync=False skips the fsyncs. Raises ValueError (nothing written) for a param_group
-    value JSON cannot hold, naming it, and tandem.CheckpointIOError (a RuntimeError) on
-    I/O failures."""
+    """TandemOptimizer.save_checkpoint: see its docstring."""
     require_checkpoint()
     metadata = _metadata(opt)  # before any I/O: a value JSON cannot hold raises here
     with opt._core.guard():
@@ -344,12 +332,8 @@ def save_checkpoint(opt, path, compression="none", sync=True):
         opt._core.engine.save_checkpoint(str(path), compression, bool(sync), metadata)
 
 
-@serialised(load=True)
 def load_checkpoint(opt, path):
-    """Loads and fully verifies a checkpoint file of ``save_checkpoint``. Raises
-    tandem.CheckpointCorruptError for a damaged file, CheckpointIOError for an
-    unreadable one and ValueError for one that does not match this optimizer; nothing
-    changes then."""
+    """TandemOptimizer.load_checkpoint: see its docstring."""
     require_checkpoint()
     parsed = []
 
@@ -369,6 +353,6 @@ def load_checkpoint(opt, path):
     if parsed[0] is None:
         warnings.warn("checkpoint '%s' holds no tandem.torch param_groups (written by an "
                       "older tandem or another program): the optimizer keeps its own "
-                      "param_groups and hyper-parameters" % (path,), stacklevel=3)
+                      "param_groups and hyper-parameters" % (path,), stacklevel=4)
     else:
         apply_groups(opt, *parsed[0])
