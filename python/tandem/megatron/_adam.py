@@ -13,7 +13,7 @@ from tandem._core import dist as _dist
 from tandem._core import engine as _engine
 from tandem._core import options as _options
 from tandem._core.warnings import RebindWarning, warn, warn_skipped
-from tandem.megatron._state import FusedAdamState, StateView
+from tandem.megatron._state import StateAccess, StateView
 
 _SET_HERE = ("algorithm", "groups", "mode", "cuda_stream", "master", "momentum", "variance")
 
@@ -29,13 +29,13 @@ def _format_from_dtype(what, dtype, argument):
                                             what))
 
 
-class TandemAdam(FusedAdamState, _torch.optim.AdamW):
+class TandemAdam(_torch.optim.AdamW):
     """TransformerEngine FusedAdam's precision-aware interface over a Tandem engine (its
-    state methods: FusedAdamState, _state.py). Takes FusedAdam's arguments as Megatron
-    passes them and Tandem's options, keyword-only (docs/megatron.md, "Options"); raises
-    ValueError for the FusedAdam options the engine has no equivalent for. Gradients are
-    read from ``param.decoupled_grad`` (``use_decoupled_grad=False``: ``param.grad``);
-    param groups keep Megatron's extra keys, and get "step".
+    state methods forward to the StateAccess it holds, _state.py). Takes FusedAdam's
+    arguments as Megatron passes them and Tandem's options, keyword-only (docs/megatron.md,
+    "Options"); raises ValueError for the FusedAdam options the engine has no equivalent
+    for. Gradients are read from ``param.decoupled_grad`` (``use_decoupled_grad=False``:
+    ``param.grad``); param groups keep Megatron's extra keys, and get "step".
 
     A parameter whose gradient is None at a step is not stepped. The engine skips a step in
     which any gradient is non-finite (on any rank of ``grad_stats_group`` when set), and
@@ -100,7 +100,7 @@ class TandemAdam(FusedAdamState, _torch.optim.AdamW):
         self._lock = threading.RLock()
         self._combine = (None, None)  # (group, callable) of the step's collective
         self._core = None
-        self._reset_state()
+        self._access = StateAccess(self)
 
     def _grad_of(self, p):
         if self.use_decoupled_grad:
@@ -132,11 +132,11 @@ class TandemAdam(FusedAdamState, _torch.optim.AdamW):
         if core is not None and len(params) == len(core.params) and all(
                 a is b for a, b in zip(params, core.params)):
             return True
-        if core is not None and not self._fresh:
+        if core is not None and not self._access.fresh:
             raise ValueError("the parameters of TandemAdam's param_groups changed after its "
                              "state was created (stepped or loaded); build a new optimizer")
         self._core = None  # free its memory before the new one takes its own
-        self._reset_state()
+        self._access.reset()
         self.state.clear()
         if not params:
             return False
@@ -163,15 +163,15 @@ class TandemAdam(FusedAdamState, _torch.optim.AdamW):
         with self._lock:
             if not self._ensure_engine():
                 return loss  # this rank owns no element
-            core, was_fresh = self._core, self._fresh
+            core, was_fresh = self._core, self._access.fresh
             grads = [self._grad_of(p) for p in core.params]
             if not self._every_rank_steps and all(g is None for g in grads):
                 return loss  # nothing to step: e.g. Megatron's dummy initialisation step
             lrs, hypers = self._group_values()
-            self._flush_state()
-            if self._fresh:
+            self._access.flush()
+            if self._access.fresh:
                 core.reload(list(range(len(core.params))))
-                self._fresh = False
+                self._access.fresh = False
             before = core.grad_rebinds
             result = core.step(lrs, hypers, grads, combine=self._combine_fn())
             if core.grad_rebinds != before and not was_fresh:
@@ -181,7 +181,7 @@ class TandemAdam(FusedAdamState, _torch.optim.AdamW):
                          "move rebuilds the engine with a copy of its whole state. Keep "
                          "decoupled_grad in the same memory from step to step (Megatron's "
                          "gradient buffer does)", RebindWarning)
-            self._forget_snapshot()
+            self._access.forget_snapshot()
             self.last_result = result
             applied, grad_norm, step = result[0], result[1], result[2]
             if applied:
@@ -218,9 +218,29 @@ class TandemAdam(FusedAdamState, _torch.optim.AdamW):
         with self._lock:
             if not self._ensure_engine():
                 return
-            self._flush_state()
+            self._access.flush()
             self._core.reload(list(range(len(self._core.params))))
-            self._forget_snapshot()
+            self._access.forget_snapshot()
+
+    def initialize_state(self, param, store_param_remainders=False):
+        """Creates the optimizer state (StateAccess.initialize_state)."""
+        return self._access.initialize_state(param, store_param_remainders)
+
+    def get_unscaled_state(self, param, state_name):
+        """State ``state_name`` of ``param`` in fp32 (StateAccess.get_unscaled_state)."""
+        return self._access.get_unscaled_state(param, state_name)
+
+    def set_scaled_state(self, param, state_name, unscaled_state):
+        """Sets state ``state_name`` of ``param`` (StateAccess.set_scaled_state)."""
+        return self._access.set_scaled_state(param, state_name, unscaled_state)
+
+    def state_dict(self):
+        """torch-style state dict of the engine's arrays (StateAccess.state_dict)."""
+        return self._access.state_dict()
+
+    def load_state_dict(self, state_dict):
+        """Restores param_groups and the state (StateAccess.load_state_dict)."""
+        return self._access.load_state_dict(state_dict)
 
     def memory(self):
         """The engine's memory report (tandem._C), or None before the state exists."""

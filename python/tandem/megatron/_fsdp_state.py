@@ -128,7 +128,7 @@ def entries(opt, template):
     def tensor(k, a, values):
         return as_dtensor(a.tensor(values if a.entries else None), core.params[k], a.shape,
                           engine.offset(k, a))
-    return engine.entries(None if template else opt._snapshot(), tensor), rows
+    return engine.entries(None if template else opt._access.snapshot(), tensor), rows
 
 
 def split_halves(entry, p, first_row):

@@ -100,30 +100,36 @@ class StateView:
         return "TandemAdam state view (%s)" % ", ".join(_STATE_NAMES)
 
 
-class FusedAdamState:
-    """TandemAdam's state methods (a base class of it), over its ``_lock``, ``_core`` (built
-    by ``_ensure_engine()``), ``_formats``, ``algorithm``, ``state_device`` and
-    ``param_groups``."""
+class StateAccess:
+    """The state half of a TandemAdam ``opt``, which holds it as ``opt._access`` and
+    forwards its state methods here. Reaches the optimizer through ``opt`` only: its
+    ``_lock``, ``_core`` (built by ``_ensure_engine()``), ``_formats``, ``algorithm``,
+    ``state_device`` and ``param_groups``; keeps the snapshot cache itself."""
 
-    def _reset_state(self):
+    def __init__(self, opt):
+        self._opt = opt
+        self.reset()
+
+    def reset(self):
         """Forgets everything (a new engine)."""
         self._issued = None        # (snapshot, {k: entry}) of the last state_dict()
         self._snap = None          # Note [Engine state between steps]
         self._snap_dirty = False   # the cached snapshot differs from the engine
         self._decoded = {}         # k -> {state name: fp32 numpy array}
         self._pending = {}         # k -> {state name: fp32 tensor} from load_state_dict
-        self._fresh = True         # Note [Masters of a fresh engine]
+        self.fresh = True          # Note [Masters of a fresh engine]
 
-    def _forget_snapshot(self):
+    def forget_snapshot(self):
         self._snap = None
         self._decoded = {}
 
     def _engine_index(self, param):
         """The engine's index of `param`, the engine built first when there is none (call
         with ``_lock`` held); KeyError for a tensor that is not a parameter."""
-        self._ensure_engine()
-        k = self._core.index_by_id.get(id(param)) if self._core is not None else None
-        if k is None or self._core.params[k] is not param:
+        self._opt._ensure_engine()
+        core = self._opt._core
+        k = core.index_by_id.get(id(param)) if core is not None else None
+        if k is None or core.params[k] is not param:
             raise KeyError("tensor of shape %s is not a parameter of this TandemAdam"
                            % (tuple(param.shape),))
         return k
@@ -133,17 +139,17 @@ class FusedAdamState:
         from the parameters: Note [Masters of a fresh engine])."""
         if store_param_remainders:
             raise ValueError("store_param_remainders=True is not supported")
-        with self._lock:
+        with self._opt._lock:
             self._engine_index(param)
 
-    def _snapshot(self):
+    def snapshot(self):
         """The engine state with set_scaled_state's writes (Note [Engine state between
-        steps]; load_state_dict's placeholders are not in it: _flush_state); cached
+        steps]; load_state_dict's placeholders are not in it: flush); cached
         until the next step."""
         if self._snap is None:
-            if self._fresh:
-                self._core.reload(list(range(len(self._core.params))))
-            self._snap = self._core.snapshot()
+            if self.fresh:
+                self._opt._core.reload(list(range(len(self._opt._core.params))))
+            self._snap = self._opt._core.snapshot()
             self._snap_dirty = False
         return self._snap
 
@@ -151,11 +157,11 @@ class FusedAdamState:
         """{state name: fp32 numpy array} of engine tensor k."""
         got = self._decoded.get(k)
         if got is None:
-            snap = self._snapshot()
-            if _dist.local(self._core.params[k]).numel() == 0:  # an empty shard
+            snap = self.snapshot()
+            if _dist.local(self._opt._core.params[k]).numel() == 0:  # an empty shard
                 got = {name: np.zeros(0, np.float32) for name in _STATE_NAMES}
             else:
-                f32 = decode_f32(snap, snap["tensors"][k], self._core.formats_of(k))
+                f32 = decode_f32(snap, snap["tensors"][k], self._opt._core.formats_of(k))
                 got = {name: f32[_COMPONENT[name]] for name in _STATE_NAMES}
             self._decoded[k] = got
         return got
@@ -166,7 +172,7 @@ class FusedAdamState:
         (state_device); for a DTensor parameter, its local shard as a DTensor placed like
         the parameter."""
         _check_state_name(state_name)
-        with self._lock:
+        with self._opt._lock:
             k = self._engine_index(param)
             pending = self._pending.get(k, {}).get(state_name)
             if pending is not None:
@@ -174,7 +180,7 @@ class FusedAdamState:
             else:
                 out = torch.from_numpy(self._decode(k)[state_name].copy())
             out = out.view(_dist.local(param).shape)
-            if self.state_device == "param" and param.device.type != "cpu":
+            if self._opt.state_device == "param" and param.device.type != "cpu":
                 out = out.to(param.device)
             if _dist.is_dtensor(param):  # this rank's shard, placed as the parameter
                 out = _dist.wrap_like(out, param, tuple(param.shape))
@@ -188,16 +194,16 @@ class FusedAdamState:
         if state_name == "padding":
             return
         _check_state_name(state_name)
-        with self._lock:
+        with self._opt._lock:
             k = self._engine_index(param)
             value = self._as_values(k, state_name, unscaled_state)
-            self._snapshot()
+            self.snapshot()
             self._encode(k, {state_name: value})
             self._pending.get(k, {}).pop(state_name, None)
-            self._fresh = False
+            self.fresh = False
 
     def _as_values(self, k, state_name, value):
-        p = self._core.params[k]
+        p = self._opt._core.params[k]
         if isinstance(value, torch.Tensor):
             value = _dist.local(value)  # a DTensor: this rank's shard
         if not isinstance(value, torch.Tensor):
@@ -209,7 +215,7 @@ class FusedAdamState:
                                                                      value.dtype))
         if value.numel() != _dist.local(p).numel():
             raise ValueError("state %r of tensor %d (%s) has %d elements, expected %d"
-                             % (state_name, k, self._core.label(k), value.numel(),
+                             % (state_name, k, self._opt._core.label(k), value.numel(),
                                 _dist.local(p).numel()))
         return value.detach().to(device="cpu", dtype=torch.float32).reshape(-1).numpy()
 
@@ -217,23 +223,23 @@ class FusedAdamState:
         """Writes {state name: fp32 numpy array} into tensor k of the cached snapshot in
         the engine's formats (the other components are copied exactly)."""
         self._snap["tensors"][k] = encode_f32(
-            self._snap, self._snap["tensors"][k], self._core.formats_of(k),
+            self._snap, self._snap["tensors"][k], self._opt._core.formats_of(k),
             {_COMPONENT[name]: value for name, value in values.items()})
         self._snap_dirty = True
         self._decoded.pop(k, None)
 
-    def _flush_state(self):
+    def flush(self):
         """Encodes the values load_state_dict kept aside into the cached snapshot, and
         restores it into the engine if anything was written to it."""
         if self._pending:
             pending, self._pending = self._pending, {}
-            self._snapshot()
+            self.snapshot()
             for k, values in sorted(pending.items()):
                 if values:
                     self._encode(k, {n: self._as_values(k, n, v) for n, v in values.items()})
         if self._snap is not None and self._snap_dirty:
-            self._snap["groups"] = self._core.engine_groups()
-            self._core.restore(self._snap)
+            self._snap["groups"] = self._opt._core.engine_groups()
+            self._opt._core.restore(self._snap)
             self._snap_dirty = False
 
     def state_dict(self):
@@ -245,18 +251,18 @@ class FusedAdamState:
         arrays share memory with the cached snapshot: treat them as read-only. A tensor
         that holds values load_state_dict kept aside (see there) is given in the fp32
         layout instead, those values as they came."""
-        with self._lock:
-            groups = numbered_groups(self.param_groups)
+        with self._opt._lock:
+            groups = numbered_groups(self._opt.param_groups)
             state, issued = {}, {}
-            if self._core is None:
+            if self._opt._core is None:
                 # No state yet (it is created at the first step): each parameter's step
                 # is 0 (Megatron's DistributedOptimizer.state_dict reads one per entry).
                 state = {i: {"step": torch.tensor(0.0)} for g in groups for i in g["params"]}
             else:
                 indices = {id(p): i for i, p in enumerate(
-                    p for group in self.param_groups for p in group["params"])}
-                snap = self._snapshot()
-                for k, p in enumerate(self._core.params):
+                    p for group in self._opt.param_groups for p in group["params"])}
+                snap = self.snapshot()
+                for k, p in enumerate(self._opt._core.params):
                     t = snap["tensors"][k]
                     entry = {"step": torch.tensor(float(t["step"]))}
                     pending = self._pending.get(k)
@@ -275,8 +281,8 @@ class FusedAdamState:
                 for g in groups:
                     g["step"] = int(snap["step"])
             return {"state": state, "param_groups": groups,
-                    "tandem": dict(version=_STATE_DICT_VERSION, algorithm=self.algorithm,
-                                   **dict(zip(COMPONENTS, self._formats)))}
+                    "tandem": dict(version=_STATE_DICT_VERSION, algorithm=self._opt.algorithm,
+                                   **dict(zip(COMPONENTS, self._opt._formats)))}
 
     def load_state_dict(self, state_dict):
         """Restores ``param_groups`` (every key but "params") and the state.
@@ -289,13 +295,13 @@ class FusedAdamState:
         Steps: an entry's "step" in a state dict of ours (with its "tandem" entry), else
         the group's "step" (Megatron's), else the entry's. Raises ValueError naming the
         first mismatch; nothing changes then."""
-        with self._lock:
+        with self._opt._lock:
             groups = state_dict["param_groups"]
             state = state_dict.get("state", {})
             header = state_dict.get("tandem")
-            check_groups(groups, self.param_groups)
+            check_groups(groups, self._opt.param_groups)
             if header is not None:
-                mine = (self.algorithm,) + self._formats
+                mine = (self._opt.algorithm,) + self._opt._formats
                 theirs = tuple(header.get(key) for key in ("algorithm",) + COMPONENTS)
                 if theirs != mine:
                     raise ValueError("state dict has algorithm and formats %s, optimizer %s"
@@ -304,7 +310,7 @@ class FusedAdamState:
             if not plan:
                 self._load_groups(groups)
                 return
-            snap = self._snapshot()
+            snap = self.snapshot()
             backup = (list(snap["tensors"]), snap["step"], self._snap_dirty,
                       dict(self._decoded))
             try:
@@ -322,22 +328,23 @@ class FusedAdamState:
                 self._snap_dirty = True
                 if any(arrays for _, _, _, arrays in plan):
                     # Validates now (sizes, formats, values) so a bad entry raises here.
-                    self._core.engine.restore(dict(snap, groups=self._core.engine_groups()))
+                    core = self._opt._core
+                    core.engine.restore(dict(snap, groups=core.engine_groups()))
                     self._snap_dirty = False
             except Exception:
                 snap["tensors"], snap["step"], self._snap_dirty, self._decoded = backup
                 raise
             self._load_groups(groups)
-            for g in self.param_groups:
+            for g in self._opt.param_groups:
                 g["step"] = int(snap["step"])
             self._pending.update(pending)
-            self._fresh = False
+            self.fresh = False
 
     def _plan_load(self, groups, state, own):
         """[(k, step, fp32 values, arrays)] for the entries of `state` to load, checked
         before anything changes."""
         plan = []
-        for g, (saved, group) in enumerate(zip(groups, self.param_groups)):
+        for g, (saved, group) in enumerate(zip(groups, self._opt.param_groups)):
             for sid, p in zip(saved["params"], group["params"]):
                 if sid not in state or p.numel() == 0:
                     continue
@@ -345,7 +352,7 @@ class FusedAdamState:
                 step = self._entry_step(entry, saved, own)
                 unscaled = {n: entry[n] for n in _STATE_NAMES if n in entry}
                 arrays = {key: entry[key] for key in NAMES if key in entry}
-                if not unscaled and not arrays and step == 0 and self._fresh:
+                if not unscaled and not arrays and step == 0 and self.fresh:
                     continue  # state_dict() of an optimizer without state yet
                 k = self._engine_index(p)
                 if (self._issued is not None and self._issued[0] is self._snap
@@ -381,5 +388,5 @@ class FusedAdamState:
     def _load_groups(self, groups):
         """Every key of the saved groups but "params" (Megatron keeps its scheduler's
         max_lr, min_lr, lr_mult, wd_mult... there)."""
-        for saved, group in zip(groups, self.param_groups):
+        for saved, group in zip(groups, self._opt.param_groups):
             group.update((key, value) for key, value in saved.items() if key != "params")

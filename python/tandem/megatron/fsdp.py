@@ -158,8 +158,8 @@ class MegatronFSDPAdam(TandemAdam):
                                           step=_torch.tensor(float(step)))
                     k += 1
                 plain_groups.append(dict(saved, params=list(range(first, k))))
-            TandemAdam.load_state_dict(self, {"state": plain_state, "param_groups": plain_groups,
-                                              "tandem": _fsdp_state.header(self)})
+            self._access.load_state_dict({"state": plain_state, "param_groups": plain_groups,
+                                          "tandem": _fsdp_state.header(self)})
             # The restore wrote the masters into the parameters; earlier writes (the
             # checkpoint's main weights) are superseded, not reloaded at the next step.
             self._core.record_versions()
