@@ -6,7 +6,9 @@
 * only ``tandem._core`` and ``tandem.planner`` import the extension ``tandem._C`` (and the
   package's own ``__init__.py``, which exports its version and error classes): a front end
   reaches a binding function through ``tandem._core``;
-* no class is spread over modules: no ``setattr(SomeClass, ...)`` nor ``SomeClass.x = ...``
+* no class is spread over modules: no ``setattr(SomeClass, ...)`` nor ``SomeClass.x = ...``,
+  and no class body that names a function of another of the package's modules as its
+  own (``state_dict = _state.state_dict``)
   of a class of the package;
 * no module imports one that imports it back (an import inside a function counts), and no
   file is over 600 lines.
@@ -150,6 +152,46 @@ def spread_classes():
                             and not (t.attr.startswith("__") and t.attr.endswith("__"))):
                         found.append("%s:%d %s.%s = ..." % (name, node.lineno, t.value.id,
                                                             t.attr))
+        found += borrowed_methods(name, tree, modules())
+    return found
+
+
+def borrowed_methods(name, tree, known):
+    """Places in module `name` (its ast `tree`) where a class body binds a function of
+    another of the package's modules (``x = module.f`` or ``x = f``, imported)."""
+    aliases, functions = {}, {}  # local name -> package module; local name -> its module
+    package = name if known.get(name, "").endswith("__init__.py") else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            for a in node.names:
+                if "%s.%s" % (base, a.name) in known:
+                    aliases[a.asname or a.name] = "%s.%s" % (base, a.name)
+                elif base in known:
+                    functions[a.asname or a.name] = base
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in known and a.asname:
+                    aliases[a.asname] = a.name
+    found = []
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for node in cls.body:
+            value = getattr(node, "value", None)
+            if not isinstance(node, (ast.Assign, ast.AnnAssign)) or value is None:
+                continue
+            if (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)
+                    and value.value.id in aliases):
+                where = aliases[value.value.id]
+            elif isinstance(value, ast.Name) and value.id in functions:
+                where = functions[value.id]
+            else:
+                continue
+            if where != name:
+                found.append("%s:%d class %s takes a method from %s" % (
+                    name, node.lineno, cls.name, where))
     return found
 
 
@@ -204,6 +246,9 @@ def test_the_checks_see_what_they_look_for():
     assert (EXTENSION, True) in {(t, eager) for t, _, eager in core}
     assert part("tandem.megatron_fsdp") == "tandem.megatron"
     assert part("tandem.torch._optimizer") == "tandem.torch" and part("tandem") is None
+    borrowed = ast.parse("from tandem.torch import _state\nfrom tandem.torch._state import f\n"
+                         "class A:\n    g = _state.g\n    f = f\n    n = 1\n")
+    assert len(borrowed_methods("tandem.torch._optimizer", borrowed, known)) == 2
     dcp = imports("tandem.dcp", known["tandem.dcp"], known)
     assert ("tandem.dcp._metadata", True) in {(t, eager) for t, _, eager in dcp}
 
