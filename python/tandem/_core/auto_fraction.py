@@ -1,21 +1,12 @@
 """offload_fraction="auto": the offload fraction chosen from what training leaves of the GPU.
 
-Note [Automatic offload fraction]: what training itself takes on the GPU (activations,
-gradients in flight, torch's cache) cannot be known before a step has run. So the
-optimizer is built at fraction 1 (the smallest GPU footprint) and torch's peak
-statistics of the device are reset. After the first ``step()`` the fraction is re-planned
-once from the engine's own memory model (``tandem._C.predict_memory``):
-
-    others   = max_memory_reserved() - the engine's device bytes      (at the peak)
-    capacity = the device memory torch may use: what the driver has free plus what torch
-               holds, within torch.cuda.set_per_process_memory_fraction's cap
-    budget   = capacity - others - headroom     (headroom: 5% of the capacity + 256 MiB)
-    fraction = the smallest (a multiple of 1e-4) whose engine device bytes fit the budget
-
-and, when it is lower, the engine is rebuilt at the new fraction (the old one freed
-first) with its state restored bit for bit, so the run continues exactly as one started
-at that fraction would. One line on stderr says what was chosen and why. A later
-iteration that needs more memory is not followed. Host mode: "auto" is fraction 0.
+Note [Automatic offload fraction] (docs/python.md, "offload_fraction="auto"", has the
+terms): the optimizer is built at fraction 1 and torch's peak statistics of the device
+are reset; after the first ``step()`` the fraction is re-planned once from the engine's
+own memory model (``tandem._C.predict_memory``): the smallest multiple of 1e-4 whose
+device bytes fit capacity - others - headroom (others: the reserved peak less the
+engine's bytes). When it is lower by MIN_MOVE or more, the engine is rebuilt there (the
+old one freed first) with its state bit for bit. Host mode: "auto" is fraction 0.
 """
 
 import sys

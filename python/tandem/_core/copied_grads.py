@@ -1,20 +1,17 @@
 """Early start for gradients that a device copy is still writing when their hook runs:
 the sharded gradients of FSDP2's CPUOffloadPolicy (Note [Parameters on the host] in
-dist.py; docs/distributed.md, "Parameters on the host").
+dist.py).
 
-Note [Gradients copied to the host]: FSDP2 copies each reduce-scattered gradient into
-pinned host memory with a non-blocking copy on its post-reduce stream and runs the
-shard's post-accumulate-grad hooks at once, before the copy has landed; it waits for the
-copies only at the end of backward. The engine reads a handed-over gradient on the host
-at once, so the hook records a fence (a CUDA event on the current stream, right behind
-the copy) and queues the gradient; a thread per optimizer waits for the fences in order
-and hands each gradient over (the front end's ``_hand_over``, under the optimizer's
-lock) once its copy is complete. At the end of backward (an autograd callback), and at
-``step`` and ``zero_grad``, the rest is handed over on the caller's thread, so after
-``loss.backward()`` every gradient is handed over, as without the policy. A gradient of
-a tensor already handed over in this step is handed over at once, behind its own fence,
-so that a refusal is raised from its hook; an error of a deferred hand-over is raised at
-the end of backward. The thread holds the optimizer weakly and ends with it.
+Note [Gradients copied to the host] (docs/distributed.md, "Parameters on the host"):
+FSDP2 runs a shard's post-accumulate-grad hooks before its non-blocking copy of the
+gradient to the host has landed. So the hook records a fence (a CUDA event on the
+current stream, behind the copy) and queues the gradient; a thread per optimizer hands
+each over (the front end's ``_hand_over``, under the optimizer's lock) once its fence
+completed. The end of backward (an autograd callback), ``step`` and ``zero_grad`` hand
+the rest over on the caller's thread. A gradient of a tensor already handed over in this
+step is handed over at once, so that a refusal is raised from its hook; an error of a
+deferred hand-over is raised at the end of backward. The thread holds the optimizer
+weakly and ends with it.
 """
 
 import collections

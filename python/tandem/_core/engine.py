@@ -244,11 +244,9 @@ class Engine:
     def engine_config(self):
         """The engine's configuration: the front end's options with the algorithm, each
         group's values and the mode."""
-        cfg = self.config.__copy__()
-        cfg.algorithm = self.algorithm
-        cfg.groups = self.engine_groups()
-        cfg.mode = "gpu" if self.cuda else "host"
-        return cfg
+        return _device_memory.with_options(self.config, algorithm=self.algorithm,
+                                           groups=self.engine_groups(),
+                                           mode="gpu" if self.cuda else "host")
 
     def _new_engine(self):
         """A HybridOptimizer over the current layout; on CUDA on the current stream, its
@@ -343,15 +341,11 @@ class Engine:
         return moved
 
     def _rebind(self, entries, hypers, grads):
-        """Note [Rebinding]: when the engine's tensors change (parameters added, removed
-        or reallocated: model.to(device), p.data = ..., Accelerate's prepare; borrowed
-        gradient buffers that moved) a new engine is built over the current ones and the
-        old state restored into it by parameter identity, bit for bit, under the new
-        names and groups. New tensors start fresh; a tensor left out keeps its state
-        aside, as torch.optim keeps state[p], and gets it back if it returns (its master
-        re-read from its weight). The weights are put back after the restore, so a
-        rebind changes none; the old storages were kept alive, so the snapshot reads
-        valid memory. Costs a full state copy. Refused (the step under way discarded)
+        """Note [Rebinding] (docs/python.md, "Rebinding"): a new engine over the current
+        tensors, the old state restored into it by parameter identity, bit for bit; a
+        tensor left out keeps its state aside (retired) for its return. The weights are
+        put back after the restore, so a rebind changes none; the old storages were kept
+        alive, so the snapshot reads valid memory. Refused (the step under way discarded)
         once gradients of the step were released: the new engine could not step them."""
         book = self.book
         if self.release and book.handed:
@@ -362,14 +356,11 @@ class Engine:
                 "the step was discarded, nothing changed. Change parameters between a "
                 "step() and the next backward")
         old = dict(params=self.params, grads=book.grads, versions=self._param_versions)
-        with self.guard():
-            self.synchronize()  # the last step's state is final
-            snap = self.engine.snapshot()
+        snap = self.snapshot()
         old_index = {id(p): k for k, p in enumerate(old["params"])}
         moved = [k for k in range(len(old["params"])) if self.moved(k)]
         # Weights written by torch ops since the engine last wrote them: reloaded below.
-        written = {id(p) for k, p in enumerate(old["params"])
-                   if local(p)._version != old["versions"][k]}
+        written = {id(old["params"][k]) for k in self.written()}
         tables = {key: getattr(self, key) for key in (
             "params", "names", "group_of", "device", "cuda", "index_by_id", "_ptrs",
             "_storages", "stream", "sharded", "combine", "hypers")}
@@ -430,9 +421,8 @@ class Engine:
                     p.grad = book.alias_of(k)
         book.reset_ready()
         self.engine = engine  # the old one is freed here
-        reload = [k for k, p in enumerate(self.params) if id(p) in written] + returning
-        if reload:
-            self.reload(sorted(reload))
+        self.reload(sorted([k for k, p in enumerate(self.params) if id(p) in written]
+                           + returning))
         added = [p for p in self.params if id(p) not in old_index]
         return added, moved
 

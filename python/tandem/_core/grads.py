@@ -1,20 +1,19 @@
 """The gradient bookkeeping of the front-end core (engine.py): where the engine reads each
-tensor's gradient at a step, early start with its check at the step, and gradient release.
+tensor's gradient at a step, early start with its check at the step, and gradient release
+(docs/python.md, "Gradient release").
 
 Note [Released gradients]: with release_grads, a front end hands a gradient over as soon
-as it is final (``grad_ready``, from a post-accumulate-grad hook) and drops its own
-reference (``p.grad = None``); the engine has then enqueued every read it will make of
-it (Note [Gradient release] in tandem/optimizer.h). The tensor is kept here (``hold``)
-until the engine says those reads completed (``grad_consumed``, checked at every later
-hand-over and step: ``prune_held``); then the caching allocator may reuse its memory on
-its stream with no stream coupling. The step steps a released tensor from what the
-engine took (its pointer: 0), and a ``p.grad`` set again after the release is refused.
+as it is final (``grad_ready``) and sets ``p.grad = None``; the engine has then enqueued
+every read it will make of it (Note [Gradient release] in tandem/optimizer.h). The
+tensor is kept (``hold``) until the engine says those reads completed (``grad_consumed``,
+checked at every later hand-over and step: ``prune_held``), so the caching allocator
+reuses its memory with no stream coupling. The step steps a released tensor from what
+the engine took (pointer 0); a ``p.grad`` set again after the release is refused.
 
-Note [Gradients in flight]: backward can produce gradients faster than the link takes
-them down, so the held gradients' bytes are bounded (``bound_held``, the front end's
-``grads_in_flight_bytes``): past the bound, the hand-over waits on the host for the
-oldest held gradients' reads to complete and lets them go, so backward runs at the
-link's pace and the GPU holds at most the bound plus the gradient just handed over."""
+Note [Gradients in flight]: the held gradients' bytes are bounded (``bound_held``, the
+front end's ``grads_in_flight_bytes``): past the bound, the hand-over waits on the host
+for the oldest held gradients' reads and lets them go, so backward runs at the link's
+pace and the GPU holds at most the bound plus the gradient just handed over."""
 
 import contextlib
 
@@ -113,18 +112,15 @@ class GradientBook:
     def alias_of(self, k):
         """A new tensor sharing the storage of buffer k (what p.grad gets): a DTensor like
         the parameter for a DTensor parameter."""
-        p = self.params[k]
-        if self.sharded:
-            return _dist.wrap_like(self.own_buffer(k).detach(), p, tuple(p.shape))
-        return self.own_buffer(k).detach()
+        p, buf = self.params[k], self.own_buffer(k).detach()
+        return _dist.wrap_like(buf, p, tuple(p.shape)) if self.sharded else buf
 
     def is_own_grad(self, k, grad):
         buf, grad = self.grads[k], local(grad)
-        if buf is None:
-            return False
-        return (grad.data_ptr() == buf.data_ptr() and grad.shape == buf.shape
-                and grad.dtype == buf.dtype and grad.device == buf.device
-                and grad.layout == torch.strided and grad.is_contiguous())
+        return buf is not None and (
+            grad.data_ptr() == buf.data_ptr() and grad.shape == buf.shape
+            and grad.dtype == buf.dtype and grad.device == buf.device
+            and grad.layout == torch.strided and grad.is_contiguous())
 
     def install_zeroed(self, k):
         """Installs buffer k, zeroed, as parameter k's p.grad (before backward)."""
@@ -173,18 +169,15 @@ class GradientBook:
         the engine's step is begun; a borrowed gradient of another dtype). Every gradient
         is checked before anything is copied (ValueError naming it).
 
-        Note [Which parameters have a gradient]: as torch.optim, a tensor is stepped when
-        it has a gradient at the step, with whatever that gradient holds then. The engine
-        reads each gradient where it is, by its pointer (StepOptions::grads): its own
-        buffer installed as p.grad, or any other tensor (assigned, ``p.grad.data = ...``,
-        Megatron's ``decoupled_grad``), no copy. Only a gradient it cannot read in place
-        (another dtype: FSDP2's reduce dtype; not contiguous) is copied into the tensor's
+        Note [Which parameters have a gradient] (docs/python.md, "Gradients and the
+        pointer contract"): as torch.optim, a tensor is stepped when it has a gradient at
+        the step. The engine reads each gradient where it is, by its pointer; only one it
+        cannot read in place (another dtype, not contiguous) is copied into the tensor's
         own buffer.
 
         Note [Swapped gradients]: a gradient may be another tensor's buffer (``a.grad,
-        b.grad = b.grad, a.grad``): read by pointer, each tensor steps with its own. A
-        gradient in the storage of a buffer a copy writes is cloned first, so nothing is
-        read after a copy wrote over it."""
+        b.grad = b.grad, a.grad``); one in the storage of a buffer a copy writes is
+        cloned first, so nothing is read after a copy wrote over it."""
         n = len(self.params)
         active, pointers, sources = bytearray(n), [0] * n, [None] * n
         copies, rebind = [], False
@@ -222,22 +215,18 @@ class GradientBook:
                 copies.append((k, g))
                 seen[k] = None
         if copies:
-            for k, _ in copies:
-                self.own_buffer(k)
             # Note [Swapped gradients]: sources inside a buffer a copy writes, cloned.
-            written = {storage_ptr(self.grads[k]) for k, _ in copies}
+            written = {storage_ptr(self.own_buffer(k)) for k, _ in copies}
             copies = [(k, src.clone() if storage_ptr(src) in written else src)
                       for k, src in copies]
-            copied = {k for k, _ in copies}
-            for k, src in enumerate(sources):
-                if src is not None and k not in copied and storage_ptr(src) in written:
+            for k, src in enumerate(sources):  # (a copied tensor's source is None)
+                if src is not None and storage_ptr(src) in written:
                     sources[k] = src.clone()
                     pointers[k] = sources[k].data_ptr()
                     seen[k] = None
             for k, src in copies:
-                self.grads[k].copy_(src)
-                sources[k] = self.grads[k]
-                pointers[k] = self.grads[k].data_ptr()
+                sources[k] = self.grads[k].copy_(src)
+                pointers[k] = sources[k].data_ptr()
         return active, pointers, sources, rebind
 
     def reset_ready(self):
