@@ -282,10 +282,8 @@ class Engine:
 
     def move_state(self, **changes):
         """Rebuilds the engine with `changes` to its options (offload_fraction=...), its
-        state carried bit for bit by a snapshot (placement-independent), the old engine
-        freed first so that its memory serves the new one; when the new one cannot be
-        built, the old options are rebuilt with the state and the error raised. Between
-        steps only."""
+        state carried bit for bit; when the new one cannot be built, the old options are
+        rebuilt with the state and the error raised. Between steps only (RuntimeError)."""
         if self.engine.step_begun or self.book.handed:
             raise RuntimeError("move_state: a step is under way")
         with self.guard():
@@ -406,19 +404,16 @@ class Engine:
                      if id(p) not in old_index and id(p) in self.retired]
         for p in self.params:
             self.retired.pop(id(p), None)
+        self._param_versions = [local(p)._version if id(p) not in old_index
+                                else old["versions"][old_index[id(p)]] for p in self.params]
         # Own gradient buffers: an old buffer that is p.grad moves into the new one.
-        self._param_versions = []
         for k, p in enumerate(self.params):
             o = old_index.get(id(p))
-            if o is None:
-                self._param_versions.append(local(p)._version)
-                continue
-            self._param_versions.append(old["versions"][o])
-            if not self.borrow_grads and old["grads"][o] is not None:
-                grad = p.grad
-                if grad is not None and local(grad).data_ptr() == old["grads"][o].data_ptr():
-                    book.own_buffer(k).copy_(old["grads"][o])
-                    p.grad = book.alias_of(k)
+            buf = None if o is None or self.borrow_grads else old["grads"][o]
+            if (buf is not None and p.grad is not None
+                    and local(p.grad).data_ptr() == buf.data_ptr()):
+                book.own_buffer(k).copy_(buf)
+                p.grad = book.alias_of(k)
         book.reset_ready()
         self.engine = engine  # the old one is freed here
         self.reload(sorted([k for k, p in enumerate(self.params) if id(p) in written]
@@ -473,11 +468,9 @@ class Engine:
         return options, [float(lr) for lr in lrs]
 
     def step(self, lrs, hypers, grads, clip=0.0, loss_scale=1.0, combine=None):
-        """One step: the gradients gathered (gather: each tensor's pointer; a reallocated
-        parameter or a borrowed gradient of another dtype rebinds first), written
-        parameters reloaded (follow_writes), early start checked, then
-        the engine's Step with each group's learning rate and hyper-parameters. While the
-        engine's step is begun, lrs, hypers, clip and loss_scale must be begin_step's.
+        """One step over `grads` (each engine tensor's gradient, or None) with each group's
+        learning rate and hyper-parameters, rebinding first where gather says so. While
+        the engine's step is begun, lrs, hypers, clip and loss_scale must be begin_step's.
         Returns the engine's (applied, grad_norm, step, stepped_tensors)."""
         options, lrs = self._options(lrs, hypers, clip, loss_scale)
         book = self.book
