@@ -91,10 +91,8 @@ def shard_dim(p):
 
 def replicated(p):
     """Whether tensor p is a DTensor replicated over a mesh dimension (HSDP's replicas)."""
-    if not is_dtensor(p):
-        return False
-    _, _, Replicate = dtensor_types()
-    return any(isinstance(placement, Replicate) for placement in p.placements)
+    return is_dtensor(p) and any(isinstance(placement, dtensor_types()[2])
+                                 for placement in p.placements)
 
 
 def check_param(p, where):
@@ -158,16 +156,12 @@ def shard_group(signatures):
     """The process group the partials are gathered over: the sharded mesh dimension's,
     or None when nothing is sharded (every rank holds whole tensors)."""
     dims = {sig[1] for sig in signatures if sig[1] is not None}
-    if not dims:
-        return None
-    mesh = signatures[0][0]
-    return mesh.get_group(mesh_dim=dims.pop())
+    return signatures[0][0].get_group(mesh_dim=dims.pop()) if dims else None
 
 
 def make_combine(group, device):
     """StepOptions::combine_grad_stats over `group` (Note [One collective per step]): one
-    all-gather of each rank's exact sum of squares (16 32-bit digits) and non-finite
-    flag, added up as integers: exact, so every rank gets the bits of an unsharded step."""
+    all-gather of each rank's 16 32-bit digits and non-finite flag, added as integers."""
     import torch.distributed as dist
     world = dist.get_world_size(group)
     on = collective_device(str(dist.get_backend(group)), device)

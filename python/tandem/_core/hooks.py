@@ -24,12 +24,8 @@ class GradHooks:
         self._accumulators = []
         self._early = early_start
         self._calls = (arriving, accumulated)
-        self._pending = []
-        for k, p in enumerate(params):
-            if p.requires_grad:
-                self._hook(k, p)
-            else:
-                self._pending.append((k, p))
+        self._pending = list(enumerate(params))
+        self.hook_pending()
         # The hooks go with the optimizer, whichever layout it has then.
         self._finalizer = weakref.finalize(opt, _remove, self._handles)
 
