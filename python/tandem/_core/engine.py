@@ -61,17 +61,9 @@ class Engine:
     # ------------------------------------------------------------------------------------
     # Reports
 
-    @property
-    def mode(self):
-        return self.engine.mode
-
-    @property
-    def step_count(self):
-        return self.engine.step_count
-
-    @property
-    def step_begun(self):
-        return self.engine.step_begun
+    mode = property(lambda self: self.engine.mode)
+    step_count = property(lambda self: self.engine.step_count)
+    step_begun = property(lambda self: self.engine.step_begun)
 
     def tensor_step_counts(self):
         return list(self.engine.tensor_step_counts())

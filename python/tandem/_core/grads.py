@@ -25,10 +25,6 @@ from tandem._core import options as _options
 local = _dist.local
 
 
-def _same(t):
-    return t
-
-
 def storage_ptr(t):
     """The address of tensor t's storage (the start of the allocation it views)."""
     storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
@@ -185,7 +181,7 @@ class GradientBook:
         # begun: then it raises.
         begun = self.engine.step_begun
         seen, params = self._seen, self.params
-        mine = local if self.sharded else _same  # per tensor and step: no call when plain
+        mine = local if self.sharded else (lambda t: t)  # plain: no DTensor check per tensor
         for k, grad in enumerate(grads):
             if mine(params[k]).data_ptr() != ptrs[k]:
                 if begun:
