@@ -1,26 +1,12 @@
 """offload_fraction="auto": the offload fraction chosen from what training leaves of the GPU.
 
-Note [Automatic offload fraction]: how much optimizer state the GPU can keep depends on
-what training itself takes there (activations, the gradients in flight, torch's cache),
-which nothing can tell before a step has run. So the optimizer is built at fraction 1
-(every state element in pinned host memory: the smallest GPU footprint, so the first
-iteration fits wherever any does) and torch's peak statistics of the device are reset.
-After the first ``step()`` the peak says what training took besides the engine; the
-fraction is then re-planned once from the engine's own memory model (``tandem._C.
-predict_memory``, what ``memory()`` would report):
-
-    others   = max_memory_reserved() - the engine's device bytes      (at the peak)
-    capacity = the device memory torch may use: what the driver has free plus what torch
-               holds, within torch.cuda.set_per_process_memory_fraction's cap
-    budget   = capacity - others - headroom     (headroom: 5% of the capacity + 256 MiB)
-    fraction = the smallest (a multiple of 1e-4) whose engine device bytes fit the budget
-
-and, when it is lower, the state moves there at once: the engine is rebuilt at the new
-fraction (the old one freed first, so its memory serves the new one) and its state
-restored bit for bit (snapshots do not depend on the placement), so the run continues
-exactly as one started at that fraction would. One line on stderr says what was chosen
-and why. The re-plan happens once: a later iteration that needs more memory (a longer
-sequence) is not followed. Host mode has no GPU to fit: "auto" is fraction 0 there.
+Note [Automatic offload fraction] (docs/python.md, "offload_fraction="auto"", has the
+terms): the optimizer is built at fraction 1 and torch's peak statistics of the device
+are reset; after the first ``step()`` the fraction is re-planned once from the engine's
+own memory model (``tandem._C.predict_memory``): the smallest multiple of 1e-4 whose
+device bytes fit capacity - others - headroom (others: the reserved peak less the
+engine's bytes). When it is lower by MIN_MOVE or more, the engine is rebuilt there (the
+old one freed first) with its state bit for bit. Host mode: "auto" is fraction 0.
 """
 
 import sys
@@ -41,8 +27,7 @@ def starting_fraction(device):
 
 
 def capacity_bytes(device):
-    """The device memory torch may use on `device`: what the driver has free plus what
-    torch holds, within the per-process memory fraction's cap."""
+    """The capacity of Note [Automatic offload fraction] on `device`."""
     free, total = torch.cuda.mem_get_info(device)
     capacity = free + torch.cuda.memory_reserved(device)
     getter = getattr(torch.cuda, "get_per_process_memory_fraction", None)
@@ -63,8 +48,8 @@ def choose(specs, config, capacity, others, current):
 
 
 class AutoFraction:
-    """The re-plan of an optimizer built with offload_fraction="auto" (module docstring),
-    over its front-end core (engine.py)."""
+    """The re-plan of an optimizer built with offload_fraction="auto", over its
+    front-end core (engine.py)."""
 
     def __init__(self, core, log=None):
         self.core = core
@@ -81,7 +66,7 @@ class AutoFraction:
             self.chosen = (0.0, "host mode: no GPU memory to save")
 
     def after_step(self):
-        """After the first step: re-plans and moves the state once (module docstring)."""
+        """After the first step: re-plans and moves the state once."""
         if not self.pending:
             return
         self.pending = False

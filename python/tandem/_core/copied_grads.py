@@ -2,25 +2,16 @@
 the sharded gradients of FSDP2's CPUOffloadPolicy (Note [Parameters on the host] in
 dist.py).
 
-Note [Gradients copied to the host]: under CPUOffloadPolicy FSDP2 copies each
-reduce-scattered gradient from the GPU into pinned host memory with a non-blocking copy
-on its post-reduce stream, assigns the host tensor as the shard's gradient and runs the
-shard's post-accumulate-grad hooks at once, on the thread that launches backward, before
-the copy has landed; it waits for the copies only at the end of backward
-(``finalize_backward``). The engine runs in host mode over host shards and reads a
-gradient on the host as soon as it is handed over (its norm partial, its downloads, its
-speculative update), so the hook cannot hand it over then. Instead it records a fence
-(a CUDA event on the current stream, which is the post-reduce stream, right behind the
-copy) and queues the gradient; a thread per optimizer waits for the fences in order and
-hands each gradient over (the front end's ``_hand_over``, under the optimizer's lock)
-once its copy is complete, while backward goes on. At the end of backward (an autograd
-callback queued with the first gradient), and at ``step`` and ``zero_grad``, the rest is
-handed over on the caller's thread, fence by fence, so after ``loss.backward()`` every
-gradient is handed over (with release_grads, ``p.grad`` is None) as without the policy.
-A gradient of a tensor already handed over in this step (accumulation) is handed over
-at once, behind its own fence, so that a refusal under release_grads is raised from its
-hook, through backward, as without the policy; an error of a deferred hand-over is
-raised at the end of backward. The thread holds the optimizer weakly and ends with it.
+Note [Gradients copied to the host] (docs/distributed.md, "Parameters on the host"):
+FSDP2 runs a shard's post-accumulate-grad hooks before its non-blocking copy of the
+gradient to the host has landed. So the hook records a fence (a CUDA event on the
+current stream, behind the copy) and queues the gradient; a thread per optimizer hands
+each over (the front end's ``_hand_over``, under the optimizer's lock) once its fence
+completed. The end of backward (an autograd callback), ``step`` and ``zero_grad`` hand
+the rest over on the caller's thread. A gradient of a tensor already handed over in this
+step is handed over at once, so that a refusal is raised from its hook; an error of a
+deferred hand-over is raised at the end of backward. The thread holds the optimizer
+weakly and ends with it.
 """
 
 import collections
@@ -43,10 +34,9 @@ def cuda_fence(grad):
 
 
 class CopiedGrads:
-    """The deferred hand-overs of one optimizer, `opt` (module docstring): each is
-    ``opt._hand_over(k, grad)`` under ``opt._lock``; opt is held weakly. `fence(grad)`
-    makes the object whose ``synchronize()`` returns once `grad` is complete (None: it
-    is)."""
+    """The deferred hand-overs of one optimizer, `opt` (held weakly): each is
+    ``opt._hand_over(k, grad)`` under ``opt._lock``. `fence(grad)` makes the object whose
+    ``synchronize()`` returns once `grad` is complete (None: it is)."""
 
     def __init__(self, opt, fence=cuda_fence):
         self._ref = weakref.ref(opt)

@@ -1,19 +1,12 @@
-"""The engine's GPU memory under PyTorch: one pool with torch's caching allocator, and the
-out-of-memory error that says what would fit.
+"""The engine's GPU memory under PyTorch: one pool with torch's caching allocator (Note
+[One GPU memory pool] in include/tandem/device_allocator.h), and the out-of-memory error
+that says what would fit.
 
-Note [One GPU memory pool] (include/tandem/device_allocator.h): every device buffer the
-engine owns comes from torch's caching allocator (``torch.cuda.caching_allocator_alloc``
-on the engine's stream), so memory torch has cached is the engine's to use (a model built
-in fp32 and cast to bf16 leaves the fp32 copy in torch's cache), and
-``torch.cuda.memory_allocated()``, ``max_memory_allocated()``, ``memory_summary()`` and
-``set_per_process_memory_fraction`` see the engine. When an allocation fails, torch
-returns its cached blocks and retries; the engine then empties torch's cache and tries
-once more before it gives up. The engine frees its buffers only once nothing it queued
-uses them (its destructor waits), so torch may reuse them at once.
-
-When the optimizer cannot be built for lack of GPU memory, :func:`explain_oom` says, from
-the engine's own memory model (``tandem._C.predict_memory``: what ``memory()`` of the
-optimizer would report), which offload fraction and budgets fit in the memory free now.
+Every device buffer the engine owns comes from ``torch.cuda.caching_allocator_alloc`` on
+the engine's stream, so torch's statistics and caps see the engine. When an allocation
+fails, torch returns its cached blocks and retries; the engine then empties torch's cache
+and tries once more before it gives up. The engine frees its buffers only once nothing
+it queued uses them, so torch may reuse them at once.
 """
 
 import torch
@@ -61,9 +54,9 @@ def torch_allocator(device, stream):
 
 def build_engine(specs, config, device):
     """tandem._C.HybridOptimizer(specs, config) on `device` (a torch.device; CUDA: on the
-    current device, config.cuda_stream set); on a GPU its device memory comes from torch's
-    caching allocator, and when the GPU cannot hold it, tandem.OutOfMemoryError says what
-    fits (explain_oom; nothing of it stays allocated)."""
+    current device, config.cuda_stream set), its device memory from torch's caching
+    allocator; when the GPU cannot hold it, tandem.OutOfMemoryError says what fits
+    (explain_oom; nothing of it stays allocated)."""
     if device.type != "cuda":
         return _C.HybridOptimizer(specs, config)
     config = with_options(config, device_allocator=torch_allocator(device, config.cuda_stream))
@@ -80,13 +73,6 @@ GIB = float(1 << 30)
 
 def _gib(n):
     return "%.2f GiB" % (n / GIB)
-
-
-def free_device_bytes(device):
-    """Bytes the engine could take on `device` now: what the driver has free plus what
-    torch has cached and not allocated (it returns it on demand)."""
-    free, _ = torch.cuda.mem_get_info(device)
-    return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
 
 
 def with_options(config, **changes):
@@ -143,7 +129,9 @@ def explain_oom(error, specs, config, device):
     `device` failed with `error` (nothing of it is left allocated): the engine's need at
     the configured point, the memory free now, and the fraction and budgets that fit."""
     torch.cuda.empty_cache()
-    free = free_device_bytes(device)
+    # What the driver has free plus what torch has cached and not allocated.
+    free = (torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device)
+            - torch.cuda.memory_allocated(device))
     lines = ["the optimizer could not take its GPU memory: %s" % (error,)]
     config = with_measured_rates(specs, config)
     need = device_bytes(specs, config)

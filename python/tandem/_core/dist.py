@@ -1,43 +1,30 @@
 """DTensor parameters (FSDP2's ``fully_shard``, HSDP) in tandem.torch: what a shard is,
-the one collective of a step, and the quantization-group rule. docs/distributed.md.
+the one collective of a step, and the quantization-group rule. docs/distributed.md,
+"The contract" and "Parameters on the host", explains each note.
 
-Note [Sharded parameters]: a DTensor parameter's optimizer state covers its local shard
-only; the engine sees the local tensor (``p._local_tensor``: for FSDP2 a view of its
-padded sharded storage, read by the next all-gather), updates it in place and orders the
-caller's current stream after the update. Supported placements: ``Shard(0)`` on at most
-one mesh dimension and ``Replicate`` on the others (HSDP). Shards may be uneven or empty.
+Note [Sharded parameters]: a DTensor parameter's state covers its local shard
+(``p._local_tensor``), which the engine updates in place, ordering the caller's current
+stream after the update. Placements: ``Shard(0)`` on at most one mesh dimension and
+``Replicate`` on the others (HSDP); shards may be uneven or empty.
 
-Note [Parameters on the host]: FSDP2's ``CPUOffloadPolicy`` keeps the sharded parameters
-(and their gradients) in pinned host memory while the mesh, the all-gathers and the
-compute are on the GPU: the local shards are CPU tensors of a CUDA mesh. The optimizer
-then runs the engine in host mode over them (the state in host memory, the host kernels,
-the shards written in place, the same bits as any placement), with three things that
-host mode alone does not know: the GPU still copies into and out of the shards, so the
-step first waits for the device (every gradient's copy down and every all-gather's copy
-up of the shards it writes are complete; ``wait_copies``); a gradient handed over
-during backward waits for its own copy (Note [Gradients copied to the host] in
-copied_grads.py); and the step's collective runs where the shard group's backend
-wants it (NCCL: on the GPU; ``collective_device``).
+Note [Parameters on the host]: FSDP2's ``CPUOffloadPolicy`` makes the local shards CPU
+tensors of a CUDA mesh; the engine runs in host mode over them. The GPU still copies into
+and out of the shards, so the step first waits for the device (``wait_copies``), a
+gradient handed over during backward waits for its own copy (Note [Gradients copied to
+the host] in copied_grads.py), and the collective runs where the group's backend wants
+it (``collective_device``).
 
-Note [One collective per step]: the engine's pre-pass computes this rank's exact sum of
-squared gradients (a 512-bit fixed-point integer, Note [Exact sum of squares] in
-engine/exact_sum.h) and whether any is non-finite, on the GPU (host mode: on the host)
-before any copy or update; ``combine`` all-gathers them over the *shard* mesh dimension
-(replicas of HSDP hold the same shards and gradients, so each element is counted once)
-and adds them as integers: every rank reaches the same bits for the norm, the clip
-coefficient and the skip decision, equal to a single process's given the same
-gradients.
+Note [One collective per step]: ``combine`` all-gathers each rank's exact sum of squared
+gradients (Note [Exact sum of squares] in engine/exact_sum.h) and non-finite flag over
+the *shard* mesh dimension (HSDP's replicas hold the same gradients) and adds them as
+integers: every rank reaches the bits of a single process's norm and skip decision.
 
-Note [Shard-safe quantization groups]: q8 moments keep one scale per 32 consecutive
-elements of a tensor. A ``Shard(0)`` boundary falls between rows, so when the tensor has
-two or more dimensions and its last dimension is a multiple of 32 no group is ever split,
-the local shard's groups are the global tensor's, and codes and scales reshard exactly
-(scales shaped ``shape[:-1] + (K // 32,)``). Any other sharded tensor (1-D vectors such as
-norm weights, odd widths) keeps its moments in f32 instead: decided from the global shape
-and the placements only, never from the local size, so the numerics never depend on the
-mesh. Plain (unsharded) parameters keep the configured formats.
+Note [Shard-safe quantization groups]: a ``Shard(0)`` boundary falls between rows, so a
+tensor of two or more dimensions whose last is a multiple of 32 never splits a q8 group
+(scales shaped ``shape[:-1] + (K // 32,)``); any other sharded tensor keeps its moments
+in f32, decided from the global shape and placements only, never from the mesh. Plain
+parameters keep the configured formats.
 """
-
 
 import atexit
 import sys
@@ -104,10 +91,8 @@ def shard_dim(p):
 
 def replicated(p):
     """Whether tensor p is a DTensor replicated over a mesh dimension (HSDP's replicas)."""
-    if not is_dtensor(p):
-        return False
-    _, _, Replicate = dtensor_types()
-    return any(isinstance(placement, Replicate) for placement in p.placements)
+    return is_dtensor(p) and any(isinstance(placement, dtensor_types()[2])
+                                 for placement in p.placements)
 
 
 def check_param(p, where):
@@ -128,8 +113,7 @@ def check_param(p, where):
 
 
 def host_shard(p):
-    """Whether DTensor p's local shard is in host memory while its mesh is on a device
-    (Note [Parameters on the host])."""
+    """Whether DTensor p's local shard is in host memory while its mesh is on a device."""
     return p.device.type == "cpu" and p.device_mesh.device_type != "cpu"
 
 
@@ -140,9 +124,8 @@ def host_shards(params):
 
 def wait_copies(params):
     """When `params` are host shards of a CUDA mesh (Note [Parameters on the host]), waits
-    until the current GPU has completed what is queued: no copy still writes a gradient
-    the engine reads or reads a shard it writes. Nothing to wait for in a process
-    without a CUDA context. Returns None."""
+    until the current GPU has completed what is queued (no copy still writes a gradient
+    or reads a shard). Returns None."""
     if torch.cuda.is_initialized() and host_shards(params):
         torch.cuda.synchronize()
 
@@ -173,16 +156,12 @@ def shard_group(signatures):
     """The process group the partials are gathered over: the sharded mesh dimension's,
     or None when nothing is sharded (every rank holds whole tensors)."""
     dims = {sig[1] for sig in signatures if sig[1] is not None}
-    if not dims:
-        return None
-    mesh = signatures[0][0]
-    return mesh.get_group(mesh_dim=dims.pop())
+    return signatures[0][0].get_group(mesh_dim=dims.pop()) if dims else None
 
 
 def make_combine(group, device):
     """StepOptions::combine_grad_stats over `group` (Note [One collective per step]): one
-    all-gather of each rank's exact sum of squares (16 32-bit digits) and non-finite
-    flag, added up as integers: exact, so every rank gets the bits of an unsharded step."""
+    all-gather of each rank's 16 32-bit digits and non-finite flag, added as integers."""
     import torch.distributed as dist
     world = dist.get_world_size(group)
     on = collective_device(str(dist.get_backend(group)), device)
@@ -206,20 +185,11 @@ def make_combine(group, device):
     return combine
 
 
-# Note [Collectives at exit]: torch's gloo backend runs each collective on a thread of its
-# own, and frees a finished collective (with the tensors it was given) on that thread,
-# sometimes later than the collective's return: a barrier keeps the collectives in flight
-# when it was called (weak references) until it is freed itself. A tensor whose Python
-# object is released there needs the GIL; and the process group's threads outlive
-# destroy_process_group() (DTensor's redistribution plans keep the device mesh, and with
-# it the group, until the interpreter tears its modules down). A thread that takes the
-# GIL while the interpreter finalizes is ended by CPython inside that destructor:
-# "terminate called without an active exception", SIGABRT, after the script's work was
-# done (docs/distributed.md, "The abort at exit"). So Tandem's own collective gathers
-# into buffers that live as long as the engine (never left to a gloo thread to free), and
-# a process that used Tandem's collectives or checkpoints gives the group's threads the
-# GIL for a moment before the interpreter finalizes (atexit runs while other threads may
-# still take it), so that whatever they still free is freed then.
+# Note [Collectives at exit] (docs/distributed.md, "The abort at exit"): a gloo thread
+# that frees a collective's tensors (taking the GIL) while the interpreter finalizes is
+# ended inside that destructor: SIGABRT after the script's work. So Tandem's collective
+# gathers into buffers that live as long as the engine, and a process that used Tandem's
+# collectives or checkpoints gives those threads the GIL for a moment at exit (atexit).
 EXIT_GRACE_S = 0.05
 _exit_guarded = []
 
@@ -250,9 +220,7 @@ def collective_device(backend, device):
 def group_safe(shape, sharded):
     """Whether q8 groups of a tensor of global `shape` survive any shard boundary
     (Note [Shard-safe quantization groups])."""
-    if not sharded:
-        return True
-    return len(shape) >= 2 and shape[-1] % QUANT_GROUP == 0
+    return not sharded or (len(shape) >= 2 and shape[-1] % QUANT_GROUP == 0)
 
 
 def tensor_formats(formats, shape, sharded):

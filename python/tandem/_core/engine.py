@@ -1,26 +1,8 @@
-"""The front-end core: one tandem._C.HybridOptimizer built and driven for a front end.
-
-tandem.torch (torch.optim's interface) and tandem.megatron (TransformerEngine FusedAdam's,
-inside Megatron-Core's DistributedOptimizer) are thin front ends over :class:`Engine`, and
-so is the Megatron-FSDP one to come. A front end decides which tensors the engine steps
-(``bind``: parameter, name and group of each, in order), and each step's learning rates,
-hyper-parameters and gradients; the core does the rest:
-
-* layout: the engine's tensor specs from the parameters (local shards of DTensors, Note
-  [Sharded parameters] in dist.py), per-tensor formats, the gradient buffers;
-* stream ordering: the engine runs on the CUDA stream current when it was built; work
-  on other streams is ordered before and after it (``order_after_current``);
-* gradient bookkeeping: which tensors have a gradient and where the engine reads it
-  (Note [Which parameters have a gradient] in grads.py), early start and its check at
-  the step;
-* the parameter as the source of truth (Note [The parameter is the source of truth]);
-* each group's learning rate and hyper-parameters, handed over at every step (Note
-  [Each group's values every step]);
-* state: rebinding with the state carried by parameter identity (Note [Rebinding]),
-  snapshots, restores and checkpoint files.
-
-The core holds no lock and raises no warning: the front end serialises calls and speaks
-to the user (warnings.py). docs/architecture.md, "Python", has the picture.
+"""The front-end core: one tandem._C.HybridOptimizer built and driven for a front end
+(tandem.torch, tandem.megatron), which decides which tensors the engine steps (``bind``)
+and each step's learning rates, hyper-parameters and gradients; the core does the rest.
+docs/architecture.md, "Python", has the picture. The core holds no lock and raises no
+warning: the front end serialises calls and speaks to the user (warnings.py).
 """
 
 import torch
@@ -37,26 +19,16 @@ local = _dist.local  # a DTensor's local shard, or the tensor itself
 
 
 class Engine:
-    """One HybridOptimizer over the tensors a front end binds (see the module docstring).
+    """One HybridOptimizer over the tensors a front end binds.
 
     algorithm: "adamw", "adam", "lion" or "sgd". config: a tandem._C.OptimizerConfig with
     the formats and every option but algorithm, groups, mode and cuda_stream (set at each
-    build). Every step's gradients are read where they are (their pointers). With
-    borrow_grads the engine is built over the gradient tensors handed to ``bind``
-    (Megatron's gradient buffer) and rebinds when one of another dtype comes; without,
-    it keeps a gradient buffer per plain tensor, which the front end installs as p.grad
-    and which takes the copy of a gradient it cannot read in place (torch's p.grad);
-    for DTensor parameters and with ``config.release_grads`` only the copies need one
-    (Note [Gradients read where they are]). follow_writes: each step first reloads the
-    masters of parameters torch ops wrote (Note [The parameter is the source of truth]);
-    off for a front end whose framework writes the parameters itself between steps
-    (Megatron's parameter all-gather), which reloads them when it knows.
-
-    ``book`` is the engine's GradientBook (grads.py): the gradient buffers, and the
-    gradients a front end hands over during backward (``book.grad_ready``: early start;
-    Note [Released gradients] in grads.py for release_grads).
-
-    Not thread-safe: the front end holds its lock around every call.
+    build). borrow_grads: the engine is built over the gradient tensors handed to ``bind``
+    (Megatron's gradient buffer) and rebinds when one of another dtype comes; without, it
+    keeps gradient buffers (Note [Gradients read where they are]). follow_writes: each
+    step first reloads the masters of parameters torch ops wrote (Note [The parameter is
+    the source of truth]); off for a front end that reloads them itself. ``book`` is the
+    engine's GradientBook (grads.py). Not thread-safe: the front end holds its lock.
     """
 
     def __init__(self, algorithm, config, *, borrow_grads=False, follow_writes=True):
@@ -89,17 +61,9 @@ class Engine:
     # ------------------------------------------------------------------------------------
     # Reports
 
-    @property
-    def mode(self):
-        return self.engine.mode
-
-    @property
-    def step_count(self):
-        return self.engine.step_count
-
-    @property
-    def step_begun(self):
-        return self.engine.step_begun
+    mode = property(lambda self: self.engine.mode)
+    step_count = property(lambda self: self.engine.step_count)
+    step_begun = property(lambda self: self.engine.step_begun)
 
     def tensor_step_counts(self):
         return list(self.engine.tensor_step_counts())
@@ -219,26 +183,20 @@ class Engine:
 
     def formats_of(self, k):
         override = self.tensor_formats(k)
-        if override is None:
-            return tuple(self.formats)
-        return (override["master"], override["momentum"], override["variance"])
+        return tuple(self.formats if override is None else override.values())
 
     def _lay_out(self, entries, grads):
-        """Sets the per-tensor tables for `entries` [(param, name, group)]: parameters,
-        names, groups, device, sharding, and the gradient each tensor's spec points at
-        (grads[k] when borrowed, else a new zeroed buffer or none; a shared zero
-        placeholder for a borrowed gradient that does not exist yet).
+        """Sets the per-tensor tables for `entries` [(param, name, group)] and the book's
+        gradient buffers (grads: the borrowed ones).
 
         Note [Gradients read where they are]: the engine reads each step's gradients by
-        their pointers (Note [Which parameters have a gradient] in grads.py), so a
-        gradient buffer of its own is needed only as p.grad for backward to accumulate
-        into (plain parameters), or for a gradient that must be copied (another dtype,
-        not contiguous). FSDP2 assigns the sharded gradients itself (a new tensor every
-        step) and gradient release wants autograd's own gradient, handed over and freed:
-        for DTensor parameters and with release_grads the buffers are made when first
-        needed (own_buffer), and the spec's default gradient is the parameter's own
-        memory, which is never read: every step and every grad_ready hands a pointer for
-        each tensor it steps."""
+        their pointers (Note [Which parameters have a gradient] in grads.py), so an own
+        gradient buffer is needed only as p.grad for backward to accumulate into (plain
+        parameters) or for a gradient that must be copied (another dtype, not
+        contiguous). FSDP2 assigns the sharded gradients itself and gradient release
+        wants autograd's own: for DTensor parameters and with release_grads the buffers
+        are made when first needed (own_buffer), and the spec's default gradient is the
+        parameter's own memory, never read (every step and grad_ready hand a pointer)."""
         params = [p for p, _, _ in entries]
         names = [n for _, n, _ in entries]
         if not params:
@@ -278,11 +236,9 @@ class Engine:
     def engine_config(self):
         """The engine's configuration: the front end's options with the algorithm, each
         group's values and the mode."""
-        cfg = self.config.__copy__()
-        cfg.algorithm = self.algorithm
-        cfg.groups = self.engine_groups()
-        cfg.mode = "gpu" if self.cuda else "host"
-        return cfg
+        return _device_memory.with_options(self.config, algorithm=self.algorithm,
+                                           groups=self.engine_groups(),
+                                           mode="gpu" if self.cuda else "host")
 
     def _new_engine(self):
         """A HybridOptimizer over the current layout; on CUDA on the current stream, its
@@ -318,10 +274,8 @@ class Engine:
 
     def move_state(self, **changes):
         """Rebuilds the engine with `changes` to its options (offload_fraction=...), its
-        state carried bit for bit by a snapshot (placement-independent), the old engine
-        freed first so that its memory serves the new one; when the new one cannot be
-        built, the old options are rebuilt with the state and the error raised. Between
-        steps only."""
+        state carried bit for bit; when the new one cannot be built, the old options are
+        rebuilt with the state and the error raised. Between steps only (RuntimeError)."""
         if self.engine.step_begun or self.book.handed:
             raise RuntimeError("move_state: a step is under way")
         with self.guard():
@@ -377,21 +331,12 @@ class Engine:
         return moved
 
     def _rebind(self, entries, hypers, grads):
-        """Note [Rebinding]: the engine holds raw pointers to the parameters and the state
-        of the tensors it was built with. When the tensors change (a front end's
-        parameters added or removed, reallocated: model.to(device), p.data = ...,
-        Accelerate's prepare; or gradient buffers that moved, when borrowed) a new engine
-        is built over the current ones and the old state is restored into it by
-        parameter identity, under the new names and groups: masters, moments and
-        per-tensor steps bit for bit. New tensors keep their fresh state (step 0, zero
-        moments, master from the parameter); a tensor left out keeps its state aside, as
-        torch.optim keeps state[p], and gets it back if it returns (its master re-read
-        from its weight). The restore writes the masters to the parameters; their values
-        before it are put back (a never-stepped parameter need not hold its decoded
-        master), so a rebind changes no weight. The old storages are kept alive until
-        here, so the snapshot reads valid memory. Costs a full state copy. Refused (the
-        step under way discarded) once gradients of the step were released: the new
-        engine could not step them."""
+        """Note [Rebinding] (docs/python.md, "Rebinding"): a new engine over the current
+        tensors, the old state restored into it by parameter identity, bit for bit; a
+        tensor left out keeps its state aside (retired) for its return. The weights are
+        put back after the restore, so a rebind changes none; the old storages were kept
+        alive, so the snapshot reads valid memory. Refused (the step under way discarded)
+        once gradients of the step were released: the new engine could not step them."""
         book = self.book
         if self.release and book.handed:
             book.discard()
@@ -401,14 +346,11 @@ class Engine:
                 "the step was discarded, nothing changed. Change parameters between a "
                 "step() and the next backward")
         old = dict(params=self.params, grads=book.grads, versions=self._param_versions)
-        with self.guard():
-            self.synchronize()  # the last step's state is final
-            snap = self.engine.snapshot()
+        snap = self.snapshot()
         old_index = {id(p): k for k, p in enumerate(old["params"])}
         moved = [k for k in range(len(old["params"])) if self.moved(k)]
         # Weights written by torch ops since the engine last wrote them: reloaded below.
-        written = {id(p) for k, p in enumerate(old["params"])
-                   if local(p)._version != old["versions"][k]}
+        written = {id(old["params"][k]) for k in self.written()}
         tables = {key: getattr(self, key) for key in (
             "params", "names", "group_of", "device", "cuda", "index_by_id", "_ptrs",
             "_storages", "stream", "sharded", "combine", "hypers")}
@@ -454,24 +396,20 @@ class Engine:
                      if id(p) not in old_index and id(p) in self.retired]
         for p in self.params:
             self.retired.pop(id(p), None)
+        self._param_versions = [local(p)._version if id(p) not in old_index
+                                else old["versions"][old_index[id(p)]] for p in self.params]
         # Own gradient buffers: an old buffer that is p.grad moves into the new one.
-        self._param_versions = []
         for k, p in enumerate(self.params):
             o = old_index.get(id(p))
-            if o is None:
-                self._param_versions.append(local(p)._version)
-                continue
-            self._param_versions.append(old["versions"][o])
-            if not self.borrow_grads and old["grads"][o] is not None:
-                grad = p.grad
-                if grad is not None and local(grad).data_ptr() == old["grads"][o].data_ptr():
-                    book.own_buffer(k).copy_(old["grads"][o])
-                    p.grad = book.alias_of(k)
+            buf = None if o is None or self.borrow_grads else old["grads"][o]
+            if (buf is not None and p.grad is not None
+                    and local(p.grad).data_ptr() == buf.data_ptr()):
+                book.own_buffer(k).copy_(buf)
+                p.grad = book.alias_of(k)
         book.reset_ready()
         self.engine = engine  # the old one is freed here
-        reload = [k for k, p in enumerate(self.params) if id(p) in written] + returning
-        if reload:
-            self.reload(sorted(reload))
+        self.reload(sorted([k for k, p in enumerate(self.params) if id(p) in written]
+                           + returning))
         added = [p for p in self.params if id(p) not in old_index]
         return added, moved
 
@@ -485,8 +423,7 @@ class Engine:
         """The engine tensors whose parameter torch ops wrote since the engine did.
 
         Note [The parameter is the source of truth]: the engine writes parameters through
-        raw pointers, which leaves their version counters alone, so a counter that moved
-        means the user wrote the weight."""
+        raw pointers, which leave their version counters alone."""
         return [k for k, p in enumerate(self.params)
                 if local(p)._version != self._param_versions[k]]
 
@@ -502,9 +439,7 @@ class Engine:
         self.record_versions()
 
     def sync_params(self):
-        changed = self.written()
-        if changed:
-            self.reload(changed)
+        self.reload(self.written())
 
     # ------------------------------------------------------------------------------------
     # Steps (Note [Each group's values every step])
@@ -519,18 +454,15 @@ class Engine:
 
         Note [Each group's values every step]: the engine's Step takes each group's
         learning rate and hyper-parameters at every step (StepOptions::group_hyper), as
-        torch.optim and Megatron hand them: a schedule that moves groups differently
-        costs nothing, and no ratio or reference group is kept anywhere."""
+        torch.optim and Megatron hand them: no ratio or reference group is kept."""
         options = _C.StepOptions(max_grad_norm=clip, loss_scale=loss_scale)
         options.groups = [dict(h, lr_scale=1.0) for h in hypers]
         return options, [float(lr) for lr in lrs]
 
     def step(self, lrs, hypers, grads, clip=0.0, loss_scale=1.0, combine=None):
-        """One step: the gradients gathered (gather: each tensor's pointer; a reallocated
-        parameter or a borrowed gradient of another dtype rebinds first), written
-        parameters reloaded (follow_writes), early start checked, then
-        the engine's Step with each group's learning rate and hyper-parameters. While the
-        engine's step is begun, lrs, hypers, clip and loss_scale must be begin_step's.
+        """One step over `grads` (each engine tensor's gradient, or None) with each group's
+        learning rate and hyper-parameters, rebinding first where gather says so. While
+        the engine's step is begun, lrs, hypers, clip and loss_scale must be begin_step's.
         Returns the engine's (applied, grad_norm, step, stepped_tensors)."""
         options, lrs = self._options(lrs, hypers, clip, loss_scale)
         book = self.book
@@ -546,12 +478,9 @@ class Engine:
         if self.follow_writes:
             self.sync_params()
         book.recheck_early_start(active, pointers, sources, self.order_after_current)
-        if released:  # read from what grad_ready took (pointer 0: grad_ready's)
-            active = bytearray(active)
-            for k in released:
-                active[k] = 1
-            active = bytes(active)
-        options.active = active
+        for k in released:  # read from what grad_ready took (pointer 0: grad_ready's)
+            active[k] = 1
+        options.active = bytes(active)
         options.grads = pointers
         options.combine = combine if combine is not None else self.combine
         try:

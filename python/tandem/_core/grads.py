@@ -1,28 +1,19 @@
-"""The gradient bookkeeping of the front-end core (engine.py): which engine tensors
-have a gradient at a step and where the engine reads it (Note [Which parameters have a
-gradient], Note [Swapped gradients]), early start with its check at the step (Note
-[Early start is checked at step]) and gradient release (Note [Released gradients]). An
-Engine holds one :class:`GradientBook`, lays it out with its tensors at each bind and
-points it at each HybridOptimizer it builds.
+"""The gradient bookkeeping of the front-end core (engine.py): where the engine reads each
+tensor's gradient at a step, early start with its check at the step, and gradient release
+(docs/python.md, "Gradient release").
 
 Note [Released gradients]: with release_grads, a front end hands a gradient over as soon
-as it is final (``grad_ready``, from a post-accumulate-grad hook: autograd's, or FSDP2's
-after its reduce-scatter) and drops its own reference (``p.grad = None``); the engine has
-then enqueued every read it will make of it (Note [Gradient release] in
-tandem/optimizer.h). The tensor is kept here (``hold``) until the engine says those reads
-completed (``grad_consumed``), checked at every later hand-over and step (``prune_held``):
-then the caching allocator may give its memory to the next allocation on its stream,
-FSDP2's next reduce-scatter, with no stream coupling. The step steps a released tensor
-from what the engine took (its pointer: 0), and a ``p.grad`` set again after the release
-is refused: whatever wrote it came too late to be seen.
+as it is final (``grad_ready``) and sets ``p.grad = None``; the engine has then enqueued
+every read it will make of it (Note [Gradient release] in tandem/optimizer.h). The
+tensor is kept (``hold``) until the engine says those reads completed (``grad_consumed``,
+checked at every later hand-over and step: ``prune_held``), so the caching allocator
+reuses its memory with no stream coupling. The step steps a released tensor from what
+the engine took (pointer 0); a ``p.grad`` set again after the release is refused.
 
-Note [Gradients in flight]: backward can produce gradients faster than the link takes
-them down (an 8B model's 16 GB of bf16 gradients in a quarter of a second against
-55 GB/s), so the held gradients would pile up on the GPU. Their bytes are bounded
-(``bound_held``, the front end's ``grads_in_flight_bytes``): past the bound, the hand-over
-waits on the host for the oldest held gradients' reads to complete and lets them go.
-Backward's launching thread then runs at the link's pace, and the GPU holds at most the
-bound plus the gradient just handed over."""
+Note [Gradients in flight]: the held gradients' bytes are bounded (``bound_held``, the
+front end's ``grads_in_flight_bytes``): past the bound, the hand-over waits on the host
+for the oldest held gradients' reads and lets them go, so backward runs at the link's
+pace and the GPU holds at most the bound plus the gradient just handed over."""
 
 import contextlib
 
@@ -32,10 +23,6 @@ from tandem._core import dist as _dist
 from tandem._core import options as _options
 
 local = _dist.local
-
-
-def _same(t):
-    return t
 
 
 def storage_ptr(t):
@@ -71,11 +58,10 @@ class GradientBook:
         self._waiter = None      # a stream bound_held waits on (Note [Gradients in flight])
 
     def lay_out(self, params, names, sharded, device, grads=None):
-        """Takes the Engine's tensors (parameters, names, whether sharded, their device)
-        and makes each one's gradient buffer (Note [Gradients read where they are] in
-        engine.py): borrowed, grads[k] (a shared zero placeholder for a gradient that
-        does not exist yet; ValueError for one that cannot be the gradient); own, a new
-        zeroed buffer, or none for DTensor parameters and with release."""
+        """Takes the Engine's tensors and makes each one's gradient buffer (Note
+        [Gradients read where they are] in engine.py): borrowed, grads[k] (a shared zero
+        placeholder where None; ValueError for one that cannot be the gradient); own, a
+        new zeroed buffer, or none for DTensor parameters and with release."""
         self.params, self.names, self.sharded, self.device = params, names, sharded, device
         if self.borrow_grads:
             given = list(grads) if grads is not None else [None] * len(params)
@@ -122,18 +108,15 @@ class GradientBook:
     def alias_of(self, k):
         """A new tensor sharing the storage of buffer k (what p.grad gets): a DTensor like
         the parameter for a DTensor parameter."""
-        p = self.params[k]
-        if self.sharded:
-            return _dist.wrap_like(self.own_buffer(k).detach(), p, tuple(p.shape))
-        return self.own_buffer(k).detach()
+        p, buf = self.params[k], self.own_buffer(k).detach()
+        return _dist.wrap_like(buf, p, tuple(p.shape)) if self.sharded else buf
 
     def is_own_grad(self, k, grad):
         buf, grad = self.grads[k], local(grad)
-        if buf is None:
-            return False
-        return (grad.data_ptr() == buf.data_ptr() and grad.shape == buf.shape
-                and grad.dtype == buf.dtype and grad.device == buf.device
-                and grad.layout == torch.strided and grad.is_contiguous())
+        return buf is not None and (
+            grad.data_ptr() == buf.data_ptr() and grad.shape == buf.shape
+            and grad.dtype == buf.dtype and grad.device == buf.device
+            and grad.layout == torch.strided and grad.is_contiguous())
 
     def install_zeroed(self, k):
         """Installs buffer k, zeroed, as parameter k's p.grad (before backward)."""
@@ -175,29 +158,22 @@ class GradientBook:
 
     def gather(self, grads, ptrs, check_realloc):
         """(active, pointers, sources, rebind) for a step whose gradients are grads[k] (a
-        tensor, or None: no gradient): one flag per engine tensor saying whether it is
+        tensor, or None): a bytearray of one flag per engine tensor saying whether it is
         stepped, the gradient pointer the engine reads for it (0 when inactive), the
         tensor that pointer is in, and whether the caller must rebind before stepping (a
-        parameter reallocated: its data pointer is not ptrs[k], the one the engine was
-        built with, and check_realloc(k) raises for it while the engine's step is begun;
-        a borrowed gradient of another dtype).
+        parameter whose data pointer is not ptrs[k]: check_realloc(k) raises for it while
+        the engine's step is begun; a borrowed gradient of another dtype). Every gradient
+        is checked before anything is copied (ValueError naming it).
 
-        Note [Which parameters have a gradient]: as torch.optim, a tensor is stepped when
-        it has a gradient at the step, with whatever that gradient holds then. The engine
-        reads each gradient where it is, by its pointer for this step (StepOptions::grads):
-        the engine's own buffer when the front end installed it (backward accumulates
-        into it), or whatever other tensor the gradient is (assigned, ``p.grad.data =
-        ...``, Megatron's ``decoupled_grad``), adopted by identity, no copy. Only a
-        gradient the engine cannot read in place (another dtype: FSDP2's reduce dtype;
-        not contiguous) is copied, into the tensor's own buffer (own buffers only).
+        Note [Which parameters have a gradient] (docs/python.md, "Gradients and the
+        pointer contract"): as torch.optim, a tensor is stepped when it has a gradient at
+        the step. The engine reads each gradient where it is, by its pointer; only one it
+        cannot read in place (another dtype, not contiguous) is copied into the tensor's
+        own buffer.
 
         Note [Swapped gradients]: a gradient may be another tensor's buffer (``a.grad,
-        b.grad = b.grad, a.grad``): read by pointer, each tensor steps with its own. A
-        copy runs after every check, and a gradient in the storage of any buffer a copy
-        writes (copied from, or read in place: ``a.grad, b.grad = b.grad.t(), a.grad``)
-        is cloned first, so nothing is read after a copy wrote over it.
-
-        Every gradient is checked before anything is copied (ValueError naming it)."""
+        b.grad = b.grad, a.grad``); one in the storage of a buffer a copy writes is
+        cloned first, so nothing is read after a copy wrote over it."""
         n = len(self.params)
         active, pointers, sources = bytearray(n), [0] * n, [None] * n
         copies, rebind = [], False
@@ -205,7 +181,7 @@ class GradientBook:
         # begun: then it raises.
         begun = self.engine.step_begun
         seen, params = self._seen, self.params
-        mine = local if self.sharded else _same  # per tensor and step: no call when plain
+        mine = local if self.sharded else (lambda t: t)  # plain: no DTensor check per tensor
         for k, grad in enumerate(grads):
             if mine(params[k]).data_ptr() != ptrs[k]:
                 if begun:
@@ -235,23 +211,19 @@ class GradientBook:
                 copies.append((k, g))
                 seen[k] = None
         if copies:
-            for k, _ in copies:
-                self.own_buffer(k)
             # Note [Swapped gradients]: sources inside a buffer a copy writes, cloned.
-            written = {storage_ptr(self.grads[k]) for k, _ in copies}
+            written = {storage_ptr(self.own_buffer(k)) for k, _ in copies}
             copies = [(k, src.clone() if storage_ptr(src) in written else src)
                       for k, src in copies]
-            copied = {k for k, _ in copies}
-            for k, src in enumerate(sources):
-                if src is not None and k not in copied and storage_ptr(src) in written:
+            for k, src in enumerate(sources):  # (a copied tensor's source is None)
+                if src is not None and storage_ptr(src) in written:
                     sources[k] = src.clone()
                     pointers[k] = sources[k].data_ptr()
                     seen[k] = None
             for k, src in copies:
-                self.grads[k].copy_(src)
-                sources[k] = self.grads[k]
-                pointers[k] = self.grads[k].data_ptr()
-        return bytes(active), pointers, sources, rebind
+                sources[k] = self.grads[k].copy_(src)
+                pointers[k] = sources[k].data_ptr()
+        return active, pointers, sources, rebind
 
     def reset_ready(self):
         """Forgets the step's hand-overs (the engine's step ended or was discarded)."""
@@ -332,16 +304,14 @@ class GradientBook:
         return released
 
     def recheck_early_start(self, active, pointers, sources, order_after_current):
-        """Note [Early start is checked at step]: grad_ready made the engine start on a
-        tensor's gradient during backward (its offloaded part copied down, perhaps
-        updated speculatively), from the pointer it was handed. When the gradient the
-        step reads is another tensor (p.grad replaced, a copy by gather) or the same one
-        changed through torch ops since (``clip_grad_norm_``, a scaler's unscale: its
-        version counter moved), the tensor's early work is redone here: the engine's
-        grad_ready called again, with the step's pointer, redoes it exactly (Note [A
-        second GradReady] in offload/executors/host_offload.cc). Writes that bypass the version
-        counter (``p.grad.data`` in place, raw pointers) after backward cannot be seen.
-        order_after_current(): orders the engine's stream after the caller's."""
+        """Note [Early start is checked at step]: when the gradient the step reads for a
+        tensor handed over early is another tensor (p.grad replaced, a copy by gather) or
+        was changed through torch ops since (``clip_grad_norm_``, a scaler's unscale: its
+        version counter moved), the engine's grad_ready is called again with the step's
+        pointer, which redoes the early work exactly (Note [A second GradReady] in
+        offload/executors/host_offload.cc). Writes that bypass the version counter
+        cannot be seen. order_after_current(): orders the engine's stream after the
+        caller's."""
         if not self.handed or self.release:
             return  # a released gradient is what the engine took at grad_ready
         redo = [k for k in range(len(self.params)) if self.ready[k] and active[k]

@@ -1,13 +1,11 @@
 """The gradient hooks of a tandem.torch optimizer, per engine tensor: a tensor hook that
-installs the engine's gradient buffer as p.grad before autograd accumulates into it (when
-p.grad is None), and with early start a post-accumulate hook that hands the gradient to
-the engine (grad_ready) as soon as it is final.
+installs the engine's gradient buffer as p.grad before autograd accumulates into it, and
+with early start a post-accumulate hook that hands the gradient to the engine.
 
 The hooks hold the optimizer weakly and are removed when it is collected (or rebinds),
-so an optimizer that is dropped frees its engine and stops touching the parameters'
-gradients. A parameter that does not require grad cannot take hooks: it gets them at the
-first call that finds it requiring grad (``hook_pending``); until then its gradient is
-autograd's own, copied into the buffer at the step.
+so a dropped optimizer frees its engine and stops touching the gradients. A parameter
+that does not require grad cannot take hooks: it gets them at the first call that finds
+it requiring grad (``hook_pending``); until then its gradient is copied at the step.
 """
 
 import weakref
@@ -26,12 +24,8 @@ class GradHooks:
         self._accumulators = []
         self._early = early_start
         self._calls = (arriving, accumulated)
-        self._pending = []
-        for k, p in enumerate(params):
-            if p.requires_grad:
-                self._hook(k, p)
-            else:
-                self._pending.append((k, p))
+        self._pending = list(enumerate(params))
+        self.hook_pending()
         # The hooks go with the optimizer, whichever layout it has then.
         self._finalizer = weakref.finalize(opt, _remove, self._handles)
 

@@ -1,10 +1,8 @@
 """One node, many ranks: the host CPUs and the pinned-memory budget of this process's
-optimizer when several ranks (one per GPU, e.g. under torchrun) share a node
-(include/tandem/node.h states the policy; docs/node_sharing.md explains it).
-
-torchrun's LOCAL_RANK and LOCAL_WORLD_SIZE say which rank this is; without them the
-process is the node's only rank and "auto" restricts nothing (Tandem's behaviour before
-these options). Every refusal is a ValueError naming the option or the variable."""
+optimizer when several ranks share a node (include/tandem/node.h states the policy;
+docs/node_sharing.md explains it). torchrun's LOCAL_RANK and LOCAL_WORLD_SIZE say which
+rank this is; without them "auto" restricts nothing. Every refusal is a ValueError
+naming the option or the variable."""
 
 import os
 

@@ -1,9 +1,8 @@
 """Arguments of the front ends, checked and normalised before the engine is built: the
-params argument (tensors, (name, tensor) pairs, groups of either, module=), param groups
-and their hyper-parameters (the same checks at construction, add_param_group, every
-step and every load), the state format spellings, and the engine's options (checked in
-C++: tandem._C.OptimizerConfig). Every refusal is a ValueError (or TypeError, as
-torch.optim raises) naming the argument, parameter and value."""
+params argument, param groups and their hyper-parameters (the same checks at
+construction, add_param_group, every step and every load), the state format spellings
+and the engine's options (checked in C++). Every refusal is a ValueError (or TypeError,
+as torch.optim raises) naming the argument, parameter and value."""
 
 import math
 import numbers
@@ -266,17 +265,10 @@ def no_steppable_parameter(left_out, steppable_dtypes):
     return ValueError("optimizer got no parameter that requires grad")
 
 
-# Note [torch.optim's flags in a param group]: torch.optim keeps its flags per group
-# (torch's own state dicts carry them all), so a group dict, add_param_group, a load or
-# an edit of param_groups[i] can hold them. Each is either applied as torch applies it
-# or refused here, on every path that checks a group (group_values):
-#   maximize, amsgrad (Adam, AdamW): change the update; the engine has neither, so True
-#     is refused (amsgrad means nothing to torch's SGD, which ignores it: so does this);
-#   differentiable: makes the step an autograd op; the engine's step is not one, so True
-#     is refused;
-#   foreach, fused, capturable: how torch runs the same update (its loop, its fused
-#     kernel, a step that a CUDA graph can capture); the engine's step is one fused
-#     update either way, with the same math, so any value is accepted and kept.
+# Note [torch.optim's flags in a param group] (docs/python.md, the table of differences):
+# torch.optim keeps its flags per group, so every path that checks a group
+# (group_values) refuses those the engine cannot apply when true; foreach, fused and
+# capturable (how torch runs the same update) are accepted and kept.
 _REFUSED_FLAGS = (
     ("maximize", ("adamw", "adam", "lion", "sgd"),
      "the engine descends every group; ascend by negating the loss"),
@@ -305,10 +297,9 @@ def check_torch_flags(algorithm, group, where):
 def group_values(algorithm, hyper, g, group, where=None):
     """(lr, engine hyper-parameters) of param group `group` (number g), checked as the
     constructor checks them: TypeError for a value of the wrong type, ValueError for one
-    out of range (the engine's own rule, tandem._C.check_hyper_params), a missing key or
-    a torch.optim flag the engine cannot apply (check_torch_flags), each naming the group
-    and the key. hyper(group, where) maps a group to the engine's fields. Changes
-    nothing."""
+    out of range (tandem._C.check_hyper_params), a missing key or a refused torch.optim
+    flag, each naming the group and the key. hyper(group, where) maps a group to the
+    engine's fields. Changes nothing."""
     where = "group %d" % g if where is None else where
     check_torch_flags(algorithm, group, where)
     try:

@@ -1,20 +1,13 @@
 """The engine's state arrays as the front ends see them: the one Python reader of the
-C++ table (``tandem._C.state_arrays()`` and ``_C.array_entries``, python/ext/arrays.h;
-Note [State arrays] in engine/state_arrays.h).
-
-``EngineState(core)`` lists, for each tensor of an engine core (engine.py), the
-arrays it keeps (``Array``: name, component, dtypes, entries, global and local shape;
-``EngineState.offset``: where the local shard starts), gives them as state-dict tensors
-(``Array.tensor``) and reads them back from a state dict, checked (``read``). The
-re-encodings every front end shares (a snapshot, or one tensor of it, in other formats,
-through tandem::ConvertSnapshot) live here too.
+C++ table (``tandem._C.state_arrays()``, ``_C.array_entries``; Note [State arrays] in
+engine/state_arrays.h): ``EngineState`` lists each engine tensor's arrays and reads them
+back from a state dict, checked; the re-encodings (tandem::ConvertSnapshot) follow.
 
 Note [Array shapes]: the arrays of a tensor, or of a shard, of shape S have shape S,
-except the per-group arrays (the q8 scales): one per group along the last dimension when
-it is a whole number of groups, S[:-1] + (K // 32,), which is what a shard of rows keeps
-(Note [Shard-safe quantization groups] in dist.py); else one per 32 elements of the
-flat tensor (such a tensor is never sharded with q8 moments). The one shape rule of the
-FSDP2, DCP and Megatron-FSDP state dicts.
+except the per-group arrays (the q8 scales): S[:-1] + (K // 32,) when the last dimension
+is a whole number of groups, which a shard of rows keeps (Note [Shard-safe quantization
+groups] in dist.py); else one per 32 elements of the flat tensor (never sharded with q8
+moments). The one shape rule of the FSDP2, DCP and Megatron-FSDP state dicts.
 """
 
 import math
@@ -39,8 +32,7 @@ F32 = {c: next(n for n, a in _TABLE.items() if a["component"] == c and a["dtype"
 def kept(algorithm, formats, hyper, numel):
     """Array name -> entries that a tensor of `numel` elements keeps in `formats` (master,
     momentum, variance) under `algorithm` and its group's `hyper` (the engine's
-    ArrayEntries: ValidateSnapshot's rule; an empty shard keeps the same names with 0
-    entries)."""
+    ArrayEntries; an empty shard keeps the same names with 0 entries)."""
     return _C.array_entries(algorithm, tuple(formats), float(hyper.get("momentum", 0.0)),
                             int(numel))
 
@@ -91,10 +83,9 @@ def snapshot_array(name, tensor):
 
 
 class EngineState:
-    """The state arrays of the tensors of one engine core (engine.py: its
-    ``algorithm``, ``params``, ``group_of``, ``hypers`` and ``formats_of(k)``).
-    ``first_rows``: each tensor's first global row on this rank where the front end
-    places its shards itself (Megatron-FSDP's uneven shards); else DTensor's."""
+    """The state arrays of the tensors of one engine core (engine.py). ``first_rows``:
+    each tensor's first global row on this rank where the front end places its shards
+    itself (Megatron-FSDP's uneven shards); else DTensor's."""
 
     def __init__(self, core, first_rows=None):
         self.core = core
