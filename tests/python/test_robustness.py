@@ -257,6 +257,8 @@ def test_skipped_steps_are_counted_and_warn():
             opt.step()
         expected = [tandem.torch.SkippedStepWarning] if t != 1 else []
         assert [w.category for w in caught] == expected
+        # Attributed to the caller's line, not to a line of tandem's or torch's.
+        assert all(w.filename == __file__ for w in caught), [w.filename for w in caught]
     assert opt.skipped_steps == 2
     assert issubclass(tandem.torch.SkippedStepWarning, UserWarning)
     opt.zero_grad()

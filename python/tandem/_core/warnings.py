@@ -2,6 +2,7 @@
 tandem.megatron (each re-exports them), and ``warn``, which attributes a warning to the
 caller's line."""
 
+import os
 import sys
 import warnings
 
@@ -31,7 +32,10 @@ class EarlyStartAccumulationWarning(TandemWarning):
     copies were wasted. Run the micro-batches but the last in ``opt.accumulating()``."""
 
 
-_SKIP = (__file__.rsplit("/", 1)[0], torch.__file__.rsplit("/", 1)[0])
+# The folders of the tandem package and of torch, with the separator ("torch/" is not
+# "torchvision/").
+_SKIP = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+         os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
 
 
 def warn(message, category):
