@@ -2,7 +2,8 @@
 # The widths of the engine's offload interfaces at a commit, from git alone (no build):
 # virtual methods per class or struct in offload/*.h (how many are pure), the data members
 # of the GPU-stream executor's files, and the lines of each file of the stream device,
-# pipeline, executors and speculation. docs/architecture.md cites it.
+# pipeline, executors and speculation, and the modules and lines of python/tandem.
+# docs/architecture.md cites it.
 #   scripts/interface-widths.sh [COMMIT]     (default HEAD; run from the repository root)
 set -euo pipefail
 c=${1:-HEAD}
@@ -21,3 +22,6 @@ done
 echo "== $c: lines per file"
 git ls-tree -r --name-only "$c" offload/devices offload/transport offload/pipeline offload/executors \
     offload/speculation | while read -r f; do printf "  %5d %s\n" "$(git show "$c:$f" | wc -l)" "$f"; done
+echo "== $c: python/tandem modules, lines"
+py=$(git ls-tree -r --name-only "$c" python/tandem | grep '\.py$')
+printf "  %d modules, %d lines\n" "$(echo "$py" | wc -l)" "$(for f in $py; do git show "$c:$f"; done | wc -l)"
