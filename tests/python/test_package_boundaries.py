@@ -63,6 +63,15 @@ def _at_import_time(tree):
         todo.extend(ast.iter_child_nodes(node))
 
 
+def _from(package, node):
+    """The absolute name of the module a ``from ... import`` in `package` reads."""
+    base = node.module or ""
+    if node.level:
+        up = package.split(".")[:len(package.split(".")) - node.level + 1]
+        base = ".".join(up + ([base] if base else []))
+    return base
+
+
 def imports(name, path, known):
     """[(imported module, line, at import time)] of module `name`: the package's modules
     and the extension, whichever way they are spelled."""
@@ -76,10 +85,7 @@ def imports(name, path, known):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                up = package.split(".")[:len(package.split(".")) - node.level + 1]
-                base = ".".join(up + ([base] if base else []))
+            base = _from(package, node)
             for a in node.names:
                 sub = base + "." + a.name
                 targets.append(sub if sub in known or sub == EXTENSION else base)
@@ -163,10 +169,7 @@ def borrowed_methods(name, tree, known):
     package = name if known.get(name, "").endswith("__init__.py") else name.rpartition(".")[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                up = package.split(".")[:len(package.split(".")) - node.level + 1]
-                base = ".".join(up + ([base] if base else []))
+            base = _from(package, node)
             for a in node.names:
                 if "%s.%s" % (base, a.name) in known:
                     aliases[a.asname or a.name] = "%s.%s" % (base, a.name)
