@@ -183,7 +183,9 @@ class Engine:
 
     def formats_of(self, k):
         override = self.tensor_formats(k)
-        return tuple(self.formats if override is None else override.values())
+        if override is None:
+            return tuple(self.formats)
+        return tuple(override[key] for key in ("master", "momentum", "variance"))
 
     def _lay_out(self, entries, grads):
         """Sets the per-tensor tables for `entries` [(param, name, group)] and the book's
