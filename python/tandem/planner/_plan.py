@@ -38,6 +38,7 @@ class Plan(_Answer):
 
     @property
     def feasible(self):
+        """Whether a point fits both budgets (tandem-plan's exit status 0)."""
         return bool(self.data.get("feasible"))
 
     @property
