@@ -439,3 +439,18 @@ def test_the_bindings_options_are_the_command_lines():
     bad = tandem._C.make_plan({"model": "llama3-8b", "gpu_mem": "40GiB", "host_mem": "1TiB",
                                "shard_size": 2})
     assert bad == {"status": 2, "error": "--shard-size requires --fsdp2"}
+
+
+def test_calibrations_llama3_shapes_are_the_planners_presets(tmp_path):
+    # tandem.calibrate_training builds its Llama-3 models from its own shape table
+    # (planner/_calibrate.py); each shape the planner has as a preset must count the
+    # preset's parameters, so a calibration measures the model the planner plans.
+    from tandem.planner._calibrate import LLAMA3
+    presets = tandem._C.plan_options()["presets"]
+    assert set(presets) <= set(LLAMA3)
+    for name in presets:
+        path = tmp_path / (name + ".json")
+        path.write_text(json.dumps(LLAMA3[name]))
+        by_preset = tandem.plan(name, gpu_mem="80GiB", host_mem="512GiB").data["model"]
+        by_config = tandem.plan(str(path), gpu_mem="80GiB", host_mem="512GiB").data["model"]
+        assert by_config["params"] == by_preset["params"], name
