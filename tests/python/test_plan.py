@@ -443,8 +443,8 @@ def test_the_bindings_options_are_the_command_lines():
 
 def test_calibrations_llama3_shapes_are_the_planners_presets(tmp_path):
     # tandem.calibrate_training builds its Llama-3 models from its own shape table
-    # (planner/_calibrate.py); each shape the planner has as a preset must count the
-    # preset's parameters, so a calibration measures the model the planner plans.
+    # (python/tandem/planner/_calibrate.py); each shape the planner has as a preset must
+    # count the preset's parameters, so a calibration measures the model it plans.
     from tandem.planner._calibrate import LLAMA3
     presets = tandem._C.plan_options()["presets"]
     assert set(presets) <= set(LLAMA3)
