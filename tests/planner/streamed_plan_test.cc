@@ -192,6 +192,26 @@ TEST(StreamedPlan, BytesAreTheEnginesForTheResolvedShare) {
   }
 }
 
+// With gradient release each stream slot also holds its chunk's gradient: the plan's GPU
+// staging is what the engine with release allocates (its slot_stride).
+TEST(StreamedPlan, ReleasedGradientsInTheStreamSlotsAreCounted) {
+  PlanInputs in = Flash(ModelFromParamCount(3'000'017, 5));  // odd sizes
+  in.profile = SlowHost();
+  in.grad_release = Choice::kOn;
+  for (double fraction : {0.3, 1.0}) {
+    const FractionPoint p = EvaluateFraction(in, fraction);
+    ASSERT_TRUE(p.grad_release) << fraction;
+    ASSERT_GT(p.time.streamed, 0u) << fraction;
+    OptimizerConfig cfg = ShardConfig(in, fraction);
+    cfg.offload_compute = p.time.split.share;
+    const uint64_t without = PredictMemory(ShardSpecs(in), cfg, ExecutionMode::kGpu).device.staging;
+    cfg.release_grads = true;
+    const uint64_t with = PredictMemory(ShardSpecs(in), cfg, ExecutionMode::kGpu).device.staging;
+    EXPECT_GT(with, without) << fraction;
+    EXPECT_EQ(p.gpu.staging, with) << fraction;
+  }
+}
+
 TEST(StreamedPlan, AnFp32MasterWithBf16ParametersStreamsWhole) {
   const uint64_t n = 1ull << 24;
   PlanInputs in = Flash(ModelFromParamCount(n, 1));
