@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "engine/layout/memory_plan.h"
-#include "engine/layout/slab_layout.h"
 #include "engine/layout/tensor_rules.h"
 #include "engine/resolve_sizes.h"
 
@@ -420,11 +419,9 @@ FractionPoint EvaluateAt(const PlanInputs& in, const Context& x, double fraction
   p.gpu.activations = x.activations;
   p.gpu.runtime = RuntimeBytes(in, x.activations);
   SetState(rp.memory.device, &p.gpu);
-  // Release: each stream slot also holds its chunk's gradient (the engine's slot_stride,
-  // engine/layout/memory_plan.cc), which `rp`, resolved without release, leaves out.
-  if (release && rp.plan->stream_slot_bytes > 0)
-    p.gpu.staging += static_cast<uint64_t>(in.stream_slots) *
-                     layout::Aligned(rp.plan->stream.grad_slot_bytes());
+  // Release: each stream slot also holds its chunk's gradient, which `rp`, resolved
+  // without release, leaves out.
+  if (release) p.gpu.staging += rp.plan->release_slot_bytes;
   SetState(rp.memory.host, &p.host);
   if (release) p.host.gradients = p.cold_elements * g;
   const PointClasses c = ClassesOf(in, pl);

@@ -28,10 +28,11 @@ MemoryPlan PlanMemory(const std::vector<TensorSpec>& specs,
   lp.stream.Build(specs, formats, params.algorithm, params.groups, params.stream_chunk_bytes,
                   placement, !sizes_only);
   if (!lp.stream.chunks().empty()) {
+    const uint64_t slot_grad_bytes = Aligned(lp.stream.grad_slot_bytes());
     lp.slot_grad_off = Aligned(lp.stream.slot_bytes());
-    lp.slot_stride =
-        lp.slot_grad_off + (params.release_grads ? Aligned(lp.stream.grad_slot_bytes()) : 0);
+    lp.slot_stride = lp.slot_grad_off + (params.release_grads ? slot_grad_bytes : 0);
     lp.stream_slot_bytes = params.stream_slots * lp.slot_stride;
+    lp.release_slot_bytes = params.stream_slots * slot_grad_bytes;
   }
   // Staging for the pipeline: K gradient slots and, where a chunk cannot upload its state
   // directly, K parameter slots.

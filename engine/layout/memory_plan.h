@@ -23,7 +23,9 @@ struct MemoryPlan {
   StreamLayout stream;             // host-resident, computed on the GPU
   // The stream executor's device slots: stream_slot_bytes in all, one every slot_stride
   // bytes; with release_grads a slot holds a chunk's gradients from slot_grad_off on.
-  uint64_t stream_slot_bytes = 0, slot_stride = 0, slot_grad_off = 0;
+  // release_slot_bytes: what release_grads adds to all the slots (counted whether or not
+  // it is set, for a plan that resolves without release and adds it itself).
+  uint64_t stream_slot_bytes = 0, slot_stride = 0, slot_grad_off = 0, release_slot_bytes = 0;
   // The offload pipeline's staging: K gradient slots and, where a chunk cannot upload its
   // state directly, K parameter slots.
   uint64_t grad_slot_bytes = 0, param_slot_bytes = 0;
